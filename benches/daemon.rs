@@ -1,0 +1,824 @@
+//! Daemon benchmark: throughput, list latency and memory of a real `cru daemon run` over
+//! its Unix socket, against the embedded surrealkv store (fsync on every commit).
+//!
+//! Run with:
+//!
+//! ```text
+//! CARGO_TARGET_DIR=/work/target cargo bench --profile dev --bench daemon
+//! ```
+//!
+//! Environment:
+//! - `CRU_BENCH_MESSAGES`: inbox size for the `inbox.list` phase (default 100000).
+//! - `CRU_BENCH_SECS`: seconds per concurrency level of the throughput phases (default 3).
+//!
+//! Phases:
+//! 1. `session.heartbeat` round trips/s with 1, 8 and 64 concurrent clients.
+//! 2. `inbox.send` (durable) round trips/s with 1, 8 and 64 concurrent clients.
+//! 3. Fill the inbox to `CRU_BENCH_MESSAGES` with 64 concurrent senders, then time
+//!    `inbox.list {unread_only: true, limit: 50}` (p50, p95, max).
+//! 4. The daemon's `VmRSS` and `VmHWM` after that load.
+//!
+//! Each client of a level has its own connection and makes sequential calls; all clients
+//! of a level run concurrently for the same fixed duration and completed calls are
+//! counted. Figures are printed beside the targets, never asserted.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use crucible::client::Client;
+use crucible::kiln::Kiln;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+/// Concurrent clients per level of the throughput phases.
+const LEVELS: [usize; 3] = [1, 8, 64];
+/// Concurrent senders that fill the inbox before the list phase.
+const FILL_CLIENTS: usize = 64;
+/// Timed `inbox.list` calls, and untimed warm-up calls before them.
+const LIST_CALLS: usize = 200;
+const LIST_WARMUP: usize = 5;
+const LIST_LIMIT: u64 = 50;
+
+const DEFAULT_MESSAGES: u64 = 100_000;
+const DEFAULT_SECS: f64 = 3.0;
+
+/// How long the daemon may take to answer its first handshake.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the daemon may take to exit after `daemon.shutdown` before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Upper bound on the fill phase, whatever the send rate.
+const FILL_TIME_CAP: Duration = Duration::from_secs(30 * 60);
+/// How often the fill phase reports progress.
+const FILL_PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+const TARGET_HEARTBEATS_PER_SEC: f64 = 50_000.0;
+const TARGET_SENDS_PER_SEC: f64 = 5_000.0;
+const TARGET_LIST_MS: f64 = 5.0;
+const TARGET_RSS_MB: f64 = 64.0;
+
+/// A 120-byte message body, so sends carry a realistic payload.
+const BODY: &str = "The agent finished a step of its task and reports it to the inbox; \
+                    this body is here only to give the row a realistic size.";
+
+fn main() -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(10 * 1024 * 1024)
+        .build()
+        .expect("building the tokio runtime");
+    match runtime.block_on(run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("\nbenchmark failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Settings {
+    messages: u64,
+    level_duration: Duration,
+}
+
+impl Settings {
+    fn from_env() -> Result<Self> {
+        let messages = match std::env::var("CRU_BENCH_MESSAGES") {
+            Ok(text) => text
+                .trim()
+                .parse::<u64>()
+                .with_context(|| format!("CRU_BENCH_MESSAGES={text:?} is not a whole number"))?,
+            Err(_) => DEFAULT_MESSAGES,
+        };
+        let secs = match std::env::var("CRU_BENCH_SECS") {
+            Ok(text) => text
+                .trim()
+                .parse::<f64>()
+                .with_context(|| format!("CRU_BENCH_SECS={text:?} is not a number"))?,
+            Err(_) => DEFAULT_SECS,
+        };
+        if !(secs > 0.0 && secs <= 600.0) {
+            bail!("CRU_BENCH_SECS must be above 0 and at most 600, not {secs}");
+        }
+        if messages == 0 {
+            bail!("CRU_BENCH_MESSAGES must be at least 1");
+        }
+        Ok(Self {
+            messages,
+            level_duration: Duration::from_secs_f64(secs),
+        })
+    }
+}
+
+async fn run() -> Result<()> {
+    let settings = Settings::from_env()?;
+    // Declared first so it is removed last, after the daemon is gone.
+    let tmp = tempfile::tempdir().context("creating the temporary kiln")?;
+    let kiln = Kiln::new(tmp.path().join("kiln"));
+    std::fs::create_dir_all(kiln.root()).context("creating the kiln directory")?;
+    // A long grace period so the daemon does not exit between phases, and a long session
+    // timeout so sessions that only send (never heartbeat) are not reaped mid-run.
+    std::fs::write(
+        kiln.settings_path(),
+        "[daemon]\ngrace_period_secs = 600\nsession_timeout_secs = 3600\n",
+    )
+    .context("writing .crucible.toml")?;
+    // Keep the user's own settings out of the measurement.
+    let xdg = tmp.path().join("xdg-config");
+    std::fs::create_dir_all(&xdg).context("creating the private config home")?;
+
+    let stderr_path = tmp.path().join("daemon.stderr");
+    let mut daemon = spawn_daemon(&kiln, &xdg, &stderr_path)?;
+    let outcome = bench(&kiln, &settings, &mut daemon).await;
+    let stopped = stop_daemon(&kiln, &mut daemon).await;
+    println!("\n{stopped}");
+    if outcome.is_err() {
+        eprintln!("daemon stderr (last lines): {}", stderr_tail(&stderr_path));
+    }
+    outcome
+}
+
+// ---- the daemon process ----
+
+struct Daemon {
+    child: Child,
+    stderr_path: PathBuf,
+}
+
+fn spawn_daemon(kiln: &Kiln, xdg: &Path, stderr_path: &Path) -> Result<Daemon> {
+    let exe = env!("CARGO_BIN_EXE_cru");
+    let stderr = std::fs::File::create(stderr_path)
+        .with_context(|| format!("creating {}", stderr_path.display()))?;
+    let child = Command::new(exe)
+        .arg("--kiln")
+        .arg(kiln.root())
+        .args(["daemon", "run"])
+        .env("XDG_CONFIG_HOME", xdg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        // Whatever happens to this process, the daemon does not outlive it.
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("running {exe} --kiln {} daemon run", kiln.root().display()))?;
+    Ok(Daemon {
+        child,
+        stderr_path: stderr_path.to_path_buf(),
+    })
+}
+
+/// Retries the handshake until the daemon answers, it exits, or the deadline passes.
+async fn wait_for_daemon(kiln: &Kiln, daemon: &mut Daemon) -> Result<(Client, Duration)> {
+    let started = Instant::now();
+    let deadline = started + START_TIMEOUT;
+    loop {
+        let last_error = match Client::connect(kiln).await {
+            Ok(client) => return Ok((client, started.elapsed())),
+            Err(e) => e.to_string(),
+        };
+        if let Some(status) = daemon
+            .child
+            .try_wait()
+            .context("checking the daemon process")?
+        {
+            bail!(
+                "the daemon exited ({status}) before answering: {}",
+                stderr_tail(&daemon.stderr_path)
+            );
+        }
+        if Instant::now() >= deadline {
+            bail!("the daemon did not answer within {START_TIMEOUT:?} (last error: {last_error})");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Asks the daemon to shut down, and kills it if it has not exited in time.
+async fn stop_daemon(kiln: &Kiln, daemon: &mut Daemon) -> String {
+    if let Ok(Some(status)) = daemon.child.try_wait() {
+        return format!("daemon had already exited ({status})");
+    }
+    let asked = tokio::time::timeout(Duration::from_secs(2), async {
+        let client = Client::connect(kiln).await?;
+        client.call_value("daemon.shutdown", json!({})).await
+    })
+    .await;
+    let asked = match asked {
+        Ok(Ok(_)) => "daemon.shutdown sent".to_string(),
+        Ok(Err(e)) => format!("daemon.shutdown failed ({e})"),
+        Err(_) => "daemon.shutdown got no answer within 2 s".to_string(),
+    };
+    match tokio::time::timeout(STOP_TIMEOUT, daemon.child.wait()).await {
+        Ok(Ok(status)) => format!("{asked}; daemon exited ({status})"),
+        Ok(Err(e)) => format!("{asked}; waiting for the daemon failed ({e})"),
+        Err(_) => match daemon.child.kill().await {
+            Ok(()) => format!("{asked}; daemon did not exit within {STOP_TIMEOUT:?}, killed it"),
+            Err(e) => format!(
+                "{asked}; daemon did not exit within {STOP_TIMEOUT:?}, and killing it failed ({e})"
+            ),
+        },
+    }
+}
+
+fn stderr_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(10).collect();
+    if tail.is_empty() {
+        "(no output)".into()
+    } else {
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n  ")
+    }
+}
+
+// ---- the benchmark ----
+
+async fn bench(kiln: &Kiln, settings: &Settings, daemon: &mut Daemon) -> Result<()> {
+    let (control, startup) = wait_for_daemon(kiln, daemon).await?;
+    let status = control
+        .call_value("daemon.status", json!({}))
+        .await
+        .context("daemon.status")?;
+    let pid = status["pid"]
+        .as_u64()
+        .ok_or_else(|| anyhow!("daemon.status has no pid: {status}"))? as u32;
+    if let Some(child_pid) = daemon.child.id() {
+        if child_pid != pid {
+            println!("note: daemon.status reports pid {pid}, the child process is {child_pid}");
+        }
+    }
+    let rss_start = read_memory(pid)?;
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+
+    println!("crucible daemon benchmark");
+    println!("  daemon        {} (pid {pid})", env!("CARGO_BIN_EXE_cru"));
+    println!("  kiln          {}", kiln.root().display());
+    println!(
+        "  database      {}",
+        status["database"].as_str().unwrap_or("?")
+    );
+    println!("  cpus          {cpus} (clients and daemon share them)");
+    println!(
+        "  per level     {:.1} s    inbox size for list: {}",
+        settings.level_duration.as_secs_f64(),
+        thousands(settings.messages)
+    );
+    println!(
+        "  started in    {:.0} ms; RSS at start {:.1} MiB",
+        ms(startup),
+        mib(rss_start.rss_kb)
+    );
+    drop(control);
+
+    // 1. heartbeats
+    println!(
+        "\n[1] session.heartbeat round trips (target >= {} /s)",
+        thousands(TARGET_HEARTBEATS_PER_SEC as u64)
+    );
+    let mut heartbeats = Vec::new();
+    for clients in LEVELS {
+        let result = load_phase(kiln, Op::Heartbeat, clients, settings.level_duration).await?;
+        result.print();
+        heartbeats.push(result);
+    }
+
+    // 2. durable sends
+    println!(
+        "\n[2] inbox.send round trips, durable (target >= {} /s)",
+        thousands(TARGET_SENDS_PER_SEC as u64)
+    );
+    let mut sends = Vec::new();
+    for clients in LEVELS {
+        let result = load_phase(kiln, Op::Send, clients, settings.level_duration).await?;
+        result.print();
+        sends.push(result);
+    }
+
+    // 3. fill, then list
+    let control = Client::connect(kiln)
+        .await
+        .context("connecting the control client")?;
+    let sent_so_far: u64 = sends.iter().map(|r| r.calls).sum();
+    let stored_before = unread(&control).await?;
+    println!(
+        "\n[3] inbox.list latency with {} messages (target <= {TARGET_LIST_MS} ms)",
+        thousands(settings.messages)
+    );
+    println!(
+        "  stored by the send phases: {} (acknowledged sends: {})",
+        thousands(stored_before),
+        thousands(sent_so_far)
+    );
+    let fill = fill_inbox(kiln, settings.messages.saturating_sub(stored_before)).await?;
+    let stored = unread(&control).await?;
+    if fill.sent > 0 {
+        println!(
+            "  filled {} messages with {FILL_CLIENTS} senders in {:.1} s ({} /s){}",
+            thousands(fill.sent),
+            fill.elapsed.as_secs_f64(),
+            thousands(rate(fill.sent, fill.elapsed) as u64),
+            fill.error
+                .as_ref()
+                .map_or(String::new(), |e| format!("; stopped early: {e}")),
+        );
+    }
+    println!(
+        "  messages stored now (daemon.status unread): {}",
+        thousands(stored)
+    );
+    let list = list_latency(&control).await?;
+    list.print();
+    drop(control);
+
+    // 4. memory
+    let memory = read_memory(pid)?;
+    println!("\n[4] daemon memory after the load (target <= {TARGET_RSS_MB} MB)");
+    println!(
+        "  VmRSS {:.1} MiB ({:.1} MB)   VmHWM {:.1} MiB ({:.1} MB)   (at start: VmRSS {:.1} MiB)",
+        mib(memory.rss_kb),
+        mb(memory.rss_kb),
+        mib(memory.hwm_kb),
+        mb(memory.hwm_kb),
+        mib(rss_start.rss_kb),
+    );
+
+    summary(&heartbeats, &sends, &list, stored, &memory);
+    Ok(())
+}
+
+async fn unread(client: &Client) -> Result<u64> {
+    let status = client
+        .call_value("daemon.status", json!({}))
+        .await
+        .context("daemon.status")?;
+    status["unread"]
+        .as_u64()
+        .ok_or_else(|| anyhow!("daemon.status has no unread count: {status}"))
+}
+
+// ---- throughput phases ----
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Heartbeat,
+    Send,
+}
+
+impl Op {
+    fn method(self) -> &'static str {
+        match self {
+            Op::Heartbeat => "session.heartbeat",
+            Op::Send => "inbox.send",
+        }
+    }
+}
+
+struct PhaseResult {
+    op: Op,
+    clients: usize,
+    calls: u64,
+    errors: u64,
+    first_error: Option<String>,
+    elapsed: Duration,
+    /// Per-call latencies, sorted.
+    latencies: Vec<Duration>,
+}
+
+impl PhaseResult {
+    fn per_sec(&self) -> f64 {
+        rate(self.calls, self.elapsed)
+    }
+
+    fn print(&self) {
+        println!(
+            "  {:>2} client{} {:>9} calls in {:.2} s = {:>9} /s   latency p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms{}",
+            self.clients,
+            if self.clients == 1 { " " } else { "s" },
+            thousands(self.calls),
+            self.elapsed.as_secs_f64(),
+            thousands(self.per_sec() as u64),
+            ms(percentile(&self.latencies, 0.50)),
+            ms(percentile(&self.latencies, 0.99)),
+            ms(self.latencies.last().copied().unwrap_or_default()),
+            match &self.first_error {
+                Some(e) => format!("   ERRORS: {} (first: {e})", self.errors),
+                None => String::new(),
+            },
+        );
+    }
+}
+
+struct TaskOutcome {
+    calls: u64,
+    latencies: Vec<Duration>,
+    error: Option<String>,
+}
+
+/// Connects `n` clients, each registering its own session.
+async fn connect_sessions(kiln: &Kiln, n: usize, label: &str) -> Result<Vec<(Client, String)>> {
+    let connects = (0..n).map(|i| async move {
+        let client = Client::connect(kiln).await.with_context(|| format!("connecting {label} client {i}"))?;
+        let answer = client
+            .call_value(
+                "session.register",
+                json!({"agent_type": "bench", "agent_name": format!("{label}-{i}"), "worktree": "bench"}),
+            )
+            .await
+            .with_context(|| format!("session.register for {label} client {i}"))?;
+        let id = answer["session_id"]
+            .as_str()
+            .ok_or_else(|| anyhow!("session.register answered without a session_id: {answer}"))?
+            .to_string();
+        Ok::<_, anyhow::Error>((client, id))
+    });
+    futures::future::try_join_all(connects).await
+}
+
+/// `clients` connections, each making sequential calls until the shared deadline.
+async fn load_phase(
+    kiln: &Kiln,
+    op: Op,
+    clients: usize,
+    duration: Duration,
+) -> Result<PhaseResult> {
+    let label = format!("{}-{clients}", op.method());
+    let sessions = connect_sessions(kiln, clients, &label).await?;
+    let start = Instant::now();
+    let deadline = start + duration;
+    let tasks: Vec<_> = sessions
+        .into_iter()
+        .enumerate()
+        .map(|(worker, (client, session_id))| {
+            tokio::spawn(async move {
+                let mut outcome = TaskOutcome {
+                    calls: 0,
+                    latencies: Vec::with_capacity(16 * 1024),
+                    error: None,
+                };
+                let heartbeat = json!({"session_id": session_id});
+                while Instant::now() < deadline {
+                    let params = match op {
+                        Op::Heartbeat => heartbeat.clone(),
+                        Op::Send => json!({
+                            "session_id": session_id,
+                            "msg_type": "info",
+                            "title": format!("bench {clients}/{worker} #{}", outcome.calls),
+                            "body": BODY,
+                        }),
+                    };
+                    let sent = Instant::now();
+                    match client.call_value(op.method(), params).await {
+                        Ok(_) => {
+                            outcome.latencies.push(sent.elapsed());
+                            outcome.calls += 1;
+                        }
+                        Err(e) => {
+                            // Stop this client: a failing daemon must not be spun against.
+                            outcome.error = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                drop(client);
+                outcome
+            })
+        })
+        .collect();
+    let mut result = PhaseResult {
+        op,
+        clients,
+        calls: 0,
+        errors: 0,
+        first_error: None,
+        elapsed: Duration::ZERO,
+        latencies: Vec::new(),
+    };
+    for task in tasks {
+        let outcome = task
+            .await
+            .with_context(|| format!("a {label} client task panicked"))?;
+        result.calls += outcome.calls;
+        result.latencies.extend(outcome.latencies);
+        if let Some(e) = outcome.error {
+            result.errors += 1;
+            result.first_error.get_or_insert(e);
+        }
+    }
+    result.elapsed = start.elapsed();
+    result.latencies.sort_unstable();
+    Ok(result)
+}
+
+// ---- fill and list ----
+
+struct FillResult {
+    sent: u64,
+    elapsed: Duration,
+    error: Option<String>,
+}
+
+/// Sends `count` messages with `FILL_CLIENTS` concurrent senders sharing one counter.
+async fn fill_inbox(kiln: &Kiln, count: u64) -> Result<FillResult> {
+    if count == 0 {
+        return Ok(FillResult {
+            sent: 0,
+            elapsed: Duration::ZERO,
+            error: None,
+        });
+    }
+    let senders = FILL_CLIENTS.min(count as usize);
+    let sessions = connect_sessions(kiln, senders, "fill").await?;
+    let claimed = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let cap = start + FILL_TIME_CAP;
+    let tasks: Vec<_> = sessions
+        .into_iter()
+        .map(|(client, session_id)| {
+            let claimed = Arc::clone(&claimed);
+            let done = Arc::clone(&done);
+            tokio::spawn(async move {
+                loop {
+                    let n = claimed.fetch_add(1, Ordering::Relaxed);
+                    if n >= count {
+                        return None;
+                    }
+                    if Instant::now() >= cap {
+                        return Some(format!("the fill took longer than {FILL_TIME_CAP:?}"));
+                    }
+                    let params = json!({
+                        "session_id": session_id,
+                        "msg_type": "info",
+                        "title": format!("fill #{n}"),
+                        "body": BODY,
+                    });
+                    if let Err(e) = client.call_value("inbox.send", params).await {
+                        return Some(format!("inbox.send failed: {e}"));
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let all = futures::future::join_all(tasks);
+    tokio::pin!(all);
+    let mut ticker = tokio::time::interval(FILL_PROGRESS_EVERY);
+    ticker.tick().await;
+    let outcomes = loop {
+        tokio::select! {
+            outcomes = &mut all => break outcomes,
+            _ = ticker.tick() => {
+                let sent = done.load(Ordering::Relaxed);
+                eprintln!(
+                    "  ... filling: {} / {} sent ({} /s)",
+                    thousands(sent),
+                    thousands(count),
+                    thousands(rate(sent, start.elapsed()) as u64)
+                );
+            }
+        }
+    };
+    let mut error = None;
+    for outcome in outcomes {
+        if let Some(e) = outcome.context("a fill task panicked")? {
+            error.get_or_insert(e);
+        }
+    }
+    Ok(FillResult {
+        sent: done.load(Ordering::Relaxed),
+        elapsed: start.elapsed(),
+        error,
+    })
+}
+
+struct ListResult {
+    cold: Duration,
+    returned: usize,
+    /// Sorted.
+    latencies: Vec<Duration>,
+}
+
+impl ListResult {
+    fn p50(&self) -> Duration {
+        percentile(&self.latencies, 0.50)
+    }
+    fn p95(&self) -> Duration {
+        percentile(&self.latencies, 0.95)
+    }
+    fn max(&self) -> Duration {
+        self.latencies.last().copied().unwrap_or_default()
+    }
+
+    fn print(&self) {
+        println!(
+            "  {LIST_CALLS} calls (after {LIST_WARMUP} warm-up; first call {:.3} ms), {} messages returned each: \
+             p50 {:.3} ms  p95 {:.3} ms  max {:.3} ms",
+            ms(self.cold),
+            self.returned,
+            ms(self.p50()),
+            ms(self.p95()),
+            ms(self.max()),
+        );
+    }
+}
+
+async fn list_latency(client: &Client) -> Result<ListResult> {
+    let params = json!({"unread_only": true, "limit": LIST_LIMIT});
+    let list = |params: Value| async move {
+        let sent = Instant::now();
+        let answer = client
+            .call_value("inbox.list", params)
+            .await
+            .context("inbox.list")?;
+        let elapsed = sent.elapsed();
+        let returned = answer["messages"]
+            .as_array()
+            .ok_or_else(|| anyhow!("inbox.list answered without messages"))?
+            .len();
+        Ok::<_, anyhow::Error>((elapsed, returned))
+    };
+    let (cold, returned) = list(params.clone()).await?;
+    for _ in 1..LIST_WARMUP {
+        list(params.clone()).await?;
+    }
+    let mut latencies = Vec::with_capacity(LIST_CALLS);
+    for _ in 0..LIST_CALLS {
+        let (elapsed, _) = list(params.clone()).await?;
+        latencies.push(elapsed);
+    }
+    latencies.sort_unstable();
+    Ok(ListResult {
+        cold,
+        returned,
+        latencies,
+    })
+}
+
+// ---- memory ----
+
+struct Memory {
+    rss_kb: u64,
+    hwm_kb: u64,
+}
+
+fn read_memory(pid: u32) -> Result<Memory> {
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    let field = |name: &str| -> Result<u64> {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(name))
+            .ok_or_else(|| anyhow!("{path} has no {name} line"))?;
+        line[name.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .with_context(|| format!("parsing {line:?} in {path}"))
+    };
+    Ok(Memory {
+        rss_kb: field("VmRSS:")?,
+        hwm_kb: field("VmHWM:")?,
+    })
+}
+
+// ---- summary ----
+
+fn summary(
+    heartbeats: &[PhaseResult],
+    sends: &[PhaseResult],
+    list: &ListResult,
+    stored: u64,
+    memory: &Memory,
+) {
+    let mut rows: Vec<[String; 4]> = Vec::new();
+    for result in heartbeats.iter().chain(sends) {
+        let (name, target) = match result.op {
+            Op::Heartbeat => ("session.heartbeat", TARGET_HEARTBEATS_PER_SEC),
+            Op::Send => ("inbox.send (durable)", TARGET_SENDS_PER_SEC),
+        };
+        let per_sec = result.per_sec();
+        let errors = if result.errors > 0 {
+            format!(" ({} clients failed)", result.errors)
+        } else {
+            String::new()
+        };
+        rows.push([
+            format!(
+                "{name}, {} client{}",
+                result.clients,
+                if result.clients == 1 { "" } else { "s" }
+            ),
+            format!("{} /s{errors}", thousands(per_sec as u64)),
+            format!(">= {} /s", thousands(target as u64)),
+            verdict(per_sec >= target && result.errors == 0),
+        ]);
+    }
+    for (name, value) in [
+        ("p50", list.p50()),
+        ("p95", list.p95()),
+        ("max", list.max()),
+    ] {
+        rows.push([
+            format!(
+                "inbox.list {name} ({} stored, limit {LIST_LIMIT})",
+                thousands(stored)
+            ),
+            format!("{:.3} ms", ms(value)),
+            format!("<= {TARGET_LIST_MS} ms"),
+            verdict(ms(value) <= TARGET_LIST_MS),
+        ]);
+    }
+    for (name, kb) in [
+        ("daemon VmRSS after load", memory.rss_kb),
+        ("daemon VmHWM (peak RSS)", memory.hwm_kb),
+    ] {
+        rows.push([
+            name.to_string(),
+            format!("{:.1} MiB ({:.1} MB)", mib(kb), mb(kb)),
+            format!("<= {TARGET_RSS_MB} MB"),
+            verdict(mb(kb) <= TARGET_RSS_MB),
+        ]);
+    }
+
+    let header = ["metric", "figure", "target", "vs target"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 4]| {
+        format!(
+            "| {:<w0$} | {:>w1$} | {:<w2$} | {:<w3$} |",
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3]
+        )
+    };
+    let rule = format!(
+        "|{}|",
+        widths
+            .iter()
+            .map(|w| "-".repeat(w + 2))
+            .collect::<Vec<_>>()
+            .join("|")
+    );
+    println!("\nSUMMARY");
+    println!("{}", line(header));
+    println!("{rule}");
+    for row in &rows {
+        println!("{}", line([&row[0], &row[1], &row[2], &row[3]]));
+    }
+}
+
+fn verdict(met: bool) -> String {
+    if met { "met".into() } else { "NOT met".into() }
+}
+
+// ---- small helpers ----
+
+fn rate(count: u64, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 { count as f64 / secs } else { 0.0 }
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn mib(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+fn mb(kb: u64) -> f64 {
+    kb as f64 * 1024.0 / 1_000_000.0
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

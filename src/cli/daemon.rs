@@ -1,0 +1,94 @@
+//! `cru daemon run|status|stop`
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+
+use super::output;
+use crate::client::{Client, stop_daemon};
+use crate::kiln::Kiln;
+use crate::protocol::{DaemonStatus, method};
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    #[command(subcommand)]
+    action: DaemonAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum DaemonAction {
+    /// Run the daemon in the foreground (clients start it on their own when needed).
+    Run,
+    /// Show whether a daemon runs for this kiln, and what it holds.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the kiln's daemon.
+    Stop,
+}
+
+pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
+    match args.action {
+        DaemonAction::Run => {
+            let config = super::load_config(&kiln)?;
+            kiln.ensure_state_dir()?;
+            let _guard = crate::logging::to_file(&kiln.log_dir(), "daemon.log")?;
+            crate::daemon::run(kiln, config).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        DaemonAction::Status { json } => {
+            crate::logging::to_stderr();
+            let client = match Client::connect(&kiln).await {
+                Ok(client) => client,
+                Err(e) => {
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"running": false, "kiln": kiln.root()})
+                        );
+                    } else {
+                        println!("no daemon running for {} ({e})", kiln.root().display());
+                    }
+                    return Ok(ExitCode::from(3));
+                }
+            };
+            let status: DaemonStatus = client
+                .call(method::DAEMON_STATUS, &serde_json::json!({}))
+                .await?;
+            if json {
+                let mut value = serde_json::to_value(&status)?;
+                value["running"] = true.into();
+                println!("{value}");
+            } else {
+                println!("daemon running for {}", status.kiln);
+                output::print_pairs(&[
+                    ("pid", status.pid.to_string()),
+                    (
+                        "version",
+                        format!(
+                            "{} (protocol {})",
+                            status.daemon_version, status.protocol_version
+                        ),
+                    ),
+                    ("database", status.database),
+                    ("uptime", output::duration(status.uptime_secs)),
+                    // This command is one of the clients.
+                    ("clients", status.clients.to_string()),
+                    ("sessions", status.sessions.to_string()),
+                    ("unread", status.unread.to_string()),
+                ]);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        DaemonAction::Stop => {
+            crate::logging::to_stderr();
+            if stop_daemon(&kiln).await? {
+                println!("daemon stopped");
+            } else {
+                println!("no daemon running for {}", kiln.root().display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

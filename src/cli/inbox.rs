@@ -1,0 +1,247 @@
+//! `cru inbox`: list, show, answer, clear and send inbox messages from any terminal.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use super::output;
+use crate::kiln::Kiln;
+use crate::protocol::{InboxMessage, ListParams, MsgType, RespondParams, SendParams, method};
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct InboxArgs {
+    #[command(subcommand)]
+    action: Option<InboxAction>,
+    /// List read messages too, not only unread ones.
+    #[arg(long)]
+    all: bool,
+    /// How many messages at most (default: `inbox.default_limit`).
+    #[arg(long, value_name = "N")]
+    limit: Option<u32>,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum InboxAction {
+    /// Show one message in full (and mark it read).
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a decision or approval; the waiting agent gets the answer.
+    Respond {
+        id: String,
+        /// One of the message's options (for approvals: approve or deny).
+        answer: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Mark messages read.
+    Read {
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Delete read messages that need no answer.
+    Clear,
+    /// Send a message (for scripts and agents).
+    Send {
+        /// The session the message is from.
+        #[arg(long)]
+        session: String,
+        /// decision_needed, approval_required, task_complete, error or info.
+        #[arg(long = "type", value_parser = parse_msg_type, default_value = "info")]
+        msg_type: MsgType,
+        title: String,
+        #[arg(long)]
+        body: Option<String>,
+        /// A choice offered to the human (repeat for several).
+        #[arg(long = "option", value_name = "CHOICE")]
+        options: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_msg_type(s: &str) -> Result<MsgType, String> {
+    MsgType::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = MsgType::ALL.iter().map(|t| t.as_str()).collect();
+        format!("unknown type {s:?}; use one of {}", names.join(", "))
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct Messages {
+    messages: Vec<InboxMessage>,
+}
+
+#[derive(serde::Deserialize)]
+struct One {
+    message: InboxMessage,
+}
+
+pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
+    let client = super::connect(&kiln).await?;
+    match args.action {
+        None => {
+            let params = ListParams {
+                unread_only: !args.all,
+                limit: args.limit,
+                session_id: None,
+            };
+            let list: Messages = client.call(method::INBOX_LIST, &params).await?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&list.messages)?);
+            } else if list.messages.is_empty() {
+                println!(
+                    "{}",
+                    if args.all {
+                        "the inbox is empty"
+                    } else {
+                        "no unread messages"
+                    }
+                );
+            } else {
+                print_list(&list.messages);
+            }
+        }
+        Some(InboxAction::Show { id, json }) => {
+            let mut one: One = client.call(method::INBOX_GET, &json!({"id": id})).await?;
+            if !one.message.read {
+                client
+                    .call_value(method::INBOX_MARK_READ, json!({"ids": [id]}))
+                    .await?;
+                one.message.read = true;
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&one.message)?);
+            } else {
+                print_message(&one.message);
+            }
+        }
+        Some(InboxAction::Respond { id, answer, json }) => {
+            let one: One = client
+                .call(
+                    method::INBOX_RESPOND,
+                    &RespondParams {
+                        id,
+                        response: answer,
+                    },
+                )
+                .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&one.message)?);
+            } else {
+                println!(
+                    "answered {} ({}): {}",
+                    one.message.id,
+                    one.message.session_name,
+                    one.message.response.as_deref().unwrap_or("")
+                );
+            }
+        }
+        Some(InboxAction::Read { ids }) => {
+            let result = client
+                .call_value(method::INBOX_MARK_READ, json!({"ids": ids}))
+                .await?;
+            println!("{} marked read", result["updated"].as_u64().unwrap_or(0));
+        }
+        Some(InboxAction::Clear) => {
+            let result = client.call_value(method::INBOX_CLEAR, json!({})).await?;
+            println!(
+                "{} read messages deleted",
+                result["deleted"].as_u64().unwrap_or(0)
+            );
+        }
+        Some(InboxAction::Send {
+            session,
+            msg_type,
+            title,
+            body,
+            options,
+            json,
+        }) => {
+            let params = SendParams {
+                session_id: session,
+                msg_type,
+                title,
+                body,
+                options: (!options.is_empty()).then_some(options),
+            };
+            let one: One = client.call(method::INBOX_SEND, &params).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&one.message)?);
+            } else {
+                println!("{}", one.message.id);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn state(m: &InboxMessage) -> String {
+    match (&m.response, m.read, m.msg_type.blocks()) {
+        (Some(answer), _, _) => format!("answered: {}", output::clip(answer, 20)),
+        (None, _, true) => "waiting".into(),
+        (None, false, _) => "unread".into(),
+        (None, true, _) => "read".into(),
+    }
+}
+
+fn print_list(messages: &[InboxMessage]) {
+    let rows: Vec<Vec<String>> = messages
+        .iter()
+        .map(|m| {
+            let mut title = output::clip(&m.title, 60);
+            if let Some(options) = &m.options {
+                title.push_str(&format!(" [{}]", options.join("/")));
+            }
+            vec![
+                if m.read { " ".into() } else { "•".into() },
+                m.id.clone(),
+                output::age(&m.timestamp),
+                output::glyph(m.msg_type).into(),
+                m.session_name.clone(),
+                state(m),
+                title,
+            ]
+        })
+        .collect();
+    output::print_table(&["", "ID", "AGE", "T", "SESSION", "STATE", "TITLE"], &rows);
+}
+
+fn print_message(m: &InboxMessage) {
+    println!("{} {}", output::glyph(m.msg_type), m.title);
+    output::print_pairs(&[
+        ("id", m.id.clone()),
+        ("type", m.msg_type.to_string()),
+        ("session", format!("{} ({})", m.session_name, m.session_id)),
+        (
+            "sent",
+            format!("{} ({} ago)", m.timestamp, output::age(&m.timestamp)),
+        ),
+        ("state", state(m)),
+    ]);
+    if let Some(body) = &m.body {
+        println!();
+        for line in body.lines() {
+            println!("  {line}");
+        }
+    }
+    if let Some(answers) = m.accepted_answers().filter(|_| !m.responded) {
+        println!();
+        if answers.is_empty() {
+            println!("answer with: cru inbox respond {} \"<your answer>\"", m.id);
+        } else {
+            println!(
+                "answer with: cru inbox respond {} <{}>",
+                m.id,
+                answers.join("|")
+            );
+        }
+    }
+}

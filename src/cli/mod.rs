@@ -1,0 +1,96 @@
+//! The command line: `cru` and its subcommands. Each subcommand lives in its own file.
+
+mod daemon;
+mod inbox;
+mod output;
+mod session;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::client::{Client, StartOptions, connect_or_start};
+use crate::config::Config;
+use crate::kiln::Kiln;
+
+/// A terminal workbench for running many AI coding-agent sessions side by side.
+#[derive(Debug, Parser)]
+#[command(name = "cru", version, about, long_about = None)]
+pub struct Cli {
+    /// The kiln (project directory) to work in. Default: found from the current directory.
+    #[arg(long, global = true, env = "CRU_KILN", value_name = "DIR")]
+    pub kiln: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run, inspect or stop the kiln's daemon.
+    Daemon(daemon::DaemonArgs),
+    /// Read and answer what sessions need: decisions, approvals, reports.
+    Inbox(inbox::InboxArgs),
+    /// The session registry.
+    Session(session::SessionArgs),
+}
+
+/// Parses the command line, runs it, and turns errors into a message and exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cru: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let kiln = match &cli.kiln {
+        Some(dir) => Kiln::new(
+            dir.canonicalize()
+                .with_context(|| format!("kiln {} does not exist", dir.display()))?,
+        ),
+        None => Kiln::discover(&std::env::current_dir().context("no current directory")?),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        // The database engine needs deep stacks.
+        .thread_stack_size(10 * 1024 * 1024)
+        .build()
+        .context("cannot start the async runtime")?;
+    match cli.command {
+        Some(Command::Daemon(args)) => runtime.block_on(daemon::run(kiln, args)),
+        Some(Command::Inbox(args)) => {
+            crate::logging::to_stderr();
+            runtime.block_on(inbox::run(kiln, args))
+        }
+        Some(Command::Session(args)) => {
+            crate::logging::to_stderr();
+            runtime.block_on(session::run(kiln, args))
+        }
+        None => {
+            eprintln!(
+                "cru: the full-screen workbench is not available in this build yet.\n\
+                 Use `cru inbox`, `cru session list` or `cru daemon status` (see `cru --help`)."
+            );
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+/// Loads the kiln's settings, with the file and key named on error.
+pub(crate) fn load_config(kiln: &Kiln) -> anyhow::Result<Config> {
+    Ok(Config::load(&kiln.settings_path())?)
+}
+
+/// Connects to the kiln's daemon, starting it if needed.
+pub(crate) async fn connect(kiln: &Kiln) -> anyhow::Result<Client> {
+    // Refuse early, with the file and key, rather than start a daemon that will not run.
+    load_config(kiln)?;
+    Ok(connect_or_start(kiln, &StartOptions::default()).await?)
+}

@@ -1,0 +1,97 @@
+//! Plain-text output for people: aligned tables, ages, one glyph per message type.
+
+use chrono::{DateTime, Utc};
+
+use crate::protocol::MsgType;
+
+/// Prints rows under headers, columns padded to their widest cell.
+pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let render = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let mut line = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == last {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        println!("{}", line.trim_end());
+    };
+    render(headers.to_vec());
+    for row in rows {
+        render(row.iter().map(String::as_str).collect());
+    }
+}
+
+/// `key: value` lines, keys aligned.
+pub fn print_pairs(pairs: &[(&str, String)]) {
+    let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (key, value) in pairs {
+        println!("  {key:<width$}  {value}");
+    }
+}
+
+/// How long ago an RFC 3339 time was, shortly: `42s`, `5m`, `3h`, `2d`.
+pub fn age(rfc3339: &str) -> String {
+    match DateTime::parse_from_rfc3339(rfc3339) {
+        Ok(t) => duration((Utc::now() - t.with_timezone(&Utc)).num_seconds().max(0) as u64),
+        Err(_) => "?".into(),
+    }
+}
+
+pub fn duration(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+pub fn glyph(t: MsgType) -> &'static str {
+    match t {
+        MsgType::DecisionNeeded => "?",
+        MsgType::ApprovalRequired => "!",
+        MsgType::TaskComplete => "✓",
+        MsgType::Error => "✗",
+        MsgType::Info => "i",
+    }
+}
+
+/// Cuts a string to `max` characters, marking the cut.
+pub fn clip(text: &str, max: usize) -> String {
+    let first_line = text.lines().next().unwrap_or("");
+    if first_line.chars().count() <= max && first_line.len() == text.len() {
+        return text.to_string();
+    }
+    let mut out: String = first_line.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_short() {
+        assert_eq!(duration(5), "5s");
+        assert_eq!(duration(125), "2m");
+        assert_eq!(duration(7200), "2h");
+        assert_eq!(duration(3 * 86_400), "3d");
+    }
+
+    #[test]
+    fn clip_marks_cuts_and_extra_lines() {
+        assert_eq!(clip("short", 10), "short");
+        assert_eq!(clip("a long title here", 6), "a lon…");
+        assert_eq!(clip("two\nlines", 10), "two…");
+    }
+}

@@ -1,0 +1,251 @@
+//! Talking to the daemon: connect, handshake, typed calls and event subscription, and the
+//! seed-003 auto-start (probe the socket; if nobody answers, start a daemon under a
+//! start-up lock and wait until it answers).
+
+mod spawn;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::kiln::Kiln;
+use crate::protocol::jsonrpc::request_line;
+use crate::protocol::{
+    ErrorObject, Event, HandshakeParams, HandshakeResult, Notification, PROTOCOL_VERSION, Response,
+    Topic, code, method,
+};
+
+pub use spawn::{StartOptions, connect_or_start, stop_daemon};
+
+/// How long a daemon may take to answer the handshake before it counts as hung.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("no daemon is listening at {path}: {source}")]
+    Connect {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the daemon did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the daemon speaks protocol {daemon}, this client {client}")]
+    VersionMismatch { daemon: u32, client: u32 },
+    #[error("the connection to the daemon closed")]
+    Closed,
+    #[error("{0}")]
+    Rpc(ErrorObject),
+    #[error("unexpected reply from the daemon: {0}")]
+    Decode(String),
+    #[error("could not start the daemon: {0}")]
+    Start(String),
+}
+
+impl ClientError {
+    /// The JSON-RPC error code, if the daemon answered with an error.
+    pub fn rpc_code(&self) -> Option<i64> {
+        match self {
+            ClientError::Rpc(e) => Some(e.code),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, ClientError>;
+
+type Pending = std::sync::Mutex<HashMap<u64, oneshot::Sender<Response>>>;
+
+/// A handshaken connection to a daemon. Cheap to share behind an `Arc`; calls may be made
+/// concurrently.
+pub struct Client {
+    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    pending: Arc<Pending>,
+    next_id: AtomicU64,
+    notifications: std::sync::Mutex<Option<mpsc::UnboundedReceiver<Notification>>>,
+    daemon: HandshakeResult,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Client {
+    /// Connects to the kiln's daemon, if one answers, and performs the handshake.
+    pub async fn connect(kiln: &Kiln) -> Result<Self> {
+        let path = kiln.socket_path();
+        let stream = UnixStream::connect(&path)
+            .await
+            .map_err(|source| ClientError::Connect {
+                path: path.display().to_string(),
+                source,
+            })?;
+        let (read, writer) = stream.into_split();
+        let pending: Arc<Pending> = Arc::default();
+        let (note_tx, note_rx) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(read_loop(
+            BufReader::new(read),
+            Arc::clone(&pending),
+            note_tx,
+        ));
+        let mut client = Client {
+            writer: tokio::sync::Mutex::new(writer),
+            pending,
+            next_id: AtomicU64::new(1),
+            notifications: std::sync::Mutex::new(Some(note_rx)),
+            daemon: HandshakeResult {
+                protocol_version: 0,
+                daemon_version: String::new(),
+                pid: 0,
+                kiln: String::new(),
+            },
+            reader,
+        };
+        let hello = HandshakeParams {
+            protocol_version: PROTOCOL_VERSION,
+            client: Some(format!("cru/{}", env!("CARGO_PKG_VERSION"))),
+        };
+        let answer = tokio::time::timeout(
+            HANDSHAKE_TIMEOUT,
+            client.call::<_, HandshakeResult>(method::HANDSHAKE, &hello),
+        )
+        .await
+        .map_err(|_| ClientError::Timeout(HANDSHAKE_TIMEOUT))?;
+        client.daemon = match answer {
+            Ok(result) => result,
+            Err(ClientError::Rpc(e)) if e.code == code::VERSION_MISMATCH => {
+                let daemon = e
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("protocol_version"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0) as u32;
+                return Err(ClientError::VersionMismatch {
+                    daemon,
+                    client: PROTOCOL_VERSION,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(client)
+    }
+
+    /// What the daemon said about itself in the handshake.
+    pub fn daemon(&self) -> &HandshakeResult {
+        &self.daemon
+    }
+
+    /// Calls a method with JSON params.
+    pub async fn call_value(&self, name: &str, params: Value) -> Result<Value> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.lock_pending().insert(id, tx);
+        let text = request_line(id, name, &params);
+        let written = {
+            let mut writer = self.writer.lock().await;
+            writer.write_all(text.as_bytes()).await
+        };
+        if written.is_err() {
+            self.lock_pending().remove(&id);
+            return Err(ClientError::Closed);
+        }
+        let response = rx.await.map_err(|_| ClientError::Closed)?;
+        response.into_result().map_err(ClientError::Rpc)
+    }
+
+    /// Calls a method with typed params and result.
+    pub async fn call<P: Serialize, R: DeserializeOwned>(
+        &self,
+        name: &str,
+        params: &P,
+    ) -> Result<R> {
+        let params =
+            serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let value = self.call_value(name, params).await?;
+        serde_json::from_value(value).map_err(|e| ClientError::Decode(format!("{name}: {e}")))
+    }
+
+    /// Subscribes to change events. Can be taken once per client; `events.lagged` and any
+    /// other notification the daemon adds later arrive as `Err(notification)`.
+    pub async fn subscribe(
+        &self,
+        topics: Option<Vec<Topic>>,
+    ) -> Result<mpsc::UnboundedReceiver<Notification>> {
+        let rx = self
+            .notifications
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| ClientError::Decode("already subscribed".into()))?;
+        self.call_value(method::SUBSCRIBE, json!({"topics": topics}))
+            .await?;
+        Ok(rx)
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Response>>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Turns a notification into an event, if it is one.
+pub fn as_event(note: &Notification) -> Option<Event> {
+    Event::from_notification(&note.method, note.params.clone())
+}
+
+async fn read_loop(
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    pending: Arc<Pending>,
+    notes: mpsc::UnboundedSender<Notification>,
+) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Ok(value) = serde_json::from_str::<Value>(&line) else {
+            tracing::warn!("unreadable line from the daemon");
+            continue;
+        };
+        let items = match value {
+            Value::Array(items) => items,
+            single => vec![single],
+        };
+        for item in items {
+            if item.get("method").is_some() && item.get("id").is_none() {
+                if let Ok(note) = serde_json::from_value::<Notification>(item) {
+                    let _ = notes.send(note);
+                }
+                continue;
+            }
+            let Ok(response) = serde_json::from_value::<Response>(item) else {
+                continue;
+            };
+            let Some(id) = response.id.as_u64() else {
+                tracing::warn!(error = ?response.error, "daemon error without a request id");
+                continue;
+            };
+            let waiter = pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+            if let Some(waiter) = waiter {
+                let _ = waiter.send(response);
+            }
+        }
+    }
+    // Dropping the waiters tells every caller the connection closed.
+    pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}

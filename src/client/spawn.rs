@@ -1,0 +1,177 @@
+//! Auto-start, as seed 003 describes it, made race-free with a start-up lock:
+//!
+//! 1. Connect and handshake. Done if that works.
+//! 2. A daemon of another protocol version is stopped (SIGTERM via its pid file).
+//! 3. Take `daemon.start.lock`. Whoever holds it is the only client starting a daemon;
+//!    the others wait for it and then find the daemon running (step 4).
+//! 4. Under the lock, try to connect again; if still nobody answers, remove a socket file
+//!    that refuses connections (stale), start `cru daemon run` detached, and wait until it
+//!    answers.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::{Client, ClientError, Result};
+use crate::kiln::Kiln;
+use crate::sys;
+
+/// How long a new daemon may take to answer.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    /// The `cru` executable to start the daemon with; this executable when `None`
+    /// (overridable with `CRU_DAEMON_EXE`).
+    pub exe: Option<PathBuf>,
+}
+
+impl StartOptions {
+    fn exe(&self) -> std::io::Result<PathBuf> {
+        if let Some(exe) = &self.exe {
+            return Ok(exe.clone());
+        }
+        if let Some(exe) = std::env::var_os("CRU_DAEMON_EXE") {
+            return Ok(exe.into());
+        }
+        std::env::current_exe()
+    }
+}
+
+/// Connects to the kiln's daemon, starting one if none answers.
+pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client> {
+    match Client::connect(kiln).await {
+        Ok(client) => return Ok(client),
+        Err(ClientError::VersionMismatch { daemon, client }) => {
+            tracing::info!(
+                daemon,
+                client,
+                "restarting a daemon of another protocol version"
+            );
+            stop_daemon(kiln).await?;
+        }
+        Err(ClientError::Timeout(t)) => {
+            let pid = crate::daemon::read_pid(kiln).map_or("?".into(), |p| p.to_string());
+            return Err(ClientError::Start(format!(
+                "a daemon (pid {pid}) holds the socket but did not answer within {t:?}; stop it with `cru daemon stop` or kill it"
+            )));
+        }
+        Err(_) => {}
+    }
+    kiln.ensure_state_dir()
+        .map_err(|e| ClientError::Start(e.to_string()))?;
+    let lock_path = kiln.start_lock_path();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| ClientError::Start(format!("cannot open {}: {e}", lock_path.display())))?;
+    let lock = tokio::task::spawn_blocking(move || sys::lock(&lock).map(|()| lock))
+        .await
+        .map_err(|e| ClientError::Start(e.to_string()))?
+        .map_err(|e| ClientError::Start(format!("cannot take the start-up lock: {e}")))?;
+
+    // Someone may have started it while we waited for the lock.
+    if let Ok(client) = Client::connect(kiln).await {
+        return Ok(client);
+    }
+    remove_stale_socket(kiln);
+    let mut child = spawn_daemon(kiln, opts)?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    let mut pause = Duration::from_millis(5);
+    let result = loop {
+        match Client::connect(kiln).await {
+            Ok(client) => break Ok(client),
+            Err(e @ ClientError::VersionMismatch { .. }) => break Err(e),
+            Err(_) => {}
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            break Err(ClientError::Start(format!(
+                "the daemon exited ({status}) before answering: {}",
+                stderr_tail(kiln)
+            )));
+        }
+        if Instant::now() >= deadline {
+            break Err(ClientError::Start(format!(
+                "the daemon did not answer within {START_TIMEOUT:?}: {}",
+                stderr_tail(kiln)
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    };
+    // Reap the child when it exits, without waiting for it here.
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
+    drop(lock);
+    result
+}
+
+/// A socket nobody listens on is left over from a crash: connecting is refused.
+fn remove_stale_socket(kiln: &Kiln) {
+    let path = kiln.socket_path();
+    if let Err(e) = std::os::unix::net::UnixStream::connect(&path) {
+        if e.kind() == std::io::ErrorKind::ConnectionRefused {
+            tracing::info!("removing stale socket {}", path.display());
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+fn daemon_stderr(kiln: &Kiln) -> PathBuf {
+    kiln.log_dir().join("daemon.stderr")
+}
+
+fn spawn_daemon(kiln: &Kiln, opts: &StartOptions) -> Result<tokio::process::Child> {
+    let exe = opts
+        .exe()
+        .map_err(|e| ClientError::Start(format!("cannot find the cru executable: {e}")))?;
+    std::fs::create_dir_all(kiln.log_dir()).map_err(|e| ClientError::Start(e.to_string()))?;
+    let stderr = std::fs::File::create(daemon_stderr(kiln))
+        .map_err(|e| ClientError::Start(e.to_string()))?;
+    tokio::process::Command::new(&exe)
+        .arg("--kiln")
+        .arg(kiln.root())
+        .args(["daemon", "run"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        // Its own process group: a Ctrl-C in the terminal that started it does not stop it.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| ClientError::Start(format!("cannot run {}: {e}", exe.display())))
+}
+
+fn stderr_tail(kiln: &Kiln) -> String {
+    let text = std::fs::read_to_string(daemon_stderr(kiln)).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(5).collect();
+    if tail.is_empty() {
+        "(no output)".into()
+    } else {
+        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+    }
+}
+
+/// Stops the kiln's daemon with SIGTERM and waits for it to go. Ok if none runs.
+pub async fn stop_daemon(kiln: &Kiln) -> Result<bool> {
+    let Some(pid) = crate::daemon::read_pid(kiln) else {
+        return Ok(false);
+    };
+    if !sys::pid_alive(pid) {
+        return Ok(false);
+    }
+    sys::terminate(pid)
+        .map_err(|e| ClientError::Start(format!("cannot stop daemon {pid}: {e}")))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sys::pid_alive(pid) && kiln.pid_path().exists() {
+        if Instant::now() >= deadline {
+            return Err(ClientError::Start(format!(
+                "daemon {pid} did not stop within 10 s"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(true)
+}

@@ -1,0 +1,298 @@
+//! Settings: `<kiln>/.crucible.toml` over `~/.config/crucible/config.toml` over built-in
+//! defaults. Unlike the wire protocol, settings reject unknown keys: a typo should fail
+//! loudly with the file, the key and the reason, not be silently ignored.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid settings in {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub daemon: DaemonConfig,
+    pub inbox: InboxConfig,
+    pub store: StoreConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// Seconds the daemon stays up after its last client leaves and no agent runs.
+    pub grace_period_secs: u64,
+    /// How often clients are expected to heartbeat their sessions.
+    pub heartbeat_interval_secs: u64,
+    /// A registered session that has not heartbeat for this long is cleaned up.
+    pub session_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InboxConfig {
+    /// How many messages `inbox.list` returns when no limit is given.
+    pub default_limit: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Where the database lives: empty for the embedded `surrealkv://<kiln>/.crucible/db`,
+    /// `mem://` for a throwaway in-memory store, or `ws://host:port` for a SurrealDB server.
+    pub url: String,
+    pub namespace: String,
+    pub database: String,
+    /// For `ws://`: user to sign in as (root level); the password is read from the
+    /// environment variable named by `password_env`.
+    pub username: Option<String>,
+    pub password_env: Option<String>,
+    /// Upper bound of the embedded engine's block cache, in MiB.
+    pub cache_mb: u64,
+    /// Upper bound of the embedded engine's in-memory write buffer, in MiB.
+    pub write_buffer_mb: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            daemon: DaemonConfig::default(),
+            inbox: InboxConfig::default(),
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            grace_period_secs: 5,
+            heartbeat_interval_secs: 30,
+            session_timeout_secs: 300,
+        }
+    }
+}
+
+impl Default for InboxConfig {
+    fn default() -> Self {
+        Self { default_limit: 50 }
+    }
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            namespace: "crucible".into(),
+            database: "kiln".into(),
+            username: None,
+            password_env: None,
+            cache_mb: 16,
+            write_buffer_mb: 16,
+        }
+    }
+}
+
+/// The most messages one `inbox.list` may return.
+pub const MAX_LIST_LIMIT: u32 = 10_000;
+
+impl Config {
+    /// Loads the layered settings for a kiln.
+    pub fn load(kiln_settings: &Path) -> Result<Self, ConfigError> {
+        Self::load_layers(&[user_settings_path(), Some(kiln_settings.to_path_buf())])
+    }
+
+    /// Loads `layers` in order, later over earlier, over the defaults. Missing files are
+    /// skipped; every present file must be valid on its own.
+    pub fn load_layers(layers: &[Option<PathBuf>]) -> Result<Self, ConfigError> {
+        let mut merged = toml::Table::new();
+        for path in layers.iter().flatten() {
+            let text = match std::fs::read_to_string(path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => {
+                    return Err(ConfigError::Read {
+                        path: path.clone(),
+                        source,
+                    });
+                }
+            };
+            let table = Self::parse_layer(&text).map_err(|message| ConfigError::Invalid {
+                path: path.clone(),
+                message,
+            })?;
+            merge(&mut merged, table);
+        }
+        let config: Config =
+            toml::Value::Table(merged)
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                    path: PathBuf::from("(merged settings)"),
+                    message: e.message().to_string(),
+                })?;
+        config.validate().map_err(|message| ConfigError::Invalid {
+            path: PathBuf::from("(merged settings)"),
+            message,
+        })?;
+        Ok(config)
+    }
+
+    /// Parses and checks one file on its own, so an error names the file it is in.
+    pub fn parse_layer(text: &str) -> Result<toml::Table, String> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+        let alone: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        alone.validate()?;
+        Ok(table)
+    }
+
+    /// Checks values that types alone cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        let d = &self.daemon;
+        if d.heartbeat_interval_secs == 0 {
+            return Err("daemon.heartbeat_interval_secs must be at least 1".into());
+        }
+        if d.session_timeout_secs <= d.heartbeat_interval_secs {
+            return Err(format!(
+                "daemon.session_timeout_secs ({}) must be longer than daemon.heartbeat_interval_secs ({})",
+                d.session_timeout_secs, d.heartbeat_interval_secs
+            ));
+        }
+        if !(1..=MAX_LIST_LIMIT).contains(&self.inbox.default_limit) {
+            return Err(format!(
+                "inbox.default_limit must be between 1 and {MAX_LIST_LIMIT}"
+            ));
+        }
+        let url = self.store.url.as_str();
+        if !(url.is_empty()
+            || url.starts_with("mem://")
+            || url.starts_with("surrealkv://")
+            || url.starts_with("ws://")
+            || url.starts_with("wss://"))
+        {
+            return Err(format!(
+                "store.url {url:?} is not supported: use \"\" (embedded), \"mem://\", \"surrealkv://PATH\" or \"ws://HOST:PORT\""
+            ));
+        }
+        if url.starts_with("wss://") {
+            return Err("store.url: wss:// is not built in; use ws:// on a trusted network".into());
+        }
+        if self.store.cache_mb == 0 || self.store.write_buffer_mb == 0 {
+            return Err("store.cache_mb and store.write_buffer_mb must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// `~/.config/crucible/config.toml` (XDG aware), if a home directory is known.
+pub fn user_settings_path() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "crucible").map(|d| d.config_dir().join("config.toml"))
+}
+
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (key, value) in from {
+        match (into.get_mut(&key), value) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+            (_, value) => {
+                into.insert(key, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn defaults_match_seed_003() {
+        let c = Config::default();
+        assert_eq!(c.daemon.grace_period_secs, 5);
+        assert_eq!(c.daemon.heartbeat_interval_secs, 30);
+        assert_eq!(c.daemon.session_timeout_secs, 300);
+        assert_eq!(c.inbox.default_limit, 50);
+    }
+
+    #[test]
+    fn kiln_layer_overrides_user_layer_key_by_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = write(
+            tmp.path(),
+            "user.toml",
+            "[daemon]\ngrace_period_secs = 9\nsession_timeout_secs = 600\n",
+        );
+        let kiln = write(tmp.path(), "kiln.toml", "[daemon]\ngrace_period_secs = 1\n");
+        let c = Config::load_layers(&[Some(user), Some(kiln)]).unwrap();
+        assert_eq!(c.daemon.grace_period_secs, 1);
+        assert_eq!(c.daemon.session_timeout_secs, 600);
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kiln = write(tmp.path(), "kiln.toml", "[daemon]\ngrace_perod_secs = 1\n");
+        let err = Config::load_layers(&[Some(kiln.clone())])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("kiln.toml"), "{err}");
+        assert!(err.contains("grace_perod_secs"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_rejected_with_reason() {
+        for (text, needle) in [
+            (
+                "[daemon]\ngrace_period_secs = \"soon\"\n",
+                "grace_period_secs",
+            ),
+            ("[daemon]\ngrace_period_secs = -1\n", "grace_period_secs"),
+            ("[inbox]\ndefault_limit = 0\n", "default_limit"),
+            (
+                "[daemon]\nsession_timeout_secs = 10\n",
+                "session_timeout_secs",
+            ),
+            ("[store]\nurl = \"postgres://x\"\n", "store.url"),
+            ("not toml at all [", "expected"),
+        ] {
+            let err = Config::parse_layer(text).unwrap_err();
+            assert!(err.contains(needle), "{text:?} gave {err}");
+        }
+    }
+
+    #[test]
+    fn example_file_is_valid_and_complete() {
+        let text = include_str!("../.crucible.toml.example");
+        let table = Config::parse_layer(text).expect("the example parses");
+        // Every key of the model appears in the example.
+        let full = toml::Table::try_from(Config::default()).unwrap();
+        for (section, keys) in full {
+            let toml::Value::Table(keys) = keys else {
+                continue;
+            };
+            for key in keys.keys() {
+                let present = table
+                    .get(&section)
+                    .and_then(|s| s.as_table())
+                    .is_some_and(|s| s.contains_key(key))
+                    || text.contains(&format!("# {key} ="));
+                assert!(
+                    present,
+                    "{section}.{key} is not documented in .crucible.toml.example"
+                );
+            }
+        }
+    }
+}

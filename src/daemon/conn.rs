@@ -1,0 +1,396 @@
+//! One client connection: read lines (bounded), answer requests in order, push events.
+//!
+//! Requests on one connection are answered in the order they arrive, except
+//! `inbox.wait`, which runs on its own and answers when the message is answered.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::UnixStream;
+use tokio::net::unix::OwnedReadHalf;
+use tokio::sync::{Mutex, broadcast, mpsc};
+use tokio::task::JoinHandle;
+
+use super::Shared;
+use crate::protocol::jsonrpc::{Incoming, parse_line};
+use crate::protocol::*;
+use crate::workbench::WorkbenchError;
+
+/// Lines waiting to be written to one client. A subscriber that stops reading fills this
+/// and then misses events (it is told with `events.lagged`); requests are never dropped.
+const OUTBOX: usize = 1024;
+
+struct Conn {
+    shared: Arc<Shared>,
+    out: mpsc::Sender<String>,
+    handshaken: AtomicBool,
+    subscription: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Decrements the client count however the connection ends.
+struct ClientGuard(Arc<Shared>);
+
+impl Drop for ClientGuard {
+    fn drop(&mut self) {
+        self.0.clients.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>) {
+    let _guard = ClientGuard(Arc::clone(&shared));
+    let (read, write) = stream.into_split();
+    let (out, out_rx) = mpsc::channel(OUTBOX);
+    let writer = tokio::spawn(write_loop(write, out_rx));
+
+    let peer = read.as_ref().peer_cred();
+    let own_uid = crate::sys::current_uid();
+    if !matches!(&peer, Ok(cred) if cred.uid() == own_uid) {
+        tracing::warn!(?peer, "refused a connection from another user");
+        let error = ErrorObject::new(
+            code::FORBIDDEN,
+            "this daemon serves only its owner's user id",
+        );
+        let _ = out.send(line(&Response::err(Value::Null, error))).await;
+        drop(out);
+        let _ = writer.await;
+        return;
+    }
+
+    let conn = Arc::new(Conn {
+        shared,
+        out,
+        handshaken: AtomicBool::new(false),
+        subscription: Mutex::new(None),
+    });
+    let mut reader = BufReader::new(read);
+    let mut buf = Vec::new();
+    loop {
+        match read_line(&mut reader, &mut buf, MAX_LINE_BYTES).await {
+            Ok(ReadLine::Line) => {
+                if buf.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                if let Some(reply) = handle_line(&conn, &buf).await {
+                    if conn.out.send(reply).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            Ok(ReadLine::TooLong) => {
+                let error = ErrorObject::invalid_request(format!(
+                    "request line longer than the {MAX_LINE_BYTES}-byte limit; it was discarded"
+                ));
+                if conn
+                    .out
+                    .send(line(&Response::err(Value::Null, error)))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            Ok(ReadLine::Eof) => break,
+            Err(e) => {
+                tracing::debug!("client read failed: {e}");
+                break;
+            }
+        }
+    }
+    if let Some(task) = conn.subscription.lock().await.take() {
+        task.abort();
+    }
+    drop(conn);
+    let _ = writer.await;
+}
+
+enum ReadLine {
+    Line,
+    TooLong,
+    Eof,
+}
+
+/// Reads up to the next newline into `buf` without ever holding more than `max` bytes:
+/// a longer line is skipped to its end and reported as `TooLong`.
+async fn read_line(
+    reader: &mut BufReader<OwnedReadHalf>,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<ReadLine> {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match (too_long, buf.is_empty()) {
+                (true, _) => ReadLine::TooLong,
+                (false, true) => ReadLine::Eof,
+                (false, false) => ReadLine::Line,
+            });
+        }
+        let (chunk, found) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (&available[..i], Some(i + 1)),
+            None => (available, None),
+        };
+        if !too_long {
+            if buf.len() + chunk.len() > max {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+        }
+        let used = found.unwrap_or(available.len());
+        reader.consume(used);
+        if found.is_some() {
+            return Ok(if too_long {
+                ReadLine::TooLong
+            } else {
+                ReadLine::Line
+            });
+        }
+    }
+}
+
+async fn write_loop(write: tokio::net::unix::OwnedWriteHalf, mut rx: mpsc::Receiver<String>) {
+    let mut writer = BufWriter::new(write);
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        while let Some(text) = next {
+            if writer.write_all(text.as_bytes()).await.is_err() {
+                return;
+            }
+            next = rx.try_recv().ok();
+        }
+        if writer.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn line<T: serde::Serialize>(value: &T) -> String {
+    let mut text = serde_json::to_string(value).unwrap_or_else(|e| {
+        format!(r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":-32603,"message":"cannot encode reply: {e}"}}}}"#)
+    });
+    text.push('\n');
+    text
+}
+
+/// Answers one line: a request, a notification or a batch. `None` when nothing is owed.
+async fn handle_line(conn: &Arc<Conn>, bytes: &[u8]) -> Option<String> {
+    match parse_line(bytes) {
+        Err(error) => Some(line(&Response::err(Value::Null, error))),
+        Ok(Incoming::Single(item)) => handle_item(conn, item).await.map(|r| line(&r)),
+        Ok(Incoming::Batch(items)) => {
+            let mut replies = Vec::new();
+            for item in items {
+                if let Some(reply) = handle_item(conn, item).await {
+                    replies.push(reply);
+                }
+            }
+            (!replies.is_empty()).then(|| line(&replies))
+        }
+    }
+}
+
+async fn handle_item(
+    conn: &Arc<Conn>,
+    item: Result<Request, (Value, ErrorObject)>,
+) -> Option<Response> {
+    let request = match item {
+        Ok(request) => request,
+        Err((id, error)) => return Some(Response::err(id, error)),
+    };
+    if request.method == method::INBOX_WAIT && request.id.is_some() {
+        // Answered when the human answers; must not hold up the rest of the connection.
+        let conn = Arc::clone(conn);
+        tokio::spawn(async move {
+            let id = request.id.clone().unwrap_or(Value::Null);
+            let reply = reply(id, call(&conn, &request.method, request.params).await);
+            let _ = conn.out.send(line(&reply)).await;
+        });
+        return None;
+    }
+    let outcome = call(conn, &request.method, request.params).await;
+    if let Err(error) = &outcome {
+        tracing::debug!(method = %request.method, "request failed: {error}");
+    }
+    request.id.map(|id| reply(id, outcome))
+}
+
+fn reply(id: Value, outcome: Result<Value, ErrorObject>) -> Response {
+    match outcome {
+        Ok(result) => Response::ok(id, result),
+        Err(error) => Response::err(id, error),
+    }
+}
+
+fn params<T: DeserializeOwned>(value: Value) -> Result<T, ErrorObject> {
+    serde_json::from_value(value)
+        .map_err(|e| ErrorObject::invalid_params(format!("bad params: {e}")))
+}
+
+fn app_error(e: WorkbenchError) -> ErrorObject {
+    let code = match &e {
+        WorkbenchError::NotFound(_) => code::NOT_FOUND,
+        WorkbenchError::Invalid(_) => code::INVALID_PARAMS,
+        WorkbenchError::Conflict(_) => code::CONFLICT,
+        WorkbenchError::TimedOut(_) => code::TIMED_OUT,
+        WorkbenchError::Store(_) => code::STORE_ERROR,
+    };
+    ErrorObject::new(code, e.to_string())
+}
+
+fn to_value<T: serde::Serialize>(value: T) -> Result<Value, ErrorObject> {
+    serde_json::to_value(value).map_err(|e| ErrorObject::internal(e.to_string()))
+}
+
+async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorObject> {
+    let shared = &conn.shared;
+    let wb = &shared.wb;
+    if name == method::PING {
+        return Ok(json!({"pong": true}));
+    }
+    if name == method::HANDSHAKE {
+        let p: HandshakeParams = params(raw)?;
+        if p.protocol_version != PROTOCOL_VERSION {
+            return Err(ErrorObject::new(
+                code::VERSION_MISMATCH,
+                format!(
+                    "this daemon speaks protocol {PROTOCOL_VERSION}, the client {}",
+                    p.protocol_version
+                ),
+            )
+            .with_data(json!({"protocol_version": PROTOCOL_VERSION, "daemon_version": env!("CARGO_PKG_VERSION")})));
+        }
+        conn.handshaken.store(true, Ordering::Release);
+        return to_value(HandshakeResult {
+            protocol_version: PROTOCOL_VERSION,
+            daemon_version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            kiln: wb.kiln().root().display().to_string(),
+        });
+    }
+    if !conn.handshaken.load(Ordering::Acquire) {
+        return Err(ErrorObject::new(
+            code::HANDSHAKE_REQUIRED,
+            format!("call \"handshake\" with protocol_version {PROTOCOL_VERSION} first"),
+        ));
+    }
+    match name {
+        method::SESSION_REGISTER => {
+            let session = wb.register(params(raw)?).await.map_err(app_error)?;
+            Ok(json!({"session_id": session.id, "session": session}))
+        }
+        method::SESSION_LIST => Ok(json!({"sessions": wb.list_sessions()})),
+        method::SESSION_GET => {
+            let p: SessionIdParams = params(raw)?;
+            Ok(json!({"session": wb.get_session(&p.session_id).map_err(app_error)?}))
+        }
+        method::SESSION_HEARTBEAT => {
+            let p: SessionIdParams = params(raw)?;
+            wb.heartbeat(&p.session_id).map_err(app_error)?;
+            Ok(json!({"ok": true}))
+        }
+        method::SESSION_DEREGISTER => {
+            let p: SessionIdParams = params(raw)?;
+            wb.deregister(&p.session_id, "deregistered")
+                .await
+                .map_err(app_error)?;
+            Ok(json!({"ok": true}))
+        }
+        method::INBOX_SEND => {
+            let message = wb.send(params(raw)?).await.map_err(app_error)?;
+            Ok(json!({"id": message.id, "message": message}))
+        }
+        method::INBOX_LIST => {
+            let p: ListParams = params(raw)?;
+            Ok(json!({"messages": wb.list_messages(&p).await.map_err(app_error)?}))
+        }
+        method::INBOX_GET => {
+            let p: IdParams = params(raw)?;
+            Ok(json!({"message": wb.get_message(&p.id).await.map_err(app_error)?}))
+        }
+        method::INBOX_MARK_READ => {
+            let p: IdsParams = params(raw)?;
+            Ok(json!({"updated": wb.mark_read(&p.ids).await.map_err(app_error)?}))
+        }
+        method::INBOX_RESPOND => {
+            let p: RespondParams = params(raw)?;
+            Ok(json!({"message": wb.respond(&p.id, &p.response).await.map_err(app_error)?}))
+        }
+        method::INBOX_WAIT => {
+            let p: WaitParams = params(raw)?;
+            let timeout = p.timeout_secs.map(Duration::from_secs);
+            Ok(json!({"message": wb.wait_for_answer(&p.id, timeout).await.map_err(app_error)?}))
+        }
+        method::INBOX_CLEAR => Ok(json!({"deleted": wb.clear().await.map_err(app_error)?.len()})),
+        method::DB_QUERY => {
+            let p: QueryParams = params(raw)?;
+            let bindings = Value::Object(p.bindings.unwrap_or_default());
+            Ok(json!({"result": wb.query(&p.sql, bindings).await.map_err(app_error)?}))
+        }
+        method::SUBSCRIBE => {
+            let p: SubscribeParams = params(raw)?;
+            subscribe(conn, p.topics).await;
+            Ok(json!({"subscribed": true}))
+        }
+        method::UNSUBSCRIBE => {
+            if let Some(task) = conn.subscription.lock().await.take() {
+                task.abort();
+            }
+            Ok(json!({"subscribed": false}))
+        }
+        method::DAEMON_STATUS => {
+            let unread = wb.unread_count().await.map_err(app_error)?;
+            let clients = *shared.clients.borrow();
+            to_value(DaemonStatus {
+                pid: std::process::id(),
+                daemon_version: env!("CARGO_PKG_VERSION").into(),
+                protocol_version: PROTOCOL_VERSION,
+                kiln: wb.kiln().root().display().to_string(),
+                database: wb.store().url().to_string(),
+                uptime_secs: shared.started.elapsed().as_secs(),
+                clients,
+                sessions: wb.session_count(),
+                unread,
+            })
+        }
+        method::DAEMON_SHUTDOWN => {
+            shared.shutdown.notify_one();
+            Ok(json!({"stopping": true}))
+        }
+        other => Err(ErrorObject::method_not_found(other)),
+    }
+}
+
+/// Starts (or replaces) this connection's event forwarder.
+async fn subscribe(conn: &Arc<Conn>, topics: Option<Vec<Topic>>) {
+    let mut events = conn.shared.wb.subscribe();
+    let out = conn.out.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let note = match events.recv().await {
+                Ok(event) => {
+                    if topics.as_ref().is_some_and(|t| !t.contains(&event.topic())) {
+                        continue;
+                    }
+                    Notification::new(event.method(), event.params())
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    Notification::new("events.lagged", json!({"missed": missed}))
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            if out.send(line(&note)).await.is_err() {
+                return;
+            }
+        }
+    });
+    if let Some(old) = conn.subscription.lock().await.replace(task) {
+        old.abort();
+    }
+}

@@ -1,0 +1,126 @@
+//! The kiln: the directory crucible works in, and where its state lives.
+
+use std::path::{Path, PathBuf};
+
+/// The longest socket path a Unix socket address can hold on Linux, less the terminator.
+const MAX_SOCKET_PATH: usize = 107;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kiln {
+    root: PathBuf,
+}
+
+impl Kiln {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// Finds the kiln for `start`: the nearest ancestor that already has crucible state or
+    /// settings (`.crucible/` or `.crucible.toml`), else the nearest git repository root,
+    /// else `start` itself. The first rule keeps an agent working in a worktree under
+    /// `<kiln>/.crucible/worktrees/` attached to the kiln that made it.
+    pub fn discover(start: &Path) -> Self {
+        let start = start.canonicalize().unwrap_or_else(|_| start.to_path_buf());
+        let has = |dir: &Path, name: &str| dir.join(name).exists();
+        if let Some(dir) = start
+            .ancestors()
+            .find(|d| has(d, ".crucible.toml") || d.join(".crucible").is_dir())
+        {
+            return Self::new(dir);
+        }
+        if let Some(dir) = start.ancestors().find(|d| has(d, ".git")) {
+            return Self::new(dir);
+        }
+        Self::new(start)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<kiln>/.crucible`
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.join(".crucible")
+    }
+
+    pub fn socket_path(&self) -> PathBuf {
+        self.state_dir().join("daemon.sock")
+    }
+
+    pub fn pid_path(&self) -> PathBuf {
+        self.state_dir().join("daemon.pid")
+    }
+
+    /// Held while a client decides whether to start a daemon.
+    pub fn start_lock_path(&self) -> PathBuf {
+        self.state_dir().join("daemon.start.lock")
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.state_dir().join("db")
+    }
+
+    pub fn log_dir(&self) -> PathBuf {
+        self.state_dir().join("logs")
+    }
+
+    pub fn settings_path(&self) -> PathBuf {
+        self.root.join(".crucible.toml")
+    }
+
+    /// Creates the state directory (owner-only) if needed and checks the socket path fits.
+    pub fn ensure_state_dir(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = self.state_dir();
+        if !dir.is_dir() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)?;
+        }
+        let socket = self.socket_path();
+        if socket.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the kiln path is too long for a Unix socket ({} > {MAX_SOCKET_PATH} bytes): {}",
+                    socket.as_os_str().len(),
+                    socket.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovery_prefers_crucible_state_over_a_nested_git_worktree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kiln = tmp.path().join("repo");
+        let worktree = kiln.join(".crucible/worktrees/feat-auth");
+        std::fs::create_dir_all(kiln.join(".git")).unwrap();
+        std::fs::create_dir_all(&worktree).unwrap();
+        std::fs::write(worktree.join(".git"), "gitdir: ..").unwrap();
+        let found = Kiln::discover(&worktree);
+        assert_eq!(found.root(), kiln.canonicalize().unwrap());
+    }
+
+    #[test]
+    fn discovery_falls_back_to_git_root_then_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("src/deep")).unwrap();
+        assert_eq!(
+            Kiln::discover(&repo.join("src/deep")).root(),
+            repo.canonicalize().unwrap()
+        );
+        let plain = tmp.path().join("plain");
+        std::fs::create_dir_all(&plain).unwrap();
+        assert_eq!(Kiln::discover(&plain).root(), plain.canonicalize().unwrap());
+    }
+}

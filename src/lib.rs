@@ -1,0 +1,17 @@
+//! crucible: a terminal workbench for running many AI coding-agent sessions side by side.
+//!
+//! Layers, each depending only on those above it:
+//! `protocol` and `config` (no I/O of ours) → `store` (the only SurrealQL) → `workbench`
+//! (the domain) → `daemon` (the socket server) and `client` (what the CLI and TUI use)
+//! → `cli`.
+
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod daemon;
+pub mod kiln;
+pub mod logging;
+pub mod protocol;
+pub mod store;
+pub mod sys;
+pub mod workbench;

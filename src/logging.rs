@@ -1,0 +1,34 @@
+//! Logs go through `tracing`: to a file under the kiln's state directory for long-running
+//! processes (never to stdout while a full-screen program owns the terminal), to stderr
+//! for one-shot commands. `CRU_LOG` filters (e.g. `CRU_LOG=debug`).
+
+use std::path::Path;
+
+use tracing_appender::non_blocking::WorkerGuard;
+use tracing_subscriber::EnvFilter;
+
+fn filter(default: &str) -> EnvFilter {
+    EnvFilter::try_from_env("CRU_LOG").unwrap_or_else(|_| EnvFilter::new(default))
+}
+
+/// Appends to `dir/file`. Keep the guard alive for as long as logs should be written.
+pub fn to_file(dir: &Path, file: &str) -> std::io::Result<WorkerGuard> {
+    std::fs::create_dir_all(dir)?;
+    let (writer, guard) =
+        tracing_appender::non_blocking(tracing_appender::rolling::never(dir, file));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter("info"))
+        .with_writer(writer)
+        .with_ansi(false)
+        .try_init();
+    Ok(guard)
+}
+
+/// Warnings and errors to stderr.
+pub fn to_stderr() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter("warn"))
+        .with_writer(std::io::stderr)
+        .without_time()
+        .try_init();
+}

@@ -1,0 +1,37 @@
+//! The wire protocol between clients and the daemon: JSON-RPC 2.0, one object per line.
+//! No I/O here; see `PROTOCOL.md` at the repository root for the whole contract.
+
+pub mod jsonrpc;
+pub mod types;
+
+pub use jsonrpc::{ErrorObject, Notification, Request, Response, code};
+pub use types::*;
+
+/// Bumped whenever a method or a type changes incompatibly. Clients and daemon must agree.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The longest line the daemon reads; a longer one is answered with -32600 and skipped.
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+
+/// Method names.
+pub mod method {
+    pub const HANDSHAKE: &str = "handshake";
+    pub const PING: &str = "ping";
+    pub const SESSION_REGISTER: &str = "session.register";
+    pub const SESSION_LIST: &str = "session.list";
+    pub const SESSION_GET: &str = "session.get";
+    pub const SESSION_HEARTBEAT: &str = "session.heartbeat";
+    pub const SESSION_DEREGISTER: &str = "session.deregister";
+    pub const INBOX_SEND: &str = "inbox.send";
+    pub const INBOX_LIST: &str = "inbox.list";
+    pub const INBOX_GET: &str = "inbox.get";
+    pub const INBOX_MARK_READ: &str = "inbox.mark_read";
+    pub const INBOX_RESPOND: &str = "inbox.respond";
+    pub const INBOX_WAIT: &str = "inbox.wait";
+    pub const INBOX_CLEAR: &str = "inbox.clear";
+    pub const DB_QUERY: &str = "db.query";
+    pub const SUBSCRIBE: &str = "subscribe";
+    pub const UNSUBSCRIBE: &str = "unsubscribe";
+    pub const DAEMON_STATUS: &str = "daemon.status";
+    pub const DAEMON_SHUTDOWN: &str = "daemon.shutdown";
+}

@@ -1,0 +1,342 @@
+//! The data that crosses the wire: sessions, inbox messages, events, and the params and
+//! results of every method. Wire types never deny unknown fields; new fields get
+//! `#[serde(default)]` so older and newer peers can talk.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The kinds of inbox message of seed 003.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MsgType {
+    DecisionNeeded,
+    ApprovalRequired,
+    TaskComplete,
+    Error,
+    Info,
+}
+
+impl MsgType {
+    pub const ALL: [MsgType; 5] = [
+        MsgType::DecisionNeeded,
+        MsgType::ApprovalRequired,
+        MsgType::TaskComplete,
+        MsgType::Error,
+        MsgType::Info,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MsgType::DecisionNeeded => "decision_needed",
+            MsgType::ApprovalRequired => "approval_required",
+            MsgType::TaskComplete => "task_complete",
+            MsgType::Error => "error",
+            MsgType::Info => "info",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// Whether the sending agent waits for a human answer.
+    pub fn blocks(self) -> bool {
+        matches!(self, MsgType::DecisionNeeded | MsgType::ApprovalRequired)
+    }
+}
+
+impl std::fmt::Display for MsgType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The answers an approval accepts when the agent offers no options of its own.
+pub const APPROVAL_ANSWERS: [&str; 2] = ["approve", "deny"];
+
+/// A session in the registry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    pub id: String,
+    #[serde(default)]
+    pub worktree: Option<String>,
+    pub agent_type: String,
+    pub agent_name: String,
+    /// "active" or "idle" (seed 003).
+    pub status: String,
+    /// RFC 3339.
+    pub started_at: String,
+    /// RFC 3339.
+    pub last_heartbeat: String,
+    /// `{worktree} @ {agent}`.
+    pub display_name: String,
+}
+
+/// A message in the inbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboxMessage {
+    pub id: String,
+    pub session_id: String,
+    pub session_name: String,
+    /// RFC 3339.
+    pub timestamp: String,
+    pub msg_type: MsgType,
+    pub title: String,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub options: Option<Vec<String>>,
+    #[serde(default)]
+    pub read: bool,
+    #[serde(default)]
+    pub responded: bool,
+    #[serde(default)]
+    pub response: Option<String>,
+}
+
+impl InboxMessage {
+    /// The answers `inbox.respond` accepts for this message, if it takes one at all.
+    pub fn accepted_answers(&self) -> Option<Vec<String>> {
+        match (self.msg_type, &self.options) {
+            (t, _) if !t.blocks() => None,
+            (_, Some(options)) if !options.is_empty() => Some(options.clone()),
+            (MsgType::ApprovalRequired, _) => {
+                Some(APPROVAL_ANSWERS.iter().map(|s| s.to_string()).collect())
+            }
+            // A decision without options takes free text.
+            _ => Some(Vec::new()),
+        }
+    }
+}
+
+/// Change events pushed to subscribers as JSON-RPC notifications. The notification's
+/// method is [`Event::method`]; its params are the payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", content = "data")]
+pub enum Event {
+    #[serde(rename = "session.registered")]
+    SessionRegistered(Session),
+    #[serde(rename = "session.updated")]
+    SessionUpdated(Session),
+    #[serde(rename = "session.deregistered")]
+    SessionDeregistered { session_id: String, reason: String },
+    #[serde(rename = "inbox.created")]
+    InboxCreated(InboxMessage),
+    #[serde(rename = "inbox.updated")]
+    InboxUpdated(InboxMessage),
+    #[serde(rename = "inbox.deleted")]
+    InboxDeleted { ids: Vec<String> },
+}
+
+impl Event {
+    pub fn method(&self) -> &'static str {
+        match self {
+            Event::SessionRegistered(_) => "session.registered",
+            Event::SessionUpdated(_) => "session.updated",
+            Event::SessionDeregistered { .. } => "session.deregistered",
+            Event::InboxCreated(_) => "inbox.created",
+            Event::InboxUpdated(_) => "inbox.updated",
+            Event::InboxDeleted { .. } => "inbox.deleted",
+        }
+    }
+
+    /// The notification params: the payload without the tag.
+    pub fn params(&self) -> Value {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(mut map)) => map.remove("data").unwrap_or(Value::Null),
+            _ => Value::Null,
+        }
+    }
+
+    /// Rebuilds an event from a notification.
+    pub fn from_notification(method: &str, params: Value) -> Option<Self> {
+        serde_json::from_value(serde_json::json!({"event": method, "data": params})).ok()
+    }
+
+    pub fn topic(&self) -> Topic {
+        match self {
+            Event::SessionRegistered(_)
+            | Event::SessionUpdated(_)
+            | Event::SessionDeregistered { .. } => Topic::Session,
+            _ => Topic::Inbox,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Topic {
+    Session,
+    Inbox,
+}
+
+// ---- method params and results ----
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HandshakeParams {
+    pub protocol_version: u32,
+    #[serde(default)]
+    pub client: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HandshakeResult {
+    pub protocol_version: u32,
+    pub daemon_version: String,
+    pub pid: u32,
+    pub kiln: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RegisterParams {
+    #[serde(default)]
+    pub worktree: Option<String>,
+    pub agent_type: String,
+    pub agent_name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionIdParams {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SendParams {
+    pub session_id: String,
+    pub msg_type: MsgType,
+    pub title: String,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub options: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ListParams {
+    #[serde(default)]
+    pub unread_only: bool,
+    #[serde(default)]
+    pub limit: Option<u32>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IdParams {
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IdsParams {
+    pub ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RespondParams {
+    pub id: String,
+    pub response: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WaitParams {
+    pub id: String,
+    /// Give up after this many seconds; wait forever when absent.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueryParams {
+    pub sql: String,
+    #[serde(default)]
+    pub bindings: Option<serde_json::Map<String, Value>>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SubscribeParams {
+    /// Topics to receive; all when absent.
+    #[serde(default)]
+    pub topics: Option<Vec<Topic>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    pub daemon_version: String,
+    pub protocol_version: u32,
+    pub kiln: String,
+    pub database: String,
+    pub uptime_secs: u64,
+    pub clients: usize,
+    pub sessions: usize,
+    pub unread: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(msg_type: MsgType, options: Option<Vec<&str>>) -> InboxMessage {
+        InboxMessage {
+            id: "m".into(),
+            session_id: "s".into(),
+            session_name: "main @ a".into(),
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            msg_type,
+            title: "t".into(),
+            body: None,
+            options: options.map(|o| o.into_iter().map(String::from).collect()),
+            read: false,
+            responded: false,
+            response: None,
+        }
+    }
+
+    #[test]
+    fn event_round_trips_through_a_notification() {
+        let event = Event::InboxCreated(message(MsgType::Info, None));
+        let back = Event::from_notification(event.method(), event.params()).unwrap();
+        assert_eq!(back, event);
+        let gone = Event::InboxDeleted {
+            ids: vec!["a".into()],
+        };
+        assert_eq!(
+            Event::from_notification(gone.method(), gone.params()).unwrap(),
+            gone
+        );
+    }
+
+    #[test]
+    fn accepted_answers_follow_the_type() {
+        assert_eq!(message(MsgType::Info, None).accepted_answers(), None);
+        assert_eq!(
+            message(MsgType::ApprovalRequired, None)
+                .accepted_answers()
+                .unwrap(),
+            vec!["approve", "deny"]
+        );
+        assert_eq!(
+            message(MsgType::DecisionNeeded, Some(vec!["JWT", "Session"]))
+                .accepted_answers()
+                .unwrap(),
+            vec!["JWT", "Session"]
+        );
+        assert!(
+            message(MsgType::DecisionNeeded, None)
+                .accepted_answers()
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn msg_type_names_match_the_seed() {
+        for t in MsgType::ALL {
+            assert_eq!(MsgType::parse(t.as_str()), Some(t));
+            assert_eq!(
+                serde_json::to_value(t).unwrap(),
+                serde_json::json!(t.as_str())
+            );
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! The SurrealDB store: the schema, and the only code in crucible that writes SurrealQL.
+//!
+//! The embedded engine (surrealkv) is built here rather than through the SDK's `connect`,
+//! because that path gives the engine no settings: its block cache would default to half
+//! of the host's memory and its write buffer to a gigabyte. The daemon's memory must not
+//! scale with the host, so both are bounded from `[store]`.
+
+mod schema;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use surrealdb::Surreal;
+use surrealdb::engine::any::Any;
+use surrealdb::engine::local::Db;
+use surrealdb_core::kvs::Datastore;
+
+pub use schema::SCHEMA_VERSION;
+
+use crate::config::StoreConfig;
+use crate::protocol::{InboxMessage, Session};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the database at {url}: {message}")]
+    Open { url: String, message: String },
+    #[error("database error: {0}")]
+    Db(String),
+    #[error(
+        "the database holds schema version {found}, newer than this build understands ({SCHEMA_VERSION}); upgrade crucible"
+    )]
+    TooNew { found: i64 },
+    #[error("unexpected data in the database: {0}")]
+    Decode(String),
+}
+
+impl From<surrealdb::Error> for StoreError {
+    fn from(e: surrealdb::Error) -> Self {
+        StoreError::Db(e.to_string())
+    }
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+enum Conn {
+    /// Embedded engine (surrealkv or memory), with the datastore kept for a clean shutdown.
+    Local(Surreal<Db>, Arc<Datastore>),
+    /// A SurrealDB server.
+    Remote(Surreal<Any>),
+}
+
+pub struct Store {
+    conn: Conn,
+    url: String,
+}
+
+const MIB: u64 = 1024 * 1024;
+
+const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_name, status, \
+     started_at, last_heartbeat, display_name";
+const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
+     msg_type, title, body, options, read, responded, response";
+
+impl Store {
+    /// Opens (creating if needed) the store described by `cfg`, with `default_path` for the
+    /// embedded engine when `cfg.url` is empty, and brings its schema up to date.
+    pub async fn open(cfg: &StoreConfig, default_path: &Path) -> Result<Self> {
+        let url = if cfg.url.is_empty() {
+            format!("surrealkv://{}", default_path.display())
+        } else {
+            cfg.url.clone()
+        };
+        let open_err = |message: String| StoreError::Open {
+            url: url.clone(),
+            message,
+        };
+        let conn = if let Some(path) = url.strip_prefix("surrealkv://") {
+            if let Some(parent) = Path::new(path).parent() {
+                std::fs::create_dir_all(parent).map_err(|e| open_err(e.to_string()))?;
+            }
+            let engine = surrealdb_cnf::ConfigMap::empty()
+                .with_key_value(
+                    "surrealkv_block_cache_capacity",
+                    (cfg.cache_mb * MIB).to_string(),
+                )
+                .with_key_value(
+                    "surrealkv_max_memtable_size",
+                    (cfg.write_buffer_mb * MIB).to_string(),
+                );
+            Self::local(&format!("surrealkv://{path}"), engine)
+                .await
+                .map_err(open_err)?
+        } else if url.starts_with("mem://") {
+            Self::local("memory", surrealdb_cnf::ConfigMap::empty())
+                .await
+                .map_err(open_err)?
+        } else {
+            let db = surrealdb::engine::any::connect(url.as_str())
+                .await
+                .map_err(|e| open_err(e.to_string()))?;
+            if let Some(username) = &cfg.username {
+                let password = cfg
+                    .password_env
+                    .as_deref()
+                    .and_then(|var| std::env::var(var).ok())
+                    .unwrap_or_default();
+                db.signin(surrealdb::opt::auth::Root {
+                    username: username.clone(),
+                    password,
+                })
+                .await
+                .map_err(|e| open_err(format!("sign-in failed: {e}")))?;
+            }
+            Conn::Remote(db)
+        };
+        let store = Store { conn, url };
+        store.use_ns(&cfg.namespace, &cfg.database).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    async fn local(
+        path: &str,
+        engine: surrealdb_cnf::ConfigMap,
+    ) -> std::result::Result<Conn, String> {
+        let ds = surrealdb_core::kvs::Builder::new()
+            .with_config(engine)
+            .without_maintenance_tasks()
+            .build_with_path(path)
+            .await
+            .map_err(|e| format!("{e:#}"))?;
+        ds.check_version().await.map_err(|e| format!("{e:#}"))?;
+        ds.bootstrap().await.map_err(|e| format!("{e:#}"))?;
+        ds.start_maintenance_tasks();
+        let db = Surreal::<Db>::unstable_from_datastore(Arc::clone(&ds), None)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Conn::Local(db, ds))
+    }
+
+    /// The database URL, for status output.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    async fn use_ns(&self, ns: &str, db: &str) -> Result<()> {
+        match &self.conn {
+            Conn::Local(s, _) => s.use_ns(ns).use_db(db).await?,
+            Conn::Remote(s) => s.use_ns(ns).use_db(db).await?,
+        };
+        Ok(())
+    }
+
+    /// Flushes and closes the embedded engine.
+    pub async fn close(&self) {
+        if let Conn::Local(_, ds) = &self.conn {
+            if let Err(e) = ds.shutdown().await {
+                tracing::warn!("database shutdown: {e:#}");
+            }
+        }
+    }
+
+    /// Runs SurrealQL with bound variables and returns every statement's result as JSON,
+    /// failing on the first statement that failed. A JSON `null` binds as `NONE` (absent),
+    /// which is what an `option<…>` field holds when it has no value.
+    async fn run(&self, sql: &str, vars: Value) -> Result<Vec<Value>> {
+        self.run_bound(sql, absent_for_null(vars)).await
+    }
+
+    async fn run_bound(&self, sql: &str, vars: surrealdb::types::Value) -> Result<Vec<Value>> {
+        let mut response = match &self.conn {
+            Conn::Local(s, _) => s.query(sql).bind(vars).await?,
+            Conn::Remote(s) => s.query(sql).bind(vars).await?,
+        };
+        let mut out = Vec::with_capacity(response.num_statements());
+        for i in 0..response.num_statements() {
+            let value: surrealdb::types::Value = response.take(i)?;
+            out.push(value.into_json_value());
+        }
+        Ok(out)
+    }
+
+    /// Runs one query and decodes the rows of statement `index`.
+    async fn rows<T: DeserializeOwned>(
+        &self,
+        sql: &str,
+        vars: Value,
+        index: usize,
+    ) -> Result<Vec<T>> {
+        let mut results = self.run(sql, vars).await?;
+        let rows = results
+            .get_mut(index)
+            .map(Value::take)
+            .unwrap_or(Value::Null);
+        decode_rows(rows)
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        self.run(schema::META_TABLE, json!({})).await?;
+        let current = self.schema_version().await?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::TooNew { found: current });
+        }
+        for version in current..SCHEMA_VERSION {
+            let sql = format!(
+                "BEGIN TRANSACTION; {} UPSERT crucible_meta:schema SET version = {}; COMMIT TRANSACTION;",
+                schema::MIGRATIONS[version as usize],
+                version + 1
+            );
+            self.run(&sql, json!({})).await?;
+            tracing::info!(version = version + 1, "database schema migrated");
+        }
+        Ok(())
+    }
+
+    /// The schema version recorded in the database (0 for a new one).
+    pub async fn schema_version(&self) -> Result<i64> {
+        let rows = self
+            .run("SELECT VALUE version FROM crucible_meta:schema", json!({}))
+            .await?;
+        Ok(rows
+            .first()
+            .and_then(|v| v.get(0))
+            .and_then(Value::as_i64)
+            .unwrap_or(0))
+    }
+
+    // ---- sessions ----
+
+    pub async fn insert_session(&self, s: &Session) -> Result<()> {
+        self.run(
+            "CREATE type::record('sessions', $id) CONTENT {
+                worktree: $worktree, agent_type: $agent_type, agent_name: $agent_name,
+                status: $status, started_at: <datetime>$started_at,
+                last_heartbeat: <datetime>$last_heartbeat, display_name: $display_name }",
+            to_vars(s)?,
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub async fn list_sessions(&self) -> Result<Vec<Session>> {
+        let sql = format!("SELECT {SESSION_FIELDS} FROM sessions ORDER BY id");
+        self.rows(&sql, json!({}), 0).await
+    }
+
+    pub async fn delete_session(&self, id: &str) -> Result<bool> {
+        let rows: Vec<Value> = self
+            .rows(
+                "DELETE type::record('sessions', $id) RETURN BEFORE",
+                json!({"id": id}),
+                0,
+            )
+            .await?;
+        Ok(!rows.is_empty())
+    }
+
+    /// Writes the latest heartbeat time of several sessions in one transaction.
+    pub async fn save_heartbeats(&self, beats: &[(String, String)]) -> Result<()> {
+        if beats.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<Value> = beats
+            .iter()
+            .map(|(id, at)| json!({"id": id, "at": at}))
+            .collect();
+        self.run(
+            "FOR $b IN $beats {
+                UPDATE type::record('sessions', $b.id) SET last_heartbeat = <datetime>$b.at;
+            };",
+            json!({"beats": rows}),
+        )
+        .await?;
+        Ok(())
+    }
+
+    // ---- inbox ----
+
+    /// Stores several messages in one transaction: all of them or none.
+    pub async fn insert_messages(&self, messages: &[InboxMessage]) -> Result<()> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let rows = serde_json::to_value(messages).map_err(|e| StoreError::Decode(e.to_string()))?;
+        self.run(
+            "FOR $m IN $rows {
+                CREATE type::record('inbox_messages', $m.id) CONTENT {
+                    session_id: $m.session_id, session_name: $m.session_name,
+                    timestamp: <datetime>$m.timestamp, msg_type: $m.msg_type, title: $m.title,
+                    body: $m.body, options: $m.options, read: $m.read,
+                    responded: $m.responded, response: $m.response };
+            };",
+            json!({"rows": rows}),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Newest first. Each shape is one the planner serves without reading the whole
+    /// table: unread ones walk the `(read, timestamp)` index backwards, all ones walk the
+    /// table backwards by id (ULIDs are time-ordered); both stop after `limit`.
+    pub async fn list_messages(
+        &self,
+        unread_only: bool,
+        session_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<InboxMessage>> {
+        let tail = match (unread_only, session_id.is_some()) {
+            (true, false) => "WHERE read = false ORDER BY timestamp DESC",
+            (false, false) => "ORDER BY id DESC",
+            (true, true) => {
+                "WHERE session_id = $session_id AND read = false ORDER BY timestamp DESC"
+            }
+            (false, true) => "WHERE session_id = $session_id ORDER BY timestamp DESC",
+        };
+        let sql = format!("SELECT {MESSAGE_FIELDS} FROM inbox_messages {tail} LIMIT $limit");
+        self.rows(&sql, json!({"session_id": session_id, "limit": limit}), 0)
+            .await
+    }
+
+    pub async fn get_message(&self, id: &str) -> Result<Option<InboxMessage>> {
+        let sql = format!("SELECT {MESSAGE_FIELDS} FROM type::record('inbox_messages', $id)");
+        Ok(self
+            .rows(&sql, json!({"id": id}), 0)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Marks messages read; returns the ones that changed.
+    pub async fn mark_read(&self, ids: &[String]) -> Result<Vec<InboxMessage>> {
+        let sql = format!(
+            "LET $records = array::map($ids, |$i| type::record('inbox_messages', $i));
+             SELECT {MESSAGE_FIELDS} FROM (UPDATE $records SET read = true WHERE read = false RETURN AFTER);"
+        );
+        self.rows(&sql, json!({"ids": ids}), 1).await
+    }
+
+    /// Records the answer to a message that has none yet. `None` when the message does not
+    /// exist or was already answered (the caller tells which).
+    pub async fn respond(&self, id: &str, response: &str) -> Result<Option<InboxMessage>> {
+        let sql = format!(
+            "SELECT {MESSAGE_FIELDS} FROM (
+                UPDATE type::record('inbox_messages', $id)
+                SET responded = true, response = $response, read = true
+                WHERE responded = false RETURN AFTER)"
+        );
+        Ok(self
+            .rows(&sql, json!({"id": id, "response": response}), 0)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Deletes every read message that needs no answer (or has one); returns their ids.
+    pub async fn clear_read(&self) -> Result<Vec<String>> {
+        let rows: Vec<Value> = self
+            .rows(
+                "DELETE inbox_messages WHERE read = true
+                    AND (responded = true OR msg_type NOTINSIDE ['decision_needed', 'approval_required'])
+                    RETURN BEFORE",
+                json!({}),
+                0,
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| r.get("id").and_then(Value::as_str).map(strip_table))
+            .collect())
+    }
+
+    pub async fn count_unread(&self) -> Result<u64> {
+        let rows = self
+            .run(
+                "SELECT VALUE count() FROM inbox_messages WHERE read = false GROUP ALL",
+                json!({}),
+            )
+            .await?;
+        Ok(rows
+            .first()
+            .and_then(|v| v.get(0))
+            .and_then(Value::as_u64)
+            .unwrap_or(0))
+    }
+
+    /// Every unanswered blocking message (to rebuild waiters after a restart).
+    pub async fn open_requests(&self) -> Result<Vec<InboxMessage>> {
+        let sql = format!(
+            "SELECT {MESSAGE_FIELDS} FROM inbox_messages WHERE responded = false
+                AND msg_type INSIDE ['decision_needed', 'approval_required']"
+        );
+        self.rows(&sql, json!({}), 0).await
+    }
+
+    // ---- raw queries ----
+
+    /// `db.query`: any SurrealQL with bindings (a JSON `null` stays `NULL`); one JSON
+    /// result per statement.
+    pub async fn query(&self, sql: &str, bindings: Value) -> Result<Vec<Value>> {
+        use surrealdb::types::SurrealValue;
+        self.run_bound(sql, bindings.into_value()).await
+    }
+}
+
+/// JSON to a SurrealDB value, with `null` as `NONE`.
+fn absent_for_null(value: Value) -> surrealdb::types::Value {
+    use surrealdb::types::{Array, Object, SurrealValue, Value as Surreal};
+    match value {
+        Value::Null => Surreal::None,
+        Value::Array(items) => {
+            Surreal::Array(items.into_iter().map(absent_for_null).collect::<Array>())
+        }
+        Value::Object(map) => Surreal::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, absent_for_null(v)))
+                .collect::<Object>(),
+        ),
+        leaf => leaf.into_value(),
+    }
+}
+
+fn to_vars<T: serde::Serialize>(value: &T) -> Result<Value> {
+    serde_json::to_value(value).map_err(|e| StoreError::Decode(e.to_string()))
+}
+
+fn decode_rows<T: DeserializeOwned>(rows: Value) -> Result<Vec<T>> {
+    let rows = match rows {
+        Value::Null => return Ok(Vec::new()),
+        Value::Array(rows) => rows,
+        single => vec![single],
+    };
+    rows.into_iter()
+        .map(|row| serde_json::from_value(row).map_err(|e| StoreError::Decode(e.to_string())))
+        .collect()
+}
+
+/// `inbox_messages:⟨01H…⟩` → `01H…`
+fn strip_table(record: &str) -> String {
+    let key = record.split_once(':').map_or(record, |(_, key)| key);
+    key.trim_start_matches(['⟨', '`'])
+        .trim_end_matches(['⟩', '`'])
+        .to_string()
+}

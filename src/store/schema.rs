@@ -1,0 +1,52 @@
+//! The versioned schema. Each migration moves a kiln's database up one version, inside a
+//! transaction with the version bump, so an interrupted upgrade leaves the old version.
+
+/// The version this build writes. A database newer than this is refused, not guessed at.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // v1: seed 003's registry and inbox. Record keys are ULID strings (the seed's `id`
+    // field); ULIDs sort by creation time.
+    r#"
+    DEFINE TABLE sessions SCHEMAFULL;
+    DEFINE FIELD worktree ON sessions TYPE option<string>;
+    DEFINE FIELD agent_type ON sessions TYPE string;
+    DEFINE FIELD agent_name ON sessions TYPE string;
+    DEFINE FIELD status ON sessions TYPE string;
+    DEFINE FIELD started_at ON sessions TYPE datetime;
+    DEFINE FIELD last_heartbeat ON sessions TYPE datetime;
+    DEFINE FIELD display_name ON sessions TYPE string;
+    DEFINE INDEX idx_sessions_status ON sessions FIELDS status;
+
+    DEFINE TABLE inbox_messages SCHEMAFULL;
+    DEFINE FIELD session_id ON inbox_messages TYPE string;
+    DEFINE FIELD session_name ON inbox_messages TYPE string;
+    DEFINE FIELD timestamp ON inbox_messages TYPE datetime;
+    DEFINE FIELD msg_type ON inbox_messages TYPE string;
+    DEFINE FIELD title ON inbox_messages TYPE string;
+    DEFINE FIELD body ON inbox_messages TYPE option<string>;
+    DEFINE FIELD options ON inbox_messages TYPE option<array<string>>;
+    DEFINE FIELD read ON inbox_messages TYPE bool DEFAULT false;
+    DEFINE FIELD responded ON inbox_messages TYPE bool DEFAULT false;
+    DEFINE FIELD response ON inbox_messages TYPE option<string>;
+    DEFINE INDEX idx_inbox_unread ON inbox_messages FIELDS read, timestamp;
+    DEFINE INDEX idx_inbox_session ON inbox_messages FIELDS session_id;
+    "#,
+];
+
+/// Where the version is kept.
+pub const META_TABLE: &str = r#"
+    DEFINE TABLE IF NOT EXISTS crucible_meta SCHEMAFULL;
+    DEFINE FIELD IF NOT EXISTS version ON crucible_meta TYPE int;
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_migration_per_version() {
+        assert_eq!(MIGRATIONS.len() as i64, SCHEMA_VERSION);
+    }
+}

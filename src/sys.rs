@@ -1,0 +1,60 @@
+//! The few OS calls crucible makes directly: advisory file locks, process liveness, uid.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+
+/// Takes an exclusive lock without waiting. `Ok(false)` when another process holds it.
+pub fn try_lock(file: &File) -> io::Result<bool> {
+    // SAFETY: flock only reads the descriptor, which `file` keeps open.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
+}
+
+/// Takes an exclusive lock, waiting for it. Blocking: call from a blocking thread.
+pub fn lock(file: &File) -> io::Result<()> {
+    loop {
+        // SAFETY: as in `try_lock`.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Whether a process with this pid exists (and we may signal it).
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 performs only the existence and permission check.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// Sends SIGTERM.
+pub fn terminate(pid: u32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
+    // SAFETY: plain kill(2) on a pid we read from our own pid file.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+pub fn current_uid() -> u32 {
+    // SAFETY: getuid cannot fail.
+    unsafe { libc::getuid() }
+}

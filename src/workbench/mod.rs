@@ -1,0 +1,435 @@
+//! The domain: the session registry and the inbox, over the store. No terminal, no socket.
+//!
+//! - Sessions are cached in memory; heartbeats touch only the cache and are written behind
+//!   in batches (a heartbeat is soft state: after a restart every session gets a fresh
+//!   timeout). Everything else is written through before it is acknowledged.
+//! - `inbox.send` calls are group-committed: concurrent sends share one transaction and
+//!   every caller is answered only after that transaction is durable.
+//! - Every change is published on a broadcast channel that the daemon turns into
+//!   JSON-RPC notifications.
+
+mod registry;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{SecondsFormat, Utc};
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::config::{Config, MAX_LIST_LIMIT};
+use crate::kiln::Kiln;
+use crate::protocol::{Event, InboxMessage, ListParams, RegisterParams, SendParams, Session};
+use crate::store::{Store, StoreError};
+
+use registry::Registry;
+pub use registry::display_name;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkbenchError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    TimedOut(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub type Result<T> = std::result::Result<T, WorkbenchError>;
+
+/// The most inbox sends committed in one transaction.
+const MAX_SEND_BATCH: usize = 1024;
+/// How many events a slow subscriber may fall behind before it is told it missed some.
+const EVENT_BUFFER: usize = 8192;
+
+type SendJob = (
+    InboxMessage,
+    oneshot::Sender<std::result::Result<(), String>>,
+);
+
+pub struct Workbench {
+    store: Arc<Store>,
+    config: Config,
+    kiln: Kiln,
+    events: broadcast::Sender<Event>,
+    registry: Arc<Registry>,
+    sends: mpsc::Sender<SendJob>,
+    ids: Mutex<ulid::Generator>,
+}
+
+/// The current time as SurrealDB prints datetimes.
+pub fn now_rfc3339() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+impl Workbench {
+    /// Opens the store and starts the background writers.
+    pub async fn open(kiln: Kiln, config: Config) -> Result<Arc<Self>> {
+        let store = Arc::new(Store::open(&config.store, &kiln.db_path()).await?);
+        let sessions = store.list_sessions().await?;
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (sends, send_rx) = mpsc::channel(MAX_SEND_BATCH * 4);
+        let registry = Registry::new(
+            sessions,
+            Duration::from_secs(config.daemon.session_timeout_secs),
+            Duration::from_secs(config.daemon.heartbeat_interval_secs),
+        );
+        let wb = Arc::new(Self {
+            store,
+            config,
+            kiln,
+            events,
+            registry,
+            sends,
+            ids: Mutex::new(ulid::Generator::new()),
+        });
+        tokio::spawn(send_writer(Arc::clone(&wb.store), send_rx));
+        tokio::spawn(registry::heartbeat_writer(
+            Arc::clone(&wb.registry),
+            Arc::downgrade(&wb),
+        ));
+        tokio::spawn(registry::reaper(
+            Arc::clone(&wb.registry),
+            Arc::downgrade(&wb),
+        ));
+        Ok(wb)
+    }
+
+    pub fn kiln(&self) -> &Kiln {
+        &self.kiln
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Receives every change from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    fn publish(&self, event: Event) {
+        // No receivers is fine: nobody is watching.
+        let _ = self.events.send(event);
+    }
+
+    /// A new, time-ordered id.
+    fn next_id(&self) -> String {
+        let mut generator = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        match generator.generate() {
+            Ok(id) => id.to_string(),
+            // Only on overflow within one millisecond: fall back to a fresh random id.
+            Err(_) => ulid::Ulid::new().to_string(),
+        }
+    }
+
+    // ---- sessions ----
+
+    pub async fn register(&self, params: RegisterParams) -> Result<Session> {
+        for (field, value) in [
+            ("agent_type", &params.agent_type),
+            ("agent_name", &params.agent_name),
+        ] {
+            if value.trim().is_empty() {
+                return Err(WorkbenchError::Invalid(format!(
+                    "{field} must not be empty"
+                )));
+            }
+        }
+        let now = now_rfc3339();
+        let session = Session {
+            id: self.next_id(),
+            display_name: display_name(&self.kiln, params.worktree.as_deref(), &params.agent_name),
+            worktree: params.worktree,
+            agent_type: params.agent_type,
+            agent_name: params.agent_name,
+            status: "active".into(),
+            started_at: now.clone(),
+            last_heartbeat: now,
+        };
+        self.store.insert_session(&session).await?;
+        self.registry.insert(session.clone());
+        self.publish(Event::SessionRegistered(session.clone()));
+        Ok(session)
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.registry.len()
+    }
+
+    pub fn list_sessions(&self) -> Vec<Session> {
+        self.registry.list()
+    }
+
+    pub fn get_session(&self, id: &str) -> Result<Session> {
+        self.registry.get(id).ok_or_else(|| no_session(id))
+    }
+
+    /// Keeps a session alive. Touches memory only.
+    pub fn heartbeat(&self, id: &str) -> Result<()> {
+        if self.registry.beat(id) {
+            Ok(())
+        } else {
+            Err(no_session(id))
+        }
+    }
+
+    pub async fn deregister(&self, id: &str, reason: &str) -> Result<()> {
+        if self.registry.get(id).is_none() {
+            return Err(no_session(id));
+        }
+        self.store.delete_session(id).await?;
+        self.registry.remove(id);
+        self.publish(Event::SessionDeregistered {
+            session_id: id.to_string(),
+            reason: reason.into(),
+        });
+        Ok(())
+    }
+
+    // ---- inbox ----
+
+    /// Stores a message durably, then announces it.
+    pub async fn send(&self, params: SendParams) -> Result<InboxMessage> {
+        let session = self.get_session(&params.session_id)?;
+        if params.title.trim().is_empty() {
+            return Err(WorkbenchError::Invalid("title must not be empty".into()));
+        }
+        if let Some(options) = &params.options {
+            if !params.msg_type.blocks() {
+                return Err(WorkbenchError::Invalid(format!(
+                    "options are only for decision_needed and approval_required, not {}",
+                    params.msg_type
+                )));
+            }
+            if options.iter().any(|o| o.trim().is_empty()) {
+                return Err(WorkbenchError::Invalid(
+                    "options must not be empty strings".into(),
+                ));
+            }
+            let mut seen = std::collections::HashSet::new();
+            if let Some(dup) = options.iter().find(|o| !seen.insert(o.to_lowercase())) {
+                return Err(WorkbenchError::Invalid(format!(
+                    "option {dup:?} is given twice"
+                )));
+            }
+        }
+        let message = InboxMessage {
+            id: self.next_id(),
+            session_id: session.id,
+            session_name: session.display_name,
+            timestamp: now_rfc3339(),
+            msg_type: params.msg_type,
+            title: params.title,
+            body: params.body,
+            options: params.options.filter(|o| !o.is_empty()),
+            read: false,
+            responded: false,
+            response: None,
+        };
+        let (ack, done) = oneshot::channel();
+        self.sends
+            .send((message.clone(), ack))
+            .await
+            .map_err(|_| StoreError::Db("the inbox writer has stopped".into()))?;
+        match done.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(StoreError::Db(e).into()),
+            Err(_) => return Err(StoreError::Db("the inbox writer has stopped".into()).into()),
+        }
+        self.publish(Event::InboxCreated(message.clone()));
+        Ok(message)
+    }
+
+    pub async fn list_messages(&self, params: &ListParams) -> Result<Vec<InboxMessage>> {
+        let limit = params.limit.unwrap_or(self.config.inbox.default_limit);
+        if !(1..=MAX_LIST_LIMIT).contains(&limit) {
+            return Err(WorkbenchError::Invalid(format!(
+                "limit must be between 1 and {MAX_LIST_LIMIT}"
+            )));
+        }
+        Ok(self
+            .store
+            .list_messages(params.unread_only, params.session_id.as_deref(), limit)
+            .await?)
+    }
+
+    pub async fn get_message(&self, id: &str) -> Result<InboxMessage> {
+        self.store
+            .get_message(id)
+            .await?
+            .ok_or_else(|| no_message(id))
+    }
+
+    /// Returns how many messages changed from unread to read.
+    pub async fn mark_read(&self, ids: &[String]) -> Result<usize> {
+        let changed = self.store.mark_read(ids).await?;
+        let count = changed.len();
+        for message in changed {
+            self.publish(Event::InboxUpdated(message));
+        }
+        Ok(count)
+    }
+
+    /// Records the human's answer to a decision or approval and wakes its waiters.
+    pub async fn respond(&self, id: &str, response: &str) -> Result<InboxMessage> {
+        let message = self.get_message(id).await?;
+        let Some(accepted) = message.accepted_answers() else {
+            return Err(WorkbenchError::Invalid(format!(
+                "message {id} is {} and takes no answer",
+                message.msg_type
+            )));
+        };
+        if message.responded {
+            return Err(already_answered(&message));
+        }
+        let response = if accepted.is_empty() {
+            if response.trim().is_empty() {
+                return Err(WorkbenchError::Invalid(
+                    "the answer must not be empty".into(),
+                ));
+            }
+            response.to_string()
+        } else {
+            accepted
+                .iter()
+                .find(|a| a.eq_ignore_ascii_case(response.trim()))
+                .cloned()
+                .ok_or_else(|| {
+                    WorkbenchError::Invalid(format!(
+                        "{response:?} is not one of the choices: {}",
+                        accepted.join(", ")
+                    ))
+                })?
+        };
+        match self.store.respond(id, &response).await? {
+            Some(updated) => {
+                self.publish(Event::InboxUpdated(updated.clone()));
+                Ok(updated)
+            }
+            // Someone else answered between our read and our write.
+            None => Err(already_answered(&self.get_message(id).await?)),
+        }
+    }
+
+    /// Waits until message `id` has an answer and returns it.
+    pub async fn wait_for_answer(
+        &self,
+        id: &str,
+        timeout: Option<Duration>,
+    ) -> Result<InboxMessage> {
+        // Subscribe before looking, so an answer between the two is not missed.
+        let mut events = self.subscribe();
+        let message = self.get_message(id).await?;
+        if message.accepted_answers().is_none() {
+            return Err(WorkbenchError::Invalid(format!(
+                "message {id} is {} and takes no answer",
+                message.msg_type
+            )));
+        }
+        if message.responded {
+            return Ok(message);
+        }
+        let wait = async {
+            loop {
+                match events.recv().await {
+                    Ok(Event::InboxUpdated(m)) if m.id == id && m.responded => return Ok(m),
+                    Ok(Event::InboxDeleted { ids }) if ids.iter().any(|x| x == id) => {
+                        return Err(no_message(id));
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let m = self.get_message(id).await?;
+                        if m.responded {
+                            return Ok(m);
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => {
+                        return Err(WorkbenchError::Conflict(
+                            "the daemon is shutting down".into(),
+                        ));
+                    }
+                }
+            }
+        };
+        match timeout {
+            None => wait.await,
+            Some(limit) => tokio::time::timeout(limit, wait).await.unwrap_or_else(|_| {
+                Err(WorkbenchError::TimedOut(format!(
+                    "no answer to {id} within {}s",
+                    limit.as_secs()
+                )))
+            }),
+        }
+    }
+
+    /// Deletes read messages that need nothing more; returns their ids.
+    pub async fn clear(&self) -> Result<Vec<String>> {
+        let ids = self.store.clear_read().await?;
+        if !ids.is_empty() {
+            self.publish(Event::InboxDeleted { ids: ids.clone() });
+        }
+        Ok(ids)
+    }
+
+    pub async fn unread_count(&self) -> Result<u64> {
+        Ok(self.store.count_unread().await?)
+    }
+
+    /// `db.query`.
+    pub async fn query(&self, sql: &str, bindings: Value) -> Result<Vec<Value>> {
+        if sql.trim().is_empty() {
+            return Err(WorkbenchError::Invalid("sql must not be empty".into()));
+        }
+        Ok(self.store.query(sql, bindings).await?)
+    }
+
+    /// Writes pending soft state and closes the store.
+    pub async fn close(&self) {
+        registry::flush_heartbeats(self).await;
+        self.store.close().await;
+    }
+}
+
+fn no_session(id: &str) -> WorkbenchError {
+    WorkbenchError::NotFound(format!("no session {id}"))
+}
+
+fn no_message(id: &str) -> WorkbenchError {
+    WorkbenchError::NotFound(format!("no inbox message {id}"))
+}
+
+fn already_answered(message: &InboxMessage) -> WorkbenchError {
+    WorkbenchError::Conflict(format!(
+        "message {} was already answered: {}",
+        message.id,
+        message.response.as_deref().unwrap_or("")
+    ))
+}
+
+/// Group commit: takes every send waiting in the queue, stores them in one transaction,
+/// then answers each caller with the outcome.
+async fn send_writer(store: Arc<Store>, mut jobs: mpsc::Receiver<SendJob>) {
+    let mut batch = Vec::with_capacity(MAX_SEND_BATCH);
+    while jobs.recv_many(&mut batch, MAX_SEND_BATCH).await > 0 {
+        let messages: Vec<InboxMessage> = batch.iter().map(|(m, _)| m.clone()).collect();
+        let outcome = store
+            .insert_messages(&messages)
+            .await
+            .map_err(|e| e.to_string());
+        if let Err(e) = &outcome {
+            tracing::error!(count = messages.len(), "inbox write failed: {e}");
+        }
+        for (_, ack) in batch.drain(..) {
+            let _ = ack.send(outcome.clone());
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The in-memory side of the session registry: the cached sessions, their heartbeat
+//! clocks, and the two background tasks that persist heartbeats and reap orphans. Both
+//! tasks sleep on a `Notify` while nothing changes.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::{Workbench, now_rfc3339};
+use crate::kiln::Kiln;
+use crate::protocol::Session;
+
+/// Heartbeats arriving within this window are written together.
+const HEARTBEAT_FLUSH_DELAY: Duration = Duration::from_secs(1);
+
+/// `{worktree} @ {agent}`: a worktree under the kiln's worktree folder is named by its path
+/// there (usually the branch), another path by its last component, none as `main`.
+pub fn display_name(kiln: &Kiln, worktree: Option<&str>, agent: &str) -> String {
+    let name = match worktree {
+        None => "main".to_string(),
+        Some(w) => {
+            let path = Path::new(w);
+            if let Ok(rel) = path.strip_prefix(kiln.state_dir().join("worktrees")) {
+                rel.display().to_string()
+            } else if path.is_absolute() {
+                path.file_name()
+                    .map_or_else(|| w.to_string(), |n| n.to_string_lossy().into_owned())
+            } else {
+                w.to_string()
+            }
+        }
+    };
+    format!("{name} @ {agent}")
+}
+
+struct Entry {
+    session: Session,
+    last_beat: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    sessions: HashMap<String, Entry>,
+    dirty: HashSet<String>,
+}
+
+pub(super) struct Registry {
+    inner: Mutex<Inner>,
+    timeout: Duration,
+    idle_after: Duration,
+    beats_pending: Notify,
+    changed: Notify,
+}
+
+impl Registry {
+    /// Sessions loaded from the store get a fresh clock: the daemon was away, not them.
+    pub fn new(
+        sessions: Vec<Session>,
+        timeout: Duration,
+        heartbeat_interval: Duration,
+    ) -> Arc<Self> {
+        let now = Instant::now();
+        let sessions = sessions
+            .into_iter()
+            .map(|s| {
+                (
+                    s.id.clone(),
+                    Entry {
+                        session: s,
+                        last_beat: now,
+                    },
+                )
+            })
+            .collect();
+        Arc::new(Self {
+            inner: Mutex::new(Inner {
+                sessions,
+                dirty: HashSet::new(),
+            }),
+            timeout,
+            idle_after: heartbeat_interval * 2,
+            beats_pending: Notify::new(),
+            changed: Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn insert(&self, session: Session) {
+        self.lock().sessions.insert(
+            session.id.clone(),
+            Entry {
+                session,
+                last_beat: Instant::now(),
+            },
+        );
+        self.changed.notify_one();
+    }
+
+    pub fn remove(&self, id: &str) {
+        let mut inner = self.lock();
+        inner.sessions.remove(id);
+        inner.dirty.remove(id);
+        drop(inner);
+        self.changed.notify_one();
+    }
+
+    fn view(&self, entry: &Entry) -> Session {
+        let mut session = entry.session.clone();
+        session.status = if entry.last_beat.elapsed() <= self.idle_after {
+            "active"
+        } else {
+            "idle"
+        }
+        .into();
+        session
+    }
+
+    pub fn get(&self, id: &str) -> Option<Session> {
+        self.lock().sessions.get(id).map(|e| self.view(e))
+    }
+
+    /// Oldest first (ids are time-ordered).
+    pub fn list(&self) -> Vec<Session> {
+        let inner = self.lock();
+        let mut list: Vec<Session> = inner.sessions.values().map(|e| self.view(e)).collect();
+        list.sort_by(|a, b| a.id.cmp(&b.id));
+        list
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().sessions.len()
+    }
+
+    /// Records a heartbeat; false if the session is unknown.
+    pub fn beat(&self, id: &str) -> bool {
+        let mut inner = self.lock();
+        let Some(entry) = inner.sessions.get_mut(id) else {
+            return false;
+        };
+        entry.last_beat = Instant::now();
+        entry.session.last_heartbeat = now_rfc3339();
+        let first = inner.dirty.is_empty();
+        inner.dirty.insert(id.to_string());
+        drop(inner);
+        if first {
+            self.beats_pending.notify_one();
+        }
+        true
+    }
+
+    fn take_dirty(&self) -> Vec<(String, String)> {
+        let mut inner = self.lock();
+        let dirty = std::mem::take(&mut inner.dirty);
+        dirty
+            .into_iter()
+            .filter_map(|id| {
+                inner
+                    .sessions
+                    .get(&id)
+                    .map(|e| (id, e.session.last_heartbeat.clone()))
+            })
+            .collect()
+    }
+
+    /// When the next session would time out, if any session exists.
+    fn next_deadline(&self) -> Option<Instant> {
+        self.lock()
+            .sessions
+            .values()
+            .map(|e| e.last_beat + self.timeout)
+            .min()
+    }
+
+    fn expired(&self) -> Vec<String> {
+        let now = Instant::now();
+        self.lock()
+            .sessions
+            .values()
+            .filter(|e| e.last_beat + self.timeout <= now)
+            .map(|e| e.session.id.clone())
+            .collect()
+    }
+}
+
+pub(super) async fn flush_heartbeats(wb: &Workbench) {
+    let beats = wb.registry.take_dirty();
+    if let Err(e) = wb.store.save_heartbeats(&beats).await {
+        tracing::warn!(count = beats.len(), "could not save heartbeats: {e}");
+    }
+}
+
+/// Writes heartbeats behind, at most once per [`HEARTBEAT_FLUSH_DELAY`], only after some
+/// arrived.
+pub(super) async fn heartbeat_writer(registry: Arc<Registry>, wb: Weak<Workbench>) {
+    loop {
+        registry.beats_pending.notified().await;
+        tokio::time::sleep(HEARTBEAT_FLUSH_DELAY).await;
+        let Some(wb) = wb.upgrade() else { return };
+        flush_heartbeats(&wb).await;
+    }
+}
+
+/// Deregisters sessions whose heartbeat stopped for longer than the timeout. Sleeps until
+/// the earliest deadline, or until the set of sessions changes; with no sessions it only
+/// waits for one to appear.
+pub(super) async fn reaper(registry: Arc<Registry>, wb: Weak<Workbench>) {
+    loop {
+        match registry.next_deadline() {
+            None => registry.changed.notified().await,
+            Some(deadline) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => {}
+                    _ = registry.changed.notified() => continue,
+                }
+            }
+        }
+        let Some(wb) = wb.upgrade() else { return };
+        for id in registry.expired() {
+            tracing::info!(session = %id, "session timed out without heartbeats; cleaning up");
+            if let Err(e) = wb.deregister(&id, "timed out").await {
+                tracing::warn!(session = %id, "could not clean up session: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names() {
+        let kiln = Kiln::new("/repo");
+        assert_eq!(display_name(&kiln, None, "claude"), "main @ claude");
+        assert_eq!(
+            display_name(&kiln, Some("/repo/.crucible/worktrees/feat/auth"), "ollama"),
+            "feat/auth @ ollama"
+        );
+        assert_eq!(
+            display_name(&kiln, Some("/elsewhere/test"), "gemini"),
+            "test @ gemini"
+        );
+        assert_eq!(
+            display_name(&kiln, Some("fix/flaky"), "codex"),
+            "fix/flaky @ codex"
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! The `cru` command line against a real, auto-started daemon.
+
+use serde_json::Value;
+
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inbox_cli_lists_shows_answers_and_clears() {
+    let t = TestKiln::new();
+    let _cleanup = KillOnDrop(t.kiln.clone());
+    let c = t.client().await;
+    let s = register(&c, "claude").await;
+
+    let out = t.cru(&[
+        "inbox",
+        "send",
+        "--session",
+        &s,
+        "--type",
+        "decision_needed",
+        "Which auth strategy?",
+        "--option",
+        "JWT",
+        "--option",
+        "Session",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let decision = stdout(&out).trim().to_string();
+    let out = t.cru(&[
+        "inbox",
+        "send",
+        "--session",
+        &s,
+        "--type",
+        "task_complete",
+        "Tests pass",
+        "--body",
+        "all 42",
+    ]);
+    let done = stdout(&out).trim().to_string();
+    let bad = t.cru(&["inbox", "send", "--session", &s, "--type", "shout", "x"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("unknown type \"shout\""),
+        "{}",
+        stderr(&bad)
+    );
+
+    let list = stdout(&t.cru(&["inbox"]));
+    assert!(
+        list.contains("SESSION") && list.contains("TITLE"),
+        "a table: {list}"
+    );
+    assert!(
+        list.contains("Which auth strategy? [JWT/Session]"),
+        "{list}"
+    );
+    assert!(list.contains("main @ claude"), "{list}");
+    let json: Value = serde_json::from_str(&stdout(&t.cru(&["inbox", "--json"]))).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 2);
+
+    let shown = stdout(&t.cru(&["inbox", "show", &done]));
+    assert!(
+        shown.contains("Tests pass") && shown.contains("all 42"),
+        "{shown}"
+    );
+    let unread: Value = serde_json::from_str(&stdout(&t.cru(&["inbox", "--json"]))).unwrap();
+    assert_eq!(unread.as_array().unwrap().len(), 1, "show marked it read");
+
+    let shown = stdout(&t.cru(&["inbox", "show", &decision]));
+    assert!(
+        shown.contains(&format!("cru inbox respond {decision} <JWT|Session>")),
+        "{shown}"
+    );
+    let wrong = t.cru(&["inbox", "respond", &decision, "Cookies"]);
+    assert!(!wrong.status.success());
+    assert!(
+        stderr(&wrong).contains("not one of the choices"),
+        "{}",
+        stderr(&wrong)
+    );
+    let ok = t.cru(&["inbox", "respond", &decision, "Session"]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    assert!(stdout(&ok).contains("answered"), "{}", stdout(&ok));
+
+    let all = stdout(&t.cru(&["inbox", "--all"]));
+    assert!(all.contains("answered: Session"), "{all}");
+    let cleared = stdout(&t.cru(&["inbox", "clear"]));
+    assert!(cleared.contains("2 read messages deleted"), "{cleared}");
+    assert!(stdout(&t.cru(&["inbox", "--all"])).contains("the inbox is empty"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn session_list_and_daemon_status() {
+    let t = TestKiln::new();
+    let _cleanup = KillOnDrop(t.kiln.clone());
+    let none = t.cru(&["daemon", "status"]);
+    assert_eq!(none.status.code(), Some(3));
+    assert!(stdout(&none).contains("no daemon running"));
+    // `session list` starts the daemon by itself.
+    assert!(stdout(&t.cru(&["session", "list"])).contains("no sessions"));
+    let c = t.client().await;
+    register(&c, "claude").await;
+    let list = stdout(&t.cru(&["session", "list"]));
+    assert!(
+        list.contains("[1]") && list.contains("main @ claude") && list.contains("active"),
+        "{list}"
+    );
+    let json: Value =
+        serde_json::from_str(&stdout(&t.cru(&["session", "list", "--json"]))).unwrap();
+    assert_eq!(json[0]["display_name"], "main @ claude");
+    let status = stdout(&t.cru(&["daemon", "status"]));
+    assert!(
+        status.contains("sessions") && status.contains("surrealkv://"),
+        "{status}"
+    );
+    drop(c);
+    assert!(stdout(&t.cru(&["daemon", "stop"])).contains("daemon stopped"));
+    assert_eq!(t.cru(&["daemon", "status"]).status.code(), Some(3));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_settings_file_names_the_file_and_key_and_starts_nothing() {
+    let t = TestKiln::with_settings("[daemon]\ngrace_period = 3\n");
+    let out = t.cru(&["inbox"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains(".crucible.toml") && err.contains("grace_period"),
+        "{err}"
+    );
+    assert!(daemon_processes(t.root()).is_empty());
+    std::fs::write(
+        t.root().join(".crucible.toml"),
+        "[inbox]\ndefault_limit = 0\n",
+    )
+    .unwrap();
+    let err = stderr(&t.cru(&["inbox"]));
+    assert!(err.contains("default_limit"), "{err}");
+}

@@ -1,0 +1,270 @@
+//! Test equipment: temp kilns, the daemon as a child process, raw socket connections, and
+//! waiting on conditions with deadlines (never sleep-and-hope).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crucible::client::{Client, StartOptions, connect_or_start};
+use crucible::kiln::Kiln;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+pub const CRU: &str = env!("CARGO_BIN_EXE_cru");
+
+/// Waits until `check` is true, polling, or panics with `what` after `limit`.
+pub async fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub struct TestKiln {
+    /// Removed with the kiln when the test ends.
+    _dir: tempfile::TempDir,
+    pub kiln: Kiln,
+}
+
+impl TestKiln {
+    /// A fresh kiln with these settings (TOML) in `.crucible.toml`.
+    pub fn with_settings(settings: &str) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("cru")
+            .tempdir()
+            .expect("temp dir");
+        let root = dir.path().canonicalize().expect("canonical temp dir");
+        std::fs::write(root.join(".crucible.toml"), settings).expect("write settings");
+        TestKiln {
+            kiln: Kiln::new(root),
+            _dir: dir,
+        }
+    }
+
+    /// A kiln whose daemon lingers long enough not to exit between steps of a test.
+    pub fn new() -> Self {
+        Self::with_settings("[daemon]\ngrace_period_secs = 60\n")
+    }
+
+    pub fn root(&self) -> &Path {
+        self.kiln.root()
+    }
+
+    pub fn start_options(&self) -> StartOptions {
+        StartOptions {
+            exe: Some(PathBuf::from(CRU)),
+        }
+    }
+
+    /// Connects, starting the daemon (the real binary) if needed.
+    pub async fn client(&self) -> Client {
+        connect_or_start(&self.kiln, &self.start_options())
+            .await
+            .expect("connect or start the daemon")
+    }
+
+    /// Runs `cru --kiln <kiln> args…` to completion.
+    pub fn cru(&self, args: &[&str]) -> Output {
+        Command::new(CRU)
+            .arg("--kiln")
+            .arg(self.root())
+            .args(args)
+            .env("CRU_DAEMON_EXE", CRU)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run cru")
+    }
+
+    /// Starts `cru daemon run` as our child and waits until it answers.
+    pub async fn spawn_daemon(&self) -> DaemonProcess {
+        let child = Command::new(CRU)
+            .arg("--kiln")
+            .arg(self.root())
+            .args(["daemon", "run"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn daemon");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if Client::connect(&self.kiln).await.is_ok() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "daemon did not come up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        DaemonProcess { child }
+    }
+
+    pub fn daemon_pid(&self) -> Option<u32> {
+        crucible::daemon::read_pid(&self.kiln)
+    }
+}
+
+/// A daemon started by the test; killed if the test ends first.
+pub struct DaemonProcess {
+    pub child: Child,
+}
+
+impl DaemonProcess {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn kill9(&mut self) {
+        self.child.kill().expect("SIGKILL the daemon");
+        self.child.wait().expect("reap the daemon");
+    }
+
+    /// Waits for the process to exit by itself.
+    pub async fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "daemon did not exit within {limit:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Kills whatever daemon runs for the kiln when dropped (for daemons started detached).
+pub struct KillOnDrop(pub Kiln);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = crucible::daemon::read_pid(&self.0) {
+            // SAFETY-free: plain kill of a test daemon.
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    }
+}
+
+/// A raw line-level connection, for sending what a well-behaved client never would.
+pub struct Raw {
+    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: tokio::net::unix::OwnedWriteHalf,
+}
+
+impl Raw {
+    pub async fn connect(kiln: &Kiln) -> Raw {
+        let stream = UnixStream::connect(kiln.socket_path())
+            .await
+            .expect("connect raw");
+        let (read, writer) = stream.into_split();
+        Raw {
+            reader: BufReader::new(read),
+            writer,
+        }
+    }
+
+    /// Connects and performs the handshake.
+    pub async fn handshaken(kiln: &Kiln) -> Raw {
+        let mut raw = Raw::connect(kiln).await;
+        let reply = raw
+            .call(json!({"jsonrpc": "2.0", "id": 0, "method": "handshake",
+                         "params": {"protocol_version": crucible::protocol::PROTOCOL_VERSION}}))
+            .await;
+        assert!(reply.get("result").is_some(), "handshake failed: {reply}");
+        raw
+    }
+
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).await.expect("write");
+    }
+
+    pub async fn send(&mut self, value: Value) {
+        let mut line = value.to_string();
+        line.push('\n');
+        self.send_bytes(line.as_bytes()).await;
+    }
+
+    pub async fn recv(&mut self) -> Value {
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(10), self.reader.read_line(&mut line))
+            .await
+            .expect("a reply within 10 s")
+            .expect("read");
+        assert!(n > 0, "the daemon closed the connection");
+        serde_json::from_str(&line).expect("the daemon sent JSON")
+    }
+
+    pub async fn call(&mut self, request: Value) -> Value {
+        self.send(request).await;
+        self.recv().await
+    }
+}
+
+/// The error code of a JSON-RPC reply, or panic.
+pub fn error_code(reply: &Value) -> i64 {
+    reply["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected an error, got {reply}"))
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Registers a session through the client and returns its id.
+pub async fn register(client: &Client, agent: &str) -> String {
+    let reply = client
+        .call_value(
+            "session.register",
+            json!({"agent_type": "acp", "agent_name": agent}),
+        )
+        .await
+        .expect("register");
+    reply["session_id"]
+        .as_str()
+        .expect("session_id")
+        .to_string()
+}
+
+/// Pids of running `cru … daemon run` processes for this kiln (from /proc).
+pub fn daemon_processes(kiln: &Path) -> Vec<u32> {
+    let kiln = kiln.to_string_lossy().into_owned();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let is_daemon = args.windows(2).any(|w| w[0] == "daemon" && w[1] == "run");
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = state.split_whitespace().nth(2) == Some("Z");
+        if is_daemon && !zombie && args.iter().any(|a| a == &kiln) {
+            pids.push(pid);
+        }
+    }
+    pids
+}

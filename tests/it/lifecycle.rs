@@ -1,0 +1,220 @@
+//! Daemon lifecycle: racing auto-start, stale state, grace period, signals, permissions.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use crucible::client::Client;
+use serde_json::json;
+
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn eight_racing_clients_end_with_one_daemon() {
+    let t = TestKiln::new();
+    let _cleanup = KillOnDrop(t.kiln.clone());
+    // Eight real `cru` processes, started together, each finding no daemon.
+    let racers: Vec<_> = (0..8)
+        .map(|_| {
+            let root = t.root().to_path_buf();
+            std::thread::spawn(move || {
+                std::process::Command::new(CRU)
+                    .arg("--kiln")
+                    .arg(&root)
+                    .args(["session", "list", "--json"])
+                    .env("CRU_DAEMON_EXE", CRU)
+                    .output()
+                    .expect("run cru")
+            })
+        })
+        .collect();
+    for racer in racers {
+        let out = racer.join().unwrap();
+        assert!(out.status.success(), "a racer failed: {}", stderr(&out));
+    }
+    let pids = daemon_processes(t.root());
+    assert_eq!(pids.len(), 1, "daemons running: {pids:?}");
+    assert_eq!(t.daemon_pid(), Some(pids[0]));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stale_socket_and_dead_pid_are_replaced() {
+    let t = TestKiln::new();
+    let mut first = t.spawn_daemon().await;
+    let old_pid = first.pid();
+    first.kill9();
+    assert!(
+        t.kiln.socket_path().exists(),
+        "kill -9 leaves the socket behind"
+    );
+    assert_eq!(t.daemon_pid(), Some(old_pid), "and the pid file");
+
+    let _cleanup = KillOnDrop(t.kiln.clone());
+    let c = t.client().await;
+    assert_ne!(c.daemon().pid, old_pid);
+    assert_eq!(t.daemon_pid(), Some(c.daemon().pid));
+    assert!(c.call_value("session.list", json!({})).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_daemon_refuses_to_start() {
+    let t = TestKiln::new();
+    let d = t.spawn_daemon().await;
+    let out = t.cru(&["daemon", "run"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!("already running for this kiln (pid {})", d.pid())),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn daemon_exits_after_the_grace_period_unless_a_client_arrives() {
+    let t = TestKiln::with_settings("[daemon]\ngrace_period_secs = 2\n");
+    let mut d = t.spawn_daemon().await;
+    // A client leaving and another arriving within the grace keeps it alive past it.
+    for _ in 0..3 {
+        let c = Client::connect(&t.kiln).await.expect("still serving");
+        assert_eq!(c.daemon().pid, d.pid());
+        drop(c);
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
+    let held = Client::connect(&t.kiln).await.expect("still serving");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        d.child.try_wait().unwrap().is_none(),
+        "a connected client keeps the daemon up"
+    );
+    assert!(held.call_value("ping", json!({})).await.is_ok());
+    drop(held);
+    let status = d.wait_exit(Duration::from_secs(20)).await;
+    assert!(status.success(), "clean exit after the grace: {status}");
+    assert!(!t.kiln.socket_path().exists(), "socket removed");
+    assert!(!t.kiln.pid_path().exists(), "pid file removed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_shuts_down_cleanly_and_keeps_data() {
+    let t = TestKiln::new();
+    let mut d = t.spawn_daemon().await;
+    let c = Client::connect(&t.kiln).await.unwrap();
+    let s = register(&c, "claude").await;
+    let sent = c
+        .call_value(
+            "inbox.send",
+            json!({"session_id": s, "msg_type": "task_complete", "title": "done"}),
+        )
+        .await
+        .unwrap();
+    std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(d.pid().to_string())
+        .status()
+        .unwrap();
+    let status = d.wait_exit(Duration::from_secs(20)).await;
+    assert!(status.success(), "{status}");
+    assert!(!t.kiln.socket_path().exists());
+
+    let _again = t.spawn_daemon().await;
+    let c = Client::connect(&t.kiln).await.unwrap();
+    let got = c
+        .call_value("inbox.get", json!({"id": sent["id"]}))
+        .await
+        .unwrap();
+    assert_eq!(got["message"]["title"], json!("done"));
+    assert_eq!(
+        c.call_value("session.list", json!({})).await.unwrap()["sessions"][0]["id"],
+        json!(s)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn socket_is_owner_only_and_other_users_are_refused() {
+    let t = TestKiln::new();
+    let _d = t.spawn_daemon().await;
+    let mode = std::fs::metadata(t.kiln.socket_path())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    let state_mode = std::fs::metadata(t.kiln.state_dir())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(state_mode, 0o700);
+
+    // Open the file permissions, so only the daemon's own uid check stands in the way,
+    // then connect as another user.
+    if crucible::sys::current_uid() != 0
+        || std::process::Command::new("setpriv")
+            .arg("--help")
+            .output()
+            .is_err()
+        || !std::path::Path::new("/usr/bin/python3").exists()
+    {
+        eprintln!("skipping the other-user half: needs root, setpriv and /usr/bin/python3");
+        return;
+    }
+    for dir in t.kiln.state_dir().ancestors().take(3) {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(t.kiln.socket_path(), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let script = format!(
+        "import socket; s = socket.socket(socket.AF_UNIX); s.connect({:?}); \
+         s.sendall(b'{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}}\\n'); print(s.makefile().readline())",
+        t.kiln.socket_path().display().to_string()
+    );
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    let reply = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reply: serde_json::Value = serde_json::from_str(reply.trim()).expect("one JSON line");
+    assert_eq!(error_code(&reply), crucible::protocol::code::FORBIDDEN);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_from_a_newer_release_is_refused_not_guessed_at() {
+    let t = TestKiln::new();
+    let mut d = t.spawn_daemon().await;
+    let c = Client::connect(&t.kiln).await.unwrap();
+    assert_eq!(
+        c.call_value(
+            "db.query",
+            json!({"sql": "SELECT VALUE version FROM crucible_meta:schema"})
+        )
+        .await
+        .unwrap()["result"][0],
+        json!([crucible::store::SCHEMA_VERSION])
+    );
+    c.call_value(
+        "db.query",
+        json!({"sql": "UPSERT crucible_meta:schema SET version = 99"}),
+    )
+    .await
+    .unwrap();
+    drop(c);
+    std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(d.pid().to_string())
+        .status()
+        .unwrap();
+    d.wait_exit(Duration::from_secs(20)).await;
+    let out = t.cru(&["daemon", "run"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("schema version 99"),
+        "{}",
+        stderr(&out)
+    );
+}
