@@ -301,18 +301,18 @@ async fn bench(kiln: &Kiln, settings: &Settings, daemon: &mut Daemon) -> Result<
         .await
         .context("connecting the control client")?;
     let sent_so_far: u64 = sends.iter().map(|r| r.calls).sum();
-    let stored_before = unread(&control).await?;
     println!(
         "\n[3] inbox.list latency with {} messages (target <= {TARGET_LIST_MS} ms)",
         thousands(settings.messages)
     );
+    let stored_before = stored_messages(&control, "after the send phases").await?;
     println!(
-        "  stored by the send phases: {} (acknowledged sends: {})",
+        "  stored by the send phases (db.query count): {} (acknowledged sends: {})",
         thousands(stored_before),
         thousands(sent_so_far)
     );
     let fill = fill_inbox(kiln, settings.messages.saturating_sub(stored_before)).await?;
-    let stored = unread(&control).await?;
+    let stored = stored_messages(&control, "after the fill").await?;
     if fill.sent > 0 {
         println!(
             "  filled {} messages with {FILL_CLIENTS} senders in {:.1} s ({} /s){}",
@@ -325,7 +325,7 @@ async fn bench(kiln: &Kiln, settings: &Settings, daemon: &mut Daemon) -> Result<
         );
     }
     println!(
-        "  messages stored now (daemon.status unread): {}",
+        "  unread messages stored now (db.query count): {}",
         thousands(stored)
     );
     let list = list_latency(&control).await?;
@@ -348,7 +348,8 @@ async fn bench(kiln: &Kiln, settings: &Settings, daemon: &mut Daemon) -> Result<
     Ok(())
 }
 
-async fn unread(client: &Client) -> Result<u64> {
+/// What `daemon.status` reports as unread.
+async fn status_unread(client: &Client) -> Result<u64> {
     let status = client
         .call_value("daemon.status", json!({}))
         .await
@@ -356,6 +357,43 @@ async fn unread(client: &Client) -> Result<u64> {
     status["unread"]
         .as_u64()
         .ok_or_else(|| anyhow!("daemon.status has no unread count: {status}"))
+}
+
+/// Unread messages actually stored, counted with `db.query`.
+async fn stored_unread(client: &Client) -> Result<u64> {
+    let sql = "SELECT count() AS n FROM inbox_messages WHERE read = false GROUP ALL";
+    let answer = client
+        .call_value("db.query", json!({"sql": sql}))
+        .await
+        .context("db.query count")?;
+    // An empty table gives no row at all.
+    Ok(find_u64(&answer, "n").unwrap_or(0))
+}
+
+/// The first number stored under `key` anywhere in `value`.
+fn find_u64(value: &Value, key: &str) -> Option<u64> {
+    match value {
+        Value::Object(map) => map
+            .get(key)
+            .and_then(Value::as_u64)
+            .or_else(|| map.values().find_map(|v| find_u64(v, key))),
+        Value::Array(items) => items.iter().find_map(|v| find_u64(v, key)),
+        _ => None,
+    }
+}
+
+/// Unread messages stored; says so when `daemon.status` reports another number.
+async fn stored_messages(client: &Client, label: &str) -> Result<u64> {
+    let stored = stored_unread(client).await?;
+    let reported = status_unread(client).await?;
+    if reported != stored {
+        println!(
+            "  note: daemon.status reports {} unread, but db.query counts {} ({label})",
+            thousands(reported),
+            thousands(stored)
+        );
+    }
+    Ok(stored)
 }
 
 // ---- throughput phases ----

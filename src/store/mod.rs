@@ -127,6 +127,7 @@ impl Store {
     ) -> std::result::Result<Conn, String> {
         let ds = surrealdb_core::kvs::Builder::new()
             .with_config(engine)
+            .with_engine_options(quiet_engine_options())
             .without_maintenance_tasks()
             .build_with_path(path)
             .await
@@ -402,6 +403,29 @@ impl Store {
         use surrealdb::types::SurrealValue;
         self.run_bound(sql, bindings.into_value()).await
     }
+}
+
+/// One process owns the embedded engine, so the cluster and streaming housekeeping that
+/// SurrealDB runs on timers has nothing to do here. A zero interval disables a job; an
+/// idle daemon should not wake up several times a second for nothing. Tombstone reclaim,
+/// which returns space after large deletes, stays on, hourly.
+fn quiet_engine_options() -> surrealdb_core::options::EngineOptions {
+    use std::time::Duration;
+    let off = Duration::ZERO;
+    let mut o = surrealdb_core::options::EngineOptions::default();
+    o.node_membership_refresh_interval = off;
+    o.node_membership_check_interval = off;
+    o.node_membership_cleanup_interval = off;
+    o.changefeed_gc_interval = off;
+    o.index_compaction_interval = off;
+    o.index_build_resume_interval = off;
+    o.event_processing_interval = off;
+    o.graph_fold_interval = off;
+    o.live_query_router_interval = off;
+    o.rpc_session_gc_interval = off;
+    o.system_metrics_refresh_interval = off;
+    o.reclaim_interval = Duration::from_secs(3600);
+    o
 }
 
 /// JSON to a SurrealDB value, with `null` as `NONE`.
