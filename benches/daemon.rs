@@ -332,16 +332,30 @@ async fn bench(kiln: &Kiln, settings: &Settings, daemon: &mut Daemon) -> Result<
     list.print();
     drop(control);
 
-    // 4. memory
+    // 4. memory: right after the load, and once it has been quiet for a moment (the
+    // daemon returns freed heap after a burst).
+    let busy = read_memory(pid)?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let memory = read_memory(pid)?;
     println!("\n[4] daemon memory after the load (target <= {TARGET_RSS_MB} MB)");
+    for (when, m) in [
+        ("right after the load", &busy),
+        ("after 3 s quiet     ", &memory),
+    ] {
+        println!(
+            "  {when}: VmRSS {:.1} MiB ({:.1} MB) = private (RssAnon) {:.1} MiB + mapped executable (RssFile) {:.1} MiB",
+            mib(m.rss_kb),
+            mb(m.rss_kb),
+            mib(m.anon_kb),
+            mib(m.file_kb),
+        );
+    }
     println!(
-        "  VmRSS {:.1} MiB ({:.1} MB)   VmHWM {:.1} MiB ({:.1} MB)   (at start: VmRSS {:.1} MiB)",
-        mib(memory.rss_kb),
-        mb(memory.rss_kb),
+        "  peak VmHWM {:.1} MiB; at start VmRSS {:.1} MiB = {:.1} + {:.1} MiB",
         mib(memory.hwm_kb),
-        mb(memory.hwm_kb),
         mib(rss_start.rss_kb),
+        mib(rss_start.anon_kb),
+        mib(rss_start.file_kb),
     );
 
     summary(&heartbeats, &sends, &list, stored, &memory);
@@ -699,6 +713,9 @@ async fn list_latency(client: &Client) -> Result<ListResult> {
 struct Memory {
     rss_kb: u64,
     hwm_kb: u64,
+    /// Heap and other private memory; the rest of RSS is the mapped executable.
+    anon_kb: u64,
+    file_kb: u64,
 }
 
 fn read_memory(pid: u32) -> Result<Memory> {
@@ -719,6 +736,8 @@ fn read_memory(pid: u32) -> Result<Memory> {
     Ok(Memory {
         rss_kb: field("VmRSS:")?,
         hwm_kb: field("VmHWM:")?,
+        anon_kb: field("RssAnon:")?,
+        file_kb: field("RssFile:")?,
     })
 }
 
@@ -770,7 +789,8 @@ fn summary(
         ]);
     }
     for (name, kb) in [
-        ("daemon VmRSS after load", memory.rss_kb),
+        ("daemon VmRSS after load, 3 s quiet", memory.rss_kb),
+        ("  of which private (heap, stacks)", memory.anon_kb),
         ("daemon VmHWM (peak RSS)", memory.hwm_kb),
     ] {
         rows.push([

@@ -95,8 +95,8 @@ impl Default for StoreConfig {
             database: "kiln".into(),
             username: None,
             password_env: None,
-            cache_mb: 16,
-            write_buffer_mb: 16,
+            cache_mb: 8,
+            write_buffer_mb: 8,
         }
     }
 }

@@ -32,3 +32,13 @@ pub fn to_stderr() {
         .without_time()
         .try_init();
 }
+
+/// Records panics in the log as well as on stderr, so a background task that dies leaves
+/// a trace where the daemon's other messages are.
+pub fn log_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        tracing::error!("panic: {info}");
+        default(info);
+    }));
+}

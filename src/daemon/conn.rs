@@ -74,7 +74,9 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>) {
                 if buf.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                if let Some(reply) = handle_line(&conn, &buf).await {
+                let reply = handle_line(&conn, &buf).await;
+                conn.shared.activity.notify_one();
+                if let Some(reply) = reply {
                     if conn.out.send(reply).await.is_err() {
                         break;
                     }

@@ -34,12 +34,30 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonEr
     move |source| DaemonError::Io { context, source }
 }
 
+/// How long requests must pause before the daemon hands freed memory back.
+const TRIM_AFTER_QUIET: Duration = Duration::from_secs(2);
+
 /// What every connection shares.
 pub(crate) struct Shared {
     pub wb: Arc<Workbench>,
     pub clients: watch::Sender<usize>,
     pub shutdown: Notify,
     pub started: Instant,
+    /// Poked after every request; see [`trim_after_bursts`].
+    pub activity: Notify,
+}
+
+/// Once requests have paused for [`TRIM_AFTER_QUIET`], returns the memory the burst
+/// freed to the system. Armed only by activity: an idle daemon never wakes for this.
+async fn trim_after_bursts(shared: Arc<Shared>) {
+    loop {
+        shared.activity.notified().await;
+        while tokio::time::timeout(TRIM_AFTER_QUIET, shared.activity.notified())
+            .await
+            .is_ok()
+        {}
+        crate::sys::trim_heap();
+    }
 }
 
 /// Runs the daemon until SIGTERM/SIGINT, `daemon.shutdown`, or the grace period after the
@@ -72,7 +90,9 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         clients: watch::channel(0).0,
         shutdown: Notify::new(),
         started: Instant::now(),
+        activity: Notify::new(),
     });
+    tokio::spawn(trim_after_bursts(Arc::clone(&shared)));
     let mut clients = shared.clients.subscribe();
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(io_err("cannot watch SIGTERM"))?;

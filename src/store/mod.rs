@@ -375,13 +375,14 @@ impl Store {
     pub async fn count_unread(&self) -> Result<u64> {
         let rows = self
             .run(
-                "SELECT VALUE count() FROM inbox_messages WHERE read = false GROUP ALL",
+                "SELECT count() AS n FROM inbox_messages WHERE read = false GROUP ALL",
                 json!({}),
             )
             .await?;
         Ok(rows
             .first()
             .and_then(|v| v.get(0))
+            .and_then(|row| row.get("n"))
             .and_then(Value::as_u64)
             .unwrap_or(0))
     }
@@ -406,22 +407,24 @@ impl Store {
 }
 
 /// One process owns the embedded engine, so the cluster and streaming housekeeping that
-/// SurrealDB runs on timers has nothing to do here. A zero interval disables a job; an
-/// idle daemon should not wake up several times a second for nothing. Tombstone reclaim,
-/// which returns space after large deletes, stays on, hourly.
+/// SurrealDB runs on timers has nothing to do here, and an idle daemon should not wake up
+/// several times a second for it. Jobs run by SurrealDB's scheduler are disabled with a
+/// zero interval; four jobs run on their own ticker, which panics on zero, so those get
+/// one tick a day instead. Tombstone reclaim, which returns space after large deletes,
+/// stays on, hourly.
 fn quiet_engine_options() -> surrealdb_core::options::EngineOptions {
     use std::time::Duration;
     let off = Duration::ZERO;
+    let daily = Duration::from_secs(24 * 3600);
     let mut o = surrealdb_core::options::EngineOptions::default();
-    o.node_membership_refresh_interval = off;
+    o.node_membership_refresh_interval = daily;
+    o.event_processing_interval = daily;
+    o.index_compaction_interval = daily;
+    o.graph_fold_interval = daily;
     o.node_membership_check_interval = off;
     o.node_membership_cleanup_interval = off;
     o.changefeed_gc_interval = off;
-    o.index_compaction_interval = off;
     o.index_build_resume_interval = off;
-    o.event_processing_interval = off;
-    o.graph_fold_interval = off;
-    o.live_query_router_interval = off;
     o.rpc_session_gc_interval = off;
     o.system_metrics_refresh_interval = off;
     o.reclaim_interval = Duration::from_secs(3600);

@@ -100,7 +100,15 @@ async fn session_list_and_daemon_status() {
     // `session list` starts the daemon by itself.
     assert!(stdout(&t.cru(&["session", "list"])).contains("no sessions"));
     let c = t.client().await;
-    register(&c, "claude").await;
+    let s = register(&c, "claude").await;
+    for title in ["one", "two"] {
+        c.call_value(
+            "inbox.send",
+            serde_json::json!({"session_id": s, "msg_type": "info", "title": title}),
+        )
+        .await
+        .unwrap();
+    }
     let list = stdout(&t.cru(&["session", "list"]));
     assert!(
         list.contains("[1]") && list.contains("main @ claude") && list.contains("active"),
