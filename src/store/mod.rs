@@ -279,21 +279,28 @@ impl Store {
 
     // ---- inbox ----
 
-    /// Stores several messages in one transaction: all of them or none.
+    /// Stores several messages in one statement (one transaction): all of them or none.
     pub async fn insert_messages(&self, messages: &[InboxMessage]) -> Result<()> {
+        use surrealdb::types::{Datetime, Value as Surreal};
         if messages.is_empty() {
             return Ok(());
         }
-        let rows = serde_json::to_value(messages).map_err(|e| StoreError::Decode(e.to_string()))?;
-        self.run(
-            "FOR $m IN $rows {
-                CREATE type::record('inbox_messages', $m.id) CONTENT {
-                    session_id: $m.session_id, session_name: $m.session_name,
-                    timestamp: <datetime>$m.timestamp, msg_type: $m.msg_type, title: $m.title,
-                    body: $m.body, options: $m.options, read: $m.read,
-                    responded: $m.responded, response: $m.response };
-            };",
-            json!({"rows": rows}),
+        let mut rows = Vec::with_capacity(messages.len());
+        for message in messages {
+            let timestamp = chrono::DateTime::parse_from_rfc3339(&message.timestamp)
+                .map_err(|e| StoreError::Decode(format!("timestamp {:?}: {e}", message.timestamp)))?
+                .with_timezone(&chrono::Utc);
+            let Surreal::Object(mut row) = absent_for_null(to_vars(message)?) else {
+                return Err(StoreError::Decode("a message is not an object".into()));
+            };
+            row.insert("timestamp", Surreal::Datetime(Datetime::from(timestamp)));
+            rows.push(Surreal::Object(row));
+        }
+        let mut vars = surrealdb::types::Object::new();
+        vars.insert("rows", Surreal::Array(rows.into_iter().collect()));
+        self.run_bound(
+            "INSERT INTO inbox_messages $rows RETURN NONE",
+            Surreal::Object(vars),
         )
         .await?;
         Ok(())
