@@ -69,6 +69,8 @@ impl Kiln {
     }
 
     /// Creates the state directory (owner-only) if needed and checks the socket path fits.
+    /// The directory ignores itself in git, so sockets, the database and logs never show
+    /// up as untracked files of the project.
     pub fn ensure_state_dir(&self) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
         let dir = self.state_dir();
@@ -77,6 +79,10 @@ impl Kiln {
                 .recursive(true)
                 .mode(0o700)
                 .create(&dir)?;
+        }
+        let ignore = dir.join(".gitignore");
+        if !ignore.exists() {
+            std::fs::write(&ignore, "# crucible's state: not part of the project\n*\n")?;
         }
         let socket = self.socket_path();
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
@@ -107,6 +113,22 @@ mod tests {
         std::fs::write(worktree.join(".git"), "gitdir: ..").unwrap();
         let found = Kiln::discover(&worktree);
         assert_eq!(found.root(), kiln.canonicalize().unwrap());
+    }
+
+    #[test]
+    fn state_dir_is_private_and_ignored_by_git() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let kiln = Kiln::new(tmp.path());
+        kiln.ensure_state_dir().unwrap();
+        let mode = std::fs::metadata(kiln.state_dir())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o700);
+        let ignore = std::fs::read_to_string(kiln.state_dir().join(".gitignore")).unwrap();
+        assert!(ignore.lines().any(|l| l == "*"));
     }
 
     #[test]

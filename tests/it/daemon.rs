@@ -563,7 +563,7 @@ async fn subscribers_see_changes_as_notifications() {
 #[tokio::test(flavor = "multi_thread")]
 async fn orphaned_sessions_are_cleaned_up_after_the_timeout() {
     let t = TestKiln::with_settings(
-        "[daemon]\ngrace_period_secs = 60\nheartbeat_interval_secs = 1\nsession_timeout_secs = 2\n",
+        "[daemon]\ngrace_period_secs = 60\nheartbeat_interval_secs = 1\nsession_timeout_secs = 4\n",
     );
     let _d = t.spawn_daemon().await;
     let c = Client::connect(&t.kiln).await.unwrap();
