@@ -16,7 +16,8 @@
 //! 2. `inbox.send` (durable) round trips/s with 1, 8 and 64 concurrent clients.
 //! 3. Fill the inbox to `CRU_BENCH_MESSAGES` with 64 concurrent senders, then time
 //!    `inbox.list {unread_only: true, limit: 50}` (p50, p95, max).
-//! 4. The daemon's `VmRSS` and `VmHWM` after that load.
+//! 4. The daemon's memory right after that load and after 3 s quiet (`VmRSS`, split into
+//!    private `RssAnon` and the mapped executable `RssFile`), and its peak `VmHWM`.
 //!
 //! Each client of a level has its own connection and makes sequential calls; all clients
 //! of a level run concurrently for the same fixed duration and completed calls are
