@@ -20,8 +20,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::kiln::Kiln;
 use crate::protocol::jsonrpc::request_line;
 use crate::protocol::{
-    ErrorObject, Event, HandshakeParams, HandshakeResult, Notification, PROTOCOL_VERSION, Response,
-    Topic, code, method,
+    ErrorObject, HandshakeParams, HandshakeResult, Notification, PROTOCOL_VERSION, Response, Topic,
+    code, method,
 };
 
 pub use spawn::{StartOptions, connect_or_start, stop_daemon};
@@ -176,8 +176,8 @@ impl Client {
         serde_json::from_value(value).map_err(|e| ClientError::Decode(format!("{name}: {e}")))
     }
 
-    /// Subscribes to change events. Can be taken once per client; `events.lagged` and any
-    /// other notification the daemon adds later arrive as `Err(notification)`.
+    /// Subscribes to change events, as raw notifications: `Event::from_notification`
+    /// turns them into events; `events.lagged` says some were missed. Once per client.
     pub async fn subscribe(
         &self,
         topics: Option<Vec<Topic>>,
@@ -196,11 +196,6 @@ impl Client {
     fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Response>>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// Turns a notification into an event, if it is one.
-pub fn as_event(note: &Notification) -> Option<Event> {
-    Event::from_notification(&note.method, note.params.clone())
 }
 
 async fn read_loop(

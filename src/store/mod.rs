@@ -364,19 +364,15 @@ impl Store {
 
     /// Deletes every read message that needs no answer (or has one); returns their ids.
     pub async fn clear_read(&self) -> Result<Vec<String>> {
-        let rows: Vec<Value> = self
-            .rows(
-                "DELETE inbox_messages WHERE read = true
+        self.rows(
+            "SELECT VALUE record::id(id) FROM (
+                DELETE inbox_messages WHERE read = true
                     AND (responded = true OR msg_type NOTINSIDE ['decision_needed', 'approval_required'])
-                    RETURN BEFORE",
-                json!({}),
-                0,
-            )
-            .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| r.get("id").and_then(Value::as_str).map(strip_table))
-            .collect())
+                    RETURN BEFORE)",
+            json!({}),
+            0,
+        )
+        .await
     }
 
     pub async fn count_unread(&self) -> Result<u64> {
@@ -392,15 +388,6 @@ impl Store {
             .and_then(|row| row.get("n"))
             .and_then(Value::as_u64)
             .unwrap_or(0))
-    }
-
-    /// Every unanswered blocking message (to rebuild waiters after a restart).
-    pub async fn open_requests(&self) -> Result<Vec<InboxMessage>> {
-        let sql = format!(
-            "SELECT {MESSAGE_FIELDS} FROM inbox_messages WHERE responded = false
-                AND msg_type INSIDE ['decision_needed', 'approval_required']"
-        );
-        self.rows(&sql, json!({}), 0).await
     }
 
     // ---- raw queries ----
@@ -468,12 +455,4 @@ fn decode_rows<T: DeserializeOwned>(rows: Value) -> Result<Vec<T>> {
     rows.into_iter()
         .map(|row| serde_json::from_value(row).map_err(|e| StoreError::Decode(e.to_string())))
         .collect()
-}
-
-/// `inbox_messages:⟨01H…⟩` → `01H…`
-fn strip_table(record: &str) -> String {
-    let key = record.split_once(':').map_or(record, |(_, key)| key);
-    key.trim_start_matches(['⟨', '`'])
-        .trim_end_matches(['⟩', '`'])
-        .to_string()
 }

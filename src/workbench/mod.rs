@@ -107,10 +107,6 @@ impl Workbench {
         &self.store
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
     /// Receives every change from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.events.subscribe()

@@ -153,7 +153,6 @@ pub struct KillOnDrop(pub Kiln);
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if let Some(pid) = crucible::daemon::read_pid(&self.0) {
-            // SAFETY-free: plain kill of a test daemon.
             let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
         }
     }
