@@ -2,6 +2,7 @@
 //! defaults. Unlike the wire protocol, settings reject unknown keys: a typo should fail
 //! loudly with the file, the key and the reason, not be silently ignored.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,47 @@ pub struct Config {
     pub daemon: DaemonConfig,
     pub inbox: InboxConfig,
     pub store: StoreConfig,
+    /// Agent profiles by name: `[agents.<name>]`.
+    pub agents: BTreeMap<String, AgentProfile>,
+}
+
+/// How crucible starts one kind of agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentProfile {
+    /// How crucible talks to the agent.
+    #[serde(rename = "type", default)]
+    pub kind: AgentKind,
+    /// The program, found on `PATH` unless it is a path.
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Added to the environment the agent inherits from the daemon.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// How long the agent may take to answer `initialize` and open its session.
+    #[serde(default = "default_startup_timeout")]
+    pub startup_timeout_secs: u64,
+}
+
+fn default_startup_timeout() -> u64 {
+    60
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    /// The Agent Client Protocol over the agent's stdin and stdout.
+    #[default]
+    Acp,
+}
+
+impl AgentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Acp => "acp",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +109,7 @@ impl Default for Config {
             daemon: DaemonConfig::default(),
             inbox: InboxConfig::default(),
             store: StoreConfig::default(),
+            agents: BTreeMap::new(),
         }
     }
 }
@@ -187,6 +230,25 @@ impl Config {
         if self.store.cache_mb == 0 || self.store.write_buffer_mb == 0 {
             return Err("store.cache_mb and store.write_buffer_mb must be at least 1".into());
         }
+        for (name, profile) in &self.agents {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(format!(
+                    "agents.{name}: a profile name may use only letters, digits, '-' and '_'"
+                ));
+            }
+            if profile.command.trim().is_empty() {
+                return Err(format!("agents.{name}.command must not be empty"));
+            }
+            if profile.startup_timeout_secs == 0 {
+                return Err(format!(
+                    "agents.{name}.startup_timeout_secs must be at least 1"
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -266,6 +328,11 @@ mod tests {
             ),
             ("[store]\nurl = \"postgres://x\"\n", "store.url"),
             ("not toml at all [", "expected"),
+            ("[agents.x]\nargs = []\n", "command"),
+            ("[agents.x]\ncommand = \"\"\n", "agents.x.command"),
+            ("[agents.x]\ntype = \"telnet\"\ncommand = \"a\"\n", "telnet"),
+            ("[agents.\"a b\"]\ncommand = \"a\"\n", "profile name"),
+            ("[agents.x]\ncommand = \"a\"\nargz = []\n", "argz"),
         ] {
             let err = Config::parse_layer(text).unwrap_err();
             assert!(err.contains(needle), "{text:?} gave {err}");
@@ -276,6 +343,14 @@ mod tests {
     fn example_file_is_valid_and_complete() {
         let text = include_str!("../.crucible.toml.example");
         let table = Config::parse_layer(text).expect("the example parses");
+        let example: Config = toml::from_str(text).unwrap();
+        for name in ["claude", "codex", "gemini", "opencode"] {
+            let profile = &example.agents[name];
+            assert_eq!(profile.kind, AgentKind::Acp, "{name}");
+        }
+        assert_eq!(example.agents["claude"].command, "claude-agent-acp");
+        assert_eq!(example.agents["gemini"].args, ["--acp"]);
+        assert_eq!(example.agents["opencode"].args, ["acp"]);
         // Every key of the model appears in the example.
         let full = toml::Table::try_from(Config::default()).unwrap();
         for (section, keys) in full {

@@ -64,6 +64,16 @@ impl Kiln {
         self.state_dir().join("logs")
     }
 
+    /// Where the worktrees crucible creates live.
+    pub fn worktrees_dir(&self) -> PathBuf {
+        self.state_dir().join("worktrees")
+    }
+
+    /// Where readable session logs (markdown) and agents' stderr go.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.state_dir().join("sessions")
+    }
+
     pub fn settings_path(&self) -> PathBuf {
         self.root.join(".crucible.toml")
     }

@@ -2,16 +2,20 @@
 //!
 //! Layers, each depending only on those above it:
 //! `protocol` and `config` (no I/O of ours) → `store` (the only SurrealQL) → `workbench`
-//! (the domain) → `daemon` (the socket server) and `client` (what the CLI and TUI use)
-//! → `cli`.
+//! (the domain: registry and inbox) → `sessions` (the agents crucible runs, over `agent`
+//! for ACP processes and `git` for worktrees) → `daemon` (the socket server) and `client`
+//! (what the CLI and TUI use) → `cli`.
 
+pub mod agent;
 pub mod cli;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod git;
 pub mod kiln;
 pub mod logging;
 pub mod protocol;
+pub mod sessions;
 pub mod store;
 pub mod sys;
 pub mod workbench;

@@ -54,6 +54,31 @@ pub fn terminate(pid: u32) -> io::Result<()> {
     }
 }
 
+/// Sends `signal` to the process group led by `pid` (agents run in their own group, so
+/// whatever they started goes too).
+pub fn signal_group(pid: u32, signal: libc::c_int) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    if pid > 0 {
+        // SAFETY: kill(2) with a negative pid signals that process group; nothing else.
+        unsafe {
+            libc::kill(-pid, signal);
+        }
+    }
+}
+
+/// Whether process `pid` has `NAME=value` in its environment: how a restarted daemon
+/// recognises an agent its predecessor left behind (and not some process that reused
+/// the pid).
+pub fn process_has_env(pid: u32, name: &str, value: &str) -> bool {
+    let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let wanted = format!("{name}={value}");
+    environ.split(|&b| b == 0).any(|var| var == wanted.as_bytes())
+}
+
 pub fn current_uid() -> u32 {
     // SAFETY: getuid cannot fail.
     unsafe { libc::getuid() }

@@ -33,7 +33,7 @@ pub enum Command {
     Daemon(daemon::DaemonArgs),
     /// Read and answer what sessions need: decisions, approvals, reports.
     Inbox(inbox::InboxArgs),
-    /// The session registry.
+    /// Agent sessions: start, watch, talk to, stop and delete them.
     Session(session::SessionArgs),
 }
 

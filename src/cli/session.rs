@@ -1,13 +1,25 @@
-//! `cru session list`
+//! `cru session`: create agent sessions, watch them, talk to them, and clean them up.
+//!
+//! A session can be named by its id, a unique start or end of its id, its display name
+//! (`feat/auth @ claude`) or its branch.
 
+use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
+use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::output;
+use crate::client::Client;
 use crate::kiln::Kiln;
-use crate::protocol::{Session, method};
+use crate::protocol::{
+    CreateSessionParams, DeleteOutcome, DeleteSessionParams, EntryKind, Event, PromptParams,
+    PromptResult, PruneResult, RemoveOptions, Session, SessionState, Topic, TranscriptEntry,
+    TranscriptParams, method,
+};
+use crate::sessions::render;
 
 #[derive(Debug, Args)]
 pub struct SessionArgs {
@@ -15,11 +27,92 @@ pub struct SessionArgs {
     action: SessionAction,
 }
 
+#[derive(Debug, Args)]
+struct RemoveArgs {
+    /// Also remove the worktree crucible created for it.
+    #[arg(long)]
+    worktree: bool,
+    /// Also delete its branch (and the worktree).
+    #[arg(long)]
+    branch: bool,
+    /// Drop uncommitted changes and unmerged commits too.
+    #[arg(long)]
+    force: bool,
+}
+
+impl RemoveArgs {
+    fn options(&self) -> RemoveOptions {
+        RemoveOptions {
+            remove_worktree: self.worktree,
+            delete_branch: self.branch,
+            force: self.force,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum SessionAction {
-    /// List the sessions in the registry.
+    /// Start an agent in a new session: a new branch and worktree by default.
+    New {
+        /// The agent profile, `[agents.<name>]` in the settings.
+        #[arg(long)]
+        agent: String,
+        /// A branch (existing, or new from HEAD) or the path of an existing worktree.
+        #[arg(long, value_name = "BRANCH|PATH", conflicts_with = "in_place")]
+        worktree: Option<String>,
+        /// Work in the kiln itself, without a worktree.
+        #[arg(long)]
+        in_place: bool,
+        /// The first prompt.
+        #[arg(long)]
+        task: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List sessions.
     List {
         /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one session in detail.
+    Status {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a session's transcript.
+    Logs {
+        session: String,
+        /// Keep printing as the agent works, until its agent ends (or Ctrl-C).
+        #[arg(long, short)]
+        follow: bool,
+        /// Print entries as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send a prompt; it waits its turn if one is running.
+    Send {
+        session: String,
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
+    /// Ask the agent to stop its current turn.
+    Cancel { session: String },
+    /// End the session's agent; the worktree and transcript stay.
+    Stop { session: String },
+    /// Delete a session (stopping its agent first).
+    Delete {
+        session: String,
+        #[command(flatten)]
+        remove: RemoveArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete every complete or stopped session.
+    Prune {
+        #[command(flatten)]
+        remove: RemoveArgs,
         #[arg(long)]
         json: bool,
     },
@@ -30,38 +123,383 @@ struct SessionList {
     sessions: Vec<Session>,
 }
 
+#[derive(serde::Deserialize)]
+struct OneSession {
+    session: Session,
+}
+
+#[derive(serde::Deserialize)]
+struct Entries {
+    entries: Vec<TranscriptEntry>,
+}
+
 pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
     let client = super::connect(&kiln).await?;
     match args.action {
-        SessionAction::List { json } => {
-            let list: SessionList = client.call(method::SESSION_LIST, &json!({})).await?;
+        SessionAction::New {
+            agent,
+            worktree,
+            in_place,
+            task,
+            json,
+        } => {
+            let worktree = worktree.map(|w| absolute_if_dir(&w));
+            let created: OneSession = client
+                .call(
+                    method::SESSION_CREATE,
+                    &CreateSessionParams {
+                        agent,
+                        worktree,
+                        in_place,
+                        task,
+                    },
+                )
+                .await?;
+            let s = created.session;
             if json {
-                println!("{}", serde_json::to_string_pretty(&list.sessions)?);
-            } else if list.sessions.is_empty() {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                println!("created {} ({})", s.display_name, s.id);
+                println!(
+                    "  worktree: {}",
+                    s.worktree.as_deref().unwrap_or("the kiln itself")
+                );
+                println!("  follow it: cru session logs -f {}", short_id(&s.id));
+            }
+        }
+        SessionAction::List { json } => {
+            let list = list(&client).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else if list.is_empty() {
                 println!("no sessions");
             } else {
                 let rows: Vec<Vec<String>> = list
-                    .sessions
                     .iter()
-                    .enumerate()
-                    .map(|(i, s)| {
+                    .map(|s| {
                         vec![
-                            format!("[{}]", i + 1),
                             s.display_name.clone(),
-                            s.status.clone(),
-                            s.agent_type.clone(),
+                            state_of(s),
+                            s.agent_name.clone(),
+                            output::clip(s.task.as_deref().unwrap_or(""), 40),
                             output::age(&s.started_at),
-                            output::age(&s.last_heartbeat),
                             s.id.clone(),
                         ]
                     })
                     .collect();
-                output::print_table(
-                    &["#", "SESSION", "STATUS", "TYPE", "AGE", "BEAT", "ID"],
-                    &rows,
-                );
+                output::print_table(&["SESSION", "STATE", "AGENT", "TASK", "AGE", "ID"], &rows);
+            }
+        }
+        SessionAction::Status { session, json } => {
+            let s = resolve(&client, &session).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                print_status(&kiln, &s);
+            }
+        }
+        SessionAction::Logs {
+            session,
+            follow,
+            json,
+        } => {
+            let s = resolve(&client, &session).await?;
+            logs(&client, &s, follow, json).await?;
+        }
+        SessionAction::Send { session, text } => {
+            let s = resolve(&client, &session).await?;
+            let sent: PromptResult = client
+                .call(
+                    method::SESSION_PROMPT,
+                    &PromptParams {
+                        session_id: s.id.clone(),
+                        text: text.join(" "),
+                    },
+                )
+                .await?;
+            if sent.queued {
+                println!("queued for {}: it runs when the current turn ends", s.display_name);
+            } else {
+                println!("sent to {}", s.display_name);
+            }
+        }
+        SessionAction::Cancel { session } => {
+            let s = resolve(&client, &session).await?;
+            client
+                .call_value(method::SESSION_CANCEL, json!({"session_id": s.id}))
+                .await?;
+            println!("asked {} to stop its turn", s.display_name);
+        }
+        SessionAction::Stop { session } => {
+            let s = resolve(&client, &session).await?;
+            let stopped: OneSession = client
+                .call(method::SESSION_STOP, &json!({"session_id": s.id}))
+                .await?;
+            println!(
+                "{}: {}",
+                stopped.session.display_name,
+                state_of(&stopped.session)
+            );
+        }
+        SessionAction::Delete {
+            session,
+            remove,
+            json,
+        } => {
+            let s = resolve(&client, &session).await?;
+            let outcome: DeleteOutcome = client
+                .call(
+                    method::SESSION_DELETE,
+                    &DeleteSessionParams {
+                        session_id: s.id.clone(),
+                        options: remove.options(),
+                    },
+                )
+                .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&outcome)?);
+            } else {
+                println!("deleted {}{}", s.display_name, removed(&outcome));
+            }
+        }
+        SessionAction::Prune { remove, json } => {
+            let result: PruneResult = client
+                .call(method::SESSION_PRUNE, &remove.options())
+                .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+            } else {
+                if result.deleted.is_empty() && result.skipped.is_empty() {
+                    println!("nothing to prune");
+                }
+                for d in &result.deleted {
+                    println!("deleted {}{}", d.session_id, removed(d));
+                }
+                for s in &result.skipped {
+                    println!("kept {}: {}", s.session_id, s.reason);
+                }
             }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A path that exists is sent absolute (the daemon runs elsewhere); anything else is
+/// a branch name.
+fn absolute_if_dir(spec: &str) -> String {
+    let path = Path::new(spec);
+    if path.is_dir() {
+        if let Ok(real) = path.canonicalize() {
+            return real.display().to_string();
+        }
+    }
+    spec.to_string()
+}
+
+fn short_id(id: &str) -> &str {
+    &id[id.len().saturating_sub(8)..]
+}
+
+fn state_of(s: &Session) -> String {
+    s.state.map_or_else(|| s.status.clone(), |st| st.to_string())
+}
+
+fn removed(d: &DeleteOutcome) -> &'static str {
+    match (d.worktree_removed, d.branch_deleted) {
+        (true, true) => " with its worktree and branch",
+        (true, false) => " with its worktree",
+        _ => "",
+    }
+}
+
+async fn list(client: &Client) -> anyhow::Result<Vec<Session>> {
+    let list: SessionList = client.call(method::SESSION_LIST, &json!({})).await?;
+    Ok(list.sessions)
+}
+
+/// Finds the session `name` refers to.
+async fn resolve(client: &Client, name: &str) -> anyhow::Result<Session> {
+    let sessions = list(client).await?;
+    pick(&sessions, name).cloned()
+}
+
+fn pick<'a>(sessions: &'a [Session], name: &str) -> anyhow::Result<&'a Session> {
+    let name = name.trim();
+    let lower = name.to_lowercase();
+    if let Some(s) = sessions.iter().find(|s| {
+        s.id.eq_ignore_ascii_case(name)
+            || s.display_name == name
+            || s.branch.as_deref() == Some(name)
+    }) {
+        return Ok(s);
+    }
+    if name.len() < 4 {
+        bail!("no session {name:?} (give at least 4 characters of its id)");
+    }
+    let matches: Vec<&Session> = sessions
+        .iter()
+        .filter(|s| {
+            let id = s.id.to_lowercase();
+            id.starts_with(&lower) || id.ends_with(&lower)
+        })
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(one),
+        [] => bail!("no session {name:?}; `cru session list` shows them"),
+        many => bail!(
+            "{name:?} matches {} sessions ({}); give more of the id",
+            many.len(),
+            many.iter()
+                .map(|s| s.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn print_status(kiln: &Kiln, s: &Session) {
+    println!("{}", s.display_name);
+    let mut pairs = vec![("id", s.id.clone()), ("state", state_of(s))];
+    if let Some(reason) = &s.state_reason {
+        pairs.push(("reason", reason.clone()));
+    }
+    pairs.push(("agent", format!("{} ({})", s.agent_name, s.agent_type)));
+    pairs.push((
+        "worktree",
+        s.worktree.clone().unwrap_or_else(|| "the kiln itself".into()),
+    ));
+    if let Some(branch) = &s.branch {
+        pairs.push(("branch", branch.clone()));
+    }
+    if let Some(task) = &s.task {
+        pairs.push(("task", task.clone()));
+    }
+    pairs.push(("created", format!("{} ({} ago)", s.started_at, output::age(&s.started_at))));
+    if let Some(updated) = &s.updated_at {
+        pairs.push(("updated", format!("{updated} ({} ago)", output::age(updated))));
+    }
+    if let Some(pid) = s.agent_pid {
+        pairs.push(("agent pid", pid.to_string()));
+    }
+    if s.is_managed() {
+        let log = crate::sessions::MarkdownLog::path_for(&kiln.sessions_dir(), &s.id);
+        pairs.push(("log", log.display().to_string()));
+    }
+    output::print_pairs(&pairs);
+}
+
+/// Prints the transcript; with `follow`, keeps printing streamed text and new entries
+/// until the agent ends.
+async fn logs(client: &Client, session: &Session, follow: bool, json: bool) -> anyhow::Result<()> {
+    // Subscribe before reading, so nothing falls between the two.
+    let mut notes = if follow {
+        Some(client.subscribe(Some(vec![Topic::Transcript, Topic::Session])).await?)
+    } else {
+        None
+    };
+    let mut last = 0;
+    loop {
+        let page: Entries = client
+            .call(
+                method::SESSION_TRANSCRIPT,
+                &TranscriptParams {
+                    session_id: session.id.clone(),
+                    after: Some(last),
+                    limit: Some(1000),
+                },
+            )
+            .await?;
+        let Some(end) = page.entries.last().map(|e| e.seq) else {
+            break;
+        };
+        for entry in &page.entries {
+            print_entry(entry, json)?;
+        }
+        last = end;
+    }
+    let Some(notes) = notes.as_mut() else {
+        return Ok(());
+    };
+    if !session.state.is_some_and(|s| s.is_busy() || s == SessionState::Complete) {
+        return Ok(());
+    }
+    let mut out = std::io::stdout();
+    // Text streamed since the last entry; its stored entry is then not printed again.
+    let mut streamed = false;
+    while let Some(note) = notes.recv().await {
+        match Event::from_notification(&note.method, note.params) {
+            Some(Event::Output(chunk)) if chunk.session_id == session.id && !json => {
+                write!(out, "{}", chunk.text)?;
+                out.flush()?;
+                streamed = true;
+            }
+            Some(Event::Transcript(entry)) if entry.session_id == session.id => {
+                if entry.seq <= last {
+                    continue;
+                }
+                last = entry.seq;
+                let text = matches!(entry.kind, EntryKind::Message | EntryKind::Thought);
+                if text && streamed && !json {
+                    writeln!(out)?;
+                } else {
+                    print_entry(&entry, json)?;
+                }
+                streamed = false;
+            }
+            Some(Event::SessionUpdated(s)) if s.id == session.id => {
+                if matches!(s.state, Some(SessionState::Stopped | SessionState::Error))
+                    && s.agent_pid.is_none()
+                {
+                    break;
+                }
+            }
+            Some(Event::SessionDeregistered { session_id, .. }) if session_id == session.id => {
+                break;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn print_entry(entry: &TranscriptEntry, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(entry).context("cannot print an entry")?
+        );
+    } else {
+        print!("{}", render(entry));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(id: &str, name: &str, branch: Option<&str>) -> Session {
+        serde_json::from_value(json!({
+            "id": id, "agent_type": "acp", "agent_name": "a", "status": "active",
+            "started_at": "2026-01-01T00:00:00Z", "last_heartbeat": "2026-01-01T00:00:00Z",
+            "display_name": name, "branch": branch,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn sessions_are_found_by_id_part_name_or_branch() {
+        let list = vec![
+            session("01KAAAAAAAAAAAAAAAAAAAAAA1", "cru/aaaaa1 @ a", Some("cru/aaaaa1")),
+            session("01KAAAAAAAAAAAAAAAAAAAAAB2", "feat @ a", Some("feat")),
+        ];
+        assert_eq!(pick(&list, "feat").unwrap().id, list[1].id);
+        assert_eq!(pick(&list, "cru/aaaaa1 @ a").unwrap().id, list[0].id);
+        assert_eq!(pick(&list, "aab2").unwrap().id, list[1].id);
+        assert_eq!(pick(&list, "01kaaaaaaaaaaaaaaaaaaaaaa1").unwrap().id, list[0].id);
+        let ambiguous = pick(&list, "01KAAAA").unwrap_err().to_string();
+        assert!(ambiguous.contains("matches 2"), "{ambiguous}");
+        assert!(pick(&list, "zzzz").is_err());
+        assert!(pick(&list, "a1").is_err());
+    }
 }

@@ -206,8 +206,9 @@ async fn handle_item(
         Ok(request) => request,
         Err((id, error)) => return Some(Response::err(id, error)),
     };
-    if request.method == method::INBOX_WAIT && request.id.is_some() {
-        // Answered when the human answers; must not hold up the rest of the connection.
+    if runs_apart(&request.method) && request.id.is_some() {
+        // Answered when the human answers, or when an agent has ended: must not hold up
+        // the rest of the connection.
         let conn = Arc::clone(conn);
         tokio::spawn(async move {
             let id = request.id.clone().unwrap_or(Value::Null);
@@ -221,6 +222,14 @@ async fn handle_item(
         tracing::debug!(method = %request.method, "request failed: {error}");
     }
     request.id.map(|id| reply(id, outcome))
+}
+
+/// Methods that may take long and are answered out of order.
+fn runs_apart(name: &str) -> bool {
+    matches!(
+        name,
+        method::INBOX_WAIT | method::SESSION_STOP | method::SESSION_DELETE | method::SESSION_PRUNE
+    )
 }
 
 fn reply(id: Value, outcome: Result<Value, ErrorObject>) -> Response {
@@ -303,6 +312,51 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
                 .await
                 .map_err(app_error)?;
             Ok(json!({"ok": true}))
+        }
+        method::SESSION_CREATE => {
+            let session = shared
+                .sessions
+                .create(params(raw)?)
+                .await
+                .map_err(app_error)?;
+            Ok(json!({"session_id": session.id, "session": session}))
+        }
+        method::SESSION_PROMPT => {
+            let p: PromptParams = params(raw)?;
+            let queued = shared
+                .sessions
+                .prompt(&p.session_id, p.text)
+                .await
+                .map_err(app_error)?;
+            to_value(PromptResult { queued })
+        }
+        method::SESSION_CANCEL => {
+            let p: SessionIdParams = params(raw)?;
+            shared.sessions.cancel(&p.session_id).await.map_err(app_error)?;
+            Ok(json!({"ok": true}))
+        }
+        method::SESSION_STOP => {
+            let p: SessionIdParams = params(raw)?;
+            let session = shared.sessions.stop(&p.session_id).await.map_err(app_error)?;
+            Ok(json!({"session": session}))
+        }
+        method::SESSION_DELETE => {
+            let p: DeleteSessionParams = params(raw)?;
+            to_value(
+                shared
+                    .sessions
+                    .delete(&p.session_id, &p.options)
+                    .await
+                    .map_err(app_error)?,
+            )
+        }
+        method::SESSION_PRUNE => {
+            let p: RemoveOptions = params(raw)?;
+            to_value(shared.sessions.prune(&p).await.map_err(app_error)?)
+        }
+        method::SESSION_TRANSCRIPT => {
+            let p: TranscriptParams = params(raw)?;
+            Ok(json!({"entries": wb.transcript(&p).await.map_err(app_error)?}))
         }
         method::INBOX_SEND => {
             let message = wb.send(params(raw)?).await.map_err(app_error)?;

@@ -1,5 +1,6 @@
 //! The per-kiln daemon: owns the database, serves JSON-RPC on `<kiln>/.crucible/daemon.sock`,
-//! and exits after a grace period once no client is connected.
+//! runs the agents of the sessions it manages, and exits after a grace period once no
+//! client is connected and no agent runs.
 
 mod conn;
 mod lifecycle;
@@ -12,6 +13,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::config::Config;
 use crate::kiln::Kiln;
+use crate::sessions::Sessions;
 use crate::workbench::Workbench;
 
 pub use lifecycle::{PidLock, read_pid};
@@ -40,6 +42,7 @@ const TRIM_AFTER_QUIET: Duration = Duration::from_secs(2);
 /// What every connection shares.
 pub(crate) struct Shared {
     pub wb: Arc<Workbench>,
+    pub sessions: Arc<Sessions>,
     pub clients: watch::Sender<usize>,
     pub shutdown: Notify,
     pub started: Instant,
@@ -68,6 +71,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     let pid_lock = PidLock::acquire(&kiln)?;
     let grace = Duration::from_secs(config.daemon.grace_period_secs);
     let wb = Workbench::open(kiln.clone(), config).await?;
+    let sessions = Sessions::start(Arc::clone(&wb)).await;
 
     // We hold the pid lock, so any socket file left here belongs to a dead daemon.
     let socket = kiln.socket_path();
@@ -87,6 +91,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
 
     let shared = Arc::new(Shared {
         wb: Arc::clone(&wb),
+        sessions: Arc::clone(&sessions),
         clients: watch::channel(0).0,
         shutdown: Notify::new(),
         started: Instant::now(),
@@ -94,13 +99,15 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     });
     tokio::spawn(trim_after_bursts(Arc::clone(&shared)));
     let mut clients = shared.clients.subscribe();
+    let mut agents = sessions.running();
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(io_err("cannot watch SIGTERM"))?;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(io_err("cannot watch SIGINT"))?;
 
     loop {
-        let idle = *clients.borrow_and_update() == 0;
+        // Idle: nobody connected and no agent running.
+        let idle = *clients.borrow_and_update() == 0 && *agents.borrow_and_update() == 0;
         let grace_expiry = async {
             if idle {
                 tokio::time::sleep(grace).await
@@ -117,6 +124,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
                 Err(e) => tracing::warn!("accept failed: {e}"),
             },
             _ = clients.changed() => {}
+            _ = agents.changed() => {}
             _ = grace_expiry => {
                 tracing::info!(grace_secs = grace.as_secs(), "no clients left; shutting down");
                 break;
@@ -138,6 +146,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
 
     drop(listener);
     let _ = std::fs::remove_file(&socket);
+    sessions.shutdown().await;
     wb.close().await;
     drop(pid_lock);
     tracing::info!("daemon stopped");

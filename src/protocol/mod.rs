@@ -22,6 +22,13 @@ pub mod method {
     pub const SESSION_GET: &str = "session.get";
     pub const SESSION_HEARTBEAT: &str = "session.heartbeat";
     pub const SESSION_DEREGISTER: &str = "session.deregister";
+    pub const SESSION_CREATE: &str = "session.create";
+    pub const SESSION_PROMPT: &str = "session.prompt";
+    pub const SESSION_CANCEL: &str = "session.cancel";
+    pub const SESSION_STOP: &str = "session.stop";
+    pub const SESSION_DELETE: &str = "session.delete";
+    pub const SESSION_PRUNE: &str = "session.prune";
+    pub const SESSION_TRANSCRIPT: &str = "session.transcript";
     pub const INBOX_SEND: &str = "inbox.send";
     pub const INBOX_LIST: &str = "inbox.list";
     pub const INBOX_GET: &str = "inbox.get";

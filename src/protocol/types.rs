@@ -70,6 +70,171 @@ pub struct Session {
     pub last_heartbeat: String,
     /// `{worktree} @ {agent}`.
     pub display_name: String,
+    /// The lifecycle state of a session whose agent crucible runs; absent for a session
+    /// that registered itself.
+    #[serde(default)]
+    pub state: Option<SessionState>,
+    /// Why the session is in its state: the error, or how it stopped.
+    #[serde(default)]
+    pub state_reason: Option<String>,
+    /// The task the session was created with.
+    #[serde(default)]
+    pub task: Option<String>,
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// Whether crucible created the worktree (and may remove it on delete).
+    #[serde(default)]
+    pub worktree_owned: bool,
+    /// The agent's own id for the conversation, used to resume it after a restart.
+    #[serde(default)]
+    pub acp_session_id: Option<String>,
+    /// The agent process while it runs.
+    #[serde(default)]
+    pub agent_pid: Option<u32>,
+    /// RFC 3339: the last change of state.
+    #[serde(default)]
+    pub updated_at: Option<String>,
+}
+
+impl Session {
+    /// Whether crucible runs this session's agent.
+    pub fn is_managed(&self) -> bool {
+        self.state.is_some()
+    }
+}
+
+/// The lifecycle of a session crucible runs (seed 004).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// The worktree is being prepared.
+    Creating,
+    /// The agent process is starting and being initialised.
+    Starting,
+    /// A turn is running.
+    Working,
+    /// A turn is running and a blocking inbox message waits for a human.
+    Waiting,
+    /// The last turn ended; the agent waits for a prompt.
+    Complete,
+    /// The agent has ended; the worktree and transcript are kept.
+    Stopped,
+    /// Something failed; `state_reason` says what.
+    Error,
+}
+
+impl SessionState {
+    pub const ALL: [SessionState; 7] = [
+        SessionState::Creating,
+        SessionState::Starting,
+        SessionState::Working,
+        SessionState::Waiting,
+        SessionState::Complete,
+        SessionState::Stopped,
+        SessionState::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Creating => "creating",
+            SessionState::Starting => "starting",
+            SessionState::Working => "working",
+            SessionState::Waiting => "waiting",
+            SessionState::Complete => "complete",
+            SessionState::Stopped => "stopped",
+            SessionState::Error => "error",
+        }
+    }
+
+    /// Whether the session is doing something right now (seed 003's `active`).
+    pub fn is_busy(self) -> bool {
+        matches!(
+            self,
+            SessionState::Creating
+                | SessionState::Starting
+                | SessionState::Working
+                | SessionState::Waiting
+        )
+    }
+}
+
+impl std::fmt::Display for SessionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One entry of a session's transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptEntry {
+    pub session_id: String,
+    /// 1, 2, 3… within the session.
+    pub seq: u64,
+    /// RFC 3339.
+    pub at: String,
+    pub kind: EntryKind,
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    /// A tool call's status, a permission's outcome, or a turn's stop reason.
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
+/// What a transcript entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    /// A prompt sent to the agent (the task or a follow-up).
+    Prompt,
+    /// Text the agent wrote.
+    Message,
+    /// The agent's reasoning.
+    Thought,
+    /// A tool call the agent started.
+    ToolCall,
+    /// A change to a tool call (usually its status).
+    ToolUpdate,
+    /// The agent's plan, one `[status] step` per line.
+    Plan,
+    /// A permission request and, in `status`, its outcome.
+    Permission,
+    /// A file the agent read or wrote through crucible, or was refused.
+    File,
+    /// The end of a turn; `status` is the stop reason.
+    TurnEnd,
+    /// A change of lifecycle state.
+    State,
+    /// Something that went wrong.
+    Error,
+}
+
+impl EntryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Prompt => "prompt",
+            EntryKind::Message => "message",
+            EntryKind::Thought => "thought",
+            EntryKind::ToolCall => "tool_call",
+            EntryKind::ToolUpdate => "tool_update",
+            EntryKind::Plan => "plan",
+            EntryKind::Permission => "permission",
+            EntryKind::File => "file",
+            EntryKind::TurnEnd => "turn_end",
+            EntryKind::State => "state",
+            EntryKind::Error => "error",
+        }
+    }
+}
+
+/// Streamed text, pushed as it arrives (the transcript stores it in whole messages).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputChunk {
+    pub session_id: String,
+    /// `message` or `thought`.
+    pub kind: EntryKind,
+    pub text: String,
 }
 
 /// A message in the inbox.
@@ -126,6 +291,10 @@ pub enum Event {
     InboxUpdated(InboxMessage),
     #[serde(rename = "inbox.deleted")]
     InboxDeleted { ids: Vec<String> },
+    #[serde(rename = "session.transcript")]
+    Transcript(TranscriptEntry),
+    #[serde(rename = "session.output")]
+    Output(OutputChunk),
 }
 
 impl Event {
@@ -137,6 +306,8 @@ impl Event {
             Event::InboxCreated(_) => "inbox.created",
             Event::InboxUpdated(_) => "inbox.updated",
             Event::InboxDeleted { .. } => "inbox.deleted",
+            Event::Transcript(_) => "session.transcript",
+            Event::Output(_) => "session.output",
         }
     }
 
@@ -158,7 +329,10 @@ impl Event {
             Event::SessionRegistered(_)
             | Event::SessionUpdated(_)
             | Event::SessionDeregistered { .. } => Topic::Session,
-            _ => Topic::Inbox,
+            Event::Transcript(_) | Event::Output(_) => Topic::Transcript,
+            Event::InboxCreated(_) | Event::InboxUpdated(_) | Event::InboxDeleted { .. } => {
+                Topic::Inbox
+            }
         }
     }
 }
@@ -168,6 +342,8 @@ impl Event {
 pub enum Topic {
     Session,
     Inbox,
+    /// Transcript entries and streamed output of the sessions crucible runs.
+    Transcript,
 }
 
 // ---- method params and results ----
@@ -257,6 +433,84 @@ pub struct SubscribeParams {
     /// Topics to receive; all when absent.
     #[serde(default)]
     pub topics: Option<Vec<Topic>>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CreateSessionParams {
+    /// The agent profile: `[agents.<name>]` in the config.
+    pub agent: String,
+    /// A branch (existing, or new from HEAD) or the path of an existing worktree; a new
+    /// branch from HEAD when absent.
+    #[serde(default)]
+    pub worktree: Option<String>,
+    /// Run in the kiln itself, without a worktree.
+    #[serde(default)]
+    pub in_place: bool,
+    /// The first prompt.
+    #[serde(default)]
+    pub task: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PromptParams {
+    pub session_id: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PromptResult {
+    /// True when a turn was running and the prompt waits for it to end.
+    pub queued: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RemoveOptions {
+    /// Also remove the worktree crucible created.
+    #[serde(default)]
+    pub remove_worktree: bool,
+    /// Also delete the branch crucible created (implies `remove_worktree`).
+    #[serde(default)]
+    pub delete_branch: bool,
+    /// Drop uncommitted changes and unmerged commits.
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeleteSessionParams {
+    pub session_id: String,
+    #[serde(flatten)]
+    pub options: RemoveOptions,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DeleteOutcome {
+    pub session_id: String,
+    pub worktree_removed: bool,
+    pub branch_deleted: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PruneResult {
+    pub deleted: Vec<DeleteOutcome>,
+    /// Sessions left in place, with the reason.
+    pub skipped: Vec<Skipped>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Skipped {
+    pub session_id: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TranscriptParams {
+    pub session_id: String,
+    /// Only entries after this sequence number.
+    #[serde(default)]
+    pub after: Option<u64>,
+    #[serde(default)]
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -20,7 +20,7 @@ use surrealdb_core::kvs::Datastore;
 pub use schema::SCHEMA_VERSION;
 
 use crate::config::StoreConfig;
-use crate::protocol::{InboxMessage, Session};
+use crate::protocol::{InboxMessage, Session, TranscriptEntry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -59,7 +59,9 @@ pub struct Store {
 const MIB: u64 = 1024 * 1024;
 
 const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_name, status, \
-     started_at, last_heartbeat, display_name";
+     started_at, last_heartbeat, display_name, state, state_reason, task, branch, \
+     worktree_owned, acp_session_id, agent_pid, updated_at";
+const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
      msg_type, title, body, options, read, responded, response";
 
@@ -231,12 +233,23 @@ impl Store {
     // ---- sessions ----
 
     pub async fn insert_session(&self, s: &Session) -> Result<()> {
-        self.run(
-            "CREATE type::record('sessions', $id) CONTENT {
-                worktree: $worktree, agent_type: $agent_type, agent_name: $agent_name,
-                status: $status, started_at: <datetime>$started_at,
-                last_heartbeat: <datetime>$last_heartbeat, display_name: $display_name }",
-            to_vars(s)?,
+        self.write_session("CREATE", s).await
+    }
+
+    /// Writes the whole session record, creating it if needed.
+    pub async fn save_session(&self, s: &Session) -> Result<()> {
+        self.write_session("UPSERT", s).await
+    }
+
+    async fn write_session(&self, verb: &str, s: &Session) -> Result<()> {
+        let mut row = typed_row(s, &["started_at", "last_heartbeat", "updated_at"])?;
+        row.remove("id");
+        let mut vars = surrealdb::types::Object::new();
+        vars.insert("id", surrealdb::types::Value::from_t(s.id.clone()));
+        vars.insert("row", surrealdb::types::Value::Object(row));
+        self.run_bound(
+            &format!("{verb} type::record('sessions', $id) CONTENT $row RETURN NONE"),
+            surrealdb::types::Value::Object(vars),
         )
         .await?;
         Ok(())
@@ -277,25 +290,81 @@ impl Store {
         Ok(())
     }
 
+    // ---- transcripts ----
+
+    /// Appends entries in one transaction.
+    pub async fn append_transcript(&self, entries: &[TranscriptEntry]) -> Result<()> {
+        use surrealdb::types::Value as Surreal;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let rows = entries
+            .iter()
+            .map(|e| typed_row(e, &["at"]).map(Surreal::Object))
+            .collect::<Result<Vec<_>>>()?;
+        let mut vars = surrealdb::types::Object::new();
+        vars.insert("rows", Surreal::Array(rows.into_iter().collect()));
+        self.run_bound(
+            "INSERT INTO transcript $rows RETURN NONE",
+            Surreal::Object(vars),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A session's entries after `after`, oldest first.
+    pub async fn transcript(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<TranscriptEntry>> {
+        let sql = format!(
+            "SELECT {ENTRY_FIELDS} FROM transcript
+             WHERE session_id = $session_id AND seq > $after ORDER BY seq LIMIT $limit"
+        );
+        self.rows(
+            &sql,
+            json!({"session_id": session_id, "after": after, "limit": limit}),
+            0,
+        )
+        .await
+    }
+
+    /// The highest sequence number of a session's transcript (0 when empty).
+    pub async fn last_seq(&self, session_id: &str) -> Result<u64> {
+        let rows: Vec<u64> = self
+            .rows(
+                "SELECT VALUE seq FROM transcript WHERE session_id = $session_id
+                 ORDER BY seq DESC LIMIT 1",
+                json!({"session_id": session_id}),
+                0,
+            )
+            .await?;
+        Ok(rows.first().copied().unwrap_or(0))
+    }
+
+    pub async fn delete_transcript(&self, session_id: &str) -> Result<()> {
+        self.run(
+            "DELETE transcript WHERE session_id = $session_id RETURN NONE",
+            json!({"session_id": session_id}),
+        )
+        .await?;
+        Ok(())
+    }
+
     // ---- inbox ----
 
     /// Stores several messages in one statement (one transaction): all of them or none.
     pub async fn insert_messages(&self, messages: &[InboxMessage]) -> Result<()> {
-        use surrealdb::types::{Datetime, Value as Surreal};
+        use surrealdb::types::Value as Surreal;
         if messages.is_empty() {
             return Ok(());
         }
-        let mut rows = Vec::with_capacity(messages.len());
-        for message in messages {
-            let timestamp = chrono::DateTime::parse_from_rfc3339(&message.timestamp)
-                .map_err(|e| StoreError::Decode(format!("timestamp {:?}: {e}", message.timestamp)))?
-                .with_timezone(&chrono::Utc);
-            let Surreal::Object(mut row) = absent_for_null(to_vars(message)?) else {
-                return Err(StoreError::Decode("a message is not an object".into()));
-            };
-            row.insert("timestamp", Surreal::Datetime(Datetime::from(timestamp)));
-            rows.push(Surreal::Object(row));
-        }
+        let rows = messages
+            .iter()
+            .map(|m| typed_row(m, &["timestamp"]).map(Surreal::Object))
+            .collect::<Result<Vec<_>>>()?;
         let mut vars = surrealdb::types::Object::new();
         vars.insert("rows", Surreal::Array(rows.into_iter().collect()));
         self.run_bound(
@@ -360,6 +429,18 @@ impl Store {
             .await?
             .into_iter()
             .next())
+    }
+
+    /// The decisions and approvals of a session that still wait for an answer.
+    pub async fn open_blocking(&self, session_id: &str) -> Result<Vec<String>> {
+        self.rows(
+            "SELECT VALUE record::id(id) FROM inbox_messages
+             WHERE session_id = $session_id AND responded = false
+                AND msg_type INSIDE ['decision_needed', 'approval_required']",
+            json!({"session_id": session_id}),
+            0,
+        )
+        .await
     }
 
     /// Deletes every read message that needs no answer (or has one); returns their ids.
@@ -440,6 +521,28 @@ fn absent_for_null(value: Value) -> surrealdb::types::Value {
         ),
         leaf => leaf.into_value(),
     }
+}
+
+/// A record as a SurrealDB object: `null` fields absent, and the named RFC 3339 fields as
+/// datetimes (a string would not pass a `datetime` field).
+fn typed_row<T: serde::Serialize>(
+    value: &T,
+    datetime_fields: &[&str],
+) -> Result<surrealdb::types::Object> {
+    use surrealdb::types::{Datetime, Value as Surreal};
+    let surrealdb::types::Value::Object(mut row) = absent_for_null(to_vars(value)?) else {
+        return Err(StoreError::Decode("a record is not an object".into()));
+    };
+    for field in datetime_fields {
+        let Some(Surreal::String(text)) = row.get(*field) else {
+            continue;
+        };
+        let at = chrono::DateTime::parse_from_rfc3339(text)
+            .map_err(|e| StoreError::Decode(format!("{field} {text:?}: {e}")))?
+            .with_timezone(&chrono::Utc);
+        row.insert(*field, Surreal::Datetime(Datetime::from(at)));
+    }
+    Ok(row)
 }
 
 fn to_vars<T: serde::Serialize>(value: &T) -> Result<Value> {

@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -32,6 +32,28 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD response ON inbox_messages TYPE option<string>;
     DEFINE INDEX idx_inbox_unread ON inbox_messages FIELDS read, timestamp;
     DEFINE INDEX idx_inbox_session ON inbox_messages FIELDS session_id;
+    "#,
+    // v2: sessions whose agent crucible runs (lifecycle state, worktree, resumable
+    // conversation) and their transcripts.
+    r#"
+    DEFINE FIELD state ON sessions TYPE option<string>;
+    DEFINE FIELD state_reason ON sessions TYPE option<string>;
+    DEFINE FIELD task ON sessions TYPE option<string>;
+    DEFINE FIELD branch ON sessions TYPE option<string>;
+    DEFINE FIELD worktree_owned ON sessions TYPE bool DEFAULT false;
+    DEFINE FIELD acp_session_id ON sessions TYPE option<string>;
+    DEFINE FIELD agent_pid ON sessions TYPE option<int>;
+    DEFINE FIELD updated_at ON sessions TYPE option<datetime>;
+
+    DEFINE TABLE transcript SCHEMAFULL;
+    DEFINE FIELD session_id ON transcript TYPE string;
+    DEFINE FIELD seq ON transcript TYPE int;
+    DEFINE FIELD at ON transcript TYPE datetime;
+    DEFINE FIELD kind ON transcript TYPE string;
+    DEFINE FIELD text ON transcript TYPE option<string>;
+    DEFINE FIELD tool_call_id ON transcript TYPE option<string>;
+    DEFINE FIELD status ON transcript TYPE option<string>;
+    DEFINE INDEX idx_transcript_session ON transcript FIELDS session_id, seq UNIQUE;
     "#,
 ];
 

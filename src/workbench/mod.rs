@@ -19,7 +19,10 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::config::{Config, MAX_LIST_LIMIT};
 use crate::kiln::Kiln;
-use crate::protocol::{Event, InboxMessage, ListParams, RegisterParams, SendParams, Session};
+use crate::protocol::{
+    Event, InboxMessage, ListParams, OutputChunk, RegisterParams, SendParams, Session,
+    TranscriptEntry, TranscriptParams,
+};
 use crate::store::{Store, StoreError};
 
 use registry::Registry;
@@ -117,8 +120,12 @@ impl Workbench {
         let _ = self.events.send(event);
     }
 
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// A new, time-ordered id.
-    fn next_id(&self) -> String {
+    pub fn next_id(&self) -> String {
         let mut generator = self.ids.lock().unwrap_or_else(|e| e.into_inner());
         match generator.generate() {
             Ok(id) => id.to_string(),
@@ -150,6 +157,14 @@ impl Workbench {
             status: "active".into(),
             started_at: now.clone(),
             last_heartbeat: now,
+            state: None,
+            state_reason: None,
+            task: None,
+            branch: None,
+            worktree_owned: false,
+            acp_session_id: None,
+            agent_pid: None,
+            updated_at: None,
         };
         self.store.insert_session(&session).await?;
         self.registry.insert(session.clone());
@@ -179,8 +194,14 @@ impl Workbench {
     }
 
     pub async fn deregister(&self, id: &str, reason: &str) -> Result<()> {
-        if self.registry.get(id).is_none() {
-            return Err(no_session(id));
+        match self.registry.get(id) {
+            None => return Err(no_session(id)),
+            Some(s) if s.is_managed() => {
+                return Err(WorkbenchError::Invalid(format!(
+                    "session {id} runs under crucible; stop or delete it instead"
+                )));
+            }
+            Some(_) => {}
         }
         self.store.delete_session(id).await?;
         self.registry.remove(id);
@@ -188,6 +209,82 @@ impl Workbench {
             session_id: id.to_string(),
             reason: reason.into(),
         });
+        Ok(())
+    }
+
+    // ---- sessions crucible runs ----
+
+    /// Stores a new session and announces it.
+    pub async fn add_managed(&self, session: Session) -> Result<Session> {
+        self.store.insert_session(&session).await?;
+        self.registry.insert(session.clone());
+        let view = self.get_session(&session.id)?;
+        self.publish(Event::SessionRegistered(view.clone()));
+        Ok(view)
+    }
+
+    /// Writes a changed session through, then announces it.
+    pub async fn save_managed(&self, session: &Session) -> Result<Session> {
+        self.store.save_session(session).await?;
+        if !self.registry.update(session.clone()) {
+            self.registry.insert(session.clone());
+        }
+        let view = self.get_session(&session.id)?;
+        self.publish(Event::SessionUpdated(view.clone()));
+        Ok(view)
+    }
+
+    /// Deletes a session and its transcript; its inbox messages stay as history.
+    pub async fn remove_managed(&self, id: &str) -> Result<()> {
+        self.store.delete_transcript(id).await?;
+        self.store.delete_session(id).await?;
+        self.registry.remove(id);
+        self.publish(Event::SessionDeregistered {
+            session_id: id.to_string(),
+            reason: "deleted".into(),
+        });
+        Ok(())
+    }
+
+    /// Stores transcript entries durably, then announces them.
+    pub async fn append_transcript(&self, entries: Vec<TranscriptEntry>) -> Result<()> {
+        self.store.append_transcript(&entries).await?;
+        for entry in entries {
+            self.publish(Event::Transcript(entry));
+        }
+        Ok(())
+    }
+
+    /// Announces streamed text; it is stored later as part of a whole entry.
+    pub fn publish_output(&self, chunk: OutputChunk) {
+        self.publish(Event::Output(chunk));
+    }
+
+    pub async fn transcript(&self, params: &TranscriptParams) -> Result<Vec<TranscriptEntry>> {
+        self.get_session(&params.session_id)?;
+        let limit = params.limit.unwrap_or(MAX_LIST_LIMIT);
+        if !(1..=MAX_LIST_LIMIT).contains(&limit) {
+            return Err(WorkbenchError::Invalid(format!(
+                "limit must be between 1 and {MAX_LIST_LIMIT}"
+            )));
+        }
+        Ok(self
+            .store
+            .transcript(&params.session_id, params.after.unwrap_or(0), limit)
+            .await?)
+    }
+
+    /// The decisions and approvals of a session still waiting for an answer.
+    pub async fn open_blocking(&self, session_id: &str) -> Result<Vec<String>> {
+        Ok(self.store.open_blocking(session_id).await?)
+    }
+
+    /// Closes a question nobody needs answered any more (its turn was cancelled, or its
+    /// agent is gone), so it no longer waits in the inbox. `note` is stored as the answer.
+    pub async fn withdraw(&self, id: &str, note: &str) -> Result<()> {
+        if let Some(updated) = self.store.respond(id, note).await? {
+            self.publish(Event::InboxUpdated(updated));
+        }
         Ok(())
     }
 

@@ -111,14 +111,27 @@ impl Registry {
         self.changed.notify_one();
     }
 
+    /// Replaces a cached session, keeping its heartbeat clock.
+    pub fn update(&self, session: Session) -> bool {
+        let mut inner = self.lock();
+        match inner.sessions.get_mut(&session.id) {
+            Some(entry) => {
+                entry.session = session;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A session crucible runs is active while it is busy; one that registered itself is
+    /// active while its heartbeats arrive.
     fn view(&self, entry: &Entry) -> Session {
         let mut session = entry.session.clone();
-        session.status = if entry.last_beat.elapsed() <= self.idle_after {
-            "active"
-        } else {
-            "idle"
-        }
-        .into();
+        let active = match session.state {
+            Some(state) => state.is_busy(),
+            None => entry.last_beat.elapsed() <= self.idle_after,
+        };
+        session.status = if active { "active" } else { "idle" }.into();
         session
     }
 
@@ -169,11 +182,13 @@ impl Registry {
             .collect()
     }
 
-    /// When the next session would time out, if any session exists.
+    /// When the next session would time out, if any session that heartbeats exists.
+    /// Sessions crucible runs never time out: their agent's process is watched instead.
     fn next_deadline(&self) -> Option<Instant> {
         self.lock()
             .sessions
             .values()
+            .filter(|e| !e.session.is_managed())
             .map(|e| e.last_beat + self.timeout)
             .min()
     }
@@ -183,7 +198,7 @@ impl Registry {
         self.lock()
             .sessions
             .values()
-            .filter(|e| e.last_beat + self.timeout <= now)
+            .filter(|e| !e.session.is_managed() && e.last_beat + self.timeout <= now)
             .map(|e| e.session.id.clone())
             .collect()
     }

@@ -1,0 +1,544 @@
+//! Agent processes and the Agent Client Protocol (ACP).
+//!
+//! [`launch`] starts an agent's process in its session's folder and drives it as an ACP
+//! client: `initialize`, then `session/new` (or `session/load` to resume), then prompts
+//! and cancels on command. What the agent does comes back as [`AgentEvent`]s on one
+//! channel, in the order it happened; the last one is always [`AgentEvent::Exited`].
+//! This module knows nothing of the store or the inbox: the session that owns the
+//! agent turns events into state, transcript and messages.
+
+mod fs;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation,
+    InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
+    ReadTextFileRequest, ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
+    TextContent, WriteTextFileRequest, WriteTextFileResponse,
+};
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+use crate::config::AgentProfile;
+use crate::protocol::EntryKind;
+
+pub use fs::Firewall;
+
+/// How long a stopped agent gets between SIGTERM and SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// What an agent did, in order.
+#[derive(Debug)]
+pub enum AgentEvent {
+    /// The agent answered `initialize` and opened (or reloaded) its session.
+    Ready {
+        acp_session_id: String,
+        resumed: bool,
+        agent_name: Option<String>,
+    },
+    /// Streamed text: `Message` or `Thought`.
+    Chunk { kind: EntryKind, text: String },
+    ToolCall {
+        id: String,
+        title: String,
+        status: String,
+    },
+    ToolUpdate {
+        id: String,
+        title: Option<String>,
+        status: Option<String>,
+    },
+    /// The whole plan, one `[status] step` per line.
+    Plan(String),
+    /// The agent waits for permission; answer with an option id, or `None` to cancel.
+    Permission {
+        title: String,
+        tool_call_id: String,
+        options: Vec<PermissionChoice>,
+        reply: oneshot::Sender<Option<String>>,
+    },
+    /// A file request the firewall let through (`refused` empty) or stopped.
+    File {
+        op: &'static str,
+        path: String,
+        refused: Option<String>,
+    },
+    /// A prompt's turn ended: the stop reason, or why it failed.
+    TurnEnded(Result<String, TurnFailure>),
+    /// The agent could not be started or resumed.
+    StartFailed(String),
+    /// The process is gone: how it ended.
+    Exited { status: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct PermissionChoice {
+    pub id: String,
+    pub name: String,
+    /// `allow_once`, `allow_always`, `reject_once` or `reject_always`.
+    pub kind: String,
+}
+
+#[derive(Debug)]
+pub enum TurnFailure {
+    /// The connection closed; [`AgentEvent::Exited`] follows with the reason.
+    Lost,
+    /// The agent answered the prompt with an error.
+    Failed(String),
+}
+
+#[derive(Debug)]
+enum Command_ {
+    Prompt(String),
+    Cancel,
+}
+
+/// What is needed to start one agent.
+pub struct Launch {
+    pub profile_name: String,
+    pub profile: AgentProfile,
+    /// The session's folder: the agent's working directory and the firewall's root.
+    pub cwd: PathBuf,
+    /// Folders under `cwd` the agent may not touch.
+    pub denied: Vec<PathBuf>,
+    /// Added to the profile's environment.
+    pub env: Vec<(String, String)>,
+    /// Where the agent's stderr goes.
+    pub stderr_log: PathBuf,
+    /// Reload this ACP session instead of opening a new one.
+    pub resume: Option<String>,
+}
+
+/// A running agent. Dropping it stops the agent.
+pub struct AgentHandle {
+    pub pid: u32,
+    commands: mpsc::UnboundedSender<Command_>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl AgentHandle {
+    pub fn prompt(&self, text: String) {
+        let _ = self.commands.send(Command_::Prompt(text));
+    }
+
+    pub fn cancel(&self) {
+        let _ = self.commands.send(Command_::Cancel);
+    }
+
+    /// Ends the agent: its connection closes, then SIGTERM, then SIGKILL after a grace.
+    /// [`AgentEvent::Exited`] reports when it is gone.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Starts the agent and its supervisor. Fails only if the process cannot be spawned;
+/// everything later arrives as events.
+pub fn launch(
+    launch: Launch,
+    events: mpsc::UnboundedSender<AgentEvent>,
+) -> Result<AgentHandle, String> {
+    let firewall = Firewall::new(&launch.cwd, &launch.denied)
+        .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?;
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&launch.stderr_log)
+        .map_err(|e| format!("cannot open {}: {e}", launch.stderr_log.display()))?;
+    let mut child = Command::new(&launch.profile.command)
+        .args(&launch.profile.args)
+        .envs(&launch.profile.env)
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&launch.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot start agent {:?} ({}): {e}",
+                launch.profile_name, launch.profile.command
+            )
+        })?;
+    let pid = child.id().unwrap_or(0);
+    let (commands, command_rx) = mpsc::unbounded_channel();
+    let (stop, stop_rx) = oneshot::channel();
+    tokio::spawn(supervise(child_io(&mut child), child, launch, firewall, events, command_rx, stop_rx));
+    Ok(AgentHandle {
+        pid,
+        commands,
+        stop: Some(stop),
+    })
+}
+
+type ChildIo = Option<(tokio::process::ChildStdin, tokio::process::ChildStdout)>;
+
+fn child_io(child: &mut Child) -> ChildIo {
+    Some((child.stdin.take()?, child.stdout.take()?))
+}
+
+/// Runs the connection until it ends or a stop is asked for, makes sure the process is
+/// gone, then reports how it ended.
+async fn supervise(
+    io: ChildIo,
+    mut child: Child,
+    launch: Launch,
+    firewall: Firewall,
+    events: mpsc::UnboundedSender<AgentEvent>,
+    commands: mpsc::UnboundedReceiver<Command_>,
+    stop: oneshot::Receiver<()>,
+) {
+    let pid = child.id();
+    let exited_early = match io {
+        None => {
+            let _ = events.send(AgentEvent::StartFailed("the agent has no stdio pipes".into()));
+            false
+        }
+        Some((stdin, stdout)) => {
+            let connection = converse(stdin, stdout, &launch, firewall, events.clone(), commands);
+            tokio::select! {
+                outcome = connection => {
+                    if let Err(e) = outcome {
+                        tracing::info!(agent = %launch.profile_name, "agent connection ended: {e}");
+                    }
+                    false
+                }
+                _ = stop => false,
+                _ = child.wait() => true,
+            }
+        }
+    };
+    if !exited_early {
+        end_process(&mut child, pid).await;
+    }
+    let status = match child.wait().await {
+        Ok(status) => describe_exit(status),
+        Err(e) => format!("could not be waited for: {e}"),
+    };
+    let _ = events.send(AgentEvent::Exited { status });
+}
+
+/// SIGTERM to the agent's process group, then SIGKILL if it lingers.
+async fn end_process(child: &mut Child, pid: Option<u32>) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    if let Some(pid) = pid {
+        crate::sys::signal_group(pid, libc::SIGTERM);
+    }
+    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
+        if let Some(pid) = pid {
+            crate::sys::signal_group(pid, libc::SIGKILL);
+        }
+        let _ = child.kill().await;
+    }
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(0), _) => "exited normally".into(),
+        (Some(code), _) => format!("exited with code {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => format!("ended ({status})"),
+    }
+}
+
+/// The name a schema enum has on the wire (`end_turn`, `in_progress`, …).
+fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "unknown".into(),
+    }
+}
+
+fn text_of(content: &ContentBlock) -> Option<String> {
+    match content {
+        ContentBlock::Text(t) => Some(t.text.clone()),
+        ContentBlock::ResourceLink(link) => Some(format!("[{}]({})", link.name, link.uri)),
+        _ => None,
+    }
+}
+
+/// Turns a session update into events; updates crucible has no use for are dropped.
+fn translate(update: SessionUpdate) -> Option<AgentEvent> {
+    Some(match update {
+        SessionUpdate::AgentMessageChunk(chunk) => AgentEvent::Chunk {
+            kind: EntryKind::Message,
+            text: text_of(&chunk.content)?,
+        },
+        SessionUpdate::AgentThoughtChunk(chunk) => AgentEvent::Chunk {
+            kind: EntryKind::Thought,
+            text: text_of(&chunk.content)?,
+        },
+        SessionUpdate::ToolCall(call) => AgentEvent::ToolCall {
+            id: call.tool_call_id.0.to_string(),
+            title: call.title,
+            status: wire_name(&call.status),
+        },
+        SessionUpdate::ToolCallUpdate(update) => AgentEvent::ToolUpdate {
+            id: update.tool_call_id.0.to_string(),
+            title: update.fields.title,
+            status: update.fields.status.as_ref().map(wire_name),
+        },
+        SessionUpdate::Plan(plan) => AgentEvent::Plan(
+            plan.entries
+                .iter()
+                .map(|e| format!("[{}] {}", wire_name(&e.status), e.content))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => return None,
+    })
+}
+
+/// An ACP error on one line: its message, and its data compactly when there is some.
+fn describe(e: &agent_client_protocol::Error) -> String {
+    match &e.data {
+        None | Some(serde_json::Value::Null) => e.message.clone(),
+        Some(serde_json::Value::String(data)) => format!("{}: {data}", e.message),
+        Some(data) => format!("{}: {data}", e.message),
+    }
+}
+
+fn fs_error(message: String) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::INVALID_PARAMS, message)
+}
+
+/// The ACP conversation: handlers for what the agent asks, and the main task that opens
+/// the session and forwards prompts and cancels.
+async fn converse(
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::process::ChildStdout,
+    launch: &Launch,
+    firewall: Firewall,
+    events: mpsc::UnboundedSender<AgentEvent>,
+    mut commands: mpsc::UnboundedReceiver<Command_>,
+) -> Result<(), agent_client_protocol::Error> {
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let updates = events.clone();
+    let permissions = events.clone();
+    let reads = (events.clone(), firewall.clone());
+    let writes = (events.clone(), firewall);
+    let cwd = launch.cwd.clone();
+    let resume = launch.resume.clone();
+    let startup = Duration::from_secs(launch.profile.startup_timeout_secs);
+
+    Client
+        .v1()
+        .name("crucible")
+        .on_receive_notification(
+            async move |notification: SessionNotification, _cx| {
+                if let Some(event) = translate(notification.update) {
+                    let _ = updates.send(event);
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |request: RequestPermissionRequest, responder, _cx| {
+                let (reply, answer) = oneshot::channel();
+                let options = request
+                    .options
+                    .iter()
+                    .map(|o| PermissionChoice {
+                        id: o.option_id.0.to_string(),
+                        name: o.name.clone(),
+                        kind: wire_name(&o.kind),
+                    })
+                    .collect();
+                let title = request
+                    .tool_call
+                    .fields
+                    .title
+                    .clone()
+                    .unwrap_or_else(|| "The agent asks for permission".into());
+                let _ = permissions.send(AgentEvent::Permission {
+                    title,
+                    tool_call_id: request.tool_call.tool_call_id.0.to_string(),
+                    options,
+                    reply,
+                });
+                // The human may take hours: wait off the dispatch loop.
+                tokio::spawn(async move {
+                    let outcome = match answer.await {
+                        Ok(Some(id)) => RequestPermissionOutcome::Selected(
+                            SelectedPermissionOutcome::new(id),
+                        ),
+                        _ => RequestPermissionOutcome::Cancelled,
+                    };
+                    let _ = responder.respond(RequestPermissionResponse::new(outcome));
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ReadTextFileRequest, responder, _cx| {
+                let (events, firewall) = &reads;
+                let path = request.path.display().to_string();
+                let checked = firewall.check(&request.path);
+                let _ = events.send(AgentEvent::File {
+                    op: "read",
+                    path: path.clone(),
+                    refused: checked.as_ref().err().cloned(),
+                });
+                let real = match checked {
+                    Ok(real) => real,
+                    Err(why) => return responder.respond_with_error(fs_error(why)),
+                };
+                match tokio::fs::read_to_string(&real).await {
+                    Ok(text) => responder.respond(ReadTextFileResponse::new(fs::slice_lines(
+                        &text,
+                        request.line,
+                        request.limit,
+                    ))),
+                    Err(e) => responder.respond_with_error(fs_error(format!("{path}: {e}"))),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: WriteTextFileRequest, responder, _cx| {
+                let (events, firewall) = &writes;
+                let path = request.path.display().to_string();
+                let checked = firewall.check(&request.path);
+                let _ = events.send(AgentEvent::File {
+                    op: "write",
+                    path: path.clone(),
+                    refused: checked.as_ref().err().cloned(),
+                });
+                let real = match checked {
+                    Ok(real) => real,
+                    Err(why) => return responder.respond_with_error(fs_error(why)),
+                };
+                let written = async {
+                    if let Some(parent) = real.parent() {
+                        tokio::fs::create_dir_all(parent).await?;
+                    }
+                    tokio::fs::write(&real, request.content.as_bytes()).await
+                };
+                match written.await {
+                    Ok(()) => responder.respond(WriteTextFileResponse::new()),
+                    Err(e) => responder.respond_with_error(fs_error(format!("{path}: {e}"))),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async |cx: ConnectionTo<Agent>| {
+            let opened = tokio::time::timeout(startup, open_session(&cx, cwd, resume)).await;
+            let (session_id, resumed, agent_name) = match opened {
+                Ok(Ok(opened)) => opened,
+                Ok(Err(why)) => {
+                    let _ = events.send(AgentEvent::StartFailed(why));
+                    return Ok(());
+                }
+                Err(_) => {
+                    let _ = events.send(AgentEvent::StartFailed(format!(
+                        "the agent did not start its session within {}s",
+                        startup.as_secs()
+                    )));
+                    return Ok(());
+                }
+            };
+            let _ = events.send(AgentEvent::Ready {
+                acp_session_id: session_id.clone(),
+                resumed,
+                agent_name,
+            });
+            loop {
+                tokio::select! {
+                    command = commands.recv() => match command {
+                        Some(Command_::Prompt(text)) => {
+                            let cx2 = cx.clone();
+                            let events = events.clone();
+                            let request = PromptRequest::new(
+                                session_id.clone(),
+                                vec![ContentBlock::Text(TextContent::new(text))],
+                            );
+                            cx.spawn(async move {
+                                let outcome = cx2.send_request(request).block_task().await;
+                                let ended = match outcome {
+                                    Ok(response) => Ok(wire_name(&response.stop_reason)),
+                                    Err(_) if cx2.is_incoming_closed() => Err(TurnFailure::Lost),
+                                    Err(e) => Err(TurnFailure::Failed(describe(&e))),
+                                };
+                                let _ = events.send(AgentEvent::TurnEnded(ended));
+                                Ok(())
+                            })?;
+                        }
+                        Some(Command_::Cancel) => {
+                            cx.send_notification(CancelNotification::new(session_id.clone()))?;
+                        }
+                        None => return Ok(()),
+                    },
+                    _ = cx.incoming_closed() => return Ok(()),
+                }
+            }
+        })
+        .await
+}
+
+/// `initialize`, then a new session or the reloaded one. Returns the ACP session id,
+/// whether it was resumed, and the agent's name.
+async fn open_session(
+    cx: &ConnectionTo<Agent>,
+    cwd: PathBuf,
+    resume: Option<String>,
+) -> Result<(String, bool, Option<String>), String> {
+    let init = cx
+        .send_request(
+            InitializeRequest::new(ProtocolVersion::V1)
+                .client_capabilities(
+                    ClientCapabilities::new().fs(
+                        FileSystemCapabilities::new()
+                            .read_text_file(true)
+                            .write_text_file(true),
+                    ),
+                )
+                .client_info(Implementation::new("crucible", env!("CARGO_PKG_VERSION"))),
+        )
+        .block_task()
+        .await
+        .map_err(|e| format!("the agent failed to initialize: {}", describe(&e)))?;
+    let agent_name = init.agent_info.as_ref().map(|i| i.name.clone());
+    match resume {
+        Some(id) => {
+            if !init.agent_capabilities.load_session {
+                return Err("the agent cannot resume sessions (no loadSession support)".into());
+            }
+            cx.send_request(LoadSessionRequest::new(id.clone(), cwd))
+                .block_task()
+                .await
+                .map_err(|e| format!("the agent could not resume session {id}: {}", describe(&e)))?;
+            Ok((id, true, agent_name))
+        }
+        None => {
+            let created = cx
+                .send_request(NewSessionRequest::new(cwd))
+                .block_task()
+                .await
+                .map_err(|e| format!("the agent could not open a session: {}", describe(&e)))?;
+            Ok((created.session_id.0.to_string(), false, agent_name))
+        }
+    }
+}
+
+/// Whether a permission option grants rather than refuses.
+pub fn allows(kind: &str) -> bool {
+    kind.starts_with("allow")
+}

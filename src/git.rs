@@ -1,0 +1,183 @@
+//! The git worktrees sessions run in, through the `git` command (the one the user has,
+//! with their configuration and hooks).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("{0}")]
+    Refused(String),
+    #[error("git {args}: {message}")]
+    Failed { args: String, message: String },
+    #[error("cannot run git: {0}")]
+    Spawn(std::io::Error),
+}
+
+pub type Result<T> = std::result::Result<T, GitError>;
+
+/// Runs git in `dir` and returns its trimmed stdout, or its stderr as the error.
+async fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .await
+        .map_err(GitError::Spawn)?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim_end().to_string())
+    } else {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let message = stderr
+            .lines()
+            .map(|l| l.trim_start_matches("fatal: ").trim_start_matches("error: "))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Err(GitError::Failed {
+            args: args.join(" "),
+            message: if message.is_empty() {
+                format!("exited with {}", output.status)
+            } else {
+                message
+            },
+        })
+    }
+}
+
+/// The top of the repository containing `dir`, if it is in one.
+pub async fn toplevel(dir: &Path) -> Option<PathBuf> {
+    git(dir, &["rev-parse", "--show-toplevel"])
+        .await
+        .ok()
+        .map(PathBuf::from)
+}
+
+/// One entry of `git worktree list`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Worktree {
+    pub path: PathBuf,
+    /// The branch checked out, without `refs/heads/`; none when detached.
+    pub branch: Option<String>,
+}
+
+pub async fn worktrees(repo: &Path) -> Result<Vec<Worktree>> {
+    let text = git(repo, &["worktree", "list", "--porcelain"]).await?;
+    Ok(parse_worktree_list(&text))
+}
+
+fn parse_worktree_list(text: &str) -> Vec<Worktree> {
+    let mut list = Vec::new();
+    let mut current: Option<Worktree> = None;
+    for line in text.lines() {
+        if let Some(path) = line.strip_prefix("worktree ") {
+            list.extend(current.take());
+            current = Some(Worktree {
+                path: PathBuf::from(path),
+                branch: None,
+            });
+        } else if let Some(branch) = line.strip_prefix("branch ") {
+            if let Some(w) = current.as_mut() {
+                w.branch = Some(branch.trim_start_matches("refs/heads/").to_string());
+            }
+        }
+    }
+    list.extend(current);
+    list
+}
+
+pub async fn branch_exists(repo: &Path, branch: &str) -> bool {
+    git(
+        repo,
+        &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{branch}^{{commit}}")],
+    )
+    .await
+    .is_ok()
+}
+
+/// Checks a new branch name the way git would, so a bad one fails before anything is made.
+pub async fn check_branch_name(repo: &Path, branch: &str) -> Result<()> {
+    git(repo, &["check-ref-format", "--branch", branch])
+        .await
+        .map(|_| ())
+        .map_err(|_| GitError::Refused(format!("{branch:?} is not a valid branch name")))
+}
+
+/// Adds a worktree at `path` on a new branch from HEAD.
+pub async fn add_new_branch(repo: &Path, path: &Path, branch: &str) -> Result<()> {
+    let path = path.to_string_lossy();
+    git(repo, &["worktree", "add", "-b", branch, &path, "HEAD"])
+        .await
+        .map(|_| ())
+}
+
+/// Adds a worktree at `path` for an existing branch. A branch checked out in another
+/// worktree is refused with where it is, before git is asked.
+pub async fn add_existing_branch(repo: &Path, path: &Path, branch: &str) -> Result<()> {
+    if let Some(other) = worktrees(repo)
+        .await?
+        .into_iter()
+        .find(|w| w.branch.as_deref() == Some(branch))
+    {
+        return Err(GitError::Refused(format!(
+            "branch {branch} is already checked out at {}; pass that path as --worktree to \
+             work there, or choose another branch",
+            other.path.display()
+        )));
+    }
+    let path = path.to_string_lossy();
+    git(repo, &["worktree", "add", &path, branch])
+        .await
+        .map(|_| ())
+}
+
+/// Uncommitted changes (tracked or untracked) in a worktree, as `git status --short` lines.
+pub async fn uncommitted(worktree: &Path) -> Result<Vec<String>> {
+    let text = git(worktree, &["status", "--porcelain"]).await?;
+    Ok(text.lines().map(str::to_string).collect())
+}
+
+pub async fn remove_worktree(repo: &Path, path: &Path, force: bool) -> Result<()> {
+    let path = path.to_string_lossy();
+    let mut args = vec!["worktree", "remove"];
+    if force {
+        args.push("--force");
+    }
+    args.push(&path);
+    git(repo, &args).await.map(|_| ())
+}
+
+/// Whether every commit of `branch` is already in HEAD.
+pub async fn is_merged(repo: &Path, branch: &str) -> bool {
+    git(repo, &["merge-base", "--is-ancestor", branch, "HEAD"])
+        .await
+        .is_ok()
+}
+
+/// Deletes a branch; without `force`, git refuses one with commits not merged anywhere.
+pub async fn delete_branch(repo: &Path, branch: &str, force: bool) -> Result<()> {
+    let flag = if force { "-D" } else { "-d" };
+    git(repo, &["branch", flag, branch]).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worktree_list_parses_branches_and_detached_heads() {
+        let text = "worktree /repo\nHEAD abc\nbranch refs/heads/main\n\n\
+                    worktree /repo/.crucible/worktrees/cru/x\nHEAD def\nbranch refs/heads/cru/x\n\n\
+                    worktree /tmp/detached\nHEAD 123\ndetached\n";
+        let list = parse_worktree_list(text);
+        assert_eq!(list.len(), 3);
+        assert_eq!(list[0].branch.as_deref(), Some("main"));
+        assert_eq!(list[1].path, PathBuf::from("/repo/.crucible/worktrees/cru/x"));
+        assert_eq!(list[1].branch.as_deref(), Some("cru/x"));
+        assert_eq!(list[2].branch, None);
+    }
+}

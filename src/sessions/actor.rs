@@ -1,0 +1,786 @@
+//! One running session: the task that owns its agent. It serialises everything that
+//! happens to the session (agent events, human commands, inbox answers), so its state,
+//! transcript and messages never race each other.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::log::MarkdownLog;
+use crate::agent::{AgentEvent, AgentHandle, PermissionChoice, TurnFailure};
+use crate::protocol::{
+    EntryKind, InboxMessage, MsgType, OutputChunk, SendParams, Session, SessionState,
+    TranscriptEntry,
+};
+use crate::workbench::{Workbench, now_rfc3339};
+
+/// Streamed text is stored as one entry per message, or in pieces of this size.
+const MAX_PENDING_TEXT: usize = 64 * 1024;
+/// How much of a reply a `task_complete` message quotes.
+const SUMMARY_CHARS: usize = 4000;
+/// How many lines of an agent's stderr an error message quotes.
+const STDERR_TAIL_LINES: usize = 20;
+
+pub(super) enum Command {
+    /// A prompt; answered with whether it had to queue.
+    Prompt {
+        text: String,
+        ack: oneshot::Sender<bool>,
+    },
+    Cancel {
+        ack: oneshot::Sender<()>,
+    },
+    /// Ends the agent. `shutdown`: the daemon is going away, so the session keeps its
+    /// state for the next daemon to resume.
+    Stop {
+        ack: oneshot::Sender<()>,
+        shutdown: bool,
+    },
+    /// A blocking message of this session was created or answered.
+    Inbox(InboxMessage),
+    /// Inbox events were missed: re-read what is open.
+    Resync,
+}
+
+/// The session's transcript: stored entries, the markdown log, and the text still
+/// streaming in.
+pub(super) struct Transcript {
+    session_id: String,
+    seq: u64,
+    log: MarkdownLog,
+    pending: Option<(EntryKind, String)>,
+}
+
+impl Transcript {
+    pub async fn open(wb: &Workbench, session: &Session) -> Self {
+        let seq = match wb.store().last_seq(&session.id).await {
+            Ok(seq) => seq,
+            Err(e) => {
+                tracing::error!(session = %session.id, "cannot read the transcript: {e}");
+                0
+            }
+        };
+        Self {
+            session_id: session.id.clone(),
+            seq,
+            log: MarkdownLog::open(&wb.kiln().sessions_dir(), session),
+            pending: None,
+        }
+    }
+
+    pub async fn append(
+        &mut self,
+        wb: &Workbench,
+        kind: EntryKind,
+        text: Option<String>,
+        tool_call_id: Option<String>,
+        status: Option<String>,
+    ) {
+        self.flush(wb).await;
+        self.write(wb, kind, text, tool_call_id, status).await;
+    }
+
+    async fn write(
+        &mut self,
+        wb: &Workbench,
+        kind: EntryKind,
+        text: Option<String>,
+        tool_call_id: Option<String>,
+        status: Option<String>,
+    ) {
+        self.seq += 1;
+        let entry = TranscriptEntry {
+            session_id: self.session_id.clone(),
+            seq: self.seq,
+            at: now_rfc3339(),
+            kind,
+            text,
+            tool_call_id,
+            status,
+        };
+        self.log.write(&entry);
+        if let Err(e) = wb.append_transcript(vec![entry]).await {
+            tracing::error!(session = %self.session_id, "cannot store a transcript entry: {e}");
+        }
+    }
+
+    /// Streamed text: announced now, stored when the message is complete.
+    pub async fn chunk(&mut self, wb: &Workbench, kind: EntryKind, text: String) {
+        wb.publish_output(OutputChunk {
+            session_id: self.session_id.clone(),
+            kind,
+            text: text.clone(),
+        });
+        match &mut self.pending {
+            Some((k, buffer)) if *k == kind => buffer.push_str(&text),
+            _ => {
+                self.flush(wb).await;
+                self.pending = Some((kind, text));
+            }
+        }
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|(_, b)| b.len() >= MAX_PENDING_TEXT)
+        {
+            self.flush(wb).await;
+        }
+    }
+
+    pub async fn flush(&mut self, wb: &Workbench) {
+        if let Some((kind, text)) = self.pending.take() {
+            self.write(wb, kind, Some(text), None, None).await;
+        }
+    }
+
+    pub async fn state(&mut self, wb: &Workbench, state: SessionState, reason: Option<&str>) {
+        self.append(
+            wb,
+            EntryKind::State,
+            reason.map(String::from),
+            None,
+            Some(state.as_str().into()),
+        )
+        .await;
+    }
+}
+
+/// A permission request waiting for its inbox answer.
+struct Pending {
+    title: String,
+    /// (option as shown in the inbox, ACP option id)
+    choices: Vec<(String, String)>,
+    reply: oneshot::Sender<Option<String>>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Stopping {
+    Requested,
+    Shutdown,
+}
+
+pub(super) struct Actor {
+    wb: Arc<Workbench>,
+    session: Session,
+    agent: AgentHandle,
+    events: mpsc::UnboundedReceiver<AgentEvent>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    /// Set when resuming after a restart: the state the session had then.
+    resumed_from: Option<SessionState>,
+    ready: bool,
+    turn: bool,
+    queue: VecDeque<String>,
+    /// Open decisions and approvals of this session.
+    blocking: HashSet<String>,
+    permissions: HashMap<String, Pending>,
+    stopping: Option<Stopping>,
+    stoppers: Vec<oneshot::Sender<()>>,
+    /// A failure was already reported, so the agent's exit needs no second message.
+    reported: bool,
+    /// The prompt of the running turn and what the agent replied, for `task_complete`.
+    prompt: String,
+    reply: String,
+}
+
+impl Actor {
+    pub fn new(
+        wb: Arc<Workbench>,
+        session: Session,
+        agent: AgentHandle,
+        events: mpsc::UnboundedReceiver<AgentEvent>,
+        commands: mpsc::UnboundedReceiver<Command>,
+        resumed_from: Option<SessionState>,
+    ) -> Self {
+        Self {
+            wb,
+            session,
+            agent,
+            events,
+            commands,
+            resumed_from,
+            ready: false,
+            turn: false,
+            queue: VecDeque::new(),
+            blocking: HashSet::new(),
+            permissions: HashMap::new(),
+            stopping: None,
+            stoppers: Vec::new(),
+            reported: false,
+            prompt: String::new(),
+            reply: String::new(),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.session.id
+    }
+
+    pub async fn run(mut self) {
+        let mut transcript = Transcript::open(&self.wb, &self.session).await;
+        self.session.agent_pid = Some(self.agent.pid);
+        let reason = self
+            .resumed_from
+            .map(|_| "resuming after a daemon restart".to_string());
+        self.set_state(&mut transcript, SessionState::Starting, reason)
+            .await;
+        match self.wb.open_blocking(&self.session.id).await {
+            Ok(open) => self.blocking = open.into_iter().collect(),
+            Err(e) => tracing::warn!(session = %self.session.id, "cannot read open messages: {e}"),
+        }
+        loop {
+            tokio::select! {
+                event = self.events.recv() => {
+                    let Some(event) = event else { break };
+                    if self.on_event(&mut transcript, event).await {
+                        break;
+                    }
+                }
+                Some(command) = self.commands.recv() => {
+                    self.on_command(&mut transcript, command).await;
+                }
+            }
+        }
+        for ack in self.stoppers.drain(..) {
+            let _ = ack.send(());
+        }
+    }
+
+    async fn set_state(
+        &mut self,
+        transcript: &mut Transcript,
+        state: SessionState,
+        reason: Option<String>,
+    ) {
+        transcript.state(&self.wb, state, reason.as_deref()).await;
+        self.session.state = Some(state);
+        self.session.state_reason = reason;
+        self.session.updated_at = Some(now_rfc3339());
+        self.save().await;
+    }
+
+    async fn save(&mut self) {
+        match self.wb.save_managed(&self.session).await {
+            Ok(saved) => self.session = saved,
+            Err(e) => tracing::error!(session = %self.session.id, "cannot save the session: {e}"),
+        }
+    }
+
+    async fn message(&self, msg_type: MsgType, title: String, body: Option<String>) {
+        let sent = self
+            .wb
+            .send(SendParams {
+                session_id: self.session.id.clone(),
+                msg_type,
+                title,
+                body,
+                options: None,
+            })
+            .await;
+        if let Err(e) = sent {
+            tracing::error!(session = %self.session.id, "cannot post to the inbox: {e}");
+        }
+    }
+
+    /// Working or waiting, from whether a blocking message is open.
+    async fn settle(&mut self, transcript: &mut Transcript) {
+        if !self.turn {
+            return;
+        }
+        let want = if self.blocking.is_empty() {
+            SessionState::Working
+        } else {
+            SessionState::Waiting
+        };
+        if self.session.state != Some(want) {
+            self.set_state(transcript, want, None).await;
+        }
+    }
+
+    async fn start_turn(&mut self, transcript: &mut Transcript, text: String) {
+        transcript
+            .append(&self.wb, EntryKind::Prompt, Some(text.clone()), None, None)
+            .await;
+        self.reply.clear();
+        self.prompt = text.clone();
+        self.turn = true;
+        self.agent.prompt(text);
+        self.settle(transcript).await;
+    }
+
+    /// Answers every pending permission with "cancelled" and closes its inbox message.
+    async fn withdraw_permissions(&mut self, transcript: &mut Transcript, why: &str) {
+        for (id, pending) in self.permissions.drain() {
+            let _ = pending.reply.send(None);
+            self.blocking.remove(&id);
+            if let Err(e) = self.wb.withdraw(&id, &format!("withdrawn: {why}")).await {
+                tracing::warn!(message = %id, "cannot withdraw an approval: {e}");
+            }
+            transcript
+                .append(
+                    &self.wb,
+                    EntryKind::Permission,
+                    Some(pending.title),
+                    None,
+                    Some("withdrawn".into()),
+                )
+                .await;
+        }
+    }
+
+    /// Handles one agent event; true when the agent is gone and the actor should end.
+    async fn on_event(&mut self, t: &mut Transcript, event: AgentEvent) -> bool {
+        match event {
+            AgentEvent::Ready {
+                acp_session_id,
+                resumed,
+                agent_name,
+            } => {
+                self.ready = true;
+                self.session.acp_session_id = Some(acp_session_id);
+                if let Some(name) = agent_name {
+                    tracing::info!(session = %self.session.id, agent = %name, "agent ready");
+                }
+                if resumed {
+                    let interrupted = self.resumed_from.is_some_and(SessionState::is_busy);
+                    let reason = if interrupted {
+                        "resumed after a daemon restart; the turn that was running was interrupted"
+                    } else {
+                        "resumed after a daemon restart"
+                    };
+                    self.set_state(t, SessionState::Complete, Some(reason.into()))
+                        .await;
+                    self.message(
+                        MsgType::Info,
+                        "Session resumed after a daemon restart".into(),
+                        Some(format!(
+                            "{reason}. The agent reloaded its conversation; send a prompt to continue."
+                        )),
+                    )
+                    .await;
+                }
+                if let Some(next) = self.queue.pop_front() {
+                    self.start_turn(t, next).await;
+                } else if !resumed {
+                    self.set_state(t, SessionState::Complete, Some("ready for a prompt".into()))
+                        .await;
+                }
+            }
+            AgentEvent::Chunk { kind, text } => {
+                if kind == EntryKind::Message {
+                    self.reply.push_str(&text);
+                }
+                t.chunk(&self.wb, kind, text).await;
+            }
+            AgentEvent::ToolCall { id, title, status } => {
+                t.append(&self.wb, EntryKind::ToolCall, Some(title), Some(id), Some(status))
+                    .await;
+            }
+            AgentEvent::ToolUpdate { id, title, status } => {
+                t.append(&self.wb, EntryKind::ToolUpdate, title, Some(id), status)
+                    .await;
+            }
+            AgentEvent::Plan(plan) => {
+                t.append(&self.wb, EntryKind::Plan, Some(plan), None, None)
+                    .await;
+            }
+            AgentEvent::Permission {
+                title,
+                tool_call_id,
+                options,
+                reply,
+            } => self.ask_permission(t, title, tool_call_id, options, reply).await,
+            AgentEvent::File { op, path, refused } => {
+                let (text, status) = match refused {
+                    None => (path, op.to_string()),
+                    Some(why) => (why, format!("{op} refused")),
+                };
+                t.append(&self.wb, EntryKind::File, Some(text), None, Some(status))
+                    .await;
+            }
+            AgentEvent::TurnEnded(ended) => self.end_turn(t, ended).await,
+            AgentEvent::StartFailed(why) => {
+                t.append(&self.wb, EntryKind::Error, Some(why.clone()), None, None)
+                    .await;
+                self.reported = true;
+                if self.resumed_from.is_some() {
+                    let reason = format!("the agent was lost when the daemon restarted: {why}");
+                    self.set_state(t, SessionState::Stopped, Some(reason.clone()))
+                        .await;
+                    self.message(
+                        MsgType::Error,
+                        "Agent lost in a daemon restart".into(),
+                        Some(format!(
+                            "{reason}. The session is stopped; its worktree and transcript are kept. \
+                             Start a new session to continue the work."
+                        )),
+                    )
+                    .await;
+                } else {
+                    self.set_state(t, SessionState::Error, Some(why.clone())).await;
+                    self.message(
+                        MsgType::Error,
+                        "Agent failed to start".into(),
+                        Some(self.with_stderr(why)),
+                    )
+                    .await;
+                }
+                self.agent.stop();
+            }
+            AgentEvent::Exited { status } => {
+                self.exited(t, status).await;
+                return true;
+            }
+        }
+        false
+    }
+
+    async fn ask_permission(
+        &mut self,
+        t: &mut Transcript,
+        title: String,
+        tool_call_id: String,
+        options: Vec<PermissionChoice>,
+        reply: oneshot::Sender<Option<String>>,
+    ) {
+        t.append(
+            &self.wb,
+            EntryKind::Permission,
+            Some(title.clone()),
+            Some(tool_call_id),
+            None,
+        )
+        .await;
+        let choices = inbox_choices(&options);
+        let listed: Vec<String> = options
+            .iter()
+            .map(|o| format!("{} ({})", o.name, o.kind.replace('_', " ")))
+            .collect();
+        let sent = self
+            .wb
+            .send(SendParams {
+                session_id: self.session.id.clone(),
+                msg_type: MsgType::ApprovalRequired,
+                title: title.clone(),
+                body: Some(format!(
+                    "The agent asks for permission and waits for your answer.\nOptions: {}",
+                    listed.join(", ")
+                )),
+                options: (!choices.is_empty())
+                    .then(|| choices.iter().map(|(shown, _)| shown.clone()).collect()),
+            })
+            .await;
+        match sent {
+            Ok(message) => {
+                self.blocking.insert(message.id.clone());
+                self.permissions.insert(
+                    message.id,
+                    Pending {
+                        title,
+                        choices,
+                        reply,
+                    },
+                );
+                self.settle(t).await;
+            }
+            Err(e) => {
+                let _ = reply.send(None);
+                t.append(
+                    &self.wb,
+                    EntryKind::Error,
+                    Some(format!("could not ask for permission ({e}); refused it")),
+                    None,
+                    None,
+                )
+                .await;
+            }
+        }
+    }
+
+    /// An answer to one of this session's blocking messages.
+    async fn answered(&mut self, t: &mut Transcript, message: &InboxMessage) {
+        self.blocking.remove(&message.id);
+        if let Some(pending) = self.permissions.remove(&message.id) {
+            let response = message.response.clone().unwrap_or_default();
+            let chosen = pending
+                .choices
+                .iter()
+                .find(|(shown, _)| *shown == response)
+                .map(|(_, id)| id.clone());
+            let status = if chosen.is_some() {
+                response
+            } else {
+                "withdrawn".into()
+            };
+            let _ = pending.reply.send(chosen);
+            t.append(
+                &self.wb,
+                EntryKind::Permission,
+                Some(pending.title),
+                None,
+                Some(status),
+            )
+            .await;
+        }
+        self.settle(t).await;
+    }
+
+    async fn end_turn(&mut self, t: &mut Transcript, ended: Result<String, TurnFailure>) {
+        t.flush(&self.wb).await;
+        match ended {
+            Ok(reason) => {
+                self.turn = false;
+                t.append(&self.wb, EntryKind::TurnEnd, None, None, Some(reason.clone()))
+                    .await;
+                self.withdraw_permissions(t, "the turn ended").await;
+                if let Some(next) = self.queue.pop_front() {
+                    self.start_turn(t, next).await;
+                    return;
+                }
+                let note = (reason != "end_turn").then(|| format!("stopped: {reason}"));
+                self.set_state(t, SessionState::Complete, note).await;
+                if reason != "cancelled" {
+                    let mut body = clip(self.reply.trim(), SUMMARY_CHARS);
+                    if reason != "end_turn" {
+                        body = format!("(the turn stopped: {reason})\n\n{body}");
+                    }
+                    self.message(
+                        MsgType::TaskComplete,
+                        format!("Done: {}", clip(first_line(&self.prompt), 80)),
+                        Some(body).filter(|b| !b.is_empty()),
+                    )
+                    .await;
+                }
+            }
+            // The connection is gone; the exit that follows says why.
+            Err(TurnFailure::Lost) => self.turn = false,
+            Err(TurnFailure::Failed(why)) => {
+                self.turn = false;
+                let dropped = self.queue.len();
+                self.queue.clear();
+                self.withdraw_permissions(t, "the turn failed").await;
+                t.append(&self.wb, EntryKind::Error, Some(why.clone()), None, None)
+                    .await;
+                let reason = format!("the agent failed the turn: {why}");
+                self.set_state(t, SessionState::Error, Some(reason.clone()))
+                    .await;
+                let mut body = format!("{reason}\n\nThe agent is still running; send a prompt to try again.");
+                if dropped > 0 {
+                    body.push_str(&format!(" {dropped} queued prompt(s) were dropped."));
+                }
+                self.message(MsgType::Error, "Turn failed".into(), Some(body))
+                    .await;
+            }
+        }
+    }
+
+    async fn exited(&mut self, t: &mut Transcript, status: String) {
+        t.flush(&self.wb).await;
+        let why = match self.stopping {
+            Some(Stopping::Shutdown) => "the daemon is shutting down",
+            Some(Stopping::Requested) => "the session was stopped",
+            None => "the agent exited",
+        };
+        self.withdraw_permissions(t, why).await;
+        if self.stopping == Some(Stopping::Shutdown) {
+            // Left as it is, with its agent pid: the next daemon resumes it honestly.
+            return;
+        }
+        self.session.agent_pid = None;
+        if self.stopping == Some(Stopping::Requested) {
+            self.set_state(t, SessionState::Stopped, Some(format!("stopped; the agent {status}")))
+                .await;
+        } else if self.reported {
+            self.save().await;
+        } else {
+            let reason = format!("the agent {status}");
+            t.append(&self.wb, EntryKind::Error, Some(reason.clone()), None, None)
+                .await;
+            self.set_state(t, SessionState::Error, Some(reason.clone()))
+                .await;
+            let interrupted = if self.turn {
+                " in the middle of a turn"
+            } else {
+                ""
+            };
+            self.message(
+                MsgType::Error,
+                format!("Agent {status}"),
+                Some(self.with_stderr(format!(
+                    "The agent of this session {status}{interrupted}. Other sessions are not affected; \
+                     the worktree and transcript are kept."
+                ))),
+            )
+            .await;
+        }
+    }
+
+    async fn on_command(&mut self, t: &mut Transcript, command: Command) {
+        match command {
+            Command::Prompt { text, ack } => {
+                if self.stopping.is_some() {
+                    // Dropping the ack tells the caller the agent is not running.
+                    return;
+                }
+                if self.turn || !self.ready {
+                    self.queue.push_back(text);
+                    let _ = ack.send(true);
+                } else {
+                    let _ = ack.send(false);
+                    self.start_turn(t, text).await;
+                }
+            }
+            Command::Cancel { ack } => {
+                self.queue.clear();
+                if self.turn {
+                    self.agent.cancel();
+                    self.withdraw_permissions(t, "the turn was cancelled").await;
+                    self.settle(t).await;
+                }
+                let _ = ack.send(());
+            }
+            Command::Stop { ack, shutdown } => {
+                self.stoppers.push(ack);
+                if self.stopping.is_none() {
+                    self.stopping = Some(if shutdown {
+                        Stopping::Shutdown
+                    } else {
+                        Stopping::Requested
+                    });
+                    self.agent.stop();
+                }
+            }
+            Command::Inbox(message) => {
+                if message.session_id != self.session.id {
+                    return;
+                }
+                if message.responded {
+                    self.answered(t, &message).await;
+                } else {
+                    self.blocking.insert(message.id);
+                    self.settle(t).await;
+                }
+            }
+            Command::Resync => {
+                let open: HashSet<String> = match self.wb.open_blocking(&self.session.id).await {
+                    Ok(open) => open.into_iter().collect(),
+                    Err(e) => {
+                        tracing::warn!(session = %self.session.id, "cannot resync: {e}");
+                        return;
+                    }
+                };
+                let closed: Vec<String> = self
+                    .blocking
+                    .iter()
+                    .filter(|id| !open.contains(*id))
+                    .cloned()
+                    .collect();
+                self.blocking = open;
+                for id in closed {
+                    if let Ok(message) = self.wb.get_message(&id).await {
+                        self.answered(t, &message).await;
+                    }
+                }
+                self.settle(t).await;
+            }
+        }
+    }
+
+    /// `text`, then the last lines the agent wrote to stderr, if any.
+    fn with_stderr(&self, text: String) -> String {
+        let path = self
+            .wb
+            .kiln()
+            .sessions_dir()
+            .join(format!("{}.stderr.log", self.session.id));
+        let Ok(stderr) = std::fs::read_to_string(&path) else {
+            return text;
+        };
+        let lines: Vec<&str> = stderr.lines().collect();
+        if lines.is_empty() {
+            return text;
+        }
+        let tail = &lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..];
+        format!(
+            "{text}\n\nLast lines of its stderr ({}):\n{}",
+            path.display(),
+            tail.join("\n")
+        )
+    }
+}
+
+/// The options an approval shows: the agent's option names, made unique when two
+/// differ only in case, each with the ACP option id it stands for.
+fn inbox_choices(options: &[PermissionChoice]) -> Vec<(String, String)> {
+    let mut seen = HashSet::new();
+    options
+        .iter()
+        .filter(|o| !o.name.trim().is_empty() || !o.id.is_empty())
+        .map(|o| {
+            let name = if o.name.trim().is_empty() {
+                o.id.clone()
+            } else {
+                o.name.trim().to_string()
+            };
+            let shown = if seen.insert(name.to_lowercase()) {
+                name
+            } else {
+                format!("{name} ({})", o.id)
+            };
+            seen.insert(shown.to_lowercase());
+            (shown, o.id.clone())
+        })
+        .collect()
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn choice(id: &str, name: &str) -> PermissionChoice {
+        PermissionChoice {
+            id: id.into(),
+            name: name.into(),
+            kind: "allow_once".into(),
+        }
+    }
+
+    #[test]
+    fn inbox_choices_are_unique_and_map_back() {
+        let choices = inbox_choices(&[
+            choice("a", "Allow"),
+            choice("b", "allow"),
+            choice("r", "Reject"),
+            choice("x", " "),
+        ]);
+        assert_eq!(
+            choices,
+            vec![
+                ("Allow".to_string(), "a".to_string()),
+                ("allow (b)".to_string(), "b".to_string()),
+                ("Reject".to_string(), "r".to_string()),
+                ("x".to_string(), "x".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn clipping_and_first_lines() {
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("abc", 4), "abc");
+        assert_eq!(first_line("\n  fix the tests\nthen more"), "fix the tests");
+    }
+}

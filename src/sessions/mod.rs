@@ -1,0 +1,588 @@
+//! The sessions crucible runs: each one an agent process in its own git worktree.
+//!
+//! [`Sessions`] creates, prompts, cancels, stops and deletes them; every running session
+//! has an actor task ([`actor`]) that owns its agent and turns what the agent does into
+//! lifecycle state, transcript entries and inbox messages. After a restart, sessions
+//! whose agent was running are resumed through ACP `session/load` where the agent
+//! supports it, and otherwise marked stopped with an `error` message: never silently
+//! replaced.
+
+mod actor;
+mod log;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use crate::agent::{self, AgentHandle, Launch};
+use crate::config::{AgentProfile, Config};
+use crate::git;
+use crate::protocol::{
+    CreateSessionParams, DeleteOutcome, Event, MsgType, PruneResult, RemoveOptions, SendParams,
+    Session, SessionState, Skipped,
+};
+use crate::workbench::{Workbench, WorkbenchError, display_name, now_rfc3339};
+
+pub use log::{MarkdownLog, render};
+
+use actor::{Actor, Command};
+
+pub type Result<T> = std::result::Result<T, WorkbenchError>;
+
+/// The environment variable an agent finds its session id in; also how a restarted daemon
+/// recognises an agent its predecessor left behind.
+pub const SESSION_ENV: &str = "CRUCIBLE_SESSION_ID";
+
+pub struct Sessions {
+    wb: Arc<Workbench>,
+    actors: Mutex<HashMap<String, mpsc::UnboundedSender<Command>>>,
+    /// How many agents run; the daemon does not idle out while any does.
+    running: watch::Sender<usize>,
+}
+
+impl Sessions {
+    /// Starts the manager and deals honestly with sessions a previous daemon left running.
+    pub async fn start(wb: Arc<Workbench>) -> Arc<Self> {
+        for dir in [wb.kiln().sessions_dir(), wb.kiln().worktrees_dir()] {
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), "cannot create: {e}");
+            }
+        }
+        let sessions = Arc::new(Self {
+            wb: Arc::clone(&wb),
+            actors: Mutex::new(HashMap::new()),
+            running: watch::channel(0).0,
+        });
+        tokio::spawn(route_inbox_events(Arc::downgrade(&sessions), wb.subscribe()));
+        sessions.recover().await;
+        sessions
+    }
+
+    pub fn running(&self) -> watch::Receiver<usize> {
+        self.running.subscribe()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<Command>>> {
+        self.actors.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn actor(&self, id: &str) -> Option<mpsc::UnboundedSender<Command>> {
+        self.lock().get(id).cloned()
+    }
+
+    fn managed(&self, id: &str) -> Result<Session> {
+        let session = self.wb.get_session(id)?;
+        if !session.is_managed() {
+            return Err(WorkbenchError::Invalid(format!(
+                "session {id} registered itself; crucible does not run its agent"
+            )));
+        }
+        Ok(session)
+    }
+
+    /// Creates the worktree, stores the session and starts its agent. Anything that fails
+    /// before the agent runs is undone and reported: no half-made session is left behind.
+    pub async fn create(self: &Arc<Self>, params: CreateSessionParams) -> Result<Session> {
+        let kiln = self.wb.kiln().clone();
+        let config = Config::load(&kiln.settings_path())
+            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let profile = config.agents.get(&params.agent).cloned().ok_or_else(|| {
+            let known: Vec<&str> = config.agents.keys().map(String::as_str).collect();
+            WorkbenchError::Invalid(if known.is_empty() {
+                format!(
+                    "no agent profile {:?}: add [agents.{}] to {} (see .crucible.toml.example)",
+                    params.agent,
+                    params.agent,
+                    kiln.settings_path().display()
+                )
+            } else {
+                format!(
+                    "no agent profile {:?}; configured: {}",
+                    params.agent,
+                    known.join(", ")
+                )
+            })
+        })?;
+        if params.in_place && params.worktree.is_some() {
+            return Err(WorkbenchError::Invalid(
+                "choose either a worktree or in_place, not both".into(),
+            ));
+        }
+        let id = self.wb.next_id();
+        let placement = self.place(&id, &params).await?;
+        let now = now_rfc3339();
+        let worktree = placement.path.as_ref().map(|p| p.display().to_string());
+        let session = Session {
+            display_name: display_name(&kiln, worktree.as_deref(), &params.agent),
+            id: id.clone(),
+            worktree,
+            agent_type: profile.kind.as_str().into(),
+            agent_name: params.agent.clone(),
+            status: "active".into(),
+            started_at: now.clone(),
+            last_heartbeat: now.clone(),
+            state: Some(SessionState::Creating),
+            state_reason: None,
+            task: params.task.clone().filter(|t| !t.trim().is_empty()),
+            branch: placement.branch.clone(),
+            worktree_owned: placement.created.is_some(),
+            acp_session_id: None,
+            agent_pid: None,
+            updated_at: Some(now),
+        };
+        let session = match self.wb.add_managed(session).await {
+            Ok(s) => s,
+            Err(e) => {
+                placement.undo(kiln.root()).await;
+                return Err(e);
+            }
+        };
+        match self.spawn_actor(session.clone(), &params.agent, profile, None) {
+            Ok(()) => {}
+            Err(why) => {
+                placement.undo(kiln.root()).await;
+                let _ = self.wb.remove_managed(&id).await;
+                let _ = std::fs::remove_file(MarkdownLog::path_for(&kiln.sessions_dir(), &id));
+                return Err(WorkbenchError::Invalid(why));
+            }
+        }
+        if let Some(task) = session.task.clone() {
+            self.prompt(&id, task).await?;
+        }
+        self.wb.get_session(&id)
+    }
+
+    /// Decides where the session runs and makes its worktree.
+    async fn place(&self, id: &str, params: &CreateSessionParams) -> Result<Placement> {
+        let kiln = self.wb.kiln();
+        if params.in_place {
+            return Ok(Placement::default());
+        }
+        let repo = git::toplevel(kiln.root()).await.ok_or_else(|| {
+            WorkbenchError::Invalid(format!(
+                "{} is not a git repository, so sessions cannot have worktrees; run in place instead",
+                kiln.root().display()
+            ))
+        })?;
+        let spec = params.worktree.as_deref().map(str::trim).filter(|s| !s.is_empty());
+        let git_err = |e: git::GitError| WorkbenchError::Invalid(e.to_string());
+
+        if let Some(path) = spec.filter(|s| Path::new(s).is_absolute()) {
+            let path = Path::new(path)
+                .canonicalize()
+                .map_err(|e| WorkbenchError::Invalid(format!("worktree {path}: {e}")))?;
+            let known = git::worktrees(&repo).await.map_err(git_err)?;
+            let found = known
+                .into_iter()
+                .find(|w| w.path.canonicalize().is_ok_and(|p| p == path))
+                .ok_or_else(|| {
+                    WorkbenchError::Invalid(format!(
+                        "{} is not a worktree of {}",
+                        path.display(),
+                        repo.display()
+                    ))
+                })?;
+            return Ok(Placement {
+                path: Some(path),
+                branch: found.branch,
+                created: None,
+            });
+        }
+
+        let (branch, new_branch) = match spec {
+            Some(branch) => (branch.to_string(), !git::branch_exists(&repo, branch).await),
+            None => (default_branch(id), true),
+        };
+        let path = kiln.worktrees_dir().join(&branch);
+        if path.exists() {
+            return Err(WorkbenchError::Conflict(format!(
+                "{} already exists; pass it as the worktree to reuse it, or choose another branch",
+                path.display()
+            )));
+        }
+        if new_branch {
+            git::check_branch_name(&repo, &branch).await.map_err(git_err)?;
+            git::add_new_branch(&repo, &path, &branch)
+                .await
+                .map_err(git_err)?;
+        } else {
+            git::add_existing_branch(&repo, &path, &branch)
+                .await
+                .map_err(git_err)?;
+        }
+        Ok(Placement {
+            path: Some(path.clone()),
+            branch: Some(branch.clone()),
+            created: Some(Created {
+                path,
+                branch: new_branch.then_some(branch),
+            }),
+        })
+    }
+
+    /// Starts the agent and the actor that owns it.
+    fn spawn_actor(
+        self: &Arc<Self>,
+        session: Session,
+        profile_name: &str,
+        profile: AgentProfile,
+        resume: Option<Resume>,
+    ) -> std::result::Result<(), String> {
+        let kiln = self.wb.kiln();
+        let cwd = session
+            .worktree
+            .as_ref()
+            .map_or_else(|| kiln.root().to_path_buf(), PathBuf::from);
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let launch = Launch {
+            profile_name: profile_name.to_string(),
+            profile,
+            cwd,
+            denied: vec![kiln.state_dir()],
+            env: vec![
+                (SESSION_ENV.into(), session.id.clone()),
+                ("CRUCIBLE_KILN".into(), kiln.root().display().to_string()),
+                (
+                    "CRUCIBLE_SOCKET".into(),
+                    kiln.socket_path().display().to_string(),
+                ),
+            ],
+            stderr_log: kiln.sessions_dir().join(format!("{}.stderr.log", session.id)),
+            resume: resume.as_ref().map(|r| r.acp_session_id.clone()),
+        };
+        let handle: AgentHandle = agent::launch(launch, events_tx)?;
+        let (tx, commands) = mpsc::unbounded_channel();
+        self.lock().insert(session.id.clone(), tx);
+        self.running.send_modify(|n| *n += 1);
+        let actor = Actor::new(
+            Arc::clone(&self.wb),
+            session,
+            handle,
+            events,
+            commands,
+            resume.map(|r| r.previous),
+        );
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let id = actor.id().to_string();
+            actor.run().await;
+            if let Some(me) = me.upgrade() {
+                me.lock().remove(&id);
+                me.running.send_modify(|n| *n = n.saturating_sub(1));
+            }
+        });
+        Ok(())
+    }
+
+    /// Sends a prompt now, or queues it behind the running turn. True when queued.
+    pub async fn prompt(&self, id: &str, text: String) -> Result<bool> {
+        let session = self.managed(id)?;
+        if text.trim().is_empty() {
+            return Err(WorkbenchError::Invalid("the prompt must not be empty".into()));
+        }
+        let actor = self.actor(id).ok_or_else(|| not_running(&session))?;
+        let (ack, done) = oneshot::channel();
+        actor
+            .send(Command::Prompt { text, ack })
+            .map_err(|_| not_running(&session))?;
+        done.await.map_err(|_| not_running(&session))
+    }
+
+    /// Asks the agent to end its turn; pending approvals are withdrawn.
+    pub async fn cancel(&self, id: &str) -> Result<()> {
+        let session = self.managed(id)?;
+        let actor = self.actor(id).ok_or_else(|| not_running(&session))?;
+        let (ack, done) = oneshot::channel();
+        actor
+            .send(Command::Cancel { ack })
+            .map_err(|_| not_running(&session))?;
+        done.await.map_err(|_| not_running(&session))
+    }
+
+    /// Ends the agent and waits until it is gone; the worktree and transcript stay.
+    pub async fn stop(&self, id: &str) -> Result<Session> {
+        self.managed(id)?;
+        self.stop_actor(id, false).await;
+        self.wb.get_session(id)
+    }
+
+    async fn stop_actor(&self, id: &str, shutdown: bool) {
+        let Some(actor) = self.actor(id) else { return };
+        let (ack, done) = oneshot::channel();
+        if actor.send(Command::Stop { ack, shutdown }).is_ok() {
+            let _ = done.await;
+        }
+    }
+
+    /// Ends every agent for a daemon shutdown, leaving their sessions as they are so the
+    /// next daemon resumes them.
+    pub async fn shutdown(&self) {
+        let ids: Vec<String> = self.lock().keys().cloned().collect();
+        let stops = ids.iter().map(|id| self.stop_actor(id, true));
+        futures::future::join_all(stops).await;
+    }
+
+    /// Stops the session if needed, then removes it (and, when asked, its worktree and
+    /// branch). Uncommitted changes and unmerged commits are kept unless forced.
+    pub async fn delete(&self, id: &str, options: &RemoveOptions) -> Result<DeleteOutcome> {
+        let session = self.managed(id)?;
+        let repo = self.wb.kiln().root().to_path_buf();
+        let remove_worktree = options.remove_worktree || options.delete_branch;
+        let mut outcome = DeleteOutcome {
+            session_id: id.to_string(),
+            ..DeleteOutcome::default()
+        };
+        // Check everything before changing anything.
+        let worktree = session.worktree.as_ref().map(PathBuf::from);
+        let git_err = |e: git::GitError| WorkbenchError::Invalid(e.to_string());
+        if remove_worktree {
+            if let Some(path) = &worktree {
+                if !session.worktree_owned {
+                    return Err(WorkbenchError::Invalid(format!(
+                        "crucible did not create {}; remove it with git if you mean to",
+                        path.display()
+                    )));
+                }
+                if path.exists() && !options.force {
+                    let changes = git::uncommitted(path).await.map_err(git_err)?;
+                    if !changes.is_empty() {
+                        return Err(WorkbenchError::Conflict(format!(
+                            "{} has {} uncommitted change(s) ({}); commit them, or force to drop them",
+                            path.display(),
+                            changes.len(),
+                            changes.iter().take(3).map(|c| c.trim()).collect::<Vec<_>>().join(", ")
+                        )));
+                    }
+                }
+                if options.delete_branch && !options.force {
+                    if let Some(branch) = &session.branch {
+                        if !git::is_merged(&repo, branch).await {
+                            return Err(WorkbenchError::Conflict(format!(
+                                "branch {branch} has commits not merged into HEAD; merge them, or force to drop them"
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        self.stop_actor(id, false).await;
+        if remove_worktree {
+            if let Some(path) = &worktree {
+                if path.exists() {
+                    git::remove_worktree(&repo, path, options.force)
+                        .await
+                        .map_err(git_err)?;
+                    outcome.worktree_removed = true;
+                }
+                if let (true, Some(branch)) = (options.delete_branch, &session.branch) {
+                    git::delete_branch(&repo, branch, options.force)
+                        .await
+                        .map_err(git_err)?;
+                    outcome.branch_deleted = true;
+                }
+            }
+        }
+        for open in self.wb.open_blocking(id).await? {
+            self.wb.withdraw(&open, "withdrawn: the session was deleted").await?;
+        }
+        self.wb.remove_managed(id).await?;
+        let dir = self.wb.kiln().sessions_dir();
+        let _ = std::fs::remove_file(MarkdownLog::path_for(&dir, id));
+        let _ = std::fs::remove_file(dir.join(format!("{id}.stderr.log")));
+        Ok(outcome)
+    }
+
+    /// Deletes every session that is complete or stopped; ones that refuse (uncommitted
+    /// work, say) are skipped with the reason.
+    pub async fn prune(&self, options: &RemoveOptions) -> Result<PruneResult> {
+        let mut result = PruneResult::default();
+        for session in self.wb.list_sessions() {
+            if !matches!(
+                session.state,
+                Some(SessionState::Complete | SessionState::Stopped)
+            ) {
+                continue;
+            }
+            match self.delete(&session.id, options).await {
+                Ok(outcome) => result.deleted.push(outcome),
+                Err(e) => result.skipped.push(Skipped {
+                    session_id: session.id,
+                    reason: e.to_string(),
+                }),
+            }
+        }
+        Ok(result)
+    }
+
+    /// Sessions whose agent was running when the previous daemon ended: resume them with
+    /// `session/load` when the agent can, otherwise say they were lost.
+    async fn recover(self: &Arc<Self>) {
+        let config = match Config::load(&self.wb.kiln().settings_path()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("settings unreadable while recovering sessions: {e}");
+                self.wb.config().clone()
+            }
+        };
+        for session in self.wb.list_sessions() {
+            let Some(state) = session.state else { continue };
+            if state == SessionState::Creating {
+                self.mark_lost(
+                    session,
+                    "the daemon ended while the session was being created".into(),
+                )
+                .await;
+                continue;
+            }
+            let Some(pid) = session.agent_pid else { continue };
+            if crate::sys::process_has_env(pid, SESSION_ENV, &session.id) {
+                tracing::info!(session = %session.id, pid, "ending an agent left by the previous daemon");
+                crate::sys::signal_group(pid, libc::SIGKILL);
+            }
+            let profile = config.agents.get(&session.agent_name).cloned();
+            let (Some(profile), Some(acp_session_id)) = (profile, session.acp_session_id.clone())
+            else {
+                let why = if config.agents.contains_key(&session.agent_name) {
+                    "the agent never opened its session"
+                } else {
+                    "its agent profile is no longer configured"
+                };
+                self.mark_lost(session, why.into()).await;
+                continue;
+            };
+            let name = session.agent_name.clone();
+            let resume = Resume {
+                acp_session_id,
+                previous: state,
+            };
+            let mut starting = session.clone();
+            starting.state = Some(SessionState::Starting);
+            starting.state_reason = Some("resuming after a daemon restart".into());
+            starting.agent_pid = None;
+            let starting = match self.wb.save_managed(&starting).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(session = %session.id, "cannot record the resume: {e}");
+                    continue;
+                }
+            };
+            if let Err(why) = self.spawn_actor(starting.clone(), &name, profile, Some(resume)) {
+                self.mark_lost(starting, why).await;
+            }
+        }
+    }
+
+    /// Marks a session stopped because its agent is gone, and says so in the inbox.
+    async fn mark_lost(&self, mut session: Session, why: String) {
+        let reason = format!("the agent was lost when the daemon restarted: {why}");
+        session.state = Some(SessionState::Stopped);
+        session.state_reason = Some(reason.clone());
+        session.agent_pid = None;
+        session.updated_at = Some(now_rfc3339());
+        if let Err(e) = self.wb.save_managed(&session).await {
+            tracing::error!(session = %session.id, "cannot record a lost agent: {e}");
+            return;
+        }
+        let mut actor_log = actor::Transcript::open(&self.wb, &session).await;
+        actor_log.state(&self.wb, SessionState::Stopped, Some(&reason)).await;
+        let sent = self
+            .wb
+            .send(SendParams {
+                session_id: session.id.clone(),
+                msg_type: MsgType::Error,
+                title: "Agent lost in a daemon restart".into(),
+                body: Some(format!(
+                    "{reason}. The session is stopped; its worktree and transcript are kept. \
+                     Start a new session to continue the work."
+                )),
+                options: None,
+            })
+            .await;
+        if let Err(e) = sent {
+            tracing::error!(session = %session.id, "cannot report a lost agent: {e}");
+        }
+    }
+}
+
+/// What a resumed actor needs to know.
+struct Resume {
+    acp_session_id: String,
+    previous: SessionState,
+}
+
+#[derive(Default)]
+struct Placement {
+    /// None: in place, in the kiln itself.
+    path: Option<PathBuf>,
+    branch: Option<String>,
+    /// What this creation made, to undo on failure.
+    created: Option<Created>,
+}
+
+struct Created {
+    path: PathBuf,
+    /// Set when the branch was new.
+    branch: Option<String>,
+}
+
+impl Placement {
+    async fn undo(&self, repo: &Path) {
+        let Some(created) = &self.created else { return };
+        if let Err(e) = git::remove_worktree(repo, &created.path, true).await {
+            tracing::warn!(path = %created.path.display(), "cannot remove the worktree: {e}");
+        }
+        if let Some(branch) = &created.branch {
+            if let Err(e) = git::delete_branch(repo, branch, true).await {
+                tracing::warn!(branch, "cannot delete the branch: {e}");
+            }
+        }
+    }
+}
+
+/// `cru/<6 letters>`: short, unique enough within a kiln, and visibly crucible's.
+fn default_branch(id: &str) -> String {
+    let tail: String = id
+        .chars()
+        .rev()
+        .take(6)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("cru/{}", tail.to_lowercase())
+}
+
+fn not_running(session: &Session) -> WorkbenchError {
+    WorkbenchError::Conflict(format!(
+        "session {} has no running agent (it is {}); create a new session to continue",
+        session.id,
+        session.state.map_or("unmanaged", SessionState::as_str)
+    ))
+}
+
+/// Tells each actor when a blocking message of its session opens or closes, which is
+/// what moves it between working and waiting, and answers its permission requests.
+async fn route_inbox_events(sessions: std::sync::Weak<Sessions>, mut events: broadcast::Receiver<Event>) {
+    loop {
+        let event = events.recv().await;
+        let Some(sessions) = sessions.upgrade() else { return };
+        match event {
+            Ok(Event::InboxCreated(m)) | Ok(Event::InboxUpdated(m)) => {
+                if m.msg_type.blocks() {
+                    if let Some(actor) = sessions.actor(&m.session_id) {
+                        let _ = actor.send(Command::Inbox(m));
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                for actor in sessions.lock().values() {
+                    let _ = actor.send(Command::Resync);
+                }
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
