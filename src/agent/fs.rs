@@ -11,12 +11,15 @@ pub struct Firewall {
 }
 
 impl Firewall {
-    /// Allows `root` and what is under it, except the `denied` folders.
+    /// Allows `root` and what is under it, except the `denied` folders inside it (a
+    /// denied folder that holds the root, as crucible's state folder holds the worktrees
+    /// it makes, denies nothing).
     pub fn new(root: &Path, denied: &[PathBuf]) -> std::io::Result<Self> {
         let root = root.canonicalize()?;
         let denied = denied
             .iter()
             .map(|d| d.canonicalize().unwrap_or_else(|_| lexical(d)))
+            .filter(|d| !root.starts_with(d))
             .collect();
         Ok(Self { root, denied })
     }
@@ -122,6 +125,17 @@ mod tests {
         ] {
             assert!(fw.check(&refused).is_err(), "{} was allowed", refused.display());
         }
+    }
+
+    #[test]
+    fn a_denied_folder_around_the_root_denies_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join(".crucible");
+        let root = state.join("worktrees/cru/x");
+        std::fs::create_dir_all(&root).unwrap();
+        let fw = Firewall::new(&root, &[state.clone()]).unwrap();
+        assert!(fw.check(&root.join("notes.txt")).is_ok());
+        assert!(fw.check(&state.join("db")).is_err());
     }
 
     #[test]

@@ -107,7 +107,7 @@ pub struct Launch {
     pub profile: AgentProfile,
     /// The session's folder: the agent's working directory and the firewall's root.
     pub cwd: PathBuf,
-    /// Folders under `cwd` the agent may not touch.
+    /// Folders under `cwd` the agent may not touch (see [`Firewall::new`]).
     pub denied: Vec<PathBuf>,
     /// Added to the profile's environment.
     pub env: Vec<(String, String)>,

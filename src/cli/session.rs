@@ -176,8 +176,10 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             } else {
                 let rows: Vec<Vec<String>> = list
                     .iter()
-                    .map(|s| {
+                    .enumerate()
+                    .map(|(i, s)| {
                         vec![
+                            format!("[{}]", i + 1),
                             s.display_name.clone(),
                             state_of(s),
                             s.agent_name.clone(),
@@ -187,7 +189,10 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                         ]
                     })
                     .collect();
-                output::print_table(&["SESSION", "STATE", "AGENT", "TASK", "AGE", "ID"], &rows);
+                output::print_table(
+                    &["#", "SESSION", "STATE", "AGENT", "TASK", "AGE", "ID"],
+                    &rows,
+                );
             }
         }
         SessionAction::Status { session, json } => {

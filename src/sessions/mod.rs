@@ -40,6 +40,9 @@ pub struct Sessions {
     actors: Mutex<HashMap<String, mpsc::UnboundedSender<Command>>>,
     /// How many agents run; the daemon does not idle out while any does.
     running: watch::Sender<usize>,
+    /// One git change to the repository at a time (worktrees and branches share its
+    /// lock files).
+    git: tokio::sync::Mutex<()>,
 }
 
 impl Sessions {
@@ -54,6 +57,7 @@ impl Sessions {
             wb: Arc::clone(&wb),
             actors: Mutex::new(HashMap::new()),
             running: watch::channel(0).0,
+            git: tokio::sync::Mutex::new(()),
         });
         tokio::spawn(route_inbox_events(Arc::downgrade(&sessions), wb.subscribe()));
         sessions.recover().await;
@@ -111,7 +115,10 @@ impl Sessions {
             ));
         }
         let id = self.wb.next_id();
-        let placement = self.place(&id, &params).await?;
+        let placement = {
+            let _git = self.git.lock().await;
+            self.place(&id, &params).await?
+        };
         let now = now_rfc3339();
         let worktree = placement.path.as_ref().map(|p| p.display().to_string());
         let session = Session {
@@ -135,6 +142,7 @@ impl Sessions {
         let session = match self.wb.add_managed(session).await {
             Ok(s) => s,
             Err(e) => {
+                let _git = self.git.lock().await;
                 placement.undo(kiln.root()).await;
                 return Err(e);
             }
@@ -142,6 +150,7 @@ impl Sessions {
         match self.spawn_actor(session.clone(), &params.agent, profile, None) {
             Ok(()) => {}
             Err(why) => {
+                let _git = self.git.lock().await;
                 placement.undo(kiln.root()).await;
                 let _ = self.wb.remove_managed(&id).await;
                 let _ = std::fs::remove_file(MarkdownLog::path_for(&kiln.sessions_dir(), &id));
@@ -369,6 +378,7 @@ impl Sessions {
         }
         self.stop_actor(id, false).await;
         if remove_worktree {
+            let _git = self.git.lock().await;
             if let Some(path) = &worktree {
                 if path.exists() {
                     git::remove_worktree(&repo, path, options.force)

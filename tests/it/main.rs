@@ -5,3 +5,4 @@ mod cli;
 mod common;
 mod daemon;
 mod lifecycle;
+mod sessions;
