@@ -245,10 +245,10 @@ async fn bench(kiln: &Kiln, settings: &Settings, daemon: &mut Daemon) -> Result<
     let pid = status["pid"]
         .as_u64()
         .ok_or_else(|| anyhow!("daemon.status has no pid: {status}"))? as u32;
-    if let Some(child_pid) = daemon.child.id() {
-        if child_pid != pid {
-            println!("note: daemon.status reports pid {pid}, the child process is {child_pid}");
-        }
+    if let Some(child_pid) = daemon.child.id()
+        && child_pid != pid
+    {
+        println!("note: daemon.status reports pid {pid}, the child process is {child_pid}");
     }
     let rss_start = read_memory(pid)?;
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -874,7 +874,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

@@ -20,6 +20,7 @@ pub enum ConfigError {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[derive(Default)]
 pub struct Config {
     pub daemon: DaemonConfig,
     pub inbox: InboxConfig,
@@ -101,17 +102,6 @@ pub struct StoreConfig {
     pub cache_mb: u64,
     /// Upper bound of the embedded engine's in-memory write buffer, in MiB.
     pub write_buffer_mb: u64,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            daemon: DaemonConfig::default(),
-            inbox: InboxConfig::default(),
-            store: StoreConfig::default(),
-            agents: BTreeMap::new(),
-        }
-    }
 }
 
 impl Default for DaemonConfig {

@@ -30,12 +30,17 @@ async fn git(dir: &Path, args: &[&str]) -> Result<String> {
         .await
         .map_err(GitError::Spawn)?;
     if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).trim_end().to_string())
+        Ok(String::from_utf8_lossy(&output.stdout)
+            .trim_end()
+            .to_string())
     } else {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let message = stderr
             .lines()
-            .map(|l| l.trim_start_matches("fatal: ").trim_start_matches("error: "))
+            .map(|l| {
+                l.trim_start_matches("fatal: ")
+                    .trim_start_matches("error: ")
+            })
             .collect::<Vec<_>>()
             .join("; ");
         Err(GitError::Failed {
@@ -80,10 +85,10 @@ fn parse_worktree_list(text: &str) -> Vec<Worktree> {
                 path: PathBuf::from(path),
                 branch: None,
             });
-        } else if let Some(branch) = line.strip_prefix("branch ") {
-            if let Some(w) = current.as_mut() {
-                w.branch = Some(branch.trim_start_matches("refs/heads/").to_string());
-            }
+        } else if let Some(branch) = line.strip_prefix("branch ")
+            && let Some(w) = current.as_mut()
+        {
+            w.branch = Some(branch.trim_start_matches("refs/heads/").to_string());
         }
     }
     list.extend(current);
@@ -93,7 +98,12 @@ fn parse_worktree_list(text: &str) -> Vec<Worktree> {
 pub async fn branch_exists(repo: &Path, branch: &str) -> bool {
     git(
         repo,
-        &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{branch}^{{commit}}")],
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}^{{commit}}"),
+        ],
     )
     .await
     .is_ok()
@@ -176,7 +186,10 @@ mod tests {
         let list = parse_worktree_list(text);
         assert_eq!(list.len(), 3);
         assert_eq!(list[0].branch.as_deref(), Some("main"));
-        assert_eq!(list[1].path, PathBuf::from("/repo/.crucible/worktrees/cru/x"));
+        assert_eq!(
+            list[1].path,
+            PathBuf::from("/repo/.crucible/worktrees/cru/x")
+        );
         assert_eq!(list[1].branch.as_deref(), Some("cru/x"));
         assert_eq!(list[2].branch, None);
     }

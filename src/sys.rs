@@ -76,7 +76,9 @@ pub fn process_has_env(pid: u32, name: &str, value: &str) -> bool {
         return false;
     };
     let wanted = format!("{name}={value}");
-    environ.split(|&b| b == 0).any(|var| var == wanted.as_bytes())
+    environ
+        .split(|&b| b == 0)
+        .any(|var| var == wanted.as_bytes())
 }
 
 pub fn current_uid() -> u32 {

@@ -74,7 +74,10 @@ fn resolve(path: &Path) -> PathBuf {
             out.extend(rest.iter().rev());
             return out;
         }
-        match (existing.file_name().map(|n| n.to_os_string()), existing.parent()) {
+        match (
+            existing.file_name().map(|n| n.to_os_string()),
+            existing.parent(),
+        ) {
             (Some(name), Some(parent)) => {
                 rest.push(name);
                 existing = parent.to_path_buf();
@@ -107,7 +110,7 @@ mod tests {
         std::fs::create_dir_all(&state).unwrap();
         std::fs::write(tmp.path().join("secret"), "x").unwrap();
         std::os::unix::fs::symlink(tmp.path().join("secret"), root.join("link")).unwrap();
-        let fw = Firewall::new(&root, &[state.clone()]).unwrap();
+        let fw = Firewall::new(&root, std::slice::from_ref(&state)).unwrap();
         let real_root = root.canonicalize().unwrap();
 
         assert_eq!(
@@ -123,7 +126,11 @@ mod tests {
             PathBuf::from("relative.txt"),
             PathBuf::from("/etc/passwd"),
         ] {
-            assert!(fw.check(&refused).is_err(), "{} was allowed", refused.display());
+            assert!(
+                fw.check(&refused).is_err(),
+                "{} was allowed",
+                refused.display()
+            );
         }
     }
 
@@ -133,7 +140,7 @@ mod tests {
         let state = tmp.path().join(".crucible");
         let root = state.join("worktrees/cru/x");
         std::fs::create_dir_all(&root).unwrap();
-        let fw = Firewall::new(&root, &[state.clone()]).unwrap();
+        let fw = Firewall::new(&root, std::slice::from_ref(&state)).unwrap();
         assert!(fw.check(&root.join("notes.txt")).is_ok());
         assert!(fw.check(&state.join("db")).is_err());
     }

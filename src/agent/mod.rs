@@ -17,8 +17,8 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation,
-    InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
-    ReadTextFileRequest, ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest, ReadTextFileRequest,
+    ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
     RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
     TextContent, WriteTextFileRequest, WriteTextFileResponse,
 };
@@ -175,7 +175,15 @@ pub fn launch(
     let pid = child.id().unwrap_or(0);
     let (commands, command_rx) = mpsc::unbounded_channel();
     let (stop, stop_rx) = oneshot::channel();
-    tokio::spawn(supervise(child_io(&mut child), child, launch, firewall, events, command_rx, stop_rx));
+    tokio::spawn(supervise(
+        child_io(&mut child),
+        child,
+        launch,
+        firewall,
+        events,
+        command_rx,
+        stop_rx,
+    ));
     Ok(AgentHandle {
         pid,
         commands,
@@ -203,7 +211,9 @@ async fn supervise(
     let pid = child.id();
     let exited_early = match io {
         None => {
-            let _ = events.send(AgentEvent::StartFailed("the agent has no stdio pipes".into()));
+            let _ = events.send(AgentEvent::StartFailed(
+                "the agent has no stdio pipes".into(),
+            ));
             false
         }
         Some((stdin, stdout)) => {
@@ -238,7 +248,10 @@ async fn end_process(child: &mut Child, pid: Option<u32>) {
     if let Some(pid) = pid {
         crate::sys::signal_group(pid, libc::SIGTERM);
     }
-    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
+    if tokio::time::timeout(STOP_GRACE, child.wait())
+        .await
+        .is_err()
+    {
         if let Some(pid) = pid {
             crate::sys::signal_group(pid, libc::SIGKILL);
         }
@@ -376,9 +389,9 @@ async fn converse(
                 // The human may take hours: wait off the dispatch loop.
                 tokio::spawn(async move {
                     let outcome = match answer.await {
-                        Ok(Some(id)) => RequestPermissionOutcome::Selected(
-                            SelectedPermissionOutcome::new(id),
-                        ),
+                        Ok(Some(id)) => {
+                            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id))
+                        }
                         _ => RequestPermissionOutcome::Cancelled,
                     };
                     let _ = responder.respond(RequestPermissionResponse::new(outcome));
@@ -504,11 +517,9 @@ async fn open_session(
         .send_request(
             InitializeRequest::new(ProtocolVersion::V1)
                 .client_capabilities(
-                    ClientCapabilities::new().fs(
-                        FileSystemCapabilities::new()
-                            .read_text_file(true)
-                            .write_text_file(true),
-                    ),
+                    ClientCapabilities::new().fs(FileSystemCapabilities::new()
+                        .read_text_file(true)
+                        .write_text_file(true)),
                 )
                 .client_info(Implementation::new("crucible", env!("CARGO_PKG_VERSION"))),
         )
@@ -524,7 +535,9 @@ async fn open_session(
             cx.send_request(LoadSessionRequest::new(id.clone(), cwd))
                 .block_task()
                 .await
-                .map_err(|e| format!("the agent could not resume session {id}: {}", describe(&e)))?;
+                .map_err(|e| {
+                    format!("the agent could not resume session {id}: {}", describe(&e))
+                })?;
             Ok((id, true, agent_name))
         }
         None => {

@@ -223,7 +223,10 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 )
                 .await?;
             if sent.queued {
-                println!("queued for {}: it runs when the current turn ends", s.display_name);
+                println!(
+                    "queued for {}: it runs when the current turn ends",
+                    s.display_name
+                );
             } else {
                 println!("sent to {}", s.display_name);
             }
@@ -293,10 +296,10 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
 /// a branch name.
 fn absolute_if_dir(spec: &str) -> String {
     let path = Path::new(spec);
-    if path.is_dir() {
-        if let Ok(real) = path.canonicalize() {
-            return real.display().to_string();
-        }
+    if path.is_dir()
+        && let Ok(real) = path.canonicalize()
+    {
+        return real.display().to_string();
     }
     spec.to_string()
 }
@@ -306,7 +309,8 @@ fn short_id(id: &str) -> &str {
 }
 
 fn state_of(s: &Session) -> String {
-    s.state.map_or_else(|| s.status.clone(), |st| st.to_string())
+    s.state
+        .map_or_else(|| s.status.clone(), |st| st.to_string())
 }
 
 fn removed(d: &DeleteOutcome) -> &'static str {
@@ -371,7 +375,9 @@ fn print_status(kiln: &Kiln, s: &Session) {
     pairs.push(("agent", format!("{} ({})", s.agent_name, s.agent_type)));
     pairs.push((
         "worktree",
-        s.worktree.clone().unwrap_or_else(|| "the kiln itself".into()),
+        s.worktree
+            .clone()
+            .unwrap_or_else(|| "the kiln itself".into()),
     ));
     if let Some(branch) = &s.branch {
         pairs.push(("branch", branch.clone()));
@@ -379,9 +385,15 @@ fn print_status(kiln: &Kiln, s: &Session) {
     if let Some(task) = &s.task {
         pairs.push(("task", task.clone()));
     }
-    pairs.push(("created", format!("{} ({} ago)", s.started_at, output::age(&s.started_at))));
+    pairs.push((
+        "created",
+        format!("{} ({} ago)", s.started_at, output::age(&s.started_at)),
+    ));
     if let Some(updated) = &s.updated_at {
-        pairs.push(("updated", format!("{updated} ({} ago)", output::age(updated))));
+        pairs.push((
+            "updated",
+            format!("{updated} ({} ago)", output::age(updated)),
+        ));
     }
     if let Some(pid) = s.agent_pid {
         pairs.push(("agent pid", pid.to_string()));
@@ -398,7 +410,11 @@ fn print_status(kiln: &Kiln, s: &Session) {
 async fn logs(client: &Client, session: &Session, follow: bool, json: bool) -> anyhow::Result<()> {
     // Subscribe before reading, so nothing falls between the two.
     let mut notes = if follow {
-        Some(client.subscribe(Some(vec![Topic::Transcript, Topic::Session])).await?)
+        Some(
+            client
+                .subscribe(Some(vec![Topic::Transcript, Topic::Session]))
+                .await?,
+        )
     } else {
         None
     };
@@ -425,7 +441,10 @@ async fn logs(client: &Client, session: &Session, follow: bool, json: bool) -> a
     let Some(notes) = notes.as_mut() else {
         return Ok(());
     };
-    if !session.state.is_some_and(|s| s.is_busy() || s == SessionState::Complete) {
+    if !session
+        .state
+        .is_some_and(|s| s.is_busy() || s == SessionState::Complete)
+    {
         return Ok(());
     }
     let mut out = std::io::stdout();
@@ -451,12 +470,12 @@ async fn logs(client: &Client, session: &Session, follow: bool, json: bool) -> a
                 }
                 streamed = false;
             }
-            Some(Event::SessionUpdated(s)) if s.id == session.id => {
-                if matches!(s.state, Some(SessionState::Stopped | SessionState::Error))
-                    && s.agent_pid.is_none()
-                {
-                    break;
-                }
+            Some(Event::SessionUpdated(s))
+                if s.id == session.id
+                    && matches!(s.state, Some(SessionState::Stopped | SessionState::Error))
+                    && s.agent_pid.is_none() =>
+            {
+                break;
             }
             Some(Event::SessionDeregistered { session_id, .. }) if session_id == session.id => {
                 break;
@@ -495,13 +514,20 @@ mod tests {
     #[test]
     fn sessions_are_found_by_id_part_name_or_branch() {
         let list = vec![
-            session("01KAAAAAAAAAAAAAAAAAAAAAA1", "cru/aaaaa1 @ a", Some("cru/aaaaa1")),
+            session(
+                "01KAAAAAAAAAAAAAAAAAAAAAA1",
+                "cru/aaaaa1 @ a",
+                Some("cru/aaaaa1"),
+            ),
             session("01KAAAAAAAAAAAAAAAAAAAAAB2", "feat @ a", Some("feat")),
         ];
         assert_eq!(pick(&list, "feat").unwrap().id, list[1].id);
         assert_eq!(pick(&list, "cru/aaaaa1 @ a").unwrap().id, list[0].id);
         assert_eq!(pick(&list, "aab2").unwrap().id, list[1].id);
-        assert_eq!(pick(&list, "01kaaaaaaaaaaaaaaaaaaaaaa1").unwrap().id, list[0].id);
+        assert_eq!(
+            pick(&list, "01kaaaaaaaaaaaaaaaaaaaaaa1").unwrap().id,
+            list[0].id
+        );
         let ambiguous = pick(&list, "01KAAAA").unwrap_err().to_string();
         assert!(ambiguous.contains("matches 2"), "{ambiguous}");
         assert!(pick(&list, "zzzz").is_err());

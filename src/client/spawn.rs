@@ -112,11 +112,11 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
 /// A socket nobody listens on is left over from a crash: connecting is refused.
 fn remove_stale_socket(kiln: &Kiln) {
     let path = kiln.socket_path();
-    if let Err(e) = std::os::unix::net::UnixStream::connect(&path) {
-        if e.kind() == std::io::ErrorKind::ConnectionRefused {
-            tracing::info!("removing stale socket {}", path.display());
-            let _ = std::fs::remove_file(&path);
-        }
+    if let Err(e) = std::os::unix::net::UnixStream::connect(&path)
+        && e.kind() == std::io::ErrorKind::ConnectionRefused
+    {
+        tracing::info!("removing stale socket {}", path.display());
+        let _ = std::fs::remove_file(&path);
     }
 }
 

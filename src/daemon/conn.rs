@@ -76,10 +76,10 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>) {
                 }
                 let reply = handle_line(&conn, &buf).await;
                 conn.shared.activity.notify_one();
-                if let Some(reply) = reply {
-                    if conn.out.send(reply).await.is_err() {
-                        break;
-                    }
+                if let Some(reply) = reply
+                    && conn.out.send(reply).await.is_err()
+                {
+                    break;
                 }
             }
             Ok(ReadLine::TooLong) => {
@@ -332,12 +332,20 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
         }
         method::SESSION_CANCEL => {
             let p: SessionIdParams = params(raw)?;
-            shared.sessions.cancel(&p.session_id).await.map_err(app_error)?;
+            shared
+                .sessions
+                .cancel(&p.session_id)
+                .await
+                .map_err(app_error)?;
             Ok(json!({"ok": true}))
         }
         method::SESSION_STOP => {
             let p: SessionIdParams = params(raw)?;
-            let session = shared.sessions.stop(&p.session_id).await.map_err(app_error)?;
+            let session = shared
+                .sessions
+                .stop(&p.session_id)
+                .await
+                .map_err(app_error)?;
             Ok(json!({"session": session}))
         }
         method::SESSION_DELETE => {

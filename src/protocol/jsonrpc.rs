@@ -193,13 +193,13 @@ pub fn parse_request(value: Value) -> Result<Request, (Id, ErrorObject)> {
     let id = obj.remove("id");
     let reply_id = id.clone().unwrap_or(Value::Null);
     let fail = |message: &str| Err((reply_id.clone(), ErrorObject::invalid_request(message)));
-    if let Some(id) = &id {
-        if !(id.is_string() || id.is_number() || id.is_null()) {
-            return Err((
-                Value::Null,
-                ErrorObject::invalid_request("id must be a string, number or null"),
-            ));
-        }
+    if let Some(id) = &id
+        && !(id.is_string() || id.is_number() || id.is_null())
+    {
+        return Err((
+            Value::Null,
+            ErrorObject::invalid_request("id must be a string, number or null"),
+        ));
     }
     match obj.get("jsonrpc") {
         Some(Value::String(v)) if v == "2.0" => {}

@@ -373,8 +373,14 @@ impl Actor {
                 t.chunk(&self.wb, kind, text).await;
             }
             AgentEvent::ToolCall { id, title, status } => {
-                t.append(&self.wb, EntryKind::ToolCall, Some(title), Some(id), Some(status))
-                    .await;
+                t.append(
+                    &self.wb,
+                    EntryKind::ToolCall,
+                    Some(title),
+                    Some(id),
+                    Some(status),
+                )
+                .await;
             }
             AgentEvent::ToolUpdate { id, title, status } => {
                 t.append(&self.wb, EntryKind::ToolUpdate, title, Some(id), status)
@@ -389,7 +395,10 @@ impl Actor {
                 tool_call_id,
                 options,
                 reply,
-            } => self.ask_permission(t, title, tool_call_id, options, reply).await,
+            } => {
+                self.ask_permission(t, title, tool_call_id, options, reply)
+                    .await
+            }
             AgentEvent::File { op, path, refused } => {
                 let (text, status) = match refused {
                     None => (path, op.to_string()),
@@ -417,7 +426,8 @@ impl Actor {
                     )
                     .await;
                 } else {
-                    self.set_state(t, SessionState::Error, Some(why.clone())).await;
+                    self.set_state(t, SessionState::Error, Some(why.clone()))
+                        .await;
                     self.message(
                         MsgType::Error,
                         "Agent failed to start".into(),
@@ -530,8 +540,14 @@ impl Actor {
         match ended {
             Ok(reason) => {
                 self.turn = false;
-                t.append(&self.wb, EntryKind::TurnEnd, None, None, Some(reason.clone()))
-                    .await;
+                t.append(
+                    &self.wb,
+                    EntryKind::TurnEnd,
+                    None,
+                    None,
+                    Some(reason.clone()),
+                )
+                .await;
                 self.withdraw_permissions(t, "the turn ended").await;
                 if let Some(next) = self.queue.pop_front() {
                     self.start_turn(t, next).await;
@@ -564,7 +580,8 @@ impl Actor {
                 let reason = format!("the agent failed the turn: {why}");
                 self.set_state(t, SessionState::Error, Some(reason.clone()))
                     .await;
-                let mut body = format!("{reason}\n\nThe agent is still running; send a prompt to try again.");
+                let mut body =
+                    format!("{reason}\n\nThe agent is still running; send a prompt to try again.");
                 if dropped > 0 {
                     body.push_str(&format!(" {dropped} queued prompt(s) were dropped."));
                 }
@@ -588,8 +605,12 @@ impl Actor {
         }
         self.session.agent_pid = None;
         if self.stopping == Some(Stopping::Requested) {
-            self.set_state(t, SessionState::Stopped, Some(format!("stopped; the agent {status}")))
-                .await;
+            self.set_state(
+                t,
+                SessionState::Stopped,
+                Some(format!("stopped; the agent {status}")),
+            )
+            .await;
         } else if self.reported {
             self.save().await;
         } else {
@@ -734,7 +755,10 @@ fn inbox_choices(options: &[PermissionChoice]) -> Vec<(String, String)> {
 }
 
 fn first_line(text: &str) -> &str {
-    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
 }
 
 fn clip(text: &str, max: usize) -> String {

@@ -20,7 +20,10 @@ impl MarkdownLog {
         let path = Self::path_for(dir, &session.id);
         let log = Self { path };
         if !log.path.exists() {
-            let mut head = format!("# {}\n\n- session: `{}`\n", session.display_name, session.id);
+            let mut head = format!(
+                "# {}\n\n- session: `{}`\n",
+                session.display_name, session.id
+            );
             head.push_str(&format!(
                 "- agent: {} ({})\n",
                 session.agent_name, session.agent_type
@@ -132,15 +135,27 @@ mod tests {
             "\n## 10:11:12 · prompt\n\n> fix it\n> please\n"
         );
         assert_eq!(
-            render(&entry(EntryKind::ToolCall, Some("Run tests"), Some("pending"))),
+            render(&entry(
+                EntryKind::ToolCall,
+                Some("Run tests"),
+                Some("pending")
+            )),
             "\n- 10:11:12 · tool `t1` Run tests — pending\n"
         );
         assert_eq!(
-            render(&entry(EntryKind::Permission, Some("Edit a.rs"), Some("Allow"))),
+            render(&entry(
+                EntryKind::Permission,
+                Some("Edit a.rs"),
+                Some("Allow")
+            )),
             "- 10:11:12 · **permission Allow:** Edit a.rs\n"
         );
         assert_eq!(
-            render(&entry(EntryKind::State, Some("agent exited with code 3"), Some("error"))),
+            render(&entry(
+                EntryKind::State,
+                Some("agent exited with code 3"),
+                Some("error")
+            )),
             "\n*10:11:12 · state → error* (agent exited with code 3)\n"
         );
     }

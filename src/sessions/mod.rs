@@ -59,7 +59,10 @@ impl Sessions {
             running: watch::channel(0).0,
             git: tokio::sync::Mutex::new(()),
         });
-        tokio::spawn(route_inbox_events(Arc::downgrade(&sessions), wb.subscribe()));
+        tokio::spawn(route_inbox_events(
+            Arc::downgrade(&sessions),
+            wb.subscribe(),
+        ));
         sessions.recover().await;
         sessions
     }
@@ -175,7 +178,11 @@ impl Sessions {
                 kiln.root().display()
             ))
         })?;
-        let spec = params.worktree.as_deref().map(str::trim).filter(|s| !s.is_empty());
+        let spec = params
+            .worktree
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty());
         let git_err = |e: git::GitError| WorkbenchError::Invalid(e.to_string());
 
         if let Some(path) = spec.filter(|s| Path::new(s).is_absolute()) {
@@ -212,7 +219,9 @@ impl Sessions {
             )));
         }
         if new_branch {
-            git::check_branch_name(&repo, &branch).await.map_err(git_err)?;
+            git::check_branch_name(&repo, &branch)
+                .await
+                .map_err(git_err)?;
             git::add_new_branch(&repo, &path, &branch)
                 .await
                 .map_err(git_err)?;
@@ -258,7 +267,9 @@ impl Sessions {
                     kiln.socket_path().display().to_string(),
                 ),
             ],
-            stderr_log: kiln.sessions_dir().join(format!("{}.stderr.log", session.id)),
+            stderr_log: kiln
+                .sessions_dir()
+                .join(format!("{}.stderr.log", session.id)),
             resume: resume.as_ref().map(|r| r.acp_session_id.clone()),
         };
         let handle: AgentHandle = agent::launch(launch, events_tx)?;
@@ -289,7 +300,9 @@ impl Sessions {
     pub async fn prompt(&self, id: &str, text: String) -> Result<bool> {
         let session = self.managed(id)?;
         if text.trim().is_empty() {
-            return Err(WorkbenchError::Invalid("the prompt must not be empty".into()));
+            return Err(WorkbenchError::Invalid(
+                "the prompt must not be empty".into(),
+            ));
         }
         let actor = self.actor(id).ok_or_else(|| not_running(&session))?;
         let (ack, done) = oneshot::channel();
@@ -346,34 +359,37 @@ impl Sessions {
         // Check everything before changing anything.
         let worktree = session.worktree.as_ref().map(PathBuf::from);
         let git_err = |e: git::GitError| WorkbenchError::Invalid(e.to_string());
-        if remove_worktree {
-            if let Some(path) = &worktree {
-                if !session.worktree_owned {
-                    return Err(WorkbenchError::Invalid(format!(
-                        "crucible did not create {}; remove it with git if you mean to",
-                        path.display()
+        if remove_worktree && let Some(path) = &worktree {
+            if !session.worktree_owned {
+                return Err(WorkbenchError::Invalid(format!(
+                    "crucible did not create {}; remove it with git if you mean to",
+                    path.display()
+                )));
+            }
+            if path.exists() && !options.force {
+                let changes = git::uncommitted(path).await.map_err(git_err)?;
+                if !changes.is_empty() {
+                    return Err(WorkbenchError::Conflict(format!(
+                        "{} has {} uncommitted change(s) ({}); commit them, or force to drop them",
+                        path.display(),
+                        changes.len(),
+                        changes
+                            .iter()
+                            .take(3)
+                            .map(|c| c.trim())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )));
                 }
-                if path.exists() && !options.force {
-                    let changes = git::uncommitted(path).await.map_err(git_err)?;
-                    if !changes.is_empty() {
-                        return Err(WorkbenchError::Conflict(format!(
-                            "{} has {} uncommitted change(s) ({}); commit them, or force to drop them",
-                            path.display(),
-                            changes.len(),
-                            changes.iter().take(3).map(|c| c.trim()).collect::<Vec<_>>().join(", ")
-                        )));
-                    }
-                }
-                if options.delete_branch && !options.force {
-                    if let Some(branch) = &session.branch {
-                        if !git::is_merged(&repo, branch).await {
-                            return Err(WorkbenchError::Conflict(format!(
-                                "branch {branch} has commits not merged into HEAD; merge them, or force to drop them"
-                            )));
-                        }
-                    }
-                }
+            }
+            if options.delete_branch
+                && !options.force
+                && let Some(branch) = &session.branch
+                && !git::is_merged(&repo, branch).await
+            {
+                return Err(WorkbenchError::Conflict(format!(
+                    "branch {branch} has commits not merged into HEAD; merge them, or force to drop them"
+                )));
             }
         }
         self.stop_actor(id, false).await;
@@ -395,7 +411,9 @@ impl Sessions {
             }
         }
         for open in self.wb.open_blocking(id).await? {
-            self.wb.withdraw(&open, "withdrawn: the session was deleted").await?;
+            self.wb
+                .withdraw(&open, "withdrawn: the session was deleted")
+                .await?;
         }
         self.wb.remove_managed(id).await?;
         let dir = self.wb.kiln().sessions_dir();
@@ -446,7 +464,9 @@ impl Sessions {
                 .await;
                 continue;
             }
-            let Some(pid) = session.agent_pid else { continue };
+            let Some(pid) = session.agent_pid else {
+                continue;
+            };
             if crate::sys::process_has_env(pid, SESSION_ENV, &session.id) {
                 tracing::info!(session = %session.id, pid, "ending an agent left by the previous daemon");
                 crate::sys::signal_group(pid, libc::SIGKILL);
@@ -496,7 +516,9 @@ impl Sessions {
             return;
         }
         let mut actor_log = actor::Transcript::open(&self.wb, &session).await;
-        actor_log.state(&self.wb, SessionState::Stopped, Some(&reason)).await;
+        actor_log
+            .state(&self.wb, SessionState::Stopped, Some(&reason))
+            .await;
         let sent = self
             .wb
             .send(SendParams {
@@ -543,10 +565,10 @@ impl Placement {
         if let Err(e) = git::remove_worktree(repo, &created.path, true).await {
             tracing::warn!(path = %created.path.display(), "cannot remove the worktree: {e}");
         }
-        if let Some(branch) = &created.branch {
-            if let Err(e) = git::delete_branch(repo, branch, true).await {
-                tracing::warn!(branch, "cannot delete the branch: {e}");
-            }
+        if let Some(branch) = &created.branch
+            && let Err(e) = git::delete_branch(repo, branch, true).await
+        {
+            tracing::warn!(branch, "cannot delete the branch: {e}");
         }
     }
 }
@@ -574,16 +596,21 @@ fn not_running(session: &Session) -> WorkbenchError {
 
 /// Tells each actor when a blocking message of its session opens or closes, which is
 /// what moves it between working and waiting, and answers its permission requests.
-async fn route_inbox_events(sessions: std::sync::Weak<Sessions>, mut events: broadcast::Receiver<Event>) {
+async fn route_inbox_events(
+    sessions: std::sync::Weak<Sessions>,
+    mut events: broadcast::Receiver<Event>,
+) {
     loop {
         let event = events.recv().await;
-        let Some(sessions) = sessions.upgrade() else { return };
+        let Some(sessions) = sessions.upgrade() else {
+            return;
+        };
         match event {
             Ok(Event::InboxCreated(m)) | Ok(Event::InboxUpdated(m)) => {
-                if m.msg_type.blocks() {
-                    if let Some(actor) = sessions.actor(&m.session_id) {
-                        let _ = actor.send(Command::Inbox(m));
-                    }
+                if m.msg_type.blocks()
+                    && let Some(actor) = sessions.actor(&m.session_id)
+                {
+                    let _ = actor.send(Command::Inbox(m));
                 }
             }
             Ok(_) => {}

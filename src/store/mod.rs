@@ -158,10 +158,10 @@ impl Store {
 
     /// Flushes and closes the embedded engine.
     pub async fn close(&self) {
-        if let Conn::Local(_, ds) = &self.conn {
-            if let Err(e) = ds.shutdown().await {
-                tracing::warn!("database shutdown: {e:#}");
-            }
+        if let Conn::Local(_, ds) = &self.conn
+            && let Err(e) = ds.shutdown().await
+        {
+            tracing::warn!("database shutdown: {e:#}");
         }
     }
 

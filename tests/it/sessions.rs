@@ -77,10 +77,10 @@ impl Events {
                 Event::SessionRegistered(s) | Event::SessionUpdated(s) if s.id == id => s,
                 _ => continue,
             };
-            if let Some(state) = session.state {
-                if states.last() != Some(&state) {
-                    states.push(state);
-                }
+            if let Some(state) = session.state
+                && states.last() != Some(&state)
+            {
+                states.push(state);
             }
         }
         states
@@ -186,7 +186,9 @@ async fn approved_write_lands_in_the_worktree_and_states_follow_seed_004() {
     let events = Events::start(&client).await;
 
     let task = "say starting\npermit p1 Write notes.txt\nwrite notes.txt hello from the agent\nsay finished";
-    let out = tk.cru(&["session", "new", "--agent", "scripted", "--task", task, "--json"]);
+    let out = tk.cru(&[
+        "session", "new", "--agent", "scripted", "--task", task, "--json",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let created: Session = serde_json::from_str(&stdout(&out)).expect("session JSON");
     let worktree = worktree_of(&created);
@@ -202,13 +204,19 @@ async fn approved_write_lands_in_the_worktree_and_states_follow_seed_004() {
         Some(&["Allow".to_string(), "Reject".to_string()][..])
     );
     wait_state(&client, &created.id, SessionState::Waiting).await;
-    assert!(!worktree.join("notes.txt").exists(), "written before approval");
+    assert!(
+        !worktree.join("notes.txt").exists(),
+        "written before approval"
+    );
 
     let out = tk.cru(&["inbox", "respond", &approval.id, "allow"]);
     assert!(out.status.success(), "{}", stderr(&out));
 
     let done = wait_message(&client, &created.id, MsgType::TaskComplete).await;
-    assert!(done.body.as_deref().unwrap_or("").contains("finished"), "{done:?}");
+    assert!(
+        done.body.as_deref().unwrap_or("").contains("finished"),
+        "{done:?}"
+    );
     assert_eq!(
         std::fs::read_to_string(worktree.join("notes.txt")).unwrap(),
         "hello from the agent"
@@ -239,8 +247,11 @@ async fn approved_write_lands_in_the_worktree_and_states_follow_seed_004() {
     let text = said(&client, &created.id).await;
     assert!(text.contains("starting") && text.contains("granted: Write notes.txt"));
     assert!(text.contains("wrote notes.txt"), "{text}");
-    assert!(entries.iter().any(|e| e.kind == EntryKind::Permission
-        && e.status.as_deref() == Some("Allow")));
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.kind == EntryKind::Permission && e.status.as_deref() == Some("Allow"))
+    );
     let log = std::fs::read_to_string(
         tk.root()
             .join(".crucible/sessions")
@@ -248,12 +259,19 @@ async fn approved_write_lands_in_the_worktree_and_states_follow_seed_004() {
     )
     .expect("markdown log");
     assert!(log.contains("permission Allow"), "{log}");
-    assert!(log.contains("hello") || log.contains("wrote notes.txt"), "{log}");
+    assert!(
+        log.contains("hello") || log.contains("wrote notes.txt"),
+        "{log}"
+    );
 
     // `cru session logs` prints the same story.
     let out = tk.cru(&["session", "logs", &created.id[20..]]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("granted: Write notes.txt"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("granted: Write notes.txt"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[tokio::test]
@@ -270,7 +288,10 @@ async fn denial_reaches_the_agent_and_outside_reads_are_refused() {
     let s = create(&client, "scripted", Some(&task)).await;
     let approval = wait_message(&client, &s.id, MsgType::ApprovalRequired).await;
     let reply = client
-        .call_value("inbox.respond", json!({"id": approval.id, "response": "reject"}))
+        .call_value(
+            "inbox.respond",
+            json!({"id": approval.id, "response": "reject"}),
+        )
         .await
         .expect("respond");
     assert_eq!(reply["message"]["response"], "Reject");
@@ -278,8 +299,14 @@ async fn denial_reaches_the_agent_and_outside_reads_are_refused() {
     wait_message(&client, &s.id, MsgType::TaskComplete).await;
     let text = said(&client, &s.id).await;
     assert!(text.contains("denied: Delete everything"), "{text}");
-    assert!(!text.contains("after"), "the agent went on after a denial: {text}");
-    assert!(text.contains(&format!("read failed: {}", secret.display())), "{text}");
+    assert!(
+        !text.contains("after"),
+        "the agent went on after a denial: {text}"
+    );
+    assert!(
+        text.contains(&format!("read failed: {}", secret.display())),
+        "{text}"
+    );
     assert!(!text.contains("not for agents"), "a secret leaked: {text}");
     assert!(text.contains("read README.md: project"), "{text}");
     assert!(text.contains("write failed"), "{text}");
@@ -288,10 +315,18 @@ async fn denial_reaches_the_agent_and_outside_reads_are_refused() {
     let refusals: Vec<TranscriptEntry> = transcript(&client, &s.id)
         .await
         .into_iter()
-        .filter(|e| e.kind == EntryKind::File && e.status.as_deref().is_some_and(|s| s.ends_with("refused")))
+        .filter(|e| {
+            e.kind == EntryKind::File && e.status.as_deref().is_some_and(|s| s.ends_with("refused"))
+        })
         .collect();
     assert_eq!(refusals.len(), 2, "{refusals:#?}");
-    assert!(refusals[0].text.as_deref().unwrap().contains("outside the session's worktree"));
+    assert!(
+        refusals[0]
+            .text
+            .as_deref()
+            .unwrap()
+            .contains("outside the session's worktree")
+    );
 }
 
 #[tokio::test]
@@ -326,10 +361,12 @@ async fn one_crash_among_ten_sessions_leaves_nine_complete() {
             assert_eq!(failed.agent_pid, None);
             let error = wait_message(&client, &s.id, MsgType::Error).await;
             assert!(error.title.contains("exited with code 7"), "{error:?}");
-            assert!(messages(&client, &s.id)
-                .await
-                .iter()
-                .all(|m| m.msg_type != MsgType::TaskComplete));
+            assert!(
+                messages(&client, &s.id)
+                    .await
+                    .iter()
+                    .all(|m| m.msg_type != MsgType::TaskComplete)
+            );
         } else {
             wait_message(&client, &s.id, MsgType::TaskComplete).await;
             wait_state(&client, &s.id, SessionState::Complete).await;
@@ -359,7 +396,10 @@ async fn restart_resumes_agents_that_can_load_and_reports_the_others_lost() {
 
     // An agent that cannot reload its conversation is reported lost, not replaced.
     let s = wait_state(&client, &lost.id, SessionState::Stopped).await;
-    assert!(s.state_reason.as_deref().unwrap_or("").contains("lost"), "{s:?}");
+    assert!(
+        s.state_reason.as_deref().unwrap_or("").contains("lost"),
+        "{s:?}"
+    );
     let error = wait_message(&client, &lost.id, MsgType::Error).await;
     assert!(error.title.contains("lost"), "{error:?}");
     let entries = transcript(&client, &lost.id).await;
@@ -369,7 +409,10 @@ async fn restart_resumes_agents_that_can_load_and_reports_the_others_lost() {
     // One that can is resumed with session/load; the interrupted turn is said to be.
     let s = wait_state(&client, &resumable.id, SessionState::Complete).await;
     assert!(
-        s.state_reason.as_deref().unwrap_or("").contains("interrupted"),
+        s.state_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("interrupted"),
         "{s:?}"
     );
     assert_eq!(s.acp_session_id.as_deref(), Some(acp_id.as_str()));
@@ -396,7 +439,10 @@ async fn cancel_ends_a_hung_turn_and_prompts_queue_behind_a_running_one() {
     let s = create(&client, "scripted", Some("say waiting\nhang")).await;
     wait_state(&client, &s.id, SessionState::Working).await;
     let queued = client
-        .call_value("session.prompt", json!({"session_id": s.id, "text": "say never"}))
+        .call_value(
+            "session.prompt",
+            json!({"session_id": s.id, "text": "say never"}),
+        )
         .await
         .unwrap();
     assert_eq!(queued["queued"], true);
@@ -406,20 +452,34 @@ async fn cancel_ends_a_hung_turn_and_prompts_queue_behind_a_running_one() {
     let done = wait_state(&client, &s.id, SessionState::Complete).await;
     assert_eq!(done.state_reason.as_deref(), Some("stopped: cancelled"));
     let entries = transcript(&client, &s.id).await;
-    assert!(entries.iter().any(|e| e.kind == EntryKind::TurnEnd
-        && e.status.as_deref() == Some("cancelled")));
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.kind == EntryKind::TurnEnd && e.status.as_deref() == Some("cancelled"))
+    );
     // A cancel drops the queue and posts no task_complete.
     assert!(!said(&client, &s.id).await.contains("never"));
-    assert!(messages(&client, &s.id).await.iter().all(|m| m.msg_type != MsgType::TaskComplete));
+    assert!(
+        messages(&client, &s.id)
+            .await
+            .iter()
+            .all(|m| m.msg_type != MsgType::TaskComplete)
+    );
 
     // Prompts sent during a turn run after it, in order.
     let first = client
-        .call_value("session.prompt", json!({"session_id": s.id, "text": "sleep 300\nsay one"}))
+        .call_value(
+            "session.prompt",
+            json!({"session_id": s.id, "text": "sleep 300\nsay one"}),
+        )
         .await
         .unwrap();
     assert_eq!(first["queued"], false);
     let second = client
-        .call_value("session.prompt", json!({"session_id": s.id, "text": "say two"}))
+        .call_value(
+            "session.prompt",
+            json!({"session_id": s.id, "text": "say two"}),
+        )
         .await
         .unwrap();
     assert_eq!(second["queued"], true);
@@ -445,14 +505,20 @@ async fn stop_keeps_the_worktree_and_delete_guards_uncommitted_work() {
     let stopped = session(&client, &s.id).await;
     assert_eq!(stopped.state, Some(SessionState::Stopped));
     assert_eq!(stopped.agent_pid, None);
-    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        stat.split_whitespace().nth(2) == Some("Z")
-    });
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists() || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.split_whitespace().nth(2) == Some("Z")
+        }
+    );
     assert!(worktree.is_dir());
     let out = tk.cru(&["session", "send", &s.id, "say hello"]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("no running agent"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no running agent"),
+        "{}",
+        stderr(&out)
+    );
 
     // Uncommitted work blocks removing the worktree, and nothing is deleted.
     std::fs::write(worktree.join("draft.txt"), "unsaved").unwrap();
@@ -497,7 +563,10 @@ async fn prune_deletes_finished_sessions_and_keeps_busy_ones() {
     assert_eq!(result["deleted"][0]["session_id"], done.id.as_str());
     assert_eq!(result["deleted"][0]["worktree_removed"], true);
     assert!(!worktree_of(&done).exists());
-    assert_eq!(session(&client, &busy.id).await.state, Some(SessionState::Working));
+    assert_eq!(
+        session(&client, &busy.id).await.state,
+        Some(SessionState::Working)
+    );
 }
 
 #[tokio::test]
@@ -511,16 +580,35 @@ async fn bad_requests_leave_no_half_made_session() {
 
     let out = tk.cru(&["session", "new", "--agent", "nope"]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("configured: ghost, loader, mute, scripted"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("configured: ghost, loader, mute, scripted"),
+        "{}",
+        stderr(&out)
+    );
 
     // `main` is checked out in the kiln itself.
-    let out = tk.cru(&["session", "new", "--agent", "scripted", "--worktree", "main"]);
+    let out = tk.cru(&[
+        "session",
+        "new",
+        "--agent",
+        "scripted",
+        "--worktree",
+        "main",
+    ]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("already checked out at"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("already checked out at"),
+        "{}",
+        stderr(&out)
+    );
 
     let out = tk.cru(&["session", "new", "--agent", "ghost"]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("cannot start agent"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot start agent"),
+        "{}",
+        stderr(&out)
+    );
     // Its worktree and branch were rolled back.
     assert_eq!(git(tk.root(), &["worktree", "list"]).lines().count(), 1);
     assert_eq!(git(tk.root(), &["branch", "--list", "cru/*"]), "");
@@ -531,20 +619,38 @@ async fn bad_requests_leave_no_half_made_session() {
     let s = create(&client, "mute", Some("say hi")).await;
     let failed = wait_state(&client, &s.id, SessionState::Error).await;
     assert!(
-        failed.state_reason.as_deref().unwrap_or("").contains("within 1s"),
+        failed
+            .state_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("within 1s"),
         "{failed:?}"
     );
     let error = wait_message(&client, &s.id, MsgType::Error).await;
     assert_eq!(error.title, "Agent failed to start");
-    wait_session(&client, &s.id, "the agent to be gone", |s| s.agent_pid.is_none()).await;
+    wait_session(&client, &s.id, "the agent to be gone", |s| {
+        s.agent_pid.is_none()
+    })
+    .await;
 
     // An existing branch gets its own worktree.
     git(tk.root(), &["branch", "feature"]);
-    let out = tk.cru(&["session", "new", "--agent", "scripted", "--worktree", "feature", "--json"]);
+    let out = tk.cru(&[
+        "session",
+        "new",
+        "--agent",
+        "scripted",
+        "--worktree",
+        "feature",
+        "--json",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let s: Session = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(s.branch.as_deref(), Some("feature"));
-    assert_eq!(git(&worktree_of(&s), &["branch", "--show-current"]), "feature");
+    assert_eq!(
+        git(&worktree_of(&s), &["branch", "--show-current"]),
+        "feature"
+    );
     assert_eq!(s.display_name, "feature @ scripted");
 }
 
@@ -554,7 +660,10 @@ async fn in_place_sessions_work_in_the_kiln_but_not_in_crucible_state() {
     let _guard = KillOnDrop(tk.kiln.clone());
     let client = tk.client().await;
     let pid_file = tk.root().join(".crucible/daemon.pid");
-    let task = format!("read README.md\nread {}\nwrite out.txt made in place", pid_file.display());
+    let task = format!(
+        "read README.md\nread {}\nwrite out.txt made in place",
+        pid_file.display()
+    );
     let reply = client
         .call_value(
             "session.create",
