@@ -77,6 +77,7 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
                     // This command is one of the clients.
                     ("clients", status.clients.to_string()),
                     ("sessions", status.sessions.to_string()),
+                    ("agents", status.agents.to_string()),
                     ("unread", status.unread.to_string()),
                 ]);
             }

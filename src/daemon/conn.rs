@@ -420,6 +420,7 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
                 uptime_secs: shared.started.elapsed().as_secs(),
                 clients,
                 sessions: wb.session_count(),
+                agents: *shared.sessions.running().borrow(),
                 unread,
             })
         }

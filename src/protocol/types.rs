@@ -523,6 +523,9 @@ pub struct DaemonStatus {
     pub uptime_secs: u64,
     pub clients: usize,
     pub sessions: usize,
+    /// Agent processes the daemon runs.
+    #[serde(default)]
+    pub agents: usize,
     pub unread: u64,
 }
 

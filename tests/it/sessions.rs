@@ -683,3 +683,102 @@ async fn in_place_sessions_work_in_the_kiln_but_not_in_crucible_state() {
         "made in place"
     );
 }
+
+#[tokio::test]
+async fn a_question_from_the_agent_makes_the_session_wait() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "scripted", Some("hang")).await;
+    wait_state(&client, &s.id, SessionState::Working).await;
+    // What an agent's `cru ask` does: a blocking message for its own session.
+    let asked = client
+        .call_value(
+            "inbox.send",
+            json!({"session_id": s.id, "msg_type": "decision_needed",
+                   "title": "Which database?", "options": ["sqlite", "postgres"]}),
+        )
+        .await
+        .unwrap();
+    wait_state(&client, &s.id, SessionState::Waiting).await;
+    client
+        .call_value(
+            "inbox.respond",
+            json!({"id": asked["id"], "response": "postgres"}),
+        )
+        .await
+        .unwrap();
+    wait_state(&client, &s.id, SessionState::Working).await;
+}
+
+#[tokio::test]
+async fn logs_follow_streams_until_the_agent_ends() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "scripted", Some("say first words")).await;
+    wait_state(&client, &s.id, SessionState::Complete).await;
+
+    let follower = std::process::Command::new(CRU)
+        .arg("--kiln")
+        .arg(tk.root())
+        .args(["session", "logs", "--follow", &s.id])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the follower is subscribed (it shows up as a client), more work streams in.
+    wait_until("the follower to connect", LONG, || {
+        let status: Value =
+            serde_json::from_slice(&tk.cru(&["daemon", "status", "--json"]).stdout).unwrap();
+        // This test's client, the follower, and the status command itself.
+        status["clients"] == 3
+    })
+    .await;
+    client
+        .call_value(
+            "session.prompt",
+            json!({"session_id": s.id, "text": "tool t1 Run the suite\nsay streamed later"}),
+        )
+        .await
+        .unwrap();
+    wait_session(&client, &s.id, "the second turn", |s| {
+        s.state == Some(SessionState::Complete)
+    })
+    .await;
+    wait_message(&client, &s.id, MsgType::TaskComplete).await;
+    // The follower ends when the agent does.
+    let out = tk.cru(&["session", "stop", &s.id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = follower.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("first words"), "{text}");
+    assert!(text.contains("streamed later"), "{text}");
+    assert!(text.contains("Run the suite"), "{text}");
+    assert!(text.contains("state → stopped"), "{text}");
+}
+
+#[tokio::test]
+async fn a_clean_shutdown_keeps_sessions_for_the_next_daemon() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "loader", Some("say hello")).await;
+    wait_state(&client, &s.id, SessionState::Complete).await;
+    let out = tk.cru(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    drop(client);
+
+    let client = tk.client().await;
+    let resumed = wait_session(&client, &s.id, "a resume", |s| {
+        s.state_reason.as_deref() == Some("resumed after a daemon restart")
+    })
+    .await;
+    assert_eq!(resumed.state, Some(SessionState::Complete));
+    assert!(resumed.agent_pid.is_some());
+}
