@@ -44,8 +44,13 @@ pub enum AgentEvent {
         resumed: bool,
         agent_name: Option<String>,
     },
-    /// Streamed text: `Message` or `Thought`.
-    Chunk { kind: EntryKind, text: String },
+    /// Streamed text: `Message` or `Thought`. Chunks with different message ids belong
+    /// to different messages.
+    Chunk {
+        kind: EntryKind,
+        text: String,
+        message_id: Option<String>,
+    },
     ToolCall {
         id: String,
         title: String,
@@ -292,10 +297,12 @@ fn translate(update: SessionUpdate) -> Option<AgentEvent> {
         SessionUpdate::AgentMessageChunk(chunk) => AgentEvent::Chunk {
             kind: EntryKind::Message,
             text: text_of(&chunk.content)?,
+            message_id: chunk.message_id.map(|id| id.0.to_string()),
         },
         SessionUpdate::AgentThoughtChunk(chunk) => AgentEvent::Chunk {
             kind: EntryKind::Thought,
             text: text_of(&chunk.content)?,
+            message_id: chunk.message_id.map(|id| id.0.to_string()),
         },
         SessionUpdate::ToolCall(call) => AgentEvent::ToolCall {
             id: call.tool_call_id.0.to_string(),

@@ -30,11 +30,15 @@ pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-/// `key: value` lines, keys aligned.
+/// `key: value` lines, keys aligned; a value's further lines are indented under it.
 pub fn print_pairs(pairs: &[(&str, String)]) {
     let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (key, value) in pairs {
-        println!("  {key:<width$}  {value}");
+        let mut lines = value.lines();
+        println!("  {key:<width$}  {}", lines.next().unwrap_or(""));
+        for line in lines {
+            println!("  {:<width$}  {line}", "");
+        }
     }
 }
 

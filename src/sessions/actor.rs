@@ -49,7 +49,8 @@ pub(super) struct Transcript {
     session_id: String,
     seq: u64,
     log: MarkdownLog,
-    pending: Option<(EntryKind, String)>,
+    /// Text still streaming in: its kind, message id (if the agent gives them) and text.
+    pending: Option<(EntryKind, Option<String>, String)>,
 }
 
 impl Transcript {
@@ -105,31 +106,38 @@ impl Transcript {
         }
     }
 
-    /// Streamed text: announced now, stored when the message is complete.
-    pub async fn chunk(&mut self, wb: &Workbench, kind: EntryKind, text: String) {
+    /// Streamed text: announced now, stored when the message is complete (the next
+    /// message, or anything else, begins).
+    pub async fn chunk(
+        &mut self,
+        wb: &Workbench,
+        kind: EntryKind,
+        text: String,
+        message_id: Option<String>,
+    ) {
         wb.publish_output(OutputChunk {
             session_id: self.session_id.clone(),
             kind,
             text: text.clone(),
         });
         match &mut self.pending {
-            Some((k, buffer)) if *k == kind => buffer.push_str(&text),
+            Some((k, id, buffer)) if *k == kind && *id == message_id => buffer.push_str(&text),
             _ => {
                 self.flush(wb).await;
-                self.pending = Some((kind, text));
+                self.pending = Some((kind, message_id, text));
             }
         }
         if self
             .pending
             .as_ref()
-            .is_some_and(|(_, b)| b.len() >= MAX_PENDING_TEXT)
+            .is_some_and(|(_, _, b)| b.len() >= MAX_PENDING_TEXT)
         {
             self.flush(wb).await;
         }
     }
 
     pub async fn flush(&mut self, wb: &Workbench) {
-        if let Some((kind, text)) = self.pending.take() {
+        if let Some((kind, _, text)) = self.pending.take() {
             self.write(wb, kind, Some(text), None, None).await;
         }
     }
@@ -366,11 +374,15 @@ impl Actor {
                         .await;
                 }
             }
-            AgentEvent::Chunk { kind, text } => {
+            AgentEvent::Chunk {
+                kind,
+                text,
+                message_id,
+            } => {
                 if kind == EntryKind::Message {
                     self.reply.push_str(&text);
                 }
-                t.chunk(&self.wb, kind, text).await;
+                t.chunk(&self.wb, kind, text, message_id).await;
             }
             AgentEvent::ToolCall { id, title, status } => {
                 t.append(

@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse, MessageId,
     NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
     PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse, ReadTextFileRequest,
     RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionNotification,
@@ -62,6 +62,9 @@ use tokio_util::compat::TokioAsyncReadCompatExt;
 use tokio_util::sync::CancellationToken;
 
 const AGENT_NAME: &str = "cru-scripted-agent";
+
+/// Message ids, one per message the agent says.
+static MESSAGE_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// Exit code of `crash` without an argument.
 const DEFAULT_CRASH_CODE: i32 = 101;
@@ -403,10 +406,7 @@ impl Turn {
         match command {
             Command::Say(text) => {
                 let (first, second) = split_in_half(text);
-                self.say(first)?;
-                if !second.is_empty() {
-                    self.say(second)?;
-                }
+                self.say_parts(&[first, second])?;
             }
             Command::Think(text) => {
                 let chunk = ContentChunk::new(ContentBlock::from(text));
@@ -519,10 +519,24 @@ impl Turn {
         }
     }
 
-    /// Sends one `agent_message_chunk`.
+    /// Sends one message in one `agent_message_chunk`.
     fn say(&self, text: impl Into<String>) -> Result<(), Error> {
-        self.cx
-            .send_notification(message_chunk(&self.session_id, text.into()))
+        self.say_parts(&[&text.into()])
+    }
+
+    /// Sends one message as several `agent_message_chunk`s sharing a message id
+    /// (empty parts are skipped).
+    fn say_parts(&self, parts: &[&str]) -> Result<(), Error> {
+        let id = format!("m{}", MESSAGE_IDS.fetch_add(1, Ordering::Relaxed));
+        for part in parts.iter().filter(|p| !p.is_empty()) {
+            let chunk = ContentChunk::new(ContentBlock::from(part.to_string()))
+                .message_id(MessageId::new(id.as_str()));
+            self.cx.send_notification(SessionNotification::new(
+                self.session_id.clone(),
+                SessionUpdate::AgentMessageChunk(chunk),
+            ))?;
+        }
+        Ok(())
     }
 
     fn update(&self, update: SessionUpdate) -> Result<(), Error> {

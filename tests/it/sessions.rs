@@ -252,6 +252,21 @@ async fn approved_write_lands_in_the_worktree_and_states_follow_seed_004() {
             .iter()
             .any(|e| e.kind == EntryKind::Permission && e.status.as_deref() == Some("Allow"))
     );
+    // Streamed chunks of one message make one entry; separate messages stay separate.
+    let messages: Vec<&str> = entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::Message)
+        .filter_map(|e| e.text.as_deref())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "starting",
+            "granted: Write notes.txt",
+            "wrote notes.txt",
+            "finished"
+        ]
+    );
     let log = std::fs::read_to_string(
         tk.root()
             .join(".crucible/sessions")
