@@ -80,8 +80,8 @@ pub enum AgentEvent {
     TurnEnded(Result<String, TurnFailure>),
     /// The agent could not be started or resumed.
     StartFailed(String),
-    /// The process is gone: how it ended.
-    Exited { status: String },
+    /// The process is gone: how it ended, and its exit code if it had one.
+    Exited { status: String, code: Option<i32> },
 }
 
 #[derive(Debug, Clone)]
@@ -238,11 +238,11 @@ async fn supervise(
     if !exited_early {
         end_process(&mut child, pid).await;
     }
-    let status = match child.wait().await {
-        Ok(status) => describe_exit(status),
-        Err(e) => format!("could not be waited for: {e}"),
+    let (status, code) = match child.wait().await {
+        Ok(status) => (describe_exit(status), status.code()),
+        Err(e) => (format!("could not be waited for: {e}"), None),
     };
-    let _ = events.send(AgentEvent::Exited { status });
+    let _ = events.send(AgentEvent::Exited { status, code });
 }
 
 /// SIGTERM to the agent's process group, then SIGKILL if it lingers.

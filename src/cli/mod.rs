@@ -1,7 +1,9 @@
 //! The command line: `cru` and its subcommands. Each subcommand lives in its own file.
 
+mod agent;
 mod daemon;
 mod inbox;
+mod mcp;
 mod output;
 mod session;
 
@@ -35,6 +37,14 @@ pub enum Command {
     Inbox(inbox::InboxArgs),
     /// Agent sessions: start, watch, talk to, stop and delete them.
     Session(session::SessionArgs),
+    /// For agents: tell the human something, without waiting.
+    Notify(agent::NotifyArgs),
+    /// For agents: ask the human a question and wait for the answer.
+    Ask(agent::AskArgs),
+    /// For agents: ask the human to approve an action and wait.
+    Approve(agent::ApproveArgs),
+    /// For agents: serve notify, ask and approve as MCP tools over stdio.
+    Mcp,
 }
 
 /// Parses the command line, runs it, and turns errors into a message and exit code.
@@ -73,6 +83,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::logging::to_stderr();
             runtime.block_on(session::run(kiln, args))
         }
+        Some(Command::Notify(args)) => {
+            crate::logging::to_stderr();
+            Ok(runtime.block_on(agent::notify(args)))
+        }
+        Some(Command::Ask(args)) => {
+            crate::logging::to_stderr();
+            Ok(runtime.block_on(agent::ask(args)))
+        }
+        Some(Command::Approve(args)) => {
+            crate::logging::to_stderr();
+            Ok(runtime.block_on(agent::approve(args)))
+        }
+        Some(Command::Mcp) => runtime.block_on(mcp::run()),
         None => {
             eprintln!(
                 "cru: the full-screen workbench is not available in this build yet.\n\

@@ -2,6 +2,7 @@
 //! seed-003 auto-start (probe the socket; if nobody answers, start a daemon under a
 //! start-up lock and wait until it answers).
 
+pub mod agent;
 mod spawn;
 
 use std::collections::HashMap;
@@ -20,8 +21,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::kiln::Kiln;
 use crate::protocol::jsonrpc::request_line;
 use crate::protocol::{
-    ErrorObject, HandshakeParams, HandshakeResult, Notification, PROTOCOL_VERSION, Response, Topic,
-    code, method,
+    ErrorObject, Handle, HandshakeParams, HandshakeResult, Notification, PROTOCOL_VERSION,
+    Response, Topic, code, method,
 };
 
 pub use spawn::{StartOptions, connect_or_start, stop_daemon};
@@ -84,8 +85,13 @@ impl Drop for Client {
 impl Client {
     /// Connects to the kiln's daemon, if one answers, and performs the handshake.
     pub async fn connect(kiln: &Kiln) -> Result<Self> {
-        let path = kiln.socket_path();
-        let stream = UnixStream::connect(&path)
+        Self::connect_at(&kiln.socket_path(), None).await
+    }
+
+    /// Connects to the daemon at `path`; with a session handle, the connection acts for
+    /// that session only.
+    pub async fn connect_at(path: &std::path::Path, handle: Option<&Handle>) -> Result<Self> {
+        let stream = UnixStream::connect(path)
             .await
             .map_err(|source| ClientError::Connect {
                 path: path.display().to_string(),
@@ -109,12 +115,14 @@ impl Client {
                 daemon_version: String::new(),
                 pid: 0,
                 kiln: String::new(),
+                session_id: None,
             },
             reader,
         };
         let hello = HandshakeParams {
             protocol_version: PROTOCOL_VERSION,
             client: Some(format!("cru/{}", env!("CARGO_PKG_VERSION"))),
+            handle: handle.map(|h| h.expose().to_string()),
         };
         let answer = tokio::time::timeout(
             HANDSHAKE_TIMEOUT,

@@ -28,7 +28,16 @@ struct Conn {
     shared: Arc<Shared>,
     out: mpsc::Sender<String>,
     handshaken: AtomicBool,
+    /// Set when the handshake presented a session handle.
+    scope: std::sync::Mutex<Option<Scope>>,
     subscription: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A connection that presented a session handle acts for that session only.
+#[derive(Clone)]
+struct Scope {
+    session_id: String,
+    handle: Handle,
 }
 
 /// Decrements the client count however the connection ends.
@@ -64,6 +73,7 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>) {
         shared,
         out,
         handshaken: AtomicBool::new(false),
+        scope: std::sync::Mutex::new(None),
         subscription: Mutex::new(None),
     });
     let mut reader = BufReader::new(read);
@@ -277,12 +287,25 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
             )
             .with_data(json!({"protocol_version": PROTOCOL_VERSION, "daemon_version": env!("CARGO_PKG_VERSION")})));
         }
+        let scope = match p.handle.as_deref() {
+            None => None,
+            Some(text) => {
+                let refused =
+                    || ErrorObject::new(code::FORBIDDEN, "unknown or revoked session handle");
+                let handle = Handle::parse(text).ok_or_else(refused)?;
+                let session_id = wb.session_for_handle(&handle).ok_or_else(refused)?;
+                Some(Scope { session_id, handle })
+            }
+        };
+        let session_id = scope.as_ref().map(|s| s.session_id.clone());
+        *conn.scope.lock().unwrap_or_else(|e| e.into_inner()) = scope;
         conn.handshaken.store(true, Ordering::Release);
         return to_value(HandshakeResult {
             protocol_version: PROTOCOL_VERSION,
             daemon_version: env!("CARGO_PKG_VERSION").into(),
             pid: std::process::id(),
             kiln: wb.kiln().root().display().to_string(),
+            session_id,
         });
     }
     if !conn.handshaken.load(Ordering::Acquire) {
@@ -291,10 +314,14 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
             format!("call \"handshake\" with protocol_version {PROTOCOL_VERSION} first"),
         ));
     }
+    let scope = conn.scope.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Some(scope) = scope {
+        return scoped_call(shared, &scope, name, raw).await;
+    }
     match name {
         method::SESSION_REGISTER => {
-            let session = wb.register(params(raw)?).await.map_err(app_error)?;
-            Ok(json!({"session_id": session.id, "session": session}))
+            let (session, handle) = wb.register(params(raw)?).await.map_err(app_error)?;
+            Ok(json!({"session_id": session.id, "session": session, "handle": handle.expose()}))
         }
         method::SESSION_LIST => Ok(json!({"sessions": wb.list_sessions()})),
         method::SESSION_GET => {
@@ -427,6 +454,81 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
         method::DAEMON_SHUTDOWN => {
             shared.shutdown.notify_one();
             Ok(json!({"stopping": true}))
+        }
+        other => Err(ErrorObject::method_not_found(other)),
+    }
+}
+
+fn forbidden(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(code::FORBIDDEN, message)
+}
+
+/// What a connection holding a session handle may do (seed 002): send messages for its
+/// own session and wait for their answers, heartbeat, and read its own session. Nothing
+/// else, and nothing at all once the handle is revoked.
+async fn scoped_call(
+    shared: &Shared,
+    scope: &Scope,
+    name: &str,
+    raw: Value,
+) -> Result<Value, ErrorObject> {
+    let wb = &shared.wb;
+    if wb.session_for_handle(&scope.handle).as_deref() != Some(scope.session_id.as_str()) {
+        return Err(forbidden("the session handle was revoked"));
+    }
+    let own = scope.session_id.as_str();
+    let own_session = |raw: &Value| -> Result<(), ErrorObject> {
+        match raw.get("session_id").and_then(Value::as_str) {
+            None => Err(ErrorObject::invalid_params("session_id is required")),
+            Some(id) if id == own => Ok(()),
+            Some(_) => Err(forbidden(
+                "a session handle may act only for its own session",
+            )),
+        }
+    };
+    match name {
+        method::SESSION_GET => {
+            own_session(&raw)?;
+            Ok(json!({"session": wb.get_session(own).map_err(app_error)?}))
+        }
+        method::SESSION_HEARTBEAT => {
+            own_session(&raw)?;
+            wb.heartbeat(own).map_err(app_error)?;
+            Ok(json!({"ok": true}))
+        }
+        method::INBOX_SEND => {
+            let mut raw = raw;
+            if let Some(map) = raw.as_object_mut() {
+                map.entry("session_id")
+                    .or_insert_with(|| Value::String(own.to_string()));
+            }
+            own_session(&raw)?;
+            let message = wb.send(params(raw)?).await.map_err(app_error)?;
+            Ok(json!({"id": message.id, "message": message}))
+        }
+        method::INBOX_GET | method::INBOX_WAIT => {
+            let p: WaitParams = params(raw)?;
+            let message = wb.get_message(&p.id).await.map_err(app_error)?;
+            if message.session_id != own {
+                return Err(forbidden(
+                    "a session handle may read only its own session's messages",
+                ));
+            }
+            if name == method::INBOX_GET {
+                return Ok(json!({"message": message}));
+            }
+            let timeout = p.timeout_secs.map(Duration::from_secs);
+            Ok(json!({"message": wb.wait_for_answer(&p.id, timeout).await.map_err(app_error)?}))
+        }
+        method::INBOX_RESPOND => Err(forbidden(
+            "an agent may not answer inbox messages: answers come from a human",
+        )),
+        method::DB_QUERY => Err(forbidden("a session handle may not query the database")),
+        method::SESSION_LIST => Err(forbidden(
+            "a session handle may not list other sessions; use session.get for its own",
+        )),
+        other if method::ALL.contains(&other) => {
+            Err(forbidden(format!("a session handle may not call {other}")))
         }
         other => Err(ErrorObject::method_not_found(other)),
     }

@@ -1,9 +1,11 @@
 //! The wire protocol between clients and the daemon: JSON-RPC 2.0, one object per line.
 //! No I/O here; see `PROTOCOL.md` at the repository root for the whole contract.
 
+pub mod handle;
 pub mod jsonrpc;
 pub mod types;
 
+pub use handle::Handle;
 pub use jsonrpc::{ErrorObject, Notification, Request, Response, code};
 pub use types::*;
 
@@ -41,4 +43,34 @@ pub mod method {
     pub const UNSUBSCRIBE: &str = "unsubscribe";
     pub const DAEMON_STATUS: &str = "daemon.status";
     pub const DAEMON_SHUTDOWN: &str = "daemon.shutdown";
+
+    /// Every method the daemon serves.
+    pub const ALL: &[&str] = &[
+        HANDSHAKE,
+        PING,
+        SESSION_REGISTER,
+        SESSION_LIST,
+        SESSION_GET,
+        SESSION_HEARTBEAT,
+        SESSION_DEREGISTER,
+        SESSION_CREATE,
+        SESSION_PROMPT,
+        SESSION_CANCEL,
+        SESSION_STOP,
+        SESSION_DELETE,
+        SESSION_PRUNE,
+        SESSION_TRANSCRIPT,
+        INBOX_SEND,
+        INBOX_LIST,
+        INBOX_GET,
+        INBOX_MARK_READ,
+        INBOX_RESPOND,
+        INBOX_WAIT,
+        INBOX_CLEAR,
+        DB_QUERY,
+        SUBSCRIBE,
+        UNSUBSCRIBE,
+        DAEMON_STATUS,
+        DAEMON_SHUTDOWN,
+    ];
 }

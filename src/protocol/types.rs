@@ -94,6 +94,11 @@ pub struct Session {
     /// RFC 3339: the last change of state.
     #[serde(default)]
     pub updated_at: Option<String>,
+    /// Termination record: when the agent ended, and its exit code if it had one.
+    #[serde(default)]
+    pub ended_at: Option<String>,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
 }
 
 impl Session {
@@ -257,6 +262,10 @@ pub struct InboxMessage {
     pub responded: bool,
     #[serde(default)]
     pub response: Option<String>,
+    /// Closed without a human answer (its turn was cancelled, its session stopped);
+    /// `response` says why.
+    #[serde(default)]
+    pub withdrawn: bool,
 }
 
 impl InboxMessage {
@@ -353,6 +362,9 @@ pub struct HandshakeParams {
     pub protocol_version: u32,
     #[serde(default)]
     pub client: Option<String>,
+    /// A session handle: the connection may then act only for that session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -361,6 +373,9 @@ pub struct HandshakeResult {
     pub daemon_version: String,
     pub pid: u32,
     pub kiln: String,
+    /// The session a handle connection is scoped to.
+    #[serde(default)]
+    pub session_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -546,6 +561,7 @@ mod tests {
             read: false,
             responded: false,
             response: None,
+            withdrawn: false,
         }
     }
 

@@ -449,8 +449,8 @@ impl Actor {
                 }
                 self.agent.stop();
             }
-            AgentEvent::Exited { status } => {
-                self.exited(t, status).await;
+            AgentEvent::Exited { status, code } => {
+                self.exited(t, status, code).await;
                 return true;
             }
         }
@@ -603,8 +603,12 @@ impl Actor {
         }
     }
 
-    async fn exited(&mut self, t: &mut Transcript, status: String) {
+    async fn exited(&mut self, t: &mut Transcript, status: String, code: Option<i32>) {
         t.flush(&self.wb).await;
+        // The agent's handle dies with it.
+        if let Err(e) = self.wb.revoke_handles(&self.session.id).await {
+            tracing::error!(session = %self.session.id, "cannot revoke the handle: {e}");
+        }
         let why = match self.stopping {
             Some(Stopping::Shutdown) => "the daemon is shutting down",
             Some(Stopping::Requested) => "the session was stopped",
@@ -615,7 +619,18 @@ impl Actor {
             // Left as it is, with its agent pid: the next daemon resumes it honestly.
             return;
         }
+        // Questions the agent asked itself (`cru ask`) can no longer be answered.
+        if let Ok(open) = self.wb.open_blocking(&self.session.id).await {
+            for id in open {
+                if let Err(e) = self.wb.withdraw(&id, &format!("withdrawn: {why}")).await {
+                    tracing::warn!(message = %id, "cannot withdraw a question: {e}");
+                }
+            }
+        }
+        self.blocking.clear();
         self.session.agent_pid = None;
+        self.session.ended_at = Some(now_rfc3339());
+        self.session.exit_code = code;
         if self.stopping == Some(Stopping::Requested) {
             self.set_state(
                 t,

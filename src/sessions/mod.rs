@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::agent::{self, AgentHandle, Launch};
+use crate::client::agent::{HANDLE_ENV, SOCKET_ENV};
 use crate::config::{AgentProfile, Config};
 use crate::git;
 use crate::protocol::{
@@ -141,6 +142,8 @@ impl Sessions {
             acp_session_id: None,
             agent_pid: None,
             updated_at: Some(now),
+            ended_at: None,
+            exit_code: None,
         };
         let session = match self.wb.add_managed(session).await {
             Ok(s) => s,
@@ -150,7 +153,10 @@ impl Sessions {
                 return Err(e);
             }
         };
-        match self.spawn_actor(session.clone(), &params.agent, profile, None) {
+        match self
+            .spawn_actor(session.clone(), &params.agent, profile, None)
+            .await
+        {
             Ok(()) => {}
             Err(why) => {
                 let _git = self.git.lock().await;
@@ -240,8 +246,8 @@ impl Sessions {
         })
     }
 
-    /// Starts the agent and the actor that owns it.
-    fn spawn_actor(
+    /// Starts the agent, with a fresh handle, and the actor that owns it.
+    async fn spawn_actor(
         self: &Arc<Self>,
         session: Session,
         profile_name: &str,
@@ -254,6 +260,11 @@ impl Sessions {
             .as_ref()
             .map_or_else(|| kiln.root().to_path_buf(), PathBuf::from);
         let (events_tx, events) = mpsc::unbounded_channel();
+        let handle = self
+            .wb
+            .issue_handle(&session.id)
+            .await
+            .map_err(|e| format!("cannot issue a session handle: {e}"))?;
         let launch = Launch {
             profile_name: profile_name.to_string(),
             profile,
@@ -261,18 +272,22 @@ impl Sessions {
             denied: vec![kiln.state_dir()],
             env: vec![
                 (SESSION_ENV.into(), session.id.clone()),
+                (HANDLE_ENV.into(), handle.expose().to_string()),
                 ("CRUCIBLE_KILN".into(), kiln.root().display().to_string()),
-                (
-                    "CRUCIBLE_SOCKET".into(),
-                    kiln.socket_path().display().to_string(),
-                ),
+                (SOCKET_ENV.into(), kiln.socket_path().display().to_string()),
             ],
             stderr_log: kiln
                 .sessions_dir()
                 .join(format!("{}.stderr.log", session.id)),
             resume: resume.as_ref().map(|r| r.acp_session_id.clone()),
         };
-        let handle: AgentHandle = agent::launch(launch, events_tx)?;
+        let handle: AgentHandle = match agent::launch(launch, events_tx) {
+            Ok(handle) => handle,
+            Err(why) => {
+                let _ = self.wb.revoke_handles(&session.id).await;
+                return Err(why);
+            }
+        };
         let (tx, commands) = mpsc::unbounded_channel();
         self.lock().insert(session.id.clone(), tx);
         self.running.send_modify(|n| *n += 1);
@@ -498,7 +513,13 @@ impl Sessions {
                     continue;
                 }
             };
-            if let Err(why) = self.spawn_actor(starting.clone(), &name, profile, Some(resume)) {
+            if let Err(e) = self.wb.revoke_handles(&session.id).await {
+                tracing::warn!(session = %session.id, "cannot revoke old handles: {e}");
+            }
+            if let Err(why) = self
+                .spawn_actor(starting.clone(), &name, profile, Some(resume))
+                .await
+            {
                 self.mark_lost(starting, why).await;
             }
         }
@@ -511,6 +532,9 @@ impl Sessions {
         session.state_reason = Some(reason.clone());
         session.agent_pid = None;
         session.updated_at = Some(now_rfc3339());
+        if let Err(e) = self.wb.revoke_handles(&session.id).await {
+            tracing::warn!(session = %session.id, "cannot revoke handles: {e}");
+        }
         if let Err(e) = self.wb.save_managed(&session).await {
             tracing::error!(session = %session.id, "cannot record a lost agent: {e}");
             return;

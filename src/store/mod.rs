@@ -60,10 +60,10 @@ const MIB: u64 = 1024 * 1024;
 
 const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_name, status, \
      started_at, last_heartbeat, display_name, state, state_reason, task, branch, \
-     worktree_owned, acp_session_id, agent_pid, updated_at";
+     worktree_owned, acp_session_id, agent_pid, updated_at, ended_at, exit_code";
 const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
-     msg_type, title, body, options, read, responded, response";
+     msg_type, title, body, options, read, responded, response, withdrawn";
 
 impl Store {
     /// Opens (creating if needed) the store described by `cfg`, with `default_path` for the
@@ -242,7 +242,10 @@ impl Store {
     }
 
     async fn write_session(&self, verb: &str, s: &Session) -> Result<()> {
-        let mut row = typed_row(s, &["started_at", "last_heartbeat", "updated_at"])?;
+        let mut row = typed_row(
+            s,
+            &["started_at", "last_heartbeat", "updated_at", "ended_at"],
+        )?;
         row.remove("id");
         let mut vars = surrealdb::types::Object::new();
         vars.insert("id", surrealdb::types::Value::from_t(s.id.clone()));
@@ -288,6 +291,44 @@ impl Store {
         )
         .await?;
         Ok(())
+    }
+
+    // ---- handles ----
+
+    pub async fn insert_handle(&self, digest: &str, session_id: &str) -> Result<()> {
+        self.run(
+            "CREATE type::record('handles', $digest) SET session_id = $session_id RETURN NONE",
+            json!({"digest": digest, "session_id": session_id}),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Revokes every handle of a session.
+    pub async fn revoke_handles(&self, session_id: &str) -> Result<()> {
+        self.run(
+            "DELETE handles WHERE session_id = $session_id RETURN NONE",
+            json!({"session_id": session_id}),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// (digest, session id) of every live handle.
+    pub async fn list_handles(&self) -> Result<Vec<(String, String)>> {
+        #[derive(serde::Deserialize)]
+        struct Row {
+            digest: String,
+            session_id: String,
+        }
+        let rows: Vec<Row> = self
+            .rows(
+                "SELECT record::id(id) AS digest, session_id FROM handles",
+                json!({}),
+                0,
+            )
+            .await?;
+        Ok(rows.into_iter().map(|r| (r.digest, r.session_id)).collect())
     }
 
     // ---- transcripts ----
@@ -415,17 +456,27 @@ impl Store {
         self.rows(&sql, json!({"ids": ids}), 1).await
     }
 
-    /// Records the answer to a message that has none yet. `None` when the message does not
-    /// exist or was already answered (the caller tells which).
-    pub async fn respond(&self, id: &str, response: &str) -> Result<Option<InboxMessage>> {
+    /// Records the answer to a message that has none yet (or, `withdrawn`, closes it
+    /// without one). `None` when the message does not exist or was already answered (the
+    /// caller tells which).
+    pub async fn respond(
+        &self,
+        id: &str,
+        response: &str,
+        withdrawn: bool,
+    ) -> Result<Option<InboxMessage>> {
         let sql = format!(
             "SELECT {MESSAGE_FIELDS} FROM (
                 UPDATE type::record('inbox_messages', $id)
-                SET responded = true, response = $response, read = true
+                SET responded = true, response = $response, read = true, withdrawn = $withdrawn
                 WHERE responded = false RETURN AFTER)"
         );
         Ok(self
-            .rows(&sql, json!({"id": id, "response": response}), 0)
+            .rows(
+                &sql,
+                json!({"id": id, "response": response, "withdrawn": withdrawn}),
+                0,
+            )
             .await?
             .into_iter()
             .next())

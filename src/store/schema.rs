@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -54,6 +54,18 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD tool_call_id ON transcript TYPE option<string>;
     DEFINE FIELD status ON transcript TYPE option<string>;
     DEFINE INDEX idx_transcript_session ON transcript FIELDS session_id, seq UNIQUE;
+    "#,
+    // v3: session handles (seed 002), kept as SHA-256 digests (the record key), and
+    // termination records; questions withdrawn without an answer.
+    r#"
+    DEFINE TABLE handles SCHEMAFULL;
+    DEFINE FIELD session_id ON handles TYPE string;
+    DEFINE INDEX idx_handles_session ON handles FIELDS session_id;
+
+    DEFINE FIELD ended_at ON sessions TYPE option<datetime>;
+    DEFINE FIELD exit_code ON sessions TYPE option<int>;
+
+    DEFINE FIELD withdrawn ON inbox_messages TYPE bool DEFAULT false;
     "#,
 ];
 

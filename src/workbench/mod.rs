@@ -10,6 +10,7 @@
 
 mod registry;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::config::{Config, MAX_LIST_LIMIT};
 use crate::kiln::Kiln;
 use crate::protocol::{
-    Event, InboxMessage, ListParams, OutputChunk, RegisterParams, SendParams, Session,
+    Event, Handle, InboxMessage, ListParams, OutputChunk, RegisterParams, SendParams, Session,
     TranscriptEntry, TranscriptParams,
 };
 use crate::store::{Store, StoreError};
@@ -62,6 +63,8 @@ pub struct Workbench {
     registry: Arc<Registry>,
     sends: mpsc::Sender<SendJob>,
     ids: Mutex<ulid::Generator>,
+    /// Live handles: digest → session id.
+    handles: Mutex<HashMap<String, String>>,
 }
 
 /// The current time as SurrealDB prints datetimes.
@@ -74,6 +77,7 @@ impl Workbench {
     pub async fn open(kiln: Kiln, config: Config) -> Result<Arc<Self>> {
         let store = Arc::new(Store::open(&config.store, &kiln.db_path()).await?);
         let sessions = store.list_sessions().await?;
+        let handles = store.list_handles().await?.into_iter().collect();
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (sends, send_rx) = mpsc::channel(MAX_SEND_BATCH * 4);
         let registry = Registry::new(
@@ -89,6 +93,7 @@ impl Workbench {
             registry,
             sends,
             ids: Mutex::new(ulid::Generator::new()),
+            handles: Mutex::new(handles),
         });
         tokio::spawn(send_writer(Arc::clone(&wb.store), send_rx));
         tokio::spawn(registry::heartbeat_writer(
@@ -134,9 +139,37 @@ impl Workbench {
         }
     }
 
+    // ---- handles ----
+
+    fn lock_handles(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.handles.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new handle for a session's agent, stored (as a digest) before it is given out.
+    pub async fn issue_handle(&self, session_id: &str) -> Result<Handle> {
+        let handle = Handle::generate();
+        let digest = handle.digest();
+        self.store.insert_handle(&digest, session_id).await?;
+        self.lock_handles().insert(digest, session_id.to_string());
+        Ok(handle)
+    }
+
+    /// Revokes every handle of a session: connections using one lose all access.
+    pub async fn revoke_handles(&self, session_id: &str) -> Result<()> {
+        self.lock_handles().retain(|_, s| s != session_id);
+        self.store.revoke_handles(session_id).await?;
+        Ok(())
+    }
+
+    /// The session a live handle belongs to.
+    pub fn session_for_handle(&self, handle: &Handle) -> Option<String> {
+        self.lock_handles().get(&handle.digest()).cloned()
+    }
+
     // ---- sessions ----
 
-    pub async fn register(&self, params: RegisterParams) -> Result<Session> {
+    /// Registers a session run by someone else, with a handle for its agent.
+    pub async fn register(&self, params: RegisterParams) -> Result<(Session, Handle)> {
         for (field, value) in [
             ("agent_type", &params.agent_type),
             ("agent_name", &params.agent_name),
@@ -165,11 +198,14 @@ impl Workbench {
             acp_session_id: None,
             agent_pid: None,
             updated_at: None,
+            ended_at: None,
+            exit_code: None,
         };
         self.store.insert_session(&session).await?;
         self.registry.insert(session.clone());
+        let handle = self.issue_handle(&session.id).await?;
         self.publish(Event::SessionRegistered(session.clone()));
-        Ok(session)
+        Ok((session, handle))
     }
 
     pub fn session_count(&self) -> usize {
@@ -203,6 +239,7 @@ impl Workbench {
             }
             Some(_) => {}
         }
+        self.revoke_handles(id).await?;
         self.store.delete_session(id).await?;
         self.registry.remove(id);
         self.publish(Event::SessionDeregistered {
@@ -236,6 +273,7 @@ impl Workbench {
 
     /// Deletes a session and its transcript; its inbox messages stay as history.
     pub async fn remove_managed(&self, id: &str) -> Result<()> {
+        self.revoke_handles(id).await?;
         self.store.delete_transcript(id).await?;
         self.store.delete_session(id).await?;
         self.registry.remove(id);
@@ -282,7 +320,7 @@ impl Workbench {
     /// Closes a question nobody needs answered any more (its turn was cancelled, or its
     /// agent is gone), so it no longer waits in the inbox. `note` is stored as the answer.
     pub async fn withdraw(&self, id: &str, note: &str) -> Result<()> {
-        if let Some(updated) = self.store.respond(id, note).await? {
+        if let Some(updated) = self.store.respond(id, note, true).await? {
             self.publish(Event::InboxUpdated(updated));
         }
         Ok(())
@@ -327,6 +365,7 @@ impl Workbench {
             read: false,
             responded: false,
             response: None,
+            withdrawn: false,
         };
         let (ack, done) = oneshot::channel();
         self.sends
@@ -403,7 +442,7 @@ impl Workbench {
                     ))
                 })?
         };
-        match self.store.respond(id, &response).await? {
+        match self.store.respond(id, &response, false).await? {
             Some(updated) => {
                 self.publish(Event::InboxUpdated(updated.clone()));
                 Ok(updated)

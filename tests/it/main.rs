@@ -1,8 +1,10 @@
 //! Integration tests: the real `cru` binary, real Unix sockets, the real SurrealDB engine
 //! (surrealkv in a temp kiln), real processes.
 
+mod agents;
 mod cli;
 mod common;
 mod daemon;
 mod lifecycle;
+mod mcp;
 mod sessions;

@@ -1,0 +1,144 @@
+//! `cru notify`, `cru ask`, `cru approve`: what an agent (or any script running inside a
+//! crucible session) uses to reach the human. They find the session handle and the
+//! daemon's socket in the environment and act for that session only.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::client::agent::{AgentError, AgentLink, Answer};
+
+/// Exit codes, shared by the three commands.
+pub mod exit {
+    /// `approve`: the human denied.
+    pub const DENIED: u8 = 1;
+    /// No answer within `--timeout`.
+    pub const TIMED_OUT: u8 = 3;
+    /// The question was withdrawn: the session stopped or was deleted.
+    pub const WITHDRAWN: u8 = 4;
+    /// Not inside a live crucible session (no handle, or it was revoked).
+    pub const NO_SESSION: u8 = 5;
+    /// Anything else: the daemon could not be reached, or refused the request.
+    pub const FAILED: u8 = 6;
+}
+
+const EXIT_CODES: &str = "Exit status: 0 answered (approve: approved), 1 denied (approve), \
+2 usage error, 3 timed out, 4 withdrawn (the session stopped), 5 not in a live crucible \
+session, 6 other failure.";
+
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct NotifyArgs {
+    /// What to tell the human.
+    title: String,
+    /// More detail, shown with the message.
+    #[arg(long)]
+    body: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct AskArgs {
+    /// The question. Blocks until the human answers; prints the answer.
+    question: String,
+    /// A choice (repeat for more); without any, the human answers in free text.
+    #[arg(long = "option", value_name = "CHOICE")]
+    options: Vec<String>,
+    #[arg(long)]
+    body: Option<String>,
+    /// Give up after this many seconds.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct ApproveArgs {
+    /// What is about to happen. Blocks until the human approves or denies.
+    action: String,
+    #[arg(long)]
+    body: Option<String>,
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+}
+
+async fn link() -> Result<AgentLink, ExitCode> {
+    AgentLink::from_env().await.map_err(|e| fail(&e))
+}
+
+fn fail(e: &AgentError) -> ExitCode {
+    eprintln!("cru: {e}");
+    ExitCode::from(match e {
+        AgentError::Client(_) => exit::FAILED,
+        _ => exit::NO_SESSION,
+    })
+}
+
+fn unanswered(answer: &Answer) -> Option<ExitCode> {
+    match answer {
+        Answer::Chosen(_) => None,
+        Answer::TimedOut => {
+            eprintln!("cru: no answer in time");
+            Some(ExitCode::from(exit::TIMED_OUT))
+        }
+        Answer::Withdrawn(why) => {
+            eprintln!("cru: the question was {why}");
+            Some(ExitCode::from(exit::WITHDRAWN))
+        }
+    }
+}
+
+pub async fn notify(args: NotifyArgs) -> ExitCode {
+    let link = match link().await {
+        Ok(link) => link,
+        Err(code) => return code,
+    };
+    match link.notify(&args.title, args.body.as_deref()).await {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+pub async fn ask(args: AskArgs) -> ExitCode {
+    let link = match link().await {
+        Ok(link) => link,
+        Err(code) => return code,
+    };
+    let timeout = args.timeout.map(Duration::from_secs);
+    match link
+        .ask(&args.question, &args.options, args.body.as_deref(), timeout)
+        .await
+    {
+        Ok(answer) => unanswered(&answer).unwrap_or_else(|| {
+            if let Answer::Chosen(text) = answer {
+                println!("{text}");
+            }
+            ExitCode::SUCCESS
+        }),
+        Err(e) => fail(&e),
+    }
+}
+
+pub async fn approve(args: ApproveArgs) -> ExitCode {
+    let link = match link().await {
+        Ok(link) => link,
+        Err(code) => return code,
+    };
+    let timeout = args.timeout.map(Duration::from_secs);
+    match link
+        .approve(&args.action, args.body.as_deref(), timeout)
+        .await
+    {
+        Ok(Answer::Chosen(choice)) if choice.eq_ignore_ascii_case("approve") => {
+            println!("approved");
+            ExitCode::SUCCESS
+        }
+        Ok(Answer::Chosen(_)) => {
+            println!("denied");
+            ExitCode::from(exit::DENIED)
+        }
+        Ok(other) => unanswered(&other).unwrap_or(ExitCode::from(exit::FAILED)),
+        Err(e) => fail(&e),
+    }
+}

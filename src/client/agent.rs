@@ -1,0 +1,158 @@
+//! The agent's side: what `cru notify / ask / approve` and `cru mcp` use. An agent
+//! process finds its session handle and the daemon's socket in its environment and acts
+//! for its own session only.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Client, ClientError};
+use crate::protocol::{Handle, InboxMessage, MsgType, code, method};
+
+/// Where an agent finds its handle.
+pub const HANDLE_ENV: &str = "CRUCIBLE_HANDLE";
+/// Where an agent finds the daemon.
+pub const SOCKET_ENV: &str = "CRUCIBLE_SOCKET";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("{HANDLE_ENV} is not set: run this inside a crucible session")]
+    NoHandle,
+    #[error("{HANDLE_ENV} does not hold a session handle")]
+    BadHandle,
+    #[error("{SOCKET_ENV} is not set: run this inside a crucible session")]
+    NoSocket,
+    #[error("the session handle is unknown or revoked (the session has ended)")]
+    Revoked,
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// The human's reply to a question.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// The answer (for approvals: `approve` or `deny`, or the option chosen).
+    Chosen(String),
+    /// No answer within the timeout.
+    TimedOut,
+    /// Closed without an answer (the session stopped or was deleted); says why.
+    Withdrawn(String),
+}
+
+/// A connection scoped to the agent's own session.
+pub struct AgentLink {
+    client: Client,
+    session_id: String,
+}
+
+impl AgentLink {
+    /// Connects with the handle and socket from the environment.
+    pub async fn from_env() -> Result<Self, AgentError> {
+        let handle = std::env::var(HANDLE_ENV).map_err(|_| AgentError::NoHandle)?;
+        let handle = Handle::parse(handle.trim()).ok_or(AgentError::BadHandle)?;
+        let socket = std::env::var_os(SOCKET_ENV).ok_or(AgentError::NoSocket)?;
+        Self::connect(&PathBuf::from(socket), &handle).await
+    }
+
+    pub async fn connect(socket: &std::path::Path, handle: &Handle) -> Result<Self, AgentError> {
+        let client = match Client::connect_at(socket, Some(handle)).await {
+            Ok(client) => client,
+            Err(e) if e.rpc_code() == Some(code::FORBIDDEN) => return Err(AgentError::Revoked),
+            Err(e) => return Err(e.into()),
+        };
+        let session_id = client
+            .daemon()
+            .session_id
+            .clone()
+            .ok_or(AgentError::Revoked)?;
+        Ok(Self { client, session_id })
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    async fn send(
+        &self,
+        msg_type: MsgType,
+        title: &str,
+        body: Option<&str>,
+        options: Option<&[String]>,
+    ) -> Result<String, AgentError> {
+        let reply = self
+            .client
+            .call_value(
+                method::INBOX_SEND,
+                json!({"session_id": self.session_id, "msg_type": msg_type,
+                       "title": title, "body": body, "options": options}),
+            )
+            .await
+            .map_err(revoked)?;
+        Ok(reply["id"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// Posts an `info` message; returns its id.
+    pub async fn notify(&self, title: &str, body: Option<&str>) -> Result<String, AgentError> {
+        self.send(MsgType::Info, title, body, None).await
+    }
+
+    /// Asks a `decision_needed` question and waits for the answer.
+    pub async fn ask(
+        &self,
+        question: &str,
+        options: &[String],
+        body: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<Answer, AgentError> {
+        let options = (!options.is_empty()).then_some(options);
+        let id = self
+            .send(MsgType::DecisionNeeded, question, body, options)
+            .await?;
+        self.wait(&id, timeout).await
+    }
+
+    /// Asks for approval and waits: `Chosen("approve")` or `Chosen("deny")`.
+    pub async fn approve(
+        &self,
+        action: &str,
+        body: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<Answer, AgentError> {
+        let id = self
+            .send(MsgType::ApprovalRequired, action, body, None)
+            .await?;
+        self.wait(&id, timeout).await
+    }
+
+    async fn wait(&self, id: &str, timeout: Option<Duration>) -> Result<Answer, AgentError> {
+        let reply = self
+            .client
+            .call_value(
+                method::INBOX_WAIT,
+                json!({"id": id, "timeout_secs": timeout.map(|t| t.as_secs().max(1))}),
+            )
+            .await;
+        let reply: Value = match reply {
+            Ok(reply) => reply,
+            Err(e) if e.rpc_code() == Some(code::TIMED_OUT) => return Ok(Answer::TimedOut),
+            Err(e) => return Err(revoked(e)),
+        };
+        let message: InboxMessage = serde_json::from_value(reply["message"].clone())
+            .map_err(|e| ClientError::Decode(e.to_string()))?;
+        let response = message.response.unwrap_or_default();
+        Ok(if message.withdrawn {
+            Answer::Withdrawn(response)
+        } else {
+            Answer::Chosen(response)
+        })
+    }
+}
+
+fn revoked(e: ClientError) -> AgentError {
+    if e.rpc_code() == Some(code::FORBIDDEN) {
+        AgentError::Revoked
+    } else {
+        e.into()
+    }
+}

@@ -1,0 +1,327 @@
+//! Agents talking to the inbox with their session handle: `cru notify / ask / approve`,
+//! and everything a handle may not do.
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use crucible::client::Client;
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+/// Registers a session; returns its id and handle.
+async fn session_with_handle(client: &Client, agent: &str) -> (String, String) {
+    let reply = client
+        .call_value(
+            "session.register",
+            json!({"agent_type": "script", "agent_name": agent}),
+        )
+        .await
+        .expect("register");
+    (
+        reply["session_id"].as_str().unwrap().to_string(),
+        reply["handle"].as_str().expect("a handle").to_string(),
+    )
+}
+
+async fn handshake(tk: &TestKiln, handle: &str) -> (Raw, Value) {
+    let mut raw = Raw::connect(&tk.kiln).await;
+    let reply = raw
+        .call(json!({"jsonrpc": "2.0", "id": 0, "method": "handshake",
+                     "params": {"protocol_version": crucible::protocol::PROTOCOL_VERSION,
+                                "handle": handle}}))
+        .await;
+    (raw, reply)
+}
+
+async fn call(raw: &mut Raw, method: &str, params: Value) -> Value {
+    raw.call(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .await
+}
+
+fn forbidden(reply: &Value, needle: &str) {
+    assert_eq!(error_code(reply), -32005, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains(needle), "{message:?} lacks {needle:?}");
+}
+
+#[tokio::test]
+async fn a_handle_acts_only_for_its_own_session_and_not_at_all_once_revoked() {
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let owner = tk.client().await;
+    let (mine, handle) = session_with_handle(&owner, "me").await;
+    let (other, _) = session_with_handle(&owner, "other").await;
+    assert!(handle.starts_with("H-") && handle.len() == 38, "{handle}");
+    let theirs = owner
+        .call_value(
+            "inbox.send",
+            json!({"session_id": other, "msg_type": "decision_needed", "title": "theirs"}),
+        )
+        .await
+        .unwrap();
+
+    let (mut agent, hello) = handshake(&tk, &handle).await;
+    assert_eq!(hello["result"]["session_id"], mine.as_str(), "{hello}");
+
+    // Allowed: its own session, its own messages.
+    let sent = call(
+        &mut agent,
+        "inbox.send",
+        json!({"msg_type": "decision_needed", "title": "Which?", "options": ["a", "b"]}),
+    )
+    .await;
+    assert_eq!(
+        sent["result"]["message"]["session_id"],
+        mine.as_str(),
+        "{sent}"
+    );
+    let own_id = sent["result"]["id"].clone();
+    let got = call(&mut agent, "session.get", json!({"session_id": mine})).await;
+    assert_eq!(got["result"]["session"]["id"], mine.as_str());
+    let beat = call(&mut agent, "session.heartbeat", json!({"session_id": mine})).await;
+    assert_eq!(beat["result"]["ok"], true);
+    let waited = call(
+        &mut agent,
+        "inbox.wait",
+        json!({"id": own_id, "timeout_secs": 1}),
+    )
+    .await;
+    assert_eq!(error_code(&waited), -32007, "{waited}");
+
+    // Refused, each with a clear error.
+    forbidden(
+        &call(
+            &mut agent,
+            "inbox.send",
+            json!({"session_id": other, "msg_type": "info", "title": "spoof"}),
+        )
+        .await,
+        "its own session",
+    );
+    forbidden(
+        &call(
+            &mut agent,
+            "inbox.respond",
+            json!({"id": own_id, "response": "a"}),
+        )
+        .await,
+        "may not answer",
+    );
+    forbidden(
+        &call(&mut agent, "session.get", json!({"session_id": other})).await,
+        "its own session",
+    );
+    forbidden(
+        &call(&mut agent, "session.list", json!({})).await,
+        "may not list",
+    );
+    forbidden(
+        &call(&mut agent, "inbox.get", json!({"id": theirs["id"]})).await,
+        "own session's messages",
+    );
+    forbidden(
+        &call(&mut agent, "inbox.wait", json!({"id": theirs["id"]})).await,
+        "own session's messages",
+    );
+    forbidden(
+        &call(
+            &mut agent,
+            "db.query",
+            json!({"sql": "SELECT * FROM sessions"}),
+        )
+        .await,
+        "database",
+    );
+    for method in [
+        "inbox.list",
+        "inbox.clear",
+        "subscribe",
+        "session.create",
+        "daemon.shutdown",
+    ] {
+        forbidden(&call(&mut agent, method, json!({})).await, method);
+    }
+    // The refusals changed nothing.
+    let own = owner
+        .call_value("inbox.get", json!({"id": own_id}))
+        .await
+        .unwrap();
+    assert_eq!(own["message"]["responded"], false);
+
+    // The handle is stored only as a digest, and never logged.
+    let rows = owner
+        .call_value(
+            "db.query",
+            json!({"sql": "SELECT * FROM handles; SELECT * FROM sessions"}),
+        )
+        .await
+        .unwrap();
+    let dump = rows.to_string();
+    assert!(dump.contains(&mine));
+    assert!(
+        !dump.contains(&handle[2..]),
+        "the database holds a live handle"
+    );
+
+    // Revoked: the open connection and a new one get nothing at all.
+    owner
+        .call_value("session.deregister", json!({"session_id": mine}))
+        .await
+        .unwrap();
+    forbidden(
+        &call(&mut agent, "session.get", json!({"session_id": mine})).await,
+        "revoked",
+    );
+    forbidden(
+        &call(
+            &mut agent,
+            "inbox.send",
+            json!({"msg_type": "info", "title": "late"}),
+        )
+        .await,
+        "revoked",
+    );
+    let (mut again, hello) = handshake(&tk, &handle).await;
+    forbidden(&hello, "revoked");
+    let after = call(&mut again, "session.get", json!({"session_id": mine})).await;
+    assert_eq!(error_code(&after), -32000, "{after}");
+    let (_, junk) = handshake(&tk, "H-not-a-handle").await;
+    forbidden(&junk, "unknown");
+
+    let log =
+        std::fs::read_to_string(tk.root().join(".crucible/logs/daemon.log")).unwrap_or_default();
+    assert!(!log.contains(&handle[2..]), "the log holds a handle");
+}
+
+fn agent_command(tk: &TestKiln, handle: &str, args: &[&str]) -> std::process::Child {
+    Command::new(CRU)
+        .args(args)
+        .env("CRUCIBLE_HANDLE", handle)
+        .env("CRUCIBLE_SOCKET", tk.kiln.socket_path())
+        .env_remove("CRU_KILN")
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cru")
+}
+
+/// Waits for the first unanswered message of a session and answers it.
+async fn answer_next(client: &Client, session: &str, answer: &str) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = client
+            .call_value("inbox.list", json!({"session_id": session, "limit": 100}))
+            .await
+            .unwrap();
+        let open = list["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["responded"] == false && m["msg_type"] != "info")
+            .cloned();
+        if let Some(message) = open {
+            client
+                .call_value(
+                    "inbox.respond",
+                    json!({"id": message["id"], "response": answer}),
+                )
+                .await
+                .unwrap();
+            return message;
+        }
+        assert!(std::time::Instant::now() < deadline, "no question arrived");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn finish(child: std::process::Child) -> (Option<i32>, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = child.wait_with_output().unwrap();
+    (
+        status.code(),
+        String::from_utf8_lossy(&stdout).trim().to_string(),
+        String::from_utf8_lossy(&stderr).trim().to_string(),
+    )
+}
+
+#[tokio::test]
+async fn cru_notify_ask_and_approve_reach_the_human_and_report_by_exit_status() {
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let owner = tk.client().await;
+    let (id, handle) = session_with_handle(&owner, "script").await;
+
+    let (code, _, err) = finish(agent_command(
+        &tk,
+        &handle,
+        &["notify", "Finished the auth flow"],
+    ));
+    assert_eq!(code, Some(0), "{err}");
+
+    let asking = agent_command(
+        &tk,
+        &handle,
+        &[
+            "ask",
+            "Which auth strategy?",
+            "--option",
+            "JWT",
+            "--option",
+            "Session",
+        ],
+    );
+    let question = answer_next(&owner, &id, "session").await;
+    assert_eq!(question["title"], "Which auth strategy?");
+    assert_eq!(finish(asking).0, Some(0));
+
+    let asking = agent_command(&tk, &handle, &["ask", "Name it", "--timeout", "30"]);
+    answer_next(&owner, &id, "crucible-ci").await;
+    let (code, out, _) = finish(asking);
+    assert_eq!((code, out.as_str()), (Some(0), "crucible-ci"));
+
+    let approving = agent_command(&tk, &handle, &["approve", "About to delete 47 files"]);
+    answer_next(&owner, &id, "deny").await;
+    let (code, out, _) = finish(approving);
+    assert_eq!((code, out.as_str()), (Some(1), "denied"));
+
+    let approving = agent_command(&tk, &handle, &["approve", "Push to main"]);
+    answer_next(&owner, &id, "approve").await;
+    let (code, out, _) = finish(approving);
+    assert_eq!((code, out.as_str()), (Some(0), "approved"));
+
+    let (code, _, _) = finish(agent_command(
+        &tk,
+        &handle,
+        &["ask", "Anyone?", "--timeout", "1"],
+    ));
+    assert_eq!(code, Some(3));
+
+    let list = owner
+        .call_value("inbox.list", json!({"session_id": id, "limit": 100}))
+        .await
+        .unwrap();
+    let titles: Vec<&str> = list["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["title"].as_str().unwrap())
+        .collect();
+    assert!(titles.contains(&"Finished the auth flow"), "{titles:?}");
+
+    // Outside a session, or with a revoked handle: exit 5 and a clear reason.
+    let (code, _, err) = finish(agent_command(&tk, "", &["notify", "hello"]));
+    assert_eq!(code, Some(5), "{err}");
+    owner
+        .call_value("session.deregister", json!({"session_id": id}))
+        .await
+        .unwrap();
+    let (code, _, err) = finish(agent_command(&tk, &handle, &["ask", "Still there?"]));
+    assert_eq!(code, Some(5));
+    assert!(err.contains("revoked"), "{err}");
+}
