@@ -199,6 +199,7 @@ impl Actor {
         events: mpsc::UnboundedReceiver<AgentEvent>,
         commands: mpsc::UnboundedReceiver<Command>,
         resumed_from: Option<SessionState>,
+        first_prompt: Option<String>,
     ) -> Self {
         Self {
             wb,
@@ -209,7 +210,7 @@ impl Actor {
             resumed_from,
             ready: false,
             turn: false,
-            queue: VecDeque::new(),
+            queue: first_prompt.into_iter().collect(),
             blocking: HashSet::new(),
             permissions: HashMap::new(),
             stopping: None,

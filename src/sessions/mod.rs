@@ -153,8 +153,16 @@ impl Sessions {
                 return Err(e);
             }
         };
+        // The task goes in with the actor, so the agent starts on it as soon as it is
+        // ready (never showing `complete` first).
         match self
-            .spawn_actor(session.clone(), &params.agent, profile, None)
+            .spawn_actor(
+                session.clone(),
+                &params.agent,
+                profile,
+                None,
+                session.task.clone(),
+            )
             .await
         {
             Ok(()) => {}
@@ -165,9 +173,6 @@ impl Sessions {
                 let _ = std::fs::remove_file(MarkdownLog::path_for(&kiln.sessions_dir(), &id));
                 return Err(WorkbenchError::Invalid(why));
             }
-        }
-        if let Some(task) = session.task.clone() {
-            self.prompt(&id, task).await?;
         }
         self.wb.get_session(&id)
     }
@@ -253,6 +258,7 @@ impl Sessions {
         profile_name: &str,
         profile: AgentProfile,
         resume: Option<Resume>,
+        first_prompt: Option<String>,
     ) -> std::result::Result<(), String> {
         let kiln = self.wb.kiln();
         let cwd = session
@@ -298,6 +304,7 @@ impl Sessions {
             events,
             commands,
             resume.map(|r| r.previous),
+            first_prompt,
         );
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -517,7 +524,7 @@ impl Sessions {
                 tracing::warn!(session = %session.id, "cannot revoke old handles: {e}");
             }
             if let Err(why) = self
-                .spawn_actor(starting.clone(), &name, profile, Some(resume))
+                .spawn_actor(starting.clone(), &name, profile, Some(resume), None)
                 .await
             {
                 self.mark_lost(starting, why).await;
