@@ -334,6 +334,22 @@ fn describe(e: &agent_client_protocol::Error) -> String {
     }
 }
 
+/// Passes a file request through the firewall, recording it either way.
+fn gate(
+    events: &mpsc::UnboundedSender<AgentEvent>,
+    firewall: &Firewall,
+    op: &'static str,
+    path: &std::path::Path,
+) -> Result<PathBuf, agent_client_protocol::Error> {
+    let checked = firewall.check(path);
+    let _ = events.send(AgentEvent::File {
+        op,
+        path: path.display().to_string(),
+        refused: checked.as_ref().err().cloned(),
+    });
+    checked.map_err(fs_error)
+}
+
 fn fs_error(message: String) -> agent_client_protocol::Error {
     agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::INVALID_PARAMS, message)
 }
@@ -411,15 +427,9 @@ async fn converse(
             async move |request: ReadTextFileRequest, responder, _cx| {
                 let (events, firewall) = &reads;
                 let path = request.path.display().to_string();
-                let checked = firewall.check(&request.path);
-                let _ = events.send(AgentEvent::File {
-                    op: "read",
-                    path: path.clone(),
-                    refused: checked.as_ref().err().cloned(),
-                });
-                let real = match checked {
+                let real = match gate(events, firewall, "read", &request.path) {
                     Ok(real) => real,
-                    Err(why) => return responder.respond_with_error(fs_error(why)),
+                    Err(refusal) => return responder.respond_with_error(refusal),
                 };
                 match tokio::fs::read_to_string(&real).await {
                     Ok(text) => responder.respond(ReadTextFileResponse::new(fs::slice_lines(
@@ -436,15 +446,9 @@ async fn converse(
             async move |request: WriteTextFileRequest, responder, _cx| {
                 let (events, firewall) = &writes;
                 let path = request.path.display().to_string();
-                let checked = firewall.check(&request.path);
-                let _ = events.send(AgentEvent::File {
-                    op: "write",
-                    path: path.clone(),
-                    refused: checked.as_ref().err().cloned(),
-                });
-                let real = match checked {
+                let real = match gate(events, firewall, "write", &request.path) {
                     Ok(real) => real,
-                    Err(why) => return responder.respond_with_error(fs_error(why)),
+                    Err(refusal) => return responder.respond_with_error(refusal),
                 };
                 let written = async {
                     if let Some(parent) = real.parent() {

@@ -95,7 +95,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::logging::to_stderr();
             Ok(runtime.block_on(agent::approve(args)))
         }
-        Some(Command::Mcp) => runtime.block_on(mcp::run()),
+        Some(Command::Mcp) => {
+            // Stdout carries MCP frames only.
+            crate::logging::to_stderr();
+            runtime.block_on(mcp::run())
+        }
         None => {
             eprintln!(
                 "cru: the full-screen workbench is not available in this build yet.\n\
