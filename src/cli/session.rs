@@ -398,6 +398,12 @@ fn print_status(kiln: &Kiln, s: &Session) {
     if let Some(pid) = s.agent_pid {
         pairs.push(("agent pid", pid.to_string()));
     }
+    if let Some(ended) = &s.ended_at {
+        let code = s
+            .exit_code
+            .map_or_else(|| "no exit code".to_string(), |c| format!("exit code {c}"));
+        pairs.push(("ended", format!("{ended} ({code})")));
+    }
     if s.is_managed() {
         let log = crate::sessions::MarkdownLog::path_for(&kiln.sessions_dir(), &s.id);
         pairs.push(("log", log.display().to_string()));

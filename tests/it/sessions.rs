@@ -374,6 +374,8 @@ async fn one_crash_among_ten_sessions_leaves_nine_complete() {
             let reason = failed.state_reason.unwrap_or_default();
             assert!(reason.contains("exited with code 7"), "{reason}");
             assert_eq!(failed.agent_pid, None);
+            assert_eq!(failed.exit_code, Some(7));
+            assert!(failed.ended_at.is_some());
             let error = wait_message(&client, &s.id, MsgType::Error).await;
             assert!(error.title.contains("exited with code 7"), "{error:?}");
             assert!(
