@@ -101,7 +101,7 @@ pub enum TurnFailure {
 }
 
 #[derive(Debug)]
-enum Command_ {
+enum Order {
     Prompt(String),
     Cancel,
 }
@@ -125,17 +125,17 @@ pub struct Launch {
 /// A running agent. Dropping it stops the agent.
 pub struct AgentHandle {
     pub pid: u32,
-    commands: mpsc::UnboundedSender<Command_>,
+    commands: mpsc::UnboundedSender<Order>,
     stop: Option<oneshot::Sender<()>>,
 }
 
 impl AgentHandle {
     pub fn prompt(&self, text: String) {
-        let _ = self.commands.send(Command_::Prompt(text));
+        let _ = self.commands.send(Order::Prompt(text));
     }
 
     pub fn cancel(&self) {
-        let _ = self.commands.send(Command_::Cancel);
+        let _ = self.commands.send(Order::Cancel);
     }
 
     /// Ends the agent: its connection closes, then SIGTERM, then SIGKILL after a grace.
@@ -210,7 +210,7 @@ async fn supervise(
     launch: Launch,
     firewall: Firewall,
     events: mpsc::UnboundedSender<AgentEvent>,
-    commands: mpsc::UnboundedReceiver<Command_>,
+    commands: mpsc::UnboundedReceiver<Order>,
     stop: oneshot::Receiver<()>,
 ) {
     let pid = child.id();
@@ -362,7 +362,7 @@ async fn converse(
     launch: &Launch,
     firewall: Firewall,
     events: mpsc::UnboundedSender<AgentEvent>,
-    mut commands: mpsc::UnboundedReceiver<Command_>,
+    mut commands: mpsc::UnboundedReceiver<Order>,
 ) -> Result<(), agent_client_protocol::Error> {
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
     let updates = events.clone();
@@ -487,7 +487,7 @@ async fn converse(
             loop {
                 tokio::select! {
                     command = commands.recv() => match command {
-                        Some(Command_::Prompt(text)) => {
+                        Some(Order::Prompt(text)) => {
                             let cx2 = cx.clone();
                             let events = events.clone();
                             let request = PromptRequest::new(
@@ -505,7 +505,7 @@ async fn converse(
                                 Ok(())
                             })?;
                         }
-                        Some(Command_::Cancel) => {
+                        Some(Order::Cancel) => {
                             cx.send_notification(CancelNotification::new(session_id.clone()))?;
                         }
                         None => return Ok(()),
@@ -560,9 +560,4 @@ async fn open_session(
             Ok((created.session_id.0.to_string(), false, agent_name))
         }
     }
-}
-
-/// Whether a permission option grants rather than refuses.
-pub fn allows(kind: &str) -> bool {
-    kind.starts_with("allow")
 }

@@ -63,82 +63,72 @@ pub struct ApproveArgs {
     timeout: Option<u64>,
 }
 
-async fn link() -> Result<AgentLink, ExitCode> {
-    AgentLink::from_env().await.map_err(|e| fail(&e))
-}
-
-fn fail(e: &AgentError) -> ExitCode {
-    eprintln!("cru: {e}");
-    ExitCode::from(match e {
-        AgentError::Client(_) => exit::FAILED,
-        _ => exit::NO_SESSION,
+/// Runs an agent command: errors become a message on stderr and their exit code.
+async fn report(work: impl Future<Output = Result<ExitCode, AgentError>>) -> ExitCode {
+    work.await.unwrap_or_else(|e| {
+        eprintln!("cru: {e}");
+        ExitCode::from(match e {
+            AgentError::Client(_) => exit::FAILED,
+            _ => exit::NO_SESSION,
+        })
     })
 }
 
-fn unanswered(answer: &Answer) -> Option<ExitCode> {
+/// The exit code for an answer: `chosen` decides for a real one.
+fn settle(answer: Answer, chosen: impl FnOnce(String) -> ExitCode) -> ExitCode {
     match answer {
-        Answer::Chosen(_) => None,
+        Answer::Chosen(text) => chosen(text),
         Answer::TimedOut => {
             eprintln!("cru: no answer in time");
-            Some(ExitCode::from(exit::TIMED_OUT))
+            ExitCode::from(exit::TIMED_OUT)
         }
         Answer::Withdrawn(why) => {
             eprintln!("cru: the question was {why}");
-            Some(ExitCode::from(exit::WITHDRAWN))
+            ExitCode::from(exit::WITHDRAWN)
         }
     }
 }
 
 pub async fn notify(args: NotifyArgs) -> ExitCode {
-    let link = match link().await {
-        Ok(link) => link,
-        Err(code) => return code,
-    };
-    match link.notify(&args.title, args.body.as_deref()).await {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(e) => fail(&e),
-    }
+    report(async {
+        let link = AgentLink::from_env().await?;
+        link.notify(&args.title, args.body.as_deref()).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+    .await
 }
 
 pub async fn ask(args: AskArgs) -> ExitCode {
-    let link = match link().await {
-        Ok(link) => link,
-        Err(code) => return code,
-    };
-    let timeout = args.timeout.map(Duration::from_secs);
-    match link
-        .ask(&args.question, &args.options, args.body.as_deref(), timeout)
-        .await
-    {
-        Ok(answer) => unanswered(&answer).unwrap_or_else(|| {
-            if let Answer::Chosen(text) = answer {
-                println!("{text}");
-            }
+    report(async {
+        let link = AgentLink::from_env().await?;
+        let timeout = args.timeout.map(Duration::from_secs);
+        let answer = link
+            .ask(&args.question, &args.options, args.body.as_deref(), timeout)
+            .await?;
+        Ok(settle(answer, |text| {
+            println!("{text}");
             ExitCode::SUCCESS
-        }),
-        Err(e) => fail(&e),
-    }
+        }))
+    })
+    .await
 }
 
 pub async fn approve(args: ApproveArgs) -> ExitCode {
-    let link = match link().await {
-        Ok(link) => link,
-        Err(code) => return code,
-    };
-    let timeout = args.timeout.map(Duration::from_secs);
-    match link
-        .approve(&args.action, args.body.as_deref(), timeout)
-        .await
-    {
-        Ok(Answer::Chosen(choice)) if choice.eq_ignore_ascii_case("approve") => {
-            println!("approved");
-            ExitCode::SUCCESS
-        }
-        Ok(Answer::Chosen(_)) => {
-            println!("denied");
-            ExitCode::from(exit::DENIED)
-        }
-        Ok(other) => unanswered(&other).unwrap_or(ExitCode::from(exit::FAILED)),
-        Err(e) => fail(&e),
-    }
+    report(async {
+        let link = AgentLink::from_env().await?;
+        let timeout = args.timeout.map(Duration::from_secs);
+        let answer = link
+            .approve(&args.action, args.body.as_deref(), timeout)
+            .await?;
+        Ok(settle(answer, |choice| {
+            if choice.eq_ignore_ascii_case("approve") {
+                println!("approved");
+                ExitCode::SUCCESS
+            } else {
+                println!("denied");
+                ExitCode::from(exit::DENIED)
+            }
+        }))
+    })
+    .await
 }

@@ -129,16 +129,6 @@ pub enum SessionState {
 }
 
 impl SessionState {
-    pub const ALL: [SessionState; 7] = [
-        SessionState::Creating,
-        SessionState::Starting,
-        SessionState::Working,
-        SessionState::Waiting,
-        SessionState::Complete,
-        SessionState::Stopped,
-        SessionState::Error,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             SessionState::Creating => "creating",
@@ -213,24 +203,6 @@ pub enum EntryKind {
     State,
     /// Something that went wrong.
     Error,
-}
-
-impl EntryKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EntryKind::Prompt => "prompt",
-            EntryKind::Message => "message",
-            EntryKind::Thought => "thought",
-            EntryKind::ToolCall => "tool_call",
-            EntryKind::ToolUpdate => "tool_update",
-            EntryKind::Plan => "plan",
-            EntryKind::Permission => "permission",
-            EntryKind::File => "file",
-            EntryKind::TurnEnd => "turn_end",
-            EntryKind::State => "state",
-            EntryKind::Error => "error",
-        }
-    }
 }
 
 /// Streamed text, pushed as it arrives (the transcript stores it in whole messages).

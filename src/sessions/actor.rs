@@ -19,8 +19,10 @@ use crate::workbench::{Workbench, now_rfc3339};
 const MAX_PENDING_TEXT: usize = 64 * 1024;
 /// How much of a reply a `task_complete` message quotes.
 const SUMMARY_CHARS: usize = 4000;
-/// How many lines of an agent's stderr an error message quotes.
+/// How many lines of an agent's stderr an error message quotes, read from at most this
+/// many bytes at its end (a chatty agent's log can be large).
 const STDERR_TAIL_LINES: usize = 20;
+const STDERR_TAIL_BYTES: u64 = 16 * 1024;
 
 pub(super) enum Command {
     /// A prompt; answered with whether it had to queue.
@@ -426,18 +428,11 @@ impl Actor {
                     .await;
                 self.reported = true;
                 if self.resumed_from.is_some() {
-                    let reason = format!("the agent was lost when the daemon restarted: {why}");
-                    self.set_state(t, SessionState::Stopped, Some(reason.clone()))
-                        .await;
-                    self.message(
-                        MsgType::Error,
-                        "Agent lost in a daemon restart".into(),
-                        Some(format!(
-                            "{reason}. The session is stopped; its worktree and transcript are kept. \
-                             Start a new session to continue the work."
-                        )),
-                    )
-                    .await;
+                    let (reason, report) = super::lost(&self.session.id, &why);
+                    self.set_state(t, SessionState::Stopped, Some(reason)).await;
+                    if let Err(e) = self.wb.send(report).await {
+                        tracing::error!(session = %self.session.id, "cannot post to the inbox: {e}");
+                    }
                 } else {
                     self.set_state(t, SessionState::Error, Some(why.clone()))
                         .await;
@@ -621,12 +616,9 @@ impl Actor {
             return;
         }
         // Questions the agent asked itself (`cru ask`) can no longer be answered.
-        if let Ok(open) = self.wb.open_blocking(&self.session.id).await {
-            for id in open {
-                if let Err(e) = self.wb.withdraw(&id, &format!("withdrawn: {why}")).await {
-                    tracing::warn!(message = %id, "cannot withdraw a question: {e}");
-                }
-            }
+        let note = format!("withdrawn: {why}");
+        if let Err(e) = self.wb.withdraw_open(&self.session.id, &note).await {
+            tracing::warn!(session = %self.session.id, "cannot withdraw open questions: {e}");
         }
         self.blocking.clear();
         self.session.agent_pid = None;
@@ -742,7 +734,7 @@ impl Actor {
             .kiln()
             .sessions_dir()
             .join(format!("{}.stderr.log", self.session.id));
-        let Ok(stderr) = std::fs::read_to_string(&path) else {
+        let Some(stderr) = read_tail(&path, STDERR_TAIL_BYTES) else {
             return text;
         };
         let lines: Vec<&str> = stderr.lines().collect();
@@ -780,6 +772,21 @@ fn inbox_choices(options: &[PermissionChoice]) -> Vec<(String, String)> {
             (shown, o.id.clone())
         })
         .collect()
+}
+
+/// The last `max` bytes of a file, from the first whole line in them.
+fn read_tail(path: &std::path::Path, max: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    let start = file.metadata().ok()?.len().saturating_sub(max);
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Some(match (start > 0, text.find('\n')) {
+        (true, Some(cut)) => text[cut + 1..].to_string(),
+        _ => text,
+    })
 }
 
 fn first_line(text: &str) -> &str {

@@ -8,6 +8,8 @@ use crate::protocol::{EntryKind, Session, TranscriptEntry};
 
 pub struct MarkdownLog {
     path: PathBuf,
+    /// Opened once, for appending; `None` if it could not be (the store still has it all).
+    file: Option<std::fs::File>,
 }
 
 impl MarkdownLog {
@@ -18,8 +20,15 @@ impl MarkdownLog {
     /// Opens the log, writing its heading if it is new.
     pub fn open(dir: &Path, session: &Session) -> Self {
         let path = Self::path_for(dir, &session.id);
-        let log = Self { path };
-        if !log.path.exists() {
+        let is_new = !path.exists();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| tracing::warn!(path = %path.display(), "cannot open the session log: {e}"))
+            .ok();
+        let mut log = Self { path, file };
+        if is_new {
             let mut head = format!(
                 "# {}\n\n- session: `{}`\n",
                 session.display_name, session.id
@@ -39,17 +48,15 @@ impl MarkdownLog {
         log
     }
 
-    pub fn write(&self, entry: &TranscriptEntry) {
+    pub fn write(&mut self, entry: &TranscriptEntry) {
         self.append(&render(entry));
     }
 
-    fn append(&self, text: &str) {
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .and_then(|mut f| f.write_all(text.as_bytes()));
-        if let Err(e) = written {
+    fn append(&mut self, text: &str) {
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
+        if let Err(e) = file.write_all(text.as_bytes()) {
             tracing::warn!(path = %self.path.display(), "cannot write the session log: {e}");
         }
     }

@@ -320,27 +320,31 @@ impl Sessions {
 
     /// Sends a prompt now, or queues it behind the running turn. True when queued.
     pub async fn prompt(&self, id: &str, text: String) -> Result<bool> {
-        let session = self.managed(id)?;
         if text.trim().is_empty() {
+            self.managed(id)?;
             return Err(WorkbenchError::Invalid(
                 "the prompt must not be empty".into(),
             ));
         }
-        let actor = self.actor(id).ok_or_else(|| not_running(&session))?;
-        let (ack, done) = oneshot::channel();
-        actor
-            .send(Command::Prompt { text, ack })
-            .map_err(|_| not_running(&session))?;
-        done.await.map_err(|_| not_running(&session))
+        self.tell(id, |ack| Command::Prompt { text, ack }).await
     }
 
     /// Asks the agent to end its turn; pending approvals are withdrawn.
     pub async fn cancel(&self, id: &str) -> Result<()> {
+        self.tell(id, |ack| Command::Cancel { ack }).await
+    }
+
+    /// Gives a running session's actor a command and waits for its acknowledgement.
+    async fn tell<T>(
+        &self,
+        id: &str,
+        command: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T> {
         let session = self.managed(id)?;
         let actor = self.actor(id).ok_or_else(|| not_running(&session))?;
         let (ack, done) = oneshot::channel();
         actor
-            .send(Command::Cancel { ack })
+            .send(command(ack))
             .map_err(|_| not_running(&session))?;
         done.await.map_err(|_| not_running(&session))
     }
@@ -432,11 +436,9 @@ impl Sessions {
                 }
             }
         }
-        for open in self.wb.open_blocking(id).await? {
-            self.wb
-                .withdraw(&open, "withdrawn: the session was deleted")
-                .await?;
-        }
+        self.wb
+            .withdraw_open(id, "withdrawn: the session was deleted")
+            .await?;
         self.wb.remove_managed(id).await?;
         let dir = self.wb.kiln().sessions_dir();
         let _ = std::fs::remove_file(MarkdownLog::path_for(&dir, id));
@@ -534,7 +536,7 @@ impl Sessions {
 
     /// Marks a session stopped because its agent is gone, and says so in the inbox.
     async fn mark_lost(&self, mut session: Session, why: String) {
-        let reason = format!("the agent was lost when the daemon restarted: {why}");
+        let (reason, report) = lost(&session.id, &why);
         session.state = Some(SessionState::Stopped);
         session.state_reason = Some(reason.clone());
         session.agent_pid = None;
@@ -550,23 +552,27 @@ impl Sessions {
         actor_log
             .state(&self.wb, SessionState::Stopped, Some(&reason))
             .await;
-        let sent = self
-            .wb
-            .send(SendParams {
-                session_id: session.id.clone(),
-                msg_type: MsgType::Error,
-                title: "Agent lost in a daemon restart".into(),
-                body: Some(format!(
-                    "{reason}. The session is stopped; its worktree and transcript are kept. \
-                     Start a new session to continue the work."
-                )),
-                options: None,
-            })
-            .await;
-        if let Err(e) = sent {
+        if let Err(e) = self.wb.send(report).await {
             tracing::error!(session = %session.id, "cannot report a lost agent: {e}");
         }
     }
+}
+
+/// Why a session whose agent did not survive a restart is stopped, and the `error`
+/// message that says so.
+pub(super) fn lost(session_id: &str, why: &str) -> (String, SendParams) {
+    let reason = format!("the agent was lost when the daemon restarted: {why}");
+    let report = SendParams {
+        session_id: session_id.to_string(),
+        msg_type: MsgType::Error,
+        title: "Agent lost in a daemon restart".into(),
+        body: Some(format!(
+            "{reason}. The session is stopped; its worktree and transcript are kept. \
+             Start a new session to continue the work."
+        )),
+        options: None,
+    };
+    (reason, report)
 }
 
 /// What a resumed actor needs to know.

@@ -326,6 +326,14 @@ impl Workbench {
         Ok(())
     }
 
+    /// Withdraws every open decision and approval of a session.
+    pub async fn withdraw_open(&self, session_id: &str, note: &str) -> Result<()> {
+        for id in self.open_blocking(session_id).await? {
+            self.withdraw(&id, note).await?;
+        }
+        Ok(())
+    }
+
     // ---- inbox ----
 
     /// Stores a message durably, then announces it.
