@@ -58,12 +58,16 @@ pub enum AgentKind {
     /// The Agent Client Protocol over the agent's stdin and stdout.
     #[default]
     Acp,
+    /// A plain program run once per prompt: the prompt on its stdin, its stdout the
+    /// reply, its exit the end of the turn.
+    Command,
 }
 
 impl AgentKind {
     pub fn as_str(self) -> &'static str {
         match self {
             AgentKind::Acp => "acp",
+            AgentKind::Command => "command",
         }
     }
 }

@@ -4,9 +4,12 @@
 //! client: `initialize`, then `session/new` (or `session/load` to resume), then prompts
 //! and cancels on command. What the agent does comes back as [`AgentEvent`]s on one
 //! channel, in the order it happened; the last one is always [`AgentEvent::Exited`].
+//! Profiles of `type = "command"` run a plain program per prompt instead (see
+//! [`command`]); they report through the same events.
 //! This module knows nothing of the store or the inbox: the session that owns the
 //! agent turns events into state, transcript and messages.
 
+pub mod command;
 mod fs;
 
 use std::path::PathBuf;
@@ -27,7 +30,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
-use crate::config::AgentProfile;
+use crate::config::{AgentKind, AgentProfile};
 use crate::protocol::EntryKind;
 
 pub use fs::Firewall;
@@ -80,6 +83,9 @@ pub enum AgentEvent {
     TurnEnded(Result<String, TurnFailure>),
     /// The agent could not be started or resumed.
     StartFailed(String),
+    /// The process doing the agent's work now, for agents that run one per prompt
+    /// (`None`: the run ended).
+    Process(Option<u32>),
     /// The process is gone: how it ended, and its exit code if it had one.
     Exited { status: String, code: Option<i32> },
 }
@@ -153,6 +159,9 @@ pub fn launch(
     launch: Launch,
     events: mpsc::UnboundedSender<AgentEvent>,
 ) -> Result<AgentHandle, String> {
+    if launch.profile.kind == AgentKind::Command {
+        return command::launch(launch, events);
+    }
     let firewall = Firewall::new(&launch.cwd, &launch.denied)
         .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?;
     let stderr = std::fs::OpenOptions::new()

@@ -365,7 +365,7 @@ impl Actor {
                         MsgType::Info,
                         "Session resumed after a daemon restart".into(),
                         Some(format!(
-                            "{reason}. The agent reloaded its conversation; send a prompt to continue."
+                            "{reason}. The agent reopened its session; send a prompt to continue."
                         )),
                     )
                     .await;
@@ -444,6 +444,10 @@ impl Actor {
                     .await;
                 }
                 self.agent.stop();
+            }
+            AgentEvent::Process(pid) => {
+                self.session.agent_pid = Some(pid.unwrap_or(self.agent.pid));
+                self.save().await;
             }
             AgentEvent::Exited { status, code } => {
                 self.exited(t, status, code).await;
@@ -593,6 +597,7 @@ impl Actor {
                 if dropped > 0 {
                     body.push_str(&format!(" {dropped} queued prompt(s) were dropped."));
                 }
+                let body = self.with_stderr(body);
                 self.message(MsgType::Error, "Turn failed".into(), Some(body))
                     .await;
             }

@@ -3,6 +3,7 @@
 
 mod agents;
 mod cli;
+mod command_agents;
 mod common;
 mod daemon;
 mod lifecycle;

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 const AGENT: &str = env!("CARGO_BIN_EXE_cru-scripted-agent");
-const LONG: Duration = Duration::from_secs(60);
+pub(crate) const LONG: Duration = Duration::from_secs(60);
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -36,7 +36,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A kiln that is a git repository with one commit on `main`, and agent profiles for
 /// the scripted agent: `scripted` (cannot resume), `loader` (can), plus `extra`.
-fn agent_kiln(extra: &str) -> TestKiln {
+pub(crate) fn agent_kiln(extra: &str) -> TestKiln {
     let settings = format!(
         "[daemon]\ngrace_period_secs = 60\n\n\
          [agents.scripted]\ncommand = {AGENT:?}\n\n\
@@ -87,7 +87,7 @@ impl Events {
     }
 }
 
-async fn create(client: &Client, agent: &str, task: Option<&str>) -> Session {
+pub(crate) async fn create(client: &Client, agent: &str, task: Option<&str>) -> Session {
     let reply = client
         .call_value("session.create", json!({"agent": agent, "task": task}))
         .await
@@ -95,7 +95,7 @@ async fn create(client: &Client, agent: &str, task: Option<&str>) -> Session {
     serde_json::from_value(reply["session"].clone()).expect("a session")
 }
 
-async fn session(client: &Client, id: &str) -> Session {
+pub(crate) async fn session(client: &Client, id: &str) -> Session {
     let reply = client
         .call_value("session.get", json!({"session_id": id}))
         .await
@@ -103,7 +103,7 @@ async fn session(client: &Client, id: &str) -> Session {
     serde_json::from_value(reply["session"].clone()).expect("a session")
 }
 
-async fn messages(client: &Client, id: &str) -> Vec<InboxMessage> {
+pub(crate) async fn messages(client: &Client, id: &str) -> Vec<InboxMessage> {
     let reply = client
         .call_value("inbox.list", json!({"session_id": id, "limit": 1000}))
         .await
@@ -111,7 +111,7 @@ async fn messages(client: &Client, id: &str) -> Vec<InboxMessage> {
     serde_json::from_value(reply["messages"].clone()).expect("messages")
 }
 
-async fn transcript(client: &Client, id: &str) -> Vec<TranscriptEntry> {
+pub(crate) async fn transcript(client: &Client, id: &str) -> Vec<TranscriptEntry> {
     let reply = client
         .call_value("session.transcript", json!({"session_id": id}))
         .await
@@ -120,7 +120,7 @@ async fn transcript(client: &Client, id: &str) -> Vec<TranscriptEntry> {
 }
 
 /// What the agent said in the session, all messages joined.
-async fn said(client: &Client, id: &str) -> String {
+pub(crate) async fn said(client: &Client, id: &str) -> String {
     transcript(client, id)
         .await
         .into_iter()
@@ -131,7 +131,7 @@ async fn said(client: &Client, id: &str) -> String {
 }
 
 /// Polls (the daemon, over the socket) until `check` passes on the session.
-async fn wait_session(
+pub(crate) async fn wait_session(
     client: &Client,
     id: &str,
     what: &str,
@@ -151,11 +151,11 @@ async fn wait_session(
     }
 }
 
-async fn wait_state(client: &Client, id: &str, state: SessionState) -> Session {
+pub(crate) async fn wait_state(client: &Client, id: &str, state: SessionState) -> Session {
     wait_session(client, id, state.as_str(), |s| s.state == Some(state)).await
 }
 
-async fn wait_message(client: &Client, id: &str, msg_type: MsgType) -> InboxMessage {
+pub(crate) async fn wait_message(client: &Client, id: &str, msg_type: MsgType) -> InboxMessage {
     let deadline = std::time::Instant::now() + LONG;
     loop {
         if let Some(m) = messages(client, id)

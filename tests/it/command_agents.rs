@@ -1,0 +1,275 @@
+//! Plain programs as session agents (`type = "command"`): a shell script started by a
+//! real session, in a real worktree, asks the human through `cru ask` and `cru approve`
+//! and is answered through `cru inbox respond`.
+
+use std::time::Duration;
+
+use crucible::client::Client;
+use crucible::protocol::{InboxMessage, MsgType, SessionState};
+use serde_json::json;
+
+use crate::common::*;
+use crate::sessions::{
+    LONG, agent_kiln, create, messages, said, session, wait_message, wait_session, wait_state,
+};
+
+/// A kiln with three command profiles: `script` (asks, asks for approval, notifies),
+/// `failing` (exits 3 with a complaint on stderr) and `sleeper` (runs until cancelled).
+fn command_kiln() -> TestKiln {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let script = dir.join("agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            r#"#!/bin/sh
+read -r prompt
+echo "prompt: $prompt (also in env: $CRUCIBLE_PROMPT)"
+echo "working in $(basename "$PWD")"
+choice=$("{CRU}" ask "Which auth strategy?" --option JWT --option Session --option OAuth)
+echo "ask exited $? with $choice"
+if "{CRU}" approve "About to delete 47 files"; then
+  echo "approved"
+else
+  echo "denied with status $?"
+fi
+"{CRU}" notify "Finished the auth flow"
+"#
+        ),
+    )
+    .unwrap();
+    agent_kiln(&format!(
+        "[agents.script]\ntype = \"command\"\ncommand = \"/bin/sh\"\nargs = [{script:?}]\n\n\
+         [agents.failing]\ntype = \"command\"\ncommand = \"sh\"\n\
+         args = [\"-c\", \"echo partial work; echo the build is broken >&2; exit 3\"]\n\n\
+         [agents.sleeper]\ntype = \"command\"\ncommand = \"sh\"\n\
+         args = [\"-c\", \"echo started; exec sleep 60\"]\n"
+    ))
+}
+
+/// The session's newest unanswered message of this type.
+async fn open_message(client: &Client, id: &str, msg_type: MsgType) -> InboxMessage {
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let open = messages(client, id)
+            .await
+            .into_iter()
+            .find(|m| m.msg_type == msg_type && m.response.is_none() && !m.withdrawn);
+        if let Some(m) = open {
+            return m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no open {msg_type} for {id}; session is {:?}",
+            session(client, id).await
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn respond(tk: &TestKiln, message: &InboxMessage, answer: &str) {
+    let out = tk.cru(&["inbox", "respond", &message.id, answer]);
+    assert!(out.status.success(), "cru inbox respond: {}", stderr(&out));
+}
+
+async fn count(client: &Client, id: &str, msg_type: MsgType) -> usize {
+    messages(client, id)
+        .await
+        .iter()
+        .filter(|m| m.msg_type == msg_type)
+        .count()
+}
+
+#[tokio::test]
+async fn a_shell_script_agent_asks_and_gets_approval_through_cru_inbox_respond() {
+    let tk = command_kiln();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "script", Some("add the auth flow")).await;
+
+    // `cru ask` blocks the script, and the session waits for the human.
+    let question = open_message(&client, &s.id, MsgType::DecisionNeeded).await;
+    assert_eq!(question.title, "Which auth strategy?");
+    assert_eq!(
+        question.options.as_deref(),
+        Some(&["JWT".to_string(), "Session".into(), "OAuth".into()][..])
+    );
+    wait_state(&client, &s.id, SessionState::Waiting).await;
+    respond(&tk, &question, "Session");
+
+    let approval = open_message(&client, &s.id, MsgType::ApprovalRequired).await;
+    assert_eq!(approval.title, "About to delete 47 files");
+    wait_state(&client, &s.id, SessionState::Waiting).await;
+    respond(&tk, &approval, "approve");
+
+    let done = wait_message(&client, &s.id, MsgType::TaskComplete).await;
+    let first = said(&client, &s.id).await;
+    assert!(
+        first.contains("prompt: add the auth flow (also in env: add the auth flow)"),
+        "{first}"
+    );
+    assert!(first.contains("ask exited 0 with Session"), "{first}");
+    assert!(first.contains("\napproved"), "{first}");
+    assert!(
+        done.body.as_deref().unwrap_or("").contains("approved"),
+        "{done:?}"
+    );
+    let worktree = s.worktree.as_deref().expect("a worktree");
+    assert!(
+        first.contains(&format!(
+            "working in {}",
+            worktree.rsplit('/').next().unwrap()
+        )),
+        "the program runs in the session's worktree: {first}"
+    );
+    let notes = messages(&client, &s.id).await;
+    assert!(
+        notes
+            .iter()
+            .any(|m| m.msg_type == MsgType::Info && m.title == "Finished the auth flow"),
+        "{notes:?}"
+    );
+    let ended = wait_state(&client, &s.id, SessionState::Complete).await;
+    assert_eq!(ended.agent_pid, Some(tk.daemon_pid().expect("daemon pid")));
+
+    // A second prompt runs the program again; this time the human denies.
+    client
+        .call_value(
+            "session.prompt",
+            json!({"session_id": s.id, "text": "once more"}),
+        )
+        .await
+        .unwrap();
+    respond(
+        &tk,
+        &open_message(&client, &s.id, MsgType::DecisionNeeded).await,
+        "OAuth",
+    );
+    respond(
+        &tk,
+        &open_message(&client, &s.id, MsgType::ApprovalRequired).await,
+        "deny",
+    );
+    let deadline = std::time::Instant::now() + LONG;
+    while count(&client, &s.id, MsgType::TaskComplete).await < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no second task_complete"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let second = said(&client, &s.id).await;
+    assert!(second.contains("prompt: once more"), "{second}");
+    assert!(second.contains("ask exited 0 with OAuth"), "{second}");
+    assert!(second.contains("denied with status 1"), "{second}");
+}
+
+#[tokio::test]
+async fn a_failing_program_fails_its_turn_with_its_stderr_and_a_hung_one_is_cancelled() {
+    let tk = command_kiln();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+
+    let failing = create(&client, "failing", Some("build it")).await;
+    let error = wait_message(&client, &failing.id, MsgType::Error).await;
+    let body = error.body.unwrap_or_default();
+    assert!(body.contains("exited with code 3"), "{body}");
+    assert!(body.contains("the build is broken"), "stderr tail: {body}");
+    let s = wait_state(&client, &failing.id, SessionState::Error).await;
+    assert!(
+        s.state_reason
+            .unwrap_or_default()
+            .contains("exited with code 3")
+    );
+    assert!(said(&client, &failing.id).await.contains("partial work"));
+
+    let sleeper = create(&client, "sleeper", Some("wait")).await;
+    let daemon = tk.daemon_pid();
+    let running = wait_session(&client, &sleeper.id, "the program to run", |s| {
+        s.agent_pid.is_some() && s.agent_pid != daemon
+    })
+    .await;
+    let pid = running.agent_pid.expect("the running program's pid");
+    assert!(crucible::sys::process_has_env(
+        pid,
+        "CRUCIBLE_SESSION_ID",
+        &sleeper.id
+    ));
+    client
+        .call_value("session.cancel", json!({"session_id": sleeper.id}))
+        .await
+        .unwrap();
+    let s = wait_state(&client, &sleeper.id, SessionState::Complete).await;
+    assert_eq!(s.state_reason.as_deref(), Some("stopped: cancelled"));
+    assert_eq!(
+        s.agent_pid, daemon,
+        "between prompts the daemon hosts the agent"
+    );
+    assert!(said(&client, &sleeper.id).await.contains("started"));
+    wait_until("the cancelled program ends", LONG, || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|stat| stat.contains(") Z "))
+    })
+    .await;
+    assert_eq!(count(&client, &sleeper.id, MsgType::TaskComplete).await, 0);
+}
+
+#[tokio::test]
+async fn a_missing_program_makes_no_session() {
+    let tk = agent_kiln(
+        "[agents.ghost]\ntype = \"command\"\ncommand = \"no-such-program-for-crucible\"\n",
+    );
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let err = client
+        .call_value("session.create", json!({"agent": "ghost", "task": "x"}))
+        .await
+        .expect_err("no program");
+    assert!(err.to_string().contains("not found"), "{err}");
+    let list = client.call_value("session.list", json!({})).await.unwrap();
+    assert_eq!(list["sessions"].as_array().map(Vec::len), Some(0), "{list}");
+}
+
+#[tokio::test]
+async fn after_a_daemon_kill_the_running_program_is_ended_and_the_session_reopened() {
+    let tk = command_kiln();
+    let mut daemon = tk.spawn_daemon().await;
+    let client = tk.client().await;
+    let s = create(&client, "sleeper", Some("wait")).await;
+    let old_daemon = daemon.pid();
+    let running = wait_session(&client, &s.id, "the program to run", |s| {
+        s.agent_pid.is_some_and(|p| p != old_daemon)
+    })
+    .await;
+    let program = running.agent_pid.expect("pid");
+    drop(client);
+
+    daemon.kill9();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = wait_state(&client, &s.id, SessionState::Complete).await;
+    assert!(
+        s.state_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("interrupted"),
+        "{s:?}"
+    );
+    assert!(
+        !crucible::sys::process_has_env(program, "CRUCIBLE_SESSION_ID", &s.id),
+        "the program left by the killed daemon still runs"
+    );
+    // The reopened session takes prompts again.
+    client
+        .call_value(
+            "session.prompt",
+            json!({"session_id": s.id, "text": "again"}),
+        )
+        .await
+        .unwrap();
+    wait_session(&client, &s.id, "the program to run again", |s| {
+        s.agent_pid
+            .is_some_and(|p| p != program && Some(p) != tk.daemon_pid())
+    })
+    .await;
+}
