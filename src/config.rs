@@ -81,6 +81,9 @@ pub struct DaemonConfig {
     pub heartbeat_interval_secs: u64,
     /// A registered session that has not heartbeat for this long is cleaned up.
     pub session_timeout_secs: u64,
+    /// How long a registered session's termination record (why and when it ended, its
+    /// exit code) is kept for `cru session status` after it ends.
+    pub ended_session_ttl_secs: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,6 +117,7 @@ impl Default for DaemonConfig {
             grace_period_secs: 5,
             heartbeat_interval_secs: 30,
             session_timeout_secs: 300,
+            ended_session_ttl_secs: 86_400,
         }
     }
 }

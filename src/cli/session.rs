@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::output;
 use crate::client::Client;
@@ -196,7 +196,18 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             }
         }
         SessionAction::Status { session, json } => {
-            let s = resolve(&client, &session).await?;
+            let s = match resolve(&client, &session).await {
+                Ok(s) => s,
+                // A registered session that ended is no longer listed, but its
+                // termination record answers to its full id for a while.
+                Err(e) => match client
+                    .call::<_, Value>(method::SESSION_GET, &json!({"session_id": session.trim()}))
+                    .await
+                {
+                    Ok(reply) => serde_json::from_value(reply["session"].clone())?,
+                    Err(_) => return Err(e),
+                },
+            };
             if json {
                 println!("{}", serde_json::to_string_pretty(&s)?);
             } else {

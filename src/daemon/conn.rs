@@ -326,7 +326,8 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
         method::SESSION_LIST => Ok(json!({"sessions": wb.list_sessions()})),
         method::SESSION_GET => {
             let p: SessionIdParams = params(raw)?;
-            Ok(json!({"session": wb.get_session(&p.session_id).map_err(app_error)?}))
+            let session = wb.session_or_record(&p.session_id).map_err(app_error)?;
+            Ok(json!({ "session": session }))
         }
         method::SESSION_HEARTBEAT => {
             let p: SessionIdParams = params(raw)?;
@@ -334,8 +335,9 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
             Ok(json!({"ok": true}))
         }
         method::SESSION_DEREGISTER => {
-            let p: SessionIdParams = params(raw)?;
-            wb.deregister(&p.session_id, "deregistered")
+            let p: DeregisterParams = params(raw)?;
+            let reason = p.reason.as_deref().unwrap_or("deregistered");
+            wb.deregister(&p.session_id, reason, p.exit_code)
                 .await
                 .map_err(app_error)?;
             Ok(json!({"ok": true}))

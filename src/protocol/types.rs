@@ -363,6 +363,18 @@ pub struct SessionIdParams {
     pub session_id: String,
 }
 
+/// `session.deregister`: the session ends; its termination record keeps the reason and
+/// the agent's exit code for a while.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeregisterParams {
+    pub session_id: String,
+    /// Why it ended; "deregistered" when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SendParams {
     pub session_id: String,

@@ -84,6 +84,7 @@ impl Workbench {
             sessions,
             Duration::from_secs(config.daemon.session_timeout_secs),
             Duration::from_secs(config.daemon.heartbeat_interval_secs),
+            Duration::from_secs(config.daemon.ended_session_ttl_secs),
         );
         let wb = Arc::new(Self {
             store,
@@ -217,7 +218,15 @@ impl Workbench {
     }
 
     pub fn get_session(&self, id: &str) -> Result<Session> {
-        self.registry.get(id).ok_or_else(|| no_session(id))
+        self.registry.get(id).ok_or_else(|| self.gone(id))
+    }
+
+    /// A live session, or the termination record of one that ended not long ago.
+    pub fn session_or_record(&self, id: &str) -> Result<Session> {
+        self.registry
+            .get(id)
+            .or_else(|| self.registry.ended(id))
+            .ok_or_else(|| no_session(id))
     }
 
     /// Keeps a session alive. Touches memory only.
@@ -225,28 +234,49 @@ impl Workbench {
         if self.registry.beat(id) {
             Ok(())
         } else {
-            Err(no_session(id))
+            Err(self.gone(id))
         }
     }
 
-    pub async fn deregister(&self, id: &str, reason: &str) -> Result<()> {
-        match self.registry.get(id) {
-            None => return Err(no_session(id)),
+    /// Ends a registered session: its handles are revoked and a termination record
+    /// (why, when, exit code) is kept for `daemon.ended_session_ttl_secs`.
+    pub async fn deregister(&self, id: &str, reason: &str, exit_code: Option<i32>) -> Result<()> {
+        let mut session = match self.registry.get(id) {
+            None => return Err(self.gone(id)),
             Some(s) if s.is_managed() => {
                 return Err(WorkbenchError::Invalid(format!(
                     "session {id} runs under crucible; stop or delete it instead"
                 )));
             }
-            Some(_) => {}
-        }
+            Some(s) => s,
+        };
         self.revoke_handles(id).await?;
-        self.store.delete_session(id).await?;
-        self.registry.remove(id);
+        session.status = ENDED.into();
+        session.state_reason = Some(reason.into());
+        session.ended_at = Some(now_rfc3339());
+        session.exit_code = exit_code;
+        self.store.save_session(&session).await?;
+        self.registry.end(session);
         self.publish(Event::SessionDeregistered {
             session_id: id.to_string(),
             reason: reason.into(),
         });
         Ok(())
+    }
+
+    /// "No such session", saying when and why it ended if its record is still kept.
+    fn gone(&self, id: &str) -> WorkbenchError {
+        match self.registry.ended(id) {
+            Some(record) => WorkbenchError::NotFound(format!(
+                "session {id} ended at {} ({})",
+                record.ended_at.as_deref().unwrap_or("an unknown time"),
+                record
+                    .state_reason
+                    .as_deref()
+                    .unwrap_or("no reason recorded")
+            )),
+            None => no_session(id),
+        }
     }
 
     // ---- sessions crucible runs ----
@@ -538,6 +568,9 @@ impl Workbench {
         self.store.close().await;
     }
 }
+
+/// The status of a registered session that has ended.
+const ENDED: &str = "ended";
 
 fn no_session(id: &str) -> WorkbenchError {
     WorkbenchError::NotFound(format!("no session {id}"))

@@ -42,9 +42,17 @@ struct Entry {
     last_beat: Instant,
 }
 
+/// What is left of a registered session after it ended (seed 002's termination record),
+/// kept for status queries until it expires.
+struct Record {
+    session: Session,
+    expires: Instant,
+}
+
 #[derive(Default)]
 struct Inner {
     sessions: HashMap<String, Entry>,
+    ended: HashMap<String, Record>,
     dirty: HashSet<String>,
 }
 
@@ -52,37 +60,45 @@ pub(super) struct Registry {
     inner: Mutex<Inner>,
     timeout: Duration,
     idle_after: Duration,
+    /// How long termination records are kept.
+    record_ttl: Duration,
     beats_pending: Notify,
     changed: Notify,
 }
 
 impl Registry {
     /// Sessions loaded from the store get a fresh clock: the daemon was away, not them.
+    /// Termination records keep the time left from when their session ended.
     pub fn new(
         sessions: Vec<Session>,
         timeout: Duration,
         heartbeat_interval: Duration,
+        record_ttl: Duration,
     ) -> Arc<Self> {
         let now = Instant::now();
-        let sessions = sessions
-            .into_iter()
-            .map(|s| {
-                (
-                    s.id.clone(),
-                    Entry {
-                        session: s,
+        let mut inner = Inner::default();
+        for session in sessions {
+            match session.ended_at.as_deref() {
+                Some(ended) if !session.is_managed() => {
+                    let expires = now + record_ttl.saturating_sub(age(ended));
+                    inner
+                        .ended
+                        .insert(session.id.clone(), Record { session, expires });
+                }
+                _ => {
+                    let entry = Entry {
+                        session,
                         last_beat: now,
-                    },
-                )
-            })
-            .collect();
+                    };
+                    inner.sessions.insert(entry.session.id.clone(), entry);
+                }
+            }
+        }
         Arc::new(Self {
-            inner: Mutex::new(Inner {
-                sessions,
-                dirty: HashSet::new(),
-            }),
+            inner: Mutex::new(inner),
             timeout,
             idle_after: heartbeat_interval * 2,
+            record_ttl,
             beats_pending: Notify::new(),
             changed: Notify::new(),
         })
@@ -147,6 +163,40 @@ impl Registry {
         list
     }
 
+    /// Moves an ended session out of the live ones into a termination record.
+    pub fn end(&self, session: Session) {
+        let mut inner = self.lock();
+        inner.sessions.remove(&session.id);
+        inner.dirty.remove(&session.id);
+        let expires = Instant::now() + self.record_ttl;
+        inner
+            .ended
+            .insert(session.id.clone(), Record { session, expires });
+        drop(inner);
+        self.changed.notify_one();
+    }
+
+    /// The termination record of a session that ended, while it is kept.
+    pub fn ended(&self, id: &str) -> Option<Session> {
+        self.lock().ended.get(id).map(|r| r.session.clone())
+    }
+
+    /// Takes the termination records whose time is up.
+    fn take_expired_records(&self) -> Vec<String> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let expired: Vec<String> = inner
+            .ended
+            .iter()
+            .filter(|(_, r)| r.expires <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &expired {
+            inner.ended.remove(id);
+        }
+        expired
+    }
+
     pub fn len(&self) -> usize {
         self.lock().sessions.len()
     }
@@ -182,15 +232,17 @@ impl Registry {
             .collect()
     }
 
-    /// When the next session would time out, if any session that heartbeats exists.
+    /// When the next session would time out or the next termination record expire.
     /// Sessions crucible runs never time out: their agent's process is watched instead.
     fn next_deadline(&self) -> Option<Instant> {
-        self.lock()
+        let inner = self.lock();
+        let timeouts = inner
             .sessions
             .values()
             .filter(|e| !e.session.is_managed())
-            .map(|e| e.last_beat + self.timeout)
-            .min()
+            .map(|e| e.last_beat + self.timeout);
+        let expiries = inner.ended.values().map(|r| r.expires);
+        timeouts.chain(expiries).min()
     }
 
     fn expired(&self) -> Vec<String> {
@@ -222,9 +274,9 @@ pub(super) async fn heartbeat_writer(registry: Arc<Registry>, wb: Weak<Workbench
     }
 }
 
-/// Deregisters sessions whose heartbeat stopped for longer than the timeout. Sleeps until
-/// the earliest deadline, or until the set of sessions changes; with no sessions it only
-/// waits for one to appear.
+/// Deregisters sessions whose heartbeat stopped for longer than the timeout, and drops
+/// termination records whose time is up. Sleeps until the earliest deadline, or until
+/// the set of sessions changes; with no sessions it only waits for one to appear.
 pub(super) async fn reaper(registry: Arc<Registry>, wb: Weak<Workbench>) {
     loop {
         match registry.next_deadline() {
@@ -239,11 +291,28 @@ pub(super) async fn reaper(registry: Arc<Registry>, wb: Weak<Workbench>) {
         let Some(wb) = wb.upgrade() else { return };
         for id in registry.expired() {
             tracing::info!(session = %id, "session timed out without heartbeats; cleaning up");
-            if let Err(e) = wb.deregister(&id, "timed out").await {
+            if let Err(e) = wb.deregister(&id, "timed out", None).await {
                 tracing::warn!(session = %id, "could not clean up session: {e}");
             }
         }
+        for id in registry.take_expired_records() {
+            if let Err(e) = wb.store.delete_session(&id).await {
+                tracing::warn!(session = %id, "could not drop a termination record: {e}");
+            }
+        }
     }
+}
+
+/// How long ago an RFC 3339 time was; zero if it cannot be read or is in the future.
+fn age(rfc3339: &str) -> Duration {
+    chrono::DateTime::parse_from_rfc3339(rfc3339)
+        .ok()
+        .and_then(|t| {
+            (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
+                .to_std()
+                .ok()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

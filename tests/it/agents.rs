@@ -325,3 +325,88 @@ async fn cru_notify_ask_and_approve_reach_the_human_and_report_by_exit_status() 
     assert_eq!(code, Some(5));
     assert!(err.contains("revoked"), "{err}");
 }
+
+#[tokio::test]
+async fn an_ended_session_keeps_its_termination_record_until_the_ttl() {
+    let tk =
+        TestKiln::with_settings("[daemon]\ngrace_period_secs = 60\nended_session_ttl_secs = 3\n");
+    let mut daemon = tk.spawn_daemon().await;
+    let owner = tk.client().await;
+    let (id, handle) = session_with_handle(&owner, "builder").await;
+    owner
+        .call_value(
+            "session.deregister",
+            json!({"session_id": id, "reason": "the agent crashed", "exit_code": 3}),
+        )
+        .await
+        .unwrap();
+
+    // Gone from the live list, its handle dead, but the record answers.
+    let list = owner.call_value("session.list", json!({})).await.unwrap();
+    assert_eq!(list["sessions"], json!([]), "{list}");
+    let (mut raw, reply) = handshake(&tk, &handle).await;
+    assert!(reply.get("error").is_some(), "a revoked handle: {reply}");
+    let refused = call(&mut raw, "session.get", json!({"session_id": id})).await;
+    assert!(refused.get("result").is_none(), "{refused}");
+    let record = owner
+        .call_value("session.get", json!({"session_id": id}))
+        .await
+        .unwrap()["session"]
+        .clone();
+    assert_eq!(record["status"], "ended");
+    assert_eq!(record["state_reason"], "the agent crashed");
+    assert_eq!(record["exit_code"], 3);
+    assert!(record["ended_at"].is_string(), "{record}");
+    assert_eq!(stored(&owner, &id).await, 1);
+    let err = owner
+        .call_value("session.heartbeat", json!({"session_id": id}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.rpc_code(), Some(-32002));
+    assert!(err.to_string().contains("ended at"), "{err}");
+
+    // `cru session status` shows it, after a daemon restart too.
+    drop(owner);
+    daemon.kill9();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let out = tk.cru(&["session", "status", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = stdout(&out);
+    for needle in ["ended", "the agent crashed", "exit code 3"] {
+        assert!(shown.contains(needle), "{needle:?} missing from:\n{shown}");
+    }
+
+    // Once the TTL has passed the record is gone, from the database too.
+    let owner = tk.client().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match owner
+            .call_value("session.get", json!({"session_id": id}))
+            .await
+        {
+            Err(e) if e.to_string().contains("no session") => break,
+            other => assert!(
+                std::time::Instant::now() < deadline,
+                "still kept: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        stored(&owner, &id).await,
+        0,
+        "the record is still in the database"
+    );
+}
+
+/// How many rows the database holds for a session id.
+async fn stored(owner: &Client, id: &str) -> usize {
+    let rows = owner
+        .call_value(
+            "db.query",
+            json!({"sql": "SELECT id FROM type::record('sessions', $id)", "bindings": {"id": id}}),
+        )
+        .await
+        .unwrap();
+    rows["result"][0].as_array().map_or(0, Vec::len)
+}
