@@ -19,11 +19,12 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation,
-    InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest, ReadTextFileRequest,
-    ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
-    TextContent, WriteTextFileRequest, WriteTextFileResponse,
+    CancelNotification, ClientCapabilities, ContentBlock, EnvVariable, FileSystemCapabilities,
+    Implementation, InitializeRequest, LoadSessionRequest, McpServer, McpServerStdio,
+    NewSessionRequest, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SessionUpdate, TextContent,
+    WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
 use tokio::process::{Child, Command};
@@ -380,6 +381,7 @@ async fn converse(
     let writes = (events.clone(), firewall);
     let cwd = launch.cwd.clone();
     let resume = launch.resume.clone();
+    let mcp_servers = inbox_server(&launch.env).into_iter().collect::<Vec<_>>();
     let startup = Duration::from_secs(launch.profile.startup_timeout_secs);
 
     Client
@@ -473,7 +475,8 @@ async fn converse(
             agent_client_protocol::on_receive_request!(),
         )
         .connect_with(transport, async |cx: ConnectionTo<Agent>| {
-            let opened = tokio::time::timeout(startup, open_session(&cx, cwd, resume)).await;
+            let opened =
+                tokio::time::timeout(startup, open_session(&cx, cwd, resume, mcp_servers)).await;
             let (session_id, resumed, agent_name) = match opened {
                 Ok(Ok(opened)) => opened,
                 Ok(Err(why)) => {
@@ -532,6 +535,7 @@ async fn open_session(
     cx: &ConnectionTo<Agent>,
     cwd: PathBuf,
     resume: Option<String>,
+    mcp_servers: Vec<McpServer>,
 ) -> Result<(String, bool, Option<String>), String> {
     let init = cx
         .send_request(
@@ -552,7 +556,7 @@ async fn open_session(
             if !init.agent_capabilities.load_session {
                 return Err("the agent cannot resume sessions (no loadSession support)".into());
             }
-            cx.send_request(LoadSessionRequest::new(id.clone(), cwd))
+            cx.send_request(LoadSessionRequest::new(id.clone(), cwd).mcp_servers(mcp_servers))
                 .block_task()
                 .await
                 .map_err(|e| {
@@ -562,11 +566,28 @@ async fn open_session(
         }
         None => {
             let created = cx
-                .send_request(NewSessionRequest::new(cwd))
+                .send_request(NewSessionRequest::new(cwd).mcp_servers(mcp_servers))
                 .block_task()
                 .await
                 .map_err(|e| format!("the agent could not open a session: {}", describe(&e)))?;
             Ok((created.session_id.0.to_string(), false, agent_name))
         }
     }
+}
+
+/// `cru mcp`, offered to every ACP agent as an MCP server named `crucible`, so an agent
+/// that speaks MCP gets the inbox tools (notify, ask, approve) for its own session with
+/// no setup. It carries the session's handle and socket from `env`. `None` if this
+/// program's own path is unknown.
+fn inbox_server(env: &[(String, String)]) -> Option<McpServer> {
+    let program = std::env::current_exe().ok()?;
+    let env = env
+        .iter()
+        .map(|(name, value)| EnvVariable::new(name.clone(), value.clone()))
+        .collect();
+    Some(McpServer::Stdio(
+        McpServerStdio::new("crucible", program)
+            .args(vec!["mcp".to_string()])
+            .env(env),
+    ))
 }

@@ -24,6 +24,7 @@
 //! | `hang`                   | waits for `session/cancel`, then ends the turn as cancelled |
 //! | `log <text>`             | writes the text as a line to stderr |
 //! | `crash [code]`           | flushes every frame sent so far and exits the process with the code (default 101) |
+//! | `mcp`                    | says the MCP servers the client offered for the session, as a JSON array of `session/new`'s `mcpServers` |
 //!
 //! Relative `read`/`write` paths are joined onto the session's cwd before they
 //! are sent; absolute paths are sent as they are. Results of `permit`, `write`
@@ -177,6 +178,8 @@ struct ScriptedAgent {
 
 struct SessionState {
     cwd: PathBuf,
+    /// The `mcpServers` the client offered, as JSON.
+    mcp_servers: String,
     /// Cancelled by `session/cancel`; replaced at the start of every turn.
     turn: CancellationToken,
 }
@@ -195,9 +198,10 @@ impl ScriptedAgent {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn remember_session(&self, session_id: SessionId, cwd: PathBuf) {
+    fn remember_session(&self, session_id: SessionId, cwd: PathBuf, mcp_servers: String) {
         let state = SessionState {
             cwd,
+            mcp_servers,
             turn: CancellationToken::new(),
         };
         self.sessions().insert(session_id, state);
@@ -223,7 +227,8 @@ impl ScriptedAgent {
     ) -> Result<(), Error> {
         let counter = self.session_counter.fetch_add(1, Ordering::Relaxed) + 1;
         let session_id = SessionId::new(format!("scripted-{counter}-{}", std::process::id()));
-        self.remember_session(session_id.clone(), request.cwd);
+        let mcp = serde_json::to_string(&request.mcp_servers).unwrap_or_default();
+        self.remember_session(session_id.clone(), request.cwd, mcp);
         responder.respond(NewSessionResponse::new(session_id))
     }
 
@@ -237,7 +242,8 @@ impl ScriptedAgent {
             return responder.respond_with_error(Error::method_not_found());
         }
         let session_id = request.session_id;
-        self.remember_session(session_id.clone(), request.cwd);
+        let mcp = serde_json::to_string(&request.mcp_servers).unwrap_or_default();
+        self.remember_session(session_id.clone(), request.cwd, mcp);
         cx.send_notification(message_chunk(&session_id, format!("resumed {session_id}")))?;
         responder.respond(LoadSessionResponse::new())
     }
@@ -251,7 +257,7 @@ impl ScriptedAgent {
         responder: Responder<PromptResponse>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        let Some((cwd, cancel)) = self.start_turn(&request.session_id) else {
+        let Some((cwd, cancel, mcp_servers)) = self.start_turn(&request.session_id) else {
             let error =
                 agent_client_protocol::v1::schema::Error::session_not_found(request.session_id);
             return responder.respond_with_error(error.into());
@@ -262,6 +268,7 @@ impl ScriptedAgent {
             session_id: request.session_id,
             cwd,
             cancel,
+            mcp_servers,
         };
         cx.spawn(async move {
             let result = turn.run(&script).await;
@@ -270,12 +277,17 @@ impl ScriptedAgent {
     }
 
     /// Gives the session a fresh cancellation token for a new turn; returns
-    /// the session's cwd and that token, or `None` for an unknown session.
-    fn start_turn(&self, session_id: &SessionId) -> Option<(PathBuf, CancellationToken)> {
+    /// the session's cwd, that token and its MCP servers, or `None` for an
+    /// unknown session.
+    fn start_turn(&self, session_id: &SessionId) -> Option<(PathBuf, CancellationToken, String)> {
         let mut sessions = self.sessions();
         let session = sessions.get_mut(session_id)?;
         session.turn = CancellationToken::new();
-        Some((session.cwd.clone(), session.turn.clone()))
+        Some((
+            session.cwd.clone(),
+            session.turn.clone(),
+            session.mcp_servers.clone(),
+        ))
     }
 
     fn cancel(&self, session_id: &SessionId) {
@@ -311,6 +323,7 @@ enum Command<'a> {
     Hang,
     Log(&'a str),
     Crash(i32),
+    Mcp,
 }
 
 impl<'a> Command<'a> {
@@ -351,6 +364,7 @@ impl<'a> Command<'a> {
             "log" => Self::Log(rest),
             "crash" if rest.is_empty() => Self::Crash(DEFAULT_CRASH_CODE),
             "crash" => Self::Crash(rest.parse().ok()?),
+            "mcp" if rest.is_empty() => Self::Mcp,
             _ => return None,
         };
         Some(command)
@@ -377,6 +391,7 @@ struct Turn {
     session_id: SessionId,
     cwd: PathBuf,
     cancel: CancellationToken,
+    mcp_servers: String,
 }
 
 impl Turn {
@@ -408,6 +423,7 @@ impl Turn {
                 let (first, second) = split_in_half(text);
                 self.say_parts(&[first, second])?;
             }
+            Command::Mcp => self.say(self.mcp_servers.clone())?,
             Command::Think(text) => {
                 let chunk = ContentChunk::new(ContentBlock::from(text));
                 self.update(SessionUpdate::AgentThoughtChunk(chunk))?;

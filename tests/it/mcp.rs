@@ -248,3 +248,79 @@ async fn mcp_outside_a_session_lists_tools_and_explains_each_call() {
 
     mcp.cancel().await.expect("close the MCP connection");
 }
+
+/// Every ACP agent is offered `cru mcp` in `session/new`: the scripted agent says the
+/// servers it got; starting that server exactly as offered gives the session's inbox.
+#[tokio::test]
+async fn acp_agents_are_offered_the_inbox_as_an_mcp_server() {
+    use crate::sessions::{agent_kiln, create, said, wait_state};
+    use crucible::protocol::SessionState;
+
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "scripted", Some("mcp")).await;
+    wait_state(&client, &s.id, SessionState::Complete).await;
+    let offered: Value = serde_json::from_str(said(&client, &s.id).await.trim())
+        .expect("the agent says the offered servers as JSON");
+    let servers = offered.as_array().expect("an array of servers");
+    assert_eq!(servers.len(), 1, "{offered}");
+    let server = &servers[0];
+    assert_eq!(server["name"], "crucible");
+    assert_eq!(server["args"], json!(["mcp"]));
+    let env: Vec<(String, String)> = server["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|v| {
+            let text = |k: &str| v[k].as_str().expect("a string").to_string();
+            (text("name"), text("value"))
+        })
+        .collect();
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "CRUCIBLE_SESSION_ID" && *v == s.id)
+    );
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "CRUCIBLE_HANDLE" && v.starts_with("H-"))
+    );
+
+    let mut command = tokio::process::Command::new(server["command"].as_str().expect("command"));
+    command
+        .arg("mcp")
+        .env_remove("CRUCIBLE_HANDLE")
+        .env_remove("CRUCIBLE_SOCKET")
+        .envs(env);
+    let (transport, _stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the offered server");
+    let mcp = Arc::new(
+        tokio::time::timeout(LIMIT, ().serve(transport))
+            .await
+            .expect("the MCP handshake within the limit")
+            .expect("the MCP handshake"),
+    );
+    assert_tools(&mcp).await;
+    let (asked, answer) = call_and_answer(
+        &mcp,
+        &client,
+        &s.id,
+        (
+            "ask",
+            json!({"question": "Ship it?", "options": ["yes", "no"]}),
+        ),
+        "decision_needed",
+        "yes",
+    )
+    .await;
+    assert_eq!(
+        asked["session_id"],
+        json!(s.id),
+        "the question is the session's own"
+    );
+    assert_eq!(text(&answer), "yes");
+    let mcp = Arc::into_inner(mcp).expect("no tool call still holds the client");
+    mcp.cancel().await.expect("close the MCP connection");
+}
