@@ -1,0 +1,297 @@
+//! Reading a streamed chat completion: the Server-Sent Events of the body, and the
+//! chunks' text and tool-call deltas assembled into one [`Reply`].
+//!
+//! Events end at a blank line; `:` comments and fields other than `data` are skipped;
+//! an event the body's end cuts off still counts. Only the first choice is read.
+//! Tool-call deltas are matched by `index` (by `id`, for servers that send none); a
+//! call's id and name come from the first delta that carries them, its argument
+//! fragments are joined (none at all become `{}`), and a call without an id gets
+//! `call_{index}` so its result can refer to it. An `{"error": …}` chunk ends the reply.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::openai::{ChatError, Reply, ToolCall, error_message};
+
+/// Splits a byte stream into Server-Sent Events and returns their `data`.
+#[derive(Default)]
+pub(super) struct SseDecoder {
+    pending: Vec<u8>,
+    data: Option<Vec<u8>>,
+}
+
+impl SseDecoder {
+    /// The data of every event completed by `bytes`.
+    pub(super) fn feed(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        self.pending.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            let mut line: Vec<u8> = self.pending.drain(..=end).collect();
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            self.line(&line, &mut events);
+        }
+        events
+    }
+
+    /// The data of an event the stream's end cut off.
+    pub(super) fn finish(&mut self) -> Vec<Vec<u8>> {
+        let mut events = Vec::new();
+        let rest = std::mem::take(&mut self.pending);
+        if !rest.is_empty() {
+            self.line(&rest, &mut events);
+        }
+        events.extend(self.data.take());
+        events
+    }
+
+    fn line(&mut self, line: &[u8], events: &mut Vec<Vec<u8>>) {
+        if line.is_empty() {
+            events.extend(self.data.take());
+            return;
+        }
+        let Some(value) = line.strip_prefix(b"data:") else {
+            // Comments (`: keep-alive`) and the fields chat servers do not use.
+            return;
+        };
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        match &mut self.data {
+            Some(data) => {
+                data.push(b'\n');
+                data.extend_from_slice(value);
+            }
+            None => self.data = Some(value.to_vec()),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Chunk {
+    choices: Option<Vec<ChunkChoice>>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice {
+    delta: Option<Delta>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    content: Option<String>,
+    tool_calls: Option<Vec<CallDelta>>,
+}
+
+#[derive(Deserialize)]
+struct CallDelta {
+    index: Option<usize>,
+    id: Option<String>,
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta {
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+/// A stream event the assembler could not take; [`StreamError::at`] names the server.
+pub(super) enum StreamError {
+    Malformed(String),
+    Remote(String),
+}
+
+impl StreamError {
+    pub(super) fn at(self, url: &str) -> ChatError {
+        let url = url.to_string();
+        match self {
+            StreamError::Malformed(message) => ChatError::Malformed { url, message },
+            StreamError::Remote(message) => ChatError::InStream { url, message },
+        }
+    }
+}
+
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Builds the [`Reply`] from the stream's chunks.
+#[derive(Default)]
+pub(super) struct Assembler {
+    content: String,
+    calls: BTreeMap<usize, PartialCall>,
+    finish_reason: Option<String>,
+}
+
+impl Assembler {
+    /// Takes one event's data; true once it is `[DONE]`.
+    pub(super) fn apply(
+        &mut self,
+        data: &str,
+        on_text: &mut impl FnMut(&str),
+    ) -> Result<bool, StreamError> {
+        if data.trim() == "[DONE]" {
+            return Ok(true);
+        }
+        let chunk: Chunk = serde_json::from_str(data)
+            .map_err(|e| StreamError::Malformed(format!("{e} in chunk {}", clip(data, 200))))?;
+        if let Some(error) = chunk.error {
+            return Err(StreamError::Remote(error_message(&error.to_string(), None)));
+        }
+        // Crucible asks for one choice; only the first is read.
+        let Some(choice) = chunk.choices.unwrap_or_default().into_iter().next() else {
+            return Ok(false);
+        };
+        if let Some(reason) = choice.finish_reason {
+            self.finish_reason = Some(reason);
+        }
+        let Some(delta) = choice.delta else {
+            return Ok(false);
+        };
+        if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+            on_text(&text);
+            self.content.push_str(&text);
+        }
+        for call in delta.tool_calls.unwrap_or_default() {
+            self.call_delta(call);
+        }
+        Ok(false)
+    }
+
+    fn call_delta(&mut self, delta: CallDelta) {
+        let index = delta
+            .index
+            .unwrap_or_else(|| self.index_by_id(delta.id.as_deref()));
+        let call = self.calls.entry(index).or_default();
+        if let Some(id) = delta.id.filter(|_| call.id.is_empty()) {
+            call.id = id;
+        }
+        if let Some(function) = delta.function {
+            if let Some(name) = function.name.filter(|_| call.name.is_empty()) {
+                call.name = name;
+            }
+            call.arguments
+                .push_str(&function.arguments.unwrap_or_default());
+        }
+    }
+
+    /// For servers that send no index: the call with this id, a new call for a new id,
+    /// else the latest call.
+    fn index_by_id(&self, id: Option<&str>) -> usize {
+        let next = self.calls.keys().next_back().map_or(0, |k| k + 1);
+        match id {
+            Some(id) => self
+                .calls
+                .iter()
+                .find(|(_, c)| c.id == id)
+                .map_or(next, |(k, _)| *k),
+            None => next.saturating_sub(1),
+        }
+    }
+
+    pub(super) fn finish(self) -> Reply {
+        let tool_calls = self
+            .calls
+            .into_iter()
+            .map(|(index, c)| {
+                let id = if c.id.is_empty() {
+                    format!("call_{index}")
+                } else {
+                    c.id
+                };
+                let arguments = if c.arguments.trim().is_empty() {
+                    "{}".to_string()
+                } else {
+                    c.arguments
+                };
+                ToolCall::function(id, c.name, arguments)
+            })
+            .collect();
+        Reply {
+            content: self.content,
+            tool_calls,
+            finish_reason: self.finish_reason,
+        }
+    }
+}
+
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn sse_decoder_handles_crlf_comments_split_bytes_and_a_cut_end() {
+        let mut decoder = SseDecoder::default();
+        let wire =
+            ": keep-alive\r\ndata: {\"a\":\"é\"}\r\n\r\nevent: x\ndata:1\ndata: 2\n\ndata: tail"
+                .as_bytes();
+        let mut events = Vec::new();
+        // Feed one byte at a time: lines and the two-byte 'é' are split across chunks.
+        for byte in wire {
+            events.extend(decoder.feed(std::slice::from_ref(byte)));
+        }
+        events.extend(decoder.finish());
+        let events: Vec<String> = events
+            .into_iter()
+            .map(|e| String::from_utf8(e).unwrap())
+            .collect();
+        assert_eq!(events, ["{\"a\":\"é\"}", "1\n2", "tail"]);
+    }
+
+    fn assemble(events: &[Value]) -> Result<Reply, StreamError> {
+        let mut assembler = Assembler::default();
+        for event in events {
+            assembler.apply(&event.to_string(), &mut |_| {})?;
+        }
+        Ok(assembler.finish())
+    }
+
+    #[test]
+    fn calls_without_index_or_id_still_assemble() {
+        let delta = |calls: Value| json!({"choices": [{"delta": {"tool_calls": calls}}]});
+        let reply = assemble(&[
+            delta(json!([{"id": "x1", "function": {"name": "read_file", "arguments": "{\"pa"}}])),
+            delta(json!([{"function": {"arguments": "th\":1}"}}])),
+            delta(json!([{"id": "x2", "function": {"name": "list_dir"}}])),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 5, "function": {"name": "noid"}}]}}]}),
+        ])
+        .ok()
+        .unwrap();
+        assert_eq!(
+            reply.tool_calls,
+            [
+                ToolCall::function("x1", "read_file", r#"{"path":1}"#),
+                ToolCall::function("x2", "list_dir", "{}"),
+                ToolCall::function("call_5", "noid", "{}"),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_error_event_mid_stream_is_reported() {
+        let err = assemble(&[json!({"error": {"message": "model overloaded"}})])
+            .err()
+            .unwrap();
+        let err = err.at("http://x");
+        assert!(
+            matches!(&err, ChatError::InStream { message, .. } if message == "model overloaded")
+        );
+    }
+}
