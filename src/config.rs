@@ -27,6 +27,46 @@ pub struct Config {
     pub store: StoreConfig,
     /// Agent profiles by name: `[agents.<name>]`.
     pub agents: BTreeMap<String, AgentProfile>,
+    /// The full-screen workbench.
+    pub tui: TuiConfig,
+}
+
+/// `[tui]`: the workbench's look, keys and attention signal. Applied live.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TuiConfig {
+    /// A built-in theme (`dark`, `light`) or a `<name>.toml` in `<kiln>/themes/` or the
+    /// user's `themes/` settings folder, which win over the built-in ones.
+    pub theme: String,
+    /// How a session that needs you announces itself when it is not focused.
+    pub attention: Attention,
+    /// The agent profile `/new` uses when none is given; empty: the only profile, if
+    /// there is exactly one.
+    pub default_agent: String,
+    /// Key bindings over the defaults: action name → key, e.g. `next_waiting = "alt-w"`.
+    pub keys: toml::Table,
+}
+
+impl Default for TuiConfig {
+    fn default() -> Self {
+        Self {
+            theme: "dark".into(),
+            attention: Attention::Bell,
+            default_agent: String::new(),
+            keys: toml::Table::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Attention {
+    /// The terminal bell.
+    #[default]
+    Bell,
+    /// An OSC 9 desktop notification (iTerm2, WezTerm, kitty, foot, Windows Terminal…).
+    Osc9,
+    None,
 }
 
 /// How crucible starts one kind of agent.

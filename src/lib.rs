@@ -20,4 +20,5 @@ pub mod protocol;
 pub mod sessions;
 pub mod store;
 pub mod sys;
+pub mod tui;
 pub mod workbench;

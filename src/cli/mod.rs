@@ -25,6 +25,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "CRU_KILN", value_name = "DIR")]
     pub kiln: Option<PathBuf>,
 
+    /// Run the workbench with the daemon inside this process (one terminal; agents stop
+    /// when it quits) instead of connecting to the kiln's daemon.
+    #[arg(long)]
+    pub embedded: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -100,13 +105,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::logging::to_stderr();
             runtime.block_on(mcp::run())
         }
-        None => {
-            eprintln!(
-                "cru: the full-screen workbench is not available in this build yet.\n\
-                 Use `cru inbox`, `cru session list` or `cru daemon status` (see `cru --help`)."
-            );
-            Ok(ExitCode::from(2))
-        }
+        None => runtime.block_on(crate::tui::run::run(
+            kiln,
+            crate::tui::run::Options {
+                embedded: cli.embedded,
+            },
+        )),
     }
 }
 

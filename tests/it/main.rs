@@ -9,3 +9,5 @@ mod daemon;
 mod lifecycle;
 mod mcp;
 mod sessions;
+mod tmux;
+mod tui;

@@ -1,0 +1,60 @@
+//! What the pure core asks of the world: the [`Action`]s the runtime performs, through the
+//! daemon client or on the terminal. Key handling and event application both return them,
+//! so the runtime has one way to carry them out.
+
+use serde::{Deserialize, Serialize};
+
+/// A request for the runtime to perform. Results come back as daemon events (fed to
+/// [`Model::apply`](super::Model::apply)) or, for failures, as a flash
+/// ([`Model::report`](super::Model::report)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// `session.prompt`.
+    Prompt { session_id: String, text: String },
+    /// `inbox.respond`.
+    Respond {
+        message_id: String,
+        response: String,
+    },
+    /// `inbox.mark_read`.
+    MarkRead { ids: Vec<String> },
+    /// `session.create`; the runtime fills in the configured default agent when `agent` is
+    /// absent, and on success calls [`Model::focus_session_id`](super::Model::focus_session_id).
+    CreateSession {
+        worktree: Option<String>,
+        agent: Option<String>,
+        task: Option<String>,
+    },
+    /// `session.transcript` after `after`; the runtime hands the entries to
+    /// [`Model::load_transcript`](super::Model::load_transcript).
+    LoadTranscript { session_id: String, after: u64 },
+    /// A context-stack operation. Not available yet (another issue): until it is, the
+    /// runtime answers with `Model::report(Flash::error("context operations are not
+    /// available yet"))`.
+    Context { session_id: String, op: ContextOp },
+    /// A session that is not focused started waiting for the human: ring the bell (or send
+    /// an OSC 9 notification with `message`). Returned once per start of waiting.
+    Bell { message: String },
+    /// Leave the workbench (agents keep working).
+    Quit,
+}
+
+/// The `/context` operations of seed 003.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextOp {
+    /// Show the stack summary.
+    Show,
+    Pop {
+        n: u32,
+    },
+    Checkpoint {
+        name: String,
+    },
+    Rollback {
+        name: String,
+    },
+    Reset,
+    Summarize,
+}

@@ -1,0 +1,130 @@
+//! The inbox as the TUI holds it: every session's messages newest first, the selection
+//! and the opened message (both by id, so they survive messages arriving).
+
+use crate::protocol::types::InboxMessage;
+
+/// Whether a message still waits for a human answer.
+pub fn is_open(message: &InboxMessage) -> bool {
+    message.msg_type.blocks() && !message.responded && !message.withdrawn
+}
+
+/// Newest first sorts by this, descending (ids are ULIDs: time-ordered).
+fn order_key(message: &InboxMessage) -> (&str, &str) {
+    (&message.timestamp, &message.id)
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Inbox {
+    /// Newest first.
+    messages: Vec<InboxMessage>,
+    selected: Option<String>,
+    opened: Option<String>,
+}
+
+impl Inbox {
+    /// Newest first.
+    pub fn messages(&self) -> &[InboxMessage] {
+        &self.messages
+    }
+
+    pub fn unread(&self) -> usize {
+        self.messages.iter().filter(|m| !m.read).count()
+    }
+
+    pub fn get(&self, id: &str) -> Option<&InboxMessage> {
+        self.messages.iter().find(|m| m.id == id)
+    }
+
+    /// A session's messages that wait for an answer, oldest first.
+    pub fn open_items<'a>(&'a self, session_id: &'a str) -> impl Iterator<Item = &'a InboxMessage> {
+        self.messages
+            .iter()
+            .rev()
+            .filter(move |m| m.session_id == session_id && is_open(m))
+    }
+
+    /// Replaces every message (after a (re)connect).
+    pub fn replace(&mut self, mut messages: Vec<InboxMessage>) {
+        messages.sort_by(|a, b| order_key(b).cmp(&order_key(a)));
+        self.messages = messages;
+        if self.opened().is_none() {
+            self.opened = None;
+        }
+        self.keep_selection_valid();
+    }
+
+    /// Adds a message or replaces the one with its id.
+    pub fn upsert(&mut self, message: InboxMessage) {
+        self.messages.retain(|m| m.id != message.id);
+        let at = self
+            .messages
+            .partition_point(|m| order_key(m) > order_key(&message));
+        self.messages.insert(at, message);
+        self.keep_selection_valid();
+    }
+
+    pub fn remove(&mut self, ids: &[String]) {
+        let index = self.selected_index();
+        self.messages.retain(|m| !ids.contains(&m.id));
+        if self.opened.as_ref().is_some_and(|id| ids.contains(id)) {
+            self.opened = None;
+        }
+        if self.selected.as_ref().is_some_and(|id| ids.contains(id)) {
+            // Select the message that took its place.
+            let at = index
+                .unwrap_or(0)
+                .min(self.messages.len().saturating_sub(1));
+            self.selected = self.messages.get(at).map(|m| m.id.clone());
+        }
+    }
+
+    pub fn selected_index(&self) -> Option<usize> {
+        let id = self.selected.as_deref()?;
+        self.messages.iter().position(|m| m.id == id)
+    }
+
+    pub fn selected(&self) -> Option<&InboxMessage> {
+        self.get(self.selected.as_deref()?)
+    }
+
+    pub fn opened(&self) -> Option<&InboxMessage> {
+        self.get(self.opened.as_deref()?)
+    }
+
+    /// Moves the selection by `delta` rows, stopping at the ends.
+    pub fn move_selection(&mut self, delta: isize) {
+        let Some(index) = self.selected_index() else {
+            return;
+        };
+        let last = self.messages.len().saturating_sub(1);
+        let next = index.saturating_add_signed(delta).min(last);
+        self.selected = self.messages.get(next).map(|m| m.id.clone());
+    }
+
+    /// Selects the newest message.
+    pub fn select_newest(&mut self) {
+        self.selected = self.messages.first().map(|m| m.id.clone());
+    }
+
+    pub fn select(&mut self, id: &str) {
+        if self.get(id).is_some() {
+            self.selected = Some(id.to_string());
+        }
+    }
+
+    /// Opens the selected message.
+    pub fn open_selected(&mut self) -> Option<&InboxMessage> {
+        self.opened.clone_from(&self.selected);
+        self.opened()
+    }
+
+    pub fn close(&mut self) {
+        self.opened = None;
+    }
+
+    fn keep_selection_valid(&mut self) {
+        if self.selected().is_none() {
+            self.selected = self.messages.first().map(|m| m.id.clone());
+        }
+    }
+}

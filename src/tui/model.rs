@@ -1,0 +1,421 @@
+//! The workbench's state and how daemon events change it. Everything here is pure: events
+//! go in through [`Model::apply`] and [`Model::sync`], and what the runtime must do comes
+//! back as [`Action`]s. Key handling is in `update.rs`, drawing in `view/`.
+
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
+
+use crate::protocol::types::{Event, InboxMessage, Session, SessionState, TranscriptEntry};
+
+use super::action::Action;
+use super::inbox::Inbox;
+use super::input::Input;
+use super::keymap::Keymap;
+use super::transcript::Transcript;
+
+/// What has the keyboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Zone {
+    Input,
+    Inbox,
+}
+
+/// A full-screen overlay over the workbench.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlay {
+    /// Bindings and commands; `scroll` is the first row shown.
+    Help {
+        scroll: u16,
+    },
+    Sessions,
+}
+
+/// Which side panes are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Panes {
+    pub inbox: bool,
+    pub context: bool,
+}
+
+/// The link to the daemon, as the runtime reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
+    Connected,
+    /// The daemon went away; the runtime is reconnecting.
+    Lost {
+        reason: String,
+    },
+}
+
+/// A one-line message to the user, shown until the next key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flash {
+    pub text: String,
+    pub is_error: bool,
+}
+
+impl Flash {
+    pub fn info(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: false,
+        }
+    }
+
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// A session's state as the status bar shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    Starting,
+    Working,
+    Waiting,
+    Done,
+    Stopped,
+    Error,
+    /// A self-registered session with a recent heartbeat.
+    Active,
+    /// A self-registered session without one.
+    Idle,
+}
+
+impl Activity {
+    pub fn label(self) -> &'static str {
+        match self {
+            Activity::Starting => "starting",
+            Activity::Working => "working",
+            Activity::Waiting => "waiting",
+            Activity::Done => "done",
+            Activity::Stopped => "stopped",
+            Activity::Error => "error",
+            Activity::Active => "active",
+            Activity::Idle => "idle",
+        }
+    }
+}
+
+/// How far the focused transcript can scroll, as last drawn (the view reports it, so that
+/// scrolling stops at the top).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScrollExtent {
+    /// Rows above the bottom that can be scrolled to.
+    pub max: u16,
+    /// Rows visible.
+    pub page: u16,
+}
+
+/// The whole state of the workbench.
+#[derive(Debug)]
+pub struct Model {
+    /// In creation order: `[1]` is the first.
+    pub(super) sessions: Vec<Session>,
+    pub(super) focused: Option<String>,
+    /// A session to focus once it is registered (one just created).
+    pending_focus: Option<String>,
+    pub(super) transcripts: HashMap<String, Transcript>,
+    pub(super) inbox: Inbox,
+    /// Sessions that started waiting while not focused.
+    pub(super) flagged: HashSet<String>,
+    pub(super) panes: Panes,
+    pub(super) zone: Zone,
+    pub(super) overlay: Option<Overlay>,
+    pub(super) input: Input,
+    pub(super) flash: Option<Flash>,
+    pub(super) connection: Connection,
+    pub(super) keymap: Keymap,
+    /// Rows scrolled up from the bottom of the focused transcript; 0 follows the tail.
+    pub(super) scroll: u16,
+    pub(super) scroll_extent: Cell<ScrollExtent>,
+    pub(super) show_thoughts: bool,
+}
+
+impl Model {
+    pub fn new(keymap: Keymap) -> Self {
+        Self {
+            sessions: Vec::new(),
+            focused: None,
+            pending_focus: None,
+            transcripts: HashMap::new(),
+            inbox: Inbox::default(),
+            flagged: HashSet::new(),
+            panes: Panes {
+                inbox: true,
+                context: false,
+            },
+            zone: Zone::Input,
+            overlay: None,
+            input: Input::default(),
+            flash: None,
+            connection: Connection::Connected,
+            keymap,
+            scroll: 0,
+            scroll_extent: Cell::new(ScrollExtent::default()),
+            show_thoughts: false,
+        }
+    }
+
+    /// Replaces sessions and inbox with a fresh read (on connect, reconnect, or after
+    /// `events.lagged`). Keeps the focus when its session still exists; transcripts are
+    /// asked for again from where they stopped.
+    pub fn sync(&mut self, sessions: Vec<Session>, messages: Vec<InboxMessage>) -> Vec<Action> {
+        self.sessions = sessions;
+        sort_sessions(&mut self.sessions);
+        self.inbox.replace(messages);
+        if self.zone != Zone::Inbox {
+            self.inbox.select_newest();
+        }
+        let ids: HashSet<String> = self.sessions.iter().map(|s| s.id.clone()).collect();
+        self.transcripts.retain(|id, _| ids.contains(id));
+        for transcript in self.transcripts.values_mut() {
+            transcript.requested = false;
+            transcript.forget_streamed();
+        }
+        self.flagged.retain(|id| ids.contains(id));
+        let still_waiting: HashSet<String> = self
+            .flagged
+            .iter()
+            .filter(|id| self.is_waiting(id))
+            .cloned()
+            .collect();
+        self.flagged = still_waiting;
+        let focus = self
+            .focused
+            .clone()
+            .filter(|id| ids.contains(id))
+            .or_else(|| self.sessions.first().map(|s| s.id.clone()));
+        self.focused = None;
+        focus.map_or_else(Vec::new, |id| self.focus(&id))
+    }
+
+    /// Applies a daemon event. Returns a [`Action::Bell`] when a session that is not
+    /// focused starts waiting, and a transcript load when the focus moves.
+    pub fn apply(&mut self, event: Event) -> Vec<Action> {
+        let concerned = concerned_session(&event);
+        let was_waiting = concerned.as_deref().is_some_and(|id| self.is_waiting(id));
+        let mut actions = match event {
+            Event::SessionRegistered(session) | Event::SessionUpdated(session) => {
+                self.upsert_session(session)
+            }
+            Event::SessionDeregistered { session_id, .. } => self.remove_session(&session_id),
+            Event::InboxCreated(message) => {
+                self.inbox.upsert(message);
+                // Until the pane has the keyboard, its selection stays on the newest.
+                if self.zone != Zone::Inbox {
+                    self.inbox.select_newest();
+                }
+                Vec::new()
+            }
+            Event::InboxUpdated(message) => {
+                self.inbox.upsert(message);
+                Vec::new()
+            }
+            Event::InboxDeleted { ids } => {
+                self.inbox.remove(&ids);
+                Vec::new()
+            }
+            Event::Transcript(entry) => {
+                self.transcript_mut(&entry.session_id.clone()).push(entry);
+                Vec::new()
+            }
+            Event::Output(chunk) => {
+                self.transcript_mut(&chunk.session_id)
+                    .chunk(chunk.kind, &chunk.text);
+                Vec::new()
+            }
+        };
+        if let Some(id) = concerned {
+            actions.extend(self.notice_waiting(&id, was_waiting));
+        }
+        actions
+    }
+
+    /// Adds history from `session.transcript` (after [`Action::LoadTranscript`]).
+    pub fn load_transcript(&mut self, session_id: &str, entries: Vec<TranscriptEntry>) {
+        let transcript = self.transcript_mut(session_id);
+        for entry in entries {
+            transcript.push(entry);
+        }
+    }
+
+    /// Focuses a session by id (after `session.create` answered), now or once registered.
+    pub fn focus_session_id(&mut self, session_id: &str) -> Vec<Action> {
+        if self.session(session_id).is_some() {
+            self.focus(session_id)
+        } else {
+            self.pending_focus = Some(session_id.to_string());
+            Vec::new()
+        }
+    }
+
+    pub fn set_connection(&mut self, connection: Connection) {
+        self.connection = connection;
+    }
+
+    /// Shows a message until the next key (e.g. an action that failed).
+    pub fn report(&mut self, flash: Flash) {
+        self.flash = Some(flash);
+    }
+
+    /// Replaces the key bindings (the config changed).
+    pub fn set_keymap(&mut self, keymap: Keymap) {
+        self.keymap = keymap;
+    }
+
+    pub fn sessions(&self) -> &[Session] {
+        &self.sessions
+    }
+
+    pub fn session(&self, session_id: &str) -> Option<&Session> {
+        self.sessions.iter().find(|s| s.id == session_id)
+    }
+
+    pub fn focused_session(&self) -> Option<&Session> {
+        self.session(self.focused.as_deref()?)
+    }
+
+    /// The session's number in the status bar (1-based).
+    pub fn number_of(&self, session_id: &str) -> Option<usize> {
+        self.sessions
+            .iter()
+            .position(|s| s.id == session_id)
+            .map(|i| i + 1)
+    }
+
+    pub fn transcript(&self, session_id: &str) -> Option<&Transcript> {
+        self.transcripts.get(session_id)
+    }
+
+    pub fn inbox(&self) -> &Inbox {
+        &self.inbox
+    }
+
+    pub fn is_flagged(&self, session_id: &str) -> bool {
+        self.flagged.contains(session_id)
+    }
+
+    /// Whether the session waits for the human: its state says so, or (for a session that
+    /// registered itself) it has an unanswered decision or approval.
+    pub fn is_waiting(&self, session_id: &str) -> bool {
+        match self.session(session_id).map(|s| s.state) {
+            Some(Some(state)) => state == SessionState::Waiting,
+            Some(None) => self.inbox.open_items(session_id).next().is_some(),
+            None => false,
+        }
+    }
+
+    pub fn activity(&self, session: &Session) -> Activity {
+        match session.state {
+            Some(SessionState::Creating | SessionState::Starting) => Activity::Starting,
+            Some(SessionState::Working) => Activity::Working,
+            Some(SessionState::Waiting) => Activity::Waiting,
+            Some(SessionState::Complete) => Activity::Done,
+            Some(SessionState::Stopped) => Activity::Stopped,
+            Some(SessionState::Error) => Activity::Error,
+            None if self.is_waiting(&session.id) => Activity::Waiting,
+            None if session.status == "active" => Activity::Active,
+            None => Activity::Idle,
+        }
+    }
+
+    /// The focused session's oldest decision or approval that waits for an answer.
+    pub fn inline_item(&self) -> Option<&InboxMessage> {
+        self.inbox.open_items(self.focused.as_deref()?).next()
+    }
+
+    /// Moves the focus; asks for the session's transcript the first time.
+    pub(super) fn focus(&mut self, session_id: &str) -> Vec<Action> {
+        if self.focused.as_deref() != Some(session_id) {
+            self.scroll = 0;
+        }
+        self.focused = Some(session_id.to_string());
+        self.flagged.remove(session_id);
+        let transcript = self.transcript_mut(session_id);
+        if transcript.requested {
+            return Vec::new();
+        }
+        transcript.requested = true;
+        vec![Action::LoadTranscript {
+            session_id: session_id.to_string(),
+            after: transcript.last_seq(),
+        }]
+    }
+
+    fn transcript_mut(&mut self, session_id: &str) -> &mut Transcript {
+        self.transcripts.entry(session_id.to_string()).or_default()
+    }
+
+    fn upsert_session(&mut self, session: Session) -> Vec<Action> {
+        let id = session.id.clone();
+        match self.sessions.iter_mut().find(|s| s.id == id) {
+            Some(held) => *held = session,
+            None => {
+                self.sessions.push(session);
+                sort_sessions(&mut self.sessions);
+            }
+        }
+        let wanted = self.pending_focus.as_deref() == Some(id.as_str());
+        if wanted || self.focused.is_none() {
+            self.pending_focus = self.pending_focus.take().filter(|p| *p != id);
+            return self.focus(&id);
+        }
+        Vec::new()
+    }
+
+    fn remove_session(&mut self, session_id: &str) -> Vec<Action> {
+        let Some(index) = self.sessions.iter().position(|s| s.id == session_id) else {
+            return Vec::new();
+        };
+        self.sessions.remove(index);
+        self.transcripts.remove(session_id);
+        self.flagged.remove(session_id);
+        if self.focused.as_deref() != Some(session_id) {
+            return Vec::new();
+        }
+        self.focused = None;
+        let neighbour = index.min(self.sessions.len().saturating_sub(1));
+        match self.sessions.get(neighbour).map(|s| s.id.clone()) {
+            Some(id) => self.focus(&id),
+            None => Vec::new(),
+        }
+    }
+
+    /// Flags a session that is not focused when it starts waiting, and rings once;
+    /// unflags it when it stops.
+    fn notice_waiting(&mut self, session_id: &str, was_waiting: bool) -> Vec<Action> {
+        if !self.is_waiting(session_id) {
+            self.flagged.remove(session_id);
+            return Vec::new();
+        }
+        if was_waiting || self.focused.as_deref() == Some(session_id) {
+            return Vec::new();
+        }
+        self.flagged.insert(session_id.to_string());
+        let name = self
+            .session(session_id)
+            .map_or_else(|| session_id.to_string(), |s| s.display_name.clone());
+        let number = self.number_of(session_id).unwrap_or_default();
+        vec![Action::Bell {
+            message: format!("[{number}] {name} is waiting for you"),
+        }]
+    }
+}
+
+/// Oldest first: by start time, then by id (ULIDs sort by creation).
+fn sort_sessions(sessions: &mut [Session]) {
+    sessions.sort_by(|a, b| (&a.started_at, &a.id).cmp(&(&b.started_at, &b.id)));
+}
+
+/// The session whose waiting an event may change.
+fn concerned_session(event: &Event) -> Option<String> {
+    match event {
+        Event::SessionRegistered(s) | Event::SessionUpdated(s) => Some(s.id.clone()),
+        Event::InboxCreated(m) | Event::InboxUpdated(m) => Some(m.session_id.clone()),
+        _ => None,
+    }
+}

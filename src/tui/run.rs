@@ -1,0 +1,612 @@
+//! The workbench's runtime: owns the terminal, the daemon connection and the settings
+//! watcher, and drives the pure core ([`Model`], [`render`]).
+//!
+//! Everything is event driven. The loop sleeps until a key, a daemon notification, the
+//! result of an action, or a settings file change arrives; then it updates the model and
+//! draws once for everything that was ready. Nothing ticks while nothing changes. When
+//! the daemon goes away a banner says so and the loop reconnects (starting a new daemon,
+//! as any client does), then reads the whole state again.
+
+use std::collections::HashSet;
+use std::io::{Stdout, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+    Event as TermEvent, EventStream,
+};
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use futures::StreamExt;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use ratatui::layout::Rect;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::{Action, Connection, Flash, Keymap, Model, Theme, render};
+use crate::client::{Client, StartOptions, connect_or_start};
+use crate::config::{Attention, Config};
+use crate::kiln::Kiln;
+use crate::protocol::{Event, InboxMessage, Notification, Session, TranscriptEntry, method};
+
+/// How many messages the workbench reads when it (re)synchronises.
+const INBOX_WINDOW: u32 = 500;
+/// The longest wait between two reconnection attempts.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+/// How many queued notifications are applied before the screen is drawn.
+const BATCH: usize = 256;
+
+/// How `cru` runs the workbench.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Run the daemon inside this process instead of connecting to (or starting) one.
+    pub embedded: bool,
+}
+
+/// Opens the workbench for the kiln and runs it until the user quits.
+pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
+    // Refuse a broken configuration before the terminal is taken over.
+    let settings = Settings::load(&kiln)?;
+    kiln.ensure_state_dir()?;
+    let _log = crate::logging::to_file(&kiln.log_dir(), "tui.log")?;
+    crate::logging::log_panics();
+
+    let embedded = if options.embedded {
+        Some(Embedded::start(&kiln, settings.config.clone()).await?)
+    } else {
+        None
+    };
+    let link = match &embedded {
+        Some(daemon) => daemon.connect(&kiln).await?,
+        None => Link::open(&kiln).await?,
+    };
+
+    let mut screen = Screen::enter()?;
+    let outcome = Workbench::new(kiln.clone(), settings, link, embedded.is_some())
+        .run(&mut screen.terminal)
+        .await;
+    drop(screen);
+    if let Some(daemon) = embedded {
+        daemon.stop(&kiln).await;
+    }
+    outcome.map(|()| ExitCode::SUCCESS)
+}
+
+/// The settings the workbench uses, loaded together so that a broken edit keeps the
+/// previous ones whole.
+struct Settings {
+    config: Config,
+    keymap: Keymap,
+    theme: Theme,
+}
+
+impl Settings {
+    fn load(kiln: &Kiln) -> anyhow::Result<Self> {
+        let config = Config::load(&kiln.settings_path())?;
+        let keymap = Keymap::with_overrides(&config.tui.keys)
+            .map_err(|e| anyhow::anyhow!("invalid settings: [tui.keys]: {e}"))?;
+        let theme = find_theme(kiln, &config.tui.theme)?;
+        Ok(Self {
+            config,
+            keymap,
+            theme,
+        })
+    }
+}
+
+/// Folders a theme file may be in, most specific first.
+fn theme_dirs(kiln: &Kiln) -> Vec<PathBuf> {
+    let mut dirs = vec![kiln.root().join("themes")];
+    if let Some(user) = crate::config::user_settings_path().and_then(|p| p.parent().map(Path::to_path_buf)) {
+        dirs.push(user.join("themes"));
+    }
+    dirs
+}
+
+/// `<name>.toml` from a theme folder, else the built-in theme of that name.
+fn find_theme(kiln: &Kiln, name: &str) -> anyhow::Result<Theme> {
+    for dir in theme_dirs(kiln) {
+        let path = dir.join(format!("{name}.toml"));
+        if path.is_file() {
+            return Theme::load(&path).map_err(|e| anyhow::anyhow!("{e}"));
+        }
+    }
+    Theme::builtin(name).map_err(|e| anyhow::anyhow!("tui.theme: {e}"))
+}
+
+/// The terminal in raw mode on the alternate screen; restored when dropped and on panic.
+struct Screen {
+    terminal: Terminal<CrosstermBackend<Stdout>>,
+}
+
+impl Screen {
+    fn enter() -> anyhow::Result<Self> {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore_terminal();
+            previous(info);
+        }));
+        enable_raw_mode().context("cannot put the terminal in raw mode")?;
+        let mut stdout = std::io::stdout();
+        if let Err(e) = crossterm::execute!(
+            stdout,
+            EnterAlternateScreen,
+            EnableMouseCapture,
+            EnableBracketedPaste
+        ) {
+            restore_terminal();
+            return Err(e).context("cannot set up the terminal");
+        }
+        let terminal = Terminal::new(CrosstermBackend::new(stdout)).inspect_err(|_| {
+            restore_terminal();
+        })?;
+        Ok(Self { terminal })
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore_terminal();
+        let _ = self.terminal.show_cursor();
+    }
+}
+
+/// Leaves the terminal as the shell had it. Safe to call more than once.
+fn restore_terminal() {
+    let _ = disable_raw_mode();
+    let _ = crossterm::execute!(
+        std::io::stdout(),
+        DisableBracketedPaste,
+        DisableMouseCapture,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+}
+
+/// A connection to the daemon with its stream of notifications.
+struct Link {
+    client: Arc<Client>,
+    notes: mpsc::UnboundedReceiver<Notification>,
+}
+
+impl Link {
+    /// Connects to the kiln's daemon, starting one if none runs, and subscribes.
+    async fn open(kiln: &Kiln) -> anyhow::Result<Self> {
+        let client = connect_or_start(kiln, &StartOptions::default()).await?;
+        Self::subscribed(client).await
+    }
+
+    async fn subscribed(client: Client) -> anyhow::Result<Self> {
+        let notes = client.subscribe(None).await?;
+        Ok(Self {
+            client: Arc::new(client),
+            notes,
+        })
+    }
+}
+
+/// The daemon, run inside this process (`cru --embedded`).
+struct Embedded {
+    task: tokio::task::JoinHandle<Result<(), crate::daemon::DaemonError>>,
+}
+
+impl Embedded {
+    async fn start(kiln: &Kiln, config: Config) -> anyhow::Result<Self> {
+        let task = tokio::spawn(crate::daemon::run(kiln.clone(), config));
+        Ok(Self { task })
+    }
+
+    /// Connects once the in-process daemon listens; its start-up error if it failed.
+    async fn connect(&self, kiln: &Kiln) -> anyhow::Result<Link> {
+        let mut delay = Duration::from_millis(5);
+        loop {
+            if self.task.is_finished() {
+                anyhow::bail!("the embedded daemon did not start (see {})", kiln.log_dir().join("tui.log").display());
+            }
+            if let Ok(client) = Client::connect(kiln).await {
+                return Link::subscribed(client).await;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_millis(200));
+        }
+    }
+
+    /// Asks the daemon to shut down (its agents stop, their state is kept) and waits.
+    async fn stop(self, kiln: &Kiln) {
+        if !self.task.is_finished() {
+            match Client::connect(kiln).await {
+                Ok(client) => {
+                    let _ = client.call_value(method::DAEMON_SHUTDOWN, json!({})).await;
+                }
+                Err(e) => tracing::warn!("cannot reach the embedded daemon to stop it: {e}"),
+            }
+        }
+        match self.task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("cru: the embedded daemon ended with an error: {e}"),
+            Err(e) => eprintln!("cru: the embedded daemon failed: {e}"),
+        }
+    }
+}
+
+/// What a finished action tells the loop.
+enum Outcome {
+    Created { session_id: String },
+    Transcript { session_id: String, entries: Vec<TranscriptEntry> },
+    Failed(String),
+}
+
+struct Workbench {
+    kiln: Kiln,
+    settings: Settings,
+    model: Model,
+    link: Option<Link>,
+    embedded: bool,
+    outcomes: (mpsc::UnboundedSender<Outcome>, mpsc::UnboundedReceiver<Outcome>),
+    /// Transcripts asked for and not yet loaded, so a burst asks once.
+    loading: HashSet<String>,
+}
+
+impl Workbench {
+    fn new(kiln: Kiln, settings: Settings, link: Link, embedded: bool) -> Self {
+        let model = Model::new(settings.keymap.clone());
+        Self {
+            kiln,
+            settings,
+            model,
+            link: Some(link),
+            embedded,
+            outcomes: mpsc::unbounded_channel(),
+            loading: HashSet::new(),
+        }
+    }
+
+    async fn run(mut self, terminal: &mut Terminal<CrosstermBackend<Stdout>>) -> anyhow::Result<()> {
+        let (settings_tx, mut settings_rx) = mpsc::unbounded_channel();
+        // Kept alive for the whole run; without it settings are read only at start.
+        let _watcher = watch_settings(&self.kiln, settings_tx)
+            .inspect_err(|e| tracing::warn!("settings are not watched: {e}"))
+            .ok();
+        let mut keys = EventStream::new();
+        let mut reconnect_delay = Duration::from_millis(250);
+        let mut quit = self.resync().await;
+
+        while !quit {
+            terminal.draw(|frame| render(frame, &self.model, &self.settings.theme))?;
+            let connected = self.link.is_some();
+            tokio::select! {
+                key = keys.next() => match key {
+                    Some(Ok(event)) => {
+                        let size = terminal.size()?;
+                        quit = self.on_terminal(event, Rect::new(0, 0, size.width, size.height));
+                    }
+                    Some(Err(e)) => return Err(e).context("the terminal failed"),
+                    None => return Ok(()),
+                },
+                note = next_note(&mut self.link), if connected => match note {
+                    Some(note) => {
+                        quit = self.on_note(note).await;
+                        // Apply whatever else is already queued before drawing.
+                        for _ in 0..BATCH {
+                            let Some(link) = self.link.as_mut() else { break };
+                            let Ok(note) = link.notes.try_recv() else { break };
+                            quit |= self.on_note(note).await;
+                        }
+                    }
+                    None => self.lost("the daemon closed the connection"),
+                },
+                Some(outcome) = self.outcomes.1.recv() => self.on_outcome(outcome),
+                Some(()) = settings_rx.recv() => {
+                    while settings_rx.try_recv().is_ok() {}
+                    self.reload_settings();
+                }
+                () = tokio::time::sleep(reconnect_delay), if !connected => {
+                    if self.reconnect().await {
+                        reconnect_delay = Duration::from_millis(250);
+                        quit = self.resync().await;
+                    } else {
+                        reconnect_delay = (reconnect_delay * 2).min(MAX_RECONNECT_DELAY);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn lost(&mut self, reason: &str) {
+        tracing::warn!("lost the daemon: {reason}");
+        self.link = None;
+        self.loading.clear();
+        self.model.set_connection(Connection::Lost {
+            reason: reason.to_string(),
+        });
+    }
+
+    async fn reconnect(&mut self) -> bool {
+        let opened = if self.embedded {
+            match Client::connect(&self.kiln).await {
+                Ok(client) => Link::subscribed(client).await,
+                Err(e) => Err(e.into()),
+            }
+        } else {
+            Link::open(&self.kiln).await
+        };
+        match opened {
+            Ok(link) => {
+                self.link = Some(link);
+                self.model.set_connection(Connection::Connected);
+                true
+            }
+            Err(e) => {
+                self.model.set_connection(Connection::Lost {
+                    reason: format!("{e:#}"),
+                });
+                false
+            }
+        }
+    }
+
+    /// Reads the whole state again (after connecting, or when events were missed).
+    /// True if the result asks to quit.
+    async fn resync(&mut self) -> bool {
+        let Some(client) = self.link.as_ref().map(|l| Arc::clone(&l.client)) else {
+            return false;
+        };
+        let read = async {
+            let sessions: Vec<Session> = serde_json::from_value(
+                client.call_value(method::SESSION_LIST, json!({})).await?["sessions"].take(),
+            )?;
+            let messages: Vec<InboxMessage> = serde_json::from_value(
+                client
+                    .call_value(method::INBOX_LIST, json!({"limit": INBOX_WINDOW}))
+                    .await?["messages"]
+                    .take(),
+            )?;
+            anyhow::Ok((sessions, messages))
+        };
+        match read.await {
+            Ok((sessions, messages)) => {
+                let actions = self.model.sync(sessions, messages);
+                self.perform(actions)
+            }
+            Err(e) => {
+                self.lost(&format!("{e:#}"));
+                false
+            }
+        }
+    }
+
+    async fn on_note(&mut self, note: Notification) -> bool {
+        if note.method == "events.lagged" {
+            tracing::info!("missed some events; reading the state again");
+            return self.resync().await;
+        }
+        match Event::from_notification(&note.method, note.params) {
+            Some(event) => {
+                let actions = self.model.apply(event);
+                self.perform(actions)
+            }
+            None => false,
+        }
+    }
+
+    /// True if the user quit.
+    fn on_terminal(&mut self, event: TermEvent, screen: Rect) -> bool {
+        let actions = match event {
+            TermEvent::Key(key) => self.model.handle_key(key),
+            TermEvent::Mouse(mouse) => self.model.handle_mouse(mouse, screen),
+            TermEvent::Paste(text) => {
+                self.model.handle_paste(&text);
+                Vec::new()
+            }
+            // Resizes and focus changes only need the redraw that follows every event.
+            _ => Vec::new(),
+        };
+        self.perform(actions)
+    }
+
+    fn on_outcome(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Created { session_id } => {
+                let actions = self.model.focus_session_id(&session_id);
+                self.perform(actions);
+            }
+            Outcome::Transcript {
+                session_id,
+                entries,
+            } => {
+                self.loading.remove(&session_id);
+                self.model.load_transcript(&session_id, entries);
+            }
+            Outcome::Failed(why) => self.model.report(Flash::error(why)),
+        }
+    }
+
+    /// Starts the actions; results come back as outcomes. True on [`Action::Quit`].
+    fn perform(&mut self, actions: Vec<Action>) -> bool {
+        let mut quit = false;
+        for action in actions {
+            match action {
+                Action::Quit => quit = true,
+                Action::Bell { message } => self.attention(&message),
+                Action::Context { .. } => self.model.report(Flash::error(
+                    "context operations are not available in this build yet",
+                )),
+                Action::CreateSession {
+                    worktree,
+                    agent,
+                    task,
+                } => match self.agent_for(agent) {
+                    Ok(agent) => self.call(
+                        method::SESSION_CREATE,
+                        json!({"agent": agent, "worktree": worktree, "task": task}),
+                        |reply| {
+                            reply["session"]["id"]
+                                .as_str()
+                                .map(|id| Outcome::Created {
+                                    session_id: id.to_string(),
+                                })
+                        },
+                    ),
+                    Err(why) => self.model.report(Flash::error(why)),
+                },
+                Action::Prompt { session_id, text } => self.call(
+                    method::SESSION_PROMPT,
+                    json!({"session_id": session_id, "text": text}),
+                    |_| None,
+                ),
+                Action::Respond {
+                    message_id,
+                    response,
+                } => self.call(
+                    method::INBOX_RESPOND,
+                    json!({"id": message_id, "response": response}),
+                    |_| None,
+                ),
+                Action::MarkRead { ids } => {
+                    self.call(method::INBOX_MARK_READ, json!({"ids": ids}), |_| None)
+                }
+                Action::LoadTranscript { session_id, after } => {
+                    if self.loading.insert(session_id.clone()) {
+                        let id = session_id.clone();
+                        self.call(
+                            method::SESSION_TRANSCRIPT,
+                            json!({"session_id": session_id, "after": after}),
+                            move |reply| {
+                                let entries =
+                                    serde_json::from_value(reply["entries"].clone()).ok()?;
+                                Some(Outcome::Transcript {
+                                    session_id: id,
+                                    entries,
+                                })
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        quit
+    }
+
+    /// The profile `/new` starts: the one given, else `tui.default_agent`, else the only
+    /// profile there is.
+    fn agent_for(&self, agent: Option<String>) -> Result<String, String> {
+        if let Some(agent) = agent {
+            return Ok(agent);
+        }
+        let config = &self.settings.config;
+        if !config.tui.default_agent.is_empty() {
+            return Ok(config.tui.default_agent.clone());
+        }
+        let names: Vec<&String> = config.agents.keys().collect();
+        match names.as_slice() {
+            [only] => Ok((*only).clone()),
+            [] => Err("no agent profiles: add one under [agents.<name>] in .crucible.toml".into()),
+            many => Err(format!(
+                "which agent? /new --agent <name> (profiles: {}), or set tui.default_agent",
+                many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+
+    /// Calls the daemon in the background; `done` turns the reply into an outcome.
+    fn call(
+        &mut self,
+        name: &'static str,
+        params: serde_json::Value,
+        done: impl FnOnce(serde_json::Value) -> Option<Outcome> + Send + 'static,
+    ) {
+        let Some(link) = self.link.as_ref() else {
+            self.model
+                .report(Flash::error("not connected to the daemon; try again in a moment"));
+            return;
+        };
+        let client = Arc::clone(&link.client);
+        let outcomes = self.outcomes.0.clone();
+        tokio::spawn(async move {
+            let outcome = match client.call_value(name, params).await {
+                Ok(reply) => done(reply),
+                Err(e) => Some(Outcome::Failed(format!("{name}: {e}"))),
+            };
+            if let Some(outcome) = outcome {
+                let _ = outcomes.send(outcome);
+            }
+        });
+    }
+
+    /// Rings the bell or sends a desktop notification, as configured.
+    fn attention(&self, message: &str) {
+        let signal = match self.settings.config.tui.attention {
+            Attention::Bell => "\x07".to_string(),
+            Attention::Osc9 => format!("\x1b]9;{}\x07", message.replace(['\x07', '\x1b'], "")),
+            Attention::None => return,
+        };
+        let mut out = std::io::stdout();
+        let _ = out.write_all(signal.as_bytes());
+        let _ = out.flush();
+    }
+
+    /// Applies edited settings; a broken edit is reported and the last good ones kept.
+    fn reload_settings(&mut self) {
+        match Settings::load(&self.kiln) {
+            Ok(settings) => {
+                self.model.set_keymap(settings.keymap.clone());
+                self.settings = settings;
+                self.model.report(Flash::info("settings reloaded"));
+            }
+            Err(e) => self.model.report(Flash::error(format!(
+                "{e:#} — keeping the previous settings"
+            ))),
+        }
+    }
+}
+
+async fn next_note(link: &mut Option<Link>) -> Option<Notification> {
+    match link {
+        Some(link) => link.notes.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Watches the settings files and theme folders; sends `()` when one changes.
+fn watch_settings(
+    kiln: &Kiln,
+    changed: mpsc::UnboundedSender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    use notify::{RecursiveMode, Watcher};
+    let files: Vec<PathBuf> = [Some(kiln.settings_path()), crate::config::user_settings_path()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let dirs = theme_dirs(kiln);
+    let relevant = {
+        let files = files.clone();
+        let dirs = dirs.clone();
+        move |path: &Path| {
+            files.iter().any(|f| f == path) || path.parent().is_some_and(|p| dirs.iter().any(|d| d == p))
+        }
+    };
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        // Reads (the daemon reading the settings) are not changes.
+        if let Ok(event) = event
+            && !event.kind.is_access()
+            && event.paths.iter().any(|p| relevant(p))
+        {
+            let _ = changed.send(());
+        }
+    })?;
+    // Folders are watched, not files: editors replace a file rather than write it.
+    let mut watched = HashSet::new();
+    for folder in files.iter().filter_map(|f| f.parent()).chain(dirs.iter().map(PathBuf::as_path)) {
+        if folder.is_dir() && watched.insert(folder.to_path_buf()) {
+            watcher.watch(folder, RecursiveMode::NonRecursive)?;
+        }
+    }
+    Ok(watcher)
+}

@@ -1,0 +1,492 @@
+//! Behaviour of the model: events, keys and commands.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::fixture::{self, entry, message, session};
+use super::*;
+use crate::protocol::types::{EntryKind, Event, MsgType, SessionState};
+
+fn key(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+fn alt(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::ALT)
+}
+
+/// Types text into the input and presses Enter.
+fn enter(model: &mut Model, text: &str) -> Vec<Action> {
+    for c in text.chars() {
+        model.handle_key(key(KeyCode::Char(c)));
+    }
+    model.handle_key(key(KeyCode::Enter))
+}
+
+fn focused_number(model: &Model) -> Option<usize> {
+    model.focused_session().and_then(|s| model.number_of(&s.id))
+}
+
+fn flash(model: &Model) -> String {
+    model
+        .flash
+        .as_ref()
+        .map(|f| f.text.clone())
+        .unwrap_or_default()
+}
+
+fn bells(actions: &[Action]) -> usize {
+    actions
+        .iter()
+        .filter(|a| matches!(a, Action::Bell { .. }))
+        .count()
+}
+
+fn three_sessions() -> Model {
+    let mut model = Model::new(Keymap::default());
+    model.sync(fixture::sessions()[..3].to_vec(), Vec::new());
+    model
+}
+
+fn with_state(n: usize, state: SessionState) -> Event {
+    let mut s = fixture::sessions()[n - 1].clone();
+    s.state = Some(state);
+    Event::SessionUpdated(s)
+}
+
+#[test]
+fn a_session_that_starts_waiting_unfocused_rings_once_and_is_flagged() {
+    let mut model = three_sessions();
+    assert_eq!(focused_number(&model), Some(1));
+    let first = model.apply(with_state(2, SessionState::Waiting));
+    assert_eq!(bells(&first), 1);
+    assert!(
+        matches!(&first[0], Action::Bell { message } if message.contains("[2] fix/flaky @ codex"))
+    );
+    assert!(model.is_flagged(&fixture::sessions()[1].id));
+    // Still waiting: no second bell.
+    assert_eq!(bells(&model.apply(with_state(2, SessionState::Waiting))), 0);
+    // Focusing it clears the flag.
+    model.handle_key(alt('2'));
+    assert!(!model.is_flagged(&fixture::sessions()[1].id));
+    // Waiting again later, after working, rings again — but not while focused.
+    model.apply(with_state(2, SessionState::Working));
+    assert_eq!(bells(&model.apply(with_state(2, SessionState::Waiting))), 0);
+}
+
+#[test]
+fn a_flag_clears_when_the_session_stops_waiting() {
+    let mut model = three_sessions();
+    model.apply(with_state(3, SessionState::Waiting));
+    model.apply(with_state(3, SessionState::Working));
+    assert!(!model.is_flagged(&fixture::sessions()[2].id));
+    assert_eq!(bells(&model.apply(with_state(3, SessionState::Waiting))), 1);
+}
+
+#[test]
+fn a_self_registered_session_waits_on_its_blocking_message() {
+    let mut model = three_sessions();
+    let outsider = session(9, "main", "aider", None, "");
+    model.apply(Event::SessionRegistered(outsider.clone()));
+    let ask = message(
+        7,
+        &outsider,
+        MsgType::DecisionNeeded,
+        "Which DB?",
+        &["pg", "sqlite"],
+    );
+    assert_eq!(bells(&model.apply(Event::InboxCreated(ask.clone()))), 1);
+    assert_eq!(
+        model.activity(model.session(&outsider.id).unwrap()),
+        Activity::Waiting
+    );
+    let mut answered = ask;
+    answered.responded = true;
+    answered.response = Some("pg".into());
+    model.apply(Event::InboxUpdated(answered));
+    assert!(!model.is_waiting(&outsider.id));
+    assert!(!model.is_flagged(&outsider.id));
+}
+
+#[test]
+fn an_answer_given_elsewhere_closes_the_open_item() {
+    let mut model = fixture::model();
+    let decision = model
+        .inline_item()
+        .cloned()
+        .expect("the fixture's decision");
+    assert_eq!(decision.title, "JWT or session cookies?");
+    let mut answered = decision.clone();
+    answered.responded = true;
+    answered.read = true;
+    answered.response = Some("JWT".into());
+    model.apply(Event::InboxUpdated(answered));
+    assert!(model.inline_item().is_none());
+    let auth = &fixture::sessions()[0].id;
+    assert_eq!(model.inbox().open_items(auth).count(), 0);
+    // And answering it here now says so instead of sending a second answer.
+    assert!(
+        model
+            .handle_command(commands::SlashCommand::Answer("1".into()))
+            .is_empty()
+    );
+    assert!(
+        flash(&model).contains("nothing to answer"),
+        "{}",
+        flash(&model)
+    );
+}
+
+#[test]
+fn goto_beyond_the_sessions_is_refused_with_a_message() {
+    let mut model = three_sessions();
+    assert!(enter(&mut model, "/goto 9").is_empty());
+    assert_eq!(flash(&model), "no session [9]: there are 3 (1–3)");
+    assert_eq!(focused_number(&model), Some(1));
+    assert!(model.handle_key(alt('9')).is_empty());
+    assert_eq!(focused_number(&model), Some(1));
+    enter(&mut model, "/goto 3");
+    assert_eq!(focused_number(&model), Some(3));
+}
+
+#[test]
+fn switching_asks_for_each_transcript_once() {
+    let mut model = three_sessions();
+    let third = fixture::sessions()[2].id.clone();
+    assert_eq!(
+        model.handle_key(alt('3')),
+        vec![Action::LoadTranscript {
+            session_id: third.clone(),
+            after: 0
+        }]
+    );
+    model.handle_key(alt('1'));
+    assert!(model.handle_key(alt('3')).is_empty(), "already loaded");
+    enter(&mut model, "/next");
+    assert_eq!(focused_number(&model), Some(1), "wraps around");
+    enter(&mut model, "/p");
+    assert_eq!(focused_number(&model), Some(3));
+}
+
+#[test]
+fn next_waiting_jumps_to_the_next_session_that_waits() {
+    let mut model = three_sessions();
+    assert!(model.handle_key(alt('w')).is_empty());
+    assert_eq!(flash(&model), "no other session is waiting");
+    model.apply(with_state(3, SessionState::Waiting));
+    model.apply(with_state(2, SessionState::Waiting));
+    model.handle_key(alt('w'));
+    assert_eq!(focused_number(&model), Some(2));
+    model.handle_key(alt('w'));
+    assert_eq!(focused_number(&model), Some(3));
+    model.handle_key(alt('w'));
+    assert_eq!(
+        focused_number(&model),
+        Some(2),
+        "wraps past session 1, which works"
+    );
+}
+
+#[test]
+fn a_rebound_key_drives_the_same_action() {
+    let mut model = three_sessions();
+    let table: toml::Table = "next_waiting = \"ctrl-n\"".parse().unwrap();
+    model.set_keymap(Keymap::with_overrides(&table).unwrap());
+    model.apply(with_state(3, SessionState::Waiting));
+    model.handle_key(KeyEvent::new(KeyCode::Char('n'), KeyModifiers::CONTROL));
+    assert_eq!(focused_number(&model), Some(3));
+}
+
+#[test]
+fn enter_prompts_the_focused_session_and_slashes_run_commands() {
+    let mut model = three_sessions();
+    let first = fixture::sessions()[0].id.clone();
+    assert_eq!(
+        enter(&mut model, "fix the bug"),
+        vec![Action::Prompt {
+            session_id: first.clone(),
+            text: "fix the bug".into()
+        }]
+    );
+    assert!(model.input.is_empty());
+    assert_eq!(
+        enter(&mut model, "//compact"),
+        vec![Action::Prompt {
+            session_id: first,
+            text: "/compact".into()
+        }]
+    );
+    assert!(enter(&mut model, "/nxt").is_empty());
+    assert_eq!(flash(&model), "unknown command /nxt — did you mean /next?");
+    assert!(enter(&mut model, "   ").is_empty());
+}
+
+#[test]
+fn a_prompt_without_a_session_is_refused() {
+    let mut model = Model::new(Keymap::default());
+    assert!(enter(&mut model, "hello").is_empty());
+    assert!(flash(&model).contains("/new"));
+    assert_eq!(model.input.text(), "hello", "the text is kept");
+}
+
+#[test]
+fn newline_keys_make_multi_line_input_and_up_then_moves_the_cursor() {
+    let mut model = three_sessions();
+    enter(&mut model, "earlier");
+    for c in "a".chars() {
+        model.handle_key(key(KeyCode::Char(c)));
+    }
+    model.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT));
+    model.handle_key(key(KeyCode::Char('b')));
+    model.handle_key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::CONTROL));
+    model.handle_key(key(KeyCode::Char('c')));
+    assert_eq!(model.input.text(), "a\nb\nc");
+    model.handle_key(key(KeyCode::Up));
+    assert_eq!(
+        model.input.text(),
+        "a\nb\nc",
+        "multi-line: Up moves, no history"
+    );
+    let sent = model.handle_key(key(KeyCode::Enter));
+    assert!(matches!(&sent[..], [Action::Prompt { text, .. }] if text == "a\nb\nc"));
+    model.handle_key(key(KeyCode::Up));
+    assert_eq!(model.input.text(), "a\nb\nc", "single-line: Up recalls");
+    model.handle_key(key(KeyCode::Up));
+    assert_eq!(
+        model.input.text(),
+        "earlier",
+        "a recalled entry keeps walking"
+    );
+}
+
+#[test]
+fn tab_completes_commands_and_lists_choices() {
+    let mut model = three_sessions();
+    for c in "/ses".chars() {
+        model.handle_key(key(KeyCode::Char(c)));
+    }
+    model.handle_key(key(KeyCode::Tab));
+    assert_eq!(model.input.text(), "/sessions ");
+    model.input.set_text("/n");
+    model.handle_key(key(KeyCode::Tab));
+    assert_eq!(model.input.text(), "/ne", "extended to the common prefix");
+    assert_eq!(flash(&model), "/next  /new");
+}
+
+#[test]
+fn question_mark_opens_help_only_on_an_empty_input() {
+    let mut model = three_sessions();
+    model.handle_key(key(KeyCode::Char('?')));
+    assert_eq!(model.overlay, Some(Overlay::Help { scroll: 0 }));
+    model.handle_key(key(KeyCode::Esc));
+    assert_eq!(model.overlay, None);
+    model.handle_key(key(KeyCode::Char('x')));
+    model.handle_key(key(KeyCode::Char('?')));
+    assert_eq!(model.overlay, None);
+    assert_eq!(model.input.text(), "x?");
+}
+
+#[test]
+fn the_sessions_overlay_focuses_by_digit() {
+    let mut model = three_sessions();
+    enter(&mut model, "/sessions");
+    assert_eq!(model.overlay, Some(Overlay::Sessions));
+    model.handle_key(key(KeyCode::Char('2')));
+    assert_eq!(model.overlay, None);
+    assert_eq!(focused_number(&model), Some(2));
+}
+
+#[test]
+fn the_inbox_pane_opens_and_answers_approvals() {
+    let mut model = fixture::model();
+    model.handle_key(key(KeyCode::F(2)));
+    assert_eq!(model.zone, Zone::Inbox);
+    // Newest first: the approval of session 2.
+    let approval = model.inbox().selected().cloned().unwrap();
+    assert_eq!(approval.msg_type, MsgType::ApprovalRequired);
+    assert_eq!(
+        model.handle_key(key(KeyCode::Enter)),
+        vec![Action::MarkRead {
+            ids: vec![approval.id.clone()]
+        }]
+    );
+    assert_eq!(
+        model.handle_key(key(KeyCode::Char('a'))),
+        vec![Action::Respond {
+            message_id: approval.id.clone(),
+            response: "Allow".into()
+        }]
+    );
+    assert!(model.inbox().opened().is_none(), "answering closes it");
+    // The decision below it: `d` is refused, a digit answers.
+    model.handle_key(key(KeyCode::Char('j')));
+    let decision = model.inbox().selected().cloned().unwrap();
+    assert_eq!(decision.msg_type, MsgType::DecisionNeeded);
+    assert!(model.handle_key(key(KeyCode::Char('d'))).is_empty());
+    assert_eq!(flash(&model), "a decision, not an approval: choose 1–2");
+    assert!(model.handle_key(key(KeyCode::Char('3'))).is_empty());
+    assert_eq!(flash(&model), "choose 1–2");
+    assert_eq!(
+        model.handle_key(key(KeyCode::Char('2'))),
+        vec![Action::Respond {
+            message_id: decision.id,
+            response: "Session cookies".into()
+        }]
+    );
+    model.handle_key(key(KeyCode::Esc));
+    assert_eq!(model.zone, Zone::Input);
+}
+
+#[test]
+fn an_approval_without_options_takes_approve_and_deny() {
+    let mut model = three_sessions();
+    let s = fixture::sessions()[0].clone();
+    let bare = message(8, &s, MsgType::ApprovalRequired, "Push to origin?", &[]);
+    model.apply(Event::InboxCreated(bare.clone()));
+    model.handle_key(alt('a'));
+    assert_eq!(model.zone, Zone::Inbox);
+    assert_eq!(
+        model.handle_key(key(KeyCode::Char('d'))),
+        vec![Action::Respond {
+            message_id: bare.id,
+            response: "deny".into()
+        }]
+    );
+}
+
+#[test]
+fn answer_takes_a_number_or_an_option_in_any_case() {
+    let mut model = fixture::model();
+    let id = model.inline_item().unwrap().id.clone();
+    let respond = |response: &str| {
+        vec![Action::Respond {
+            message_id: id.clone(),
+            response: response.into(),
+        }]
+    };
+    assert_eq!(enter(&mut model, "/answer 1"), respond("JWT"));
+    assert_eq!(
+        enter(&mut model, "/answer session COOKIES"),
+        respond("Session cookies")
+    );
+    assert!(enter(&mut model, "/answer maybe").is_empty());
+    assert_eq!(flash(&model), "answer one of: JWT, Session cookies");
+}
+
+#[test]
+fn new_asks_for_a_session_and_focuses_it_once_registered() {
+    let mut model = three_sessions();
+    assert_eq!(
+        enter(
+            &mut model,
+            "/new --worktree feat/x --agent codex write docs"
+        ),
+        vec![Action::CreateSession {
+            worktree: Some("feat/x".into()),
+            agent: Some("codex".into()),
+            task: Some("write docs".into())
+        }]
+    );
+    let created = session(
+        7,
+        "feat/x",
+        "codex",
+        Some(SessionState::Starting),
+        "write docs",
+    );
+    assert!(
+        model.focus_session_id(&created.id).is_empty(),
+        "not registered yet"
+    );
+    let actions = model.apply(Event::SessionRegistered(created.clone()));
+    assert_eq!(
+        actions,
+        vec![Action::LoadTranscript {
+            session_id: created.id.clone(),
+            after: 0
+        }]
+    );
+    assert_eq!(focused_number(&model), Some(4));
+}
+
+#[test]
+fn removing_the_focused_session_focuses_a_neighbour() {
+    let mut model = three_sessions();
+    model.handle_key(alt('3'));
+    let third = fixture::sessions()[2].id.clone();
+    model.apply(Event::SessionDeregistered {
+        session_id: third,
+        reason: "deleted".into(),
+    });
+    assert_eq!(focused_number(&model), Some(2));
+    assert_eq!(model.sessions().len(), 2);
+}
+
+#[test]
+fn sync_keeps_the_focus_and_catches_transcripts_up() {
+    let mut model = three_sessions();
+    model.handle_key(alt('2'));
+    let second = fixture::sessions()[1].clone();
+    model.load_transcript(
+        &second.id,
+        vec![
+            entry(&second, 1, EntryKind::Message, "hi", None),
+            entry(&second, 2, EntryKind::Message, "there", None),
+        ],
+    );
+    let actions = model.sync(fixture::sessions(), Vec::new());
+    assert_eq!(focused_number(&model), Some(2));
+    assert_eq!(
+        actions,
+        vec![Action::LoadTranscript {
+            session_id: second.id,
+            after: 2
+        }]
+    );
+}
+
+#[test]
+fn context_commands_go_to_the_runtime_for_the_focused_session() {
+    let mut model = three_sessions();
+    assert_eq!(
+        enter(&mut model, "/context pop 2"),
+        vec![Action::Context {
+            session_id: fixture::sessions()[0].id.clone(),
+            op: ContextOp::Pop { n: 2 }
+        }]
+    );
+}
+
+#[test]
+fn quit_keys_and_command_quit() {
+    let mut model = three_sessions();
+    assert_eq!(
+        model.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+        vec![Action::Quit]
+    );
+    assert_eq!(enter(&mut model, "/quit"), vec![Action::Quit]);
+}
+
+#[test]
+fn a_flash_lasts_until_the_next_key() {
+    let mut model = three_sessions();
+    model.report(Flash::error("session.create failed: no such agent"));
+    assert!(model.flash.is_some());
+    model.handle_key(key(KeyCode::Char('x')));
+    assert!(model.flash.is_none());
+}
+
+#[test]
+fn scrolling_stops_at_what_was_drawn() {
+    let mut model = three_sessions();
+    model
+        .scroll_extent
+        .set(model::ScrollExtent { max: 15, page: 10 });
+    model.handle_key(key(KeyCode::PageUp));
+    assert_eq!(model.scroll, 8);
+    model.handle_key(key(KeyCode::PageUp));
+    model.handle_key(key(KeyCode::PageUp));
+    assert_eq!(model.scroll, 15);
+    model.handle_key(key(KeyCode::PageDown));
+    model.handle_key(key(KeyCode::PageDown));
+    assert_eq!(model.scroll, 0, "back to following the tail");
+}

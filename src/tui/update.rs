@@ -1,0 +1,478 @@
+//! What keys and slash commands do to the [`Model`]: pure functions that return the
+//! [`Action`]s for the runtime to perform.
+
+use crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::layout::{Position, Rect};
+
+use crate::protocol::types::{InboxMessage, MsgType};
+
+use super::action::Action;
+use super::commands::{self, SlashCommand};
+use super::inbox::is_open;
+use super::keymap::{KeyAction, Scope};
+use super::model::{Flash, Model, Overlay, Zone};
+use super::view;
+
+/// Rows one notch of the mouse wheel scrolls.
+const WHEEL_ROWS: i32 = 3;
+
+/// Words that make an option the one `approve` picks, or the one `deny` picks.
+const APPROVING: [&str; 5] = ["approve", "allow", "yes", "accept", "ok"];
+const DENYING: [&str; 5] = ["deny", "reject", "no", "decline", "cancel"];
+
+/// How the human answers a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Choice {
+    /// 1-based.
+    Option(usize),
+    Approve,
+    Deny,
+    Text(String),
+}
+
+impl Model {
+    /// Handles a key press.
+    pub fn handle_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        if key.kind == KeyEventKind::Release {
+            return Vec::new();
+        }
+        self.flash = None;
+        if let Some(overlay) = self.overlay {
+            return self.overlay_key(overlay, key);
+        }
+        let scope = match self.zone {
+            Zone::Input => Scope::Input,
+            Zone::Inbox => Scope::Inbox,
+        };
+        let bound = self
+            .keymap
+            .lookup(scope, &key)
+            .or_else(|| self.keymap.lookup(Scope::Global, &key));
+        match (bound, self.zone) {
+            (Some(action), _) => self.perform(action),
+            (None, Zone::Input) => self.type_key(key),
+            (None, Zone::Inbox) => self.inbox_key(key),
+        }
+    }
+
+    /// Handles a mouse event on a screen of size `screen`: the wheel scrolls the
+    /// transcript (or moves the selection over the inbox); a click on the status bar
+    /// focuses that session, a click on the inbox or the input gives it the keyboard.
+    pub fn handle_mouse(&mut self, mouse: MouseEvent, screen: Rect) -> Vec<Action> {
+        if self.overlay.is_some()
+            || screen.width < view::MIN_WIDTH
+            || screen.height < view::MIN_HEIGHT
+        {
+            return Vec::new();
+        }
+        let areas = view::layout(self, screen);
+        let at = Position::new(mouse.column, mouse.row);
+        let over_inbox = areas.inbox.is_some_and(|r| r.contains(at));
+        match mouse.kind {
+            MouseEventKind::ScrollUp | MouseEventKind::ScrollDown => {
+                let up = mouse.kind == MouseEventKind::ScrollUp;
+                if over_inbox {
+                    self.inbox.move_selection(if up { -1 } else { 1 });
+                } else {
+                    self.scroll_rows(if up { WHEEL_ROWS } else { -WHEEL_ROWS });
+                }
+                Vec::new()
+            }
+            MouseEventKind::Down(MouseButton::Left) if areas.status_bar.contains(at) => {
+                let clicked = view::session_at(self, screen.width, mouse.column)
+                    .and_then(|i| self.sessions.get(i))
+                    .map(|s| s.id.clone());
+                clicked.map_or_else(Vec::new, |id| self.focus(&id))
+            }
+            MouseEventKind::Down(MouseButton::Left) if over_inbox => {
+                self.zone = Zone::Inbox;
+                Vec::new()
+            }
+            MouseEventKind::Down(MouseButton::Left) if areas.input.contains(at) => {
+                self.zone = Zone::Input;
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Pastes text into the input (bracketed paste).
+    pub fn handle_paste(&mut self, text: &str) {
+        self.zone = Zone::Input;
+        self.input.area.insert_str(text.replace("\r\n", "\n"));
+    }
+
+    /// Runs a parsed slash command.
+    pub fn handle_command(&mut self, command: SlashCommand) -> Vec<Action> {
+        match command {
+            SlashCommand::Sessions => self.toggle_overlay(Overlay::Sessions),
+            SlashCommand::Help => self.toggle_overlay(Overlay::Help { scroll: 0 }),
+            SlashCommand::Inbox => {
+                self.panes.inbox = true;
+                self.zone = Zone::Inbox;
+                Vec::new()
+            }
+            SlashCommand::Goto(n) => self.goto(n),
+            SlashCommand::Next => self.cycle(1),
+            SlashCommand::Prev => self.cycle(-1),
+            SlashCommand::New {
+                worktree,
+                agent,
+                task,
+            } => vec![Action::CreateSession {
+                worktree,
+                agent,
+                task,
+            }],
+            SlashCommand::Answer(text) => match self.answer_target() {
+                Some(id) => self.answer(&id, Choice::Text(text)),
+                None => self.refuse("nothing to answer: no open decision or approval here"),
+            },
+            SlashCommand::Context(op) => match self.focused.clone() {
+                Some(session_id) => vec![Action::Context { session_id, op }],
+                None => self.refuse("no session focused"),
+            },
+            SlashCommand::Quit => vec![Action::Quit],
+        }
+    }
+
+    fn perform(&mut self, action: KeyAction) -> Vec<Action> {
+        match action {
+            KeyAction::Quit => vec![Action::Quit],
+            KeyAction::Help => self.toggle_overlay(Overlay::Help { scroll: 0 }),
+            KeyAction::Sessions => self.toggle_overlay(Overlay::Sessions),
+            KeyAction::ToggleInbox => {
+                self.toggle_inbox();
+                Vec::new()
+            }
+            KeyAction::ToggleContext => {
+                self.panes.context = !self.panes.context;
+                Vec::new()
+            }
+            KeyAction::NextSession => self.cycle(1),
+            KeyAction::PrevSession => self.cycle(-1),
+            KeyAction::NextWaiting => self.next_waiting(),
+            KeyAction::Focus(n) => self.goto(usize::from(n)),
+            KeyAction::ScrollUp => self.scroll_by(1),
+            KeyAction::ScrollDown => self.scroll_by(-1),
+            KeyAction::ToggleThoughts => {
+                self.show_thoughts = !self.show_thoughts;
+                Vec::new()
+            }
+            KeyAction::Answer => self.open_inline_item(),
+            KeyAction::Send => self.submit(),
+            KeyAction::Newline => {
+                self.input.area.insert_newline();
+                Vec::new()
+            }
+            KeyAction::Complete => self.complete(),
+            KeyAction::HistoryPrev | KeyAction::HistoryNext if !self.input.walks_history() => {
+                let code = if action == KeyAction::HistoryPrev {
+                    KeyCode::Up
+                } else {
+                    KeyCode::Down
+                };
+                self.type_key(KeyEvent::new(code, KeyModifiers::NONE))
+            }
+            KeyAction::HistoryPrev => {
+                self.input.recall_older();
+                Vec::new()
+            }
+            KeyAction::HistoryNext => {
+                self.input.recall_newer();
+                Vec::new()
+            }
+            KeyAction::InboxUp => self.move_selection(-1),
+            KeyAction::InboxDown => self.move_selection(1),
+            KeyAction::InboxOpen => self.open_selected(),
+            KeyAction::Approve => self.answer_selected(Choice::Approve),
+            KeyAction::Deny => self.answer_selected(Choice::Deny),
+            KeyAction::Back => {
+                if self.inbox.opened().is_some() {
+                    self.inbox.close();
+                } else {
+                    self.zone = Zone::Input;
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    fn type_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        if key.code == KeyCode::Char('?') && self.input.is_empty() {
+            return self.toggle_overlay(Overlay::Help { scroll: 0 });
+        }
+        self.input.area.input(key);
+        Vec::new()
+    }
+
+    /// Digits choose an option of the opened (or selected) message.
+    fn inbox_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        match key.code {
+            KeyCode::Char(c @ '1'..='9') => {
+                let n = c as usize - '0' as usize;
+                self.answer_selected(Choice::Option(n))
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Vec<Action> {
+        match self.keymap.lookup(Scope::Global, &key) {
+            Some(KeyAction::Quit) => return vec![Action::Quit],
+            Some(action @ (KeyAction::Help | KeyAction::Sessions)) => return self.perform(action),
+            _ => {}
+        }
+        match (overlay, key.code) {
+            (_, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | '?')) => self.overlay = None,
+            (Overlay::Help { scroll }, KeyCode::Up | KeyCode::PageUp | KeyCode::Char('k')) => {
+                let step = if key.code == KeyCode::PageUp { 10 } else { 1 };
+                self.overlay = Some(Overlay::Help {
+                    scroll: scroll.saturating_sub(step),
+                });
+            }
+            (Overlay::Help { scroll }, KeyCode::Down | KeyCode::PageDown | KeyCode::Char('j')) => {
+                let step = if key.code == KeyCode::PageDown { 10 } else { 1 };
+                self.overlay = Some(Overlay::Help {
+                    scroll: scroll.saturating_add(step),
+                });
+            }
+            (Overlay::Sessions, KeyCode::Char(c @ '1'..='9')) => {
+                self.overlay = None;
+                return self.goto(c as usize - '0' as usize);
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn toggle_overlay(&mut self, overlay: Overlay) -> Vec<Action> {
+        let same = matches!(
+            (self.overlay, overlay),
+            (Some(Overlay::Help { .. }), Overlay::Help { .. })
+                | (Some(Overlay::Sessions), Overlay::Sessions)
+        );
+        self.overlay = if same { None } else { Some(overlay) };
+        Vec::new()
+    }
+
+    /// Hidden → shown and focused; focused → hidden; shown elsewhere → focused.
+    fn toggle_inbox(&mut self) {
+        match (self.panes.inbox, self.zone) {
+            (true, Zone::Inbox) => {
+                self.panes.inbox = false;
+                self.zone = Zone::Input;
+            }
+            _ => {
+                self.panes.inbox = true;
+                self.zone = Zone::Inbox;
+            }
+        }
+    }
+
+    fn goto(&mut self, n: usize) -> Vec<Action> {
+        let count = self.sessions.len();
+        match self.sessions.get(n.wrapping_sub(1)).map(|s| s.id.clone()) {
+            Some(id) => self.focus(&id),
+            None if count == 0 => self.refuse(format!(
+                "no session [{n}]: there are none yet — /new creates one"
+            )),
+            None => self.refuse(format!("no session [{n}]: there are {count} (1–{count})")),
+        }
+    }
+
+    fn cycle(&mut self, step: isize) -> Vec<Action> {
+        let count = self.sessions.len();
+        if count == 0 {
+            return self.refuse("no sessions yet — /new creates one");
+        }
+        let current = self.focused_index().unwrap_or(0);
+        let next = (current as isize + step).rem_euclid(count as isize) as usize;
+        let id = self.sessions[next].id.clone();
+        self.focus(&id)
+    }
+
+    fn next_waiting(&mut self) -> Vec<Action> {
+        let count = self.sessions.len();
+        let start = self.focused_index().map_or(0, |i| i + 1);
+        let found = (0..count)
+            .map(|k| &self.sessions[(start + k) % count])
+            .find(|s| Some(&s.id) != self.focused.as_ref() && self.is_waiting(&s.id))
+            .map(|s| s.id.clone());
+        match found {
+            Some(id) => self.focus(&id),
+            None => self.refuse("no other session is waiting"),
+        }
+    }
+
+    fn focused_index(&self) -> Option<usize> {
+        let id = self.focused.as_deref()?;
+        self.sessions.iter().position(|s| s.id == id)
+    }
+
+    /// Scrolls the transcript by pages: up for positive `pages`.
+    fn scroll_by(&mut self, pages: i32) -> Vec<Action> {
+        let page = self.scroll_extent.get().page;
+        self.scroll_rows(pages * i32::from(page.saturating_sub(2).max(1)));
+        Vec::new()
+    }
+
+    /// Scrolls the transcript by rows, up for positive `rows`, within what was drawn.
+    fn scroll_rows(&mut self, rows: i32) {
+        let max = i32::from(self.scroll_extent.get().max);
+        let target = (i32::from(self.scroll) + rows).clamp(0, max);
+        self.scroll = u16::try_from(target).unwrap_or(0);
+    }
+
+    fn submit(&mut self) -> Vec<Action> {
+        let text = self.input.text();
+        if text.trim().is_empty() {
+            return Vec::new();
+        }
+        if text.starts_with('/') && !text.starts_with("//") {
+            self.input.take();
+            return match commands::parse(&text) {
+                Ok(command) => self.handle_command(command),
+                Err(e) => self.refuse(e.to_string()),
+            };
+        }
+        let Some(session_id) = self.focused.clone() else {
+            return self.refuse("no session to prompt — /new creates one");
+        };
+        let text = self.input.take();
+        // `//` sends a prompt that starts with a slash.
+        let text = text
+            .strip_prefix('/')
+            .filter(|t| t.starts_with('/'))
+            .map_or(text.clone(), String::from);
+        self.scroll = 0;
+        vec![Action::Prompt { session_id, text }]
+    }
+
+    fn complete(&mut self) -> Vec<Action> {
+        let text = self.input.text();
+        if !text.starts_with('/') || !self.input.is_single_line() {
+            return Vec::new();
+        }
+        let completion = commands::complete(&text);
+        if let Some(line) = completion.line {
+            self.input.set_text(&line);
+        }
+        if !completion.candidates.is_empty() {
+            self.flash = Some(Flash::info(completion.candidates.join("  ")));
+        }
+        Vec::new()
+    }
+
+    fn move_selection(&mut self, delta: isize) -> Vec<Action> {
+        self.inbox.move_selection(delta);
+        Vec::new()
+    }
+
+    fn open_selected(&mut self) -> Vec<Action> {
+        match self.inbox.open_selected() {
+            Some(m) if !m.read => vec![Action::MarkRead {
+                ids: vec![m.id.clone()],
+            }],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Moves to the inbox with the focused session's open item opened.
+    fn open_inline_item(&mut self) -> Vec<Action> {
+        let Some(id) = self.inline_item().map(|m| m.id.clone()) else {
+            return self.refuse("the focused session has no open decision or approval");
+        };
+        self.panes.inbox = true;
+        self.zone = Zone::Inbox;
+        self.inbox.select(&id);
+        self.open_selected()
+    }
+
+    /// The message an answer is for: the opened one, else the focused session's item.
+    fn answer_target(&self) -> Option<String> {
+        self.inbox
+            .opened()
+            .or_else(|| self.inline_item())
+            .map(|m| m.id.clone())
+    }
+
+    fn answer_selected(&mut self, choice: Choice) -> Vec<Action> {
+        let target = self.inbox.opened().or_else(|| self.inbox.selected());
+        match target.map(|m| m.id.clone()) {
+            Some(id) => self.answer(&id, choice),
+            None => Vec::new(),
+        }
+    }
+
+    fn answer(&mut self, message_id: &str, choice: Choice) -> Vec<Action> {
+        let Some(message) = self.inbox.get(message_id) else {
+            return Vec::new();
+        };
+        match response_for(message, choice) {
+            Ok(response) => {
+                self.flash = Some(Flash::info(format!(
+                    "answered \"{}\": {response}",
+                    message.title
+                )));
+                self.inbox.close();
+                vec![Action::Respond {
+                    message_id: message_id.to_string(),
+                    response,
+                }]
+            }
+            Err(why) => self.refuse(why),
+        }
+    }
+
+    fn refuse(&mut self, text: impl Into<String>) -> Vec<Action> {
+        self.flash = Some(Flash::error(text));
+        Vec::new()
+    }
+}
+
+/// The response a choice makes for a message, or why it cannot answer it.
+fn response_for(message: &InboxMessage, choice: Choice) -> Result<String, String> {
+    if !is_open(message) {
+        let state = match (message.msg_type.blocks(), message.withdrawn) {
+            (false, _) => "needs no answer",
+            (true, true) => "was withdrawn",
+            (true, false) => "is already answered",
+        };
+        return Err(format!("\"{}\" {state}", message.title));
+    }
+    let options = message.accepted_answers().unwrap_or_default();
+    let range = format!("choose 1–{}", options.len());
+    let pick = |words: &[&str]| {
+        options
+            .iter()
+            .find(|o| {
+                let o = o.to_lowercase();
+                words.iter().any(|w| o.starts_with(w))
+            })
+            .cloned()
+    };
+    match choice {
+        Choice::Option(n) if options.is_empty() => Err(format!(
+            "\"{}\" takes a free answer: /answer <text> (you chose {n})",
+            message.title
+        )),
+        Choice::Option(n) => options.get(n.wrapping_sub(1)).cloned().ok_or(range),
+        Choice::Approve | Choice::Deny if message.msg_type != MsgType::ApprovalRequired => {
+            Err(format!("a decision, not an approval: {range}"))
+        }
+        Choice::Approve => pick(&APPROVING).ok_or(format!("no option approves: {range}")),
+        Choice::Deny => pick(&DENYING).ok_or(format!("no option denies: {range}")),
+        Choice::Text(text) if options.is_empty() => Ok(text),
+        Choice::Text(text) => match text.trim().parse::<usize>() {
+            Ok(n) => response_for(message, Choice::Option(n)),
+            Err(_) => options
+                .iter()
+                .find(|o| o.eq_ignore_ascii_case(text.trim()))
+                .cloned()
+                .ok_or_else(|| format!("answer one of: {}", options.join(", "))),
+        },
+    }
+}

@@ -1,0 +1,216 @@
+//! The inbox pane: every session's messages newest first, with a type icon, an unread
+//! mark and the selection; below the list, the opened message in full.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+use super::{clip, clock, dim, pane, width, wrap};
+use crate::protocol::types::{InboxMessage, MsgType};
+use crate::tui::inbox::is_open;
+use crate::tui::keymap::KeyAction;
+use crate::tui::model::{Model, Zone};
+use crate::tui::theme::{Role, Theme};
+
+pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let inbox = model.inbox();
+    let focused = model.zone == Zone::Inbox;
+    let title = format!(" inbox · {} unread ", inbox.unread());
+    let mut block = pane(title, focused, theme);
+    if focused {
+        let keys = &model.keymap;
+        let hints = if inbox.opened().is_some() {
+            format!(
+                " {}/{} approve/deny · 1-9 option · {} close ",
+                keys.hint(KeyAction::Approve),
+                keys.hint(KeyAction::Deny),
+                keys.hint(KeyAction::Back)
+            )
+        } else {
+            format!(
+                " {} open · {} back ",
+                keys.hint(KeyAction::InboxOpen),
+                keys.hint(KeyAction::Back)
+            )
+        };
+        block = block.title_bottom(Line::styled(
+            clip(&hints, area.width.saturating_sub(2).into()),
+            dim(theme),
+        ));
+    }
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let (list_area, detail_area) = match inbox.opened() {
+        Some(_) if inner.height >= 10 => {
+            let list_height = inner.height / 3;
+            let list = Rect {
+                height: list_height,
+                ..inner
+            };
+            let detail = Rect {
+                y: list.bottom(),
+                height: inner.height - list_height,
+                ..inner
+            };
+            (Some(list), Some(detail))
+        }
+        Some(_) => (None, Some(inner)),
+        None => (Some(inner), None),
+    };
+    if let Some(rect) = list_area {
+        list(frame, rect, model, theme);
+    }
+    if let (Some(rect), Some(message)) = (detail_area, inbox.opened()) {
+        detail(frame, rect, model, message, theme);
+    }
+}
+
+fn list(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let inbox = model.inbox();
+    if inbox.messages().is_empty() {
+        frame.render_widget(Paragraph::new("nothing here").style(dim(theme)), area);
+        return;
+    }
+    let height = usize::from(area.height);
+    let selected = inbox.selected_index().unwrap_or(0);
+    let first = selected.saturating_sub(height.saturating_sub(1));
+    let lines: Vec<Line> = inbox
+        .messages()
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(height)
+        .map(|(i, m)| row(model, m, i == selected, area.width.into(), theme))
+        .collect();
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+fn row<'a>(
+    model: &Model,
+    message: &InboxMessage,
+    selected: bool,
+    max: usize,
+    theme: &Theme,
+) -> Line<'a> {
+    let read_role = if message.read {
+        Role::InboxRead
+    } else {
+        Role::InboxUnread
+    };
+    let (icon, icon_role) = icon(message.msg_type);
+    let number = model
+        .number_of(&message.session_id)
+        .map_or_else(|| "[-]".to_string(), |n| format!("[{n}]"));
+    let state = if message.withdrawn {
+        " (withdrawn)".to_string()
+    } else if message.responded {
+        format!(" → {}", message.response.as_deref().unwrap_or_default())
+    } else {
+        String::new()
+    };
+    let time = format!(" {}", clock(&message.timestamp));
+    let marks = format!(
+        "{}{}",
+        if selected { "›" } else { " " },
+        if message.read { " " } else { "●" }
+    );
+    let number = format!(" {number} ");
+    let room = max.saturating_sub(width(&marks) + width(icon) + width(&number) + width(&time));
+    let text = clip(&format!("{}{state}", message.title), room);
+    let pad = " ".repeat(room.saturating_sub(width(&text)));
+    let title_style = match (message.read, is_open(message)) {
+        (false, true) => theme.style(Role::Text).add_modifier(Modifier::BOLD),
+        (true, false) => dim(theme),
+        _ => theme.style(Role::Text),
+    };
+    let mut line = Line::from(vec![
+        Span::styled(marks, theme.style(read_role)),
+        Span::styled(icon, theme.style(icon_role)),
+        Span::styled(number, dim(theme)),
+        Span::styled(format!("{text}{pad}"), title_style),
+        Span::styled(time, dim(theme)),
+    ]);
+    if selected {
+        line = line.patch_style(theme.style(Role::SelectionBg));
+    }
+    line
+}
+
+/// The type icon and its colour.
+fn icon(msg_type: MsgType) -> (&'static str, Role) {
+    match msg_type {
+        MsgType::DecisionNeeded => ("?", Role::SessionWaiting),
+        MsgType::ApprovalRequired => ("!", Role::SessionWaiting),
+        MsgType::TaskComplete => ("✓", Role::SessionDone),
+        MsgType::Error => ("✗", Role::SessionError),
+        MsgType::Info => ("i", Role::TextDim),
+    }
+}
+
+fn detail(frame: &mut Frame, area: Rect, model: &Model, message: &InboxMessage, theme: &Theme) {
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(theme.style(Role::Border));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let max = usize::from(inner.width);
+    let number = model.number_of(&message.session_id).unwrap_or_default();
+    let mut lines = vec![
+        Line::styled(
+            clip(&message.title, max),
+            theme.style(Role::Text).add_modifier(Modifier::BOLD),
+        ),
+        Line::styled(
+            clip(
+                &format!(
+                    "[{number}] {} · {} · {}",
+                    message.session_name,
+                    clock(&message.timestamp),
+                    message.msg_type
+                ),
+                max,
+            ),
+            dim(theme),
+        ),
+    ];
+    if let Some(body) = &message.body {
+        lines.extend(
+            wrap(body, max)
+                .into_iter()
+                .map(|l| Line::styled(l, theme.style(Role::Text))),
+        );
+    }
+    let options = message.accepted_answers().unwrap_or_default();
+    lines.extend(options.iter().enumerate().map(|(i, o)| {
+        Line::from(vec![
+            Span::styled(
+                format!(" {} ", i + 1),
+                theme
+                    .style(Role::SessionWaiting)
+                    .add_modifier(Modifier::BOLD),
+            ),
+            Span::styled(o.clone(), theme.style(Role::Text)),
+        ])
+    }));
+    let outcome = if message.withdrawn {
+        Some(format!(
+            "withdrawn: {}",
+            message.response.as_deref().unwrap_or("closed")
+        ))
+    } else if message.responded {
+        Some(format!(
+            "answered: {}",
+            message.response.as_deref().unwrap_or_default()
+        ))
+    } else if is_open(message) && options.is_empty() {
+        Some("answer with /answer <text>".into())
+    } else {
+        None
+    };
+    if let Some(outcome) = outcome {
+        lines.push(Line::styled(clip(&outcome, max), dim(theme)));
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}

@@ -1,0 +1,193 @@
+//! Boxes drawn over the workbench — the help (bindings in use and commands) and the session
+//! list — and the context-stack pane, a placeholder until the context issue lands.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph};
+
+use super::{activity_role, clip, dim, pane, width};
+use crate::tui::commands::COMMANDS;
+use crate::tui::inbox::is_open;
+use crate::tui::keymap::{BINDINGS, KeyAction, Scope};
+use crate::tui::model::Model;
+use crate::tui::theme::{Role, Theme};
+
+pub fn context_pane(frame: &mut Frame, area: Rect, theme: &Theme) {
+    let body = Paragraph::new("context stack: not available yet")
+        .style(dim(theme))
+        .block(pane(" context ", false, theme));
+    frame.render_widget(body, area);
+}
+
+/// A box in the middle of the screen for `rows` rows of content, at most `max_width` wide.
+fn centered(area: Rect, max_width: u16, rows: usize) -> Rect {
+    let width = area.width.saturating_sub(4).min(max_width);
+    let wanted = u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(2);
+    let height = area.height.saturating_sub(2).min(wanted);
+    Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    }
+}
+
+pub fn help(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme, scroll: u16) {
+    let width = area.width.saturating_sub(4).min(90);
+    let lines = help_lines(model, theme, width.saturating_sub(2).into());
+    let rect = centered(area, width, lines.len());
+    let block = pane(" help · esc closes · ↑↓ scroll ", true, theme);
+    let inner = block.inner(rect);
+    let top = usize::from(scroll).min(lines.len().saturating_sub(inner.height.into()));
+    let shown: Vec<Line> = lines.into_iter().skip(top).collect();
+    frame.render_widget(Clear, rect);
+    frame.render_widget(Paragraph::new(shown).block(block), rect);
+}
+
+fn help_lines<'a>(model: &Model, theme: &Theme, max: usize) -> Vec<Line<'a>> {
+    let heading = |text: &str| {
+        Line::styled(
+            text.to_string(),
+            theme
+                .style(Role::BorderFocused)
+                .add_modifier(Modifier::BOLD),
+        )
+    };
+    let key_column = 22;
+    let entry = |keys: String, help: &str| {
+        Line::from(vec![
+            Span::styled(
+                format!("  {keys:<key_column$}"),
+                theme.style(Role::SessionWaiting),
+            ),
+            Span::styled(
+                clip(help, max.saturating_sub(key_column + 2)),
+                theme.style(Role::Text),
+            ),
+        ])
+    };
+    let mut lines = Vec::new();
+    for (scope, title, extra) in [
+        (Scope::Global, "keys", None),
+        (
+            Scope::Input,
+            "in the input",
+            Some((
+                "? · //text",
+                "help on an empty input · a prompt starting with /",
+            )),
+        ),
+        (
+            Scope::Inbox,
+            "in the inbox pane",
+            Some(("1-9", "choose option n")),
+        ),
+    ] {
+        lines.push(heading(title));
+        for binding in BINDINGS.iter().filter(|b| b.scope == scope) {
+            match binding.action {
+                KeyAction::Focus(1) => lines.push(entry(focus_keys(model), "focus session n")),
+                KeyAction::Focus(_) => {}
+                action => lines.push(entry(keys_text(model, action), binding.help)),
+            }
+        }
+        if let Some((keys, help)) = extra {
+            lines.push(entry(keys.to_string(), help));
+        }
+        lines.push(Line::raw(""));
+    }
+    lines.push(heading("commands"));
+    for spec in COMMANDS {
+        let aliases: String = spec.aliases.iter().map(|a| format!(" /{a}")).collect();
+        let usage = format!("/{}{aliases} {}", spec.name, spec.args);
+        lines.push(Line::styled(
+            format!("  {}", clip(&usage, max.saturating_sub(2))),
+            theme.style(Role::SessionWaiting),
+        ));
+        lines.push(Line::styled(
+            format!("      {}", spec.help),
+            theme.style(Role::Text),
+        ));
+    }
+    lines
+}
+
+fn keys_text(model: &Model, action: KeyAction) -> String {
+    let keys: Vec<String> = model
+        .keymap
+        .keys_for(action)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if keys.is_empty() {
+        "unbound".into()
+    } else {
+        keys.join(", ")
+    }
+}
+
+/// The keys of sessions 1 and 9 (`alt-1 … alt-9`); `/help` shows them as a range.
+fn focus_keys(model: &Model) -> String {
+    let first = model.keymap.hint(KeyAction::Focus(1));
+    let last = model.keymap.hint(KeyAction::Focus(9));
+    format!("{first} … {last}")
+}
+
+pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let rect = centered(area, 110, model.sessions().len().max(1) + 1);
+    let block = pane(" sessions · 1-9 focus · esc closes ", true, theme);
+    let inner = block.inner(rect);
+    let max = usize::from(inner.width);
+    let mut lines = vec![Line::styled(
+        clip(
+            &format!(
+                "   #  {:<26} {:<9} {:<9} {:<9} task",
+                "session", "state", "agent", "inbox"
+            ),
+            max,
+        ),
+        dim(theme),
+    )];
+    if model.sessions().is_empty() {
+        lines.push(Line::styled("   none yet — /new creates one", dim(theme)));
+    }
+    for (i, session) in model.sessions().iter().enumerate() {
+        let focused = model.focused_session().is_some_and(|f| f.id == session.id);
+        let activity = model.activity(session);
+        let messages = model
+            .inbox()
+            .messages()
+            .iter()
+            .filter(|m| m.session_id == session.id);
+        let (unread, open) = messages.fold((0, 0), |(u, o), m| {
+            (u + usize::from(!m.read), o + usize::from(is_open(m)))
+        });
+        let inbox = match (unread, open) {
+            (0, 0) => "—".to_string(),
+            (u, 0) => format!("{u} new"),
+            (_, o) => format!("{o} open"),
+        };
+        let head = format!(
+            "{}{:>3}  {:<26} ",
+            if focused { "▸" } else { " " },
+            format!("[{}]", i + 1),
+            clip(&session.display_name, 26)
+        );
+        let rest = format!(" {:<9} {:<9} ", clip(&session.agent_name, 9), inbox);
+        let room = max.saturating_sub(width(&head) + 9 + width(&rest));
+        let task = clip(session.task.as_deref().unwrap_or(""), room);
+        lines.push(Line::from(vec![
+            Span::styled(head, theme.style(Role::Text)),
+            Span::styled(
+                format!("{:<9}", activity.label()),
+                theme.style(activity_role(activity)),
+            ),
+            Span::styled(rest, dim(theme)),
+            Span::styled(task, theme.style(Role::Text)),
+        ]));
+    }
+    frame.render_widget(Clear, rect);
+    frame.render_widget(Paragraph::new(lines).block(block), rect);
+}

@@ -1,0 +1,365 @@
+//! Snapshot tests of every component and of the whole screen, drawn from the fixture.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use insta::assert_snapshot;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::layout::Rect;
+use ratatui::style::Modifier;
+
+use super::*;
+use crate::protocol::types::{EntryKind, Event};
+use crate::tui::Action;
+use crate::tui::fixture::{self, entry};
+use crate::tui::model::Flash;
+
+/// Draws with a drawing function and returns the screen as text.
+fn draw(width: u16, height: u16, paint: impl FnOnce(&mut Frame)) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(paint).unwrap();
+    terminal.backend().to_string()
+}
+
+fn screen(model: &Model, width: u16, height: u16) -> String {
+    draw(width, height, |f| render(f, model, &Theme::default()))
+}
+
+fn press(model: &mut Model, code: KeyCode, modifiers: KeyModifiers) {
+    model.handle_key(KeyEvent::new(code, modifiers));
+}
+
+#[test]
+fn whole_screen_120x30() {
+    assert_snapshot!(screen(&fixture::model(), 120, 30));
+}
+
+#[test]
+fn whole_screen_80x24() {
+    assert_snapshot!(screen(&fixture::model(), 80, 24));
+}
+
+#[test]
+fn whole_screen_80x24_with_an_opened_approval() {
+    let mut model = fixture::model();
+    press(&mut model, KeyCode::F(2), KeyModifiers::NONE);
+    press(&mut model, KeyCode::Enter, KeyModifiers::NONE);
+    assert_snapshot!(screen(&model, 80, 24));
+}
+
+#[test]
+fn whole_screen_120x30_with_context_pane_and_daemon_gone() {
+    let mut model = fixture::model();
+    press(&mut model, KeyCode::F(3), KeyModifiers::NONE);
+    model.set_connection(Connection::Lost {
+        reason: "connection reset".into(),
+    });
+    let text = screen(&model, 120, 30);
+    assert!(text.contains("daemon gone (connection reset) — reconnecting…"));
+    assert!(text.contains("context stack: not available yet"));
+    assert_snapshot!(text);
+}
+
+#[test]
+fn a_narrow_screen_gives_the_body_to_the_transcript_or_the_focused_inbox() {
+    let mut model = fixture::model();
+    let text = screen(&model, 60, 20);
+    assert!(text.contains("[1] feat/auth @ claude"), "{text}");
+    assert!(!text.contains("inbox ·"), "{text}");
+    press(&mut model, KeyCode::F(2), KeyModifiers::NONE);
+    assert_snapshot!(screen(&model, 60, 20));
+}
+
+#[test]
+fn too_small() {
+    let text = screen(&fixture::model(), 30, 6);
+    assert!(text.contains("need at least 40×8, have 30×6"), "{text}");
+    assert_snapshot!(text);
+}
+
+#[test]
+fn status_bar_at_three_widths() {
+    let model = fixture::model();
+    let bar = |width| {
+        draw(width, 1, |f| {
+            status_bar::render(f, f.area(), &model, &Theme::default())
+        })
+    };
+    let wide = bar(120);
+    assert!(wide.contains("▸[1] feat/auth/claude ●working"), "{wide}");
+    assert!(wide.contains("![2] fix/flaky/codex ●waiting"), "{wide}");
+    assert!(wide.contains("| 3 | /sessions"), "{wide}");
+    let narrow = bar(40);
+    assert!(
+        narrow.contains("| 3 | /sessions"),
+        "the tail always shows: {narrow}"
+    );
+    assert_snapshot!(format!("{wide}{}{narrow}", bar(80)));
+}
+
+#[test]
+fn status_bar_keeps_the_focused_session_in_a_crowd() {
+    let mut model = fixture::model();
+    for n in 5..=14 {
+        model.apply(Event::SessionRegistered(fixture::session(
+            n,
+            &format!("task-{n}"),
+            "claude",
+            None,
+            "",
+        )));
+    }
+    press(&mut model, KeyCode::Char('9'), KeyModifiers::ALT);
+    model.handle_command(crate::tui::commands::SlashCommand::Goto(12));
+    let bar = draw(40, 1, |f| {
+        status_bar::render(f, f.area(), &model, &Theme::default())
+    });
+    assert!(bar.contains("▸[12]"), "{bar}");
+    assert!(bar.contains('…'), "{bar}");
+    assert_snapshot!(bar);
+}
+
+#[test]
+fn status_bar_colours_come_from_the_theme() {
+    let model = fixture::model();
+    let theme = Theme::builtin("light").unwrap();
+    let mut terminal = Terminal::new(TestBackend::new(120, 1)).unwrap();
+    terminal
+        .draw(|f| status_bar::render(f, f.area(), &model, &theme))
+        .unwrap();
+    let buffer = terminal.backend().buffer();
+    let text: String = buffer.content().iter().map(|c| c.symbol()).collect();
+    let column = |needle: &str| {
+        let byte = text.find(needle).unwrap();
+        u16::try_from(text[..byte].chars().count()).unwrap()
+    };
+    let waiting = &buffer[(column("●waiting"), 0)];
+    assert_eq!(waiting.fg, theme.color(Role::SessionWaiting));
+    let flagged = &buffer[(column("![2]"), 0)];
+    assert!(
+        flagged.modifier.contains(Modifier::REVERSED),
+        "flagged sessions stand out"
+    );
+    let focused = &buffer[(column("▸[1]"), 0)];
+    assert_eq!(focused.fg, theme.color(Role::StatusBarFocused));
+    assert_eq!(buffer[(0, 0)].bg, theme.color(Role::StatusBarBg));
+}
+
+#[test]
+fn transcript_folds_thoughts_and_shows_tools_and_plans() {
+    let model = fixture::model();
+    let text = draw(60, 18, |f| {
+        transcript::render(f, f.area(), &model, &Theme::default())
+    });
+    assert!(text.contains("▸ thought (3 lines)"), "{text}");
+    assert!(text.contains("✓ Run cargo test (completed)"), "{text}");
+    assert!(text.contains("◐ Add the middleware"), "{text}");
+    assert!(
+        text.contains("should the tokens be JWTs"),
+        "streamed text shows: {text}"
+    );
+    assert_snapshot!(text);
+}
+
+#[test]
+fn transcript_unfolded_and_scrolled() {
+    let mut model = fixture::model();
+    press(&mut model, KeyCode::Char('t'), KeyModifiers::ALT);
+    let paint = |model: &Model| {
+        draw(60, 10, |f| {
+            transcript::render(f, f.area(), model, &Theme::default())
+        })
+    };
+    let tail = paint(&model);
+    assert!(tail.contains("│cookies?"), "follows the tail: {tail}");
+    press(&mut model, KeyCode::PageUp, KeyModifiers::NONE);
+    let scrolled = paint(&model);
+    assert!(scrolled.contains("The API uses axum."), "{scrolled}");
+    assert!(scrolled.contains("more rows · pagedown"), "{scrolled}");
+    assert_snapshot!(scrolled);
+}
+
+#[test]
+fn transcript_shows_errors_permissions_and_turn_ends() {
+    let mut model = fixture::model();
+    let auth = fixture::sessions()[0].clone();
+    model.load_transcript(
+        &auth.id,
+        vec![
+            entry(&auth, 7, EntryKind::Permission, "Write src/auth.rs", None),
+            entry(
+                &auth,
+                8,
+                EntryKind::Permission,
+                "Write src/auth.rs",
+                Some("Allow"),
+            ),
+            entry(&auth, 9, EntryKind::File, "src/auth.rs", Some("write")),
+            entry(
+                &auth,
+                10,
+                EntryKind::Error,
+                "the agent answered with an error: rate limited",
+                None,
+            ),
+            entry(&auth, 11, EntryKind::TurnEnd, "", Some("end_turn")),
+        ],
+    );
+    let text = draw(60, 12, |f| {
+        transcript::render(f, f.area(), &model, &Theme::default())
+    });
+    assert!(
+        text.contains("? permission asked: Write src/auth.rs"),
+        "{text}"
+    );
+    assert!(
+        text.contains("✗ the agent answered with an error"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("Before I go on"),
+        "the turn end settled the streamed text: {text}"
+    );
+    assert_snapshot!(text);
+}
+
+#[test]
+fn input_with_an_inline_decision_and_a_flash() {
+    let mut model = fixture::model();
+    model.report(Flash::error("unknown command /nxt — did you mean /next?"));
+    let theme = Theme::default();
+    let text = draw(80, 7, |f| {
+        let [item, input] = [Rect::new(0, 0, 80, 4), Rect::new(0, 4, 80, 3)];
+        input::render_inline_item(f, item, &model, &theme);
+        input::render(f, input, &model, &theme);
+    });
+    assert!(text.contains("[1] JWT  [2] Session cookies"), "{text}");
+    assert!(text.contains("alt-a then 1-2"), "{text}");
+    assert!(text.contains("did you mean /next?"), "{text}");
+    assert_snapshot!(text);
+}
+
+#[test]
+fn inline_approval_of_the_focused_session() {
+    let mut model = fixture::model();
+    press(&mut model, KeyCode::Char('2'), KeyModifiers::ALT);
+    let text = draw(80, 4, |f| {
+        input::render_inline_item(f, f.area(), &model, &Theme::default())
+    });
+    assert!(text.contains("approval required"), "{text}");
+    assert!(text.contains("Run rm -rf build/"), "{text}");
+    assert!(text.contains("a/d"), "{text}");
+    assert_snapshot!(text);
+}
+
+#[test]
+fn inbox_list_marks_unread_and_selection() {
+    let mut model = fixture::model();
+    press(&mut model, KeyCode::F(2), KeyModifiers::NONE);
+    press(&mut model, KeyCode::Down, KeyModifiers::NONE);
+    let text = draw(48, 9, |f| {
+        inbox::render(f, f.area(), &model, &Theme::default())
+    });
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[1].contains(" ●! [2] Run rm -rf build/"),
+        "newest first, unread: {text}"
+    );
+    assert!(
+        lines[2].contains("›●? [1] JWT or session cookies?"),
+        "selected: {text}"
+    );
+    assert!(
+        lines[5].contains("  i [3] Indexed 214 files"),
+        "read, oldest last: {text}"
+    );
+    assert_snapshot!(text);
+}
+
+#[test]
+fn inbox_opened_message_shows_its_detail() {
+    let mut model = fixture::model();
+    press(&mut model, KeyCode::F(2), KeyModifiers::NONE);
+    press(&mut model, KeyCode::Down, KeyModifiers::NONE);
+    press(&mut model, KeyCode::Enter, KeyModifiers::NONE);
+    let text = draw(48, 16, |f| {
+        inbox::render(f, f.area(), &model, &Theme::default())
+    });
+    assert!(text.contains("JWT keeps it"), "{text}");
+    assert!(text.contains(" 2 Session cookies"), "{text}");
+    assert_snapshot!(text);
+}
+
+#[test]
+fn help_overlay_lists_the_bindings_in_use() {
+    let mut model = fixture::model();
+    let table: toml::Table = "next_waiting = \"ctrl-n\"".parse().unwrap();
+    model.set_keymap(crate::tui::Keymap::with_overrides(&table).unwrap());
+    press(&mut model, KeyCode::F(1), KeyModifiers::NONE);
+    let text = screen(&model, 80, 30);
+    assert!(text.contains("ctrl-n"), "the override shows: {text}");
+    assert!(text.contains("alt-1 … alt-9"), "{text}");
+    assert_snapshot!(text);
+    for _ in 0..3 {
+        press(&mut model, KeyCode::PageDown, KeyModifiers::NONE);
+    }
+    let scrolled = screen(&model, 80, 30);
+    assert!(
+        scrolled.contains("/goto /g <n>"),
+        "commands further down: {scrolled}"
+    );
+}
+
+#[test]
+fn sessions_overlay_lists_every_session() {
+    let mut model = fixture::model();
+    model.handle_command(crate::tui::commands::SlashCommand::Sessions);
+    let text = screen(&model, 120, 30);
+    assert!(text.contains("▸[1]  feat/auth @ claude"), "{text}");
+    assert!(text.contains("1 open"), "{text}");
+    assert_snapshot!(text);
+}
+
+#[test]
+fn an_empty_workbench_says_how_to_start() {
+    let model = Model::new(crate::tui::Keymap::default());
+    let text = screen(&model, 80, 24);
+    assert!(text.contains("no sessions — /new creates one"), "{text}");
+    assert_snapshot!(text);
+}
+
+#[test]
+fn a_click_on_the_status_bar_focuses_that_session_and_the_wheel_scrolls() {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let mut model = fixture::model();
+    let screen = Rect::new(0, 0, 120, 30);
+    let text = self::screen(&model, 120, 30);
+    let bar = text.lines().last().unwrap();
+    let column = bar
+        .find("[3] docs")
+        .map(|b| bar[..b].chars().count())
+        .unwrap();
+    let mouse = |kind, column: usize, row| MouseEvent {
+        kind,
+        column: u16::try_from(column).unwrap(),
+        row,
+        modifiers: KeyModifiers::NONE,
+    };
+    // The bar's text is quoted in the snapshot form: one column for the quote.
+    let actions = model.handle_mouse(
+        mouse(MouseEventKind::Down(MouseButton::Left), column - 1, 29),
+        screen,
+    );
+    assert_eq!(
+        model.focused_session().map(|s| s.display_name.as_str()),
+        Some("docs @ gemini")
+    );
+    assert!(matches!(&actions[..], [Action::LoadTranscript { .. }]));
+    // Back on session 1, the wheel scrolls its transcript up, as far as it goes.
+    model.handle_key(KeyEvent::new(KeyCode::Char('1'), KeyModifiers::ALT));
+    self::screen(&model, 80, 16);
+    model.handle_mouse(
+        mouse(MouseEventKind::ScrollUp, 5, 3),
+        Rect::new(0, 0, 80, 16),
+    );
+    assert_eq!(model.scroll, 3);
+}

@@ -1,0 +1,147 @@
+//! The workbench end to end: the real `cru` binary in a real terminal (tmux) on a temp
+//! kiln, with the scripted ACP agent, read back with `capture-pane` at every step.
+
+use serde_json::Value;
+
+use crate::common::*;
+use crate::sessions::agent_kiln;
+use crate::tmux::Tmux;
+
+fn open(name: &str, tk: &TestKiln, size: (u16, u16)) -> Tmux {
+    let root = tk.root().display().to_string();
+    Tmux::start(
+        name,
+        size,
+        tk.root(),
+        &[("CRU_KILN", &root), ("TERM", "xterm-256color")],
+        CRU,
+        &[],
+    )
+}
+
+/// The session ids, oldest first.
+fn session_ids(tk: &TestKiln) -> Vec<String> {
+    let out = tk.cru(&["session", "list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let mut ids: Vec<String> = list
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|s| s["id"].as_str().expect("id").to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The status bar: the screen's last non-empty line.
+fn status_bar(screen: &str) -> String {
+    screen
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn two_sessions_an_approval_from_the_inbox_pane_and_a_second_terminal() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let one = open("main", &tk, (120, 30));
+    one.wait_text("no sessions — /new creates one");
+
+    // Two sessions with /new; the newest is focused.
+    one.type_text("/new --agent scripted say hello from one");
+    one.keys(&["Enter"]);
+    one.wait_text("hello from one");
+    one.wait_for("session 1 done", |s| status_bar(s).contains("[1]") && status_bar(s).contains("●done"));
+    one.type_text("/new --agent scripted");
+    one.keys(&["Enter"]);
+    let screen = one.wait_for("session 2 focused", |s| status_bar(s).contains("▸[2]"));
+    assert!(status_bar(&screen).contains(" [1] "), "{screen}");
+
+    // Switch with keys: Alt-1 focuses session 1 and shows its transcript.
+    one.keys(&["M-1"]);
+    let screen = one.wait_for("session 1 focused", |s| status_bar(s).contains("▸[1]"));
+    assert!(screen.contains("hello from one"), "{screen}");
+
+    // A second terminal on the same kiln shows the same sessions.
+    let two = open("second", &tk, (80, 24));
+    two.wait_for("both sessions in the second terminal", |s| {
+        let bar = status_bar(s);
+        bar.contains("[1]") && bar.contains("[2]")
+    });
+
+    // Session 2 (not focused) asks for permission: the bar flags it, the inbox shows it.
+    let ids = session_ids(&tk);
+    assert_eq!(ids.len(), 2);
+    let out = tk.cru(&["session", "send", &ids[1], "permit p1 Run the deploy"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let screen = one.wait_for("the flagged waiting session", |s| {
+        status_bar(s).contains("![2]") && status_bar(s).contains("●waiting")
+    });
+    assert!(screen.contains("Run the deploy"), "the inbox lists it:\n{screen}");
+    two.wait_text("Run the deploy");
+
+    // Approve it from the inbox pane: F2 gives the pane the keyboard, `a` approves the
+    // selected (newest) message. The agent goes on and reports back.
+    one.keys(&["F2"]);
+    one.wait_text("enter open · esc back");
+    one.keys(&["a"]);
+    let screen = one.wait_text("Done: permit p1 Run the deploy");
+    assert!(screen.contains("Run the deploy → Allow"), "{screen}");
+    // The answer given in one terminal shows in the other.
+    two.wait_text("Done: permit p1");
+    two.wait_for("the approval answered in the second terminal", |s| !s.contains("approval required"));
+
+    one.keys(&["M-2"]);
+    let screen = one.wait_text("granted: Run the deploy");
+    assert!(status_bar(&screen).contains("▸[2]"), "{screen}");
+    assert!(!status_bar(&screen).contains("●waiting"), "{screen}");
+
+    // Quit: the program ends and the terminal is back on the normal screen.
+    one.keys(&["C-q"]);
+    one.wait_for("cru to exit", |_| one.exited());
+    assert!(!one.alternate_screen(), "the terminal was left on the alternate screen");
+    // The agents live on in the daemon: the other terminal still sees both sessions.
+    assert!(status_bar(&two.screen()).contains("[2]"));
+}
+
+#[test]
+fn the_daemon_going_away_shows_a_banner_and_the_workbench_reconnects() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let term = open("banner", &tk, (80, 24));
+    term.wait_text("no sessions — /new creates one");
+    term.type_text("/new --agent scripted say still here");
+    term.keys(&["Enter"]);
+    term.wait_text("still here");
+
+    // A broken settings edit is reported, and the last good settings stay in use.
+    let settings = tk.kiln.settings_path();
+    let good = std::fs::read_to_string(&settings).unwrap();
+    std::fs::write(&settings, format!("{good}\n[tui]\ncolour = \"red\"\n")).unwrap();
+    let screen = term.wait_text("keeping the previous settings");
+    assert!(screen.contains("colour"), "the error names the key:\n{screen}");
+
+    // The daemon dies; with the settings broken no new one can start, so the banner
+    // stays up and cru keeps running.
+    let pid = tk.daemon_pid().expect("a daemon");
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let screen = term.wait_text("daemon gone");
+    assert!(!term.exited(), "cru survived the daemon going away:\n{screen}");
+    // Mended settings: the workbench reconnects (starting a daemon) and reads it all again.
+    std::fs::write(&settings, &good).unwrap();
+    let screen = term.wait_for("reconnected", |s| !s.contains("daemon gone") && s.contains("still here"));
+    assert!(status_bar(&screen).contains("[1]"), "{screen}");
+    assert_ne!(tk.daemon_pid(), Some(pid));
+
+    // Tiny terminals get a clear message instead of a broken layout.
+    term.resize(30, 6);
+    term.wait_text("too small");
+    term.resize(80, 24);
+    term.wait_text("still here");
+    term.keys(&["C-c"]);
+    term.wait_for("cru to exit", |_| term.exited());
+}
