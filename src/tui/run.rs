@@ -561,9 +561,21 @@ impl Workbench {
                 self.model.report(Flash::info("settings reloaded"));
             }
             Err(e) => self.model.report(Flash::error(format!(
-                "{e:#} — keeping the previous settings"
+                "settings not applied, keeping the previous ones: {}",
+                one_line(&format!("{e:#}"))
             ))),
         }
+    }
+}
+
+/// A multi-line error (TOML's show the offending line) as one line, the reason first:
+/// its last line, then its first.
+fn one_line(error: &str) -> String {
+    let lines: Vec<&str> = error.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    match lines.as_slice() {
+        [] => String::new(),
+        [only] => (*only).to_string(),
+        [first, .., last] => format!("{last} ({first})"),
     }
 }
 

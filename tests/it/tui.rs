@@ -122,7 +122,7 @@ fn the_daemon_going_away_shows_a_banner_and_the_workbench_reconnects() {
     let settings = tk.kiln.settings_path();
     let good = std::fs::read_to_string(&settings).unwrap();
     std::fs::write(&settings, format!("{good}\n[tui]\ncolour = \"red\"\n")).unwrap();
-    let screen = term.wait_text("keeping the previous settings");
+    let screen = term.wait_text("keeping the previous ones");
     assert!(screen.contains("colour"), "the error names the key:\n{screen}");
 
     // The daemon dies; with the settings broken no new one can start, so the banner
