@@ -76,7 +76,8 @@ pub struct AgentProfile {
     /// How crucible talks to the agent.
     #[serde(rename = "type", default)]
     pub kind: AgentKind,
-    /// The program, found on `PATH` unless it is a path.
+    /// The program, found on `PATH` unless it is a path (`acp` and `command` only).
+    #[serde(default)]
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
@@ -86,6 +87,40 @@ pub struct AgentProfile {
     /// How long the agent may take to answer `initialize` and open its session.
     #[serde(default = "default_startup_timeout")]
     pub startup_timeout_secs: u64,
+    /// `internal` only: the API root of an OpenAI-compatible chat-completions endpoint,
+    /// e.g. `http://localhost:11434/v1` (Ollama).
+    #[serde(default)]
+    pub base_url: String,
+    /// `internal` only: the model to ask.
+    #[serde(default)]
+    pub model: String,
+    /// `internal` only: the environment variable holding the API key, sent as a bearer
+    /// token; none is sent when unset.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// `internal` only: the system prompt (the bottom of the context stack); a built-in
+    /// one describing the tools and the worktree when unset.
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    /// `internal` only: write files without asking (otherwise every write is an
+    /// `approval_required` message).
+    #[serde(default)]
+    pub allow_writes: bool,
+    /// `internal` only: run commands without asking.
+    #[serde(default)]
+    pub allow_commands: bool,
+    /// `internal` only: seed 003's tool-error policy: a failed tool result is popped and
+    /// replaced by the error message alone (`pop(1)` + inject the error).
+    #[serde(default)]
+    pub recover_tool_errors: bool,
+    /// `internal` only: the model writes the session's context summary after every turn
+    /// (and for `summarize`); `false` uses the deterministic summary and saves a request.
+    #[serde(default = "default_true")]
+    pub model_summaries: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_startup_timeout() -> u64 {
@@ -101,6 +136,8 @@ pub enum AgentKind {
     /// A plain program run once per prompt: the prompt on its stdin, its stdout the
     /// reply, its exit the end of the turn.
     Command,
+    /// Crucible's own agent loop over an OpenAI-compatible chat endpoint.
+    Internal,
 }
 
 impl AgentKind {
@@ -108,6 +145,7 @@ impl AgentKind {
         match self {
             AgentKind::Acp => "acp",
             AgentKind::Command => "command",
+            AgentKind::Internal => "internal",
         }
     }
 }
@@ -278,7 +316,20 @@ impl Config {
                     "agents.{name}: a profile name may use only letters, digits, '-' and '_'"
                 ));
             }
-            if profile.command.trim().is_empty() {
+            if profile.kind == AgentKind::Internal {
+                if profile.base_url.trim().is_empty() || profile.model.trim().is_empty() {
+                    return Err(format!(
+                        "agents.{name}: an internal agent needs base_url and model"
+                    ));
+                }
+                if !(profile.base_url.starts_with("http://")
+                    || profile.base_url.starts_with("https://"))
+                {
+                    return Err(format!(
+                        "agents.{name}.base_url must start with http:// or https://"
+                    ));
+                }
+            } else if profile.command.trim().is_empty() {
                 return Err(format!("agents.{name}.command must not be empty"));
             }
             if profile.startup_timeout_secs == 0 {

@@ -73,7 +73,8 @@ async fn host(
     let (status, code) = loop {
         tokio::select! {
             order = orders.recv() => match order {
-                Some(Order::Prompt(text)) => {
+                // Every run starts with no memory, so a fresh start needs nothing more.
+                Some(Order::Prompt { text, .. }) => {
                     turn += 1;
                     let message_id = format!("{session}-{turn}");
                     let run = run(&launch, &program, text, message_id, &events, &mut orders, &mut stop);
@@ -140,7 +141,7 @@ async fn run(
                 }
                 // The session queues prompts while a turn runs; one arriving here is a bug
                 // upstream, and dropping it silently would lose it.
-                Some(Order::Prompt(_)) => {
+                Some(Order::Prompt { .. }) => {
                     tracing::warn!(agent = %launch.profile_name, "a prompt arrived while the program ran; it was dropped");
                 }
                 None => return stopped(&mut child, pid, events).await,

@@ -5,7 +5,8 @@
 //! and cancels on command. What the agent does comes back as [`AgentEvent`]s on one
 //! channel, in the order it happened; the last one is always [`AgentEvent::Exited`].
 //! Profiles of `type = "command"` run a plain program per prompt instead (see
-//! [`command`]); they report through the same events.
+//! [`command`]), and `type = "internal"` profiles run crucible's own agent loop (see
+//! [`crate::internal::agent`]); they report through the same events.
 //! This module knows nothing of the store or the inbox: the session that owns the
 //! agent turns events into state, transcript and messages.
 
@@ -32,7 +33,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use crate::config::{AgentKind, AgentProfile};
-use crate::protocol::EntryKind;
+use crate::context::{Entry, Message};
+use crate::protocol::{EntryKind, MsgType};
 
 pub use fs::Firewall;
 
@@ -89,6 +91,32 @@ pub enum AgentEvent {
     Process(Option<u32>),
     /// The process is gone: how it ended, and its exit code if it had one.
     Exited { status: String, code: Option<i32> },
+    /// The agent opened a fresh session for a prompt (after the context shrank); the
+    /// old one is no longer used.
+    SessionRenewed { acp_session_id: String },
+}
+
+/// What a driver hosted inside the daemon (the internal agent) reaches of its session:
+/// the context stack, which is its conversation, and the inbox. Implemented by the
+/// session; boxed futures keep it usable as a trait object.
+pub trait SessionLink: Send + Sync {
+    /// The stack's entries, bottom to top.
+    fn context(&self) -> futures::future::BoxFuture<'_, Result<Vec<Entry>, String>>;
+    /// Pushes one message, stored before this returns.
+    fn push(&self, message: Message) -> futures::future::BoxFuture<'_, Result<(), String>>;
+    /// The tool-error policy: the failed tool result on top replaced by `error`.
+    fn recover_tool_error(
+        &self,
+        error: String,
+    ) -> futures::future::BoxFuture<'_, Result<(), String>>;
+    /// Posts an inbox message; for a blocking type waits for the human's answer.
+    fn ask(
+        &self,
+        msg_type: MsgType,
+        title: String,
+        body: Option<String>,
+        options: Option<Vec<String>>,
+    ) -> futures::future::BoxFuture<'_, Result<Option<String>, String>>;
 }
 
 #[derive(Debug, Clone)]
@@ -108,8 +136,13 @@ pub enum TurnFailure {
 }
 
 #[derive(Debug)]
-enum Order {
-    Prompt(String),
+pub(crate) enum Order {
+    Prompt {
+        text: String,
+        /// Open a fresh session first, and send this context ahead of the prompt (when
+        /// it is not empty).
+        fresh: Option<String>,
+    },
     Cancel,
 }
 
@@ -127,18 +160,29 @@ pub struct Launch {
     pub stderr_log: PathBuf,
     /// Reload this ACP session instead of opening a new one.
     pub resume: Option<String>,
+    /// The session's context and inbox, for the internal agent.
+    pub link: Option<std::sync::Arc<dyn SessionLink>>,
 }
 
 /// A running agent. Dropping it stops the agent.
 pub struct AgentHandle {
     pub pid: u32,
-    commands: mpsc::UnboundedSender<Order>,
-    stop: Option<oneshot::Sender<()>>,
+    pub(crate) commands: mpsc::UnboundedSender<Order>,
+    pub(crate) stop: Option<oneshot::Sender<()>>,
 }
 
 impl AgentHandle {
     pub fn prompt(&self, text: String) {
-        let _ = self.commands.send(Order::Prompt(text));
+        let _ = self.commands.send(Order::Prompt { text, fresh: None });
+    }
+
+    /// Sends the prompt in a fresh agent session, `context` (if not empty) ahead of it.
+    /// Only ACP agents keep sessions; the others take the prompt as it is.
+    pub fn prompt_fresh(&self, text: String, context: String) {
+        let _ = self.commands.send(Order::Prompt {
+            text,
+            fresh: Some(context),
+        });
     }
 
     pub fn cancel(&self) {
@@ -160,8 +204,10 @@ pub fn launch(
     launch: Launch,
     events: mpsc::UnboundedSender<AgentEvent>,
 ) -> Result<AgentHandle, String> {
-    if launch.profile.kind == AgentKind::Command {
-        return command::launch(launch, events);
+    match launch.profile.kind {
+        AgentKind::Command => return command::launch(launch, events),
+        AgentKind::Internal => return crate::internal::agent::launch(launch, events),
+        AgentKind::Acp => {}
     }
     let firewall = Firewall::new(&launch.cwd, &launch.denied)
         .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?;
@@ -475,8 +521,11 @@ async fn converse(
             agent_client_protocol::on_receive_request!(),
         )
         .connect_with(transport, async |cx: ConnectionTo<Agent>| {
-            let opened =
-                tokio::time::timeout(startup, open_session(&cx, cwd, resume, mcp_servers)).await;
+            let opened = tokio::time::timeout(
+                startup,
+                open_session(&cx, cwd.clone(), resume, mcp_servers.clone()),
+            )
+            .await;
             let (session_id, resumed, agent_name) = match opened {
                 Ok(Ok(opened)) => opened,
                 Ok(Err(why)) => {
@@ -496,16 +545,46 @@ async fn converse(
                 resumed,
                 agent_name,
             });
+            let mut session_id = session_id;
             loop {
                 tokio::select! {
                     command = commands.recv() => match command {
-                        Some(Order::Prompt(text)) => {
+                        Some(Order::Prompt { text, fresh }) => {
+                            let mut blocks = Vec::new();
+                            if let Some(context) = fresh {
+                                let opened = cx
+                                    .send_request(
+                                        NewSessionRequest::new(cwd.clone())
+                                            .mcp_servers(mcp_servers.clone()),
+                                    )
+                                    .block_task()
+                                    .await;
+                                match opened {
+                                    Ok(created) => {
+                                        session_id = created.session_id.0.to_string();
+                                        let _ = events.send(AgentEvent::SessionRenewed {
+                                            acp_session_id: session_id.clone(),
+                                        });
+                                    }
+                                    Err(e) => {
+                                        let why = format!(
+                                            "the agent could not open a fresh session for the reshaped context: {}",
+                                            describe(&e)
+                                        );
+                                        let _ = events.send(AgentEvent::TurnEnded(Err(
+                                            TurnFailure::Failed(why),
+                                        )));
+                                        continue;
+                                    }
+                                }
+                                if !context.is_empty() {
+                                    blocks.push(ContentBlock::Text(TextContent::new(context)));
+                                }
+                            }
+                            blocks.push(ContentBlock::Text(TextContent::new(text)));
                             let cx2 = cx.clone();
                             let events = events.clone();
-                            let request = PromptRequest::new(
-                                session_id.clone(),
-                                vec![ContentBlock::Text(TextContent::new(text))],
-                            );
+                            let request = PromptRequest::new(session_id.clone(), blocks);
                             cx.spawn(async move {
                                 let outcome = cx2.send_request(request).block_task().await;
                                 let ended = match outcome {

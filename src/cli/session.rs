@@ -3,6 +3,8 @@
 //! A session can be named by its id, a unique start or end of its id, its display name
 //! (`feat/auth @ claude`) or its branch.
 
+mod context;
+
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -109,6 +111,16 @@ enum SessionAction {
         #[arg(long)]
         json: bool,
     },
+    /// Show or reshape a session's context stack (pop, checkpoint, rollback,
+    /// replace-top, reset, summarize).
+    Context {
+        session: String,
+        #[command(subcommand)]
+        action: Option<context::ContextAction>,
+        /// Print the stack and the change as JSON.
+        #[arg(long, global = true)]
+        json: bool,
+    },
     /// Delete every complete or stopped session.
     Prune {
         #[command(flatten)]
@@ -184,13 +196,17 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                             state_of(s),
                             s.agent_name.clone(),
                             output::clip(s.task.as_deref().unwrap_or(""), 40),
+                            s.turn_count.to_string(),
+                            output::clip(goal_of(s), 40),
                             output::age(&s.started_at),
                             s.id.clone(),
                         ]
                     })
                     .collect();
                 output::print_table(
-                    &["#", "SESSION", "STATE", "AGENT", "TASK", "AGE", "ID"],
+                    &[
+                        "#", "SESSION", "STATE", "AGENT", "TASK", "TURNS", "CONTEXT", "AGE", "ID",
+                    ],
                     &rows,
                 );
             }
@@ -281,6 +297,14 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 println!("deleted {}{}", s.display_name, removed(&outcome));
             }
         }
+        SessionAction::Context {
+            session,
+            action,
+            json,
+        } => {
+            let s = resolve(&client, &session).await?;
+            context::run(&client, &s, action, json).await?;
+        }
         SessionAction::Prune { remove, json } => {
             let result: PruneResult = client
                 .call(method::SESSION_PRUNE, &remove.options())
@@ -313,6 +337,14 @@ fn absolute_if_dir(spec: &str) -> String {
         return real.display().to_string();
     }
     spec.to_string()
+}
+
+/// The `GOAL:` of a session's context summary, for one table cell.
+fn goal_of(s: &Session) -> &str {
+    s.context_summary
+        .as_deref()
+        .and_then(|t| t.lines().next())
+        .map_or("", |l| l.strip_prefix("GOAL: ").unwrap_or(l))
 }
 
 fn short_id(id: &str) -> &str {
@@ -416,6 +448,10 @@ fn print_status(kiln: &Kiln, s: &Session) {
         pairs.push(("ended", format!("{ended} ({code})")));
     }
     if s.is_managed() {
+        pairs.push(("turns", s.turn_count.to_string()));
+        if let Some(summary) = &s.context_summary {
+            pairs.push(("context", summary.replace('\n', "\n  ")));
+        }
         let log = crate::sessions::MarkdownLog::path_for(&kiln.sessions_dir(), &s.id);
         pairs.push(("log", log.display().to_string()));
     }

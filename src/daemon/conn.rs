@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use super::Shared;
 use crate::protocol::jsonrpc::{Incoming, parse_line};
 use crate::protocol::*;
+use crate::sessions::ContextRequest;
 use crate::workbench::WorkbenchError;
 
 /// Lines waiting to be written to one client. A subscriber that stops reading fills this
@@ -399,6 +400,22 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
             let message = wb.send(params(raw)?).await.map_err(app_error)?;
             Ok(json!({"id": message.id, "message": message}))
         }
+        method::CONTEXT_GET
+        | method::CONTEXT_POP
+        | method::CONTEXT_CHECKPOINT
+        | method::CONTEXT_ROLLBACK
+        | method::CONTEXT_REPLACE_TOP
+        | method::CONTEXT_RESET
+        | method::CONTEXT_SUMMARIZE => {
+            let (session_id, request) = context_request(name, raw)?;
+            to_value(
+                shared
+                    .sessions
+                    .context_call(&session_id, request)
+                    .await
+                    .map_err(app_error)?,
+            )
+        }
         method::INBOX_LIST => {
             let p: ListParams = params(raw)?;
             Ok(json!({"messages": wb.list_messages(&p).await.map_err(app_error)?}))
@@ -459,6 +476,37 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
         }
         other => Err(ErrorObject::method_not_found(other)),
     }
+}
+
+/// The session and the operation of a `context.*` call.
+fn context_request(name: &str, raw: Value) -> Result<(String, ContextRequest), ErrorObject> {
+    Ok(match name {
+        method::CONTEXT_POP => {
+            let p: ContextPopParams = params(raw)?;
+            (p.session_id, ContextRequest::Pop(p.n))
+        }
+        method::CONTEXT_CHECKPOINT => {
+            let p: ContextNameParams = params(raw)?;
+            (p.session_id, ContextRequest::Checkpoint(p.name))
+        }
+        method::CONTEXT_ROLLBACK => {
+            let p: ContextNameParams = params(raw)?;
+            (p.session_id, ContextRequest::Rollback(p.name))
+        }
+        method::CONTEXT_REPLACE_TOP => {
+            let p: ContextReplaceParams = params(raw)?;
+            (p.session_id, ContextRequest::ReplaceTop(p.summary))
+        }
+        other => {
+            let p: SessionIdParams = params(raw)?;
+            let request = match other {
+                method::CONTEXT_RESET => ContextRequest::Reset,
+                method::CONTEXT_SUMMARIZE => ContextRequest::Summarize,
+                _ => ContextRequest::Get,
+            };
+            (p.session_id, request)
+        }
+    })
 }
 
 fn forbidden(message: impl Into<String>) -> ErrorObject {

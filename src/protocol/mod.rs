@@ -43,6 +43,13 @@ pub mod method {
     pub const UNSUBSCRIBE: &str = "unsubscribe";
     pub const DAEMON_STATUS: &str = "daemon.status";
     pub const DAEMON_SHUTDOWN: &str = "daemon.shutdown";
+    pub const CONTEXT_GET: &str = "context.get";
+    pub const CONTEXT_POP: &str = "context.pop";
+    pub const CONTEXT_CHECKPOINT: &str = "context.checkpoint";
+    pub const CONTEXT_ROLLBACK: &str = "context.rollback";
+    pub const CONTEXT_REPLACE_TOP: &str = "context.replace_top";
+    pub const CONTEXT_RESET: &str = "context.reset";
+    pub const CONTEXT_SUMMARIZE: &str = "context.summarize";
 
     /// Every method the daemon serves.
     pub const ALL: &[&str] = &[
@@ -72,5 +79,12 @@ pub mod method {
         UNSUBSCRIBE,
         DAEMON_STATUS,
         DAEMON_SHUTDOWN,
+        CONTEXT_GET,
+        CONTEXT_POP,
+        CONTEXT_CHECKPOINT,
+        CONTEXT_ROLLBACK,
+        CONTEXT_REPLACE_TOP,
+        CONTEXT_RESET,
+        CONTEXT_SUMMARIZE,
     ];
 }

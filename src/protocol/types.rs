@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::context::{Change, Checkpoint, ContextStack};
+
 /// The kinds of inbox message of seed 003.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -99,6 +101,14 @@ pub struct Session {
     pub ended_at: Option<String>,
     #[serde(default)]
     pub exit_code: Option<i32>,
+    /// A bounded summary of the session's context (seed 001's `GOAL:`/`ENTITIES:`/
+    /// `DECISIONS:`/`PENDING:`/`TURNS:` lines, at most 1,000 characters), updated after
+    /// every turn; absent before the first.
+    #[serde(default)]
+    pub context_summary: Option<String>,
+    /// How many turns have ended.
+    #[serde(default)]
+    pub turn_count: u64,
 }
 
 impl Session {
@@ -276,6 +286,9 @@ pub enum Event {
     Transcript(TranscriptEntry),
     #[serde(rename = "session.output")]
     Output(OutputChunk),
+    /// A session's context stack changed (an entry pushed, or an operation).
+    #[serde(rename = "session.context")]
+    Context(ContextUpdate),
 }
 
 impl Event {
@@ -289,6 +302,7 @@ impl Event {
             Event::InboxDeleted { .. } => "inbox.deleted",
             Event::Transcript(_) => "session.transcript",
             Event::Output(_) => "session.output",
+            Event::Context(_) => "session.context",
         }
     }
 
@@ -309,7 +323,8 @@ impl Event {
         match self {
             Event::SessionRegistered(_)
             | Event::SessionUpdated(_)
-            | Event::SessionDeregistered { .. } => Topic::Session,
+            | Event::SessionDeregistered { .. }
+            | Event::Context(_) => Topic::Session,
             Event::Transcript(_) | Event::Output(_) => Topic::Transcript,
             Event::InboxCreated(_) | Event::InboxUpdated(_) | Event::InboxDeleted { .. } => {
                 Topic::Inbox
@@ -510,6 +525,57 @@ pub struct TranscriptParams {
     pub after: Option<u64>,
     #[serde(default)]
     pub limit: Option<u32>,
+}
+
+/// `context.pop`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContextPopParams {
+    pub session_id: String,
+    /// How many entries to remove from the top.
+    pub n: usize,
+}
+
+/// `context.checkpoint` and `context.rollback`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContextNameParams {
+    pub session_id: String,
+    pub name: String,
+}
+
+/// `context.replace_top`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContextReplaceParams {
+    pub session_id: String,
+    pub summary: String,
+}
+
+/// What every `context.*` method returns: the stack after the call and what changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextResult {
+    pub session_id: String,
+    pub stack: ContextStack,
+    /// Set when the stack no longer matches what an ACP agent holds in its own session:
+    /// the next prompt opens a fresh ACP session seeded with the stack.
+    #[serde(default)]
+    pub fresh_start: bool,
+    /// Absent for `context.get`.
+    #[serde(default)]
+    pub change: Option<Change>,
+    /// The change in one line for people, e.g. `pop 2: removed #5 agent, #6 tool_result`.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// The `session.context` event: what changed, and the stack's shape after it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextUpdate {
+    pub session_id: String,
+    pub change: Change,
+    /// Entries on the stack after the change, the system prompt included.
+    pub entries: usize,
+    pub checkpoints: Vec<Checkpoint>,
+    #[serde(default)]
+    pub fresh_start: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

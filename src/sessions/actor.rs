@@ -7,12 +7,16 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::context::{preamble, summary};
 use super::log::MarkdownLog;
 use crate::agent::{AgentEvent, AgentHandle, PermissionChoice, TurnFailure};
+use crate::config::{AgentKind, AgentProfile};
+use crate::context::Message;
 use crate::protocol::{
     EntryKind, InboxMessage, MsgType, OutputChunk, SendParams, Session, SessionState,
     TranscriptEntry,
 };
+use crate::workbench::ContextOp;
 use crate::workbench::{Workbench, now_rfc3339};
 
 /// Streamed text is stored as one entry per message, or in pieces of this size.
@@ -191,6 +195,23 @@ pub(super) struct Actor {
     /// The prompt of the running turn and what the agent replied, for `task_complete`.
     prompt: String,
     reply: String,
+    profile: AgentProfile,
+    /// The bottom entry of the session's context stack.
+    system: String,
+    /// Agent text of this turn not yet pushed onto the context stack.
+    unsaid: String,
+    /// Tool calls of this session on the stack: id → title, and those with a result.
+    tool_titles: HashMap<String, String>,
+    tool_results: HashSet<String>,
+}
+
+/// How an actor starts.
+pub(super) struct Setup {
+    pub profile: AgentProfile,
+    pub system: String,
+    /// Set when resuming after a restart: the state the session had then.
+    pub resumed_from: Option<SessionState>,
+    pub first_prompt: Option<String>,
 }
 
 impl Actor {
@@ -200,9 +221,14 @@ impl Actor {
         agent: AgentHandle,
         events: mpsc::UnboundedReceiver<AgentEvent>,
         commands: mpsc::UnboundedReceiver<Command>,
-        resumed_from: Option<SessionState>,
-        first_prompt: Option<String>,
+        setup: Setup,
     ) -> Self {
+        let Setup {
+            profile,
+            system,
+            resumed_from,
+            first_prompt,
+        } = setup;
         Self {
             wb,
             session,
@@ -220,7 +246,61 @@ impl Actor {
             reported: false,
             prompt: String::new(),
             reply: String::new(),
+            profile,
+            system,
+            unsaid: String::new(),
+            tool_titles: HashMap::new(),
+            tool_results: HashSet::new(),
         }
+    }
+
+    /// Whether the agent feeds the stack itself (the internal agent) rather than the
+    /// actor feeding it from the agent's events.
+    fn feeds_itself(&self) -> bool {
+        self.profile.kind == AgentKind::Internal
+    }
+
+    /// Pushes onto the session's context stack; a failure is logged (the transcript
+    /// keeps what happened either way).
+    async fn push(&self, message: Message) {
+        let system = self.system.clone();
+        let pushed = self
+            .wb
+            .apply_context(
+                &self.session.id,
+                move || system,
+                ContextOp::Push(message),
+                false,
+            )
+            .await;
+        if let Err(e) = pushed {
+            tracing::error!(session = %self.session.id, "cannot push onto the context stack: {e}");
+        }
+    }
+
+    /// Pushes the agent's text so far as one agent entry.
+    async fn push_said(&mut self) {
+        let text = std::mem::take(&mut self.unsaid);
+        if !text.trim().is_empty() {
+            self.push(Message::Agent { text }).await;
+        }
+    }
+
+    /// After every turn: the turn count and the context summary.
+    async fn after_turn(&mut self) {
+        self.push_said().await;
+        self.session.turn_count += 1;
+        let system = self.system.clone();
+        match self.wb.context(&self.session.id, move || system).await {
+            Ok(state) => {
+                let text = summary(Some(&self.profile), state.stack.entries()).await;
+                self.session.context_summary = Some(text);
+            }
+            Err(e) => {
+                tracing::error!(session = %self.session.id, "cannot read the context stack: {e}")
+            }
+        }
+        self.save().await;
     }
 
     pub fn id(&self) -> &str {
@@ -235,6 +315,10 @@ impl Actor {
             .map(|_| "resuming after a daemon restart".to_string());
         self.set_state(&mut transcript, SessionState::Starting, reason)
             .await;
+        let system = self.system.clone();
+        if let Err(e) = self.wb.context(&self.session.id, move || system).await {
+            tracing::error!(session = %self.session.id, "cannot open the context stack: {e}");
+        }
         match self.wb.open_blocking(&self.session.id).await {
             Ok(open) => self.blocking = open.into_iter().collect(),
             Err(e) => tracing::warn!(session = %self.session.id, "cannot read open messages: {e}"),
@@ -313,9 +397,26 @@ impl Actor {
             .append(&self.wb, EntryKind::Prompt, Some(text.clone()), None, None)
             .await;
         self.reply.clear();
+        self.unsaid.clear();
         self.prompt = text.clone();
         self.turn = true;
-        self.agent.prompt(text);
+        // An ACP agent whose context shrank gets a fresh session seeded with the stack.
+        let mut fresh = None;
+        if self.profile.kind == AgentKind::Acp {
+            let system = self.system.clone();
+            match self.wb.context(&self.session.id, move || system).await {
+                Ok(state) if state.fresh_start => fresh = Some(preamble(state.stack.entries())),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(session = %self.session.id, "cannot read the context stack: {e}")
+                }
+            }
+        }
+        self.push(Message::Human { text: text.clone() }).await;
+        match fresh {
+            Some(context) => self.agent.prompt_fresh(text, context),
+            None => self.agent.prompt(text),
+        }
         self.settle(transcript).await;
     }
 
@@ -384,10 +485,23 @@ impl Actor {
             } => {
                 if kind == EntryKind::Message {
                     self.reply.push_str(&text);
+                    if !self.feeds_itself() {
+                        self.unsaid.push_str(&text);
+                    }
                 }
                 t.chunk(&self.wb, kind, text, message_id).await;
             }
             AgentEvent::ToolCall { id, title, status } => {
+                if !self.feeds_itself() && !self.tool_titles.contains_key(&id) {
+                    self.push_said().await;
+                    self.tool_titles.insert(id.clone(), title.clone());
+                    self.push(Message::ToolCall {
+                        call_id: id.clone(),
+                        tool: title.clone(),
+                        arguments: String::new(),
+                    })
+                    .await;
+                }
                 t.append(
                     &self.wb,
                     EntryKind::ToolCall,
@@ -398,6 +512,24 @@ impl Actor {
                 .await;
             }
             AgentEvent::ToolUpdate { id, title, status } => {
+                let finished = matches!(status.as_deref(), Some("completed" | "failed"));
+                if !self.feeds_itself()
+                    && finished
+                    && let Some(tool) = self.tool_titles.get(&id).cloned()
+                    && self.tool_results.insert(id.clone())
+                {
+                    let ok = status.as_deref() == Some("completed");
+                    let text = title
+                        .clone()
+                        .unwrap_or_else(|| if ok { "completed" } else { "failed" }.to_string());
+                    self.push(Message::ToolResult {
+                        call_id: id.clone(),
+                        tool,
+                        ok,
+                        text,
+                    })
+                    .await;
+                }
                 t.append(&self.wb, EntryKind::ToolUpdate, title, Some(id), status)
                     .await;
             }
@@ -444,6 +576,13 @@ impl Actor {
                     .await;
                 }
                 self.agent.stop();
+            }
+            AgentEvent::SessionRenewed { acp_session_id } => {
+                self.session.acp_session_id = Some(acp_session_id);
+                self.save().await;
+                if let Err(e) = self.wb.clear_fresh_start(&self.session.id).await {
+                    tracing::error!(session = %self.session.id, "cannot record the fresh session: {e}");
+                }
             }
             AgentEvent::Process(pid) => {
                 self.session.agent_pid = Some(pid.unwrap_or(self.agent.pid));
@@ -552,6 +691,7 @@ impl Actor {
         match ended {
             Ok(reason) => {
                 self.turn = false;
+                self.after_turn().await;
                 t.append(
                     &self.wb,
                     EntryKind::TurnEnd,
@@ -584,6 +724,7 @@ impl Actor {
             Err(TurnFailure::Lost) => self.turn = false,
             Err(TurnFailure::Failed(why)) => {
                 self.turn = false;
+                self.after_turn().await;
                 let dropped = self.queue.len();
                 self.queue.clear();
                 self.withdraw_permissions(t, "the turn failed").await;

@@ -8,6 +8,7 @@
 //! replaced.
 
 mod actor;
+mod context;
 mod log;
 
 use std::collections::HashMap;
@@ -18,7 +19,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::agent::{self, AgentHandle, Launch};
 use crate::client::agent::{HANDLE_ENV, SOCKET_ENV};
-use crate::config::{AgentProfile, Config};
+use crate::config::{AgentKind, AgentProfile, Config};
 use crate::git;
 use crate::protocol::{
     CreateSessionParams, DeleteOutcome, Event, MsgType, PruneResult, RemoveOptions, SendParams,
@@ -26,6 +27,7 @@ use crate::protocol::{
 };
 use crate::workbench::{Workbench, WorkbenchError, display_name, now_rfc3339};
 
+pub use context::{ContextRequest, PREAMBLE_HEADER, preamble};
 pub use log::{MarkdownLog, render};
 
 use actor::{Actor, Command};
@@ -144,6 +146,8 @@ impl Sessions {
             updated_at: Some(now),
             ended_at: None,
             exit_code: None,
+            context_summary: None,
+            turn_count: 0,
         };
         let session = match self.wb.add_managed(session).await {
             Ok(s) => s,
@@ -265,6 +269,11 @@ impl Sessions {
             .worktree
             .as_ref()
             .map_or_else(|| kiln.root().to_path_buf(), PathBuf::from);
+        let system = context::system_entry(
+            &session,
+            Some(&profile),
+            &context::folder(&self.wb, &session),
+        );
         let (events_tx, events) = mpsc::unbounded_channel();
         let handle = self
             .wb
@@ -273,7 +282,7 @@ impl Sessions {
             .map_err(|e| format!("cannot issue a session handle: {e}"))?;
         let launch = Launch {
             profile_name: profile_name.to_string(),
-            profile,
+            profile: profile.clone(),
             cwd,
             denied: vec![kiln.state_dir()],
             env: vec![
@@ -286,6 +295,13 @@ impl Sessions {
                 .sessions_dir()
                 .join(format!("{}.stderr.log", session.id)),
             resume: resume.as_ref().map(|r| r.acp_session_id.clone()),
+            link: (profile.kind == AgentKind::Internal).then(|| {
+                Arc::new(context::Link {
+                    wb: Arc::clone(&self.wb),
+                    session_id: session.id.clone(),
+                    system: system.clone(),
+                }) as Arc<dyn agent::SessionLink>
+            }),
         };
         let handle: AgentHandle = match agent::launch(launch, events_tx) {
             Ok(handle) => handle,
@@ -303,8 +319,12 @@ impl Sessions {
             handle,
             events,
             commands,
-            resume.map(|r| r.previous),
-            first_prompt,
+            actor::Setup {
+                profile,
+                system,
+                resumed_from: resume.map(|r| r.previous),
+                first_prompt,
+            },
         );
         let me = Arc::downgrade(self);
         tokio::spawn(async move {

@@ -22,6 +22,27 @@ pub use schema::SCHEMA_VERSION;
 use crate::config::StoreConfig;
 use crate::protocol::{InboxMessage, Session, TranscriptEntry};
 
+/// A context stack as stored: its JSON form (checked when it is read back), whether the
+/// next ACP prompt must start a fresh agent session, and how many changes its history has.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StoredContext {
+    pub stack: String,
+    #[serde(default)]
+    pub fresh_start: bool,
+    #[serde(default)]
+    pub history_len: u64,
+}
+
+/// One change in a session's context history.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HistoryRow {
+    pub seq: u64,
+    pub at: String,
+    pub operation: String,
+    /// The `Change`, as JSON.
+    pub change: String,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("cannot open the database at {url}: {message}")]
@@ -60,7 +81,8 @@ const MIB: u64 = 1024 * 1024;
 
 const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_name, status, \
      started_at, last_heartbeat, display_name, state, state_reason, task, branch, \
-     worktree_owned, acp_session_id, agent_pid, updated_at, ended_at, exit_code";
+     worktree_owned, acp_session_id, agent_pid, updated_at, ended_at, exit_code, \
+     context_summary, turn_count";
 const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
      msg_type, title, body, options, read, responded, response, withdrawn";
@@ -388,6 +410,87 @@ impl Store {
     pub async fn delete_transcript(&self, session_id: &str) -> Result<()> {
         self.run(
             "DELETE transcript WHERE session_id = $session_id RETURN NONE",
+            json!({"session_id": session_id}),
+        )
+        .await?;
+        Ok(())
+    }
+
+    // ---- context stacks ----
+
+    /// A session's stored context stack, if it has one.
+    pub async fn load_context(&self, session_id: &str) -> Result<Option<StoredContext>> {
+        Ok(self
+            .rows(
+                "SELECT stack, fresh_start, history_len FROM type::record('context_stacks', $id)",
+                json!({"id": session_id}),
+                0,
+            )
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Writes a session's stack and, when there is one, appends the change that made it
+    /// to the history as entry `context.history_len`: both or neither.
+    pub async fn save_context(
+        &self,
+        session_id: &str,
+        context: &StoredContext,
+        change: Option<(&str, &str)>,
+    ) -> Result<()> {
+        let (operation, change) = change.unzip();
+        let history = if change.is_some() {
+            "CREATE context_history CONTENT {
+                session_id: $id, seq: $history_len, at: time::now(),
+                operation: $operation, change: $change
+             } RETURN NONE;"
+        } else {
+            ""
+        };
+        self.run(
+            &format!(
+                "BEGIN TRANSACTION;
+                 UPSERT type::record('context_stacks', $id) CONTENT {{
+                    stack: $stack, fresh_start: $fresh_start, history_len: $history_len,
+                    updated_at: time::now()
+                 }} RETURN NONE;
+                 {history}
+                 COMMIT TRANSACTION;"
+            ),
+            json!({
+                "id": session_id,
+                "stack": context.stack,
+                "fresh_start": context.fresh_start,
+                "history_len": context.history_len,
+                "operation": operation,
+                "change": change,
+            }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A session's context history after entry `after`, oldest first.
+    pub async fn context_history(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<HistoryRow>> {
+        self.rows(
+            "SELECT seq, <string>at AS at, operation, change FROM context_history
+             WHERE session_id = $session_id AND seq > $after ORDER BY seq LIMIT $limit",
+            json!({"session_id": session_id, "after": after, "limit": limit}),
+            0,
+        )
+        .await
+    }
+
+    pub async fn delete_context(&self, session_id: &str) -> Result<()> {
+        self.run(
+            "DELETE type::record('context_stacks', $session_id) RETURN NONE;
+             DELETE context_history WHERE session_id = $session_id RETURN NONE;",
             json!({"session_id": session_id}),
         )
         .await?;

@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -66,6 +66,27 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD exit_code ON sessions TYPE option<int>;
 
     DEFINE FIELD withdrawn ON inbox_messages TYPE bool DEFAULT false;
+    "#,
+    // v4: context stacks (one record per session, keyed by its id; the stack is kept as
+    // its checked JSON form) and the audit history of every change to them, so entries
+    // that leave the stack are never lost; sessions' bounded context summaries.
+    r#"
+    DEFINE TABLE context_stacks SCHEMAFULL;
+    DEFINE FIELD stack ON context_stacks TYPE string;
+    DEFINE FIELD fresh_start ON context_stacks TYPE bool DEFAULT false;
+    DEFINE FIELD history_len ON context_stacks TYPE int DEFAULT 0;
+    DEFINE FIELD updated_at ON context_stacks TYPE datetime;
+
+    DEFINE TABLE context_history SCHEMAFULL;
+    DEFINE FIELD session_id ON context_history TYPE string;
+    DEFINE FIELD seq ON context_history TYPE int;
+    DEFINE FIELD at ON context_history TYPE datetime;
+    DEFINE FIELD operation ON context_history TYPE string;
+    DEFINE FIELD change ON context_history TYPE string;
+    DEFINE INDEX idx_context_history ON context_history FIELDS session_id, seq UNIQUE;
+
+    DEFINE FIELD context_summary ON sessions TYPE option<string>;
+    DEFINE FIELD turn_count ON sessions TYPE int DEFAULT 0;
     "#,
 ];
 

@@ -29,10 +29,12 @@ pub enum Action {
     /// `session.transcript` after `after`; the runtime hands the entries to
     /// [`Model::load_transcript`](super::Model::load_transcript).
     LoadTranscript { session_id: String, after: u64 },
-    /// A context-stack operation. Not available yet (another issue): until it is, the
-    /// runtime answers with `Model::report(Flash::error("context operations are not
-    /// available yet"))`.
+    /// A context-stack operation (`context.<op>`); the runtime hands the result to
+    /// [`Model::load_context`](super::Model::load_context) and flashes what changed.
     Context { session_id: String, op: ContextOp },
+    /// `context.get`, for the context pane; the result goes to
+    /// [`Model::load_context`](super::Model::load_context).
+    LoadContext { session_id: String },
     /// A session that is not focused started waiting for the human: ring the bell (or send
     /// an OSC 9 notification with `message`). Returned once per start of waiting.
     Bell { message: String },
@@ -54,6 +56,9 @@ pub enum ContextOp {
     },
     Rollback {
         name: String,
+    },
+    ReplaceTop {
+        summary: String,
     },
     Reset,
     Summarize,

@@ -45,9 +45,16 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec(
         "context",
         &[],
-        "[pop [n] | checkpoint <name> | rollback <name> | reset | summarize]",
+        "[pop [n] | checkpoint <name> | rollback <name> | replace-top <text> | reset | summarize]",
         "show or reshape the focused session's context",
-        &["pop", "checkpoint", "rollback", "reset", "summarize"],
+        &[
+            "pop",
+            "checkpoint",
+            "rollback",
+            "replace-top",
+            "reset",
+            "summarize",
+        ],
     ),
     spec("help", &["h"], "", "show key bindings and commands", &[]),
     spec(
@@ -231,6 +238,16 @@ fn parse_context(rest: &str) -> Result<ContextOp, String> {
         },
         Some("checkpoint") => name("checkpoint").map(|name| ContextOp::Checkpoint { name }),
         Some("rollback") => name("rollback").map(|name| ContextOp::Rollback { name }),
+        Some(op @ ("replace-top" | "replace_top")) => {
+            let summary = rest.trim_start()[op.len()..].trim();
+            if summary.is_empty() {
+                Err("usage: /context replace-top <summary text>".to_string())
+            } else {
+                Ok(ContextOp::ReplaceTop {
+                    summary: summary.to_string(),
+                })
+            }
+        }
         Some("reset") if words.len() == 1 => Ok(ContextOp::Reset),
         Some("summarize") if words.len() == 1 => Ok(ContextOp::Summarize),
         Some(op @ ("reset" | "summarize")) => Err(format!("{op} takes no arguments")),
@@ -439,6 +456,13 @@ mod tests {
             })
         );
         assert_eq!(ctx("/context reset"), Ok(ContextOp::Reset));
+        assert_eq!(
+            ctx("/context replace-top  the tests pass now"),
+            Ok(ContextOp::ReplaceTop {
+                summary: "the tests pass now".into()
+            })
+        );
+        assert!(parse("/context replace-top").is_err());
         assert!(parse("/context pop 0").is_err());
         assert!(parse("/context checkpoint").is_err());
         assert!(
@@ -483,7 +507,7 @@ mod tests {
     #[test]
     fn common_prefix_extends_ambiguous_completion() {
         assert_eq!(complete("/context ").line, None);
-        assert_eq!(complete("/context ").candidates.len(), 5);
+        assert_eq!(complete("/context ").candidates.len(), 6);
         assert_eq!(
             extend("/", "c", &["checkpoint", "check"], " ")
                 .line

@@ -40,6 +40,8 @@ pub fn session(
         updated_at: None,
         ended_at: None,
         exit_code: None,
+        context_summary: None,
+        turn_count: 0,
     }
 }
 

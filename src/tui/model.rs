@@ -5,7 +5,10 @@
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 
-use crate::protocol::types::{Event, InboxMessage, Session, SessionState, TranscriptEntry};
+use crate::context::ContextStack;
+use crate::protocol::types::{
+    ContextResult, Event, InboxMessage, Session, SessionState, TranscriptEntry,
+};
 
 use super::action::Action;
 use super::inbox::Inbox;
@@ -133,6 +136,18 @@ pub struct Model {
     pub(super) scroll: u16,
     pub(super) scroll_extent: Cell<ScrollExtent>,
     pub(super) show_thoughts: bool,
+    /// Context stacks read for the context pane, by session.
+    pub(super) contexts: HashMap<String, ContextView>,
+}
+
+/// A session's context stack as the context pane shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextView {
+    pub stack: ContextStack,
+    /// The last operation or push, in one line (`pop 2: removed #5 agent, …`).
+    pub last_change: Option<String>,
+    /// The next prompt opens a fresh ACP session seeded with the stack.
+    pub fresh_start: bool,
 }
 
 impl Model {
@@ -157,6 +172,7 @@ impl Model {
             scroll: 0,
             scroll_extent: Cell::new(ScrollExtent::default()),
             show_thoughts: false,
+            contexts: HashMap::new(),
         }
     }
 
@@ -228,6 +244,13 @@ impl Model {
                     .chunk(chunk.kind, &chunk.text);
                 Vec::new()
             }
+            Event::Context(update) => {
+                if let Some(view) = self.contexts.get_mut(&update.session_id) {
+                    view.last_change = Some(update.change.to_string());
+                    view.fresh_start = update.fresh_start;
+                }
+                self.context_wanted(&update.session_id)
+            }
         };
         if let Some(id) = concerned {
             actions.extend(self.notice_waiting(&id, was_waiting));
@@ -249,6 +272,42 @@ impl Model {
             self.focus(session_id)
         } else {
             self.pending_focus = Some(session_id.to_string());
+            Vec::new()
+        }
+    }
+
+    /// A stack read with `context.get` or returned by an operation.
+    pub fn load_context(&mut self, result: ContextResult) {
+        let last_change = result
+            .description
+            .or_else(|| result.change.as_ref().map(ToString::to_string))
+            .or_else(|| {
+                self.contexts
+                    .get(&result.session_id)
+                    .and_then(|v| v.last_change.clone())
+            });
+        self.contexts.insert(
+            result.session_id,
+            ContextView {
+                stack: result.stack,
+                last_change,
+                fresh_start: result.fresh_start,
+            },
+        );
+    }
+
+    /// The context pane's data for a session, once read.
+    pub fn context(&self, session_id: &str) -> Option<&ContextView> {
+        self.contexts.get(session_id)
+    }
+
+    /// Reads the session's stack again if the context pane shows it.
+    pub(super) fn context_wanted(&self, session_id: &str) -> Vec<Action> {
+        if self.panes.context && self.focused.as_deref() == Some(session_id) {
+            vec![Action::LoadContext {
+                session_id: session_id.to_string(),
+            }]
+        } else {
             Vec::new()
         }
     }
@@ -335,15 +394,16 @@ impl Model {
         }
         self.focused = Some(session_id.to_string());
         self.flagged.remove(session_id);
+        let mut actions = self.context_wanted(session_id);
         let transcript = self.transcript_mut(session_id);
-        if transcript.requested {
-            return Vec::new();
+        if !transcript.requested {
+            transcript.requested = true;
+            actions.push(Action::LoadTranscript {
+                session_id: session_id.to_string(),
+                after: transcript.last_seq(),
+            });
         }
-        transcript.requested = true;
-        vec![Action::LoadTranscript {
-            session_id: session_id.to_string(),
-            after: transcript.last_seq(),
-        }]
+        actions
     }
 
     fn transcript_mut(&mut self, session_id: &str) -> &mut Transcript {

@@ -29,11 +29,14 @@ use ratatui::layout::Rect;
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use super::ContextOp;
 use super::{Action, Connection, Flash, Keymap, Model, Theme, render};
 use crate::client::{Client, StartOptions, connect_or_start};
 use crate::config::{Attention, Config};
 use crate::kiln::Kiln;
-use crate::protocol::{Event, InboxMessage, Notification, Session, TranscriptEntry, method};
+use crate::protocol::{
+    ContextResult, Event, InboxMessage, Notification, Session, TranscriptEntry, method,
+};
 
 /// How many messages the workbench reads when it (re)synchronises.
 const INBOX_WINDOW: u32 = 500;
@@ -103,7 +106,9 @@ impl Settings {
 /// Folders a theme file may be in, most specific first.
 fn theme_dirs(kiln: &Kiln) -> Vec<PathBuf> {
     let mut dirs = vec![kiln.root().join("themes")];
-    if let Some(user) = crate::config::user_settings_path().and_then(|p| p.parent().map(Path::to_path_buf)) {
+    if let Some(user) =
+        crate::config::user_settings_path().and_then(|p| p.parent().map(Path::to_path_buf))
+    {
         dirs.push(user.join("themes"));
     }
     dirs
@@ -207,7 +212,10 @@ impl Embedded {
         let mut delay = Duration::from_millis(5);
         loop {
             if self.task.is_finished() {
-                anyhow::bail!("the embedded daemon did not start (see {})", kiln.log_dir().join("tui.log").display());
+                anyhow::bail!(
+                    "the embedded daemon did not start (see {})",
+                    kiln.log_dir().join("tui.log").display()
+                );
             }
             if let Ok(client) = Client::connect(kiln).await {
                 return Link::subscribed(client).await;
@@ -237,8 +245,18 @@ impl Embedded {
 
 /// What a finished action tells the loop.
 enum Outcome {
-    Created { session_id: String },
-    Transcript { session_id: String, entries: Vec<TranscriptEntry> },
+    Created {
+        session_id: String,
+    },
+    Transcript {
+        session_id: String,
+        entries: Vec<TranscriptEntry>,
+    },
+    /// A stack read or changed; `announce` flashes what changed.
+    Context {
+        result: ContextResult,
+        announce: bool,
+    },
     Failed(String),
 }
 
@@ -248,7 +266,10 @@ struct Workbench {
     model: Model,
     link: Option<Link>,
     embedded: bool,
-    outcomes: (mpsc::UnboundedSender<Outcome>, mpsc::UnboundedReceiver<Outcome>),
+    outcomes: (
+        mpsc::UnboundedSender<Outcome>,
+        mpsc::UnboundedReceiver<Outcome>,
+    ),
     /// Transcripts asked for and not yet loaded, so a burst asks once.
     loading: HashSet<String>,
 }
@@ -267,7 +288,10 @@ impl Workbench {
         }
     }
 
-    async fn run(mut self, terminal: &mut Terminal<CrosstermBackend<Stdout>>) -> anyhow::Result<()> {
+    async fn run(
+        mut self,
+        terminal: &mut Terminal<CrosstermBackend<Stdout>>,
+    ) -> anyhow::Result<()> {
         let (settings_tx, mut settings_rx) = mpsc::unbounded_channel();
         // Kept alive for the whole run; without it settings are read only at start.
         let _watcher = watch_settings(&self.kiln, settings_tx)
@@ -424,6 +448,12 @@ impl Workbench {
                 self.loading.remove(&session_id);
                 self.model.load_transcript(&session_id, entries);
             }
+            Outcome::Context { result, announce } => {
+                if announce && let Some(what) = &result.description {
+                    self.model.report(Flash::info(what.clone()));
+                }
+                self.model.load_context(result);
+            }
             Outcome::Failed(why) => self.model.report(Flash::error(why)),
         }
     }
@@ -435,9 +465,27 @@ impl Workbench {
             match action {
                 Action::Quit => quit = true,
                 Action::Bell { message } => self.attention(&message),
-                Action::Context { .. } => self.model.report(Flash::error(
-                    "context operations are not available in this build yet",
-                )),
+                Action::Context { session_id, op } => {
+                    let (name, params) = context_call(&session_id, op);
+                    self.call(name, params, |reply| {
+                        let result = serde_json::from_value(reply).ok()?;
+                        Some(Outcome::Context {
+                            result,
+                            announce: true,
+                        })
+                    });
+                }
+                Action::LoadContext { session_id } => self.call(
+                    method::CONTEXT_GET,
+                    json!({ "session_id": session_id }),
+                    |reply| {
+                        let result = serde_json::from_value(reply).ok()?;
+                        Some(Outcome::Context {
+                            result,
+                            announce: false,
+                        })
+                    },
+                ),
                 Action::CreateSession {
                     worktree,
                     agent,
@@ -447,11 +495,9 @@ impl Workbench {
                         method::SESSION_CREATE,
                         json!({"agent": agent, "worktree": worktree, "task": task}),
                         |reply| {
-                            reply["session"]["id"]
-                                .as_str()
-                                .map(|id| Outcome::Created {
-                                    session_id: id.to_string(),
-                                })
+                            reply["session"]["id"].as_str().map(|id| Outcome::Created {
+                                session_id: id.to_string(),
+                            })
                         },
                     ),
                     Err(why) => self.model.report(Flash::error(why)),
@@ -510,7 +556,10 @@ impl Workbench {
             [] => Err("no agent profiles: add one under [agents.<name>] in .crucible.toml".into()),
             many => Err(format!(
                 "which agent? /new --agent <name> (profiles: {}), or set tui.default_agent",
-                many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                many.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
         }
     }
@@ -523,8 +572,9 @@ impl Workbench {
         done: impl FnOnce(serde_json::Value) -> Option<Outcome> + Send + 'static,
     ) {
         let Some(link) = self.link.as_ref() else {
-            self.model
-                .report(Flash::error("not connected to the daemon; try again in a moment"));
+            self.model.report(Flash::error(
+                "not connected to the daemon; try again in a moment",
+            ));
             return;
         };
         let client = Arc::clone(&link.client);
@@ -568,10 +618,37 @@ impl Workbench {
     }
 }
 
+/// The RPC method and parameters of a context operation.
+fn context_call(session_id: &str, op: ContextOp) -> (&'static str, serde_json::Value) {
+    let id = session_id;
+    match op {
+        ContextOp::Show => (method::CONTEXT_GET, json!({"session_id": id})),
+        ContextOp::Pop { n } => (method::CONTEXT_POP, json!({"session_id": id, "n": n})),
+        ContextOp::Checkpoint { name } => (
+            method::CONTEXT_CHECKPOINT,
+            json!({"session_id": id, "name": name}),
+        ),
+        ContextOp::Rollback { name } => (
+            method::CONTEXT_ROLLBACK,
+            json!({"session_id": id, "name": name}),
+        ),
+        ContextOp::ReplaceTop { summary } => (
+            method::CONTEXT_REPLACE_TOP,
+            json!({"session_id": id, "summary": summary}),
+        ),
+        ContextOp::Reset => (method::CONTEXT_RESET, json!({"session_id": id})),
+        ContextOp::Summarize => (method::CONTEXT_SUMMARIZE, json!({"session_id": id})),
+    }
+}
+
 /// A multi-line error (TOML's show the offending line) as one line, the reason first:
 /// its last line, then its first.
 fn one_line(error: &str) -> String {
-    let lines: Vec<&str> = error.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = error
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     match lines.as_slice() {
         [] => String::new(),
         [only] => (*only).to_string(),
@@ -592,16 +669,20 @@ fn watch_settings(
     changed: mpsc::UnboundedSender<()>,
 ) -> notify::Result<notify::RecommendedWatcher> {
     use notify::{RecursiveMode, Watcher};
-    let files: Vec<PathBuf> = [Some(kiln.settings_path()), crate::config::user_settings_path()]
-        .into_iter()
-        .flatten()
-        .collect();
+    let files: Vec<PathBuf> = [
+        Some(kiln.settings_path()),
+        crate::config::user_settings_path(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let dirs = theme_dirs(kiln);
     let relevant = {
         let files = files.clone();
         let dirs = dirs.clone();
         move |path: &Path| {
-            files.iter().any(|f| f == path) || path.parent().is_some_and(|p| dirs.iter().any(|d| d == p))
+            files.iter().any(|f| f == path)
+                || path.parent().is_some_and(|p| dirs.iter().any(|d| d == p))
         }
     };
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -615,7 +696,11 @@ fn watch_settings(
     })?;
     // Folders are watched, not files: editors replace a file rather than write it.
     let mut watched = HashSet::new();
-    for folder in files.iter().filter_map(|f| f.parent()).chain(dirs.iter().map(PathBuf::as_path)) {
+    for folder in files
+        .iter()
+        .filter_map(|f| f.parent())
+        .chain(dirs.iter().map(PathBuf::as_path))
+    {
         if folder.is_dir() && watched.insert(folder.to_path_buf()) {
             watcher.watch(folder, RecursiveMode::NonRecursive)?;
         }

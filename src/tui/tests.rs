@@ -490,3 +490,39 @@ fn scrolling_stops_at_what_was_drawn() {
     model.handle_key(key(KeyCode::PageDown));
     assert_eq!(model.scroll, 0, "back to following the tail");
 }
+
+#[test]
+fn context_commands_become_actions_and_the_pane_follows_changes() {
+    let mut model = fixture::model();
+    let focused = model.focused_session().expect("focused").id.clone();
+    let actions = enter(&mut model, "/context pop 2");
+    assert_eq!(
+        actions,
+        vec![Action::Context {
+            session_id: focused.clone(),
+            op: ContextOp::Pop { n: 2 }
+        }]
+    );
+    // The pane is shown now, so a change to the focused session's stack is read again…
+    let update = crate::protocol::types::ContextUpdate {
+        session_id: focused.clone(),
+        change: crate::context::ContextStack::new("s").reset(),
+        entries: 1,
+        checkpoints: Vec::new(),
+        fresh_start: false,
+    };
+    let actions = model.apply(Event::Context(update.clone()));
+    assert_eq!(
+        actions,
+        vec![Action::LoadContext {
+            session_id: focused
+        }]
+    );
+    // …but not another session's.
+    let other = model.sessions()[3].id.clone();
+    let actions = model.apply(Event::Context(crate::protocol::types::ContextUpdate {
+        session_id: other,
+        ..update
+    }));
+    assert!(actions.is_empty(), "{actions:?}");
+}

@@ -8,7 +8,7 @@ use ratatui::layout::{Position, Rect};
 
 use crate::protocol::types::{InboxMessage, MsgType};
 
-use super::action::Action;
+use super::action::{Action, ContextOp};
 use super::commands::{self, SlashCommand};
 use super::inbox::is_open;
 use super::keymap::{KeyAction, Scope};
@@ -131,7 +131,14 @@ impl Model {
                 None => self.refuse("nothing to answer: no open decision or approval here"),
             },
             SlashCommand::Context(op) => match self.focused.clone() {
-                Some(session_id) => vec![Action::Context { session_id, op }],
+                Some(session_id) if op == ContextOp::Show => {
+                    self.panes.context = true;
+                    vec![Action::LoadContext { session_id }]
+                }
+                Some(session_id) => {
+                    self.panes.context = true;
+                    vec![Action::Context { session_id, op }]
+                }
                 None => self.refuse("no session focused"),
             },
             SlashCommand::Quit => vec![Action::Quit],
@@ -149,7 +156,10 @@ impl Model {
             }
             KeyAction::ToggleContext => {
                 self.panes.context = !self.panes.context;
-                Vec::new()
+                match self.focused.clone() {
+                    Some(id) => self.context_wanted(&id),
+                    None => Vec::new(),
+                }
             }
             KeyAction::NextSession => self.cycle(1),
             KeyAction::PrevSession => self.cycle(-1),

@@ -1,4 +1,4 @@
-//! The domain: the session registry and the inbox, over the store. No terminal, no socket.
+//! The domain: the session registry, the inbox and the context stacks, over the store. No terminal, no socket.
 //!
 //! - Sessions are cached in memory; heartbeats touch only the cache and are written behind
 //!   in batches (a heartbeat is soft state: after a restart every session gets a fresh
@@ -8,6 +8,7 @@
 //! - Every change is published on a broadcast channel that the daemon turns into
 //!   JSON-RPC notifications.
 
+mod context;
 mod registry;
 
 use std::collections::HashMap;
@@ -26,6 +27,7 @@ use crate::protocol::{
 };
 use crate::store::{Store, StoreError};
 
+pub use context::{ContextOp, ContextState};
 use registry::Registry;
 pub use registry::display_name;
 
@@ -65,6 +67,8 @@ pub struct Workbench {
     ids: Mutex<ulid::Generator>,
     /// Live handles: digest → session id.
     handles: Mutex<HashMap<String, String>>,
+    /// Context stacks read so far, by session; see [`context`].
+    contexts: tokio::sync::Mutex<HashMap<String, ContextState>>,
 }
 
 /// The current time as SurrealDB prints datetimes.
@@ -95,6 +99,7 @@ impl Workbench {
             sends,
             ids: Mutex::new(ulid::Generator::new()),
             handles: Mutex::new(handles),
+            contexts: tokio::sync::Mutex::new(HashMap::new()),
         });
         tokio::spawn(send_writer(Arc::clone(&wb.store), send_rx));
         tokio::spawn(registry::heartbeat_writer(
@@ -201,6 +206,8 @@ impl Workbench {
             updated_at: None,
             ended_at: None,
             exit_code: None,
+            context_summary: None,
+            turn_count: 0,
         };
         self.store.insert_session(&session).await?;
         self.registry.insert(session.clone());
@@ -305,6 +312,7 @@ impl Workbench {
     pub async fn remove_managed(&self, id: &str) -> Result<()> {
         self.revoke_handles(id).await?;
         self.store.delete_transcript(id).await?;
+        self.drop_context(id).await?;
         self.store.delete_session(id).await?;
         self.registry.remove(id);
         self.publish(Event::SessionDeregistered {

@@ -3,8 +3,9 @@
 //! A small, deterministic ACP (Agent Client Protocol, v1) agent that speaks the
 //! real protocol over stdio (newline-delimited JSON-RPC 2.0) through the
 //! `agent-client-protocol` crate's agent side. Integration tests start it in
-//! place of a real agent and steer it with the prompts they send: every text
-//! block of a `session/prompt` is joined with `"\n"` and run as a SCRIPT, one
+//! place of a real agent and steer it with the prompts they send: the last text
+//! block of a `session/prompt` is run as a SCRIPT (text blocks before it are
+//! CONTEXT, e.g. what crucible carries into a fresh session; they are not run), one
 //! command per line (surrounding whitespace is trimmed, blank lines are
 //! skipped). When the script ends the prompt is answered with `end_turn`; a
 //! `session/cancel` for the session makes it answer with `cancelled` instead.
@@ -25,6 +26,8 @@
 //! | `log <text>`             | writes the text as a line to stderr |
 //! | `crash [code]`           | flushes every frame sent so far and exits the process with the code (default 101) |
 //! | `mcp`                    | says the MCP servers the client offered for the session, as a JSON array of `session/new`'s `mcpServers` |
+//! | `session`                | says `session <id>`: the ACP session the prompt came in |
+//! | `context`                | says `context: <the prompt's CONTEXT blocks, joined with a blank line>`, or `context: none` |
 //!
 //! Relative `read`/`write` paths are joined onto the session's cwd before they
 //! are sent; absolute paths are sent as they are. Results of `permit`, `write`
@@ -262,9 +265,10 @@ impl ScriptedAgent {
                 agent_client_protocol::v1::schema::Error::session_not_found(request.session_id);
             return responder.respond_with_error(error.into());
         };
-        let script = script_of(&request.prompt);
+        let (script, context) = script_of(&request.prompt);
         let turn = Turn {
             cx: cx.clone(),
+            context,
             session_id: request.session_id,
             cwd,
             cancel,
@@ -298,16 +302,18 @@ impl ScriptedAgent {
     }
 }
 
-/// The script carried by a prompt: its text blocks joined with newlines.
-fn script_of(prompt: &[ContentBlock]) -> String {
-    prompt
+/// The script carried by a prompt (its last text block) and its context (the text
+/// blocks before it, joined with a blank line).
+fn script_of(prompt: &[ContentBlock]) -> (String, String) {
+    let mut texts: Vec<&str> = prompt
         .iter()
         .filter_map(|block| match block {
             ContentBlock::Text(text) => Some(text.text.as_str()),
             _ => None,
         })
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect();
+    let script = texts.pop().unwrap_or_default().to_string();
+    (script, texts.join("\n\n"))
 }
 
 /// One script command, parsed from a trimmed, non-empty line.
@@ -324,6 +330,8 @@ enum Command<'a> {
     Log(&'a str),
     Crash(i32),
     Mcp,
+    Session,
+    Context,
 }
 
 impl<'a> Command<'a> {
@@ -333,6 +341,8 @@ impl<'a> Command<'a> {
         let command = match word {
             "say" => Self::Say(rest),
             "think" => Self::Think(rest),
+            "session" => Self::Session,
+            "context" => Self::Context,
             "plan" => Self::Plan(
                 rest.split('|')
                     .map(str::trim)
@@ -388,6 +398,8 @@ enum Flow {
 /// One prompt turn: runs its script against the client.
 struct Turn {
     cx: ConnectionTo<Client>,
+    /// The prompt's text blocks before its script.
+    context: String,
     session_id: SessionId,
     cwd: PathBuf,
     cancel: CancellationToken,
@@ -424,6 +436,15 @@ impl Turn {
                 self.say_parts(&[first, second])?;
             }
             Command::Mcp => self.say(self.mcp_servers.clone())?,
+            Command::Session => self.say(format!("session {}", self.session_id))?,
+            Command::Context => {
+                let context = if self.context.is_empty() {
+                    "none"
+                } else {
+                    self.context.as_str()
+                };
+                self.say(format!("context: {context}"))?;
+            }
             Command::Think(text) => {
                 let chunk = ContentChunk::new(ContentBlock::from(text));
                 self.update(SessionUpdate::AgentThoughtChunk(chunk))?;

@@ -4,6 +4,7 @@
 mod agents;
 mod cli;
 mod command_agents;
+mod context;
 mod common;
 mod daemon;
 mod lifecycle;

@@ -54,7 +54,7 @@ pub fn render(frame: &mut Frame, model: &Model, theme: &Theme) {
         inbox::render(frame, rect, model, theme);
     }
     if let Some(rect) = areas.context {
-        overlay::context_pane(frame, rect, theme);
+        overlay::context_pane(frame, rect, model, theme);
     }
     if let Some(rect) = areas.inline_item {
         input::render_inline_item(frame, rect, model, theme);

@@ -1,5 +1,5 @@
 //! Boxes drawn over the workbench — the help (bindings in use and commands) and the session
-//! list — and the context-stack pane, a placeholder until the context issue lands.
+//! list — and the context-stack pane.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -14,11 +14,74 @@ use crate::tui::keymap::{BINDINGS, KeyAction, Scope};
 use crate::tui::model::Model;
 use crate::tui::theme::{Role, Theme};
 
-pub fn context_pane(frame: &mut Frame, area: Rect, theme: &Theme) {
-    let body = Paragraph::new("context stack: not available yet")
-        .style(dim(theme))
-        .block(pane(" context ", false, theme));
-    frame.render_widget(body, area);
+/// The focused session's context stack, top first: each entry's number, kind and first
+/// line, checkpoints marked where they are, then what the last operation changed.
+pub fn context_pane(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let view = model.focused_session().and_then(|s| model.context(&s.id));
+    let Some(view) = view else {
+        let body = Paragraph::new("no context read yet · /context shows it")
+            .style(dim(theme))
+            .block(pane(" context ", false, theme));
+        frame.render_widget(body, area);
+        return;
+    };
+    let stack = &view.stack;
+    let title = format!(
+        " context · {} entries · {} checkpoint(s) ",
+        stack.entries().len(),
+        stack.checkpoints().len()
+    );
+    let block = pane(title, false, theme);
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let room = usize::from(inner.width);
+    let mut footer = Vec::new();
+    if let Some(change) = &view.last_change {
+        footer.push(Line::styled(
+            clip(&format!("last: {change}"), room),
+            dim(theme),
+        ));
+    }
+    if view.fresh_start {
+        footer.push(Line::styled(
+            clip(
+                "the next prompt opens a fresh agent session with this context",
+                room,
+            ),
+            theme.style(Role::SessionWaiting),
+        ));
+    }
+    let rows = usize::from(inner.height).saturating_sub(footer.len());
+    let mut lines: Vec<Line> = Vec::new();
+    for entry in stack.entries().iter().rev().take(rows) {
+        let marks: Vec<&str> = stack
+            .checkpoints()
+            .iter()
+            .filter(|c| c.seq == entry.seq)
+            .map(|c| c.name.as_str())
+            .collect();
+        let mark = if marks.is_empty() {
+            String::new()
+        } else {
+            format!(" ⚑ {}", marks.join(", "))
+        };
+        let first = entry.message.text().lines().next().unwrap_or("");
+        let head = format!("#{} {:<11}", entry.seq, entry.message.kind());
+        let rest = room.saturating_sub(width(&head) + width(&mark) + 1);
+        lines.push(Line::from(vec![
+            Span::styled(head, dim(theme)),
+            Span::raw(" "),
+            Span::styled(clip(first, rest), theme.style(Role::Text)),
+            Span::styled(
+                mark,
+                theme
+                    .style(Role::SessionWaiting)
+                    .add_modifier(Modifier::BOLD),
+            ),
+        ]));
+    }
+    lines.extend(footer);
+    frame.render_widget(Paragraph::new(lines), inner);
 }
 
 /// A box in the middle of the screen for `rows` rows of content, at most `max_width` wide.
@@ -136,7 +199,12 @@ fn focus_keys(model: &Model) -> String {
 }
 
 pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
-    let rect = centered(area, 110, model.sessions().len().max(1) + 1);
+    let summaries = model
+        .sessions()
+        .iter()
+        .filter(|s| s.context_summary.is_some())
+        .count();
+    let rect = centered(area, 110, model.sessions().len().max(1) + 1 + summaries);
     let block = pane(" sessions · 1-9 focus · esc closes ", true, theme);
     let inner = block.inner(rect);
     let max = usize::from(inner.width);
@@ -187,6 +255,15 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
             Span::styled(rest, dim(theme)),
             Span::styled(task, theme.style(Role::Text)),
         ]));
+        // The context summary (seed 001), on one line under its session.
+        if let Some(summary) = &session.context_summary {
+            let text = format!(
+                "        {} turn(s) · {}",
+                session.turn_count,
+                summary.lines().collect::<Vec<_>>().join(" · ")
+            );
+            lines.push(Line::styled(clip(&text, max), dim(theme)));
+        }
     }
     frame.render_widget(Clear, rect);
     frame.render_widget(Paragraph::new(lines).block(block), rect);

@@ -55,7 +55,7 @@ fn whole_screen_120x30_with_context_pane_and_daemon_gone() {
     });
     let text = screen(&model, 120, 30);
     assert!(text.contains("daemon gone (connection reset) — reconnecting…"));
-    assert!(text.contains("context stack: not available yet"));
+    assert!(text.contains("no context read yet"), "{text}");
     assert_snapshot!(text);
 }
 
@@ -362,4 +362,42 @@ fn a_click_on_the_status_bar_focuses_that_session_and_the_wheel_scrolls() {
         Rect::new(0, 0, 80, 16),
     );
     assert_eq!(model.scroll, 3);
+}
+
+#[test]
+fn context_pane_shows_the_stack_top_first_with_checkpoints_and_the_last_change() {
+    use crate::context::{ContextStack, Message};
+    use crate::protocol::types::ContextResult;
+
+    let mut model = fixture::model();
+    let focused = model
+        .focused_session()
+        .expect("a focused session")
+        .id
+        .clone();
+    let mut stack = ContextStack::new("ACP agent claude working in feat/auth");
+    stack
+        .push(Message::Human {
+            text: "Add JWT auth to the API".into(),
+        })
+        .unwrap();
+    stack.checkpoint("before-refactor").unwrap();
+    stack
+        .push(Message::Agent {
+            text: "I'll add a JWT middleware.\nFirst, the tests.".into(),
+        })
+        .unwrap();
+    let change = stack.pop(1).unwrap();
+    model.handle_command(crate::tui::commands::parse("/context").unwrap());
+    model.load_context(ContextResult {
+        session_id: focused,
+        stack,
+        fresh_start: true,
+        description: Some(change.to_string()),
+        change: Some(change),
+    });
+    let text = screen(&model, 120, 30);
+    assert!(text.contains("⚑ before-refactor"), "{text}");
+    assert!(text.contains("last: pop 1"), "{text}");
+    assert_snapshot!(text);
 }

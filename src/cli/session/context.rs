@@ -1,0 +1,110 @@
+//! `cru session context <session> [show|pop N|checkpoint NAME|rollback NAME|
+//! replace-top TEXT|reset|summarize]`: look at and reshape a session's context stack.
+
+use clap::Subcommand;
+use serde_json::json;
+
+use crate::cli::output;
+use crate::client::Client;
+use crate::context::{Entry, Message};
+use crate::protocol::{ContextResult, Session, method};
+
+#[derive(Debug, Clone, Subcommand)]
+pub(super) enum ContextAction {
+    /// Show the stack, bottom (the system entry) to top (the default).
+    Show,
+    /// Remove the top N entries.
+    Pop { n: usize },
+    /// Name the current top entry, to roll back to later.
+    Checkpoint { name: String },
+    /// Remove everything above the checkpoint's entry.
+    Rollback { name: String },
+    /// Replace the top entry by a summary you write.
+    #[command(name = "replace-top")]
+    ReplaceTop {
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
+    /// Remove everything above the system entry, and every checkpoint.
+    Reset,
+    /// Replace everything above the system entry by one summary (the session's model's
+    /// for internal agents, otherwise the deterministic one).
+    Summarize,
+}
+
+pub(super) async fn run(
+    client: &Client,
+    session: &Session,
+    action: Option<ContextAction>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let id = &session.id;
+    let (name, params) = match action.unwrap_or(ContextAction::Show) {
+        ContextAction::Show => (method::CONTEXT_GET, json!({"session_id": id})),
+        ContextAction::Pop { n } => (method::CONTEXT_POP, json!({"session_id": id, "n": n})),
+        ContextAction::Checkpoint { name } => (
+            method::CONTEXT_CHECKPOINT,
+            json!({"session_id": id, "name": name}),
+        ),
+        ContextAction::Rollback { name } => (
+            method::CONTEXT_ROLLBACK,
+            json!({"session_id": id, "name": name}),
+        ),
+        ContextAction::ReplaceTop { text } => (
+            method::CONTEXT_REPLACE_TOP,
+            json!({"session_id": id, "summary": text.join(" ")}),
+        ),
+        ContextAction::Reset => (method::CONTEXT_RESET, json!({"session_id": id})),
+        ContextAction::Summarize => (method::CONTEXT_SUMMARIZE, json!({"session_id": id})),
+    };
+    let result: ContextResult = client.call(name, &params).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+        return Ok(());
+    }
+    println!("context of {}", session.display_name);
+    print_stack(&result);
+    if let Some(description) = &result.description {
+        println!("\n{description}");
+    }
+    if result.fresh_start {
+        println!("the next prompt starts a fresh agent session seeded with this stack");
+    }
+    Ok(())
+}
+
+fn print_stack(result: &ContextResult) {
+    let stack = &result.stack;
+    let rows: Vec<Vec<String>> = stack
+        .entries()
+        .iter()
+        .map(|e| {
+            let marks: Vec<&str> = stack
+                .checkpoints()
+                .iter()
+                .filter(|c| c.seq == e.seq)
+                .map(|c| c.name.as_str())
+                .collect();
+            vec![
+                format!("#{}", e.seq),
+                e.message.kind().to_string(),
+                output::clip(&one_line(e), 70),
+                marks.join(", "),
+            ]
+        })
+        .collect();
+    output::print_table(&["SEQ", "KIND", "TEXT", "CHECKPOINT"], &rows);
+}
+
+fn one_line(entry: &Entry) -> String {
+    let text = match &entry.message {
+        Message::ToolCall {
+            tool, arguments, ..
+        } => format!("{tool} {arguments}"),
+        Message::ToolResult {
+            ok: false, text, ..
+        } => format!("error: {text}"),
+        other => other.text().to_string(),
+    };
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,493 @@
+//! Crucible's own agent (`type = "internal"`): a tool loop against an OpenAI-compatible
+//! chat endpoint, hosted in the daemon.
+//!
+//! The session's context stack *is* the conversation: each request sends the stack as it
+//! is at that moment ([`messages_from_stack`]), and the model's text, tool calls and the
+//! tools' results are pushed onto it as they happen. So every context operation takes
+//! effect on the next request.
+//!
+//! A turn: ask the model (streaming its text as [`AgentEvent::Chunk`]s); if it called
+//! tools, run them and ask again; the turn ends when it answers without calling any (or
+//! after [`MAX_STEPS`] requests). Tools work inside the session's folder only, through
+//! the same [`Firewall`] as ACP agents' file requests:
+//!
+//! | tool               | does |
+//! |--------------------|------|
+//! | `read_file`        | a file's text |
+//! | `write_file`       | writes a file; asks first (an `approval_required` message) unless `allow_writes` |
+//! | `list_dir`         | a folder's entries, folders ending in `/` |
+//! | `run_command`      | `sh -c` in the folder, stdout and stderr; asks first unless `allow_commands` |
+//! | `notify`           | an `info` message |
+//! | `request_decision` | a `decision_needed` message; waits for the answer |
+//! | `request_approval` | an `approval_required` message; waits for approve or deny |
+//!
+//! With `recover_tool_errors`, a failed tool's result is replaced on the stack by the
+//! error alone (seed 003: "tool error → pop(1) + inject error msg").
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use super::openai::{ChatClient, ChatRequest, Tool, messages_from_stack};
+use crate::agent::{
+    AgentEvent, AgentHandle, Firewall, Launch, Order, PermissionChoice, SessionLink, TurnFailure,
+};
+use crate::context::Message;
+use crate::protocol::{EntryKind, MsgType};
+
+/// The most model requests one turn may make.
+pub const MAX_STEPS: usize = 50;
+/// How long `run_command` may run.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
+/// How much of a file or a command's output a tool result carries.
+const MAX_OUTPUT: usize = 64 * 1024;
+
+/// The system prompt when the profile sets none.
+pub fn default_system_prompt(cwd: &Path) -> String {
+    format!(
+        "You are a coding agent working in the folder {}. Use the tools to read, list and \
+         write files and to run commands there; paths are relative to that folder. Ask the \
+         human with request_decision when a choice is theirs, and use notify for news they \
+         should see. Answer without calling a tool when the task is done.",
+        cwd.display()
+    )
+}
+
+pub(crate) fn launch(
+    launch: Launch,
+    events: mpsc::UnboundedSender<AgentEvent>,
+) -> Result<AgentHandle, String> {
+    let name = &launch.profile_name;
+    let link = launch
+        .link
+        .clone()
+        .ok_or_else(|| format!("agent {name:?}: an internal agent needs its session"))?;
+    let api_key = match &launch.profile.api_key_env {
+        None => None,
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            format!("agent {name:?}: the environment variable {var} (api_key_env) is not set")
+        })?),
+    };
+    let client = ChatClient::new(&launch.profile.base_url, api_key)
+        .map_err(|e| format!("agent {name:?}: {e}"))?;
+    let firewall = Firewall::new(&launch.cwd, &launch.denied)
+        .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?;
+    let (commands, orders) = mpsc::unbounded_channel();
+    let (stop, stop_rx) = oneshot::channel();
+    let agent = Agent {
+        launch,
+        client,
+        firewall,
+        link,
+        events,
+    };
+    tokio::spawn(agent.host(orders, stop_rx));
+    Ok(AgentHandle {
+        // The daemon itself hosts the agent.
+        pid: std::process::id(),
+        commands,
+        stop: Some(stop),
+    })
+}
+
+struct Agent {
+    launch: Launch,
+    client: ChatClient,
+    firewall: Firewall,
+    link: Arc<dyn SessionLink>,
+    events: mpsc::UnboundedSender<AgentEvent>,
+}
+
+/// Why a turn stopped early.
+enum Interrupt {
+    Cancel,
+    Stop,
+}
+
+/// Runs `work` until it ends, a cancel comes, or the agent is stopped.
+async fn guard<T>(
+    work: impl Future<Output = T>,
+    orders: &mut mpsc::UnboundedReceiver<Order>,
+    stop: &mut oneshot::Receiver<()>,
+) -> Result<T, Interrupt> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            done = &mut work => return Ok(done),
+            order = orders.recv() => match order {
+                Some(Order::Cancel) => return Err(Interrupt::Cancel),
+                // The session queues prompts while a turn runs.
+                Some(Order::Prompt { .. }) => {
+                    tracing::warn!("a prompt arrived during a turn of the internal agent; it was dropped");
+                }
+                None => return Err(Interrupt::Stop),
+            },
+            _ = &mut *stop => return Err(Interrupt::Stop),
+        }
+    }
+}
+
+impl Agent {
+    fn send(&self, event: AgentEvent) {
+        let _ = self.events.send(event);
+    }
+
+    async fn host(
+        self,
+        mut orders: mpsc::UnboundedReceiver<Order>,
+        mut stop: oneshot::Receiver<()>,
+    ) {
+        let session = self
+            .launch
+            .resume
+            .clone()
+            .unwrap_or_else(|| format!("internal-{}", ulid::Ulid::new()));
+        self.send(AgentEvent::Ready {
+            acp_session_id: session.clone(),
+            resumed: self.launch.resume.is_some(),
+            agent_name: Some(format!("crucible internal ({})", self.launch.profile.model)),
+        });
+        let mut turn = 0u64;
+        loop {
+            tokio::select! {
+                order = orders.recv() => match order {
+                    Some(Order::Prompt { .. }) => {
+                        turn += 1;
+                        let ended = self.turn(&format!("{session}-{turn}"), &mut orders, &mut stop).await;
+                        match ended {
+                            Ok(outcome) => self.send(AgentEvent::TurnEnded(outcome)),
+                            Err(Interrupt::Cancel) => {
+                                self.send(AgentEvent::TurnEnded(Ok("cancelled".into())));
+                            }
+                            Err(Interrupt::Stop) => break,
+                        }
+                    }
+                    Some(Order::Cancel) => {}
+                    None => break,
+                },
+                _ = &mut stop => break,
+            }
+        }
+        self.send(AgentEvent::Exited {
+            status: "ended".into(),
+            code: None,
+        });
+    }
+
+    /// One turn; the prompt is already on the stack.
+    async fn turn(
+        &self,
+        message_id: &str,
+        orders: &mut mpsc::UnboundedReceiver<Order>,
+        stop: &mut oneshot::Receiver<()>,
+    ) -> Result<Result<String, TurnFailure>, Interrupt> {
+        let failed = |why: String| Ok(Err(TurnFailure::Failed(why)));
+        for step in 0..MAX_STEPS {
+            let entries = match self.link.context().await {
+                Ok(entries) => entries,
+                Err(why) => return failed(why),
+            };
+            let request = ChatRequest {
+                model: self.launch.profile.model.clone(),
+                messages: messages_from_stack(&entries),
+                tools: tools(),
+            };
+            let id = format!("{message_id}-{step}");
+            let events = self.events.clone();
+            let streamed = self.client.stream(&request, |text| {
+                let _ = events.send(AgentEvent::Chunk {
+                    kind: EntryKind::Message,
+                    text: text.to_string(),
+                    message_id: Some(id.clone()),
+                });
+            });
+            let reply = match guard(streamed, orders, stop).await? {
+                Ok(reply) => reply,
+                Err(e) => return failed(e.to_string()),
+            };
+            let calls = reply.tool_calls.clone();
+            for message in reply.into_stack_messages() {
+                if let Err(why) = self.link.push(message).await {
+                    return failed(why);
+                }
+            }
+            if calls.is_empty() {
+                return Ok(Ok("end_turn".into()));
+            }
+            for call in calls {
+                let name = call.function.name.clone();
+                let arguments = call.function.arguments.clone();
+                self.send(AgentEvent::ToolCall {
+                    id: call.id.clone(),
+                    title: format!("{name} {}", clip(&arguments, 200)),
+                    status: "in_progress".into(),
+                });
+                let (ok, text) =
+                    guard(self.run_tool(&call.id, &name, &arguments), orders, stop).await?;
+                self.send(AgentEvent::ToolUpdate {
+                    id: call.id.clone(),
+                    title: None,
+                    status: Some(if ok { "completed" } else { "failed" }.into()),
+                });
+                let result = Message::ToolResult {
+                    call_id: call.id.clone(),
+                    tool: name.clone(),
+                    ok,
+                    text: text.clone(),
+                };
+                if let Err(why) = self.link.push(result).await {
+                    return failed(why);
+                }
+                if !ok && self.launch.profile.recover_tool_errors {
+                    let error = format!("{name} failed: {}", clip(first_line(&text), 500));
+                    if let Err(why) = self.link.recover_tool_error(error).await {
+                        return failed(why);
+                    }
+                }
+            }
+        }
+        Ok(Ok("max_turn_requests".into()))
+    }
+
+    /// Runs one tool: whether it worked, and what to tell the model.
+    async fn run_tool(&self, call_id: &str, name: &str, arguments: &str) -> (bool, String) {
+        let args: Value = match serde_json::from_str(if arguments.trim().is_empty() {
+            "{}"
+        } else {
+            arguments
+        }) {
+            Ok(args) => args,
+            Err(e) => return (false, format!("the arguments are not JSON: {e}")),
+        };
+        let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_string);
+        let result = match name {
+            "read_file" => match text("path") {
+                Some(path) => self.read_file(&path).await,
+                None => Err("read_file needs a path".into()),
+            },
+            "write_file" => match (text("path"), text("content")) {
+                (Some(path), Some(content)) => self.write_file(call_id, &path, &content).await,
+                _ => Err("write_file needs a path and a content".into()),
+            },
+            "list_dir" => {
+                self.list_dir(&text("path").unwrap_or_else(|| ".".into()))
+                    .await
+            }
+            "run_command" => match text("command") {
+                Some(command) => self.run_command(call_id, &command).await,
+                None => Err("run_command needs a command".into()),
+            },
+            "notify" => {
+                let title = text("title").unwrap_or_else(|| "Note from the agent".into());
+                self.link
+                    .ask(MsgType::Info, title, text("body"), None)
+                    .await
+                    .map(|_| "sent".to_string())
+            }
+            "request_decision" => match text("question") {
+                Some(question) => {
+                    let options = args.get("options").and_then(Value::as_array).map(|o| {
+                        o.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect::<Vec<_>>()
+                    });
+                    let options = options.filter(|o| !o.is_empty());
+                    self.link
+                        .ask(MsgType::DecisionNeeded, question, text("details"), options)
+                        .await
+                        .map(|answer| format!("the human answered: {}", answer.unwrap_or_default()))
+                }
+                None => Err("request_decision needs a question".into()),
+            },
+            "request_approval" => match text("action") {
+                Some(action) => self
+                    .link
+                    .ask(MsgType::ApprovalRequired, action, text("details"), None)
+                    .await
+                    .map(|answer| format!("the human answered: {}", answer.unwrap_or_default())),
+                None => Err("request_approval needs an action".into()),
+            },
+            other => Err(format!("there is no tool named {other:?}")),
+        };
+        match result {
+            Ok(text) => (true, text),
+            Err(why) => (false, why),
+        }
+    }
+
+    /// The real path of `path` (relative to the session's folder), if the firewall lets
+    /// the agent touch it; the attempt is recorded either way.
+    fn gate(&self, op: &'static str, path: &str) -> Result<PathBuf, String> {
+        let full = self.launch.cwd.join(path);
+        let checked = self.firewall.check(&full);
+        self.send(AgentEvent::File {
+            op,
+            path: full.display().to_string(),
+            refused: checked.as_ref().err().cloned(),
+        });
+        checked
+    }
+
+    async fn read_file(&self, path: &str) -> Result<String, String> {
+        let real = self.gate("read", path)?;
+        let text = tokio::fs::read_to_string(&real)
+            .await
+            .map_err(|e| format!("{path}: {e}"))?;
+        Ok(clip(&text, MAX_OUTPUT))
+    }
+
+    async fn list_dir(&self, path: &str) -> Result<String, String> {
+        let real = self.gate("list", path)?;
+        let mut dir = tokio::fs::read_dir(&real)
+            .await
+            .map_err(|e| format!("{path}: {e}"))?;
+        let mut names = Vec::new();
+        while let Some(entry) = dir.next_entry().await.map_err(|e| format!("{path}: {e}"))? {
+            let mut name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
+                name.push('/');
+            }
+            names.push(name);
+        }
+        names.sort();
+        Ok(names.join("\n"))
+    }
+
+    async fn write_file(&self, call_id: &str, path: &str, content: &str) -> Result<String, String> {
+        let real = self.gate("write", path)?;
+        if !self.launch.profile.allow_writes {
+            let title = format!("write {path} ({} bytes)", content.len());
+            self.permission(call_id, title).await?;
+        }
+        if let Some(parent) = real.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| format!("{path}: {e}"))?;
+        }
+        tokio::fs::write(&real, content.as_bytes())
+            .await
+            .map_err(|e| format!("{path}: {e}"))?;
+        Ok(format!("wrote {path}"))
+    }
+
+    async fn run_command(&self, call_id: &str, command: &str) -> Result<String, String> {
+        if !self.launch.profile.allow_commands {
+            self.permission(call_id, format!("run: {}", clip(command, 200)))
+                .await?;
+        }
+        let run = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .envs(self.launch.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&self.launch.cwd)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(COMMAND_TIMEOUT, run)
+            .await
+            .map_err(|_| format!("timed out after {}s", COMMAND_TIMEOUT.as_secs()))?
+            .map_err(|e| format!("cannot run sh: {e}"))?;
+        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        let text = clip(&text, MAX_OUTPUT);
+        match output.status.code() {
+            Some(0) => Ok(text),
+            code => Err(format!(
+                "exit {}\n{text}",
+                code.map_or_else(|| "by signal".to_string(), |c| c.to_string())
+            )),
+        }
+    }
+
+    /// Asks the human through the session's permission path; `Err` unless allowed.
+    async fn permission(&self, call_id: &str, title: String) -> Result<(), String> {
+        let (reply, answer) = oneshot::channel();
+        self.send(AgentEvent::Permission {
+            title: title.clone(),
+            tool_call_id: call_id.to_string(),
+            options: vec![
+                PermissionChoice {
+                    id: "allow".into(),
+                    name: "allow".into(),
+                    kind: "allow_once".into(),
+                },
+                PermissionChoice {
+                    id: "reject".into(),
+                    name: "reject".into(),
+                    kind: "reject_once".into(),
+                },
+            ],
+            reply,
+        });
+        match answer.await {
+            Ok(Some(choice)) if choice == "allow" => Ok(()),
+            Ok(Some(_)) => Err(format!("the human refused: {title}")),
+            _ => Err(format!("the request was withdrawn: {title}")),
+        }
+    }
+}
+
+/// The tools offered to the model.
+pub fn tools() -> Vec<Tool> {
+    let path = json!({"type": "string", "description": "relative to the working folder"});
+    vec![
+        Tool::function(
+            "read_file",
+            "Read a text file.",
+            json!({"type": "object", "properties": {"path": path}, "required": ["path"]}),
+        ),
+        Tool::function(
+            "write_file",
+            "Write a text file (created, or replaced), making its folders.",
+            json!({"type": "object", "properties": {"path": path, "content": {"type": "string"}},
+                   "required": ["path", "content"]}),
+        ),
+        Tool::function(
+            "list_dir",
+            "List a folder; folders end in '/'.",
+            json!({"type": "object", "properties": {"path": path}}),
+        ),
+        Tool::function(
+            "run_command",
+            "Run a shell command in the working folder; returns its output.",
+            json!({"type": "object", "properties": {"command": {"type": "string"}},
+                   "required": ["command"]}),
+        ),
+        Tool::function(
+            "notify",
+            "Tell the human something; does not wait.",
+            json!({"type": "object", "properties": {"title": {"type": "string"},
+                   "body": {"type": "string"}}, "required": ["title"]}),
+        ),
+        Tool::function(
+            "request_decision",
+            "Ask the human to decide; waits for the answer.",
+            json!({"type": "object", "properties": {"question": {"type": "string"},
+                   "options": {"type": "array", "items": {"type": "string"}},
+                   "details": {"type": "string"}}, "required": ["question"]}),
+        ),
+        Tool::function(
+            "request_approval",
+            "Ask the human to approve an action; waits for approve or deny.",
+            json!({"type": "object", "properties": {"action": {"type": "string"},
+                   "details": {"type": "string"}}, "required": ["action"]}),
+        ),
+    ]
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or(text)
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}

@@ -1,0 +1,185 @@
+//! Sessions' context stacks, kept in the store. Every change is written through (the
+//! stack and the change appended to the session's history, in one transaction) before
+//! it is acknowledged or announced, so a stack survives any daemon end, `kill -9`
+//! included; entries that leave the stack stay in that history.
+//!
+//! Operations are applied one at a time across the daemon, so the agent's feeding and a
+//! human's `context.*` call never interleave. A refused operation changes nothing.
+
+use crate::context::{Change, ContextStack, Message, StackError};
+use crate::protocol::{ContextUpdate, Event};
+use crate::store::{HistoryRow, StoredContext};
+
+use super::{Result, Workbench, WorkbenchError};
+
+/// A session's stack and what goes with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextState {
+    pub stack: ContextStack,
+    /// The stack lost entries an ACP agent still holds in its own session: its next
+    /// prompt must open a fresh one.
+    pub fresh_start: bool,
+    /// How many changes the session's history holds.
+    pub history_len: u64,
+}
+
+/// One change to a stack.
+#[derive(Debug, Clone)]
+pub enum ContextOp {
+    Push(Message),
+    Pop(usize),
+    Checkpoint(String),
+    Rollback(String),
+    ReplaceTop(String),
+    Reset,
+    /// Collapse the stack into this summary.
+    Summarize(String),
+    /// The tool-error policy: replace the failed tool result on top by this error.
+    ToolError(String),
+}
+
+impl ContextOp {
+    fn apply(self, stack: &mut ContextStack) -> std::result::Result<Change, StackError> {
+        match self {
+            ContextOp::Push(message) => stack.push(message),
+            ContextOp::Pop(n) => stack.pop(n),
+            ContextOp::Checkpoint(name) => stack.checkpoint(&name),
+            ContextOp::Rollback(name) => stack.rollback(&name),
+            ContextOp::ReplaceTop(summary) => stack.replace_top(summary),
+            ContextOp::Reset => Ok(stack.reset()),
+            ContextOp::Summarize(summary) => stack.summarize(summary),
+            ContextOp::ToolError(error) => stack.recover_tool_error(error),
+        }
+    }
+}
+
+impl Workbench {
+    /// The session's stack; one holding only `system_prompt()` is made (and stored) if the
+    /// session has none yet.
+    pub async fn context(
+        &self,
+        session_id: &str,
+        system_prompt: impl FnOnce() -> String,
+    ) -> Result<ContextState> {
+        let mut cache = self.contexts.lock().await;
+        if let Some(state) = cache.get(session_id) {
+            return Ok(state.clone());
+        }
+        let state = match self.store.load_context(session_id).await? {
+            Some(stored) => ContextState {
+                stack: serde_json::from_str(&stored.stack).map_err(|e| {
+                    WorkbenchError::Store(crate::store::StoreError::Decode(format!(
+                        "the context stack of session {session_id}: {e}"
+                    )))
+                })?,
+                fresh_start: stored.fresh_start,
+                history_len: stored.history_len,
+            },
+            None => {
+                let state = ContextState {
+                    stack: ContextStack::new(system_prompt()),
+                    fresh_start: false,
+                    history_len: 0,
+                };
+                self.store
+                    .save_context(session_id, &stored(&state)?, None)
+                    .await?;
+                state
+            }
+        };
+        cache.insert(session_id.to_string(), state.clone());
+        Ok(state)
+    }
+
+    /// Applies `op` to the session's stack (made as [`Workbench::context`] makes it),
+    /// stores the result and the change, then announces it. A refused operation is
+    /// [`WorkbenchError::Invalid`] with the stack's reason, and changes nothing.
+    /// `fresh_on_shrink`: an agent keeps its own copy of the conversation (ACP), so a
+    /// change that removes entries marks the stack for a fresh agent session.
+    pub async fn apply_context(
+        &self,
+        session_id: &str,
+        system_prompt: impl FnOnce() -> String,
+        op: ContextOp,
+        fresh_on_shrink: bool,
+    ) -> Result<(ContextState, Change)> {
+        // Loads (or makes) the stack first; the lock below then finds it cached.
+        self.context(session_id, system_prompt).await?;
+        let mut cache = self.contexts.lock().await;
+        let Some(current) = cache.get(session_id) else {
+            return Err(WorkbenchError::NotFound(format!(
+                "session {session_id} has no context stack"
+            )));
+        };
+        let mut next = current.clone();
+        let change = op
+            .apply(&mut next.stack)
+            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        next.history_len += 1;
+        next.fresh_start |= fresh_on_shrink && !change.removed.is_empty();
+        let change_json =
+            serde_json::to_string(&change).map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        self.store
+            .save_context(
+                session_id,
+                &stored(&next)?,
+                Some((&change.operation.to_string(), &change_json)),
+            )
+            .await?;
+        cache.insert(session_id.to_string(), next.clone());
+        drop(cache);
+        self.publish(Event::Context(ContextUpdate {
+            session_id: session_id.to_string(),
+            change: change.clone(),
+            entries: next.stack.entries().len(),
+            checkpoints: next.stack.checkpoints().to_vec(),
+            fresh_start: next.fresh_start,
+        }));
+        Ok((next, change))
+    }
+
+    /// Records that the agent now holds exactly the stack (a fresh session was opened).
+    pub async fn clear_fresh_start(&self, session_id: &str) -> Result<()> {
+        let mut cache = self.contexts.lock().await;
+        let Some(current) = cache.get(session_id) else {
+            return Ok(());
+        };
+        if !current.fresh_start {
+            return Ok(());
+        }
+        let mut next = current.clone();
+        next.fresh_start = false;
+        self.store
+            .save_context(session_id, &stored(&next)?, None)
+            .await?;
+        cache.insert(session_id.to_string(), next);
+        Ok(())
+    }
+
+    /// The session's context history after change `after`, oldest first.
+    pub async fn context_history(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<HistoryRow>> {
+        Ok(self.store.context_history(session_id, after, limit).await?)
+    }
+
+    /// Forgets a deleted session's stack and history.
+    pub(super) async fn drop_context(&self, session_id: &str) -> Result<()> {
+        let mut cache = self.contexts.lock().await;
+        self.store.delete_context(session_id).await?;
+        cache.remove(session_id);
+        Ok(())
+    }
+}
+
+fn stored(state: &ContextState) -> Result<StoredContext> {
+    Ok(StoredContext {
+        stack: serde_json::to_string(&state.stack)
+            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?,
+        fresh_start: state.fresh_start,
+        history_len: state.history_len,
+    })
+}
