@@ -55,7 +55,9 @@ fn two_sessions_an_approval_from_the_inbox_pane_and_a_second_terminal() {
     one.type_text("/new --agent scripted say hello from one");
     one.keys(&["Enter"]);
     one.wait_text("hello from one");
-    one.wait_for("session 1 done", |s| status_bar(s).contains("[1]") && status_bar(s).contains("●done"));
+    one.wait_for("session 1 done", |s| {
+        status_bar(s).contains("[1]") && status_bar(s).contains("●done")
+    });
     one.type_text("/new --agent scripted");
     one.keys(&["Enter"]);
     let screen = one.wait_for("session 2 focused", |s| status_bar(s).contains("▸[2]"));
@@ -81,7 +83,10 @@ fn two_sessions_an_approval_from_the_inbox_pane_and_a_second_terminal() {
     let screen = one.wait_for("the flagged waiting session", |s| {
         status_bar(s).contains("![2]") && status_bar(s).contains("●waiting")
     });
-    assert!(screen.contains("Run the deploy"), "the inbox lists it:\n{screen}");
+    assert!(
+        screen.contains("Run the deploy"),
+        "the inbox lists it:\n{screen}"
+    );
     two.wait_text("Run the deploy");
 
     // Approve it from the inbox pane: F2 gives the pane the keyboard, `a` approves the
@@ -93,7 +98,9 @@ fn two_sessions_an_approval_from_the_inbox_pane_and_a_second_terminal() {
     assert!(screen.contains("Run the deploy → Allow"), "{screen}");
     // The answer given in one terminal shows in the other.
     two.wait_text("Done: permit p1");
-    two.wait_for("the approval answered in the second terminal", |s| !s.contains("approval required"));
+    two.wait_for("the approval answered in the second terminal", |s| {
+        !s.contains("approval required")
+    });
 
     one.keys(&["M-2"]);
     let screen = one.wait_text("granted: Run the deploy");
@@ -103,7 +110,10 @@ fn two_sessions_an_approval_from_the_inbox_pane_and_a_second_terminal() {
     // Quit: the program ends and the terminal is back on the normal screen.
     one.keys(&["C-q"]);
     one.wait_for("cru to exit", |_| one.exited());
-    assert!(!one.alternate_screen(), "the terminal was left on the alternate screen");
+    assert!(
+        !one.alternate_screen(),
+        "the terminal was left on the alternate screen"
+    );
     // The agents live on in the daemon: the other terminal still sees both sessions.
     assert!(status_bar(&two.screen()).contains("[2]"));
 }
@@ -123,17 +133,25 @@ fn the_daemon_going_away_shows_a_banner_and_the_workbench_reconnects() {
     let good = std::fs::read_to_string(&settings).unwrap();
     std::fs::write(&settings, format!("{good}\n[tui]\ncolour = \"red\"\n")).unwrap();
     let screen = term.wait_text("keeping the previous ones");
-    assert!(screen.contains("colour"), "the error names the key:\n{screen}");
+    assert!(
+        screen.contains("colour"),
+        "the error names the key:\n{screen}"
+    );
 
     // The daemon dies; with the settings broken no new one can start, so the banner
     // stays up and cru keeps running.
     let pid = tk.daemon_pid().expect("a daemon");
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let screen = term.wait_text("daemon gone");
-    assert!(!term.exited(), "cru survived the daemon going away:\n{screen}");
+    assert!(
+        !term.exited(),
+        "cru survived the daemon going away:\n{screen}"
+    );
     // Mended settings: the workbench reconnects (starting a daemon) and reads it all again.
     std::fs::write(&settings, &good).unwrap();
-    let screen = term.wait_for("reconnected", |s| !s.contains("daemon gone") && s.contains("still here"));
+    let screen = term.wait_for("reconnected", |s| {
+        !s.contains("daemon gone") && s.contains("still here")
+    });
     assert!(status_bar(&screen).contains("[1]"), "{screen}");
     assert_ne!(tk.daemon_pid(), Some(pid));
 
@@ -144,4 +162,38 @@ fn the_daemon_going_away_shows_a_banner_and_the_workbench_reconnects() {
     term.wait_text("still here");
     term.keys(&["C-c"]);
     term.wait_for("cru to exit", |_| term.exited());
+}
+
+#[test]
+fn embedded_runs_the_daemon_inside_cru_and_stops_it_on_quit() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let root = tk.root().display().to_string();
+    let term = Tmux::start(
+        "embedded",
+        (100, 24),
+        tk.root(),
+        &[("CRU_KILN", &root), ("TERM", "xterm-256color")],
+        CRU,
+        &["--embedded"],
+    );
+    term.wait_text("no sessions — /new creates one");
+    let pid = tk
+        .daemon_pid()
+        .expect("the embedded daemon holds the pid file");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("--embedded"),
+        "the daemon is the workbench's own process, not a separate one"
+    );
+    term.type_text("/new --agent scripted say inside one process");
+    term.keys(&["Enter"]);
+    term.wait_text("inside one process");
+    // Other commands still reach it while it runs.
+    let out = tk.cru(&["session", "list"]);
+    assert!(stdout(&out).contains("scripted"), "{}", stderr(&out));
+
+    term.keys(&["C-q"]);
+    term.wait_for("cru to exit", |_| term.exited());
+    assert_eq!(tk.daemon_pid(), None, "no daemon is left behind");
 }
