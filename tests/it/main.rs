@@ -4,8 +4,8 @@
 mod agents;
 mod cli;
 mod command_agents;
-mod context;
 mod common;
+mod context;
 mod daemon;
 mod lifecycle;
 mod mcp;
