@@ -1,10 +1,11 @@
 //! crucible: a terminal workbench for running many AI coding-agent sessions side by side.
 //!
 //! Layers, each depending only on those above it:
-//! `protocol` and `config` (no I/O of ours) → `store` (the only SurrealQL) → `workbench`
-//! (the domain: registry and inbox) → `sessions` (the agents crucible runs, over `agent`
-//! for ACP processes and `git` for worktrees) → `daemon` (the socket server) and `client`
-//! (what the CLI and TUI use) → `cli`.
+//! `text`, `context` (the context stack as data), `protocol` and `config` (no I/O of ours)
+//! → `store` (the only SurrealQL) → `workbench` (the domain: registry, inbox, context
+//! stacks) → `sessions` (the agents crucible runs, over `agent` for ACP and plain-program
+//! agents, `internal` for crucible's own agent loop, and `git` for worktrees) → `daemon`
+//! (the socket server) and `client` → `tui` (the workbench) and `cli`.
 
 pub mod agent;
 pub mod cli;
@@ -20,5 +21,6 @@ pub mod protocol;
 pub mod sessions;
 pub mod store;
 pub mod sys;
+pub mod text;
 pub mod tui;
 pub mod workbench;

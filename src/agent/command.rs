@@ -10,10 +10,9 @@
 //! a daemon restart.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{AgentEvent, AgentHandle, Launch, Order, TurnFailure, describe_exit, end_process};
@@ -103,7 +102,7 @@ async fn run(
     orders: &mut mpsc::UnboundedReceiver<Order>,
     stop: &mut oneshot::Receiver<()>,
 ) -> Run {
-    let mut child = match spawn(launch, program, &prompt) {
+    let mut child = match super::spawn(launch, program, &[(PROMPT_ENV, &prompt)]) {
         Ok(child) => child,
         Err(why) => {
             let _ = events.send(AgentEvent::TurnEnded(Err(TurnFailure::Failed(why))));
@@ -179,27 +178,6 @@ async fn stopped(
         Ok(status) => Run::Stopped(describe_exit(status), status.code()),
         Err(e) => Run::Stopped(format!("could not be waited for: {e}"), None),
     }
-}
-
-fn spawn(launch: &Launch, program: &Path, prompt: &str) -> Result<Child, String> {
-    let stderr = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&launch.stderr_log)
-        .map_err(|e| format!("cannot open {}: {e}", launch.stderr_log.display()))?;
-    Command::new(program)
-        .args(&launch.profile.args)
-        .envs(&launch.profile.env)
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .env(PROMPT_ENV, prompt)
-        .current_dir(&launch.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", launch.profile.command))
 }
 
 /// The next line of output, newline included; `None` at the end. Bytes that are not

@@ -13,7 +13,7 @@
 pub mod command;
 mod fs;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -211,28 +211,7 @@ pub fn launch(
     }
     let firewall = Firewall::new(&launch.cwd, &launch.denied)
         .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?;
-    let stderr = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&launch.stderr_log)
-        .map_err(|e| format!("cannot open {}: {e}", launch.stderr_log.display()))?;
-    let mut child = Command::new(&launch.profile.command)
-        .args(&launch.profile.args)
-        .envs(&launch.profile.env)
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&launch.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| {
-            format!(
-                "cannot start agent {:?} ({}): {e}",
-                launch.profile_name, launch.profile.command
-            )
-        })?;
+    let mut child = spawn(&launch, Path::new(&launch.profile.command), &[])?;
     let pid = child.id().unwrap_or(0);
     let (commands, command_rx) = mpsc::unbounded_channel();
     let (stop, stop_rx) = oneshot::channel();
@@ -250,6 +229,35 @@ pub fn launch(
         commands,
         stop: Some(stop),
     })
+}
+
+/// Starts the profile's program in the session's folder and its own process group, with
+/// the session's environment (plus `extra`), stdin and stdout piped, and stderr appended
+/// to the session's stderr log.
+fn spawn(launch: &Launch, program: &Path, extra: &[(&str, &str)]) -> Result<Child, String> {
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&launch.stderr_log)
+        .map_err(|e| format!("cannot open {}: {e}", launch.stderr_log.display()))?;
+    Command::new(program)
+        .args(&launch.profile.args)
+        .envs(&launch.profile.env)
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .envs(extra.iter().copied())
+        .current_dir(&launch.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot start agent {:?} ({}): {e}",
+                launch.profile_name, launch.profile.command
+            )
+        })
 }
 
 type ChildIo = Option<(tokio::process::ChildStdin, tokio::process::ChildStdout)>;

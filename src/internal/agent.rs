@@ -35,8 +35,10 @@ use super::openai::{ChatClient, ChatRequest, Tool, messages_from_stack};
 use crate::agent::{
     AgentEvent, AgentHandle, Firewall, Launch, Order, PermissionChoice, SessionLink, TurnFailure,
 };
+use crate::config::AgentProfile;
 use crate::context::Message;
 use crate::protocol::{EntryKind, MsgType};
+use crate::text::{clip, first_line};
 
 /// The most model requests one turn may make.
 pub const MAX_STEPS: usize = 50;
@@ -56,6 +58,18 @@ pub fn default_system_prompt(cwd: &Path) -> String {
     )
 }
 
+/// The chat client of an internal profile, with its API key from `api_key_env`.
+pub fn chat_client(profile: &AgentProfile) -> Result<ChatClient, String> {
+    let api_key = match &profile.api_key_env {
+        None => None,
+        Some(var) => Some(
+            std::env::var(var)
+                .map_err(|_| format!("the environment variable {var} (api_key_env) is not set"))?,
+        ),
+    };
+    ChatClient::new(&profile.base_url, api_key).map_err(|e| e.to_string())
+}
+
 pub(crate) fn launch(
     launch: Launch,
     events: mpsc::UnboundedSender<AgentEvent>,
@@ -65,14 +79,7 @@ pub(crate) fn launch(
         .link
         .clone()
         .ok_or_else(|| format!("agent {name:?}: an internal agent needs its session"))?;
-    let api_key = match &launch.profile.api_key_env {
-        None => None,
-        Some(var) => Some(std::env::var(var).map_err(|_| {
-            format!("agent {name:?}: the environment variable {var} (api_key_env) is not set")
-        })?),
-    };
-    let client = ChatClient::new(&launch.profile.base_url, api_key)
-        .map_err(|e| format!("agent {name:?}: {e}"))?;
+    let client = chat_client(&launch.profile).map_err(|e| format!("agent {name:?}: {e}"))?;
     let firewall = Firewall::new(&launch.cwd, &launch.denied)
         .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?;
     let (commands, orders) = mpsc::unbounded_channel();
@@ -477,17 +484,4 @@ pub fn tools() -> Vec<Tool> {
                    "details": {"type": "string"}}, "required": ["action"]}),
         ),
     ]
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().find(|l| !l.trim().is_empty()).unwrap_or(text)
-}
-
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }

@@ -16,7 +16,8 @@ use crate::protocol::{
     EntryKind, InboxMessage, MsgType, OutputChunk, SendParams, Session, SessionState,
     TranscriptEntry,
 };
-use crate::workbench::ContextOp;
+use crate::text::{clip, first_line};
+use crate::workbench::{ContextOp, ContextState};
 use crate::workbench::{Workbench, now_rfc3339};
 
 /// Streamed text is stored as one entry per message, or in pieces of this size.
@@ -286,19 +287,26 @@ impl Actor {
         }
     }
 
+    /// The session's context stack (made, with the system entry, if it has none); a
+    /// failure is logged.
+    async fn context(&self) -> Option<ContextState> {
+        let system = self.system.clone();
+        match self.wb.context(&self.session.id, move || system).await {
+            Ok(state) => Some(state),
+            Err(e) => {
+                tracing::error!(session = %self.session.id, "cannot read the context stack: {e}");
+                None
+            }
+        }
+    }
+
     /// After every turn: the turn count and the context summary.
     async fn after_turn(&mut self) {
         self.push_said().await;
         self.session.turn_count += 1;
-        let system = self.system.clone();
-        match self.wb.context(&self.session.id, move || system).await {
-            Ok(state) => {
-                let text = summary(Some(&self.profile), state.stack.entries()).await;
-                self.session.context_summary = Some(text);
-            }
-            Err(e) => {
-                tracing::error!(session = %self.session.id, "cannot read the context stack: {e}")
-            }
+        if let Some(state) = self.context().await {
+            let text = summary(Some(&self.profile), state.stack.entries()).await;
+            self.session.context_summary = Some(text);
         }
         self.save().await;
     }
@@ -315,10 +323,7 @@ impl Actor {
             .map(|_| "resuming after a daemon restart".to_string());
         self.set_state(&mut transcript, SessionState::Starting, reason)
             .await;
-        let system = self.system.clone();
-        if let Err(e) = self.wb.context(&self.session.id, move || system).await {
-            tracing::error!(session = %self.session.id, "cannot open the context stack: {e}");
-        }
+        self.context().await;
         match self.wb.open_blocking(&self.session.id).await {
             Ok(open) => self.blocking = open.into_iter().collect(),
             Err(e) => tracing::warn!(session = %self.session.id, "cannot read open messages: {e}"),
@@ -401,17 +406,14 @@ impl Actor {
         self.prompt = text.clone();
         self.turn = true;
         // An ACP agent whose context shrank gets a fresh session seeded with the stack.
-        let mut fresh = None;
-        if self.profile.kind == AgentKind::Acp {
-            let system = self.system.clone();
-            match self.wb.context(&self.session.id, move || system).await {
-                Ok(state) if state.fresh_start => fresh = Some(preamble(state.stack.entries())),
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::error!(session = %self.session.id, "cannot read the context stack: {e}")
-                }
-            }
-        }
+        let fresh = match self.profile.kind {
+            AgentKind::Acp => self
+                .context()
+                .await
+                .filter(|state| state.fresh_start)
+                .map(|state| preamble(state.stack.entries())),
+            _ => None,
+        };
         self.push(Message::Human { text: text.clone() }).await;
         match fresh {
             Some(context) => self.agent.prompt_fresh(text, context),
@@ -935,22 +937,6 @@ fn read_tail(path: &std::path::Path, max: u64) -> Option<String> {
     })
 }
 
-fn first_line(text: &str) -> &str {
-    text.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
-}
-
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -980,12 +966,5 @@ mod tests {
                 ("x".to_string(), "x".to_string()),
             ]
         );
-    }
-
-    #[test]
-    fn clipping_and_first_lines() {
-        assert_eq!(clip("abcdef", 4), "abc…");
-        assert_eq!(clip("abc", 4), "abc");
-        assert_eq!(first_line("\n  fix the tests\nthen more"), "fix the tests");
     }
 }

@@ -19,7 +19,7 @@ use crate::agent::SessionLink;
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::context::summary::{MODEL_PROMPT, clamp_summary};
 use crate::context::{Entry, Message, fallback_summary};
-use crate::internal::openai::{ChatClient, ChatMessage, ChatRequest, messages_from_stack};
+use crate::internal::openai::{ChatMessage, ChatRequest, messages_from_stack};
 use crate::protocol::{ContextResult, MsgType, SendParams, Session};
 use crate::workbench::{ContextOp, Workbench, WorkbenchError};
 
@@ -82,11 +82,7 @@ pub async fn summary(profile: Option<&AgentProfile>, entries: &[Entry]) -> Strin
 }
 
 async fn model_summary(profile: &AgentProfile, entries: &[Entry]) -> Option<String> {
-    let api_key = match &profile.api_key_env {
-        Some(var) => Some(std::env::var(var).ok()?),
-        None => None,
-    };
-    let client = ChatClient::new(&profile.base_url, api_key).ok()?;
+    let client = crate::internal::agent::chat_client(profile).ok()?;
     let mut messages = messages_from_stack(entries);
     messages.push(ChatMessage::User {
         content: MODEL_PROMPT.to_string(),

@@ -265,15 +265,9 @@ impl Sessions {
         first_prompt: Option<String>,
     ) -> std::result::Result<(), String> {
         let kiln = self.wb.kiln();
-        let cwd = session
-            .worktree
-            .as_ref()
-            .map_or_else(|| kiln.root().to_path_buf(), PathBuf::from);
-        let system = context::system_entry(
-            &session,
-            Some(&profile),
-            &context::folder(&self.wb, &session),
-        );
+        let folder = context::folder(&self.wb, &session);
+        let system = context::system_entry(&session, Some(&profile), &folder);
+        let cwd = PathBuf::from(folder);
         let (events_tx, events) = mpsc::unbounded_channel();
         let handle = self
             .wb

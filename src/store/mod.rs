@@ -33,16 +33,6 @@ pub struct StoredContext {
     pub history_len: u64,
 }
 
-/// One change in a session's context history.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct HistoryRow {
-    pub seq: u64,
-    pub at: String,
-    pub operation: String,
-    /// The `Change`, as JSON.
-    pub change: String,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("cannot open the database at {url}: {message}")]
@@ -469,22 +459,6 @@ impl Store {
         )
         .await?;
         Ok(())
-    }
-
-    /// A session's context history after entry `after`, oldest first.
-    pub async fn context_history(
-        &self,
-        session_id: &str,
-        after: u64,
-        limit: u32,
-    ) -> Result<Vec<HistoryRow>> {
-        self.rows(
-            "SELECT seq, <string>at AS at, operation, change FROM context_history
-             WHERE session_id = $session_id AND seq > $after ORDER BY seq LIMIT $limit",
-            json!({"session_id": session_id, "after": after, "limit": limit}),
-            0,
-        )
-        .await
     }
 
     pub async fn delete_context(&self, session_id: &str) -> Result<()> {

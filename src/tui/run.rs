@@ -61,7 +61,7 @@ pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
     crate::logging::log_panics();
 
     let embedded = if options.embedded {
-        Some(Embedded::start(&kiln, settings.config.clone()).await?)
+        Some(Embedded::start(&kiln, settings.config.clone()))
     } else {
         None
     };
@@ -202,9 +202,10 @@ struct Embedded {
 }
 
 impl Embedded {
-    async fn start(kiln: &Kiln, config: Config) -> anyhow::Result<Self> {
-        let task = tokio::spawn(crate::daemon::run(kiln.clone(), config));
-        Ok(Self { task })
+    fn start(kiln: &Kiln, config: Config) -> Self {
+        Self {
+            task: tokio::spawn(crate::daemon::run(kiln.clone(), config)),
+        }
     }
 
     /// Connects once the in-process daemon listens; its start-up error if it failed.
@@ -254,7 +255,7 @@ enum Outcome {
     },
     /// A stack read or changed; `announce` flashes what changed.
     Context {
-        result: ContextResult,
+        result: Box<ContextResult>,
         announce: bool,
     },
     Failed(String),
@@ -452,7 +453,7 @@ impl Workbench {
                 if announce && let Some(what) = &result.description {
                     self.model.report(Flash::info(what.clone()));
                 }
-                self.model.load_context(result);
+                self.model.load_context(*result);
             }
             Outcome::Failed(why) => self.model.report(Flash::error(why)),
         }
@@ -465,27 +466,10 @@ impl Workbench {
             match action {
                 Action::Quit => quit = true,
                 Action::Bell { message } => self.attention(&message),
-                Action::Context { session_id, op } => {
-                    let (name, params) = context_call(&session_id, op);
-                    self.call(name, params, |reply| {
-                        let result = serde_json::from_value(reply).ok()?;
-                        Some(Outcome::Context {
-                            result,
-                            announce: true,
-                        })
-                    });
+                Action::Context { session_id, op } => self.context(&session_id, op, true),
+                Action::LoadContext { session_id } => {
+                    self.context(&session_id, ContextOp::Show, false)
                 }
-                Action::LoadContext { session_id } => self.call(
-                    method::CONTEXT_GET,
-                    json!({ "session_id": session_id }),
-                    |reply| {
-                        let result = serde_json::from_value(reply).ok()?;
-                        Some(Outcome::Context {
-                            result,
-                            announce: false,
-                        })
-                    },
-                ),
                 Action::CreateSession {
                     worktree,
                     agent,
@@ -538,6 +522,21 @@ impl Workbench {
             }
         }
         quit
+    }
+
+    /// Runs a context operation (or reads the stack for `Show`); `announce` flashes what
+    /// changed.
+    fn context(&mut self, session_id: &str, op: ContextOp, announce: bool) {
+        let (name, params) = context_call(session_id, op);
+        self.call(name, params, move |reply| {
+            Some(match serde_json::from_value(reply) {
+                Ok(result) => Outcome::Context {
+                    result: Box::new(result),
+                    announce,
+                },
+                Err(e) => Outcome::Failed(format!("{name}: unreadable reply: {e}")),
+            })
+        });
     }
 
     /// The profile `/new` starts: the one given, else `tui.default_agent`, else the only

@@ -8,7 +8,7 @@
 
 use crate::context::{Change, ContextStack, Message, StackError};
 use crate::protocol::{ContextUpdate, Event};
-use crate::store::{HistoryRow, StoredContext};
+use crate::store::StoredContext;
 
 use super::{Result, Workbench, WorkbenchError};
 
@@ -154,16 +154,6 @@ impl Workbench {
             .await?;
         cache.insert(session_id.to_string(), next);
         Ok(())
-    }
-
-    /// The session's context history after change `after`, oldest first.
-    pub async fn context_history(
-        &self,
-        session_id: &str,
-        after: u64,
-        limit: u32,
-    ) -> Result<Vec<HistoryRow>> {
-        Ok(self.store.context_history(session_id, after, limit).await?)
     }
 
     /// Forgets a deleted session's stack and history.

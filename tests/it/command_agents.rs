@@ -10,7 +10,8 @@ use serde_json::json;
 
 use crate::common::*;
 use crate::sessions::{
-    LONG, agent_kiln, create, messages, said, session, wait_message, wait_session, wait_state,
+    LONG, agent_kiln, create, messages, said, wait_message, wait_message_where, wait_session,
+    wait_state,
 };
 
 /// A kiln with three command profiles: `script` (asks, asks for approval, notifies),
@@ -48,22 +49,10 @@ fi
 
 /// The session's newest unanswered message of this type.
 async fn open_message(client: &Client, id: &str, msg_type: MsgType) -> InboxMessage {
-    let deadline = std::time::Instant::now() + LONG;
-    loop {
-        let open = messages(client, id)
-            .await
-            .into_iter()
-            .find(|m| m.msg_type == msg_type && m.response.is_none() && !m.withdrawn);
-        if let Some(m) = open {
-            return m;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no open {msg_type} for {id}; session is {:?}",
-            session(client, id).await
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    wait_message_where(client, id, &format!("an open {msg_type}"), |m| {
+        m.msg_type == msg_type && m.response.is_none() && !m.withdrawn
+    })
+    .await
 }
 
 fn respond(tk: &TestKiln, message: &InboxMessage, answer: &str) {

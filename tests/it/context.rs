@@ -106,63 +106,41 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
     assert_eq!(texts(&full)[6], "built");
 
     // Every refusal: clear, -32602, nothing changed.
-    let cp = "context.checkpoint";
-    refused(
-        &client,
-        id,
-        cp,
-        json!({"session_id": id, "name": "greeted"}),
-        "already exists",
-    )
-    .await;
-    refused(
-        &client,
-        id,
-        cp,
-        json!({"session_id": id, "name": "two words"}),
-        "invalid checkpoint name",
-    )
-    .await;
-    refused(
-        &client,
-        id,
-        "context.pop",
-        json!({"session_id": id, "n": 0}),
-        "at least 1",
-    )
-    .await;
-    refused(
-        &client,
-        id,
-        "context.pop",
-        json!({"session_id": id, "n": 7}),
-        "only 6 above the system prompt",
-    )
-    .await;
-    refused(
-        &client,
-        id,
-        "context.rollback",
-        json!({"session_id": id, "name": "nope"}),
-        "no checkpoint named 'nope' (checkpoints: greeted)",
-    )
-    .await;
-    refused(
-        &client,
-        id,
-        "context.replace_top",
-        json!({"session_id": id, "summary": "  "}),
-        "is empty",
-    )
-    .await;
-    refused(
-        &client,
-        id,
-        "context.pop",
-        json!({"session_id": id}),
-        "bad params",
-    )
-    .await;
+    for (method, params, says) in [
+        (
+            "context.checkpoint",
+            json!({"session_id": id, "name": "greeted"}),
+            "already exists",
+        ),
+        (
+            "context.checkpoint",
+            json!({"session_id": id, "name": "two words"}),
+            "invalid checkpoint name",
+        ),
+        (
+            "context.pop",
+            json!({"session_id": id, "n": 0}),
+            "at least 1",
+        ),
+        (
+            "context.pop",
+            json!({"session_id": id, "n": 7}),
+            "only 6 above the system prompt",
+        ),
+        (
+            "context.rollback",
+            json!({"session_id": id, "name": "nope"}),
+            "no checkpoint named 'nope' (checkpoints: greeted)",
+        ),
+        (
+            "context.replace_top",
+            json!({"session_id": id, "summary": "  "}),
+            "is empty",
+        ),
+        ("context.pop", json!({"session_id": id}), "bad params"),
+    ] {
+        refused(&client, id, method, params, says).await;
+    }
 
     // kill -9: everything acknowledged is there.
     daemon.kill9();
@@ -233,38 +211,26 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
 
     let reset = ctx(&client, "context.reset", get.clone()).await;
     assert_eq!(kinds(&reset), ["system"]);
-    refused(
-        &client,
-        id,
-        "context.pop",
-        json!({"session_id": id, "n": 1}),
-        "nothing is above the system prompt",
-    )
-    .await;
-    refused(
-        &client,
-        id,
-        "context.summarize",
-        get.clone(),
-        "only the system prompt",
-    )
-    .await;
-    refused(
-        &client,
-        id,
-        "context.replace_top",
-        json!({"session_id": id, "summary": "x"}),
-        "only the system prompt",
-    )
-    .await;
-    refused(
-        &client,
-        id,
-        "context.rollback",
-        json!({"session_id": id, "name": "greeted"}),
-        "there are no checkpoints",
-    )
-    .await;
+    for (method, params, says) in [
+        (
+            "context.pop",
+            json!({"session_id": id, "n": 1}),
+            "nothing is above the system prompt",
+        ),
+        ("context.summarize", get.clone(), "only the system prompt"),
+        (
+            "context.replace_top",
+            json!({"session_id": id, "summary": "x"}),
+            "only the system prompt",
+        ),
+        (
+            "context.rollback",
+            json!({"session_id": id, "name": "greeted"}),
+            "there are no checkpoints",
+        ),
+    ] {
+        refused(&client, id, method, params, says).await;
+    }
 
     // Popped entries stay in the history.
     let history = client

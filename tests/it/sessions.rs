@@ -156,18 +156,27 @@ pub(crate) async fn wait_state(client: &Client, id: &str, state: SessionState) -
 }
 
 pub(crate) async fn wait_message(client: &Client, id: &str, msg_type: MsgType) -> InboxMessage {
+    wait_message_where(client, id, &format!("a {msg_type} message"), |m| {
+        m.msg_type == msg_type
+    })
+    .await
+}
+
+/// Polls the session's inbox until a message passes `check`.
+pub(crate) async fn wait_message_where(
+    client: &Client,
+    id: &str,
+    what: &str,
+    check: impl Fn(&InboxMessage) -> bool,
+) -> InboxMessage {
     let deadline = std::time::Instant::now() + LONG;
     loop {
-        if let Some(m) = messages(client, id)
-            .await
-            .into_iter()
-            .find(|m| m.msg_type == msg_type)
-        {
+        if let Some(m) = messages(client, id).await.into_iter().find(&check) {
             return m;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "timed out waiting for a {msg_type} message; session is {:?}",
+            "timed out waiting for {what}; session is {:?}",
             session(client, id).await
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
