@@ -536,3 +536,84 @@ async fn internal_operations_shape_the_next_request_exactly() {
     let error = wait_message(&client, id, MsgType::Error).await;
     assert!(error.body.unwrap().contains("503"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn internal_tools_list_run_ask_and_notify_through_the_session() {
+    let server = ScriptedServer::start([
+        ScriptedReply::tool_call("call_1", "list_dir", json!({"path": "."})),
+        ScriptedReply::tool_call(
+            "call_2",
+            "run_command",
+            json!({"command": "echo ran in $(basename \"$PWD\")"}),
+        ),
+        ScriptedReply::tool_call(
+            "call_3",
+            "request_decision",
+            json!({"question": "Which backend?", "options": ["sqlite", "postgres"]}),
+        ),
+        ScriptedReply::tool_call("call_4", "notify", json!({"title": "halfway there"})),
+        ScriptedReply::text("All done."),
+    ])
+    .await
+    .expect("server");
+    let tk = internal_kiln(&server, "model_summaries = false");
+    let client = tk.client().await;
+    let s = create(&client, "local", Some("look around")).await;
+    let id = s.id.as_str();
+
+    // The command waits for approval; the decision waits for an answer.
+    let approval = wait_message(&client, id, MsgType::ApprovalRequired).await;
+    assert!(
+        approval.title.starts_with("run: echo ran in"),
+        "{approval:?}"
+    );
+    client
+        .call_value(
+            "inbox.respond",
+            json!({"id": approval.id, "response": "allow"}),
+        )
+        .await
+        .expect("approve");
+    let question = wait_message(&client, id, MsgType::DecisionNeeded).await;
+    assert_eq!(question.title, "Which backend?");
+    client
+        .call_value(
+            "inbox.respond",
+            json!({"id": question.id, "response": "postgres"}),
+        )
+        .await
+        .expect("answer");
+    wait_turns(&client, id, 1).await;
+    let note = wait_message(&client, id, MsgType::Info).await;
+    assert_eq!(note.title, "halfway there");
+
+    // Each tool's result went back to the model with the next request.
+    let worktree = s.worktree.as_deref().expect("a worktree");
+    let worktree_name = worktree.rsplit('/').next().expect("a name");
+    let results: Vec<(String, String)> = chats(&server)
+        .iter()
+        .skip(1)
+        .filter_map(|messages| match messages.last() {
+            Some(ChatMessage::Tool {
+                tool_call_id,
+                content,
+            }) => Some((tool_call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 4, "{results:?}");
+    assert_eq!(results[0].0, "call_1");
+    assert!(results[0].1.contains("README.md"), "{results:?}");
+    assert_eq!(
+        results[1],
+        ("call_2".to_string(), format!("ran in {worktree_name}\n"))
+    );
+    assert_eq!(
+        results[2],
+        (
+            "call_3".to_string(),
+            "the human answered: postgres".to_string()
+        )
+    );
+    assert_eq!(results[3], ("call_4".to_string(), "sent".to_string()));
+}
