@@ -126,7 +126,9 @@ fn the_daemon_going_away_shows_a_banner_and_the_workbench_reconnects() {
     term.wait_text("no sessions — /new creates one");
     term.type_text("/new --agent scripted say still here");
     term.keys(&["Enter"]);
-    term.wait_text("still here");
+    term.wait_for("the session done", |s| {
+        status_bar(s).contains("[1]") && status_bar(s).contains("●done")
+    });
 
     // A broken settings edit is reported, and the last good settings stay in use.
     let settings = tk.kiln.settings_path();
@@ -188,7 +190,10 @@ fn embedded_runs_the_daemon_inside_cru_and_stops_it_on_quit() {
     );
     term.type_text("/new --agent scripted say inside one process");
     term.keys(&["Enter"]);
-    term.wait_text("inside one process");
+    // The typed line shows "inside one process" too: wait for the finished session.
+    term.wait_for("the session done", |s| {
+        status_bar(s).contains("[1]") && status_bar(s).contains("●done")
+    });
     // Other commands still reach it while it runs.
     let out = tk.cru(&["session", "list"]);
     assert!(stdout(&out).contains("scripted"), "{}", stderr(&out));
