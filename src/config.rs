@@ -187,6 +187,10 @@ pub struct StoreConfig {
     pub cache_mb: u64,
     /// Upper bound of the embedded engine's in-memory write buffer, in MiB.
     pub write_buffer_mb: u64,
+    /// Free disk space, in MiB, below which the embedded engine takes no new writes (and
+    /// does not open): room for its own flushes and recovery, so a full disk is an error
+    /// for new writes and never damage to stored ones.
+    pub reserve_mb: u64,
 }
 
 impl Default for DaemonConfig {
@@ -216,6 +220,7 @@ impl Default for StoreConfig {
             password_env: None,
             cache_mb: 8,
             write_buffer_mb: 8,
+            reserve_mb: 64,
         }
     }
 }

@@ -20,7 +20,7 @@ pub type Result<T> = std::result::Result<T, GitError>;
 
 /// Runs git in `dir` and returns its trimmed stdout, or its stderr as the error.
 async fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let output = Command::new("git")
+    let output = crate::sys::user_umask(&mut Command::new("git"))
         .arg("-C")
         .arg(dir)
         .args(args)

@@ -78,17 +78,26 @@ impl Kiln {
         self.root.join(".crucible.toml")
     }
 
-    /// Creates the state directory (owner-only) if needed and checks the socket path fits.
-    /// The directory ignores itself in git, so sockets, the database and logs never show
-    /// up as untracked files of the project.
+    /// Where agents reach the daemon: every connection here must present a session
+    /// handle. A sandbox sees this socket and nothing else of the state directory.
+    pub fn agent_socket_path(&self) -> PathBuf {
+        self.state_dir().join("agent.sock")
+    }
+
+    /// Creates the state directory if needed and makes it owner-only whoever created it,
+    /// then checks the socket path fits. The directory ignores itself in git, so sockets,
+    /// the database and logs never show up as untracked files of the project.
     pub fn ensure_state_dir(&self) -> std::io::Result<()> {
-        use std::os::unix::fs::DirBuilderExt;
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         let dir = self.state_dir();
         if !dir.is_dir() {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(&dir)?;
+        }
+        if std::fs::metadata(&dir)?.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         }
         let ignore = dir.join(".gitignore");
         if !ignore.exists() {
@@ -106,6 +115,51 @@ impl Kiln {
             ));
         }
         Ok(())
+    }
+
+    /// Makes everything crucible keeps in the state directory owner-only (directories
+    /// 0700, files 0600), whatever made it: the database, logs and session logs. The
+    /// worktrees folder itself is closed, but the projects' files in it keep their modes.
+    pub fn secure_state_dir(&self) -> std::io::Result<()> {
+        self.ensure_state_dir()?;
+        let worktrees = self.worktrees_dir();
+        for entry in std::fs::read_dir(self.state_dir())? {
+            let path = entry?.path();
+            if path == worktrees {
+                restrict(&path, 0o700)?;
+            } else {
+                restrict_tree(&path)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Clears the group and other bits of `path` (sockets and links are left alone).
+fn restrict(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(path)?;
+    let kind = meta.file_type();
+    if !(kind.is_dir() || kind.is_file()) {
+        return Ok(());
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        let keep = meta.permissions().mode() & 0o700;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(keep | mode))?;
+    }
+    Ok(())
+}
+
+fn restrict_tree(path: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.is_dir() {
+        restrict(path, 0o700)?;
+        for entry in std::fs::read_dir(path)? {
+            restrict_tree(&entry?.path())?;
+        }
+        Ok(())
+    } else {
+        restrict(path, 0o600)
     }
 }
 
@@ -139,6 +193,41 @@ mod tests {
         assert_eq!(mode, 0o700);
         let ignore = std::fs::read_to_string(kiln.state_dir().join(".gitignore")).unwrap();
         assert!(ignore.lines().any(|l| l == "*"));
+    }
+
+    #[test]
+    fn a_state_dir_made_by_hand_becomes_owner_only_with_everything_in_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let tmp = tempfile::tempdir().unwrap();
+        let kiln = Kiln::new(tmp.path());
+        let state = kiln.state_dir();
+        for dir in ["db", "logs", "sessions", "worktrees/feat/src"] {
+            std::fs::create_dir_all(state.join(dir)).unwrap();
+        }
+        let files = ["db/000001.wal", "logs/daemon.log", "sessions/S1.md"];
+        for file in files {
+            std::fs::write(state.join(file), "x").unwrap();
+        }
+        std::fs::write(state.join("worktrees/feat/src/lib.rs"), "x").unwrap();
+        let all = |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
+        for p in ["", "db", "logs", "sessions", "worktrees"] {
+            all(&state.join(p)).unwrap();
+        }
+        for p in files.iter().chain(["worktrees/feat/src/lib.rs"].iter()) {
+            std::fs::set_permissions(state.join(p), std::fs::Permissions::from_mode(0o644))
+                .unwrap();
+        }
+        kiln.secure_state_dir().unwrap();
+        assert_eq!(mode(&state), 0o700);
+        for dir in ["db", "logs", "sessions", "worktrees"] {
+            assert_eq!(mode(&state.join(dir)), 0o700, "{dir}");
+        }
+        for file in files {
+            assert_eq!(mode(&state.join(file)), 0o600, "{file}");
+        }
+        // The project's own files in a worktree keep their modes.
+        assert_eq!(mode(&state.join("worktrees/feat/src/lib.rs")), 0o644);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The few OS calls crucible makes directly: advisory file locks, process liveness, uid.
+//! The few OS calls crucible makes directly: advisory file locks, process liveness, uid,
+//! descriptor limits and free disk space.
 
 use std::fs::File;
 use std::io;
@@ -93,4 +94,82 @@ pub fn trim_heap() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// Raises the soft limit on open descriptors to the hard limit, so a flood of clients
+/// meets the limit as late as the system allows. Returns the (soft) limit now in force.
+pub fn raise_fd_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit only reads the struct.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit.rlim_cur = limit.rlim_max;
+        }
+    }
+    Ok(limit.rlim_cur)
+}
+
+/// The database engine samples the process's CPU and memory through `sysinfo`, which by
+/// default keeps a `/proc/<pid>/stat` file open for every process on the machine (up to
+/// half the descriptor limit). Crucible needs its descriptors for clients and agents.
+pub fn quiet_process_metrics() {
+    sysinfo::set_open_files_limit(0);
+}
+
+/// How many descriptors this process has open.
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |dir| dir.count())
+}
+
+/// Bytes available to this user on the filesystem holding `path`.
+#[allow(clippy::useless_conversion, clippy::unnecessary_fallible_conversions)]
+pub fn free_bytes(path: &std::path::Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("path holds a NUL byte"))?;
+    // SAFETY: statvfs fills the zeroed struct; the path is a valid C string.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let blocks = u64::try_from(stat.f_bavail).unwrap_or(0);
+    Ok(blocks.saturating_mul(u64::try_from(stat.f_frsize).unwrap_or(0)))
+}
+
+/// The file-creation mask the process started with, before [`private_umask`].
+static USER_UMASK: std::sync::OnceLock<libc::mode_t> = std::sync::OnceLock::new();
+
+/// Makes everything this process creates owner-only from now on (the daemon's state:
+/// database files, logs, sockets), remembering the user's own mask for the programs it
+/// starts ([`user_umask`]).
+pub fn private_umask() {
+    // SAFETY: umask only swaps the process's file-creation mask.
+    let previous = unsafe { libc::umask(0o077) };
+    let _ = USER_UMASK.set(previous);
+}
+
+/// Gives a program crucible starts (an agent, git) the user's own file-creation mask, so
+/// the files it makes in a worktree are as the user would make them.
+pub fn user_umask(command: &mut tokio::process::Command) -> &mut tokio::process::Command {
+    if let Some(&mask) = USER_UMASK.get() {
+        // SAFETY: umask is async-signal-safe, so it may run between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                libc::umask(mask);
+                Ok(())
+            });
+        }
+    }
+    command
 }

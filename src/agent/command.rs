@@ -16,7 +16,7 @@ use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{AgentEvent, AgentHandle, Launch, Order, TurnFailure, describe_exit, end_process};
-use crate::protocol::EntryKind;
+use crate::protocol::{EntryKind, limits};
 
 /// The environment variable that carries the prompt, besides stdin.
 pub const PROMPT_ENV: &str = "CRUCIBLE_PROMPT";
@@ -181,17 +181,51 @@ async fn stopped(
 }
 
 /// The next line of output, newline included; `None` at the end. Bytes that are not
-/// UTF-8 are shown as replacement characters rather than dropped.
+/// UTF-8 are shown as replacement characters rather than dropped. A line longer than
+/// [`limits::AGENT_LINE_BYTES`] keeps its start and says how much of it was cut: the rest
+/// is read and discarded as it arrives, never held.
 async fn next_line(
     reader: Option<&mut BufReader<tokio::process::ChildStdout>>,
     line: &mut Vec<u8>,
 ) -> Option<String> {
     let reader = reader?;
     line.clear();
-    match reader.read_until(b'\n', line).await {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(String::from_utf8_lossy(line).into_owned()),
+    let mut cut = 0usize;
+    loop {
+        let available = match reader.fill_buf().await {
+            Ok(bytes) => bytes,
+            Err(_) => return None,
+        };
+        if available.is_empty() {
+            break;
+        }
+        let (chunk, found) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (&available[..i], true),
+            None => (available, false),
+        };
+        let room = limits::AGENT_LINE_BYTES.saturating_sub(line.len());
+        let keep = chunk.len().min(room);
+        line.extend_from_slice(&chunk[..keep]);
+        cut += chunk.len() - keep;
+        let used = chunk.len() + usize::from(found);
+        reader.consume(used);
+        if found {
+            if cut == 0 {
+                line.push(b'\n');
+            }
+            break;
+        }
     }
+    if line.is_empty() && cut == 0 {
+        return None;
+    }
+    let mut text = String::from_utf8_lossy(line).into_owned();
+    if cut > 0 {
+        // The newline, if the line had one, was in the part cut off.
+        text.push_str(&crate::text::cut_marker(cut));
+        text.push('\n');
+    }
+    Some(text)
 }
 
 /// Where `command` is: a path (relative to the session's folder) if it has a slash,

@@ -240,7 +240,7 @@ fn spawn(launch: &Launch, program: &Path, extra: &[(&str, &str)]) -> Result<Chil
         .append(true)
         .open(&launch.stderr_log)
         .map_err(|e| format!("cannot open {}: {e}", launch.stderr_log.display()))?;
-    Command::new(program)
+    crate::sys::user_umask(&mut Command::new(program))
         .args(&launch.profile.args)
         .envs(&launch.profile.env)
         .envs(launch.env.iter().map(|(k, v)| (k, v)))

@@ -1,7 +1,9 @@
 //! One client connection: read lines (bounded), answer requests in order, push events.
 //!
-//! Requests on one connection are answered in the order they arrive, except
-//! `inbox.wait`, which runs on its own and answers when the message is answered.
+//! Requests on one connection are answered in the order they arrive, except the few that
+//! can take long (`inbox.wait`, `session.stop`, `session.delete`, `session.prune`), which
+//! run on their own and answer when done. Inside a batch every answer stays in the
+//! batch's one reply array.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +18,7 @@ use tokio::sync::{Mutex, broadcast, mpsc};
 use tokio::task::JoinHandle;
 
 use super::Shared;
-use crate::protocol::jsonrpc::{Incoming, parse_line};
+use crate::protocol::jsonrpc::{Id, Incoming, parse_line};
 use crate::protocol::*;
 use crate::sessions::ContextRequest;
 use crate::workbench::WorkbenchError;
@@ -25,8 +27,18 @@ use crate::workbench::WorkbenchError;
 /// and then misses events (it is told with `events.lagged`); requests are never dropped.
 const OUTBOX: usize = 1024;
 
+/// Which socket a connection came in through.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Door {
+    /// `daemon.sock`: the owner's TUI and commands; a handle is optional.
+    Owner,
+    /// `agent.sock`: agents only; the handshake must present a session handle.
+    Agent,
+}
+
 struct Conn {
     shared: Arc<Shared>,
+    door: Door,
     out: mpsc::Sender<String>,
     handshaken: AtomicBool,
     /// Set when the handshake presented a session handle.
@@ -50,7 +62,7 @@ impl Drop for ClientGuard {
     }
 }
 
-pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>) {
+pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>, door: Door) {
     let _guard = ClientGuard(Arc::clone(&shared));
     let (read, write) = stream.into_split();
     let (out, out_rx) = mpsc::channel(OUTBOX);
@@ -64,7 +76,7 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>) {
             code::FORBIDDEN,
             "this daemon serves only its owner's user id",
         );
-        let _ = out.send(line(&Response::err(Value::Null, error))).await;
+        let _ = out.send(line(&Response::err(Id::null(), error))).await;
         drop(out);
         let _ = writer.await;
         return;
@@ -72,6 +84,7 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>) {
 
     let conn = Arc::new(Conn {
         shared,
+        door,
         out,
         handshaken: AtomicBool::new(false),
         scope: std::sync::Mutex::new(None),
@@ -99,7 +112,7 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>) {
                 ));
                 if conn
                     .out
-                    .send(line(&Response::err(Value::Null, error)))
+                    .send(line(&Response::err(Id::null(), error)))
                     .await
                     .is_err()
                 {
@@ -195,23 +208,50 @@ fn line<T: serde::Serialize>(value: &T) -> String {
 /// Answers one line: a request, a notification or a batch. `None` when nothing is owed.
 async fn handle_line(conn: &Arc<Conn>, bytes: &[u8]) -> Option<String> {
     match parse_line(bytes) {
-        Err(error) => Some(line(&Response::err(Value::Null, error))),
+        Err(error) => Some(line(&Response::err(Id::null(), error))),
         Ok(Incoming::Single(item)) => handle_item(conn, item).await.map(|r| line(&r)),
         Ok(Incoming::Batch(items)) => {
-            let mut replies = Vec::new();
+            // In order, except that the long-running calls run beside the rest; every
+            // answer goes into the one reply array, in the batch's order.
+            let mut answers = Vec::with_capacity(items.len());
             for item in items {
-                if let Some(reply) = handle_item(conn, item).await {
-                    replies.push(reply);
+                match item {
+                    Ok(request) if runs_apart(&request.method) => {
+                        let conn = Arc::clone(conn);
+                        answers.push(Answer::Later(tokio::spawn(async move {
+                            answer(&conn, request).await
+                        })));
+                    }
+                    Ok(request) => answers.push(Answer::Now(answer(conn, request).await)),
+                    Err((id, error)) => answers.push(Answer::Now(Some(Response::err(id, error)))),
                 }
+            }
+            let mut replies = Vec::with_capacity(answers.len());
+            for answer in answers {
+                let reply = match answer {
+                    Answer::Now(reply) => reply,
+                    Answer::Later(task) => task.await.unwrap_or_else(|e| {
+                        Some(Response::err(
+                            Id::null(),
+                            ErrorObject::internal(format!("the call failed: {e}")),
+                        ))
+                    }),
+                };
+                replies.extend(reply);
             }
             (!replies.is_empty()).then(|| line(&replies))
         }
     }
 }
 
+enum Answer {
+    Now(Option<Response>),
+    Later(JoinHandle<Option<Response>>),
+}
+
 async fn handle_item(
     conn: &Arc<Conn>,
-    item: Result<Request, (Value, ErrorObject)>,
+    item: Result<Request, (Id, ErrorObject)>,
 ) -> Option<Response> {
     let request = match item {
         Ok(request) => request,
@@ -222,13 +262,21 @@ async fn handle_item(
         // the rest of the connection.
         let conn = Arc::clone(conn);
         tokio::spawn(async move {
-            let id = request.id.clone().unwrap_or(Value::Null);
-            let reply = reply(id, call(&conn, &request.method, request.params).await);
-            let _ = conn.out.send(line(&reply)).await;
+            if let Some(reply) = answer(&conn, request).await {
+                let _ = conn.out.send(line(&reply)).await;
+            }
         });
         return None;
     }
-    let outcome = call(conn, &request.method, request.params).await;
+    answer(conn, request).await
+}
+
+/// Runs one request; the response when one is owed (not for notifications).
+async fn answer(conn: &Arc<Conn>, request: Request) -> Option<Response> {
+    let outcome = match named_params(&request.method, request.params) {
+        Ok(params) => call(conn, &request.method, params).await,
+        Err(error) => Err(error),
+    };
     if let Err(error) = &outcome {
         tracing::debug!(method = %request.method, "request failed: {error}");
     }
@@ -243,7 +291,7 @@ fn runs_apart(name: &str) -> bool {
     )
 }
 
-fn reply(id: Value, outcome: Result<Value, ErrorObject>) -> Response {
+fn reply(id: Id, outcome: Result<Value, ErrorObject>) -> Response {
     match outcome {
         Ok(result) => Response::ok(id, result),
         Err(error) => Response::err(id, error),
@@ -277,6 +325,11 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
         return Ok(json!({"pong": true}));
     }
     if name == method::HANDSHAKE {
+        if conn.handshaken.load(Ordering::Acquire) {
+            return Err(ErrorObject::invalid_request(
+                "this connection has already made its handshake; open a new connection for another",
+            ));
+        }
         let p: HandshakeParams = params(raw)?;
         if p.protocol_version != PROTOCOL_VERSION {
             return Err(ErrorObject::new(
@@ -289,6 +342,7 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
             .with_data(json!({"protocol_version": PROTOCOL_VERSION, "daemon_version": env!("CARGO_PKG_VERSION")})));
         }
         let scope = match p.handle.as_deref() {
+            None if conn.door == Door::Agent => return Err(agent_door()),
             None => None,
             Some(text) => {
                 let refused =
@@ -310,6 +364,9 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
         });
     }
     if !conn.handshaken.load(Ordering::Acquire) {
+        if conn.door == Door::Agent {
+            return Err(agent_door());
+        }
         return Err(ErrorObject::new(
             code::HANDSHAKE_REQUIRED,
             format!("call \"handshake\" with protocol_version {PROTOCOL_VERSION} first"),
@@ -478,6 +535,13 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
     }
 }
 
+fn agent_door() -> ErrorObject {
+    ErrorObject::new(
+        code::FORBIDDEN,
+        "this socket serves agents only: handshake with your session handle first",
+    )
+}
+
 /// The session and the operation of a `context.*` call.
 fn context_request(name: &str, raw: Value) -> Result<(String, ContextRequest), ErrorObject> {
     Ok(match name {
@@ -560,9 +624,8 @@ async fn scoped_call(
             let p: WaitParams = params(raw)?;
             let message = wb.get_message(&p.id).await.map_err(app_error)?;
             if message.session_id != own {
-                return Err(forbidden(
-                    "a session handle may read only its own session's messages",
-                ));
+                // As if it did not exist: a handle learns nothing of other sessions.
+                return Err(app_error(crate::workbench::no_message(&p.id)));
             }
             if name == method::INBOX_GET {
                 return Ok(json!({"message": message}));

@@ -2,7 +2,9 @@
 //! runs the agents of the sessions it manages, and exits after a grace period once no
 //! client is connected and no agent runs.
 
+mod accept;
 mod conn;
+mod gone;
 mod lifecycle;
 
 use std::sync::Arc;
@@ -10,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use tokio::net::UnixListener;
 use tokio::sync::{Notify, watch};
+
+use accept::Acceptor;
+pub(crate) use conn::Door;
 
 use crate::config::Config;
 use crate::kiln::Kiln;
@@ -63,30 +68,52 @@ async fn trim_after_bursts(shared: Arc<Shared>) {
     }
 }
 
+/// Binds a socket, owner-only. We hold the pid lock, so any socket file already there
+/// belongs to a dead daemon.
+fn bind(path: &std::path::Path) -> Result<UnixListener, DaemonError> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::remove_file(path) {
+        Ok(()) => tracing::info!(socket = %path.display(), "removed a stale socket"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err("cannot remove the stale socket")(e)),
+    }
+    let listener =
+        UnixListener::bind(path).map_err(io_err(format!("cannot listen on {}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io_err("cannot restrict the socket to its owner"))?;
+    Ok(listener)
+}
+
 /// Runs the daemon until SIGTERM/SIGINT, `daemon.shutdown`, or the grace period after the
 /// last client left.
 pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     kiln.ensure_state_dir()
         .map_err(io_err("cannot create the state directory"))?;
     let pid_lock = PidLock::acquire(&kiln)?;
+    crate::sys::private_umask();
+    if let Err(e) = kiln.secure_state_dir() {
+        tracing::warn!("cannot make the state directory owner-only: {e}");
+    }
+    match crate::sys::raise_fd_limit() {
+        Ok(limit) => tracing::info!(limit, "descriptor limit"),
+        Err(e) => tracing::warn!("cannot read the descriptor limit: {e}"),
+    }
+    crate::sys::quiet_process_metrics();
     let grace = Duration::from_secs(config.daemon.grace_period_secs);
     let wb = Workbench::open(kiln.clone(), config).await?;
+    // Again, for what the engine made while opening. (It marks its log folder 0750
+    // whenever it starts a log segment; the 0700 state directory keeps others out.)
+    if let Err(e) = kiln.secure_state_dir() {
+        tracing::warn!("cannot make the state directory owner-only: {e}");
+    }
     let sessions = Sessions::start(Arc::clone(&wb)).await;
 
-    // We hold the pid lock, so any socket file left here belongs to a dead daemon.
     let socket = kiln.socket_path();
-    match std::fs::remove_file(&socket) {
-        Ok(()) => tracing::info!("removed a stale socket"),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err("cannot remove the stale socket")(e)),
-    }
-    let listener = UnixListener::bind(&socket)
-        .map_err(io_err(format!("cannot listen on {}", socket.display())))?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
-            .map_err(io_err("cannot restrict the socket to its owner"))?;
-    }
+    let agent_socket = kiln.agent_socket_path();
+    let mut owners = Acceptor::new(bind(&socket)?, "daemon.sock");
+    let mut agents_door = Acceptor::new(bind(&agent_socket)?, "agent.sock");
+    let mut kiln_watch =
+        gone::KilnWatch::start(&kiln.state_dir(), &[socket.clone(), agent_socket.clone()]);
     tracing::info!(pid = std::process::id(), socket = %socket.display(), db = wb.store().url(), "daemon ready");
 
     let shared = Arc::new(Shared {
@@ -116,13 +143,18 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
             }
         };
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    shared.clients.send_modify(|n| *n += 1);
-                    tokio::spawn(conn::serve(stream, Arc::clone(&shared)));
-                }
-                Err(e) => tracing::warn!("accept failed: {e}"),
-            },
+            stream = owners.accept() => {
+                shared.clients.send_modify(|n| *n += 1);
+                tokio::spawn(conn::serve(stream, Arc::clone(&shared), Door::Owner));
+            }
+            stream = agents_door.accept() => {
+                shared.clients.send_modify(|n| *n += 1);
+                tokio::spawn(conn::serve(stream, Arc::clone(&shared), Door::Agent));
+            }
+            why = kiln_watch.gone() => {
+                tracing::warn!("{why}; nobody can reach this daemon any more, shutting down");
+                break;
+            }
             _ = clients.changed() => {}
             _ = agents.changed() => {}
             _ = grace_expiry => {
@@ -144,8 +176,11 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         }
     }
 
-    drop(listener);
-    let _ = std::fs::remove_file(&socket);
+    drop(owners);
+    drop(agents_door);
+    for path in [&socket, &agent_socket] {
+        let _ = std::fs::remove_file(path);
+    }
     sessions.shutdown().await;
     wb.close().await;
     drop(pid_lock);

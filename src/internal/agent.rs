@@ -386,7 +386,7 @@ impl Agent {
             self.permission(call_id, format!("run: {}", clip(command, 200)))
                 .await?;
         }
-        let run = tokio::process::Command::new("sh")
+        let run = crate::sys::user_umask(&mut tokio::process::Command::new("sh"))
             .arg("-c")
             .arg(command)
             .envs(self.launch.env.iter().map(|(k, v)| (k, v)))

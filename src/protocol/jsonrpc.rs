@@ -5,6 +5,7 @@
 //! invalid request (-32600), answered with the request's id when one can be read.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// JSON-RPC 2.0 standard error codes.
@@ -32,11 +33,64 @@ pub mod code {
     pub const SHUTTING_DOWN: i64 = -32006;
     /// A wait ended without an answer.
     pub const TIMED_OUT: i64 = -32007;
+    /// The daemon cannot take this connection now (out of descriptors); try again.
+    pub const BUSY: i64 = -32008;
 }
 
 /// A request or notification id: a number or a string (null is allowed by the spec but
-/// discouraged; we echo whatever the client sent).
-pub type Id = Value;
+/// discouraged). Kept as the client wrote it, so it is echoed exactly: a number too large
+/// for 64 bits, or written `1e2`, comes back as it was sent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Id(Box<RawValue>);
+
+impl Id {
+    pub fn null() -> Self {
+        Self::from_value(&Value::Null)
+    }
+
+    pub fn from_u64(n: u64) -> Self {
+        Self::from_value(&Value::from(n))
+    }
+
+    fn from_value(value: &Value) -> Self {
+        // Serialising a JSON value cannot fail; `null` is the fallback all the same.
+        let raw = serde_json::value::to_raw_value(value)
+            .or_else(|_| RawValue::from_string("null".into()));
+        match raw {
+            Ok(raw) => Self(raw),
+            Err(_) => Self(Box::<RawValue>::default()),
+        }
+    }
+
+    /// The id as an unsigned integer, if it is one.
+    pub fn as_u64(&self) -> Option<u64> {
+        serde_json::from_str(self.0.get()).ok()
+    }
+
+    /// The id as the client wrote it.
+    pub fn text(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl Default for Id {
+    fn default() -> Self {
+        Self::null()
+    }
+}
+
+impl PartialEq for Id {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl PartialEq<Value> for Id {
+    fn eq(&self, other: &Value) -> bool {
+        serde_json::from_str::<Value>(self.0.get()).is_ok_and(|v| v == *other)
+    }
+}
 
 /// A request as received. `id` is `None` for notifications.
 #[derive(Debug, Clone, PartialEq)]
@@ -175,32 +229,67 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, ErrorObject> {
         Value::Array(items) if items.is_empty() => Err(ErrorObject::invalid_request(
             "empty batch: a batch must hold at least one request",
         )),
-        Value::Array(items) => Ok(Incoming::Batch(
-            items.into_iter().map(parse_request).collect(),
-        )),
-        other => Ok(Incoming::Single(parse_request(other))),
+        Value::Array(items) => {
+            // Ids that a JSON value cannot hold exactly are read again from the text.
+            let raw = || serde_json::from_slice::<Vec<&RawValue>>(line).ok();
+            let needs_raw = items.iter().any(|item| inexact_id(item).is_some());
+            let raws = if needs_raw { raw() } else { None };
+            Ok(Incoming::Batch(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, item)| {
+                        let exact = raws.as_ref().and_then(|r| r.get(i)).map(|r| r.get());
+                        parse_request(item, exact.map(str::as_bytes))
+                    })
+                    .collect(),
+            ))
+        }
+        other => Ok(Incoming::Single(parse_request(other, Some(line)))),
     }
 }
 
-/// Validates one request object.
-pub fn parse_request(value: Value) -> Result<Request, (Id, ErrorObject)> {
+/// The id of a request object when it is a number that `Value` does not keep exactly.
+fn inexact_id(value: &Value) -> Option<&serde_json::Number> {
+    match value.get("id") {
+        Some(Value::Number(n)) if n.as_u64().is_none() && n.as_i64().is_none() => Some(n),
+        _ => None,
+    }
+}
+
+/// The id as written in `text` (the request object's own JSON).
+fn exact_id(text: &[u8]) -> Option<Id> {
+    #[derive(Deserialize)]
+    struct IdOnly {
+        id: Option<Box<RawValue>>,
+    }
+    serde_json::from_slice::<IdOnly>(text)
+        .ok()
+        .and_then(|found| found.id)
+        .map(Id)
+}
+
+/// Validates one request object; `text` is its JSON, to echo an unusual numeric id exactly.
+pub fn parse_request(value: Value, text: Option<&[u8]>) -> Result<Request, (Id, ErrorObject)> {
+    let exact = inexact_id(&value).and(text).and_then(exact_id);
     let Value::Object(mut obj) = value else {
         return Err((
-            Value::Null,
+            Id::null(),
             ErrorObject::invalid_request("a request must be a JSON object"),
         ));
     };
     let id = obj.remove("id");
-    let reply_id = id.clone().unwrap_or(Value::Null);
-    let fail = |message: &str| Err((reply_id.clone(), ErrorObject::invalid_request(message)));
     if let Some(id) = &id
         && !(id.is_string() || id.is_number() || id.is_null())
     {
         return Err((
-            Value::Null,
+            Id::null(),
             ErrorObject::invalid_request("id must be a string, number or null"),
         ));
     }
+    let id = id.map(|id| exact.unwrap_or_else(|| Id::from_value(&id)));
+    let reply_id = id.clone().unwrap_or_default();
+    let fail = |message: &str| Err((reply_id.clone(), ErrorObject::invalid_request(message)));
     match obj.get("jsonrpc") {
         Some(Value::String(v)) if v == "2.0" => {}
         _ => return fail("\"jsonrpc\" must be exactly \"2.0\""),
@@ -279,6 +368,30 @@ mod tests {
         assert!(items[0].is_ok());
         assert!(items[1].is_err());
         assert_eq!(parse_line(b"[]").unwrap_err().code, code::INVALID_REQUEST);
+    }
+
+    #[test]
+    fn unusual_numeric_ids_are_echoed_as_written() {
+        for text in [
+            "18446744073709551616",
+            "1e2",
+            "-0.5",
+            "12345678901234567890123",
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"ping"}}"#);
+            let Incoming::Single(Ok(req)) = parse_line(line.as_bytes()).unwrap() else {
+                panic!()
+            };
+            let reply = serde_json::to_string(&Response::ok(req.id.unwrap(), json!(1))).unwrap();
+            assert!(reply.contains(&format!(r#""id":{text}"#)), "{reply}");
+            let batch = format!(
+                r#"[{{"jsonrpc":"2.0","id":1,"method":"a"}},{{"jsonrpc":"2.0","id":{text},"method":"b"}}]"#
+            );
+            let Incoming::Batch(items) = parse_line(batch.as_bytes()).unwrap() else {
+                panic!()
+            };
+            assert_eq!(items[1].as_ref().unwrap().id.as_ref().unwrap().text(), text);
+        }
     }
 
     #[test]

@@ -14,16 +14,16 @@ use crate::config::{AgentKind, AgentProfile};
 use crate::context::Message;
 use crate::protocol::{
     EntryKind, InboxMessage, MsgType, OutputChunk, SendParams, Session, SessionState,
-    TranscriptEntry,
+    TranscriptEntry, limits,
 };
 use crate::text::{clip, first_line};
 use crate::workbench::{ContextOp, ContextState};
 use crate::workbench::{Workbench, now_rfc3339};
 
-/// Streamed text is stored as one entry per message, or in pieces of this size.
-const MAX_PENDING_TEXT: usize = 64 * 1024;
-/// How much of a reply a `task_complete` message quotes.
+/// How much of a reply a `task_complete` message quotes, and how much of it is kept
+/// for that.
 const SUMMARY_CHARS: usize = 4000;
+const REPLY_BYTES: usize = 64 * 1024;
 /// How many lines of an agent's stderr an error message quotes, read from at most this
 /// many bytes at its end (a chatty agent's log can be large).
 const STDERR_TAIL_LINES: usize = 20;
@@ -56,8 +56,21 @@ pub(super) struct Transcript {
     session_id: String,
     seq: u64,
     log: MarkdownLog,
-    /// Text still streaming in: its kind, message id (if the agent gives them) and text.
-    pending: Option<(EntryKind, Option<String>, String)>,
+    /// The agent message streaming in: its kind and id (if the agent gives them), how
+    /// much of it was kept and cut so far ([`limits::MESSAGE_BYTES`]).
+    message: Option<Streaming>,
+    /// Text of that message not yet stored.
+    pending: String,
+    /// The first store failure since it was last taken: the turn must not end as if
+    /// everything it produced was kept.
+    failure: Option<String>,
+}
+
+struct Streaming {
+    kind: EntryKind,
+    id: Option<String>,
+    kept: usize,
+    cut: usize,
 }
 
 impl Transcript {
@@ -73,7 +86,9 @@ impl Transcript {
             session_id: session.id.clone(),
             seq,
             log: MarkdownLog::open(&wb.kiln().sessions_dir(), session),
-            pending: None,
+            message: None,
+            pending: String::new(),
+            failure: None,
         }
     }
 
@@ -103,49 +118,91 @@ impl Transcript {
             seq: self.seq,
             at: now_rfc3339(),
             kind,
-            text,
+            text: text.map(|t| crate::text::cap(t, limits::ENTRY_BYTES)),
             tool_call_id,
             status,
         };
         self.log.write(&entry);
         if let Err(e) = wb.append_transcript(vec![entry]).await {
             tracing::error!(session = %self.session_id, "cannot store a transcript entry: {e}");
+            self.failure
+                .get_or_insert_with(|| format!("a transcript entry could not be stored: {e}"));
         }
     }
 
-    /// Streamed text: announced now, stored when the message is complete (the next
-    /// message, or anything else, begins).
+    /// The store failure since the last call, if any.
+    pub fn take_failure(&mut self) -> Option<String> {
+        self.failure.take()
+    }
+
+    /// Streamed text: announced now, stored in entries of at most
+    /// [`limits::ENTRY_BYTES`] as it comes and when the message is complete (the next
+    /// message, or anything else, begins). Of one message at most
+    /// [`limits::MESSAGE_BYTES`] are kept; the cut is marked at its end. Returns the
+    /// part of `text` that was kept.
     pub async fn chunk(
         &mut self,
         wb: &Workbench,
         kind: EntryKind,
-        text: String,
+        mut text: String,
         message_id: Option<String>,
-    ) {
+    ) -> String {
+        let same = self
+            .message
+            .as_ref()
+            .is_some_and(|m| m.kind == kind && m.id == message_id);
+        if !same {
+            self.flush(wb).await;
+            self.message = Some(Streaming {
+                kind,
+                id: message_id,
+                kept: 0,
+                cut: 0,
+            });
+        }
+        let Some(message) = self.message.as_mut() else {
+            return String::new();
+        };
+        let room = limits::MESSAGE_BYTES.saturating_sub(message.kept);
+        let keep = crate::text::floor_boundary(&text, room);
+        message.cut += text.len() - keep;
+        message.kept += keep;
+        text.truncate(keep);
+        if text.is_empty() {
+            return text;
+        }
         wb.publish_output(OutputChunk {
             session_id: self.session_id.clone(),
             kind,
             text: text.clone(),
         });
-        match &mut self.pending {
-            Some((k, id, buffer)) if *k == kind && *id == message_id => buffer.push_str(&text),
-            _ => {
-                self.flush(wb).await;
-                self.pending = Some((kind, message_id, text));
-            }
+        self.pending.push_str(&text);
+        while self.pending.len() >= limits::ENTRY_BYTES {
+            let at = crate::text::floor_boundary(&self.pending, limits::ENTRY_BYTES);
+            let rest = self.pending.split_off(at);
+            let piece = std::mem::replace(&mut self.pending, rest);
+            self.write(wb, kind, Some(piece), None, None).await;
         }
-        if self
-            .pending
-            .as_ref()
-            .is_some_and(|(_, _, b)| b.len() >= MAX_PENDING_TEXT)
-        {
-            self.flush(wb).await;
-        }
+        text
     }
 
+    /// Ends the streaming message: stores what is pending and marks a cut.
     pub async fn flush(&mut self, wb: &Workbench) {
-        if let Some((kind, _, text)) = self.pending.take() {
-            self.write(wb, kind, Some(text), None, None).await;
+        let Some(message) = self.message.take() else {
+            return;
+        };
+        let mut text = std::mem::take(&mut self.pending);
+        if message.cut > 0 {
+            let marker = crate::text::cut_marker(message.cut);
+            wb.publish_output(OutputChunk {
+                session_id: self.session_id.clone(),
+                kind: message.kind,
+                text: marker.clone(),
+            });
+            text.push_str(&marker);
+        }
+        if !text.is_empty() {
+            self.write(wb, message.kind, Some(text), None, None).await;
         }
     }
 
@@ -204,6 +261,9 @@ pub(super) struct Actor {
     /// Tool calls of this session on the stack: id → title, and those with a result.
     tool_titles: HashMap<String, String>,
     tool_results: HashSet<String>,
+    /// The first failed store write since the last turn ended (seed 002: persistence
+    /// failures fail closed, so the turn ends in `error`, never `complete`).
+    store_failure: Option<String>,
 }
 
 /// How an actor starts.
@@ -252,6 +312,7 @@ impl Actor {
             unsaid: String::new(),
             tool_titles: HashMap::new(),
             tool_results: HashSet::new(),
+            store_failure: None,
         }
     }
 
@@ -261,9 +322,15 @@ impl Actor {
         self.profile.kind == AgentKind::Internal
     }
 
-    /// Pushes onto the session's context stack; a failure is logged (the transcript
-    /// keeps what happened either way).
-    async fn push(&self, message: Message) {
+    /// Remembers the first store failure of the turn.
+    fn failed_to_store(&mut self, what: &str, e: impl std::fmt::Display) {
+        tracing::error!(session = %self.session.id, "cannot {what}: {e}");
+        self.store_failure
+            .get_or_insert_with(|| format!("crucible could not {what}: {e}"));
+    }
+
+    /// Pushes onto the session's context stack; a failure fails the turn.
+    async fn push(&mut self, message: Message) {
         let system = self.system.clone();
         let pushed = self
             .wb
@@ -275,7 +342,7 @@ impl Actor {
             )
             .await;
         if let Err(e) = pushed {
-            tracing::error!(session = %self.session.id, "cannot push onto the context stack: {e}");
+            self.failed_to_store("push onto the context stack", e);
         }
     }
 
@@ -362,11 +429,11 @@ impl Actor {
     async fn save(&mut self) {
         match self.wb.save_managed(&self.session).await {
             Ok(saved) => self.session = saved,
-            Err(e) => tracing::error!(session = %self.session.id, "cannot save the session: {e}"),
+            Err(e) => self.failed_to_store("save the session", e),
         }
     }
 
-    async fn message(&self, msg_type: MsgType, title: String, body: Option<String>) {
+    async fn message(&mut self, msg_type: MsgType, title: String, body: Option<String>) {
         let sent = self
             .wb
             .send(SendParams {
@@ -378,7 +445,7 @@ impl Actor {
             })
             .await;
         if let Err(e) = sent {
-            tracing::error!(session = %self.session.id, "cannot post to the inbox: {e}");
+            self.failed_to_store("post to the inbox", e);
         }
     }
 
@@ -485,13 +552,15 @@ impl Actor {
                 text,
                 message_id,
             } => {
+                let text = t.chunk(&self.wb, kind, text, message_id).await;
                 if kind == EntryKind::Message {
-                    self.reply.push_str(&text);
+                    if self.reply.len() < REPLY_BYTES {
+                        self.reply.push_str(&text);
+                    }
                     if !self.feeds_itself() {
                         self.unsaid.push_str(&text);
                     }
                 }
-                t.chunk(&self.wb, kind, text, message_id).await;
             }
             AgentEvent::ToolCall { id, title, status } => {
                 if !self.feeds_itself() && !self.tool_titles.contains_key(&id) {
@@ -690,6 +759,12 @@ impl Actor {
 
     async fn end_turn(&mut self, t: &mut Transcript, ended: Result<String, TurnFailure>) {
         t.flush(&self.wb).await;
+        // A turn whose output or state could not all be stored did not complete.
+        let failure = t.take_failure().or_else(|| self.store_failure.take());
+        let ended = match (ended, failure) {
+            (Ok(_), Some(why)) => Err(TurnFailure::Failed(why)),
+            (ended, _) => ended,
+        };
         match ended {
             Ok(reason) => {
                 self.turn = false;

@@ -283,7 +283,10 @@ impl Sessions {
                 (SESSION_ENV.into(), session.id.clone()),
                 (HANDLE_ENV.into(), handle.expose().to_string()),
                 ("CRUCIBLE_KILN".into(), kiln.root().display().to_string()),
-                (SOCKET_ENV.into(), kiln.socket_path().display().to_string()),
+                (
+                    SOCKET_ENV.into(),
+                    kiln.agent_socket_path().display().to_string(),
+                ),
             ],
             stderr_log: kiln
                 .sessions_dir()
@@ -433,23 +436,8 @@ impl Sessions {
             }
         }
         self.stop_actor(id, false).await;
-        if remove_worktree {
-            let _git = self.git.lock().await;
-            if let Some(path) = &worktree {
-                if path.exists() {
-                    git::remove_worktree(&repo, path, options.force)
-                        .await
-                        .map_err(git_err)?;
-                    outcome.worktree_removed = true;
-                }
-                if let (true, Some(branch)) = (options.delete_branch, &session.branch) {
-                    git::delete_branch(&repo, branch, options.force)
-                        .await
-                        .map_err(git_err)?;
-                    outcome.branch_deleted = true;
-                }
-            }
-        }
+        // The records first: the worktree and branch go only once the session is gone,
+        // so a failure leaves the session whole and a retry can finish.
         self.wb
             .withdraw_open(id, "withdrawn: the session was deleted")
             .await?;
@@ -457,6 +445,28 @@ impl Sessions {
         let dir = self.wb.kiln().sessions_dir();
         let _ = std::fs::remove_file(MarkdownLog::path_for(&dir, id));
         let _ = std::fs::remove_file(dir.join(format!("{id}.stderr.log")));
+        if remove_worktree {
+            let _git = self.git.lock().await;
+            let left = |what: String, e: git::GitError| {
+                WorkbenchError::Invalid(format!(
+                    "session {id} was deleted, but {what} could not be removed: {e}"
+                ))
+            };
+            if let Some(path) = &worktree {
+                if path.exists() {
+                    git::remove_worktree(&repo, path, options.force)
+                        .await
+                        .map_err(|e| left(format!("its worktree {}", path.display()), e))?;
+                    outcome.worktree_removed = true;
+                }
+                if let (true, Some(branch)) = (options.delete_branch, &session.branch) {
+                    git::delete_branch(&repo, branch, options.force)
+                        .await
+                        .map_err(|e| left(format!("its branch {branch}"), e))?;
+                    outcome.branch_deleted = true;
+                }
+            }
+        }
         Ok(outcome)
     }
 

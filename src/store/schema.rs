@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -87,6 +87,12 @@ pub const MIGRATIONS: &[&str] = &[
 
     DEFINE FIELD context_summary ON sessions TYPE option<string>;
     DEFINE FIELD turn_count ON sessions TYPE int DEFAULT 0;
+    "#,
+    // v5: deleted sessions whose transcript and context history are still being removed
+    // (in bounded batches); finished at the next start if the daemon ends first.
+    r#"
+    DEFINE TABLE deleted_sessions SCHEMAFULL;
+    DEFINE FIELD at ON deleted_sessions TYPE datetime;
     "#,
 ];
 

@@ -157,11 +157,9 @@ impl Workbench {
     }
 
     /// Forgets a deleted session's stack and history.
-    pub(super) async fn drop_context(&self, session_id: &str) -> Result<()> {
-        let mut cache = self.contexts.lock().await;
-        self.store.delete_context(session_id).await?;
-        cache.remove(session_id);
-        Ok(())
+    /// Forgets a deleted session's stack (the store deletes it with the session).
+    pub(super) async fn forget_context(&self, session_id: &str) {
+        self.contexts.lock().await.remove(session_id);
     }
 }
 

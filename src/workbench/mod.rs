@@ -23,7 +23,7 @@ use crate::config::{Config, MAX_LIST_LIMIT};
 use crate::kiln::Kiln;
 use crate::protocol::{
     Event, Handle, InboxMessage, ListParams, OutputChunk, RegisterParams, SendParams, Session,
-    TranscriptEntry, TranscriptParams,
+    TranscriptEntry, TranscriptParams, limits,
 };
 use crate::store::{Store, StoreError};
 
@@ -47,14 +47,15 @@ pub enum WorkbenchError {
 
 pub type Result<T> = std::result::Result<T, WorkbenchError>;
 
-/// The most inbox sends committed in one transaction.
+/// The most inbox sends committed in one transaction, and the most bytes of them.
 const MAX_SEND_BATCH: usize = 1024;
+const MAX_SEND_BATCH_BYTES: usize = 2 * 1024 * 1024;
 /// How many events a slow subscriber may fall behind before it is told it missed some.
 const EVENT_BUFFER: usize = 8192;
 
 type SendJob = (
     InboxMessage,
-    oneshot::Sender<std::result::Result<(), String>>,
+    oneshot::Sender<std::result::Result<(), StoreError>>,
 );
 
 pub struct Workbench {
@@ -102,6 +103,11 @@ impl Workbench {
             contexts: tokio::sync::Mutex::new(HashMap::new()),
         });
         tokio::spawn(send_writer(Arc::clone(&wb.store), send_rx));
+        for id in wb.store.deleted_sessions().await? {
+            if let Err(e) = wb.store.purge_deleted(&id).await {
+                tracing::warn!(session = %id, "cannot finish purging a deleted session: {e}");
+            }
+        }
         tokio::spawn(registry::heartbeat_writer(
             Arc::clone(&wb.registry),
             Arc::downgrade(&wb),
@@ -309,12 +315,17 @@ impl Workbench {
     }
 
     /// Deletes a session and its transcript; its inbox messages stay as history.
+    /// Deletes a session: gone for everyone in one small transaction, then its transcript
+    /// and context history are purged in bounded batches (a purge cut short is finished
+    /// at the next start).
     pub async fn remove_managed(&self, id: &str) -> Result<()> {
         self.revoke_handles(id).await?;
-        self.store.delete_transcript(id).await?;
-        self.drop_context(id).await?;
-        self.store.delete_session(id).await?;
+        self.store.delete_session_records(id).await?;
+        self.forget_context(id).await;
         self.registry.remove(id);
+        if let Err(e) = self.store.purge_deleted(id).await {
+            tracing::warn!(session = %id, "the deleted session's transcript is not yet purged ({e}); finishing at the next start");
+        }
         self.publish(Event::SessionDeregistered {
             session_id: id.to_string(),
             reason: "deleted".into(),
@@ -405,8 +416,8 @@ impl Workbench {
             session_name: session.display_name,
             timestamp: now_rfc3339(),
             msg_type: params.msg_type,
-            title: params.title,
-            body: params.body,
+            title: crate::text::cap(params.title, limits::TITLE_BYTES),
+            body: params.body.map(|b| crate::text::cap(b, limits::BODY_BYTES)),
             options: params.options.filter(|o| !o.is_empty()),
             read: false,
             responded: false,
@@ -420,7 +431,7 @@ impl Workbench {
             .map_err(|_| StoreError::Db("the inbox writer has stopped".into()))?;
         match done.await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(StoreError::Db(e).into()),
+            Ok(Err(e)) => return Err(e.into()),
             Err(_) => return Err(StoreError::Db("the inbox writer has stopped".into()).into()),
         }
         self.publish(Event::InboxCreated(message.clone()));
@@ -584,7 +595,7 @@ fn no_session(id: &str) -> WorkbenchError {
     WorkbenchError::NotFound(format!("no session {id}"))
 }
 
-fn no_message(id: &str) -> WorkbenchError {
+pub fn no_message(id: &str) -> WorkbenchError {
     WorkbenchError::NotFound(format!("no inbox message {id}"))
 }
 
@@ -600,17 +611,34 @@ fn already_answered(message: &InboxMessage) -> WorkbenchError {
 /// then answers each caller with the outcome.
 async fn send_writer(store: Arc<Store>, mut jobs: mpsc::Receiver<SendJob>) {
     let mut batch = Vec::with_capacity(MAX_SEND_BATCH);
+    let mut outcomes = Vec::new();
     while jobs.recv_many(&mut batch, MAX_SEND_BATCH).await > 0 {
-        let messages: Vec<InboxMessage> = batch.iter().map(|(m, _)| m.clone()).collect();
-        let outcome = store
-            .insert_messages(&messages)
-            .await
-            .map_err(|e| e.to_string());
-        if let Err(e) = &outcome {
-            tracing::error!(count = messages.len(), "inbox write failed: {e}");
+        // One transaction per group, each small enough for the engine's write buffer.
+        let mut rest = &batch[..];
+        while !rest.is_empty() {
+            let mut bytes = 0;
+            let take = rest
+                .iter()
+                .take_while(|(m, _)| {
+                    bytes += m.title.len() + m.body.as_ref().map_or(0, String::len) + 256;
+                    bytes <= MAX_SEND_BATCH_BYTES
+                })
+                .count()
+                .max(1);
+            let (group, later) = rest.split_at(take);
+            rest = later;
+            let messages: Vec<InboxMessage> = group.iter().map(|(m, _)| m.clone()).collect();
+            let outcome = store.insert_messages(&messages).await;
+            if let Err(e) = &outcome {
+                tracing::error!(count = messages.len(), "inbox write failed: {e}");
+            }
+            outcomes.push((take, outcome));
         }
-        for (_, ack) in batch.drain(..) {
-            let _ = ack.send(outcome.clone());
+        let mut acks = batch.drain(..);
+        for (count, outcome) in outcomes.drain(..) {
+            for (_, ack) in acks.by_ref().take(count) {
+                let _ = ack.send(outcome.clone());
+            }
         }
     }
 }

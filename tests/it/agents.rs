@@ -116,14 +116,15 @@ async fn a_handle_acts_only_for_its_own_session_and_not_at_all_once_revoked() {
         &call(&mut agent, "session.list", json!({})).await,
         "may not list",
     );
-    forbidden(
-        &call(&mut agent, "inbox.get", json!({"id": theirs["id"]})).await,
-        "own session's messages",
-    );
-    forbidden(
-        &call(&mut agent, "inbox.wait", json!({"id": theirs["id"]})).await,
-        "own session's messages",
-    );
+    // Another session's message is "not found", exactly as a missing one: the refusal
+    // must not tell a handle that it exists.
+    for method in ["inbox.get", "inbox.wait"] {
+        let reply = call(&mut agent, method, json!({"id": theirs["id"]})).await;
+        assert_eq!(error_code(&reply), -32002, "{reply}");
+        assert!(reply["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("no inbox message")));
+    }
     forbidden(
         &call(
             &mut agent,

@@ -166,9 +166,11 @@ pub struct Raw {
 
 impl Raw {
     pub async fn connect(kiln: &Kiln) -> Raw {
-        let stream = UnixStream::connect(kiln.socket_path())
-            .await
-            .expect("connect raw");
+        Raw::connect_path(&kiln.socket_path()).await
+    }
+
+    pub async fn connect_path(socket: &Path) -> Raw {
+        let stream = UnixStream::connect(socket).await.expect("connect raw");
         let (read, writer) = stream.into_split();
         Raw {
             reader: BufReader::new(read),
@@ -198,13 +200,18 @@ impl Raw {
     }
 
     pub async fn recv(&mut self) -> Value {
+        serde_json::from_str(&self.recv_text().await).expect("the daemon sent JSON")
+    }
+
+    /// The next line exactly as the daemon wrote it.
+    pub async fn recv_text(&mut self) -> String {
         let mut line = String::new();
         let n = tokio::time::timeout(Duration::from_secs(10), self.reader.read_line(&mut line))
             .await
             .expect("a reply within 10 s")
             .expect("read");
         assert!(n > 0, "the daemon closed the connection");
-        serde_json::from_str(&line).expect("the daemon sent JSON")
+        line
     }
 
     pub async fn call(&mut self, request: Value) -> Value {
