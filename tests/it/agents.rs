@@ -121,9 +121,11 @@ async fn a_handle_acts_only_for_its_own_session_and_not_at_all_once_revoked() {
     for method in ["inbox.get", "inbox.wait"] {
         let reply = call(&mut agent, method, json!({"id": theirs["id"]})).await;
         assert_eq!(error_code(&reply), -32002, "{reply}");
-        assert!(reply["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.starts_with("no inbox message")));
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("no inbox message"))
+        );
     }
     forbidden(
         &call(
