@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 /// Registers a session; returns its id and handle.
-async fn session_with_handle(client: &Client, agent: &str) -> (String, String) {
+pub(crate) async fn session_with_handle(client: &Client, agent: &str) -> (String, String) {
     let reply = client
         .call_value(
             "session.register",

@@ -27,18 +27,24 @@ fn mode(path: &Path) -> u32 {
 
 /// A registered session's id and handle.
 async fn registered(tk: &TestKiln, agent: &str) -> (String, String) {
-    let client = tk.client().await;
+    crate::agents::session_with_handle(&tk.client().await, agent).await
+}
+
+/// Starts a session of `agent` in a new worktree on `branch`; its id.
+async fn create_in(
+    client: &crucible::client::Client,
+    agent: &str,
+    branch: &str,
+    task: &str,
+) -> String {
     let reply = client
         .call_value(
-            "session.register",
-            json!({"agent_type": "acp", "agent_name": agent}),
+            "session.create",
+            json!({"agent": agent, "worktree": branch, "task": task}),
         )
         .await
-        .expect("register");
-    (
-        reply["session_id"].as_str().expect("id").to_string(),
-        reply["handle"].as_str().expect("handle").to_string(),
-    )
+        .expect("create");
+    reply["session_id"].as_str().expect("id").to_string()
 }
 
 #[tokio::test]
@@ -254,14 +260,7 @@ async fn a_daemon_whose_kiln_is_deleted_stops_its_agent_and_exits() {
     );
     let mut daemon = tk.spawn_daemon().await;
     let client = tk.client().await;
-    let reply = client
-        .call_value(
-            "session.create",
-            json!({"agent": "sleeper", "worktree": "feat/sleep", "task": "sleep"}),
-        )
-        .await
-        .expect("create");
-    let id = reply["session_id"].as_str().expect("id").to_string();
+    let id = create_in(&client, "sleeper", "feat/sleep", "sleep").await;
     let daemon_pid = daemon.pid();
     let working = wait_session(&client, &id, "the program to run", |s| {
         s.state == Some(SessionState::Working) && s.agent_pid.is_some_and(|p| p != daemon_pid)
@@ -402,14 +401,7 @@ async fn a_64_mib_line_is_cut_with_a_marker_and_memory_stays_bounded() {
     );
     let daemon = tk.spawn_daemon().await;
     let client = tk.client().await;
-    let reply = client
-        .call_value(
-            "session.create",
-            json!({"agent": "flood", "worktree": "feat/flood", "task": "go"}),
-        )
-        .await
-        .expect("create");
-    let id = reply["session_id"].as_str().expect("id").to_string();
+    let id = create_in(&client, "flood", "feat/flood", "go").await;
     let done = wait_state(&client, &id, SessionState::Complete).await;
     assert!(done.state_reason.is_none(), "{done:?}");
     let text = said(&client, &id).await;
@@ -432,14 +424,7 @@ async fn a_session_of_fifty_thousand_entries_is_deleted_whole() {
     );
     let _daemon = tk.spawn_daemon().await;
     let client = tk.client().await;
-    let reply = client
-        .call_value(
-            "session.create",
-            json!({"agent": "quick", "worktree": "feat/long", "task": "go"}),
-        )
-        .await
-        .expect("create");
-    let id = reply["session_id"].as_str().expect("id").to_string();
+    let id = create_in(&client, "quick", "feat/long", "go").await;
     let session = wait_state(&client, &id, SessionState::Complete).await;
     let worktree = session.worktree.clone().expect("a worktree");
     for chunk in 0..10 {
