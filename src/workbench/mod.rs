@@ -304,17 +304,20 @@ impl Workbench {
     }
 
     /// Writes a changed session through, then announces it.
+    /// Stores a session crucible runs and announces it. When the store fails, the session
+    /// is still shown as it is (an `error` the store could not record must not look like
+    /// the state before it), and the failure is returned.
     pub async fn save_managed(&self, session: &Session) -> Result<Session> {
-        self.store.save_session(session).await?;
+        let stored = self.store.save_session(session).await;
         if !self.registry.update(session.clone()) {
             self.registry.insert(session.clone());
         }
         let view = self.get_session(&session.id)?;
         self.publish(Event::SessionUpdated(view.clone()));
+        stored?;
         Ok(view)
     }
 
-    /// Deletes a session and its transcript; its inbox messages stay as history.
     /// Deletes a session: gone for everyone in one small transaction, then its transcript
     /// and context history are purged in bounded batches (a purge cut short is finished
     /// at the next start).

@@ -259,3 +259,63 @@ async fn fill_the_disk(reserve_mb: u64) {
     // And it takes writes again.
     assert!(send(&mut raw, &session, 9000).await.is_ok());
 }
+
+/// A turn whose output cannot be stored ends in `error` with the reason, never
+/// `complete`: the disk falls below the reserve between the prompt and the agent's reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_whose_output_cannot_be_stored_ends_in_error() {
+    let tk = crate::sessions::agent_kiln(
+        "[agents.talker]\ntype = \"command\"\ncommand = \"sh\"\n\
+         args = [\"-c\", \"sleep 2; echo line one; echo line two\"]\n",
+    );
+    let dir = tk.root().join("disk");
+    let settings = tk.root().join(".crucible.toml");
+    let mut text = std::fs::read_to_string(&settings).expect("settings");
+    text.push_str(&format!(
+        "\n[store]\nurl = \"surrealkv://{}/db\"\nreserve_mb = 4\n",
+        dir.display()
+    ));
+    std::fs::write(&settings, text).expect("settings");
+    let disk = SmallDisk::mount(&dir, 40);
+    let _daemon = start_daemon(&tk, &disk).await;
+    let client = crucible::client::Client::connect(&tk.kiln)
+        .await
+        .expect("connect");
+    let reply = client
+        .call_value(
+            "session.create",
+            json!({"agent": "talker", "worktree": "feat/talk"}),
+        )
+        .await
+        .expect("create");
+    let id = reply["session_id"].as_str().expect("id").to_string();
+    crate::sessions::wait_state(&client, &id, crucible::protocol::SessionState::Complete).await;
+
+    let filler_kib = disk.free_kib().saturating_sub(2 * 1024);
+    disk.sh(&format!(
+        "dd if=/dev/zero of={:?} bs=1K count={filler_kib} 2>/dev/null",
+        dir.join("filler")
+    ));
+    client
+        .call_value("session.prompt", json!({"session_id": id, "text": "talk"}))
+        .await
+        .expect("prompt");
+    let ended = crate::sessions::wait_session(&client, &id, "the turn to end", |s| {
+        matches!(
+            s.state,
+            Some(
+                crucible::protocol::SessionState::Error
+                    | crucible::protocol::SessionState::Complete
+            )
+        ) && s.turn_count >= 1
+            && s.state_reason.as_deref() != Some("ready for a prompt")
+    })
+    .await;
+    assert_eq!(
+        ended.state,
+        Some(crucible::protocol::SessionState::Error),
+        "{ended:?}"
+    );
+    let reason = ended.state_reason.unwrap_or_default();
+    assert!(reason.contains("could not"), "{reason}");
+}
