@@ -2,6 +2,7 @@
 //! crucible session) uses to reach the human. They find the session handle and the
 //! daemon's socket in the environment and act for that session only.
 
+use super::output::outln;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -106,7 +107,7 @@ pub async fn ask(args: AskArgs) -> ExitCode {
             .ask(&args.question, &args.options, args.body.as_deref(), timeout)
             .await?;
         Ok(settle(answer, |text| {
-            println!("{text}");
+            outln!("{text}");
             ExitCode::SUCCESS
         }))
     })
@@ -122,10 +123,10 @@ pub async fn approve(args: ApproveArgs) -> ExitCode {
             .await?;
         Ok(settle(answer, |choice| {
             if choice.eq_ignore_ascii_case("approve") {
-                println!("approved");
+                outln!("approved");
                 ExitCode::SUCCESS
             } else {
-                println!("denied");
+                outln!("denied");
                 ExitCode::from(exit::DENIED)
             }
         }))

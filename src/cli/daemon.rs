@@ -1,5 +1,6 @@
 //! `cru daemon run|status|stop`
 
+use super::output::outln;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -44,12 +45,12 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
                 Ok(client) => client,
                 Err(e) => {
                     if json {
-                        println!(
+                        outln!(
                             "{}",
                             serde_json::json!({"running": false, "kiln": kiln.root()})
                         );
                     } else {
-                        println!("no daemon running for {} ({e})", kiln.root().display());
+                        outln!("no daemon running for {} ({e})", kiln.root().display());
                     }
                     return Ok(ExitCode::from(3));
                 }
@@ -60,9 +61,9 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
             if json {
                 let mut value = serde_json::to_value(&status)?;
                 value["running"] = true.into();
-                println!("{value}");
+                outln!("{value}");
             } else {
-                println!("daemon running for {}", status.kiln);
+                outln!("daemon running for {}", status.kiln);
                 output::print_pairs(&[
                     ("pid", status.pid.to_string()),
                     (
@@ -86,9 +87,9 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
         DaemonAction::Stop => {
             crate::logging::to_stderr();
             if stop_daemon(&kiln).await? {
-                println!("daemon stopped");
+                outln!("daemon stopped");
             } else {
-                println!("no daemon running for {}", kiln.root().display());
+                outln!("no daemon running for {}", kiln.root().display());
             }
             Ok(ExitCode::SUCCESS)
         }

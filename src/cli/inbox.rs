@@ -1,5 +1,6 @@
 //! `cru inbox`: list, show, answer, clear and send inbox messages from any terminal.
 
+use super::output::outln;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -95,9 +96,9 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
             };
             let list: Messages = client.call(method::INBOX_LIST, &params).await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&list.messages)?);
+                outln!("{}", serde_json::to_string_pretty(&list.messages)?);
             } else if list.messages.is_empty() {
-                println!(
+                outln!(
                     "{}",
                     if args.all {
                         "the inbox is empty"
@@ -118,7 +119,7 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
                 one.message.read = true;
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&one.message)?);
+                outln!("{}", serde_json::to_string_pretty(&one.message)?);
             } else {
                 print_message(&one.message);
             }
@@ -134,9 +135,9 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
                 )
                 .await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&one.message)?);
+                outln!("{}", serde_json::to_string_pretty(&one.message)?);
             } else {
-                println!(
+                outln!(
                     "answered {} ({}): {}",
                     one.message.id,
                     one.message.session_name,
@@ -148,11 +149,11 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
             let result = client
                 .call_value(method::INBOX_MARK_READ, json!({"ids": ids}))
                 .await?;
-            println!("{} marked read", result["updated"].as_u64().unwrap_or(0));
+            outln!("{} marked read", result["updated"].as_u64().unwrap_or(0));
         }
         Some(InboxAction::Clear) => {
             let result = client.call_value(method::INBOX_CLEAR, json!({})).await?;
-            println!(
+            outln!(
                 "{} read messages deleted",
                 result["deleted"].as_u64().unwrap_or(0)
             );
@@ -174,9 +175,9 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
             };
             let one: One = client.call(method::INBOX_SEND, &params).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&one.message)?);
+                outln!("{}", serde_json::to_string_pretty(&one.message)?);
             } else {
-                println!("{}", one.message.id);
+                outln!("{}", one.message.id);
             }
         }
     }
@@ -215,7 +216,7 @@ fn print_list(messages: &[InboxMessage]) {
 }
 
 fn print_message(m: &InboxMessage) {
-    println!("{} {}", output::glyph(m.msg_type), m.title);
+    outln!("{} {}", output::glyph(m.msg_type), m.title);
     output::print_pairs(&[
         ("id", m.id.clone()),
         ("type", m.msg_type.to_string()),
@@ -227,17 +228,17 @@ fn print_message(m: &InboxMessage) {
         ("state", state(m)),
     ]);
     if let Some(body) = &m.body {
-        println!();
+        outln!();
         for line in body.lines() {
-            println!("  {line}");
+            outln!("  {line}");
         }
     }
     if let Some(answers) = m.accepted_answers().filter(|_| !m.responded) {
-        println!();
+        outln!();
         if answers.is_empty() {
-            println!("answer with: cru inbox respond {} \"<your answer>\"", m.id);
+            outln!("answer with: cru inbox respond {} \"<your answer>\"", m.id);
         } else {
-            println!(
+            outln!(
                 "answer with: cru inbox respond {} <{}>",
                 m.id,
                 answers.join("|")

@@ -1,8 +1,42 @@
-//! Plain-text output for people: aligned tables, ages, one glyph per message type.
+//! Plain-text output for people: aligned tables, ages, one glyph per message type; and
+//! writing to stdout so that a closed pipe (`| head -1`, `| grep -q`) ends `cru` quietly.
 
 use chrono::{DateTime, Utc};
 
 use crate::protocol::MsgType;
+
+/// `println!` for `cru`'s commands: a reader that went away (a closed pipe) ends the
+/// command quietly with status 0 instead of a panic; any other write error is reported.
+macro_rules! outln {
+    () => {
+        $crate::cli::output::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::output::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` likewise.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::output::write_out(format_args!($($arg)*))
+    };
+}
+
+pub(crate) use {out, outln};
+
+/// Writes to stdout and flushes; see [`outln`].
+pub fn write_out(args: std::fmt::Arguments) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("cru: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
 
 /// Prints rows under headers, columns padded to their widest cell.
 pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
@@ -22,7 +56,7 @@ pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
                 line.push_str(&format!("{cell:<w$}  "));
             }
         }
-        println!("{}", line.trim_end());
+        outln!("{}", line.trim_end());
     };
     render(headers.to_vec());
     for row in rows {
@@ -35,9 +69,9 @@ pub fn print_pairs(pairs: &[(&str, String)]) {
     let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (key, value) in pairs {
         let mut lines = value.lines();
-        println!("  {key:<width$}  {}", lines.next().unwrap_or(""));
+        outln!("  {key:<width$}  {}", lines.next().unwrap_or(""));
         for line in lines {
-            println!("  {:<width$}  {line}", "");
+            outln!("  {:<width$}  {line}", "");
         }
     }
 }

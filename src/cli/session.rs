@@ -5,6 +5,7 @@
 
 mod context;
 
+use super::output::{out, outln};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -169,22 +170,22 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 .await?;
             let s = created.session;
             if json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                outln!("{}", serde_json::to_string_pretty(&s)?);
             } else {
-                println!("created {} ({})", s.display_name, s.id);
-                println!(
+                outln!("created {} ({})", s.display_name, s.id);
+                outln!(
                     "  worktree: {}",
                     s.worktree.as_deref().unwrap_or("the kiln itself")
                 );
-                println!("  follow it: cru session logs -f {}", short_id(&s.id));
+                outln!("  follow it: cru session logs -f {}", short_id(&s.id));
             }
         }
         SessionAction::List { json } => {
             let list = list(&client).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                outln!("{}", serde_json::to_string_pretty(&list)?);
             } else if list.is_empty() {
-                println!("no sessions");
+                outln!("no sessions");
             } else {
                 let rows: Vec<Vec<String>> = list
                     .iter()
@@ -225,7 +226,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 },
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                outln!("{}", serde_json::to_string_pretty(&s)?);
             } else {
                 print_status(&kiln, &s);
             }
@@ -250,12 +251,12 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 )
                 .await?;
             if sent.queued {
-                println!(
+                outln!(
                     "queued for {}: it runs when the current turn ends",
                     s.display_name
                 );
             } else {
-                println!("sent to {}", s.display_name);
+                outln!("sent to {}", s.display_name);
             }
         }
         SessionAction::Cancel { session } => {
@@ -263,14 +264,14 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             client
                 .call_value(method::SESSION_CANCEL, json!({"session_id": s.id}))
                 .await?;
-            println!("asked {} to stop its turn", s.display_name);
+            outln!("asked {} to stop its turn", s.display_name);
         }
         SessionAction::Stop { session } => {
             let s = resolve(&client, &session).await?;
             let stopped: OneSession = client
                 .call(method::SESSION_STOP, &json!({"session_id": s.id}))
                 .await?;
-            println!(
+            outln!(
                 "{}: {}",
                 stopped.session.display_name,
                 state_of(&stopped.session)
@@ -292,9 +293,9 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 )
                 .await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&outcome)?);
+                outln!("{}", serde_json::to_string_pretty(&outcome)?);
             } else {
-                println!("deleted {}{}", s.display_name, removed(&outcome));
+                outln!("deleted {}{}", s.display_name, removed(&outcome));
             }
         }
         SessionAction::Context {
@@ -310,16 +311,16 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 .call(method::SESSION_PRUNE, &remove.options())
                 .await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&result)?);
+                outln!("{}", serde_json::to_string_pretty(&result)?);
             } else {
                 if result.deleted.is_empty() && result.skipped.is_empty() {
-                    println!("nothing to prune");
+                    outln!("nothing to prune");
                 }
                 for d in &result.deleted {
-                    println!("deleted {}{}", d.session_id, removed(d));
+                    outln!("deleted {}{}", d.session_id, removed(d));
                 }
                 for s in &result.skipped {
-                    println!("kept {}: {}", s.session_id, s.reason);
+                    outln!("kept {}: {}", s.session_id, s.reason);
                 }
             }
         }
@@ -410,7 +411,7 @@ fn pick<'a>(sessions: &'a [Session], name: &str) -> anyhow::Result<&'a Session> 
 }
 
 fn print_status(kiln: &Kiln, s: &Session) {
-    println!("{}", s.display_name);
+    outln!("{}", s.display_name);
     let mut pairs = vec![("id", s.id.clone()), ("state", state_of(s))];
     if let Some(reason) = &s.state_reason {
         pairs.push(("reason", reason.clone()));
@@ -541,12 +542,12 @@ async fn logs(client: &Client, session: &Session, follow: bool, json: bool) -> a
 
 fn print_entry(entry: &TranscriptEntry, json: bool) -> anyhow::Result<()> {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(entry).context("cannot print an entry")?
         );
     } else {
-        print!("{}", render(entry));
+        out!("{}", render(entry));
     }
     Ok(())
 }

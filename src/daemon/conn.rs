@@ -41,6 +41,9 @@ struct Conn {
     door: Door,
     out: mpsc::Sender<String>,
     handshaken: AtomicBool,
+    /// Set when a handshake presented a handle that was refused: such a connection is
+    /// not served at all (it must not fall back to the owner's access).
+    refused: AtomicBool,
     /// Set when the handshake presented a session handle.
     scope: std::sync::Mutex<Option<Scope>>,
     subscription: Mutex<Option<JoinHandle<()>>>,
@@ -87,6 +90,7 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>, door: Door) {
         door,
         out,
         handshaken: AtomicBool::new(false),
+        refused: AtomicBool::new(false),
         scope: std::sync::Mutex::new(None),
         subscription: Mutex::new(None),
     });
@@ -345,10 +349,15 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
             None if conn.door == Door::Agent => return Err(agent_door()),
             None => None,
             Some(text) => {
-                let refused =
-                    || ErrorObject::new(code::FORBIDDEN, "unknown or revoked session handle");
-                let handle = Handle::parse(text).ok_or_else(refused)?;
-                let session_id = wb.session_for_handle(&handle).ok_or_else(refused)?;
+                let found = Handle::parse(text)
+                    .and_then(|handle| Some((wb.session_for_handle(&handle)?, handle)));
+                let Some((session_id, handle)) = found else {
+                    conn.refused.store(true, Ordering::Release);
+                    return Err(ErrorObject::new(
+                        code::FORBIDDEN,
+                        "unknown or revoked session handle",
+                    ));
+                };
                 Some(Scope { session_id, handle })
             }
         };
@@ -363,14 +372,16 @@ async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorOb
             session_id,
         });
     }
-    if !conn.handshaken.load(Ordering::Acquire) {
-        if conn.door == Door::Agent {
-            return Err(agent_door());
-        }
+    if conn.refused.load(Ordering::Acquire) {
         return Err(ErrorObject::new(
-            code::HANDSHAKE_REQUIRED,
-            format!("call \"handshake\" with protocol_version {PROTOCOL_VERSION} first"),
+            code::FORBIDDEN,
+            "this connection presented an unknown or revoked session handle; it is not served",
         ));
+    }
+    // The handshake is optional on the owner's socket: a client that never makes one
+    // (seed 003's protocol has none) is served as protocol 1 with the owner's access.
+    if !conn.handshaken.load(Ordering::Acquire) && conn.door == Door::Agent {
+        return Err(agent_door());
     }
     let scope = conn.scope.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if let Some(scope) = scope {

@@ -4,7 +4,9 @@ use serde_json::json;
 
 use super::*;
 use crate::context::ContextStack;
-use crate::internal::test_server::{ScriptedCall, ScriptedReply, ScriptedServer};
+#[path = "../../tests/equipment/model_server.rs"]
+mod model_server;
+use model_server::{ScriptedCall, ScriptedReply, ScriptedServer};
 
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {
@@ -58,7 +60,7 @@ async fn text_streams_in_pieces_and_the_request_is_recorded() {
     assert_eq!(recorded.body["stream"], json!(true));
     assert_eq!(recorded.body["model"], "test-model");
     assert!(recorded.body.get("tools").is_none(), "{}", recorded.body);
-    assert_eq!(recorded.messages().unwrap(), sent.messages);
+    assert_eq!(recorded.messages::<ChatMessage>().unwrap(), sent.messages);
 }
 
 #[tokio::test]

@@ -187,8 +187,10 @@ async fn a_handle_acts_only_for_its_own_session_and_not_at_all_once_revoked() {
     );
     let (mut again, hello) = handshake(&tk, &handle).await;
     forbidden(&hello, "revoked");
+    // A connection whose handle was refused is not served at all: it does not fall back
+    // to the owner's access of a connection that never handshakes.
     let after = call(&mut again, "session.get", json!({"session_id": mine})).await;
-    assert_eq!(error_code(&after), -32000, "{after}");
+    forbidden(&after, "not served");
     let (_, junk) = handshake(&tk, "H-not-a-handle").await;
     forbidden(&junk, "unknown");
 

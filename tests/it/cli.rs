@@ -146,3 +146,34 @@ async fn a_broken_settings_file_names_the_file_and_key_and_starts_nothing() {
     let err = stderr(&t.cru(&["inbox"]));
     assert!(err.contains("default_limit"), "{err}");
 }
+
+/// A reader that stops early (`| head -c 1`, `| grep -q`) ends `cru` quietly: no panic
+/// message, status 0 (or 141 from SIGPIPE), for output larger than the pipe's buffer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closed_pipe_ends_the_cli_quietly() {
+    let t = TestKiln::new();
+    let _cleanup = KillOnDrop(t.kiln.clone());
+    let c = t.client().await;
+    for n in 0..400 {
+        register(&c, &format!("agent-with-a-long-name-{n:04}-{}", "x".repeat(100))).await;
+    }
+    let full = t.cru(&["session", "list", "--json"]);
+    assert!(full.stdout.len() > 128 * 1024, "{} bytes", full.stdout.len());
+    for args in ["session list --json", "session list", "inbox --json"] {
+        let script = format!(
+            "{CRU:?} --kiln {:?} {args} | head -c 1 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\" >&2",
+            t.root()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &script])
+            .output()
+            .expect("bash");
+        let err = stderr(&out);
+        assert!(!err.contains("panicked"), "{args}: {err}");
+        assert!(!err.contains("Broken pipe"), "{args}: {err}");
+        assert!(
+            err.contains("status 0") || err.contains("status 141"),
+            "{args}: {err}"
+        );
+    }
+}

@@ -5,9 +5,11 @@
 use crucible::client::Client;
 use crucible::context::Message;
 use crucible::internal::openai::ChatMessage;
-use crucible::internal::test_server::{ScriptedReply, ScriptedServer};
+#[path = "../equipment/model_server.rs"]
+mod model_server;
 use crucible::protocol::{ContextResult, Handle, MsgType, SessionState};
 use crucible::sessions::PREAMBLE_HEADER;
+use model_server::{ScriptedReply, ScriptedServer};
 use serde_json::{Value, json};
 
 use crate::common::*;

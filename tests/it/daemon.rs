@@ -16,19 +16,16 @@ fn rpc(id: u64, method: &str, params: Value) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn handshake_comes_first_and_versions_must_match() {
+async fn the_handshake_is_optional_and_versions_must_match() {
     let t = TestKiln::new();
     let _d = t.spawn_daemon().await;
     let mut raw = Raw::connect(&t.kiln).await;
-    // ping works before the handshake (liveness probe); nothing else does.
     assert_eq!(
         raw.call(rpc(1, "ping", json!({}))).await["result"]["pong"],
         json!(true)
     );
-    assert_eq!(
-        error_code(&raw.call(rpc(2, "session.list", json!({}))).await),
-        code::HANDSHAKE_REQUIRED
-    );
+    // A client that never handshakes (seed 003 has none) is served as protocol 1.
+    assert!(raw.call(rpc(2, "session.list", json!({}))).await["result"]["sessions"].is_array());
     let wrong = raw
         .call(rpc(3, "handshake", json!({"protocol_version": 999})))
         .await;
@@ -50,6 +47,75 @@ async fn handshake_comes_first_and_versions_must_match() {
         .await;
     assert_eq!(ok["result"]["kiln"], json!(t.root().display().to_string()));
     assert!(raw.call(rpc(6, "session.list", json!({}))).await["result"]["sessions"].is_array());
+}
+
+/// Seed 003's protocol as the seed writes it: no handshake, straight to the methods.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_seed_003_client_that_never_handshakes_registers_sends_lists_and_deregisters() {
+    let t = TestKiln::new();
+    let _d = t.spawn_daemon().await;
+    let mut raw = Raw::connect(&t.kiln).await;
+    let registered = raw
+        .call(rpc(
+            1,
+            "session.register",
+            json!({"worktree": null, "agent_type": "acp", "agent_name": "claude-code"}),
+        ))
+        .await;
+    let id = registered["result"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{registered}"))
+        .to_string();
+    let listed = raw.call(rpc(2, "session.list", json!({}))).await;
+    assert!(
+        listed["result"]["sessions"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["id"] == id.as_str()))
+    );
+    let beat = raw
+        .call(rpc(3, "session.heartbeat", json!({"session_id": id})))
+        .await;
+    assert!(beat.get("result").is_some(), "{beat}");
+    let sent = raw
+        .call(rpc(
+            4,
+            "inbox.send",
+            json!({"session_id": id, "msg_type": "decision_needed",
+                   "title": "Which auth strategy?",
+                   "body": "Options:\n1. JWT\n2. Session\n3. OAuth",
+                   "options": ["JWT", "Session", "OAuth"]}),
+        ))
+        .await;
+    let message = sent["result"]["id"]
+        .as_str()
+        .expect("a message id")
+        .to_string();
+    let inbox = raw
+        .call(rpc(
+            5,
+            "inbox.list",
+            json!({"unread_only": true, "limit": 20}),
+        ))
+        .await;
+    assert!(
+        inbox["result"]["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["id"] == message.as_str()))
+    );
+    let read = raw
+        .call(rpc(6, "inbox.mark_read", json!({"ids": [message]})))
+        .await;
+    assert_eq!(read["result"]["updated"], 1);
+    let gone = raw
+        .call(rpc(7, "session.deregister", json!({"session_id": id})))
+        .await;
+    assert!(gone.get("result").is_some(), "{gone}");
+    let listed = raw.call(rpc(8, "session.list", json!({}))).await;
+    assert!(
+        listed["result"]["sessions"]
+            .as_array()
+            .is_some_and(|s| s.iter().all(|s| s["id"] != id.as_str()))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,6 +1,7 @@
-//! Test equipment, not part of crucible's behaviour: a scripted OpenAI-compatible chat
-//! server on `127.0.0.1`, for unit tests here and the integration tests in `tests/it/`
-//! (like `tests/equipment/scripted_agent.rs` for ACP).
+//! Test equipment, not part of crucible (it ships in no build): a scripted
+//! OpenAI-compatible chat server on `127.0.0.1`, for the internal agent's unit tests
+//! (`src/internal/openai_tests.rs`) and the integration tests in `tests/it/` (like
+//! `tests/equipment/scripted_agent.rs` for ACP). Each includes it with `#[path]`.
 //!
 //! Every `POST …/chat/completions` takes the next [`ScriptedReply`] and gets it in the real
 //! wire format: with `"stream": true`, Server-Sent Events in several chunks (a role chunk,
@@ -12,19 +13,20 @@
 //! The HTTP side is minimal: one request per connection (`Connection: close`), bodies
 //! sized by `Content-Length`, as `reqwest` sends them.
 
+#![allow(dead_code)]
+
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-use super::openai::ChatMessage;
 
 const MAX_HEAD: usize = 64 * 1024;
 const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -94,8 +96,8 @@ pub struct RecordedRequest {
 }
 
 impl RecordedRequest {
-    /// The body's `messages`, typed.
-    pub fn messages(&self) -> Result<Vec<ChatMessage>, serde_json::Error> {
+    /// The body's `messages`, typed (as crucible's `ChatMessage`).
+    pub fn messages<T: DeserializeOwned>(&self) -> Result<Vec<T>, serde_json::Error> {
         serde_json::from_value(self.body["messages"].clone())
     }
 }
