@@ -51,6 +51,16 @@ impl Kiln {
         self.state_dir().join("daemon.pid")
     }
 
+    /// The pid written in the pid file, if any (whether that daemon still runs is for
+    /// its lock to say).
+    pub fn read_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.pid_path())
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     /// Held while a client decides whether to start a daemon.
     pub fn start_lock_path(&self) -> PathBuf {
         self.state_dir().join("daemon.start.lock")

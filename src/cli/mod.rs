@@ -105,12 +105,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::logging::to_stderr();
             runtime.block_on(mcp::run())
         }
-        None => runtime.block_on(crate::tui::run::run(
-            kiln,
-            crate::tui::run::Options {
-                embedded: cli.embedded,
-            },
-        )),
+        None => {
+            let embedded = cli.embedded.then(|| {
+                let daemon: crate::tui::run::EmbeddedDaemon = Box::new(|kiln: Kiln, config| {
+                    Box::pin(async move { Ok(crate::daemon::run(kiln, config).await?) })
+                });
+                daemon
+            });
+            runtime.block_on(crate::tui::run::run(
+                kiln,
+                crate::tui::run::Options { embedded },
+            ))
+        }
     }
 }
 

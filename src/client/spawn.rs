@@ -51,7 +51,7 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
             stop_daemon(kiln).await?;
         }
         Err(ClientError::Timeout(t)) => {
-            let pid = crate::daemon::read_pid(kiln).map_or("?".into(), |p| p.to_string());
+            let pid = kiln.read_pid().map_or("?".into(), |p| p.to_string());
             return Err(ClientError::Start(format!(
                 "a daemon (pid {pid}) holds the socket but did not answer within {t:?}; stop it with `cru daemon stop` or kill it"
             )));
@@ -156,7 +156,7 @@ fn stderr_tail(kiln: &Kiln) -> String {
 
 /// Stops the kiln's daemon with SIGTERM and waits for it to go. Ok if none runs.
 pub async fn stop_daemon(kiln: &Kiln) -> Result<bool> {
-    let Some(pid) = crate::daemon::read_pid(kiln) else {
+    let Some(pid) = kiln.read_pid() else {
         return Ok(false);
     };
     if !sys::pid_alive(pid) {

@@ -51,9 +51,5 @@ impl Drop for PidLock {
 
 /// The pid written in the pid file, if any.
 pub fn read_pid(kiln: &Kiln) -> Option<u32> {
-    std::fs::read_to_string(kiln.pid_path())
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    kiln.read_pid()
 }

@@ -45,11 +45,17 @@ const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 /// How many queued notifications are applied before the screen is drawn.
 const BATCH: usize = 256;
 
+/// Runs a daemon for the kiln inside this process until it is asked to shut down. The
+/// workbench is a client: the command line hands it the daemon to embed.
+pub type EmbeddedDaemon = Box<
+    dyn FnOnce(Kiln, Config) -> futures::future::BoxFuture<'static, anyhow::Result<()>> + Send,
+>;
+
 /// How `cru` runs the workbench.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Default)]
 pub struct Options {
-    /// Run the daemon inside this process instead of connecting to (or starting) one.
-    pub embedded: bool,
+    /// Run this daemon inside this process instead of connecting to (or starting) one.
+    pub embedded: Option<EmbeddedDaemon>,
 }
 
 /// Opens the workbench for the kiln and runs it until the user quits.
@@ -60,11 +66,9 @@ pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
     let _log = crate::logging::to_file(&kiln.log_dir(), "tui.log")?;
     crate::logging::log_panics();
 
-    let embedded = if options.embedded {
-        Some(Embedded::start(&kiln, settings.config.clone()))
-    } else {
-        None
-    };
+    let embedded = options
+        .embedded
+        .map(|daemon| Embedded::start(daemon, &kiln, settings.config.clone()));
     let link = match &embedded {
         Some(daemon) => daemon.connect(&kiln).await?,
         None => Link::open(&kiln).await?,
@@ -198,13 +202,13 @@ impl Link {
 
 /// The daemon, run inside this process (`cru --embedded`).
 struct Embedded {
-    task: tokio::task::JoinHandle<Result<(), crate::daemon::DaemonError>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
 impl Embedded {
-    fn start(kiln: &Kiln, config: Config) -> Self {
+    fn start(daemon: EmbeddedDaemon, kiln: &Kiln, config: Config) -> Self {
         Self {
-            task: tokio::spawn(crate::daemon::run(kiln.clone(), config)),
+            task: tokio::spawn(daemon(kiln.clone(), config)),
         }
     }
 
@@ -238,7 +242,7 @@ impl Embedded {
         }
         match self.task.await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("cru: the embedded daemon ended with an error: {e}"),
+            Ok(Err(e)) => eprintln!("cru: the embedded daemon ended with an error: {e:#}"),
             Err(e) => eprintln!("cru: the embedded daemon failed: {e}"),
         }
     }
