@@ -1,11 +1,21 @@
 //! crucible: a terminal workbench for running many AI coding-agent sessions side by side.
 //!
-//! Layers, each depending only on those above it:
-//! `text`, `context` (the context stack as data), `protocol` and `config` (no I/O of ours)
-//! → `store` (the only SurrealQL) → `workbench` (the domain: registry, inbox, context
-//! stacks) → `sessions` (the agents crucible runs, over `agent` for ACP and plain-program
-//! agents, `internal` for crucible's own agent loop, and `git` for worktrees) → `daemon`
-//! (the socket server) and `client` → `tui` (the workbench) and `cli`.
+//! Layers, lowest first. A module uses only the modules listed before it; the test in
+//! `layers_tests.rs` reads this list and fails on any `crate::…` path against it.
+//!
+//! - `text`, `sys`, `logging`: small helpers that know no crucible types
+//! - `context`: the context stack as data
+//! - `protocol`: the wire types, method names, caps and agent environment (no I/O)
+//! - `config`, `kiln`: settings, and where a kiln keeps its state
+//! - `store`: the database (the only SurrealQL), with its journal
+//! - `workbench`: the domain: session registry, inbox, context stacks
+//! - `git`, `openai`: worktrees; an OpenAI-compatible chat client
+//! - `agent`: agent processes (ACP, plain programs) and crucible's own agent loop
+//! - `sessions`: the agents crucible runs, their lifecycle and transcripts
+//! - `daemon`: the socket server
+//! - `client`: talking to a daemon (and starting one)
+//! - `tui`: the workbench on screen, a client
+//! - `cli`: the command line, which wires the rest together
 
 pub mod agent;
 pub mod cli;
@@ -14,9 +24,9 @@ pub mod config;
 pub mod context;
 pub mod daemon;
 pub mod git;
-pub mod internal;
 pub mod kiln;
 pub mod logging;
+pub mod openai;
 pub mod protocol;
 pub mod sessions;
 pub mod store;
@@ -24,3 +34,6 @@ pub mod sys;
 pub mod text;
 pub mod tui;
 pub mod workbench;
+
+#[cfg(test)]
+mod layers_tests;

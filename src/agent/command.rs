@@ -19,7 +19,7 @@ use super::{AgentEvent, AgentHandle, Launch, Order, TurnFailure, describe_exit, 
 use crate::protocol::{EntryKind, limits};
 
 /// The environment variable that carries the prompt, besides stdin.
-pub const PROMPT_ENV: &str = "CRUCIBLE_PROMPT";
+pub use crate::protocol::env::PROMPT as PROMPT_ENV;
 
 /// Starts the host task that runs the program for each prompt. Fails if the program
 /// cannot be found, so a session is never made for a typo.

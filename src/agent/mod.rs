@@ -6,12 +6,13 @@
 //! channel, in the order it happened; the last one is always [`AgentEvent::Exited`].
 //! Profiles of `type = "command"` run a plain program per prompt instead (see
 //! [`command`]), and `type = "internal"` profiles run crucible's own agent loop (see
-//! [`crate::internal::agent`]); they report through the same events.
+//! [`internal`]); they report through the same events.
 //! This module knows nothing of the store or the inbox: the session that owns the
 //! agent turns events into state, transcript and messages.
 
 pub mod command;
 mod fs;
+pub mod internal;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -206,7 +207,7 @@ pub fn launch(
 ) -> Result<AgentHandle, String> {
     match launch.profile.kind {
         AgentKind::Command => return command::launch(launch, events),
-        AgentKind::Internal => return crate::internal::agent::launch(launch, events),
+        AgentKind::Internal => return internal::launch(launch, events),
         AgentKind::Acp => {}
     }
     let firewall = Firewall::new(&launch.cwd, &launch.denied)

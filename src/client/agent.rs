@@ -11,9 +11,9 @@ use super::{Client, ClientError};
 use crate::protocol::{Handle, InboxMessage, MsgType, code, method};
 
 /// Where an agent finds its handle.
-pub const HANDLE_ENV: &str = "CRUCIBLE_HANDLE";
+pub use crate::protocol::env::HANDLE as HANDLE_ENV;
 /// Where an agent finds the daemon.
-pub const SOCKET_ENV: &str = "CRUCIBLE_SOCKET";
+pub use crate::protocol::env::SOCKET as SOCKET_ENV;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {

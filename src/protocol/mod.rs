@@ -1,6 +1,7 @@
 //! The wire protocol between clients and the daemon: JSON-RPC 2.0, one object per line.
 //! No I/O here; see `PROTOCOL.md` at the repository root for the whole contract.
 
+pub mod env;
 pub mod handle;
 pub mod jsonrpc;
 pub mod types;

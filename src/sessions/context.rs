@@ -19,7 +19,7 @@ use crate::agent::SessionLink;
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::context::summary::{MODEL_PROMPT, clamp_summary};
 use crate::context::{Entry, Message, fallback_summary};
-use crate::internal::openai::{ChatMessage, ChatRequest, messages_from_stack};
+use crate::openai::{ChatMessage, ChatRequest, messages_from_stack};
 use crate::protocol::{ContextResult, MsgType, SendParams, Session};
 use crate::workbench::{ContextOp, Workbench, WorkbenchError};
 
@@ -46,7 +46,7 @@ pub enum ContextRequest {
 pub fn system_entry(session: &Session, profile: Option<&AgentProfile>, cwd: &str) -> String {
     match profile {
         Some(p) if p.kind == AgentKind::Internal => p.system_prompt.clone().unwrap_or_else(|| {
-            crate::internal::agent::default_system_prompt(std::path::Path::new(cwd))
+            crate::agent::internal::default_system_prompt(std::path::Path::new(cwd))
         }),
         _ => {
             let kind = match session.agent_type.as_str() {
@@ -82,7 +82,7 @@ pub async fn summary(profile: Option<&AgentProfile>, entries: &[Entry]) -> Strin
 }
 
 async fn model_summary(profile: &AgentProfile, entries: &[Entry]) -> Option<String> {
-    let client = crate::internal::agent::chat_client(profile).ok()?;
+    let client = crate::agent::internal::chat_client(profile).ok()?;
     let mut messages = messages_from_stack(entries);
     messages.push(ChatMessage::User {
         content: MODEL_PROMPT.to_string(),

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::agent::{self, AgentHandle, Launch};
-use crate::client::agent::{HANDLE_ENV, SOCKET_ENV};
+use crate::protocol::env;
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::git;
 use crate::protocol::{
@@ -36,7 +36,7 @@ pub type Result<T> = std::result::Result<T, WorkbenchError>;
 
 /// The environment variable an agent finds its session id in; also how a restarted daemon
 /// recognises an agent its predecessor left behind.
-pub const SESSION_ENV: &str = "CRUCIBLE_SESSION_ID";
+pub use crate::protocol::env::SESSION as SESSION_ENV;
 
 pub struct Sessions {
     wb: Arc<Workbench>,
@@ -281,10 +281,10 @@ impl Sessions {
             denied: vec![kiln.state_dir()],
             env: vec![
                 (SESSION_ENV.into(), session.id.clone()),
-                (HANDLE_ENV.into(), handle.expose().to_string()),
-                ("CRUCIBLE_KILN".into(), kiln.root().display().to_string()),
+                (env::HANDLE.into(), handle.expose().to_string()),
+                (env::KILN.into(), kiln.root().display().to_string()),
                 (
-                    SOCKET_ENV.into(),
+                    env::SOCKET.into(),
                     kiln.agent_socket_path().display().to_string(),
                 ),
             ],

@@ -47,9 +47,8 @@ const BATCH: usize = 256;
 
 /// Runs a daemon for the kiln inside this process until it is asked to shut down. The
 /// workbench is a client: the command line hands it the daemon to embed.
-pub type EmbeddedDaemon = Box<
-    dyn FnOnce(Kiln, Config) -> futures::future::BoxFuture<'static, anyhow::Result<()>> + Send,
->;
+pub type EmbeddedDaemon =
+    Box<dyn FnOnce(Kiln, Config) -> futures::future::BoxFuture<'static, anyhow::Result<()>> + Send>;
 
 /// How `cru` runs the workbench.
 #[derive(Default)]

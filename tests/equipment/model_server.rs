@@ -1,6 +1,6 @@
 //! Test equipment, not part of crucible (it ships in no build): a scripted
 //! OpenAI-compatible chat server on `127.0.0.1`, for the internal agent's unit tests
-//! (`src/internal/openai_tests.rs`) and the integration tests in `tests/it/` (like
+//! (`src/openai/openai_tests.rs`) and the integration tests in `tests/it/` (like
 //! `tests/equipment/scripted_agent.rs` for ACP). Each includes it with `#[path]`.
 //!
 //! Every `POST …/chat/completions` takes the next [`ScriptedReply`] and gets it in the real

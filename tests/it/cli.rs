@@ -155,10 +155,18 @@ async fn a_closed_pipe_ends_the_cli_quietly() {
     let _cleanup = KillOnDrop(t.kiln.clone());
     let c = t.client().await;
     for n in 0..400 {
-        register(&c, &format!("agent-with-a-long-name-{n:04}-{}", "x".repeat(100))).await;
+        register(
+            &c,
+            &format!("agent-with-a-long-name-{n:04}-{}", "x".repeat(100)),
+        )
+        .await;
     }
     let full = t.cru(&["session", "list", "--json"]);
-    assert!(full.stdout.len() > 128 * 1024, "{} bytes", full.stdout.len());
+    assert!(
+        full.stdout.len() > 128 * 1024,
+        "{} bytes",
+        full.stdout.len()
+    );
     for args in ["session list --json", "session list", "inbox --json"] {
         let script = format!(
             "{CRU:?} --kiln {:?} {args} | head -c 1 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\" >&2",

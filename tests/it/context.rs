@@ -4,7 +4,7 @@
 
 use crucible::client::Client;
 use crucible::context::Message;
-use crucible::internal::openai::ChatMessage;
+use crucible::openai::ChatMessage;
 #[path = "../equipment/model_server.rs"]
 mod model_server;
 use crucible::protocol::{ContextResult, Handle, MsgType, SessionState};

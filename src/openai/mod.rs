@@ -15,8 +15,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::stream::{Assembler, SseDecoder};
+mod stream;
+
 use crate::context::{Entry, Message};
+use stream::{Assembler, SseDecoder};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 

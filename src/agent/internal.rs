@@ -31,12 +31,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::openai::{ChatClient, ChatRequest, Tool, messages_from_stack};
 use crate::agent::{
     AgentEvent, AgentHandle, Firewall, Launch, Order, PermissionChoice, SessionLink, TurnFailure,
 };
 use crate::config::AgentProfile;
 use crate::context::Message;
+use crate::openai::{ChatClient, ChatRequest, Tool, messages_from_stack};
 use crate::protocol::{EntryKind, MsgType};
 use crate::text::{clip, first_line};
 

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::openai::{ChatError, Reply, ToolCall, error_message};
+use super::{ChatError, Reply, ToolCall, error_message};
 
 /// Splits a byte stream into Server-Sent Events and returns their `data`.
 #[derive(Default)]
