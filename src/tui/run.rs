@@ -74,7 +74,7 @@ pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
     };
 
     let mut screen = Screen::enter()?;
-    let outcome = Workbench::new(kiln.clone(), settings, link, embedded.is_some())
+    let outcome = Runtime::new(kiln.clone(), settings, link, embedded.is_some())
         .run(&mut screen.terminal)
         .await;
     drop(screen);
@@ -264,7 +264,8 @@ enum Outcome {
     Failed(String),
 }
 
-struct Workbench {
+/// The screen's event loop: keys, daemon events and finished actions in, frames out.
+struct Runtime {
     kiln: Kiln,
     settings: Settings,
     model: Model,
@@ -278,7 +279,7 @@ struct Workbench {
     loading: HashSet<String>,
 }
 
-impl Workbench {
+impl Runtime {
     fn new(kiln: Kiln, settings: Settings, link: Link, embedded: bool) -> Self {
         let model = Model::new(settings.keymap.clone());
         Self {
