@@ -2,14 +2,18 @@
 //!
 //! [`Sessions`] creates, prompts, cancels, stops and deletes them; every running session
 //! has an actor task ([`actor`]) that owns its agent and turns what the agent does into
-//! lifecycle state, transcript entries and inbox messages. After a restart, sessions
-//! whose agent was running are resumed through ACP `session/load` where the agent
-//! supports it, and otherwise marked stopped with an `error` message: never silently
-//! replaced.
+//! lifecycle state, transcript entries and inbox messages. What happens when is decided
+//! by a pure state machine ([`machine`]), in the words of [`wording`]. After a restart,
+//! sessions whose agent was running are resumed through ACP `session/load` where the
+//! agent supports it, and otherwise marked stopped with an `error` message: never
+//! silently replaced.
 
 mod actor;
 mod context;
 mod log;
+mod machine;
+mod transcript;
+mod wording;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,12 +22,12 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::agent::{self, AgentHandle, Launch};
-use crate::protocol::env;
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::git;
+use crate::protocol::env;
 use crate::protocol::{
-    CreateSessionParams, DeleteOutcome, Event, MsgType, PruneResult, RemoveOptions, SendParams,
-    Session, SessionState, Skipped,
+    CreateSessionParams, DeleteOutcome, Event, PruneResult, RemoveOptions, Session, SessionState,
+    Skipped,
 };
 use crate::workbench::{Workbench, WorkbenchError, display_name, now_rfc3339};
 
@@ -31,6 +35,7 @@ pub use context::{ContextRequest, PREAMBLE_HEADER, preamble};
 pub use log::{MarkdownLog, render};
 
 use actor::{Actor, Command};
+use transcript::TranscriptWriter;
 
 pub type Result<T> = std::result::Result<T, WorkbenchError>;
 
@@ -439,7 +444,7 @@ impl Sessions {
         // The records first: the worktree and branch go only once the session is gone,
         // so a failure leaves the session whole and a retry can finish.
         self.wb
-            .withdraw_open(id, "withdrawn: the session was deleted")
+            .withdraw_open(id, &wording::withdrawn(wording::DELETED))
             .await?;
         self.wb.remove_managed(id).await?;
         let dir = self.wb.kiln().sessions_dir();
@@ -505,11 +510,8 @@ impl Sessions {
         for session in self.wb.list_sessions() {
             let Some(state) = session.state else { continue };
             if state == SessionState::Creating {
-                self.mark_lost(
-                    session,
-                    "the daemon ended while the session was being created".into(),
-                )
-                .await;
+                self.mark_lost(session, wording::LOST_WHILE_CREATED.into())
+                    .await;
                 continue;
             }
             let Some(pid) = session.agent_pid else {
@@ -523,9 +525,9 @@ impl Sessions {
             let (Some(profile), Some(acp_session_id)) = (profile, session.acp_session_id.clone())
             else {
                 let why = if config.agents.contains_key(&session.agent_name) {
-                    "the agent never opened its session"
+                    wording::LOST_NEVER_OPENED
                 } else {
-                    "its agent profile is no longer configured"
+                    wording::LOST_PROFILE_GONE
                 };
                 self.mark_lost(session, why.into()).await;
                 continue;
@@ -537,7 +539,7 @@ impl Sessions {
             };
             let mut starting = session.clone();
             starting.state = Some(SessionState::Starting);
-            starting.state_reason = Some("resuming after a daemon restart".into());
+            starting.state_reason = Some(wording::RESUMING.into());
             starting.agent_pid = None;
             let starting = match self.wb.save_managed(&starting).await {
                 Ok(s) => s,
@@ -560,7 +562,7 @@ impl Sessions {
 
     /// Marks a session stopped because its agent is gone, and says so in the inbox.
     async fn mark_lost(&self, mut session: Session, why: String) {
-        let (reason, report) = lost(&session.id, &why);
+        let (reason, report) = wording::lost(&why);
         session.state = Some(SessionState::Stopped);
         session.state_reason = Some(reason.clone());
         session.agent_pid = None;
@@ -572,31 +574,14 @@ impl Sessions {
             tracing::error!(session = %session.id, "cannot record a lost agent: {e}");
             return;
         }
-        let mut actor_log = actor::Transcript::open(&self.wb, &session).await;
+        let mut actor_log = TranscriptWriter::open(&self.wb, &session).await;
         actor_log
             .state(&self.wb, SessionState::Stopped, Some(&reason))
             .await;
-        if let Err(e) = self.wb.send(report).await {
+        if let Err(e) = self.wb.send(report.into_params(&session.id)).await {
             tracing::error!(session = %session.id, "cannot report a lost agent: {e}");
         }
     }
-}
-
-/// Why a session whose agent did not survive a restart is stopped, and the `error`
-/// message that says so.
-pub(super) fn lost(session_id: &str, why: &str) -> (String, SendParams) {
-    let reason = format!("the agent was lost when the daemon restarted: {why}");
-    let report = SendParams {
-        session_id: session_id.to_string(),
-        msg_type: MsgType::Error,
-        title: "Agent lost in a daemon restart".into(),
-        body: Some(format!(
-            "{reason}. The session is stopped; its worktree and transcript are kept. \
-             Start a new session to continue the work."
-        )),
-        options: None,
-    };
-    (reason, report)
 }
 
 /// What a resumed actor needs to know.

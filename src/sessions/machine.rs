@@ -1,0 +1,612 @@
+//! The lifecycle of one running session as a pure state machine: [`Machine::step`] takes
+//! one [`Input`] (what the agent did, what a person asked, what the store answered) and
+//! returns the [`Effect`]s to carry out, in order. It does no I/O: no awaits, no store,
+//! no channels. The actor ([`super::actor`]) feeds it and carries the effects out.
+//!
+//! Some effects ask something only I/O can tell: what the transcript kept of a chunk
+//! ([`Effect::Stream`]), the id the inbox gave an approval ([`Effect::Ask`]), which
+//! messages are still open ([`Effect::ReadOpen`], [`Effect::ReadAnswers`]). The answer
+//! comes back as the next input, before the remaining effects are carried out. A store
+//! write that fails comes back as [`Input::StoreFailed`]: the first one since the last
+//! turn ended makes that turn end in `error`, never `complete`.
+
+mod effect;
+mod input;
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+
+use super::wording;
+use crate::agent::{PermissionChoice, TurnFailure};
+use crate::config::AgentKind;
+use crate::context::Message;
+use crate::protocol::{EntryKind, SessionState};
+
+pub(super) use effect::{Change, Effect, Line, Reply};
+pub(super) use input::Input;
+
+/// How much of a reply is kept for the `task_complete` message.
+const REPLY_BYTES: usize = 64 * 1024;
+
+/// A permission request of the agent, numbered by the actor, which keeps the agent's
+/// reply channel under that number.
+pub(super) type Key = u64;
+
+/// Where the session's agent is.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Phase {
+    /// Started, not yet ready: initialising, opening or reloading its session.
+    Starting,
+    /// It could not start or resume; it was told to stop, and its exit is awaited.
+    StartFailed,
+    /// Ready, with no turn running.
+    Idle,
+    /// A turn runs.
+    Turn(Turn),
+    /// The agent is gone; the actor ends.
+    Ended,
+}
+
+/// The running turn: its prompt and what the agent replied so far.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Turn {
+    prompt: String,
+    reply: String,
+}
+
+/// A stop that was asked for; the agent's exit is awaited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// A person stopped the session.
+    Requested,
+    /// The daemon is going away: the session keeps its state for the next daemon.
+    Shutdown,
+}
+
+/// How a machine starts.
+pub(super) struct Setup {
+    pub kind: AgentKind,
+    /// The agent's process.
+    pub agent_pid: u32,
+    /// The state the session record has now.
+    pub state: Option<SessionState>,
+    /// Set when resuming after a restart: the state the session had then.
+    pub resumed_from: Option<SessionState>,
+    /// A prompt to start on as soon as the agent is ready.
+    pub first_prompt: Option<String>,
+}
+
+/// A permission request of the agent, asked in the inbox.
+#[derive(Debug)]
+struct Approval {
+    key: Key,
+    title: String,
+    /// (option as shown in the inbox, ACP option id)
+    choices: Vec<(String, String)>,
+}
+
+/// A running session's state. The phase says where its agent is; a stop can be asked
+/// for in any phase and changes only what the agent's exit means (and that prompts are
+/// refused meanwhile); the rest is what the session keeps across events: prompts queued,
+/// the inbox messages it waits on, the approvals the agent waits on, what the context
+/// stack has yet to be told, and the first store failure of the turn.
+pub(super) struct Machine {
+    kind: AgentKind,
+    agent_pid: u32,
+    resumed_from: Option<SessionState>,
+    phase: Phase,
+    stop: Option<Stop>,
+    /// The state the session record was last given.
+    state: Option<SessionState>,
+    queue: VecDeque<String>,
+    /// Open decisions and approvals of this session.
+    blocking: BTreeSet<String>,
+    /// Approvals being posted, and those posted (by message id), oldest first.
+    posting: HashMap<Key, Approval>,
+    approvals: Vec<(String, Approval)>,
+    /// Agent text not yet pushed onto the context stack. The agent may speak outside a
+    /// turn too (a reloaded session replays some of its history).
+    unsaid: String,
+    /// Tool calls of this session on the stack: id → title, and those with a result.
+    tool_titles: HashMap<String, String>,
+    tool_results: HashSet<String>,
+    /// The first failed store write since the last turn ended.
+    failure: Option<String>,
+}
+
+type Effects = Vec<Effect>;
+
+impl Machine {
+    pub fn new(setup: Setup) -> Self {
+        Self {
+            kind: setup.kind,
+            agent_pid: setup.agent_pid,
+            resumed_from: setup.resumed_from,
+            phase: Phase::Starting,
+            stop: None,
+            state: setup.state,
+            queue: setup.first_prompt.into_iter().collect(),
+            blocking: BTreeSet::new(),
+            posting: HashMap::new(),
+            approvals: Vec::new(),
+            unsaid: String::new(),
+            tool_titles: HashMap::new(),
+            tool_results: HashSet::new(),
+            failure: None,
+        }
+    }
+
+    /// Whether the agent feeds the context stack itself (the internal agent) rather than
+    /// the session feeding it from the agent's events.
+    fn feeds_itself(&self) -> bool {
+        self.kind == AgentKind::Internal
+    }
+
+    /// What `input` changes, and the effects to carry out for it, in order.
+    pub fn step(&mut self, input: Input) -> Effects {
+        let mut fx = Vec::new();
+        match input {
+            Input::Start => {
+                fx.push(Effect::Record(Change::AgentPid(self.agent_pid)));
+                let reason = self.resumed_from.map(|_| wording::RESUMING.to_string());
+                self.set_state(&mut fx, SessionState::Starting, reason);
+                fx.push(Effect::OpenContext);
+                fx.push(Effect::ReadOpen);
+            }
+            Input::Ready {
+                acp_session_id,
+                resumed,
+            } => self.ready(&mut fx, acp_session_id, resumed),
+            Input::Chunk {
+                kind,
+                text,
+                message_id,
+            } => fx.push(Effect::Stream {
+                kind,
+                text,
+                message_id,
+            }),
+            Input::Kept { kind, text } => self.kept(kind, &text),
+            Input::ToolCall { id, title, status } => self.tool_call(&mut fx, id, title, status),
+            Input::ToolUpdate { id, title, status } => self.tool_update(&mut fx, id, title, status),
+            Input::Plan(plan) => fx.push(Effect::Append(Line::new(EntryKind::Plan).text(plan))),
+            Input::Permission {
+                key,
+                title,
+                tool_call_id,
+                options,
+            } => self.permission(&mut fx, key, title, tool_call_id, &options),
+            Input::Posted { key, result } => self.posted(&mut fx, key, result),
+            Input::File { op, path, refused } => {
+                let (text, status) = match refused {
+                    None => (path, op.to_string()),
+                    Some(why) => (why, format!("{op} refused")),
+                };
+                fx.push(Effect::Append(
+                    Line::new(EntryKind::File).text(text).status(status),
+                ));
+            }
+            Input::TurnEnded(ended) => self.turn_ended(&mut fx, ended),
+            Input::StartFailed(why) => self.start_failed(&mut fx, why),
+            Input::SessionRenewed { acp_session_id } => {
+                fx.push(Effect::Record(Change::AcpSession(acp_session_id)));
+                fx.push(Effect::Save);
+                fx.push(Effect::ClearFreshStart);
+            }
+            Input::Process(pid) => {
+                let pid = pid.unwrap_or(self.agent_pid);
+                fx.push(Effect::Record(Change::AgentPid(pid)));
+                fx.push(Effect::Save);
+            }
+            Input::Exited { status, code } => self.exited(&mut fx, &status, code),
+            Input::Prompt(text) => self.prompt(&mut fx, text),
+            Input::Cancel => self.cancel(&mut fx),
+            Input::Stop { shutdown } => self.stop(&mut fx, shutdown),
+            Input::Opened(id) => {
+                self.blocking.insert(id);
+                self.settle(&mut fx);
+            }
+            Input::Answered { id, response } => self.answered(&mut fx, &id, response),
+            Input::Resync => fx.push(Effect::ReadOpen),
+            Input::Open(open) => self.open(&mut fx, open),
+            Input::Closed(answers) => {
+                for (id, response) in answers {
+                    self.answered(&mut fx, &id, response);
+                }
+                self.settle(&mut fx);
+            }
+            Input::StoreFailed(why) => {
+                self.failure.get_or_insert(why);
+            }
+        }
+        fx
+    }
+
+    fn set_state(&mut self, fx: &mut Effects, state: SessionState, reason: Option<String>) {
+        self.state = Some(state);
+        fx.push(Effect::SetState { state, reason });
+    }
+
+    /// Working or waiting, from whether a blocking message is open.
+    fn settle(&mut self, fx: &mut Effects) {
+        if !matches!(self.phase, Phase::Turn(_)) {
+            return;
+        }
+        let want = if self.blocking.is_empty() {
+            SessionState::Working
+        } else {
+            SessionState::Waiting
+        };
+        if self.state != Some(want) {
+            self.set_state(fx, want, None);
+        }
+    }
+
+    fn ready(&mut self, fx: &mut Effects, acp_session_id: String, resumed: bool) {
+        if self.phase != Phase::Starting {
+            return;
+        }
+        self.phase = Phase::Idle;
+        fx.push(Effect::Record(Change::AcpSession(acp_session_id)));
+        if resumed {
+            let interrupted = self.resumed_from.is_some_and(SessionState::is_busy);
+            let (reason, notice) = wording::resumed(interrupted);
+            self.set_state(fx, SessionState::Complete, Some(reason));
+            fx.push(Effect::Post(notice));
+        }
+        if let Some(next) = self.queue.pop_front() {
+            self.start_turn(fx, next);
+        } else if !resumed {
+            self.set_state(fx, SessionState::Complete, Some(wording::READY.into()));
+        }
+    }
+
+    fn prompt(&mut self, fx: &mut Effects, text: String) {
+        if self.stop.is_some() || self.phase == Phase::Ended {
+            fx.push(Effect::Reply(Reply::NotRunning));
+            return;
+        }
+        if self.phase == Phase::Idle {
+            fx.push(Effect::Reply(Reply::Started));
+            self.start_turn(fx, text);
+        } else {
+            self.queue.push_back(text);
+            fx.push(Effect::Reply(Reply::Queued));
+        }
+    }
+
+    fn cancel(&mut self, fx: &mut Effects) {
+        self.queue.clear();
+        if matches!(self.phase, Phase::Turn(_)) {
+            fx.push(Effect::CancelTurn);
+            self.withdraw_approvals(fx, wording::TURN_CANCELLED);
+            self.settle(fx);
+        }
+        fx.push(Effect::Reply(Reply::Cancelled));
+    }
+
+    fn stop(&mut self, fx: &mut Effects, shutdown: bool) {
+        if self.stop.is_some() {
+            return;
+        }
+        self.stop = Some(if shutdown {
+            Stop::Shutdown
+        } else {
+            Stop::Requested
+        });
+        fx.push(Effect::StopAgent);
+    }
+
+    fn start_turn(&mut self, fx: &mut Effects, text: String) {
+        fx.push(Effect::Append(Line::new(EntryKind::Prompt).text(&text)));
+        self.unsaid.clear();
+        self.phase = Phase::Turn(Turn {
+            prompt: text.clone(),
+            reply: String::new(),
+        });
+        let renew = self.kind == AgentKind::Acp;
+        fx.push(Effect::Prompt { text, renew });
+        self.settle(fx);
+    }
+
+    fn kept(&mut self, kind: EntryKind, text: &str) {
+        if kind != EntryKind::Message {
+            return;
+        }
+        if let Phase::Turn(turn) = &mut self.phase
+            && turn.reply.len() < REPLY_BYTES
+        {
+            turn.reply.push_str(text);
+        }
+        if !self.feeds_itself() {
+            self.unsaid.push_str(text);
+        }
+    }
+
+    /// Pushes the agent's text so far as one agent entry.
+    fn push_said(&mut self, fx: &mut Effects) {
+        let text = std::mem::take(&mut self.unsaid);
+        if !text.trim().is_empty() {
+            fx.push(Effect::Push(Message::Agent { text }));
+        }
+    }
+
+    fn tool_call(&mut self, fx: &mut Effects, id: String, title: String, status: String) {
+        if !self.feeds_itself() && !self.tool_titles.contains_key(&id) {
+            self.push_said(fx);
+            self.tool_titles.insert(id.clone(), title.clone());
+            fx.push(Effect::Push(Message::ToolCall {
+                call_id: id.clone(),
+                tool: title.clone(),
+                arguments: String::new(),
+            }));
+        }
+        let line = Line::new(EntryKind::ToolCall).text(title).tool(id);
+        fx.push(Effect::Append(line.status(status)));
+    }
+
+    fn tool_update(
+        &mut self,
+        fx: &mut Effects,
+        id: String,
+        title: Option<String>,
+        status: Option<String>,
+    ) {
+        let finished = matches!(status.as_deref(), Some("completed" | "failed"));
+        if !self.feeds_itself()
+            && finished
+            && let Some(tool) = self.tool_titles.get(&id).cloned()
+            && self.tool_results.insert(id.clone())
+        {
+            let ok = status.as_deref() == Some("completed");
+            let text = title
+                .clone()
+                .unwrap_or_else(|| if ok { "completed" } else { "failed" }.to_string());
+            fx.push(Effect::Push(Message::ToolResult {
+                call_id: id.clone(),
+                tool,
+                ok,
+                text,
+            }));
+        }
+        fx.push(Effect::Append(Line {
+            kind: EntryKind::ToolUpdate,
+            text: title,
+            tool_call_id: Some(id),
+            status,
+        }));
+    }
+
+    /// The agent waits for permission: asked in the inbox, where its answer comes from.
+    fn permission(
+        &mut self,
+        fx: &mut Effects,
+        key: Key,
+        title: String,
+        tool_call_id: String,
+        options: &[PermissionChoice],
+    ) {
+        let line = Line::new(EntryKind::Permission).text(&title);
+        fx.push(Effect::Append(line.tool(tool_call_id)));
+        let choices = inbox_choices(options);
+        fx.push(Effect::Ask {
+            key,
+            title: title.clone(),
+            body: wording::approval_body(options),
+            options: (!choices.is_empty())
+                .then(|| choices.iter().map(|(shown, _)| shown.clone()).collect()),
+        });
+        let approval = Approval {
+            key,
+            title,
+            choices,
+        };
+        self.posting.insert(key, approval);
+    }
+
+    fn posted(&mut self, fx: &mut Effects, key: Key, result: Result<String, String>) {
+        let Some(approval) = self.posting.remove(&key) else {
+            return;
+        };
+        match result {
+            Ok(message_id) => {
+                self.blocking.insert(message_id.clone());
+                self.approvals.push((message_id, approval));
+                self.settle(fx);
+            }
+            Err(e) => {
+                fx.push(Effect::AnswerPermission { key, option: None });
+                let why = wording::approval_not_posted(&e);
+                fx.push(Effect::Append(Line::new(EntryKind::Error).text(why)));
+            }
+        }
+    }
+
+    /// The blocking messages open now: those no longer open were answered meanwhile.
+    fn open(&mut self, fx: &mut Effects, open: Vec<String>) {
+        let open: BTreeSet<String> = open.into_iter().collect();
+        let closed: Vec<String> = self.blocking.difference(&open).cloned().collect();
+        self.blocking = open;
+        if closed.is_empty() {
+            self.settle(fx);
+        } else {
+            fx.push(Effect::ReadAnswers(closed));
+        }
+    }
+
+    /// An answer to one of this session's blocking messages.
+    fn answered(&mut self, fx: &mut Effects, id: &str, response: Option<String>) {
+        self.blocking.remove(id);
+        if let Some(at) = self.approvals.iter().position(|(m, _)| m == id) {
+            let (_, approval) = self.approvals.remove(at);
+            let response = response.unwrap_or_default();
+            let chosen = approval
+                .choices
+                .iter()
+                .find(|(shown, _)| *shown == response)
+                .map(|(_, option)| option.clone());
+            let status = if chosen.is_some() {
+                response
+            } else {
+                wording::WITHDRAWN.into()
+            };
+            fx.push(Effect::AnswerPermission {
+                key: approval.key,
+                option: chosen,
+            });
+            let line = Line::new(EntryKind::Permission).text(approval.title);
+            fx.push(Effect::Append(line.status(status)));
+        }
+        self.settle(fx);
+    }
+
+    /// Refuses every approval the agent waits on and closes its inbox message.
+    fn withdraw_approvals(&mut self, fx: &mut Effects, why: &str) {
+        for (message_id, approval) in std::mem::take(&mut self.approvals) {
+            fx.push(Effect::AnswerPermission {
+                key: approval.key,
+                option: None,
+            });
+            self.blocking.remove(&message_id);
+            fx.push(Effect::Withdraw {
+                message_id,
+                note: wording::withdrawn(why),
+            });
+            let line = Line::new(EntryKind::Permission).text(approval.title);
+            fx.push(Effect::Append(line.status(wording::WITHDRAWN)));
+        }
+    }
+
+    fn turn_ended(&mut self, fx: &mut Effects, ended: Result<String, TurnFailure>) {
+        if !matches!(self.phase, Phase::Turn(_)) {
+            // Not in a turn: nothing to end (agents end only the turns they were given).
+            return;
+        }
+        let Phase::Turn(turn) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        // A turn whose output or state could not all be stored did not complete.
+        let ended = match (ended, self.failure.take()) {
+            (Ok(_), Some(why)) => Err(TurnFailure::Failed(why)),
+            (ended, _) => ended,
+        };
+        match ended {
+            Ok(reason) => {
+                self.after_turn(fx);
+                let line = Line::new(EntryKind::TurnEnd).status(&reason);
+                fx.push(Effect::Append(line));
+                self.withdraw_approvals(fx, wording::TURN_ENDED);
+                if let Some(next) = self.queue.pop_front() {
+                    self.start_turn(fx, next);
+                    return;
+                }
+                let note = wording::stopped_for(&reason);
+                self.set_state(fx, SessionState::Complete, note);
+                if reason != "cancelled" {
+                    let notice = wording::done(&turn.prompt, &turn.reply, &reason);
+                    fx.push(Effect::Post(notice));
+                }
+            }
+            // The connection is gone; the exit that follows says why.
+            Err(TurnFailure::Lost) => {}
+            Err(TurnFailure::Failed(why)) => {
+                self.after_turn(fx);
+                let dropped = self.queue.len();
+                self.queue.clear();
+                self.withdraw_approvals(fx, wording::TURN_FAILED);
+                fx.push(Effect::Append(Line::new(EntryKind::Error).text(&why)));
+                let (reason, notice) = wording::turn_failed(&why, dropped);
+                self.set_state(fx, SessionState::Error, Some(reason));
+                fx.push(Effect::Post(notice));
+            }
+        }
+    }
+
+    /// After every turn: what the agent said onto the stack, the turn counted.
+    fn after_turn(&mut self, fx: &mut Effects) {
+        self.push_said(fx);
+        fx.push(Effect::RecordTurn);
+    }
+
+    fn start_failed(&mut self, fx: &mut Effects, why: String) {
+        if self.phase != Phase::Starting {
+            return;
+        }
+        self.phase = Phase::StartFailed;
+        fx.push(Effect::Append(Line::new(EntryKind::Error).text(&why)));
+        if self.resumed_from.is_some() {
+            let (reason, notice) = wording::lost(&why);
+            self.set_state(fx, SessionState::Stopped, Some(reason));
+            fx.push(Effect::Post(notice));
+        } else {
+            self.set_state(fx, SessionState::Error, Some(why.clone()));
+            fx.push(Effect::Post(wording::start_failed(&why)));
+        }
+        fx.push(Effect::StopAgent);
+    }
+
+    fn exited(&mut self, fx: &mut Effects, status: &str, code: Option<i32>) {
+        let was = std::mem::replace(&mut self.phase, Phase::Ended);
+        if was == Phase::Ended {
+            return;
+        }
+        fx.push(Effect::RevokeHandles);
+        let why = match self.stop {
+            Some(Stop::Shutdown) => wording::SHUTTING_DOWN,
+            Some(Stop::Requested) => wording::STOPPED,
+            None => wording::AGENT_EXITED,
+        };
+        self.withdraw_approvals(fx, why);
+        if self.stop == Some(Stop::Shutdown) {
+            // Left as it is, with its agent pid: the next daemon resumes it honestly.
+            fx.push(Effect::Finish);
+            return;
+        }
+        // Questions the agent asked itself (`cru ask`) can no longer be answered.
+        fx.push(Effect::WithdrawOpen {
+            note: wording::withdrawn(why),
+        });
+        self.blocking.clear();
+        fx.push(Effect::Record(Change::Ended { exit_code: code }));
+        if self.stop == Some(Stop::Requested) {
+            self.set_state(fx, SessionState::Stopped, Some(wording::stopped(status)));
+        } else if was == Phase::StartFailed {
+            // The failure was reported already.
+            fx.push(Effect::Save);
+        } else {
+            let mid_turn = matches!(was, Phase::Turn(_));
+            let (reason, notice) = wording::agent_ended(status, mid_turn);
+            fx.push(Effect::Append(Line::new(EntryKind::Error).text(&reason)));
+            self.set_state(fx, SessionState::Error, Some(reason));
+            fx.push(Effect::Post(notice));
+        }
+        fx.push(Effect::Finish);
+    }
+}
+
+/// The options an approval shows: the agent's option names, made unique when two
+/// differ only in case, each with the ACP option id it stands for.
+fn inbox_choices(options: &[PermissionChoice]) -> Vec<(String, String)> {
+    let mut seen = HashSet::new();
+    options
+        .iter()
+        .filter(|o| !o.name.trim().is_empty() || !o.id.is_empty())
+        .map(|o| {
+            let name = if o.name.trim().is_empty() {
+                o.id.clone()
+            } else {
+                o.name.trim().to_string()
+            };
+            let shown = if seen.insert(name.to_lowercase()) {
+                name
+            } else {
+                format!("{name} ({})", o.id)
+            };
+            seen.insert(shown.to_lowercase());
+            (shown, o.id.clone())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "machine_tests.rs"]
+mod tests;

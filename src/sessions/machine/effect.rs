@@ -1,0 +1,127 @@
+//! What the session machine asks the actor to carry out.
+
+use super::Key;
+use crate::context::Message;
+use crate::protocol::{EntryKind, SessionState};
+use crate::sessions::wording::Notice;
+
+/// What the actor carries out.
+#[derive(Debug, Clone, PartialEq)]
+pub(in crate::sessions) enum Effect {
+    /// Changes the session record without saving it; the next save stores it.
+    Record(Change),
+    /// A `state` transcript entry, then the record's state and reason, saved.
+    SetState {
+        state: SessionState,
+        reason: Option<String>,
+    },
+    /// Saves the session record.
+    Save,
+    /// Counts the finished turn, refreshes the context summary, saves the record.
+    RecordTurn,
+    /// Appends a transcript entry (ending the message streaming in).
+    Append(Line),
+    /// Streams agent text into the transcript; answered with [`Input::Kept`].
+    Stream {
+        kind: EntryKind,
+        text: String,
+        message_id: Option<String>,
+    },
+    /// Sends an inbox message of this session.
+    Post(Notice),
+    /// Posts the approval the agent waits for; answered with [`Input::Posted`].
+    Ask {
+        key: Key,
+        title: String,
+        body: String,
+        options: Option<Vec<String>>,
+    },
+    /// Answers the agent's permission request: an option id, or `None` to refuse.
+    AnswerPermission { key: Key, option: Option<String> },
+    /// Closes one inbox message with a note.
+    Withdraw { message_id: String, note: String },
+    /// Closes every open blocking message of the session with a note.
+    WithdrawOpen { note: String },
+    /// Makes the session's context stack, with its system entry, if it has none.
+    OpenContext,
+    /// Pushes a message onto the session's context stack.
+    Push(Message),
+    /// Pushes the prompt onto the context stack and sends it to the agent. With `renew`,
+    /// an agent whose context shrank gets a fresh session, seeded with the stack as it
+    /// was before this prompt.
+    Prompt { text: String, renew: bool },
+    /// Asks the agent to end its turn.
+    CancelTurn,
+    /// Ends the agent; [`Input::Exited`] follows.
+    StopAgent,
+    /// Revokes the session's handles: the agent's handle dies with it.
+    RevokeHandles,
+    /// The context stack no longer asks for a fresh agent session.
+    ClearFreshStart,
+    /// Reads the session's open blocking messages; answered with [`Input::Open`].
+    ReadOpen,
+    /// Reads the answers of these messages; answered with [`Input::Closed`].
+    ReadAnswers(Vec<String>),
+    /// Answers the person whose command is being handled.
+    Reply(Reply),
+    /// The agent is gone: the actor ends, and everyone waiting for the stop is told.
+    Finish,
+}
+
+/// A change to the session record.
+#[derive(Debug, Clone, PartialEq)]
+pub(in crate::sessions) enum Change {
+    AcpSession(String),
+    AgentPid(u32),
+    /// The agent ended: no pid, the end time, its exit code.
+    Ended {
+        exit_code: Option<i32>,
+    },
+}
+
+/// The answer to a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::sessions) enum Reply {
+    /// The prompt was sent.
+    Started,
+    /// The prompt waits behind the running turn (or the agent's start).
+    Queued,
+    /// The agent is not running (it is being stopped): nothing was done.
+    NotRunning,
+    Cancelled,
+}
+
+/// One transcript entry to write; its number and time are the writer's.
+#[derive(Debug, Clone, PartialEq)]
+pub(in crate::sessions) struct Line {
+    pub kind: EntryKind,
+    pub text: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub status: Option<String>,
+}
+
+impl Line {
+    pub fn new(kind: EntryKind) -> Self {
+        Self {
+            kind,
+            text: None,
+            tool_call_id: None,
+            status: None,
+        }
+    }
+
+    pub fn text(mut self, text: impl Into<String>) -> Self {
+        self.text = Some(text.into());
+        self
+    }
+
+    pub fn tool(mut self, id: impl Into<String>) -> Self {
+        self.tool_call_id = Some(id.into());
+        self
+    }
+
+    pub fn status(mut self, status: impl Into<String>) -> Self {
+        self.status = Some(status.into());
+        self
+    }
+}

@@ -1,0 +1,581 @@
+//! The session machine's transitions as a table: a machine brought somewhere by `given`
+//! inputs, one more input, and every effect that must come of it, in order, with the
+//! phase it ends in. Here: the helpers, the table's runner, and the rows of starting up
+//! and resuming after a restart. Turns, what happens in them and how the agent ends are
+//! in `machine_turn_tests.rs`.
+
+use super::*;
+use crate::protocol::MsgType;
+use crate::sessions::wording::Notice;
+
+#[path = "machine_turn_tests.rs"]
+mod during_a_turn;
+
+const PID: u32 = 7;
+const TITLE: &str = "Write a.txt";
+const EXIT: &str = "exited with code 1";
+
+fn machine(kind: AgentKind, resumed_from: Option<SessionState>, first: Option<&str>) -> Machine {
+    Machine::new(Setup {
+        kind,
+        agent_pid: PID,
+        state: Some(SessionState::Creating),
+        resumed_from,
+        first_prompt: first.map(String::from),
+    })
+}
+
+fn acp() -> Machine {
+    machine(AgentKind::Acp, None, None)
+}
+
+fn resuming(from: SessionState) -> Machine {
+    machine(AgentKind::Acp, Some(from), None)
+}
+
+// Inputs.
+
+fn ready(resumed: bool) -> Input {
+    let acp_session_id = "acp-1".into();
+    Input::Ready {
+        acp_session_id,
+        resumed,
+    }
+}
+
+fn prompt(text: &str) -> Input {
+    Input::Prompt(text.into())
+}
+
+fn said(text: &str) -> Input {
+    let kind = EntryKind::Message;
+    let text = text.into();
+    Input::Kept { kind, text }
+}
+
+fn ask(key: Key) -> Input {
+    let choice = |id: &str, name: &str, kind: &str| PermissionChoice {
+        id: id.into(),
+        name: name.into(),
+        kind: kind.into(),
+    };
+    Input::Permission {
+        key,
+        title: TITLE.into(),
+        tool_call_id: "t1".into(),
+        options: vec![
+            choice("allow", "Allow", "allow_once"),
+            choice("reject", "Reject", "reject_once"),
+        ],
+    }
+}
+
+fn posted(key: Key, message_id: &str) -> Input {
+    let result = Ok(message_id.into());
+    Input::Posted { key, result }
+}
+
+fn answered(id: &str, response: &str) -> Input {
+    let (id, response) = (id.into(), Some(response.into()));
+    Input::Answered { id, response }
+}
+
+fn ended(reason: &str) -> Input {
+    Input::TurnEnded(Ok(reason.into()))
+}
+
+fn failed(why: &str) -> Input {
+    Input::TurnEnded(Err(TurnFailure::Failed(why.into())))
+}
+
+fn lost() -> Input {
+    Input::TurnEnded(Err(TurnFailure::Lost))
+}
+
+fn exited() -> Input {
+    let status = EXIT.into();
+    Input::Exited {
+        status,
+        code: Some(1),
+    }
+}
+
+fn stop(shutdown: bool) -> Input {
+    Input::Stop { shutdown }
+}
+
+fn store_failed(why: &str) -> Input {
+    Input::StoreFailed(why.into())
+}
+
+fn start_failed(why: &str) -> Input {
+    Input::StartFailed(why.into())
+}
+
+/// Where the machines of the table start from.
+fn started() -> Vec<Input> {
+    vec![Input::Start, Input::Open(vec![])]
+}
+
+fn idle() -> Vec<Input> {
+    plus(started(), [ready(false)])
+}
+
+fn working(text: &str) -> Vec<Input> {
+    plus(idle(), [prompt(text)])
+}
+
+/// A turn waiting on approval `m1` (request 1).
+fn waiting() -> Vec<Input> {
+    plus(working("go"), [ask(1), posted(1, "m1")])
+}
+
+fn plus(mut given: Vec<Input>, more: impl IntoIterator<Item = Input>) -> Vec<Input> {
+    given.extend(more);
+    given
+}
+
+// Effects.
+
+fn set(state: SessionState, reason: &str) -> Effect {
+    let reason = Some(reason.into());
+    Effect::SetState { state, reason }
+}
+
+fn settle(state: SessionState) -> Effect {
+    Effect::SetState {
+        state,
+        reason: None,
+    }
+}
+
+fn line(kind: EntryKind, text: &str) -> Effect {
+    Effect::Append(Line::new(kind).text(text))
+}
+
+fn turn_end(reason: &str) -> Effect {
+    Effect::Append(Line::new(EntryKind::TurnEnd).status(reason))
+}
+
+fn permission(status: &str) -> Effect {
+    Effect::Append(Line::new(EntryKind::Permission).text(TITLE).status(status))
+}
+
+fn acp_recorded() -> Effect {
+    Effect::Record(Change::AcpSession("acp-1".into()))
+}
+
+fn gone() -> Effect {
+    Effect::Record(Change::Ended { exit_code: Some(1) })
+}
+
+fn reply(reply: Reply) -> Effect {
+    Effect::Reply(reply)
+}
+
+fn answer(key: Key, option: Option<&str>) -> Effect {
+    let option = option.map(String::from);
+    Effect::AnswerPermission { key, option }
+}
+
+fn withdraw_open(why: &str) -> Effect {
+    let note = format!("withdrawn: {why}");
+    Effect::WithdrawOpen { note }
+}
+
+fn starts(text: &str) -> Vec<Effect> {
+    let (text, renew) = (text.to_string(), true);
+    vec![
+        line(EntryKind::Prompt, &text),
+        Effect::Prompt { text, renew },
+    ]
+}
+
+/// Approval `m1` (request 1) withdrawn for `why`.
+fn withdrawn(why: &str) -> Vec<Effect> {
+    let (message_id, note) = ("m1".into(), format!("withdrawn: {why}"));
+    vec![
+        answer(1, None),
+        Effect::Withdraw { message_id, note },
+        permission("withdrawn"),
+    ]
+}
+
+fn notice(msg_type: MsgType, title: &str, body: &str, stderr_tail: bool) -> Effect {
+    let (title, body) = (title.into(), Some(body.into()));
+    Effect::Post(Notice {
+        msg_type,
+        title,
+        body,
+        stderr_tail,
+    })
+}
+
+/// The `task_complete` message of a turn that replied nothing.
+fn done_quietly(title: &str) -> Effect {
+    let (msg_type, title) = (MsgType::TaskComplete, title.into());
+    let (body, stderr_tail) = (None, false);
+    Effect::Post(Notice {
+        msg_type,
+        title,
+        body,
+        stderr_tail,
+    })
+}
+
+fn turn_failed(why: &str, dropped: &str) -> Vec<Effect> {
+    let reason = format!("the agent failed the turn: {why}");
+    let body =
+        format!("{reason}\n\nThe agent is still running; send a prompt to try again.{dropped}");
+    vec![
+        line(EntryKind::Error, why),
+        set(SessionState::Error, &reason),
+        notice(MsgType::Error, "Turn failed", &body, true),
+    ]
+}
+
+fn agent_ended(mid_turn: &str) -> Vec<Effect> {
+    let reason = format!("the agent {EXIT}");
+    let body = format!(
+        "The agent of this session {EXIT}{mid_turn}. Other sessions are not affected; \
+         the worktree and transcript are kept."
+    );
+    vec![
+        line(EntryKind::Error, &reason),
+        set(SessionState::Error, &reason),
+        notice(MsgType::Error, &format!("Agent {EXIT}"), &body, true),
+        Effect::Finish,
+    ]
+}
+
+fn cat(parts: impl IntoIterator<Item = Vec<Effect>>) -> Vec<Effect> {
+    parts.into_iter().flatten().collect()
+}
+
+struct Case {
+    name: &'static str,
+    machine: Machine,
+    given: Vec<Input>,
+    when: Input,
+    then: Vec<Effect>,
+    phase: &'static str,
+}
+
+/// A transition of an ACP agent's session (see [`Case::on`] for others).
+fn case(name: &'static str, given: Vec<Input>, when: Input, then: Vec<Effect>) -> Case {
+    let machine = acp();
+    let phase = "";
+    Case {
+        name,
+        machine,
+        given,
+        when,
+        then,
+        phase,
+    }
+}
+
+impl Case {
+    fn on(mut self, machine: Machine) -> Self {
+        self.machine = machine;
+        self
+    }
+
+    /// The phase the machine must end in.
+    fn ends(mut self, phase: &'static str) -> Self {
+        self.phase = phase;
+        self
+    }
+}
+
+fn phase_name(phase: &Phase) -> &'static str {
+    match phase {
+        Phase::Starting => "starting",
+        Phase::StartFailed => "start failed",
+        Phase::Idle => "idle",
+        Phase::Turn(_) => "turn",
+        Phase::Ended => "ended",
+    }
+}
+
+fn starting_up() -> Vec<Case> {
+    use SessionState::*;
+    let stopped = format!("stopped; the agent {EXIT}");
+    vec![
+        case(
+            "start: the agent's pid, starting, the context stack, what is open",
+            vec![],
+            Input::Start,
+            vec![
+                Effect::Record(Change::AgentPid(PID)),
+                settle(Starting),
+                Effect::OpenContext,
+                Effect::ReadOpen,
+            ],
+        )
+        .ends("starting"),
+        case(
+            "ready without a prompt: complete, ready for a prompt",
+            started(),
+            ready(false),
+            vec![acp_recorded(), set(Complete, "ready for a prompt")],
+        )
+        .ends("idle"),
+        case(
+            "ready with the task: the turn starts at once, never complete first",
+            started(),
+            ready(false),
+            cat([
+                vec![acp_recorded()],
+                starts("fix it"),
+                vec![settle(Working)],
+            ]),
+        )
+        .on(machine(AgentKind::Acp, None, Some("fix it")))
+        .ends("turn"),
+        case(
+            "a prompt while starting queues",
+            started(),
+            prompt("later"),
+            vec![reply(Reply::Queued)],
+        )
+        .ends("starting"),
+        case(
+            "a cancel while starting drops the queued prompt",
+            plus(started(), [prompt("later"), Input::Cancel]),
+            ready(false),
+            vec![acp_recorded(), set(Complete, "ready for a prompt")],
+        )
+        .ends("idle"),
+        case(
+            "a fresh agent that cannot start: error, with its stderr",
+            started(),
+            start_failed("no such program"),
+            vec![
+                line(EntryKind::Error, "no such program"),
+                set(Error, "no such program"),
+                notice(
+                    MsgType::Error,
+                    "Agent failed to start",
+                    "no such program",
+                    true,
+                ),
+                Effect::StopAgent,
+            ],
+        )
+        .ends("start failed"),
+        case(
+            "after a failed start the exit is only recorded",
+            plus(started(), [start_failed("no such program")]),
+            exited(),
+            vec![
+                Effect::RevokeHandles,
+                withdraw_open("the agent exited"),
+                gone(),
+                Effect::Save,
+                Effect::Finish,
+            ],
+        )
+        .ends("ended"),
+        case(
+            "a prompt after a failed start still queues until the exit (as before)",
+            plus(started(), [start_failed("no such program")]),
+            prompt("hello?"),
+            vec![reply(Reply::Queued)],
+        )
+        .ends("start failed"),
+        case(
+            "stop during start-up stops the agent",
+            started(),
+            stop(false),
+            vec![Effect::StopAgent],
+        )
+        .ends("starting"),
+        case(
+            "a second stop only waits for the first",
+            plus(started(), [stop(false)]),
+            stop(false),
+            vec![],
+        )
+        .ends("starting"),
+        case(
+            "a prompt while stopping is refused: the agent is not running",
+            plus(started(), [prompt("first"), stop(false)]),
+            prompt("too late"),
+            vec![reply(Reply::NotRunning)],
+        )
+        .ends("starting"),
+        case(
+            "stopped during start-up: stopped once the agent is gone",
+            plus(started(), [stop(false)]),
+            exited(),
+            vec![
+                Effect::RevokeHandles,
+                withdraw_open("the session was stopped"),
+                gone(),
+                set(Stopped, &stopped),
+                Effect::Finish,
+            ],
+        )
+        .ends("ended"),
+    ]
+}
+
+fn resuming_after_a_restart() -> Vec<Case> {
+    use SessionState::*;
+    let resumed = |reason: &str| {
+        let body = format!("{reason}. The agent reopened its session; send a prompt to continue.");
+        let title = "Session resumed after a daemon restart";
+        vec![
+            acp_recorded(),
+            set(Complete, reason),
+            notice(MsgType::Info, title, &body, false),
+        ]
+    };
+    let plain = "resumed after a daemon restart";
+    let interrupted = "resumed after a daemon restart; the turn that was running was interrupted";
+    let lost = "the agent was lost when the daemon restarted: no loadSession support";
+    let lost_body = format!(
+        "{lost}. The session is stopped; its worktree and transcript are kept. \
+         Start a new session to continue the work."
+    );
+    vec![
+        case(
+            "resuming: starting, with the reason",
+            vec![],
+            Input::Start,
+            vec![
+                Effect::Record(Change::AgentPid(PID)),
+                set(Starting, "resuming after a daemon restart"),
+                Effect::OpenContext,
+                Effect::ReadOpen,
+            ],
+        )
+        .on(resuming(Complete))
+        .ends("starting"),
+        case(
+            "resumed, no turn was running: complete, and the inbox told",
+            started(),
+            ready(true),
+            resumed(plain),
+        )
+        .on(resuming(Complete))
+        .ends("idle"),
+        case(
+            "resumed, a turn was running: it was interrupted, and the inbox told",
+            started(),
+            ready(true),
+            resumed(interrupted),
+        )
+        .on(resuming(Working))
+        .ends("idle"),
+        case(
+            "a prompt sent while resuming runs once resumed",
+            plus(started(), [prompt("continue")]),
+            ready(true),
+            cat([
+                resumed(interrupted),
+                starts("continue"),
+                vec![settle(Working)],
+            ]),
+        )
+        .on(resuming(Waiting))
+        .ends("turn"),
+        case(
+            "an agent that cannot resume is lost: stopped, and the inbox told",
+            started(),
+            start_failed("no loadSession support"),
+            vec![
+                line(EntryKind::Error, "no loadSession support"),
+                set(Stopped, lost),
+                notice(
+                    MsgType::Error,
+                    "Agent lost in a daemon restart",
+                    &lost_body,
+                    false,
+                ),
+                Effect::StopAgent,
+            ],
+        )
+        .on(resuming(Working))
+        .ends("start failed"),
+    ]
+}
+
+#[test]
+fn transitions() {
+    let tables = [
+        starting_up(),
+        resuming_after_a_restart(),
+        during_a_turn::turns(),
+        during_a_turn::store_failures(),
+        during_a_turn::approvals(),
+        during_a_turn::questions(),
+        during_a_turn::the_context_stack(),
+        during_a_turn::the_transcript(),
+        during_a_turn::endings(),
+    ];
+    let mut wrong = Vec::new();
+    let mut count = 0;
+    for case in tables.into_iter().flatten() {
+        count += 1;
+        let mut machine = case.machine;
+        for input in case.given {
+            machine.step(input);
+        }
+        let effects = machine.step(case.when);
+        if effects != case.then {
+            wrong.push(format!(
+                "{}:\n  got  {effects:#?}\n  want {:#?}",
+                case.name, case.then
+            ));
+        }
+        let phase = phase_name(&machine.phase);
+        if phase != case.phase {
+            wrong.push(format!("{}: ends {phase}, not {}", case.name, case.phase));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    assert!(count > 60, "{count} cases");
+}
+
+#[test]
+fn replies_are_kept_for_the_done_message_up_to_a_bound() {
+    let mut m = acp();
+    for input in working("go") {
+        m.step(input);
+    }
+    let chunk = "x".repeat(REPLY_BYTES / 2 + 1);
+    for _ in 0..3 {
+        m.step(said(&chunk));
+    }
+    let Phase::Turn(turn) = &m.phase else {
+        panic!("not in a turn");
+    };
+    // Text is added while less than the bound is kept.
+    assert_eq!(turn.reply.len(), 2 * chunk.len());
+}
+
+#[test]
+fn inbox_choices_are_unique_and_map_back() {
+    let choice = |id: &str, name: &str| PermissionChoice {
+        id: id.into(),
+        name: name.into(),
+        kind: "allow_once".into(),
+    };
+    let choices = inbox_choices(&[
+        choice("a", "Allow"),
+        choice("b", "allow"),
+        choice("r", "Reject"),
+        choice("x", " "),
+    ]);
+    assert_eq!(
+        choices,
+        vec![
+            ("Allow".to_string(), "a".to_string()),
+            ("allow (b)".to_string(), "b".to_string()),
+            ("Reject".to_string(), "r".to_string()),
+            ("x".to_string(), "x".to_string()),
+        ]
+    );
+}

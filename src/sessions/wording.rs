@@ -1,0 +1,204 @@
+//! What a session says to people, in one place to review: the inbox messages it sends
+//! (done, turn failed, agent failed to start, agent lost, session resumed…), the reasons
+//! its state gives, and the notes it leaves on withdrawn questions and in its transcript.
+//! Only words: which message is sent when is decided in [`super::machine`].
+
+use std::path::Path;
+
+use crate::agent::PermissionChoice;
+use crate::protocol::{MsgType, SendParams};
+use crate::text::{clip, first_line};
+
+/// How much of a reply a `task_complete` message quotes.
+const SUMMARY_CHARS: usize = 4000;
+/// How much of the prompt the title of a `task_complete` message quotes.
+const TITLE_CHARS: usize = 80;
+
+/// The reason a session starting again after a daemon restart gives.
+pub const RESUMING: &str = "resuming after a daemon restart";
+/// The reason of a started session with no prompt yet.
+pub const READY: &str = "ready for a prompt";
+/// The status of an approval nobody can answer any more.
+pub const WITHDRAWN: &str = "withdrawn";
+
+/// Why open approvals (and questions) are withdrawn.
+pub const TURN_ENDED: &str = "the turn ended";
+pub const TURN_FAILED: &str = "the turn failed";
+pub const TURN_CANCELLED: &str = "the turn was cancelled";
+pub const SHUTTING_DOWN: &str = "the daemon is shutting down";
+pub const STOPPED: &str = "the session was stopped";
+pub const AGENT_EXITED: &str = "the agent exited";
+pub const DELETED: &str = "the session was deleted";
+
+/// Why a session's agent did not survive a daemon restart (see [`lost`]).
+pub const LOST_WHILE_CREATED: &str = "the daemon ended while the session was being created";
+pub const LOST_NEVER_OPENED: &str = "the agent never opened its session";
+pub const LOST_PROFILE_GONE: &str = "its agent profile is no longer configured";
+
+/// An inbox message the session sends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub msg_type: MsgType,
+    pub title: String,
+    pub body: Option<String>,
+    /// The last lines of the agent's stderr go below the body.
+    pub stderr_tail: bool,
+}
+
+impl Notice {
+    fn new(msg_type: MsgType, title: impl Into<String>, body: Option<String>) -> Self {
+        Self {
+            msg_type,
+            title: title.into(),
+            body,
+            stderr_tail: false,
+        }
+    }
+
+    fn with_stderr_tail(mut self) -> Self {
+        self.stderr_tail = true;
+        self
+    }
+
+    /// The message, as sent by this session.
+    pub fn into_params(self, session_id: &str) -> SendParams {
+        SendParams {
+            session_id: session_id.to_string(),
+            msg_type: self.msg_type,
+            title: self.title,
+            body: self.body,
+            options: None,
+        }
+    }
+}
+
+/// The note on an inbox message withdrawn for `why`.
+pub fn withdrawn(why: &str) -> String {
+    format!("withdrawn: {why}")
+}
+
+/// The reason a session gives when its agent reloaded its session after a daemon
+/// restart, and the `info` message that says so.
+pub fn resumed(interrupted: bool) -> (String, Notice) {
+    let reason = if interrupted {
+        "resumed after a daemon restart; the turn that was running was interrupted"
+    } else {
+        "resumed after a daemon restart"
+    };
+    let body = format!("{reason}. The agent reopened its session; send a prompt to continue.");
+    let notice = Notice::new(
+        MsgType::Info,
+        "Session resumed after a daemon restart",
+        Some(body),
+    );
+    (reason.to_string(), notice)
+}
+
+/// The body of an approval: what the agent asks and the options it gives.
+pub fn approval_body(options: &[PermissionChoice]) -> String {
+    let listed: Vec<String> = options
+        .iter()
+        .map(|o| format!("{} ({})", o.name, o.kind.replace('_', " ")))
+        .collect();
+    format!(
+        "The agent asks for permission and waits for your answer.\nOptions: {}",
+        listed.join(", ")
+    )
+}
+
+/// The transcript note when an approval could not be posted.
+pub fn approval_not_posted(error: &str) -> String {
+    format!("could not ask for permission ({error}); refused it")
+}
+
+/// The state reason of a turn that ended for another reason than `end_turn`.
+pub fn stopped_for(stop_reason: &str) -> Option<String> {
+    (stop_reason != "end_turn").then(|| format!("stopped: {stop_reason}"))
+}
+
+/// The `task_complete` message of a turn: the prompt in the title, the reply as the body.
+pub fn done(prompt: &str, reply: &str, stop_reason: &str) -> Notice {
+    let mut body = clip(reply.trim(), SUMMARY_CHARS);
+    if stop_reason != "end_turn" {
+        body = format!("(the turn stopped: {stop_reason})\n\n{body}");
+    }
+    Notice::new(
+        MsgType::TaskComplete,
+        format!("Done: {}", clip(first_line(prompt), TITLE_CHARS)),
+        Some(body).filter(|b| !b.is_empty()),
+    )
+}
+
+/// The state reason of a failed turn, and the `error` message that says so.
+pub fn turn_failed(why: &str, dropped: usize) -> (String, Notice) {
+    let reason = format!("the agent failed the turn: {why}");
+    let mut body = format!("{reason}\n\nThe agent is still running; send a prompt to try again.");
+    if dropped > 0 {
+        body.push_str(&format!(" {dropped} queued prompt(s) were dropped."));
+    }
+    let notice = Notice::new(MsgType::Error, "Turn failed", Some(body)).with_stderr_tail();
+    (reason, notice)
+}
+
+/// The `error` message of an agent that could not start.
+pub fn start_failed(why: &str) -> Notice {
+    Notice::new(
+        MsgType::Error,
+        "Agent failed to start",
+        Some(why.to_string()),
+    )
+    .with_stderr_tail()
+}
+
+/// Why a session whose agent did not survive a restart is stopped, and the `error`
+/// message that says so.
+pub fn lost(why: &str) -> (String, Notice) {
+    let reason = format!("the agent was lost when the daemon restarted: {why}");
+    let body = format!(
+        "{reason}. The session is stopped; its worktree and transcript are kept. \
+         Start a new session to continue the work."
+    );
+    let notice = Notice::new(MsgType::Error, "Agent lost in a daemon restart", Some(body));
+    (reason, notice)
+}
+
+/// The state reason of a session stopped on request, once its agent is gone.
+pub fn stopped(status: &str) -> String {
+    format!("stopped; the agent {status}")
+}
+
+/// The state reason of a session whose agent ended by itself, and the `error` message
+/// that says so.
+pub fn agent_ended(status: &str, mid_turn: bool) -> (String, Notice) {
+    let reason = format!("the agent {status}");
+    let interrupted = if mid_turn {
+        " in the middle of a turn"
+    } else {
+        ""
+    };
+    let body = format!(
+        "The agent of this session {status}{interrupted}. Other sessions are not affected; \
+         the worktree and transcript are kept."
+    );
+    let notice = Notice::new(MsgType::Error, format!("Agent {status}"), Some(body));
+    (reason, notice.with_stderr_tail())
+}
+
+/// `text`, then the last lines the agent wrote to stderr (kept in `path`).
+pub fn with_stderr(text: String, path: &Path, tail: &[&str]) -> String {
+    format!(
+        "{text}\n\nLast lines of its stderr ({}):\n{}",
+        path.display(),
+        tail.join("\n")
+    )
+}
+
+/// The failure a turn ends with when crucible could not do `what` in the store.
+pub fn store_failed(what: &str, error: impl std::fmt::Display) -> String {
+    format!("crucible could not {what}: {error}")
+}
+
+/// The failure a turn ends with when a transcript entry could not be stored.
+pub fn transcript_failed(error: impl std::fmt::Display) -> String {
+    format!("a transcript entry could not be stored: {error}")
+}
