@@ -1,0 +1,316 @@
+//! What keeps acknowledged writes safe in the embedded engine: the free-space reserve,
+//! stopping writes at the first storage failure, the journal every write goes through
+//! (see `journal.rs`), its replay after a crash, and the engine's settings.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::journal::{Journal, Op};
+use super::{MIB, PURGE_BATCH, Result, Store, StoreError, typed_row};
+use crate::config::StoreConfig;
+
+pub(super) struct Disk {
+    pub(super) path: PathBuf,
+    pub(super) reserve_bytes: u64,
+    /// Held from a write's read-back to its journal append, so the journal's order is
+    /// the order of the states read.
+    pub(super) journal: tokio::sync::Mutex<Journal>,
+}
+
+/// What one write touched, for the journal.
+#[derive(Default)]
+pub(super) struct Touched {
+    pub(super) records: Vec<(&'static str, String)>,
+    pub(super) ops: Vec<Op>,
+}
+
+impl Touched {
+    pub(super) fn record(table: &'static str, id: impl Into<String>) -> Self {
+        Self {
+            records: vec![(table, id.into())],
+            ops: Vec::new(),
+        }
+    }
+
+    pub(super) fn and(mut self, table: &'static str, id: impl Into<String>) -> Self {
+        self.records.push((table, id.into()));
+        self
+    }
+
+    pub(super) fn op(mut self, op: Op) -> Self {
+        self.ops.push(op);
+        self
+    }
+}
+
+/// The fields each table keeps as datetimes (replayed records carry them as text).
+pub(super) fn datetime_fields(table: &str) -> &'static [&'static str] {
+    match table {
+        "sessions" => &["started_at", "last_heartbeat", "updated_at", "ended_at"],
+        "inbox_messages" => &["timestamp"],
+        "transcript" | "context_history" | "deleted_sessions" => &["at"],
+        "context_stacks" => &["updated_at"],
+        _ => &[],
+    }
+}
+
+/// The record id of a transcript entry or context-history change: the session and the
+/// sequence number, so a write can be read back and replayed.
+pub(super) fn seq_id(session_id: &str, seq: u64) -> String {
+    format!("{session_id}-{seq:012}")
+}
+
+impl Store {
+    /// The storage failure that stopped writes, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Refuses a write when an earlier storage failure stopped writes, or when the disk
+    /// is below the free-space reserve (before the engine can fail half-way through).
+    pub(super) fn writable(&self) -> Result<()> {
+        if let Some(why) = self.failure() {
+            return Err(StoreError::Refused(format!(
+                "the database stopped taking writes after a storage failure ({why}); \
+                 everything acknowledged before it is kept. Fix the cause (free disk space), \
+                 then restart the daemon (cru daemon stop)"
+            )));
+        }
+        if let Some(disk) = &self.disk
+            && let Ok(free) = crate::sys::free_bytes(&disk.path)
+            && free < disk.reserve_bytes
+        {
+            return Err(StoreError::Refused(format!(
+                "the disk holding {} is nearly full: {} MiB free, and crucible keeps {} MiB \
+                 in reserve so that nothing already stored can be damaged; free some space \
+                 (store.reserve_mb sets the reserve)",
+                disk.path.display(),
+                free / MIB,
+                disk.reserve_bytes / MIB
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs a write of crucible's own: refused when [`Store::writable`] says so; a
+    /// storage failure stops later writes; what it `touched` is journaled before it is
+    /// acknowledged.
+    pub(super) async fn write(
+        &self,
+        sql: &str,
+        vars: surrealdb::types::Value,
+        touched: Touched,
+    ) -> Result<Vec<Value>> {
+        let out = self.write_unjournaled(sql, vars).await?;
+        self.journal(touched).await?;
+        Ok(out)
+    }
+
+    /// A write whose touched records are known only from its result: the caller
+    /// journals them.
+    pub(super) async fn write_unjournaled(
+        &self,
+        sql: &str,
+        vars: surrealdb::types::Value,
+    ) -> Result<Vec<Value>> {
+        self.writable()?;
+        self.run_bound(sql, vars)
+            .await
+            .map_err(|e| self.fail_closed(e))
+    }
+
+    /// A failed write whose error is the storage's (not a conflict or a refusal of the
+    /// data) stops all later writes.
+    pub(super) fn fail_closed(&self, e: StoreError) -> StoreError {
+        let text = e.to_string();
+        let storage = [
+            "No space left",
+            "os error",
+            "I/O error",
+            "Input/output",
+            "Failed to flush",
+            "orrupt",
+            "Memtable arena",
+        ]
+        .iter()
+        .any(|needle| text.contains(needle));
+        if storage && self.disk.is_some() {
+            self.stop_writes(text);
+        }
+        e
+    }
+
+    pub(super) fn stop_writes(&self, why: String) {
+        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        if failed.is_none() {
+            tracing::error!("storage failure; refusing writes until a restart: {why}");
+            *failed = Some(why);
+        }
+    }
+
+    /// Reads back what a write touched and appends it to the journal, durably.
+    pub(super) async fn journal(&self, touched: Touched) -> Result<()> {
+        let Some(disk) = &self.disk else {
+            return Ok(());
+        };
+        if touched.records.is_empty() && touched.ops.is_empty() {
+            return Ok(());
+        }
+        let mut journal = disk.journal.lock().await;
+        let mut ops = Vec::with_capacity(touched.records.len() + touched.ops.len());
+        for (table, ids) in group_by_table(&touched.records) {
+            let rows: Vec<Value> = self
+                .rows(
+                    "SELECT *, record::id(id) AS __id FROM array::map($ids, |$i| type::record($tb, $i)) WHERE id != NONE",
+                    json!({"tb": table, "ids": ids}),
+                    0,
+                )
+                .await?;
+            let mut found = std::collections::HashMap::new();
+            for mut row in rows {
+                let Some(map) = row.as_object_mut() else {
+                    continue;
+                };
+                let id = map
+                    .remove("__id")
+                    .and_then(|v| v.as_str().map(String::from));
+                map.remove("id");
+                if let Some(id) = id {
+                    found.insert(id, row);
+                }
+            }
+            for id in ids {
+                ops.push(match found.remove(&id) {
+                    Some(record) => Op::Put {
+                        table: table.to_string(),
+                        id: id.clone(),
+                        record,
+                    },
+                    None => Op::Delete {
+                        table: table.to_string(),
+                        id: id.clone(),
+                    },
+                });
+            }
+        }
+        ops.extend(touched.ops);
+        journal.append(&ops).map_err(|e| {
+            let why = format!("cannot write the journal: {e}");
+            self.stop_writes(why.clone());
+            StoreError::Db(why)
+        })
+    }
+
+    /// Applies journaled changes in order, in transactions of bounded size.
+    pub(super) async fn replay(&self, ops: &[Op]) -> Result<()> {
+        use surrealdb::types::Value as Surreal;
+        for chunk in ops.chunks(REPLAY_BATCH) {
+            let mut sql = String::from("BEGIN TRANSACTION;\n");
+            let mut vars = surrealdb::types::Object::new();
+            for (i, op) in chunk.iter().enumerate() {
+                match op {
+                    Op::Put { table, id, record } => {
+                        let row = typed_row(record, datetime_fields(table))?;
+                        sql.push_str(&format!(
+                            "UPSERT type::record($t{i}, $i{i}) CONTENT $r{i} RETURN NONE;\n"
+                        ));
+                        vars.insert(format!("t{i}"), Surreal::from_t(table.clone()));
+                        vars.insert(format!("i{i}"), Surreal::from_t(id.clone()));
+                        vars.insert(format!("r{i}"), Surreal::Object(row));
+                    }
+                    Op::Delete { table, id } => {
+                        sql.push_str(&format!("DELETE type::record($t{i}, $i{i}) RETURN NONE;\n"));
+                        vars.insert(format!("t{i}"), Surreal::from_t(table.clone()));
+                        vars.insert(format!("i{i}"), Surreal::from_t(id.clone()));
+                    }
+                    Op::RevokeHandles { session_id } => {
+                        sql.push_str(&format!(
+                            "DELETE handles WHERE session_id = $s{i} RETURN NONE;\n"
+                        ));
+                        vars.insert(format!("s{i}"), Surreal::from_t(session_id.clone()));
+                    }
+                    // Purges run on their own, in their own batches, below.
+                    Op::Purge { .. } => {}
+                }
+            }
+            sql.push_str("COMMIT TRANSACTION;");
+            self.run_bound(&sql, Surreal::Object(vars)).await?;
+            for op in chunk {
+                if let Op::Purge { session_id } = op {
+                    self.purge_rows(session_id, PURGE_BATCH).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Journaled changes replayed in one transaction.
+const REPLAY_BATCH: usize = 256;
+/// `<db>.journal`, beside the engine's folder.
+pub(super) fn journal_dir(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".journal");
+    PathBuf::from(name)
+}
+
+fn group_by_table(records: &[(&'static str, String)]) -> Vec<(&'static str, Vec<String>)> {
+    let mut groups: Vec<(&'static str, Vec<String>)> = Vec::new();
+    for (table, id) in records {
+        match groups.iter_mut().find(|(t, _)| t == table) {
+            Some((_, ids)) => ids.push(id.clone()),
+            None => groups.push((table, vec![id.clone()])),
+        }
+    }
+    groups
+}
+
+/// Before the engine opens: refuse to start on a disk below the reserve (the engine's
+/// own recovery needs room, and fails badly without it), and remove what a recovery
+/// that failed that way left behind, which would poison the next one.
+pub(super) fn prepare_disk(path: &Path, reserve_bytes: u64) -> std::result::Result<(), String> {
+    std::fs::create_dir_all(path).map_err(|e| e.to_string())?;
+    let free = crate::sys::free_bytes(path).map_err(|e| e.to_string())?;
+    if free < reserve_bytes {
+        return Err(format!(
+            "only {} MiB free on the disk holding the database; crucible needs {} MiB in \
+             reserve to open it safely (store.reserve_mb)",
+            free / MIB,
+            reserve_bytes / MIB
+        ));
+    }
+    let stale = path.join("wal").join("repair_temp");
+    if stale.exists() {
+        tracing::warn!(
+            "removing {} left by a recovery that failed",
+            stale.display()
+        );
+        std::fs::remove_dir_all(&stale).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The embedded engine's settings: bounded caches, and values kept inline rather than in
+/// the engine's value log, whose writer corrupts earlier values when a disk fills up. A
+/// database that already has value-log files keeps the log readable.
+pub(super) fn engine_config(cfg: &StoreConfig, path: &Path) -> surrealdb_cnf::ConfigMap {
+    let has_vlog = std::fs::read_dir(path.join("vlog")).is_ok_and(|dir| {
+        dir.filter_map(|e| e.ok())
+            .any(|e| e.metadata().is_ok_and(|m| m.len() > 0))
+    });
+    surrealdb_cnf::ConfigMap::empty()
+        .with_key_value(
+            "surrealkv_block_cache_capacity",
+            (cfg.cache_mb * MIB).to_string(),
+        )
+        .with_key_value(
+            "surrealkv_max_memtable_size",
+            (cfg.write_buffer_mb * MIB).to_string(),
+        )
+        .with_key_value("surrealkv_enable_vlog", has_vlog.to_string())
+        .with_key_value("surrealkv_vlog_threshold", (1024 * MIB).to_string())
+}

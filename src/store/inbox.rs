@@ -1,0 +1,157 @@
+//! The inbox's records: messages, their answers, reads and clearing.
+
+use serde_json::{Value, json};
+
+use super::durable::Touched;
+use super::{MESSAGE_FIELDS, Result, Store, absent_for_null, decode_rows, typed_row};
+use crate::protocol::InboxMessage;
+
+impl Store {
+    /// Stores several messages in one statement (one transaction): all of them or none.
+    pub async fn insert_messages(&self, messages: &[InboxMessage]) -> Result<()> {
+        use surrealdb::types::Value as Surreal;
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let rows = messages
+            .iter()
+            .map(|m| typed_row(m, &["timestamp"]).map(Surreal::Object))
+            .collect::<Result<Vec<_>>>()?;
+        let mut vars = surrealdb::types::Object::new();
+        vars.insert("rows", Surreal::Array(rows.into_iter().collect()));
+        let mut touched = Touched::default();
+        for m in messages {
+            touched.records.push(("inbox_messages", m.id.clone()));
+        }
+        self.write(
+            "INSERT INTO inbox_messages $rows RETURN NONE",
+            Surreal::Object(vars),
+            touched,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Newest first. Each shape is one the planner serves without reading the whole
+    /// table: unread ones walk the `(read, timestamp)` index backwards, all ones walk the
+    /// table backwards by id (ULIDs are time-ordered); both stop after `limit`.
+    pub async fn list_messages(
+        &self,
+        unread_only: bool,
+        session_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<InboxMessage>> {
+        let tail = match (unread_only, session_id.is_some()) {
+            (true, false) => "WHERE read = false ORDER BY timestamp DESC",
+            (false, false) => "ORDER BY id DESC",
+            (true, true) => {
+                "WHERE session_id = $session_id AND read = false ORDER BY timestamp DESC"
+            }
+            (false, true) => "WHERE session_id = $session_id ORDER BY timestamp DESC",
+        };
+        let sql = format!("SELECT {MESSAGE_FIELDS} FROM inbox_messages {tail} LIMIT $limit");
+        self.rows(&sql, json!({"session_id": session_id, "limit": limit}), 0)
+            .await
+    }
+
+    pub async fn get_message(&self, id: &str) -> Result<Option<InboxMessage>> {
+        let sql = format!("SELECT {MESSAGE_FIELDS} FROM type::record('inbox_messages', $id)");
+        Ok(self
+            .rows(&sql, json!({"id": id}), 0)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Marks messages read; returns the ones that changed.
+    pub async fn mark_read(&self, ids: &[String]) -> Result<Vec<InboxMessage>> {
+        let sql = format!(
+            "LET $records = array::map($ids, |$i| type::record('inbox_messages', $i));
+             SELECT {MESSAGE_FIELDS} FROM (UPDATE $records SET read = true WHERE read = false RETURN AFTER);"
+        );
+        let out = self
+            .write_unjournaled(&sql, absent_for_null(json!({"ids": ids})))
+            .await?;
+        let changed: Vec<InboxMessage> =
+            decode_rows(out.into_iter().nth(1).unwrap_or(Value::Null))?;
+        let mut touched = Touched::default();
+        for m in &changed {
+            touched.records.push(("inbox_messages", m.id.clone()));
+        }
+        self.journal(touched).await?;
+        Ok(changed)
+    }
+
+    /// Records the answer to a message that has none yet (or, `withdrawn`, closes it
+    /// without one). `None` when the message does not exist or was already answered (the
+    /// caller tells which).
+    pub async fn respond(
+        &self,
+        id: &str,
+        response: &str,
+        withdrawn: bool,
+    ) -> Result<Option<InboxMessage>> {
+        let sql = format!(
+            "SELECT {MESSAGE_FIELDS} FROM (
+                UPDATE type::record('inbox_messages', $id)
+                SET responded = true, response = $response, read = true, withdrawn = $withdrawn
+                WHERE responded = false RETURN AFTER)"
+        );
+        let out = self
+            .write(
+                &sql,
+                absent_for_null(json!({"id": id, "response": response, "withdrawn": withdrawn})),
+                Touched::record("inbox_messages", id),
+            )
+            .await?;
+        let rows: Vec<InboxMessage> = decode_rows(out.into_iter().next().unwrap_or(Value::Null))?;
+        Ok(rows.into_iter().next())
+    }
+
+    /// The decisions and approvals of a session that still wait for an answer.
+    pub async fn open_blocking(&self, session_id: &str) -> Result<Vec<String>> {
+        self.rows(
+            "SELECT VALUE record::id(id) FROM inbox_messages
+             WHERE session_id = $session_id AND responded = false
+                AND msg_type INSIDE ['decision_needed', 'approval_required']",
+            json!({"session_id": session_id}),
+            0,
+        )
+        .await
+    }
+
+    /// Deletes every read message that needs no answer (or has one); returns their ids.
+    pub async fn clear_read(&self) -> Result<Vec<String>> {
+        let out = self
+            .write_unjournaled(
+                "SELECT VALUE record::id(id) FROM (
+                DELETE inbox_messages WHERE read = true
+                    AND (responded = true OR msg_type NOTINSIDE ['decision_needed', 'approval_required'])
+                    RETURN BEFORE)",
+                absent_for_null(json!({})),
+            )
+            .await?;
+        let ids: Vec<String> = decode_rows(out.into_iter().next().unwrap_or(Value::Null))?;
+        let mut touched = Touched::default();
+        for id in &ids {
+            touched.records.push(("inbox_messages", id.clone()));
+        }
+        self.journal(touched).await?;
+        Ok(ids)
+    }
+
+    pub async fn count_unread(&self) -> Result<u64> {
+        let rows = self
+            .run(
+                "SELECT count() AS n FROM inbox_messages WHERE read = false GROUP ALL",
+                json!({}),
+            )
+            .await?;
+        Ok(rows
+            .first()
+            .and_then(|v| v.get(0))
+            .and_then(|row| row.get("n"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0))
+    }
+}
