@@ -4,6 +4,7 @@
 pub mod env;
 pub mod handle;
 pub mod jsonrpc;
+pub mod methods;
 pub mod types;
 
 pub use handle::Handle;
@@ -30,108 +31,54 @@ pub mod limits {
 /// The longest line the daemon reads; a longer one is answered with -32600 and skipped.
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 
-/// Method names.
+/// Method names, from the method table ([`methods`]).
 pub mod method {
-    pub const HANDSHAKE: &str = "handshake";
-    pub const PING: &str = "ping";
-    pub const SESSION_REGISTER: &str = "session.register";
-    pub const SESSION_LIST: &str = "session.list";
-    pub const SESSION_GET: &str = "session.get";
-    pub const SESSION_HEARTBEAT: &str = "session.heartbeat";
-    pub const SESSION_DEREGISTER: &str = "session.deregister";
-    pub const SESSION_CREATE: &str = "session.create";
-    pub const SESSION_PROMPT: &str = "session.prompt";
-    pub const SESSION_CANCEL: &str = "session.cancel";
-    pub const SESSION_STOP: &str = "session.stop";
-    pub const SESSION_DELETE: &str = "session.delete";
-    pub const SESSION_PRUNE: &str = "session.prune";
-    pub const SESSION_TRANSCRIPT: &str = "session.transcript";
-    pub const INBOX_SEND: &str = "inbox.send";
-    pub const INBOX_LIST: &str = "inbox.list";
-    pub const INBOX_GET: &str = "inbox.get";
-    pub const INBOX_MARK_READ: &str = "inbox.mark_read";
-    pub const INBOX_RESPOND: &str = "inbox.respond";
-    pub const INBOX_WAIT: &str = "inbox.wait";
-    pub const INBOX_CLEAR: &str = "inbox.clear";
-    pub const DB_QUERY: &str = "db.query";
-    pub const SUBSCRIBE: &str = "subscribe";
-    pub const UNSUBSCRIBE: &str = "unsubscribe";
-    pub const DAEMON_STATUS: &str = "daemon.status";
-    pub const DAEMON_SHUTDOWN: &str = "daemon.shutdown";
-    pub const CONTEXT_GET: &str = "context.get";
-    pub const CONTEXT_POP: &str = "context.pop";
-    pub const CONTEXT_CHECKPOINT: &str = "context.checkpoint";
-    pub const CONTEXT_ROLLBACK: &str = "context.rollback";
-    pub const CONTEXT_REPLACE_TOP: &str = "context.replace_top";
-    pub const CONTEXT_RESET: &str = "context.reset";
-    pub const CONTEXT_SUMMARIZE: &str = "context.summarize";
+    use super::methods::{self as m, Method};
+
+    pub const HANDSHAKE: &str = m::Handshake::NAME;
+    pub const PING: &str = m::Ping::NAME;
+    pub const SESSION_REGISTER: &str = m::SessionRegister::NAME;
+    pub const SESSION_LIST: &str = m::SessionList::NAME;
+    pub const SESSION_GET: &str = m::SessionGet::NAME;
+    pub const SESSION_HEARTBEAT: &str = m::SessionHeartbeat::NAME;
+    pub const SESSION_DEREGISTER: &str = m::SessionDeregister::NAME;
+    pub const SESSION_CREATE: &str = m::SessionCreate::NAME;
+    pub const SESSION_PROMPT: &str = m::SessionPrompt::NAME;
+    pub const SESSION_CANCEL: &str = m::SessionCancel::NAME;
+    pub const SESSION_STOP: &str = m::SessionStop::NAME;
+    pub const SESSION_DELETE: &str = m::SessionDelete::NAME;
+    pub const SESSION_PRUNE: &str = m::SessionPrune::NAME;
+    pub const SESSION_TRANSCRIPT: &str = m::SessionTranscript::NAME;
+    pub const INBOX_SEND: &str = m::InboxSend::NAME;
+    pub const INBOX_LIST: &str = m::InboxList::NAME;
+    pub const INBOX_GET: &str = m::InboxGet::NAME;
+    pub const INBOX_MARK_READ: &str = m::InboxMarkRead::NAME;
+    pub const INBOX_RESPOND: &str = m::InboxRespond::NAME;
+    pub const INBOX_WAIT: &str = m::InboxWait::NAME;
+    pub const INBOX_CLEAR: &str = m::InboxClear::NAME;
+    pub const DB_QUERY: &str = m::DbQuery::NAME;
+    pub const SUBSCRIBE: &str = m::Subscribe::NAME;
+    pub const UNSUBSCRIBE: &str = m::Unsubscribe::NAME;
+    pub const DAEMON_STATUS: &str = m::DaemonStatusOf::NAME;
+    pub const DAEMON_SHUTDOWN: &str = m::DaemonShutdown::NAME;
+    pub const CONTEXT_GET: &str = m::ContextGet::NAME;
+    pub const CONTEXT_POP: &str = m::ContextPop::NAME;
+    pub const CONTEXT_CHECKPOINT: &str = m::ContextCheckpoint::NAME;
+    pub const CONTEXT_ROLLBACK: &str = m::ContextRollback::NAME;
+    pub const CONTEXT_REPLACE_TOP: &str = m::ContextReplaceTop::NAME;
+    pub const CONTEXT_RESET: &str = m::ContextReset::NAME;
+    pub const CONTEXT_SUMMARIZE: &str = m::ContextSummarize::NAME;
 
     /// Every method the daemon serves.
-    pub const ALL: &[&str] = &[
-        HANDSHAKE,
-        PING,
-        SESSION_REGISTER,
-        SESSION_LIST,
-        SESSION_GET,
-        SESSION_HEARTBEAT,
-        SESSION_DEREGISTER,
-        SESSION_CREATE,
-        SESSION_PROMPT,
-        SESSION_CANCEL,
-        SESSION_STOP,
-        SESSION_DELETE,
-        SESSION_PRUNE,
-        SESSION_TRANSCRIPT,
-        INBOX_SEND,
-        INBOX_LIST,
-        INBOX_GET,
-        INBOX_MARK_READ,
-        INBOX_RESPOND,
-        INBOX_WAIT,
-        INBOX_CLEAR,
-        DB_QUERY,
-        SUBSCRIBE,
-        UNSUBSCRIBE,
-        DAEMON_STATUS,
-        DAEMON_SHUTDOWN,
-        CONTEXT_GET,
-        CONTEXT_POP,
-        CONTEXT_CHECKPOINT,
-        CONTEXT_ROLLBACK,
-        CONTEXT_REPLACE_TOP,
-        CONTEXT_RESET,
-        CONTEXT_SUMMARIZE,
-    ];
+    pub fn all() -> impl Iterator<Item = &'static str> {
+        m::TABLE.iter().map(|row| row.name)
+    }
 }
 
-/// Each method's params in the order PROTOCOL.md lists them: how positional (array)
-/// params are named. Struct field order never decides this.
+/// Each method's params in the order PROTOCOL.md lists them (from the method table): how
+/// positional (array) params are named. Struct field order never decides this.
 pub fn param_order(name: &str) -> &'static [&'static str] {
-    use method::*;
-    match name {
-        HANDSHAKE => &["protocol_version", "client", "handle"],
-        SESSION_REGISTER => &["agent_type", "agent_name", "worktree"],
-        SESSION_GET | SESSION_HEARTBEAT | SESSION_CANCEL | SESSION_STOP | CONTEXT_GET
-        | CONTEXT_RESET | CONTEXT_SUMMARIZE => &["session_id"],
-        SESSION_DEREGISTER => &["session_id", "reason", "exit_code"],
-        SESSION_CREATE => &["agent", "worktree", "in_place", "task"],
-        SESSION_PROMPT => &["session_id", "text"],
-        SESSION_DELETE => &["session_id", "remove_worktree", "delete_branch", "force"],
-        SESSION_PRUNE => &["remove_worktree", "delete_branch", "force"],
-        SESSION_TRANSCRIPT => &["session_id", "after", "limit"],
-        INBOX_SEND => &["session_id", "msg_type", "title", "body", "options"],
-        INBOX_LIST => &["unread_only", "limit", "session_id"],
-        INBOX_GET => &["id"],
-        INBOX_MARK_READ => &["ids"],
-        INBOX_RESPOND => &["id", "response"],
-        INBOX_WAIT => &["id", "timeout_secs"],
-        DB_QUERY => &["sql", "bindings"],
-        SUBSCRIBE => &["topics"],
-        CONTEXT_POP => &["session_id", "n"],
-        CONTEXT_CHECKPOINT | CONTEXT_ROLLBACK => &["session_id", "name"],
-        CONTEXT_REPLACE_TOP => &["session_id", "summary"],
-        _ => &[],
-    }
+    methods::row(name).map_or(&[], |row| row.params)
 }
 
 /// Params as an object: positional params are named by [`param_order`]; a `null` in a
@@ -199,10 +146,10 @@ mod param_tests {
             method::DAEMON_STATUS,
             method::DAEMON_SHUTDOWN,
         ];
-        for name in method::ALL {
+        for name in method::all() {
             assert_eq!(
                 param_order(name).is_empty(),
-                without.contains(name),
+                without.contains(&name),
                 "{name}"
             );
         }
