@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use super::output;
 use crate::client::{Client, stop_daemon};
 use crate::kiln::Kiln;
-use crate::protocol::{DaemonStatus, method};
+use crate::protocol::methods;
 
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
@@ -55,8 +55,8 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(3));
                 }
             };
-            let status: DaemonStatus = client
-                .call(method::DAEMON_STATUS, &serde_json::json!({}))
+            let status = client
+                .call::<methods::DaemonStatusOf>(&methods::NoParams {})
                 .await?;
             if json {
                 let mut value = serde_json::to_value(&status)?;

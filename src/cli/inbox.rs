@@ -4,11 +4,13 @@ use super::output::outln;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use serde_json::json;
 
 use super::output;
 use crate::kiln::Kiln;
-use crate::protocol::{InboxMessage, ListParams, MsgType, RespondParams, SendParams, method};
+use crate::protocol::methods as m;
+use crate::protocol::{
+    IdParams, IdsParams, InboxMessage, ListParams, MsgType, RespondParams, SendParams,
+};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -75,16 +77,6 @@ fn parse_msg_type(s: &str) -> Result<MsgType, String> {
     })
 }
 
-#[derive(serde::Deserialize)]
-struct Messages {
-    messages: Vec<InboxMessage>,
-}
-
-#[derive(serde::Deserialize)]
-struct One {
-    message: InboxMessage,
-}
-
 pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
     let client = super::connect(&kiln).await?;
     match args.action {
@@ -94,7 +86,7 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
                 limit: args.limit,
                 session_id: None,
             };
-            let list: Messages = client.call(method::INBOX_LIST, &params).await?;
+            let list = client.call::<m::InboxList>(&params).await?;
             if args.json {
                 outln!("{}", serde_json::to_string_pretty(&list.messages)?);
             } else if list.messages.is_empty() {
@@ -111,10 +103,12 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
             }
         }
         Some(InboxAction::Show { id, json }) => {
-            let mut one: One = client.call(method::INBOX_GET, &json!({"id": id})).await?;
+            let mut one = client
+                .call::<m::InboxGet>(&IdParams { id: id.clone() })
+                .await?;
             if !one.message.read {
                 client
-                    .call_value(method::INBOX_MARK_READ, json!({"ids": [id]}))
+                    .call::<m::InboxMarkRead>(&IdsParams { ids: vec![id] })
                     .await?;
                 one.message.read = true;
             }
@@ -125,14 +119,11 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
             }
         }
         Some(InboxAction::Respond { id, answer, json }) => {
-            let one: One = client
-                .call(
-                    method::INBOX_RESPOND,
-                    &RespondParams {
-                        id,
-                        response: answer,
-                    },
-                )
+            let one = client
+                .call::<m::InboxRespond>(&RespondParams {
+                    id,
+                    response: answer,
+                })
                 .await?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&one.message)?);
@@ -146,17 +137,12 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
             }
         }
         Some(InboxAction::Read { ids }) => {
-            let result = client
-                .call_value(method::INBOX_MARK_READ, json!({"ids": ids}))
-                .await?;
-            outln!("{} marked read", result["updated"].as_u64().unwrap_or(0));
+            let result = client.call::<m::InboxMarkRead>(&IdsParams { ids }).await?;
+            outln!("{} marked read", result.updated);
         }
         Some(InboxAction::Clear) => {
-            let result = client.call_value(method::INBOX_CLEAR, json!({})).await?;
-            outln!(
-                "{} read messages deleted",
-                result["deleted"].as_u64().unwrap_or(0)
-            );
+            let result = client.call::<m::InboxClear>(&m::NoParams {}).await?;
+            outln!("{} read messages deleted", result.deleted);
         }
         Some(InboxAction::Send {
             session,
@@ -173,7 +159,7 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
                 body,
                 options: (!options.is_empty()).then_some(options),
             };
-            let one: One = client.call(method::INBOX_SEND, &params).await?;
+            let one = client.call::<m::InboxSend>(&params).await?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&one.message)?);
             } else {

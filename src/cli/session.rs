@@ -12,15 +12,15 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
 
 use super::output;
 use crate::client::Client;
 use crate::kiln::Kiln;
+use crate::protocol::methods as m;
 use crate::protocol::{
     CreateSessionParams, DeleteOutcome, DeleteSessionParams, EntryKind, Event, PromptParams,
-    PromptResult, PruneResult, RemoveOptions, Session, SessionState, Topic, TranscriptEntry,
-    TranscriptParams, method,
+    RemoveOptions, Session, SessionIdParams, SessionState, Topic, TranscriptEntry,
+    TranscriptParams,
 };
 use crate::sessions::render;
 
@@ -131,21 +131,6 @@ enum SessionAction {
     },
 }
 
-#[derive(serde::Deserialize)]
-struct SessionList {
-    sessions: Vec<Session>,
-}
-
-#[derive(serde::Deserialize)]
-struct OneSession {
-    session: Session,
-}
-
-#[derive(serde::Deserialize)]
-struct Entries {
-    entries: Vec<TranscriptEntry>,
-}
-
 pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
     let client = super::connect(&kiln).await?;
     match args.action {
@@ -157,16 +142,13 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let worktree = worktree.map(|w| absolute_if_dir(&w));
-            let created: OneSession = client
-                .call(
-                    method::SESSION_CREATE,
-                    &CreateSessionParams {
-                        agent,
-                        worktree,
-                        in_place,
-                        task,
-                    },
-                )
+            let created = client
+                .call::<m::SessionCreate>(&CreateSessionParams {
+                    agent,
+                    worktree,
+                    in_place,
+                    task,
+                })
                 .await?;
             let s = created.session;
             if json {
@@ -218,10 +200,12 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 // A registered session that ended is no longer listed, but its
                 // termination record answers to its full id for a while.
                 Err(e) => match client
-                    .call::<_, Value>(method::SESSION_GET, &json!({"session_id": session.trim()}))
+                    .call::<m::SessionGet>(&SessionIdParams {
+                        session_id: session.trim().to_string(),
+                    })
                     .await
                 {
-                    Ok(reply) => serde_json::from_value(reply["session"].clone())?,
+                    Ok(reply) => reply.session,
                     Err(_) => return Err(e),
                 },
             };
@@ -241,14 +225,11 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
         }
         SessionAction::Send { session, text } => {
             let s = resolve(&client, &session).await?;
-            let sent: PromptResult = client
-                .call(
-                    method::SESSION_PROMPT,
-                    &PromptParams {
-                        session_id: s.id.clone(),
-                        text: text.join(" "),
-                    },
-                )
+            let sent = client
+                .call::<m::SessionPrompt>(&PromptParams {
+                    session_id: s.id.clone(),
+                    text: text.join(" "),
+                })
                 .await?;
             if sent.queued {
                 outln!(
@@ -262,14 +243,18 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
         SessionAction::Cancel { session } => {
             let s = resolve(&client, &session).await?;
             client
-                .call_value(method::SESSION_CANCEL, json!({"session_id": s.id}))
+                .call::<m::SessionCancel>(&SessionIdParams {
+                    session_id: s.id.clone(),
+                })
                 .await?;
             outln!("asked {} to stop its turn", s.display_name);
         }
         SessionAction::Stop { session } => {
             let s = resolve(&client, &session).await?;
-            let stopped: OneSession = client
-                .call(method::SESSION_STOP, &json!({"session_id": s.id}))
+            let stopped = client
+                .call::<m::SessionStop>(&SessionIdParams {
+                    session_id: s.id.clone(),
+                })
                 .await?;
             outln!(
                 "{}: {}",
@@ -283,14 +268,11 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let s = resolve(&client, &session).await?;
-            let outcome: DeleteOutcome = client
-                .call(
-                    method::SESSION_DELETE,
-                    &DeleteSessionParams {
-                        session_id: s.id.clone(),
-                        options: remove.options(),
-                    },
-                )
+            let outcome = client
+                .call::<m::SessionDelete>(&DeleteSessionParams {
+                    session_id: s.id.clone(),
+                    options: remove.options(),
+                })
                 .await?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&outcome)?);
@@ -307,9 +289,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             context::run(&client, &s, action, json).await?;
         }
         SessionAction::Prune { remove, json } => {
-            let result: PruneResult = client
-                .call(method::SESSION_PRUNE, &remove.options())
-                .await?;
+            let result = client.call::<m::SessionPrune>(&remove.options()).await?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&result)?);
             } else {
@@ -366,8 +346,10 @@ fn removed(d: &DeleteOutcome) -> &'static str {
 }
 
 async fn list(client: &Client) -> anyhow::Result<Vec<Session>> {
-    let list: SessionList = client.call(method::SESSION_LIST, &json!({})).await?;
-    Ok(list.sessions)
+    Ok(client
+        .call::<m::SessionList>(&m::NoParams {})
+        .await?
+        .sessions)
 }
 
 /// Finds the session `name` refers to.
@@ -474,15 +456,12 @@ async fn logs(client: &Client, session: &Session, follow: bool, json: bool) -> a
     };
     let mut last = 0;
     loop {
-        let page: Entries = client
-            .call(
-                method::SESSION_TRANSCRIPT,
-                &TranscriptParams {
-                    session_id: session.id.clone(),
-                    after: Some(last),
-                    limit: Some(1000),
-                },
-            )
+        let page = client
+            .call::<m::SessionTranscript>(&TranscriptParams {
+                session_id: session.id.clone(),
+                after: Some(last),
+                limit: Some(1000),
+            })
             .await?;
         let Some(end) = page.entries.last().map(|e| e.seq) else {
             break;
@@ -554,6 +533,8 @@ fn print_entry(entry: &TranscriptEntry, json: bool) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn session(id: &str, name: &str, branch: Option<&str>) -> Session {

@@ -5,10 +5,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-
 use super::{Client, ClientError};
-use crate::protocol::{Handle, InboxMessage, MsgType, code, method};
+use crate::protocol::methods;
+use crate::protocol::{Handle, MsgType, SendParams, WaitParams, code};
 
 /// Where an agent finds its handle.
 pub use crate::protocol::env::HANDLE as HANDLE_ENV;
@@ -80,16 +79,19 @@ impl AgentLink {
         body: Option<&str>,
         options: Option<&[String]>,
     ) -> Result<String, AgentError> {
-        let reply = self
+        let params = SendParams {
+            session_id: self.session_id.clone(),
+            msg_type,
+            title: title.to_string(),
+            body: body.map(String::from),
+            options: options.map(<[String]>::to_vec),
+        };
+        let sent = self
             .client
-            .call_value(
-                method::INBOX_SEND,
-                json!({"session_id": self.session_id, "msg_type": msg_type,
-                       "title": title, "body": body, "options": options}),
-            )
+            .call::<methods::InboxSend>(&params)
             .await
             .map_err(revoked)?;
-        Ok(reply["id"].as_str().unwrap_or_default().to_string())
+        Ok(sent.id)
     }
 
     /// Posts an `info` message; returns its id.
@@ -126,20 +128,15 @@ impl AgentLink {
     }
 
     async fn wait(&self, id: &str, timeout: Option<Duration>) -> Result<Answer, AgentError> {
-        let reply = self
-            .client
-            .call_value(
-                method::INBOX_WAIT,
-                json!({"id": id, "timeout_secs": timeout.map(|t| t.as_secs().max(1))}),
-            )
-            .await;
-        let reply: Value = match reply {
-            Ok(reply) => reply,
+        let params = WaitParams {
+            id: id.to_string(),
+            timeout_secs: timeout.map(|t| t.as_secs().max(1)),
+        };
+        let message = match self.client.call::<methods::InboxWait>(&params).await {
+            Ok(reply) => reply.message,
             Err(e) if e.rpc_code() == Some(code::TIMED_OUT) => return Ok(Answer::TimedOut),
             Err(e) => return Err(revoked(e)),
         };
-        let message: InboxMessage = serde_json::from_value(reply["message"].clone())
-            .map_err(|e| ClientError::Decode(e.to_string()))?;
         let response = message.response.unwrap_or_default();
         Ok(if message.withdrawn {
             Answer::Withdrawn(response)

@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
@@ -20,9 +18,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::kiln::Kiln;
 use crate::protocol::jsonrpc::request_line;
+use crate::protocol::methods::{self, Method};
 use crate::protocol::{
     ErrorObject, Handle, HandshakeParams, HandshakeResult, Notification, PROTOCOL_VERSION,
-    Response, Topic, code, method,
+    Response, SubscribeParams, Topic, code,
 };
 
 pub use spawn::{StartOptions, connect_or_start, stop_daemon};
@@ -124,12 +123,10 @@ impl Client {
             client: Some(format!("cru/{}", env!("CARGO_PKG_VERSION"))),
             handle: handle.map(|h| h.expose().to_string()),
         };
-        let answer = tokio::time::timeout(
-            HANDSHAKE_TIMEOUT,
-            client.call::<_, HandshakeResult>(method::HANDSHAKE, &hello),
-        )
-        .await
-        .map_err(|_| ClientError::Timeout(HANDSHAKE_TIMEOUT))?;
+        let answer =
+            tokio::time::timeout(HANDSHAKE_TIMEOUT, client.call::<methods::Handshake>(&hello))
+                .await
+                .map_err(|_| ClientError::Timeout(HANDSHAKE_TIMEOUT))?;
         client.daemon = match answer {
             Ok(result) => result,
             Err(ClientError::Rpc(e)) if e.code == code::VERSION_MISMATCH => {
@@ -172,16 +169,50 @@ impl Client {
         response.into_result().map_err(ClientError::Rpc)
     }
 
-    /// Calls a method with typed params and result.
-    pub async fn call<P: Serialize, R: DeserializeOwned>(
-        &self,
-        name: &str,
-        params: &P,
-    ) -> Result<R> {
+    /// Calls a method of the table with its params; its typed result.
+    pub async fn call<M: Method>(&self, params: &M::Params) -> Result<M::Result> {
         let params =
             serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
-        let value = self.call_value(name, params).await?;
-        serde_json::from_value(value).map_err(|e| ClientError::Decode(format!("{name}: {e}")))
+        let value = self.call_value(M::NAME, params).await?;
+        serde_json::from_value(value).map_err(|e| ClientError::Decode(format!("{}: {e}", M::NAME)))
+    }
+
+    /// Runs one `context.*` method on a session's stack.
+    pub async fn context(
+        &self,
+        session_id: &str,
+        call: methods::ContextCall,
+    ) -> Result<crate::protocol::ContextResult> {
+        use crate::protocol::{ContextNameParams, ContextPopParams, ContextReplaceParams};
+        use methods::ContextCall as C;
+        let session_id = session_id.to_string();
+        let plain = crate::protocol::SessionIdParams {
+            session_id: session_id.clone(),
+        };
+        match call {
+            C::Get => self.call::<methods::ContextGet>(&plain).await,
+            C::Reset => self.call::<methods::ContextReset>(&plain).await,
+            C::Summarize => self.call::<methods::ContextSummarize>(&plain).await,
+            C::Pop(n) => {
+                self.call::<methods::ContextPop>(&ContextPopParams { session_id, n })
+                    .await
+            }
+            C::Checkpoint(name) => {
+                self.call::<methods::ContextCheckpoint>(&ContextNameParams { session_id, name })
+                    .await
+            }
+            C::Rollback(name) => {
+                self.call::<methods::ContextRollback>(&ContextNameParams { session_id, name })
+                    .await
+            }
+            C::ReplaceTop(summary) => {
+                self.call::<methods::ContextReplaceTop>(&ContextReplaceParams {
+                    session_id,
+                    summary,
+                })
+                .await
+            }
+        }
     }
 
     /// Subscribes to change events, as raw notifications: `Event::from_notification`
@@ -196,7 +227,7 @@ impl Client {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .ok_or_else(|| ClientError::Decode("already subscribed".into()))?;
-        self.call_value(method::SUBSCRIBE, json!({"topics": topics}))
+        self.call::<methods::Subscribe>(&SubscribeParams { topics })
             .await?;
         Ok(rx)
     }

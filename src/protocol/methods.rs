@@ -26,8 +26,8 @@ pub trait Method {
     const ACCESS: Access;
     /// The params' names in the documented order: how positional params are named.
     const PARAMS: &'static [&'static str];
-    type Params: Serialize + DeserializeOwned + Send + 'static;
-    type Result: Serialize + DeserializeOwned + Send + 'static;
+    type Params: Serialize + DeserializeOwned + Send + Sync + 'static;
+    type Result: Serialize + DeserializeOwned + Send + Sync + 'static;
 }
 
 /// One row of the table, for code that goes by name.
@@ -108,6 +108,18 @@ methods! {
     ContextReset = "context.reset", Owner, ["session_id"], SessionIdParams => ContextResult;
     ContextSummarize = "context.summarize", Owner, ["session_id"],
         SessionIdParams => ContextResult;
+}
+
+/// A `context.*` call: which of the seven methods, with its own params.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContextCall {
+    Get,
+    Pop(usize),
+    Checkpoint(String),
+    Rollback(String),
+    ReplaceTop(String),
+    Reset,
+    Summarize,
 }
 
 /// The table's row for a method name.

@@ -26,16 +26,18 @@ use futures::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
-use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::ContextOp;
 use super::{Action, Connection, Flash, Keymap, Model, Theme, render};
+use crate::client::ClientError;
 use crate::client::{Client, StartOptions, connect_or_start};
 use crate::config::{Attention, Config};
 use crate::kiln::Kiln;
+use crate::protocol::methods::{self as m, ContextCall, Method};
 use crate::protocol::{
-    ContextResult, Event, InboxMessage, Notification, Session, TranscriptEntry, method,
+    ContextResult, CreateSessionParams, Event, IdsParams, ListParams, Notification, PromptParams,
+    RespondParams, TranscriptEntry, TranscriptParams,
 };
 
 /// How many messages the workbench reads when it (re)synchronises.
@@ -234,7 +236,7 @@ impl Embedded {
         if !self.task.is_finished() {
             match Client::connect(kiln).await {
                 Ok(client) => {
-                    let _ = client.call_value(method::DAEMON_SHUTDOWN, json!({})).await;
+                    let _ = client.call::<m::DaemonShutdown>(&m::NoParams {}).await;
                 }
                 Err(e) => tracing::warn!("cannot reach the embedded daemon to stop it: {e}"),
             }
@@ -388,16 +390,13 @@ impl Runtime {
             return false;
         };
         let read = async {
-            let sessions: Vec<Session> = serde_json::from_value(
-                client.call_value(method::SESSION_LIST, json!({})).await?["sessions"].take(),
-            )?;
-            let messages: Vec<InboxMessage> = serde_json::from_value(
-                client
-                    .call_value(method::INBOX_LIST, json!({"limit": INBOX_WINDOW}))
-                    .await?["messages"]
-                    .take(),
-            )?;
-            anyhow::Ok((sessions, messages))
+            let sessions = client.call::<m::SessionList>(&m::NoParams {}).await?;
+            let window = ListParams {
+                limit: Some(INBOX_WINDOW),
+                ..ListParams::default()
+            };
+            let messages = client.call::<m::InboxList>(&window).await?;
+            anyhow::Ok((sessions.sessions, messages.messages))
         };
         match read.await {
             Ok((sessions, messages)) => {
@@ -479,45 +478,50 @@ impl Runtime {
                     agent,
                     task,
                 } => match self.agent_for(agent) {
-                    Ok(agent) => self.call(
-                        method::SESSION_CREATE,
-                        json!({"agent": agent, "worktree": worktree, "task": task}),
-                        |reply| {
-                            reply["session"]["id"].as_str().map(|id| Outcome::Created {
-                                session_id: id.to_string(),
+                    Ok(agent) => self.call::<m::SessionCreate>(
+                        CreateSessionParams {
+                            agent,
+                            worktree,
+                            task,
+                            ..CreateSessionParams::default()
+                        },
+                        |created| {
+                            Some(Outcome::Created {
+                                session_id: created.session_id,
                             })
                         },
                     ),
                     Err(why) => self.model.report(Flash::error(why)),
                 },
-                Action::Prompt { session_id, text } => self.call(
-                    method::SESSION_PROMPT,
-                    json!({"session_id": session_id, "text": text}),
-                    |_| None,
-                ),
+                Action::Prompt { session_id, text } => {
+                    self.call::<m::SessionPrompt>(PromptParams { session_id, text }, |_| None)
+                }
                 Action::Respond {
                     message_id,
                     response,
-                } => self.call(
-                    method::INBOX_RESPOND,
-                    json!({"id": message_id, "response": response}),
+                } => self.call::<m::InboxRespond>(
+                    RespondParams {
+                        id: message_id,
+                        response,
+                    },
                     |_| None,
                 ),
                 Action::MarkRead { ids } => {
-                    self.call(method::INBOX_MARK_READ, json!({"ids": ids}), |_| None)
+                    self.call::<m::InboxMarkRead>(IdsParams { ids }, |_| None)
                 }
                 Action::LoadTranscript { session_id, after } => {
                     if self.loading.insert(session_id.clone()) {
                         let id = session_id.clone();
-                        self.call(
-                            method::SESSION_TRANSCRIPT,
-                            json!({"session_id": session_id, "after": after}),
-                            move |reply| {
-                                let entries =
-                                    serde_json::from_value(reply["entries"].clone()).ok()?;
+                        self.call::<m::SessionTranscript>(
+                            TranscriptParams {
+                                session_id,
+                                after: Some(after),
+                                limit: None,
+                            },
+                            move |page| {
                                 Some(Outcome::Transcript {
                                     session_id: id,
-                                    entries,
+                                    entries: page.entries,
                                 })
                             },
                         );
@@ -531,15 +535,14 @@ impl Runtime {
     /// Runs a context operation (or reads the stack for `Show`); `announce` flashes what
     /// changed.
     fn context(&mut self, session_id: &str, op: ContextOp, announce: bool) {
-        let (name, params) = context_call(session_id, op);
-        self.call(name, params, move |reply| {
-            Some(match serde_json::from_value(reply) {
-                Ok(result) => Outcome::Context {
-                    result: Box::new(result),
-                    announce,
-                },
-                Err(e) => Outcome::Failed(format!("{name}: unreadable reply: {e}")),
-            })
+        let session_id = session_id.to_string();
+        let call = context_call(op);
+        self.spawn("context", move |client| async move {
+            let result = client.context(&session_id, call).await?;
+            Ok(Some(Outcome::Context {
+                result: Box::new(result),
+                announce,
+            }))
         });
     }
 
@@ -567,13 +570,24 @@ impl Runtime {
         }
     }
 
-    /// Calls the daemon in the background; `done` turns the reply into an outcome.
-    fn call(
+    /// Calls method `M` in the background; `done` turns its result into an outcome.
+    fn call<M: Method>(
         &mut self,
-        name: &'static str,
-        params: serde_json::Value,
-        done: impl FnOnce(serde_json::Value) -> Option<Outcome> + Send + 'static,
+        params: M::Params,
+        done: impl FnOnce(M::Result) -> Option<Outcome> + Send + 'static,
     ) {
+        self.spawn(M::NAME, move |client| async move {
+            Ok(done(client.call::<M>(&params).await?))
+        });
+    }
+
+    /// Runs `work` against the daemon in the background; a failure is reported with
+    /// `what` failed.
+    fn spawn<F, Fut>(&mut self, what: &'static str, work: F)
+    where
+        F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<Option<Outcome>, ClientError>> + Send + 'static,
+    {
         let Some(link) = self.link.as_ref() else {
             self.model.report(Flash::error(
                 "not connected to the daemon; try again in a moment",
@@ -583,9 +597,9 @@ impl Runtime {
         let client = Arc::clone(&link.client);
         let outcomes = self.outcomes.0.clone();
         tokio::spawn(async move {
-            let outcome = match client.call_value(name, params).await {
-                Ok(reply) => done(reply),
-                Err(e) => Some(Outcome::Failed(format!("{name}: {e}"))),
+            let outcome = match work(client).await {
+                Ok(outcome) => outcome,
+                Err(e) => Some(Outcome::Failed(format!("{what}: {e}"))),
             };
             if let Some(outcome) = outcome {
                 let _ = outcomes.send(outcome);
@@ -622,25 +636,16 @@ impl Runtime {
 }
 
 /// The RPC method and parameters of a context operation.
-fn context_call(session_id: &str, op: ContextOp) -> (&'static str, serde_json::Value) {
-    let id = session_id;
+/// The workbench's context operation as the protocol's call.
+fn context_call(op: ContextOp) -> ContextCall {
     match op {
-        ContextOp::Show => (method::CONTEXT_GET, json!({"session_id": id})),
-        ContextOp::Pop { n } => (method::CONTEXT_POP, json!({"session_id": id, "n": n})),
-        ContextOp::Checkpoint { name } => (
-            method::CONTEXT_CHECKPOINT,
-            json!({"session_id": id, "name": name}),
-        ),
-        ContextOp::Rollback { name } => (
-            method::CONTEXT_ROLLBACK,
-            json!({"session_id": id, "name": name}),
-        ),
-        ContextOp::ReplaceTop { summary } => (
-            method::CONTEXT_REPLACE_TOP,
-            json!({"session_id": id, "summary": summary}),
-        ),
-        ContextOp::Reset => (method::CONTEXT_RESET, json!({"session_id": id})),
-        ContextOp::Summarize => (method::CONTEXT_SUMMARIZE, json!({"session_id": id})),
+        ContextOp::Show => ContextCall::Get,
+        ContextOp::Pop { n } => ContextCall::Pop(n as usize),
+        ContextOp::Checkpoint { name } => ContextCall::Checkpoint(name),
+        ContextOp::Rollback { name } => ContextCall::Rollback(name),
+        ContextOp::ReplaceTop { summary } => ContextCall::ReplaceTop(summary),
+        ContextOp::Reset => ContextCall::Reset,
+        ContextOp::Summarize => ContextCall::Summarize,
     }
 }
 

@@ -16,10 +16,11 @@ use crate::common::*;
 use crate::sessions::{LONG, agent_kiln, create, wait_message, wait_session};
 
 async fn ctx(client: &Client, method: &str, params: Value) -> ContextResult {
-    client
-        .call(method, &params)
+    let reply = client
+        .call_value(method, params.clone())
         .await
-        .unwrap_or_else(|e| panic!("{method} {params}: {e}"))
+        .unwrap_or_else(|e| panic!("{method} {params}: {e}"));
+    serde_json::from_value(reply).unwrap_or_else(|e| panic!("{method} {params}: {e}"))
 }
 
 /// Calls an operation that must be refused with -32602 and a message containing `says`,

@@ -2,12 +2,13 @@
 //! replace-top TEXT|reset|summarize]`: look at and reshape a session's context stack.
 
 use clap::Subcommand;
-use serde_json::json;
 
 use crate::cli::output;
+use crate::cli::output::outln;
 use crate::client::Client;
 use crate::context::{Entry, Message};
-use crate::protocol::{ContextResult, Session, method};
+use crate::protocol::methods::ContextCall;
+use crate::protocol::{ContextResult, Session};
 
 #[derive(Debug, Clone, Subcommand)]
 pub(super) enum ContextAction {
@@ -38,37 +39,27 @@ pub(super) async fn run(
     action: Option<ContextAction>,
     json: bool,
 ) -> anyhow::Result<()> {
-    let id = &session.id;
-    let (name, params) = match action.unwrap_or(ContextAction::Show) {
-        ContextAction::Show => (method::CONTEXT_GET, json!({"session_id": id})),
-        ContextAction::Pop { n } => (method::CONTEXT_POP, json!({"session_id": id, "n": n})),
-        ContextAction::Checkpoint { name } => (
-            method::CONTEXT_CHECKPOINT,
-            json!({"session_id": id, "name": name}),
-        ),
-        ContextAction::Rollback { name } => (
-            method::CONTEXT_ROLLBACK,
-            json!({"session_id": id, "name": name}),
-        ),
-        ContextAction::ReplaceTop { text } => (
-            method::CONTEXT_REPLACE_TOP,
-            json!({"session_id": id, "summary": text.join(" ")}),
-        ),
-        ContextAction::Reset => (method::CONTEXT_RESET, json!({"session_id": id})),
-        ContextAction::Summarize => (method::CONTEXT_SUMMARIZE, json!({"session_id": id})),
+    let call = match action.unwrap_or(ContextAction::Show) {
+        ContextAction::Show => ContextCall::Get,
+        ContextAction::Pop { n } => ContextCall::Pop(n),
+        ContextAction::Checkpoint { name } => ContextCall::Checkpoint(name),
+        ContextAction::Rollback { name } => ContextCall::Rollback(name),
+        ContextAction::ReplaceTop { text } => ContextCall::ReplaceTop(text.join(" ")),
+        ContextAction::Reset => ContextCall::Reset,
+        ContextAction::Summarize => ContextCall::Summarize,
     };
-    let result: ContextResult = client.call(name, &params).await?;
+    let result = client.context(&session.id, call).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        outln!("{}", serde_json::to_string_pretty(&result)?);
         return Ok(());
     }
-    println!("context of {}", session.display_name);
+    outln!("context of {}", session.display_name);
     print_stack(&result);
     if let Some(description) = &result.description {
-        println!("\n{description}");
+        outln!("\n{description}");
     }
     if result.fresh_start {
-        println!("the next prompt starts a fresh agent session seeded with this stack");
+        outln!("the next prompt starts a fresh agent session seeded with this stack");
     }
     Ok(())
 }
