@@ -23,6 +23,8 @@
 //! of a level run concurrently for the same fixed duration and completed calls are
 //! counted. Figures are printed beside the targets, never asserted.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
+
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::sync::Arc;

@@ -22,6 +22,8 @@
 //! protocol violation, or if either phase could not run. The equipment is
 //! tests/equipment/reliability.rs, shared with tests/it/durability.rs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
+
 #[path = "../tests/equipment/reliability.rs"]
 mod reliability;
 

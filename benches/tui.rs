@@ -31,6 +31,8 @@
 //!
 //! Figures are printed, never asserted.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
+
 #[path = "tui/live.rs"]
 mod live;
 #[path = "tui/procfs.rs"]

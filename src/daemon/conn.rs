@@ -224,14 +224,16 @@ async fn handle_line(conn: &Arc<Conn>, bytes: &[u8]) -> Option<String> {
                             answer(&conn, request).await
                         })));
                     }
-                    Ok(request) => answers.push(Answer::Now(answer(conn, request).await)),
-                    Err((id, error)) => answers.push(Answer::Now(Some(Response::err(id, error)))),
+                    Ok(request) => answers.push(Answer::Now(Box::new(answer(conn, request).await))),
+                    Err((id, error)) => {
+                        answers.push(Answer::Now(Box::new(Some(Response::err(id, error)))))
+                    }
                 }
             }
             let mut replies = Vec::with_capacity(answers.len());
             for answer in answers {
                 let reply = match answer {
-                    Answer::Now(reply) => reply,
+                    Answer::Now(reply) => *reply,
                     Answer::Later(task) => task.await.unwrap_or_else(|e| {
                         Some(Response::err(
                             Id::null(),
@@ -247,7 +249,7 @@ async fn handle_line(conn: &Arc<Conn>, bytes: &[u8]) -> Option<String> {
 }
 
 enum Answer {
-    Now(Option<Response>),
+    Now(Box<Option<Response>>),
     Later(JoinHandle<Option<Response>>),
 }
 

@@ -447,6 +447,7 @@ const PURGE_BATCH: u64 = 2000;
 /// zero interval; four jobs run on their own ticker, which panics on zero, so those get
 /// one tick a day instead. Tombstone reclaim, which returns space after large deletes,
 /// stays on, hourly.
+#[allow(clippy::field_reassign_with_default)] // most fields keep their defaults
 fn quiet_engine_options() -> surrealdb_core::options::EngineOptions {
     use std::time::Duration;
     let off = Duration::ZERO;

@@ -165,7 +165,7 @@ fn batch_item(rng: &mut Rng, ctx: &mut Ctx) -> (String, Option<Resp>) {
             Some(Resp(IdRule::Echo(id), Outcome::Ok)),
         ),
         1 => (
-            request(None, *rng.pick(&["\"ping\"", "\"no.such\""]), None),
+            request(None, rng.pick::<&str>(&["\"ping\"", "\"no.such\""]), None),
             None,
         ),
         2 => (
@@ -304,7 +304,7 @@ pub(super) fn case(kind: usize, rng: &mut Rng, ctx: &mut Ctx) -> Vec<Step> {
         }
         10 => {
             let long = "m".repeat(10_000);
-            let method = q(*rng.pick(&[
+            let method = q(rng.pick::<&str>(&[
                 "session.teleport",
                 "",
                 "rpc.discover",
@@ -511,7 +511,7 @@ pub(super) fn before_handshake(rng: &mut Rng, ctx: &mut Ctx) -> Vec<Step> {
                 err(IdRule::Echo(id), &[BAD_PARAMS]),
             ),
             _ => {
-                let method = q(*rng.pick(&[
+                let method = q(rng.pick::<&str>(&[
                     "session.list",
                     "inbox.list",
                     "db.query",

@@ -180,8 +180,8 @@ async fn fuzz_worker(
     while Instant::now() < deadline {
         connection += 1;
         // Every 5th connection probes session scoping, every 10th on the agent socket.
-        let probe = connection % 5 == 0;
-        let agent = connection % 10 == 0 && agent_socket.exists();
+        let probe = connection.is_multiple_of(5);
+        let agent = connection.is_multiple_of(10) && agent_socket.exists();
         let mut conn = match Conn::connect(if agent { &agent_socket } else { &socket }).await {
             Ok(conn) => conn,
             Err(e) => {

@@ -42,6 +42,8 @@
 //! stdin reaches EOF. Only protocol frames go to stdout; diagnostics go to
 //! stderr.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
+
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! Integration tests: the real `cru` binary, real Unix sockets, the real SurrealDB engine
 //! (surrealkv in a temp kiln), real processes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
+
 mod agents;
 mod cli;
 mod command_agents;
