@@ -110,8 +110,10 @@ methods! {
         SessionIdParams => ContextResult;
 }
 
-/// A `context.*` call: which of the seven methods, with its own params.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A `context.*` call, the one type for it from the CLI and the workbench through the
+/// protocol to the session: which of the seven methods, with its own params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ContextCall {
     Get,
     Pop(usize),

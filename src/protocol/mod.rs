@@ -9,6 +9,7 @@ pub mod types;
 
 pub use handle::Handle;
 pub use jsonrpc::{ErrorObject, Id, Notification, Request, Response, code};
+pub use methods::ContextCall;
 pub use types::*;
 
 /// Bumped whenever a method or a type changes incompatibly. Clients and daemon must agree.

@@ -20,7 +20,7 @@ use crate::config::{AgentKind, AgentProfile, Config};
 use crate::context::summary::{MODEL_PROMPT, clamp_summary};
 use crate::context::{Entry, Message, fallback_summary};
 use crate::openai::{ChatMessage, ChatRequest, messages_from_stack};
-use crate::protocol::{ContextResult, MsgType, SendParams, Session};
+use crate::protocol::{ContextCall, ContextResult, MsgType, SendParams, Session};
 use crate::workbench::{ContextOp, Workbench, WorkbenchError};
 
 /// How long a model may take to write a summary before the fallback is used.
@@ -29,18 +29,6 @@ const SUMMARY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The first line of the context sent ahead of the prompt to a fresh ACP session.
 pub const PREAMBLE_HEADER: &str = "[crucible] Context kept from earlier in this session \
 (it replaces the conversation you may remember; the new prompt follows):";
-
-/// What a `context.*` call asks for.
-#[derive(Debug, Clone)]
-pub enum ContextRequest {
-    Get,
-    Pop(usize),
-    Checkpoint(String),
-    Rollback(String),
-    ReplaceTop(String),
-    Reset,
-    Summarize,
-}
 
 /// The bottom entry of a session's stack.
 pub fn system_entry(session: &Session, profile: Option<&AgentProfile>, cwd: &str) -> String {
@@ -137,7 +125,7 @@ pub fn preamble(entries: &[Entry]) -> String {
 
 impl Sessions {
     /// A `context.*` call on a session crucible runs (running or not).
-    pub async fn context_call(&self, id: &str, request: ContextRequest) -> Result<ContextResult> {
+    pub async fn context_call(&self, id: &str, request: ContextCall) -> Result<ContextResult> {
         let session = self.managed(id)?;
         let profile = Config::load(&self.wb.kiln().settings_path())
             .ok()
@@ -145,7 +133,7 @@ impl Sessions {
         let cwd = folder(&self.wb, &session);
         let system = || system_entry(&session, profile.as_ref(), &cwd);
         let op = match request {
-            ContextRequest::Get => {
+            ContextCall::Get => {
                 let state = self.wb.context(id, system).await?;
                 return Ok(ContextResult {
                     session_id: id.to_string(),
@@ -155,12 +143,12 @@ impl Sessions {
                     description: None,
                 });
             }
-            ContextRequest::Pop(n) => ContextOp::Pop(n),
-            ContextRequest::Checkpoint(name) => ContextOp::Checkpoint(name),
-            ContextRequest::Rollback(name) => ContextOp::Rollback(name),
-            ContextRequest::ReplaceTop(text) => ContextOp::ReplaceTop(text),
-            ContextRequest::Reset => ContextOp::Reset,
-            ContextRequest::Summarize => {
+            ContextCall::Pop(n) => ContextOp::Pop(n),
+            ContextCall::Checkpoint(name) => ContextOp::Checkpoint(name),
+            ContextCall::Rollback(name) => ContextOp::Rollback(name),
+            ContextCall::ReplaceTop(text) => ContextOp::ReplaceTop(text),
+            ContextCall::Reset => ContextOp::Reset,
+            ContextCall::Summarize => {
                 let state = self.wb.context(id, system).await?;
                 // Only the system prompt: the stack refuses, and no model is asked.
                 let text = if state.stack.poppable() == 0 {

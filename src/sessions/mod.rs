@@ -31,7 +31,7 @@ use crate::protocol::{
 };
 use crate::workbench::{Workbench, WorkbenchError, display_name, now_rfc3339};
 
-pub use context::{ContextRequest, PREAMBLE_HEADER, preamble};
+pub use context::{PREAMBLE_HEADER, preamble};
 pub use log::{MarkdownLog, render};
 
 use actor::{Actor, Command};

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::protocol::ContextCall;
+
 /// A request for the runtime to perform. Results come back as daemon events (fed to
 /// [`Model::apply`](super::Model::apply)) or, for failures, as a flash
 /// ([`Model::report`](super::Model::report)).
@@ -31,7 +33,7 @@ pub enum Action {
     LoadTranscript { session_id: String, after: u64 },
     /// A context-stack operation (`context.<op>`); the runtime hands the result to
     /// [`Model::load_context`](super::Model::load_context) and flashes what changed.
-    Context { session_id: String, op: ContextOp },
+    Context { session_id: String, op: ContextCall },
     /// `context.get`, for the context pane; the result goes to
     /// [`Model::load_context`](super::Model::load_context).
     LoadContext { session_id: String },
@@ -40,26 +42,4 @@ pub enum Action {
     Bell { message: String },
     /// Leave the workbench (agents keep working).
     Quit,
-}
-
-/// The `/context` operations of seed 003.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ContextOp {
-    /// Show the stack summary.
-    Show,
-    Pop {
-        n: u32,
-    },
-    Checkpoint {
-        name: String,
-    },
-    Rollback {
-        name: String,
-    },
-    ReplaceTop {
-        summary: String,
-    },
-    Reset,
-    Summarize,
 }

@@ -1,7 +1,7 @@
 //! The slash commands: one static table ([`COMMANDS`]) drives parsing, `/help` and Tab
 //! completion, so the three never disagree.
 
-use super::action::ContextOp;
+use crate::protocol::ContextCall;
 
 /// One slash command as the table describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +98,7 @@ pub enum SlashCommand {
     },
     /// An option number or free text.
     Answer(String),
-    Context(ContextOp),
+    Context(ContextCall),
     Help,
     Quit,
 }
@@ -218,38 +218,36 @@ fn parse_new(rest: &str) -> Result<SlashCommand, String> {
     })
 }
 
-fn parse_context(rest: &str) -> Result<ContextOp, String> {
+fn parse_context(rest: &str) -> Result<ContextCall, String> {
     let words: Vec<&str> = rest.split_whitespace().collect();
     let name = |op: &str| match words.get(1..) {
         Some([name]) => Ok(name.to_string()),
         _ => Err(format!("{op} needs one checkpoint name")),
     };
     match words.first().copied() {
-        None => Ok(ContextOp::Show),
+        None => Ok(ContextCall::Get),
         Some("pop") => match words.get(1..) {
-            Some([]) => Ok(ContextOp::Pop { n: 1 }),
+            Some([]) => Ok(ContextCall::Pop(1)),
             Some([n]) => n
                 .parse()
                 .ok()
                 .filter(|n| *n >= 1)
-                .map(|n| ContextOp::Pop { n })
+                .map(|n| ContextCall::Pop(n))
                 .ok_or_else(|| format!("pop takes a count ≥ 1, not {n}")),
             _ => Err("pop takes at most one count".into()),
         },
-        Some("checkpoint") => name("checkpoint").map(|name| ContextOp::Checkpoint { name }),
-        Some("rollback") => name("rollback").map(|name| ContextOp::Rollback { name }),
+        Some("checkpoint") => name("checkpoint").map(|name| ContextCall::Checkpoint(name)),
+        Some("rollback") => name("rollback").map(|name| ContextCall::Rollback(name)),
         Some(op @ ("replace-top" | "replace_top")) => {
             let summary = rest.trim_start()[op.len()..].trim();
             if summary.is_empty() {
                 Err("usage: /context replace-top <summary text>".to_string())
             } else {
-                Ok(ContextOp::ReplaceTop {
-                    summary: summary.to_string(),
-                })
+                Ok(ContextCall::ReplaceTop(summary.to_string()))
             }
         }
-        Some("reset") if words.len() == 1 => Ok(ContextOp::Reset),
-        Some("summarize") if words.len() == 1 => Ok(ContextOp::Summarize),
+        Some("reset") if words.len() == 1 => Ok(ContextCall::Reset),
+        Some("summarize") if words.len() == 1 => Ok(ContextCall::Summarize),
         Some(op @ ("reset" | "summarize")) => Err(format!("{op} takes no arguments")),
         Some(other) => Err(format!("unknown operation {other}")),
     }
@@ -446,21 +444,17 @@ mod tests {
                 other => panic!("{other:?}"),
             })
         };
-        assert_eq!(ctx("/context"), Ok(ContextOp::Show));
-        assert_eq!(ctx("/context pop"), Ok(ContextOp::Pop { n: 1 }));
-        assert_eq!(ctx("/context pop 3"), Ok(ContextOp::Pop { n: 3 }));
+        assert_eq!(ctx("/context"), Ok(ContextCall::Get));
+        assert_eq!(ctx("/context pop"), Ok(ContextCall::Pop(1)));
+        assert_eq!(ctx("/context pop 3"), Ok(ContextCall::Pop(3)));
         assert_eq!(
             ctx("/context rollback before-refactor"),
-            Ok(ContextOp::Rollback {
-                name: "before-refactor".into()
-            })
+            Ok(ContextCall::Rollback("before-refactor".into()))
         );
-        assert_eq!(ctx("/context reset"), Ok(ContextOp::Reset));
+        assert_eq!(ctx("/context reset"), Ok(ContextCall::Reset));
         assert_eq!(
             ctx("/context replace-top  the tests pass now"),
-            Ok(ContextOp::ReplaceTop {
-                summary: "the tests pass now".into()
-            })
+            Ok(ContextCall::ReplaceTop("the tests pass now".into()))
         );
         assert!(parse("/context replace-top").is_err());
         assert!(parse("/context pop 0").is_err());

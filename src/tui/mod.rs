@@ -35,7 +35,7 @@ mod fixture;
 #[cfg(test)]
 mod tests;
 
-pub use action::{Action, ContextOp};
+pub use action::Action;
 pub use inbox::{Inbox, is_open};
 pub use keymap::{KeyAction, Keymap, KeymapError};
 pub use model::{Activity, Connection, Flash, Model, Overlay, Panes, Zone};

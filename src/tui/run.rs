@@ -28,7 +28,6 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 use tokio::sync::mpsc;
 
-use super::ContextOp;
 use super::{Action, Connection, Flash, Keymap, Model, Theme, render};
 use crate::client::ClientError;
 use crate::client::{Client, StartOptions, connect_or_start};
@@ -471,7 +470,7 @@ impl Runtime {
                 Action::Bell { message } => self.attention(&message),
                 Action::Context { session_id, op } => self.context(&session_id, op, true),
                 Action::LoadContext { session_id } => {
-                    self.context(&session_id, ContextOp::Show, false)
+                    self.context(&session_id, ContextCall::Get, false)
                 }
                 Action::CreateSession {
                     worktree,
@@ -534,11 +533,10 @@ impl Runtime {
 
     /// Runs a context operation (or reads the stack for `Show`); `announce` flashes what
     /// changed.
-    fn context(&mut self, session_id: &str, op: ContextOp, announce: bool) {
+    fn context(&mut self, session_id: &str, op: ContextCall, announce: bool) {
         let session_id = session_id.to_string();
-        let call = context_call(op);
         self.spawn("context", move |client| async move {
-            let result = client.context(&session_id, call).await?;
+            let result = client.context(&session_id, op).await?;
             Ok(Some(Outcome::Context {
                 result: Box::new(result),
                 announce,
@@ -636,19 +634,6 @@ impl Runtime {
 }
 
 /// The RPC method and parameters of a context operation.
-/// The workbench's context operation as the protocol's call.
-fn context_call(op: ContextOp) -> ContextCall {
-    match op {
-        ContextOp::Show => ContextCall::Get,
-        ContextOp::Pop { n } => ContextCall::Pop(n as usize),
-        ContextOp::Checkpoint { name } => ContextCall::Checkpoint(name),
-        ContextOp::Rollback { name } => ContextCall::Rollback(name),
-        ContextOp::ReplaceTop { summary } => ContextCall::ReplaceTop(summary),
-        ContextOp::Reset => ContextCall::Reset,
-        ContextOp::Summarize => ContextCall::Summarize,
-    }
-}
-
 /// A multi-line error (TOML's show the offending line) as one line, the reason first:
 /// its last line, then its first.
 fn one_line(error: &str) -> String {

@@ -1,5 +1,6 @@
 //! Behaviour of the model: events, keys and commands.
 
+use crate::protocol::ContextCall;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::fixture::{self, entry, message, session};
@@ -451,7 +452,7 @@ fn context_commands_go_to_the_runtime_for_the_focused_session() {
         enter(&mut model, "/context pop 2"),
         vec![Action::Context {
             session_id: fixture::sessions()[0].id.clone(),
-            op: ContextOp::Pop { n: 2 }
+            op: ContextCall::Pop(2)
         }]
     );
 }
@@ -500,7 +501,7 @@ fn context_commands_become_actions_and_the_pane_follows_changes() {
         actions,
         vec![Action::Context {
             session_id: focused.clone(),
-            op: ContextOp::Pop { n: 2 }
+            op: ContextCall::Pop(2)
         }]
     );
     // The pane is shown now, so a change to the focused session's stack is read again…

@@ -8,12 +8,13 @@ use ratatui::layout::{Position, Rect};
 
 use crate::protocol::types::{InboxMessage, MsgType};
 
-use super::action::{Action, ContextOp};
+use super::action::Action;
 use super::commands::{self, SlashCommand};
 use super::inbox::is_open;
 use super::keymap::{KeyAction, Scope};
 use super::model::{Flash, Model, Overlay, Zone};
 use super::view;
+use crate::protocol::ContextCall;
 
 /// Rows one notch of the mouse wheel scrolls.
 const WHEEL_ROWS: i32 = 3;
@@ -131,7 +132,7 @@ impl Model {
                 None => self.refuse("nothing to answer: no open decision or approval here"),
             },
             SlashCommand::Context(op) => match self.focused.clone() {
-                Some(session_id) if op == ContextOp::Show => {
+                Some(session_id) if op == ContextCall::Get => {
                     self.panes.context = true;
                     vec![Action::LoadContext { session_id }]
                 }

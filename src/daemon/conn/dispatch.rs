@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 use super::{Conn, Door, Scope, subscribe};
 use crate::protocol::methods::{self as m, Access, Method};
 use crate::protocol::*;
-use crate::sessions::ContextRequest;
 use crate::workbench::WorkbenchError;
 
 fn params<T: DeserializeOwned>(value: Value) -> Result<T, ErrorObject> {
@@ -409,34 +408,34 @@ async fn dispatch(
             .await
         }
         m::ContextGet::NAME => {
-            context::<m::ContextGet>(conn, raw, |p| (p.session_id, ContextRequest::Get)).await
+            context::<m::ContextGet>(conn, raw, |p| (p.session_id, ContextCall::Get)).await
         }
         m::ContextPop::NAME => {
-            context::<m::ContextPop>(conn, raw, |p| (p.session_id, ContextRequest::Pop(p.n))).await
+            context::<m::ContextPop>(conn, raw, |p| (p.session_id, ContextCall::Pop(p.n))).await
         }
         m::ContextCheckpoint::NAME => {
             context::<m::ContextCheckpoint>(conn, raw, |p| {
-                (p.session_id, ContextRequest::Checkpoint(p.name))
+                (p.session_id, ContextCall::Checkpoint(p.name))
             })
             .await
         }
         m::ContextRollback::NAME => {
             context::<m::ContextRollback>(conn, raw, |p| {
-                (p.session_id, ContextRequest::Rollback(p.name))
+                (p.session_id, ContextCall::Rollback(p.name))
             })
             .await
         }
         m::ContextReplaceTop::NAME => {
             context::<m::ContextReplaceTop>(conn, raw, |p| {
-                (p.session_id, ContextRequest::ReplaceTop(p.summary))
+                (p.session_id, ContextCall::ReplaceTop(p.summary))
             })
             .await
         }
         m::ContextReset::NAME => {
-            context::<m::ContextReset>(conn, raw, |p| (p.session_id, ContextRequest::Reset)).await
+            context::<m::ContextReset>(conn, raw, |p| (p.session_id, ContextCall::Reset)).await
         }
         m::ContextSummarize::NAME => {
-            context::<m::ContextSummarize>(conn, raw, |p| (p.session_id, ContextRequest::Summarize))
+            context::<m::ContextSummarize>(conn, raw, |p| (p.session_id, ContextCall::Summarize))
                 .await
         }
         other => Err(ErrorObject::method_not_found(other)),
@@ -447,7 +446,7 @@ async fn dispatch(
 async fn context<M>(
     conn: &Conn,
     raw: Value,
-    request: impl FnOnce(M::Params) -> (String, ContextRequest),
+    request: impl FnOnce(M::Params) -> (String, ContextCall),
 ) -> Result<Value, ErrorObject>
 where
     M: Method<Result = ContextResult>,
