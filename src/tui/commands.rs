@@ -232,12 +232,12 @@ fn parse_context(rest: &str) -> Result<ContextCall, String> {
                 .parse()
                 .ok()
                 .filter(|n| *n >= 1)
-                .map(|n| ContextCall::Pop(n))
+                .map(ContextCall::Pop)
                 .ok_or_else(|| format!("pop takes a count ≥ 1, not {n}")),
             _ => Err("pop takes at most one count".into()),
         },
-        Some("checkpoint") => name("checkpoint").map(|name| ContextCall::Checkpoint(name)),
-        Some("rollback") => name("rollback").map(|name| ContextCall::Rollback(name)),
+        Some("checkpoint") => name("checkpoint").map(ContextCall::Checkpoint),
+        Some("rollback") => name("rollback").map(ContextCall::Rollback),
         Some(op @ ("replace-top" | "replace_top")) => {
             let summary = rest.trim_start()[op.len()..].trim();
             if summary.is_empty() {
