@@ -5,11 +5,13 @@ pub mod env;
 pub mod handle;
 pub mod jsonrpc;
 pub mod methods;
+pub mod params;
 pub mod types;
 
 pub use handle::Handle;
 pub use jsonrpc::{ErrorObject, Id, Notification, Request, Response, code};
 pub use methods::ContextCall;
+pub use params::*;
 pub use types::*;
 
 /// Bumped whenever a method or a type changes incompatibly. Clients and daemon must agree.

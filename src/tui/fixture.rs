@@ -2,7 +2,7 @@
 //! open decision (of the focused session) and an open approval (of a flagged one), and a
 //! transcript with a prompt, a thought, text, tool calls, a plan and streaming text.
 
-use crate::protocol::types::{
+use crate::protocol::{
     EntryKind, Event, InboxMessage, MsgType, OutputChunk, Session, SessionState, TranscriptEntry,
 };
 

@@ -1,7 +1,7 @@
 //! The inbox as the TUI holds it: every session's messages newest first, the selection
 //! and the opened message (both by id, so they survive messages arriving).
 
-use crate::protocol::types::InboxMessage;
+use crate::protocol::InboxMessage;
 
 /// Whether a message still waits for a human answer.
 pub fn is_open(message: &InboxMessage) -> bool {

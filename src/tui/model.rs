@@ -6,9 +6,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 
 use crate::context::ContextStack;
-use crate::protocol::types::{
-    ContextResult, Event, InboxMessage, Session, SessionState, TranscriptEntry,
-};
+use crate::protocol::{ContextResult, Event, InboxMessage, Session, SessionState, TranscriptEntry};
 
 use super::action::Action;
 use super::inbox::Inbox;

@@ -5,7 +5,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::fixture::{self, entry, message, session};
 use super::*;
-use crate::protocol::types::{EntryKind, Event, MsgType, SessionState};
+use crate::protocol::{EntryKind, Event, MsgType, SessionState};
 
 fn key(code: KeyCode) -> KeyEvent {
     KeyEvent::new(code, KeyModifiers::NONE)
@@ -505,7 +505,7 @@ fn context_commands_become_actions_and_the_pane_follows_changes() {
         }]
     );
     // The pane is shown now, so a change to the focused session's stack is read again…
-    let update = crate::protocol::types::ContextUpdate {
+    let update = crate::protocol::ContextUpdate {
         session_id: focused.clone(),
         change: crate::context::ContextStack::new("s").reset(),
         entries: 1,
@@ -521,7 +521,7 @@ fn context_commands_become_actions_and_the_pane_follows_changes() {
     );
     // …but not another session's.
     let other = model.sessions()[3].id.clone();
-    let actions = model.apply(Event::Context(crate::protocol::types::ContextUpdate {
+    let actions = model.apply(Event::Context(crate::protocol::ContextUpdate {
         session_id: other,
         ..update
     }));

@@ -2,7 +2,7 @@
 //! tool-call updates folded into their call, and the text streamed since the last stored
 //! message (`session.output` chunks), which a stored `message`/`thought` entry replaces.
 
-use crate::protocol::types::{EntryKind, TranscriptEntry};
+use crate::protocol::{EntryKind, TranscriptEntry};
 
 /// The most entries kept per session; older ones are dropped from the view.
 pub const TRANSCRIPT_CAP: usize = 2_000;

@@ -6,7 +6,7 @@ use crossterm::event::{
 };
 use ratatui::layout::{Position, Rect};
 
-use crate::protocol::types::{InboxMessage, MsgType};
+use crate::protocol::{InboxMessage, MsgType};
 
 use super::action::Action;
 use super::commands::{self, SlashCommand};

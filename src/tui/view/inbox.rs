@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::{clip, clock, dim, pane, width, wrap};
-use crate::protocol::types::{InboxMessage, MsgType};
+use crate::protocol::{InboxMessage, MsgType};
 use crate::tui::inbox::is_open;
 use crate::tui::keymap::KeyAction;
 use crate::tui::model::{Model, Zone};

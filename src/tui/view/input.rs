@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
 use super::{clip, dim, pane};
-use crate::protocol::types::MsgType;
+use crate::protocol::MsgType;
 use crate::tui::keymap::KeyAction;
 use crate::tui::model::{Model, Zone};
 use crate::tui::theme::{Role, Theme};

@@ -8,7 +8,7 @@ use ratatui::layout::Rect;
 use ratatui::style::Modifier;
 
 use super::*;
-use crate::protocol::types::{EntryKind, Event};
+use crate::protocol::{EntryKind, Event};
 use crate::tui::Action;
 use crate::tui::fixture::{self, entry};
 use crate::tui::model::Flash;
@@ -367,7 +367,7 @@ fn a_click_on_the_status_bar_focuses_that_session_and_the_wheel_scrolls() {
 #[test]
 fn context_pane_shows_the_stack_top_first_with_checkpoints_and_the_last_change() {
     use crate::context::{ContextStack, Message};
-    use crate::protocol::types::ContextResult;
+    use crate::protocol::ContextResult;
 
     let mut model = fixture::model();
     let focused = model

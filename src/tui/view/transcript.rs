@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
 use super::{activity_role, dim, pane, wrap};
-use crate::protocol::types::{EntryKind, TranscriptEntry};
+use crate::protocol::{EntryKind, TranscriptEntry};
 use crate::tui::keymap::KeyAction;
 use crate::tui::model::{Model, ScrollExtent, Zone};
 use crate::tui::theme::{Role, Theme};
