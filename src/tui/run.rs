@@ -9,28 +9,27 @@
 
 use std::collections::HashSet;
 use std::io::{Stdout, Write};
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use crossterm::event::{
-    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
-    Event as TermEvent, EventStream,
-};
-use crossterm::terminal::{
-    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
-};
+use crossterm::event::{Event as TermEvent, EventStream};
 use futures::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 use tokio::sync::mpsc;
 
-use super::{Action, Connection, Flash, Keymap, Model, Theme, render};
+mod link;
+mod settings;
+
+use link::{Embedded, Link};
+use settings::{Screen, Settings, watch_settings};
+
+use super::{Action, Connection, Flash, Model, render};
+use crate::client::Client;
 use crate::client::ClientError;
-use crate::client::{Client, StartOptions, connect_or_start};
 use crate::config::{Attention, Config};
 use crate::kiln::Kiln;
 use crate::protocol::methods::{self as m, ContextCall, Method};
@@ -83,169 +82,6 @@ pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
         daemon.stop(&kiln).await;
     }
     outcome.map(|()| ExitCode::SUCCESS)
-}
-
-/// The settings the workbench uses, loaded together so that a broken edit keeps the
-/// previous ones whole.
-struct Settings {
-    config: Config,
-    keymap: Keymap,
-    theme: Theme,
-}
-
-impl Settings {
-    fn load(kiln: &Kiln) -> anyhow::Result<Self> {
-        let config = Config::load(&kiln.settings_path())?;
-        let keymap = Keymap::with_overrides(&config.tui.keys)
-            .map_err(|e| anyhow::anyhow!("invalid settings: [tui.keys]: {e}"))?;
-        let theme = find_theme(kiln, &config.tui.theme)?;
-        Ok(Self {
-            config,
-            keymap,
-            theme,
-        })
-    }
-}
-
-/// Folders a theme file may be in, most specific first.
-fn theme_dirs(kiln: &Kiln) -> Vec<PathBuf> {
-    let mut dirs = vec![kiln.root().join("themes")];
-    if let Some(user) =
-        crate::config::user_settings_path().and_then(|p| p.parent().map(Path::to_path_buf))
-    {
-        dirs.push(user.join("themes"));
-    }
-    dirs
-}
-
-/// `<name>.toml` from a theme folder, else the built-in theme of that name.
-fn find_theme(kiln: &Kiln, name: &str) -> anyhow::Result<Theme> {
-    for dir in theme_dirs(kiln) {
-        let path = dir.join(format!("{name}.toml"));
-        if path.is_file() {
-            return Theme::load(&path).map_err(|e| anyhow::anyhow!("{e}"));
-        }
-    }
-    Theme::builtin(name).map_err(|e| anyhow::anyhow!("tui.theme: {e}"))
-}
-
-/// The terminal in raw mode on the alternate screen; restored when dropped and on panic.
-struct Screen {
-    terminal: Terminal<CrosstermBackend<Stdout>>,
-}
-
-impl Screen {
-    fn enter() -> anyhow::Result<Self> {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            restore_terminal();
-            previous(info);
-        }));
-        enable_raw_mode().context("cannot put the terminal in raw mode")?;
-        let mut stdout = std::io::stdout();
-        if let Err(e) = crossterm::execute!(
-            stdout,
-            EnterAlternateScreen,
-            EnableMouseCapture,
-            EnableBracketedPaste
-        ) {
-            restore_terminal();
-            return Err(e).context("cannot set up the terminal");
-        }
-        let terminal = Terminal::new(CrosstermBackend::new(stdout)).inspect_err(|_| {
-            restore_terminal();
-        })?;
-        Ok(Self { terminal })
-    }
-}
-
-impl Drop for Screen {
-    fn drop(&mut self) {
-        restore_terminal();
-        let _ = self.terminal.show_cursor();
-    }
-}
-
-/// Leaves the terminal as the shell had it. Safe to call more than once.
-fn restore_terminal() {
-    let _ = disable_raw_mode();
-    let _ = crossterm::execute!(
-        std::io::stdout(),
-        DisableBracketedPaste,
-        DisableMouseCapture,
-        LeaveAlternateScreen,
-        crossterm::cursor::Show
-    );
-}
-
-/// A connection to the daemon with its stream of notifications.
-struct Link {
-    client: Arc<Client>,
-    notes: mpsc::UnboundedReceiver<Notification>,
-}
-
-impl Link {
-    /// Connects to the kiln's daemon, starting one if none runs, and subscribes.
-    async fn open(kiln: &Kiln) -> anyhow::Result<Self> {
-        let client = connect_or_start(kiln, &StartOptions::default()).await?;
-        Self::subscribed(client).await
-    }
-
-    async fn subscribed(client: Client) -> anyhow::Result<Self> {
-        let notes = client.subscribe(None).await?;
-        Ok(Self {
-            client: Arc::new(client),
-            notes,
-        })
-    }
-}
-
-/// The daemon, run inside this process (`cru --embedded`).
-struct Embedded {
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
-
-impl Embedded {
-    fn start(daemon: EmbeddedDaemon, kiln: &Kiln, config: Config) -> Self {
-        Self {
-            task: tokio::spawn(daemon(kiln.clone(), config)),
-        }
-    }
-
-    /// Connects once the in-process daemon listens; its start-up error if it failed.
-    async fn connect(&self, kiln: &Kiln) -> anyhow::Result<Link> {
-        let mut delay = Duration::from_millis(5);
-        loop {
-            if self.task.is_finished() {
-                anyhow::bail!(
-                    "the embedded daemon did not start (see {})",
-                    kiln.log_dir().join("tui.log").display()
-                );
-            }
-            if let Ok(client) = Client::connect(kiln).await {
-                return Link::subscribed(client).await;
-            }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_millis(200));
-        }
-    }
-
-    /// Asks the daemon to shut down (its agents stop, their state is kept) and waits.
-    async fn stop(self, kiln: &Kiln) {
-        if !self.task.is_finished() {
-            match Client::connect(kiln).await {
-                Ok(client) => {
-                    let _ = client.call::<m::DaemonShutdown>(&m::NoParams {}).await;
-                }
-                Err(e) => tracing::warn!("cannot reach the embedded daemon to stop it: {e}"),
-            }
-        }
-        match self.task.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("cru: the embedded daemon ended with an error: {e:#}"),
-            Err(e) => eprintln!("cru: the embedded daemon failed: {e}"),
-        }
-    }
 }
 
 /// What a finished action tells the loop.
@@ -633,7 +469,6 @@ impl Runtime {
     }
 }
 
-/// The RPC method and parameters of a context operation.
 /// A multi-line error (TOML's show the offending line) as one line, the reason first:
 /// its last line, then its first.
 fn one_line(error: &str) -> String {
@@ -654,49 +489,4 @@ async fn next_note(link: &mut Option<Link>) -> Option<Notification> {
         Some(link) => link.notes.recv().await,
         None => std::future::pending().await,
     }
-}
-
-/// Watches the settings files and theme folders; sends `()` when one changes.
-fn watch_settings(
-    kiln: &Kiln,
-    changed: mpsc::UnboundedSender<()>,
-) -> notify::Result<notify::RecommendedWatcher> {
-    use notify::{RecursiveMode, Watcher};
-    let files: Vec<PathBuf> = [
-        Some(kiln.settings_path()),
-        crate::config::user_settings_path(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    let dirs = theme_dirs(kiln);
-    let relevant = {
-        let files = files.clone();
-        let dirs = dirs.clone();
-        move |path: &Path| {
-            files.iter().any(|f| f == path)
-                || path.parent().is_some_and(|p| dirs.iter().any(|d| d == p))
-        }
-    };
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        // Reads (the daemon reading the settings) are not changes.
-        if let Ok(event) = event
-            && !event.kind.is_access()
-            && event.paths.iter().any(|p| relevant(p))
-        {
-            let _ = changed.send(());
-        }
-    })?;
-    // Folders are watched, not files: editors replace a file rather than write it.
-    let mut watched = HashSet::new();
-    for folder in files
-        .iter()
-        .filter_map(|f| f.parent())
-        .chain(dirs.iter().map(PathBuf::as_path))
-    {
-        if folder.is_dir() && watched.insert(folder.to_path_buf()) {
-            watcher.watch(folder, RecursiveMode::NonRecursive)?;
-        }
-    }
-    Ok(watcher)
 }

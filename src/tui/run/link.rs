@@ -1,0 +1,83 @@
+//! The workbench's connection to its daemon, or to the daemon it runs inside itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::EmbeddedDaemon;
+use crate::client::{Client, StartOptions, connect_or_start};
+use crate::config::Config;
+use crate::kiln::Kiln;
+use crate::protocol::Notification;
+use crate::protocol::methods as m;
+
+/// A connection to the daemon with its stream of notifications.
+pub(super) struct Link {
+    pub(super) client: Arc<Client>,
+    pub(super) notes: mpsc::UnboundedReceiver<Notification>,
+}
+
+impl Link {
+    /// Connects to the kiln's daemon, starting one if none runs, and subscribes.
+    pub(super) async fn open(kiln: &Kiln) -> anyhow::Result<Self> {
+        let client = connect_or_start(kiln, &StartOptions::default()).await?;
+        Self::subscribed(client).await
+    }
+
+    pub(super) async fn subscribed(client: Client) -> anyhow::Result<Self> {
+        let notes = client.subscribe(None).await?;
+        Ok(Self {
+            client: Arc::new(client),
+            notes,
+        })
+    }
+}
+
+/// The daemon, run inside this process (`cru --embedded`).
+pub(super) struct Embedded {
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Embedded {
+    pub(super) fn start(daemon: EmbeddedDaemon, kiln: &Kiln, config: Config) -> Self {
+        Self {
+            task: tokio::spawn(daemon(kiln.clone(), config)),
+        }
+    }
+
+    /// Connects once the in-process daemon listens; its start-up error if it failed.
+    pub(super) async fn connect(&self, kiln: &Kiln) -> anyhow::Result<Link> {
+        let mut delay = Duration::from_millis(5);
+        loop {
+            if self.task.is_finished() {
+                anyhow::bail!(
+                    "the embedded daemon did not start (see {})",
+                    kiln.log_dir().join("tui.log").display()
+                );
+            }
+            if let Ok(client) = Client::connect(kiln).await {
+                return Link::subscribed(client).await;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_millis(200));
+        }
+    }
+
+    /// Asks the daemon to shut down (its agents stop, their state is kept) and waits.
+    pub(super) async fn stop(self, kiln: &Kiln) {
+        if !self.task.is_finished() {
+            match Client::connect(kiln).await {
+                Ok(client) => {
+                    let _ = client.call::<m::DaemonShutdown>(&m::NoParams {}).await;
+                }
+                Err(e) => tracing::warn!("cannot reach the embedded daemon to stop it: {e}"),
+            }
+        }
+        match self.task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("cru: the embedded daemon ended with an error: {e:#}"),
+            Err(e) => eprintln!("cru: the embedded daemon failed: {e}"),
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The workbench's settings (config, keys, theme), watched for edits, and the terminal it
+//! takes over.
+
+use std::collections::HashSet;
+use std::io::Stdout;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+};
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::kiln::Kiln;
+use crate::tui::{Keymap, Theme};
+
+/// The settings the workbench uses, loaded together so that a broken edit keeps the
+/// previous ones whole.
+pub(super) struct Settings {
+    pub(super) config: Config,
+    pub(super) keymap: Keymap,
+    pub(super) theme: Theme,
+}
+
+impl Settings {
+    pub(super) fn load(kiln: &Kiln) -> anyhow::Result<Self> {
+        let config = Config::load(&kiln.settings_path())?;
+        let keymap = Keymap::with_overrides(&config.tui.keys)
+            .map_err(|e| anyhow::anyhow!("invalid settings: [tui.keys]: {e}"))?;
+        let theme = find_theme(kiln, &config.tui.theme)?;
+        Ok(Self {
+            config,
+            keymap,
+            theme,
+        })
+    }
+}
+
+/// Folders a theme file may be in, most specific first.
+pub(super) fn theme_dirs(kiln: &Kiln) -> Vec<PathBuf> {
+    let mut dirs = vec![kiln.root().join("themes")];
+    if let Some(user) =
+        crate::config::user_settings_path().and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        dirs.push(user.join("themes"));
+    }
+    dirs
+}
+
+/// `<name>.toml` from a theme folder, else the built-in theme of that name.
+pub(super) fn find_theme(kiln: &Kiln, name: &str) -> anyhow::Result<Theme> {
+    for dir in theme_dirs(kiln) {
+        let path = dir.join(format!("{name}.toml"));
+        if path.is_file() {
+            return Theme::load(&path).map_err(|e| anyhow::anyhow!("{e}"));
+        }
+    }
+    Theme::builtin(name).map_err(|e| anyhow::anyhow!("tui.theme: {e}"))
+}
+
+/// The terminal in raw mode on the alternate screen; restored when dropped and on panic.
+pub(super) struct Screen {
+    pub(super) terminal: Terminal<CrosstermBackend<Stdout>>,
+}
+
+impl Screen {
+    pub(super) fn enter() -> anyhow::Result<Self> {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore_terminal();
+            previous(info);
+        }));
+        enable_raw_mode().context("cannot put the terminal in raw mode")?;
+        let mut stdout = std::io::stdout();
+        if let Err(e) = crossterm::execute!(
+            stdout,
+            EnterAlternateScreen,
+            EnableMouseCapture,
+            EnableBracketedPaste
+        ) {
+            restore_terminal();
+            return Err(e).context("cannot set up the terminal");
+        }
+        let terminal = Terminal::new(CrosstermBackend::new(stdout)).inspect_err(|_| {
+            restore_terminal();
+        })?;
+        Ok(Self { terminal })
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore_terminal();
+        let _ = self.terminal.show_cursor();
+    }
+}
+
+/// Leaves the terminal as the shell had it. Safe to call more than once.
+pub(super) fn restore_terminal() {
+    let _ = disable_raw_mode();
+    let _ = crossterm::execute!(
+        std::io::stdout(),
+        DisableBracketedPaste,
+        DisableMouseCapture,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+}
+
+/// Watches the settings files and theme folders; sends `()` when one changes.
+pub(super) fn watch_settings(
+    kiln: &Kiln,
+    changed: mpsc::UnboundedSender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    use notify::{RecursiveMode, Watcher};
+    let files: Vec<PathBuf> = [
+        Some(kiln.settings_path()),
+        crate::config::user_settings_path(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let dirs = theme_dirs(kiln);
+    let relevant = {
+        let files = files.clone();
+        let dirs = dirs.clone();
+        move |path: &Path| {
+            files.iter().any(|f| f == path)
+                || path.parent().is_some_and(|p| dirs.iter().any(|d| d == p))
+        }
+    };
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        // Reads (the daemon reading the settings) are not changes.
+        if let Ok(event) = event
+            && !event.kind.is_access()
+            && event.paths.iter().any(|p| relevant(p))
+        {
+            let _ = changed.send(());
+        }
+    })?;
+    // Folders are watched, not files: editors replace a file rather than write it.
+    let mut watched = HashSet::new();
+    for folder in files
+        .iter()
+        .filter_map(|f| f.parent())
+        .chain(dirs.iter().map(PathBuf::as_path))
+    {
+        if folder.is_dir() && watched.insert(folder.to_path_buf()) {
+            watcher.watch(folder, RecursiveMode::NonRecursive)?;
+        }
+    }
+    Ok(watcher)
+}
