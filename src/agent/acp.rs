@@ -1,0 +1,362 @@
+//! The ACP side of an agent process: the connection crucible holds as the agent's client
+//! (initialize, open or load the session, prompts and cancels, permission and file
+//! requests through the firewall), and how session updates become [`AgentEvent`]s.
+
+use std::path::PathBuf;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ClientCapabilities, ContentBlock, EnvVariable, FileSystemCapabilities,
+    Implementation, InitializeRequest, LoadSessionRequest, McpServer, McpServerStdio,
+    NewSessionRequest, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SessionUpdate, TextContent,
+    WriteTextFileRequest, WriteTextFileResponse,
+};
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+use super::*;
+
+/// The name a schema enum has on the wire (`end_turn`, `in_progress`, …).
+pub(super) fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "unknown".into(),
+    }
+}
+
+pub(super) fn text_of(content: &ContentBlock) -> Option<String> {
+    match content {
+        ContentBlock::Text(t) => Some(t.text.clone()),
+        ContentBlock::ResourceLink(link) => Some(format!("[{}]({})", link.name, link.uri)),
+        _ => None,
+    }
+}
+
+/// Turns a session update into events; updates crucible has no use for are dropped.
+pub(super) fn translate(update: SessionUpdate) -> Option<AgentEvent> {
+    Some(match update {
+        SessionUpdate::AgentMessageChunk(chunk) => AgentEvent::Chunk {
+            kind: EntryKind::Message,
+            text: text_of(&chunk.content)?,
+            message_id: chunk.message_id.map(|id| id.0.to_string()),
+        },
+        SessionUpdate::AgentThoughtChunk(chunk) => AgentEvent::Chunk {
+            kind: EntryKind::Thought,
+            text: text_of(&chunk.content)?,
+            message_id: chunk.message_id.map(|id| id.0.to_string()),
+        },
+        SessionUpdate::ToolCall(call) => AgentEvent::ToolCall {
+            id: call.tool_call_id.0.to_string(),
+            title: call.title,
+            status: wire_name(&call.status),
+        },
+        SessionUpdate::ToolCallUpdate(update) => AgentEvent::ToolUpdate {
+            id: update.tool_call_id.0.to_string(),
+            title: update.fields.title,
+            status: update.fields.status.as_ref().map(wire_name),
+        },
+        SessionUpdate::Plan(plan) => AgentEvent::Plan(
+            plan.entries
+                .iter()
+                .map(|e| format!("[{}] {}", wire_name(&e.status), e.content))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => return None,
+    })
+}
+
+/// An ACP error on one line: its message, and its data compactly when there is some.
+pub(super) fn describe(e: &agent_client_protocol::Error) -> String {
+    match &e.data {
+        None | Some(serde_json::Value::Null) => e.message.clone(),
+        Some(serde_json::Value::String(data)) => format!("{}: {data}", e.message),
+        Some(data) => format!("{}: {data}", e.message),
+    }
+}
+
+/// Passes a file request through the firewall, recording it either way.
+pub(super) fn gate(
+    events: &mpsc::UnboundedSender<AgentEvent>,
+    firewall: &Firewall,
+    op: &'static str,
+    path: &std::path::Path,
+) -> Result<PathBuf, agent_client_protocol::Error> {
+    let checked = firewall.check(path);
+    let _ = events.send(AgentEvent::File {
+        op,
+        path: path.display().to_string(),
+        refused: checked.as_ref().err().cloned(),
+    });
+    checked.map_err(fs_error)
+}
+
+pub(super) fn fs_error(message: String) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::INVALID_PARAMS, message)
+}
+
+/// The ACP conversation: handlers for what the agent asks, and the main task that opens
+/// the session and forwards prompts and cancels.
+pub(super) async fn converse(
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::process::ChildStdout,
+    launch: &Launch,
+    firewall: Firewall,
+    events: mpsc::UnboundedSender<AgentEvent>,
+    mut commands: mpsc::UnboundedReceiver<Order>,
+) -> Result<(), agent_client_protocol::Error> {
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let updates = events.clone();
+    let permissions = events.clone();
+    let reads = (events.clone(), firewall.clone());
+    let writes = (events.clone(), firewall);
+    let cwd = launch.cwd.clone();
+    let resume = launch.resume.clone();
+    let mcp_servers = inbox_server(&launch.env).into_iter().collect::<Vec<_>>();
+    let startup = Duration::from_secs(launch.profile.startup_timeout_secs);
+
+    Client
+        .v1()
+        .name("crucible")
+        .on_receive_notification(
+            async move |notification: SessionNotification, _cx| {
+                if let Some(event) = translate(notification.update) {
+                    let _ = updates.send(event);
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |request: RequestPermissionRequest, responder, _cx| {
+                let (reply, answer) = oneshot::channel();
+                let options = request
+                    .options
+                    .iter()
+                    .map(|o| PermissionChoice {
+                        id: o.option_id.0.to_string(),
+                        name: o.name.clone(),
+                        kind: wire_name(&o.kind),
+                    })
+                    .collect();
+                let title = request
+                    .tool_call
+                    .fields
+                    .title
+                    .clone()
+                    .unwrap_or_else(|| "The agent asks for permission".into());
+                let _ = permissions.send(AgentEvent::Permission {
+                    title,
+                    tool_call_id: request.tool_call.tool_call_id.0.to_string(),
+                    options,
+                    reply,
+                });
+                // The human may take hours: wait off the dispatch loop.
+                tokio::spawn(async move {
+                    let outcome = match answer.await {
+                        Ok(Some(id)) => {
+                            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id))
+                        }
+                        _ => RequestPermissionOutcome::Cancelled,
+                    };
+                    let _ = responder.respond(RequestPermissionResponse::new(outcome));
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ReadTextFileRequest, responder, _cx| {
+                let (events, firewall) = &reads;
+                let path = request.path.display().to_string();
+                let real = match gate(events, firewall, "read", &request.path) {
+                    Ok(real) => real,
+                    Err(refusal) => return responder.respond_with_error(refusal),
+                };
+                match tokio::fs::read_to_string(&real).await {
+                    Ok(text) => responder.respond(ReadTextFileResponse::new(fs::slice_lines(
+                        &text,
+                        request.line,
+                        request.limit,
+                    ))),
+                    Err(e) => responder.respond_with_error(fs_error(format!("{path}: {e}"))),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: WriteTextFileRequest, responder, _cx| {
+                let (events, firewall) = &writes;
+                let path = request.path.display().to_string();
+                let real = match gate(events, firewall, "write", &request.path) {
+                    Ok(real) => real,
+                    Err(refusal) => return responder.respond_with_error(refusal),
+                };
+                let written = async {
+                    if let Some(parent) = real.parent() {
+                        tokio::fs::create_dir_all(parent).await?;
+                    }
+                    tokio::fs::write(&real, request.content.as_bytes()).await
+                };
+                match written.await {
+                    Ok(()) => responder.respond(WriteTextFileResponse::new()),
+                    Err(e) => responder.respond_with_error(fs_error(format!("{path}: {e}"))),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async |cx: ConnectionTo<Agent>| {
+            let opened = tokio::time::timeout(
+                startup,
+                open_session(&cx, cwd.clone(), resume, mcp_servers.clone()),
+            )
+            .await;
+            let (session_id, resumed, agent_name) = match opened {
+                Ok(Ok(opened)) => opened,
+                Ok(Err(why)) => {
+                    let _ = events.send(AgentEvent::StartFailed(why));
+                    return Ok(());
+                }
+                Err(_) => {
+                    let _ = events.send(AgentEvent::StartFailed(format!(
+                        "the agent did not start its session within {}s",
+                        startup.as_secs()
+                    )));
+                    return Ok(());
+                }
+            };
+            let _ = events.send(AgentEvent::Ready {
+                acp_session_id: session_id.clone(),
+                resumed,
+                agent_name,
+            });
+            let mut session_id = session_id;
+            loop {
+                tokio::select! {
+                    command = commands.recv() => match command {
+                        Some(Order::Prompt { text, fresh }) => {
+                            let mut blocks = Vec::new();
+                            if let Some(context) = fresh {
+                                let opened = cx
+                                    .send_request(
+                                        NewSessionRequest::new(cwd.clone())
+                                            .mcp_servers(mcp_servers.clone()),
+                                    )
+                                    .block_task()
+                                    .await;
+                                match opened {
+                                    Ok(created) => {
+                                        session_id = created.session_id.0.to_string();
+                                        let _ = events.send(AgentEvent::SessionRenewed {
+                                            acp_session_id: session_id.clone(),
+                                        });
+                                    }
+                                    Err(e) => {
+                                        let why = format!(
+                                            "the agent could not open a fresh session for the reshaped context: {}",
+                                            describe(&e)
+                                        );
+                                        let _ = events.send(AgentEvent::TurnEnded(Err(
+                                            TurnFailure::Failed(why),
+                                        )));
+                                        continue;
+                                    }
+                                }
+                                if !context.is_empty() {
+                                    blocks.push(ContentBlock::Text(TextContent::new(context)));
+                                }
+                            }
+                            blocks.push(ContentBlock::Text(TextContent::new(text)));
+                            let cx2 = cx.clone();
+                            let events = events.clone();
+                            let request = PromptRequest::new(session_id.clone(), blocks);
+                            cx.spawn(async move {
+                                let outcome = cx2.send_request(request).block_task().await;
+                                let ended = match outcome {
+                                    Ok(response) => Ok(wire_name(&response.stop_reason)),
+                                    Err(_) if cx2.is_incoming_closed() => Err(TurnFailure::Lost),
+                                    Err(e) => Err(TurnFailure::Failed(describe(&e))),
+                                };
+                                let _ = events.send(AgentEvent::TurnEnded(ended));
+                                Ok(())
+                            })?;
+                        }
+                        Some(Order::Cancel) => {
+                            cx.send_notification(CancelNotification::new(session_id.clone()))?;
+                        }
+                        None => return Ok(()),
+                    },
+                    _ = cx.incoming_closed() => return Ok(()),
+                }
+            }
+        })
+        .await
+}
+
+/// `initialize`, then a new session or the reloaded one. Returns the ACP session id,
+/// whether it was resumed, and the agent's name.
+pub(super) async fn open_session(
+    cx: &ConnectionTo<Agent>,
+    cwd: PathBuf,
+    resume: Option<String>,
+    mcp_servers: Vec<McpServer>,
+) -> Result<(String, bool, Option<String>), String> {
+    let init = cx
+        .send_request(
+            InitializeRequest::new(ProtocolVersion::V1)
+                .client_capabilities(
+                    ClientCapabilities::new().fs(FileSystemCapabilities::new()
+                        .read_text_file(true)
+                        .write_text_file(true)),
+                )
+                .client_info(Implementation::new("crucible", env!("CARGO_PKG_VERSION"))),
+        )
+        .block_task()
+        .await
+        .map_err(|e| format!("the agent failed to initialize: {}", describe(&e)))?;
+    let agent_name = init.agent_info.as_ref().map(|i| i.name.clone());
+    match resume {
+        Some(id) => {
+            if !init.agent_capabilities.load_session {
+                return Err("the agent cannot resume sessions (no loadSession support)".into());
+            }
+            cx.send_request(LoadSessionRequest::new(id.clone(), cwd).mcp_servers(mcp_servers))
+                .block_task()
+                .await
+                .map_err(|e| {
+                    format!("the agent could not resume session {id}: {}", describe(&e))
+                })?;
+            Ok((id, true, agent_name))
+        }
+        None => {
+            let created = cx
+                .send_request(NewSessionRequest::new(cwd).mcp_servers(mcp_servers))
+                .block_task()
+                .await
+                .map_err(|e| format!("the agent could not open a session: {}", describe(&e)))?;
+            Ok((created.session_id.0.to_string(), false, agent_name))
+        }
+    }
+}
+
+/// `cru mcp`, offered to every ACP agent as an MCP server named `crucible`, so an agent
+/// that speaks MCP gets the inbox tools (notify, ask, approve) for its own session with
+/// no setup. It carries the session's handle and socket from `env`. `None` if this
+/// program's own path is unknown.
+pub(super) fn inbox_server(env: &[(String, String)]) -> Option<McpServer> {
+    let program = std::env::current_exe().ok()?;
+    let env = env
+        .iter()
+        .map(|(name, value)| EnvVariable::new(name.clone(), value.clone()))
+        .collect();
+    Some(McpServer::Stdio(
+        McpServerStdio::new("crucible", program)
+            .args(vec!["mcp".to_string()])
+            .env(env),
+    ))
+}
