@@ -1,0 +1,226 @@
+//! Where a session works and how it is removed: placing it in a new or existing
+//! worktree (undone if the session cannot start), and deleting or pruning sessions with
+//! their worktrees and branches.
+
+use super::*;
+
+impl Sessions {
+    /// Decides where the session runs and makes its worktree.
+    pub(super) async fn place(&self, id: &str, params: &CreateSessionParams) -> Result<Placement> {
+        let kiln = self.wb.kiln();
+        if params.in_place {
+            return Ok(Placement::default());
+        }
+        let repo = git::toplevel(kiln.root()).await.ok_or_else(|| {
+            WorkbenchError::Invalid(format!(
+                "{} is not a git repository, so sessions cannot have worktrees; run in place instead",
+                kiln.root().display()
+            ))
+        })?;
+        let spec = params
+            .worktree
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty());
+        let git_err = |e: git::GitError| WorkbenchError::Invalid(e.to_string());
+
+        if let Some(path) = spec.filter(|s| Path::new(s).is_absolute()) {
+            let path = Path::new(path)
+                .canonicalize()
+                .map_err(|e| WorkbenchError::Invalid(format!("worktree {path}: {e}")))?;
+            let known = git::worktrees(&repo).await.map_err(git_err)?;
+            let found = known
+                .into_iter()
+                .find(|w| w.path.canonicalize().is_ok_and(|p| p == path))
+                .ok_or_else(|| {
+                    WorkbenchError::Invalid(format!(
+                        "{} is not a worktree of {}",
+                        path.display(),
+                        repo.display()
+                    ))
+                })?;
+            return Ok(Placement {
+                path: Some(path),
+                branch: found.branch,
+                created: None,
+            });
+        }
+
+        let (branch, new_branch) = match spec {
+            Some(branch) => (branch.to_string(), !git::branch_exists(&repo, branch).await),
+            None => (default_branch(id), true),
+        };
+        let path = kiln.worktrees_dir().join(&branch);
+        if path.exists() {
+            return Err(WorkbenchError::Conflict(format!(
+                "{} already exists; pass it as the worktree to reuse it, or choose another branch",
+                path.display()
+            )));
+        }
+        if new_branch {
+            git::check_branch_name(&repo, &branch)
+                .await
+                .map_err(git_err)?;
+            git::add_new_branch(&repo, &path, &branch)
+                .await
+                .map_err(git_err)?;
+        } else {
+            git::add_existing_branch(&repo, &path, &branch)
+                .await
+                .map_err(git_err)?;
+        }
+        Ok(Placement {
+            path: Some(path.clone()),
+            branch: Some(branch.clone()),
+            created: Some(Created {
+                path,
+                branch: new_branch.then_some(branch),
+            }),
+        })
+    }
+
+    /// Stops the session if needed, then removes it (and, when asked, its worktree and
+    /// branch). Uncommitted changes and unmerged commits are kept unless forced.
+    pub async fn delete(&self, id: &str, options: &RemoveOptions) -> Result<DeleteOutcome> {
+        let session = self.managed(id)?;
+        let repo = self.wb.kiln().root().to_path_buf();
+        let remove_worktree = options.remove_worktree || options.delete_branch;
+        let mut outcome = DeleteOutcome {
+            session_id: id.to_string(),
+            ..DeleteOutcome::default()
+        };
+        // Check everything before changing anything.
+        let worktree = session.worktree.as_ref().map(PathBuf::from);
+        let git_err = |e: git::GitError| WorkbenchError::Invalid(e.to_string());
+        if remove_worktree && let Some(path) = &worktree {
+            if !session.worktree_owned {
+                return Err(WorkbenchError::Invalid(format!(
+                    "crucible did not create {}; remove it with git if you mean to",
+                    path.display()
+                )));
+            }
+            if path.exists() && !options.force {
+                let changes = git::uncommitted(path).await.map_err(git_err)?;
+                if !changes.is_empty() {
+                    return Err(WorkbenchError::Conflict(format!(
+                        "{} has {} uncommitted change(s) ({}); commit them, or force to drop them",
+                        path.display(),
+                        changes.len(),
+                        changes
+                            .iter()
+                            .take(3)
+                            .map(|c| c.trim())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+            }
+            if options.delete_branch
+                && !options.force
+                && let Some(branch) = &session.branch
+                && !git::is_merged(&repo, branch).await
+            {
+                return Err(WorkbenchError::Conflict(format!(
+                    "branch {branch} has commits not merged into HEAD; merge them, or force to drop them"
+                )));
+            }
+        }
+        self.stop_actor(id, false).await;
+        // The records first: the worktree and branch go only once the session is gone,
+        // so a failure leaves the session whole and a retry can finish.
+        self.wb
+            .withdraw_open(id, &wording::withdrawn(wording::DELETED))
+            .await?;
+        self.wb.remove_managed(id).await?;
+        let dir = self.wb.kiln().sessions_dir();
+        let _ = std::fs::remove_file(MarkdownLog::path_for(&dir, id));
+        let _ = std::fs::remove_file(dir.join(format!("{id}.stderr.log")));
+        if remove_worktree {
+            let _git = self.git.lock().await;
+            let left = |what: String, e: git::GitError| {
+                WorkbenchError::Invalid(format!(
+                    "session {id} was deleted, but {what} could not be removed: {e}"
+                ))
+            };
+            if let Some(path) = &worktree {
+                if path.exists() {
+                    git::remove_worktree(&repo, path, options.force)
+                        .await
+                        .map_err(|e| left(format!("its worktree {}", path.display()), e))?;
+                    outcome.worktree_removed = true;
+                }
+                if let (true, Some(branch)) = (options.delete_branch, &session.branch) {
+                    git::delete_branch(&repo, branch, options.force)
+                        .await
+                        .map_err(|e| left(format!("its branch {branch}"), e))?;
+                    outcome.branch_deleted = true;
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Deletes every session that is complete or stopped; ones that refuse (uncommitted
+    /// work, say) are skipped with the reason.
+    pub async fn prune(&self, options: &RemoveOptions) -> Result<PruneResult> {
+        let mut result = PruneResult::default();
+        for session in self.wb.list_sessions() {
+            if !matches!(
+                session.state,
+                Some(SessionState::Complete | SessionState::Stopped)
+            ) {
+                continue;
+            }
+            match self.delete(&session.id, options).await {
+                Ok(outcome) => result.deleted.push(outcome),
+                Err(e) => result.skipped.push(Skipped {
+                    session_id: session.id,
+                    reason: e.to_string(),
+                }),
+            }
+        }
+        Ok(result)
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Placement {
+    /// None: in place, in the kiln itself.
+    pub(super) path: Option<PathBuf>,
+    pub(super) branch: Option<String>,
+    /// What this creation made, to undo on failure.
+    pub(super) created: Option<Created>,
+}
+
+pub(super) struct Created {
+    path: PathBuf,
+    /// Set when the branch was new.
+    branch: Option<String>,
+}
+
+impl Placement {
+    pub(super) async fn undo(&self, repo: &Path) {
+        let Some(created) = &self.created else { return };
+        if let Err(e) = git::remove_worktree(repo, &created.path, true).await {
+            tracing::warn!(path = %created.path.display(), "cannot remove the worktree: {e}");
+        }
+        if let Some(branch) = &created.branch
+            && let Err(e) = git::delete_branch(repo, branch, true).await
+        {
+            tracing::warn!(branch, "cannot delete the branch: {e}");
+        }
+    }
+}
+
+/// `cru/<6 letters>`: short, unique enough within a kiln, and visibly crucible's.
+pub(super) fn default_branch(id: &str) -> String {
+    let tail: String = id
+        .chars()
+        .rev()
+        .take(6)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("cru/{}", tail.to_lowercase())
+}
