@@ -6,6 +6,7 @@
 //! - `text`, `sys`, `logging`: small helpers that know no crucible types
 //! - `context`: the context stack as data
 //! - `protocol`: the wire types, method names, caps and agent environment (no I/O)
+//! - `markdown`: a session's transcript as readable markdown (its log file, `cru session logs`)
 //! - `config`, `kiln`: settings, and where a kiln keeps its state
 //! - `store`: the database (the only SurrealQL), with its journal
 //! - `workbench`: the domain: session registry, inbox, context stacks
@@ -26,6 +27,7 @@ pub mod daemon;
 pub mod git;
 pub mod kiln;
 pub mod logging;
+pub mod markdown;
 pub mod openai;
 pub mod protocol;
 pub mod sessions;

@@ -16,13 +16,13 @@ use clap::{Args, Subcommand};
 use super::output;
 use crate::client::Client;
 use crate::kiln::Kiln;
+use crate::markdown::render;
 use crate::protocol::methods as m;
 use crate::protocol::{
     CreateSessionParams, DeleteOutcome, DeleteSessionParams, EntryKind, Event, PromptParams,
     RemoveOptions, Session, SessionIdParams, SessionState, Topic, TranscriptEntry,
     TranscriptParams,
 };
-use crate::sessions::render;
 
 #[derive(Debug, Args)]
 pub struct SessionArgs {
@@ -435,7 +435,7 @@ fn print_status(kiln: &Kiln, s: &Session) {
         if let Some(summary) = &s.context_summary {
             pairs.push(("context", summary.replace('\n', "\n  ")));
         }
-        let log = crate::sessions::MarkdownLog::path_for(&kiln.sessions_dir(), &s.id);
+        let log = crate::markdown::MarkdownLog::path_for(&kiln.sessions_dir(), &s.id);
         pairs.push(("log", log.display().to_string()));
     }
     output::print_pairs(&pairs);

@@ -10,7 +10,6 @@
 
 mod actor;
 mod context;
-mod log;
 mod machine;
 mod transcript;
 mod wording;
@@ -32,8 +31,8 @@ use crate::protocol::{
 };
 use crate::workbench::{Workbench, WorkbenchError, display_name, now_rfc3339};
 
+use crate::markdown::MarkdownLog;
 pub use context::{PREAMBLE_HEADER, preamble};
-pub use log::{MarkdownLog, render};
 
 use actor::{Actor, Command};
 use transcript::TranscriptWriter;

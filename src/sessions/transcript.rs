@@ -2,9 +2,9 @@
 //! and agent text still streaming in (announced at once, stored in bounded pieces). It
 //! remembers the first entry it could not store, for the session to fail its turn with.
 
-use super::log::MarkdownLog;
 use super::machine::Line;
 use super::wording;
+use crate::markdown::MarkdownLog;
 use crate::protocol::{EntryKind, OutputChunk, Session, SessionState, TranscriptEntry, limits};
 use crate::workbench::{Workbench, now_rfc3339};
 
