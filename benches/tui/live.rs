@@ -440,7 +440,9 @@ impl Lab {
         if comm(tui).as_deref() != Some("cru") {
             bail!("the tmux pane runs {:?}, not cru", comm(tui));
         }
-        let daemon = crucible::daemon::read_pid(&self.kiln)
+        let daemon = self
+            .kiln
+            .read_pid()
             .filter(|&pid| alive(pid))
             .ok_or_else(|| anyhow!("no daemon runs for the {} kiln", self.name))?;
         let agents: Vec<u32> = self
@@ -459,7 +461,7 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        let daemon = crucible::daemon::read_pid(&self.kiln).filter(|&pid| alive(pid));
+        let daemon = self.kiln.read_pid().filter(|&pid| alive(pid));
         let agents: Vec<u32> = daemon.map(children).unwrap_or_default();
         if daemon.is_some()
             && let Ok(mut child) = self

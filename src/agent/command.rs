@@ -18,8 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::{AgentEvent, AgentHandle, Launch, Order, TurnFailure, describe_exit, end_process};
 use crate::protocol::{EntryKind, limits};
 
-/// The environment variable that carries the prompt, besides stdin.
-pub use crate::protocol::env::PROMPT as PROMPT_ENV;
+use crate::protocol::env::PROMPT as PROMPT_ENV;
 
 /// Starts the host task that runs the program for each prompt. Fails if the program
 /// cannot be found, so a session is never made for a typo.

@@ -9,10 +9,8 @@ use super::{Client, ClientError};
 use crate::protocol::methods;
 use crate::protocol::{Handle, MsgType, SendParams, WaitParams, code};
 
-/// Where an agent finds its handle.
-pub use crate::protocol::env::HANDLE as HANDLE_ENV;
-/// Where an agent finds the daemon.
-pub use crate::protocol::env::SOCKET as SOCKET_ENV;
+use crate::protocol::env::HANDLE as HANDLE_ENV;
+use crate::protocol::env::SOCKET as SOCKET_ENV;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {

@@ -19,6 +19,7 @@ mod dispatch;
 
 use super::Shared;
 use crate::protocol::jsonrpc::{Id, Incoming, parse_line};
+use crate::protocol::methods::{self as m, Method};
 use crate::protocol::*;
 
 /// Lines waiting to be written to one client. A subscriber that stops reading fills this
@@ -291,7 +292,7 @@ async fn answer(conn: &Arc<Conn>, request: Request) -> Option<Response> {
 fn runs_apart(name: &str) -> bool {
     matches!(
         name,
-        method::INBOX_WAIT | method::SESSION_STOP | method::SESSION_DELETE | method::SESSION_PRUNE
+        m::InboxWait::NAME | m::SessionStop::NAME | m::SessionDelete::NAME | m::SessionPrune::NAME
     )
 }
 

@@ -48,8 +48,3 @@ impl Drop for PidLock {
         let _ = self.file.flush();
     }
 }
-
-/// The pid written in the pid file, if any.
-pub fn read_pid(kiln: &Kiln) -> Option<u32> {
-    kiln.read_pid()
-}

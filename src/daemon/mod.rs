@@ -21,7 +21,7 @@ use crate::kiln::Kiln;
 use crate::sessions::Sessions;
 use crate::workbench::Workbench;
 
-pub use lifecycle::{PidLock, read_pid};
+pub use lifecycle::PidLock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -91,9 +91,6 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         .map_err(io_err("cannot create the state directory"))?;
     let pid_lock = PidLock::acquire(&kiln)?;
     crate::sys::private_umask();
-    if let Err(e) = kiln.secure_state_dir() {
-        tracing::warn!("cannot make the state directory owner-only: {e}");
-    }
     match crate::sys::raise_fd_limit() {
         Ok(limit) => tracing::info!(limit, "descriptor limit"),
         Err(e) => tracing::warn!("cannot read the descriptor limit: {e}"),
@@ -101,8 +98,9 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     crate::sys::quiet_process_metrics();
     let grace = Duration::from_secs(config.daemon.grace_period_secs);
     let wb = Workbench::open(kiln.clone(), config).await?;
-    // Again, for what the engine made while opening. (It marks its log folder 0750
-    // whenever it starts a log segment; the 0700 state directory keeps others out.)
+    // Once the engine has opened, so what it made is covered too. (It marks its log
+    // folder 0750 whenever it starts a log segment; the 0700 state directory keeps others
+    // out.)
     if let Err(e) = kiln.secure_state_dir() {
         tracing::warn!("cannot make the state directory owner-only: {e}");
     }

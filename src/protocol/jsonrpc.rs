@@ -16,9 +16,8 @@ pub mod code {
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL_ERROR: i64 = -32603;
 
-    // Application codes (documented in PROTOCOL.md).
-    /// A method other than `handshake` or `ping` was called before the handshake.
-    pub const HANDSHAKE_REQUIRED: i64 = -32000;
+    // Application codes (documented in PROTOCOL.md; -32000, "handshake required", is no
+    // longer sent now that the handshake is optional).
     /// The client speaks another protocol version than the daemon.
     pub const VERSION_MISMATCH: i64 = -32001;
     /// The session or inbox message named does not exist.
@@ -54,13 +53,8 @@ impl Id {
     }
 
     fn from_value(value: &Value) -> Self {
-        // Serialising a JSON value cannot fail; `null` is the fallback all the same.
-        let raw = serde_json::value::to_raw_value(value)
-            .or_else(|_| RawValue::from_string("null".into()));
-        match raw {
-            Ok(raw) => Self(raw),
-            Err(_) => Self(Box::<RawValue>::default()),
-        }
+        // Serialising a JSON value cannot fail; `null` (the default) is the fallback.
+        Self(serde_json::value::to_raw_value(value).unwrap_or_default())
     }
 
     /// The id as an unsigned integer, if it is one.

@@ -34,50 +34,6 @@ pub mod limits {
 /// The longest line the daemon reads; a longer one is answered with -32600 and skipped.
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 
-/// Method names, from the method table ([`methods`]).
-pub mod method {
-    use super::methods::{self as m, Method};
-
-    pub const HANDSHAKE: &str = m::Handshake::NAME;
-    pub const PING: &str = m::Ping::NAME;
-    pub const SESSION_REGISTER: &str = m::SessionRegister::NAME;
-    pub const SESSION_LIST: &str = m::SessionList::NAME;
-    pub const SESSION_GET: &str = m::SessionGet::NAME;
-    pub const SESSION_HEARTBEAT: &str = m::SessionHeartbeat::NAME;
-    pub const SESSION_DEREGISTER: &str = m::SessionDeregister::NAME;
-    pub const SESSION_CREATE: &str = m::SessionCreate::NAME;
-    pub const SESSION_PROMPT: &str = m::SessionPrompt::NAME;
-    pub const SESSION_CANCEL: &str = m::SessionCancel::NAME;
-    pub const SESSION_STOP: &str = m::SessionStop::NAME;
-    pub const SESSION_DELETE: &str = m::SessionDelete::NAME;
-    pub const SESSION_PRUNE: &str = m::SessionPrune::NAME;
-    pub const SESSION_TRANSCRIPT: &str = m::SessionTranscript::NAME;
-    pub const INBOX_SEND: &str = m::InboxSend::NAME;
-    pub const INBOX_LIST: &str = m::InboxList::NAME;
-    pub const INBOX_GET: &str = m::InboxGet::NAME;
-    pub const INBOX_MARK_READ: &str = m::InboxMarkRead::NAME;
-    pub const INBOX_RESPOND: &str = m::InboxRespond::NAME;
-    pub const INBOX_WAIT: &str = m::InboxWait::NAME;
-    pub const INBOX_CLEAR: &str = m::InboxClear::NAME;
-    pub const DB_QUERY: &str = m::DbQuery::NAME;
-    pub const SUBSCRIBE: &str = m::Subscribe::NAME;
-    pub const UNSUBSCRIBE: &str = m::Unsubscribe::NAME;
-    pub const DAEMON_STATUS: &str = m::DaemonStatusOf::NAME;
-    pub const DAEMON_SHUTDOWN: &str = m::DaemonShutdown::NAME;
-    pub const CONTEXT_GET: &str = m::ContextGet::NAME;
-    pub const CONTEXT_POP: &str = m::ContextPop::NAME;
-    pub const CONTEXT_CHECKPOINT: &str = m::ContextCheckpoint::NAME;
-    pub const CONTEXT_ROLLBACK: &str = m::ContextRollback::NAME;
-    pub const CONTEXT_REPLACE_TOP: &str = m::ContextReplaceTop::NAME;
-    pub const CONTEXT_RESET: &str = m::ContextReset::NAME;
-    pub const CONTEXT_SUMMARIZE: &str = m::ContextSummarize::NAME;
-
-    /// Every method the daemon serves.
-    pub fn all() -> impl Iterator<Item = &'static str> {
-        m::TABLE.iter().map(|row| row.name)
-    }
-}
-
 /// Each method's params in the order PROTOCOL.md lists them (from the method table): how
 /// positional (array) params are named. Struct field order never decides this.
 pub fn param_order(name: &str) -> &'static [&'static str] {
@@ -115,26 +71,30 @@ pub fn named_params(
 #[cfg(test)]
 mod param_tests {
     use super::*;
+    use methods::Method;
     use serde_json::json;
 
     #[test]
     fn positional_params_follow_the_documented_order() {
         let named = named_params(
-            method::SESSION_REGISTER,
+            methods::SessionRegister::NAME,
             json!(["claude", "alice", "feat/x"]),
         );
         assert_eq!(
             named.unwrap(),
             json!({"agent_type": "claude", "agent_name": "alice", "worktree": "feat/x"})
         );
-        let named = named_params(method::SESSION_DELETE, json!(["S1", true, null, true]));
+        let named = named_params(
+            methods::SessionDelete::NAME,
+            json!(["S1", true, null, true]),
+        );
         assert_eq!(
             named.unwrap(),
             json!({"session_id": "S1", "remove_worktree": true, "force": true})
         );
-        let err = named_params(method::SESSION_GET, json!(["a", "b"])).unwrap_err();
+        let err = named_params(methods::SessionGet::NAME, json!(["a", "b"])).unwrap_err();
         assert_eq!(err.code, code::INVALID_PARAMS);
-        let err = named_params(method::SESSION_LIST, json!([1])).unwrap_err();
+        let err = named_params(methods::SessionList::NAME, json!([1])).unwrap_err();
         assert_eq!(err.code, code::INVALID_PARAMS);
         assert_eq!(named_params("x", json!({"a": 1})).unwrap(), json!({"a": 1}));
     }
@@ -142,14 +102,14 @@ mod param_tests {
     #[test]
     fn every_method_with_params_has_an_order() {
         let without = [
-            method::PING,
-            method::SESSION_LIST,
-            method::INBOX_CLEAR,
-            method::UNSUBSCRIBE,
-            method::DAEMON_STATUS,
-            method::DAEMON_SHUTDOWN,
+            methods::Ping::NAME,
+            methods::SessionList::NAME,
+            methods::InboxClear::NAME,
+            methods::Unsubscribe::NAME,
+            methods::DaemonStatusOf::NAME,
+            methods::DaemonShutdown::NAME,
         ];
-        for name in method::all() {
+        for name in methods::TABLE.iter().map(|row| row.name) {
             assert_eq!(
                 param_order(name).is_empty(),
                 without.contains(&name),

@@ -39,9 +39,7 @@ use transcript::TranscriptWriter;
 
 pub type Result<T> = std::result::Result<T, WorkbenchError>;
 
-/// The environment variable an agent finds its session id in; also how a restarted daemon
-/// recognises an agent its predecessor left behind.
-pub use crate::protocol::env::SESSION as SESSION_ENV;
+use crate::protocol::env::SESSION as SESSION_ENV;
 
 pub struct Sessions {
     wb: Arc<Workbench>,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::journal::{Journal, Op};
-use super::{MIB, PURGE_BATCH, Result, Store, StoreError, typed_row};
+use super::{MIB, PURGE_BATCH, Result, Store, StoreError, absent_for_null, typed_row};
 use crate::config::StoreConfig;
 
 pub(super) struct Disk {
@@ -63,7 +63,7 @@ pub(super) fn seq_id(session_id: &str, seq: u64) -> String {
 
 impl Store {
     /// The storage failure that stopped writes, if any.
-    pub fn failure(&self) -> Option<String> {
+    pub(super) fn failure(&self) -> Option<String> {
         self.failed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -96,31 +96,32 @@ impl Store {
         Ok(())
     }
 
-    /// Runs a write of crucible's own: refused when [`Store::writable`] says so; a
-    /// storage failure stops later writes; what it `touched` is journaled before it is
-    /// acknowledged.
+    /// Runs a write of crucible's own, with JSON variables as [`Store::run`] binds them:
+    /// refused when [`Store::writable`] says so; a storage failure stops later writes;
+    /// what it `touched` is journaled before it is acknowledged.
     pub(super) async fn write(
+        &self,
+        sql: &str,
+        vars: Value,
+        touched: Touched,
+    ) -> Result<Vec<Value>> {
+        self.write_bound(sql, absent_for_null(vars), touched).await
+    }
+
+    /// [`Store::write`] with variables already built (typed rows).
+    pub(super) async fn write_bound(
         &self,
         sql: &str,
         vars: surrealdb::types::Value,
         touched: Touched,
     ) -> Result<Vec<Value>> {
-        let out = self.write_unjournaled(sql, vars).await?;
+        self.writable()?;
+        let out = self
+            .run_bound(sql, vars)
+            .await
+            .map_err(|e| self.fail_closed(e))?;
         self.journal(touched).await?;
         Ok(out)
-    }
-
-    /// A write whose touched records are known only from its result: the caller
-    /// journals them.
-    pub(super) async fn write_unjournaled(
-        &self,
-        sql: &str,
-        vars: surrealdb::types::Value,
-    ) -> Result<Vec<Value>> {
-        self.writable()?;
-        self.run_bound(sql, vars)
-            .await
-            .map_err(|e| self.fail_closed(e))
     }
 
     /// A failed write whose error is the storage's (not a conflict or a refusal of the
@@ -184,16 +185,10 @@ impl Store {
                 }
             }
             for id in ids {
+                let table = table.to_string();
                 ops.push(match found.remove(&id) {
-                    Some(record) => Op::Put {
-                        table: table.to_string(),
-                        id: id.clone(),
-                        record,
-                    },
-                    None => Op::Delete {
-                        table: table.to_string(),
-                        id: id.clone(),
-                    },
+                    Some(record) => Op::Put { table, id, record },
+                    None => Op::Delete { table, id },
                 });
             }
         }

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::durable::Touched;
-use super::{MESSAGE_FIELDS, Result, Store, absent_for_null, decode_rows, typed_row};
+use super::{MESSAGE_FIELDS, Result, Store, decode_rows, typed_row};
 use crate::protocol::InboxMessage;
 
 impl Store {
@@ -23,7 +23,7 @@ impl Store {
         for m in messages {
             touched.records.push(("inbox_messages", m.id.clone()));
         }
-        self.write(
+        self.write_bound(
             "INSERT INTO inbox_messages $rows RETURN NONE",
             Surreal::Object(vars),
             touched,
@@ -69,17 +69,15 @@ impl Store {
             "LET $records = array::map($ids, |$i| type::record('inbox_messages', $i));
              SELECT {MESSAGE_FIELDS} FROM (UPDATE $records SET read = true WHERE read = false RETURN AFTER);"
         );
-        let out = self
-            .write_unjournaled(&sql, absent_for_null(json!({"ids": ids})))
-            .await?;
-        let changed: Vec<InboxMessage> =
-            decode_rows(out.into_iter().nth(1).unwrap_or(Value::Null))?;
-        let mut touched = Touched::default();
-        for m in &changed {
-            touched.records.push(("inbox_messages", m.id.clone()));
-        }
-        self.journal(touched).await?;
-        Ok(changed)
+        let touched = Touched {
+            records: ids
+                .iter()
+                .map(|id| ("inbox_messages", id.clone()))
+                .collect(),
+            ops: Vec::new(),
+        };
+        let out = self.write(&sql, json!({"ids": ids}), touched).await?;
+        decode_rows(out.into_iter().nth(1).unwrap_or(Value::Null))
     }
 
     /// Records the answer to a message that has none yet (or, `withdrawn`, closes it
@@ -100,7 +98,7 @@ impl Store {
         let out = self
             .write(
                 &sql,
-                absent_for_null(json!({"id": id, "response": response, "withdrawn": withdrawn})),
+                json!({"id": id, "response": response, "withdrawn": withdrawn}),
                 Touched::record("inbox_messages", id),
             )
             .await?;
@@ -122,13 +120,15 @@ impl Store {
 
     /// Deletes every read message that needs no answer (or has one); returns their ids.
     pub async fn clear_read(&self) -> Result<Vec<String>> {
+        // Which messages go is known only once they are gone: journaled after.
         let out = self
-            .write_unjournaled(
+            .write(
                 "SELECT VALUE record::id(id) FROM (
                 DELETE inbox_messages WHERE read = true
                     AND (responded = true OR msg_type NOTINSIDE ['decision_needed', 'approval_required'])
                     RETURN BEFORE)",
-                absent_for_null(json!({})),
+                json!({}),
+                Touched::default(),
             )
             .await?;
         let ids: Vec<String> = decode_rows(out.into_iter().next().unwrap_or(Value::Null))?;

@@ -339,7 +339,7 @@ impl Store {
         let mut vars = surrealdb::types::Object::new();
         vars.insert("id", surrealdb::types::Value::from_t(s.id.clone()));
         vars.insert("row", surrealdb::types::Value::Object(row));
-        self.write(
+        self.write_bound(
             &format!("{verb} type::record('sessions', $id) CONTENT $row RETURN NONE"),
             surrealdb::types::Value::Object(vars),
             Touched::record("sessions", &s.id),
@@ -357,7 +357,7 @@ impl Store {
         let out = self
             .write(
                 "DELETE type::record('sessions', $id) RETURN BEFORE",
-                absent_for_null(json!({"id": id})),
+                json!({"id": id}),
                 Touched::record("sessions", id),
             )
             .await?;
@@ -379,7 +379,7 @@ impl Store {
             "FOR $b IN $beats {
                 UPDATE type::record('sessions', $b.id) SET last_heartbeat = <datetime>$b.at;
             };",
-            absent_for_null(json!({"beats": rows})),
+            json!({"beats": rows}),
             Touched::default(),
         )
         .await?;
@@ -391,7 +391,7 @@ impl Store {
     pub async fn insert_handle(&self, digest: &str, session_id: &str) -> Result<()> {
         self.write(
             "CREATE type::record('handles', $digest) SET session_id = $session_id RETURN NONE",
-            absent_for_null(json!({"digest": digest, "session_id": session_id})),
+            json!({"digest": digest, "session_id": session_id}),
             Touched::record("handles", digest),
         )
         .await?;
@@ -402,7 +402,7 @@ impl Store {
     pub async fn revoke_handles(&self, session_id: &str) -> Result<()> {
         self.write(
             "DELETE handles WHERE session_id = $session_id RETURN NONE",
-            absent_for_null(json!({"session_id": session_id})),
+            json!({"session_id": session_id}),
             Touched::default().op(Op::RevokeHandles {
                 session_id: session_id.to_string(),
             }),

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::durable::{Touched, datetime_fields, seq_id};
 use super::journal::Op;
-use super::{ENTRY_FIELDS, PURGE_BATCH, Result, Store, StoredContext, absent_for_null, typed_row};
+use super::{ENTRY_FIELDS, PURGE_BATCH, Result, Store, StoredContext, typed_row};
 use crate::protocol::TranscriptEntry;
 
 impl Store {
@@ -27,7 +27,7 @@ impl Store {
             .collect::<Result<Vec<_>>>()?;
         let mut vars = surrealdb::types::Object::new();
         vars.insert("rows", Surreal::Array(rows.into_iter().collect()));
-        self.write(
+        self.write_bound(
             "INSERT INTO transcript $rows RETURN NONE",
             Surreal::Object(vars),
             touched,
@@ -79,7 +79,7 @@ impl Store {
              DELETE type::record('context_stacks', $id) RETURN NONE;
              UPSERT type::record('deleted_sessions', $id) SET at = time::now() RETURN NONE;
              COMMIT TRANSACTION;",
-            absent_for_null(json!({"id": session_id})),
+            json!({"id": session_id}),
             Touched::record("sessions", session_id)
                 .and("context_stacks", session_id)
                 .and("deleted_sessions", session_id)
@@ -97,7 +97,7 @@ impl Store {
         self.purge_rows(session_id, PURGE_BATCH).await?;
         self.write(
             "DELETE type::record('deleted_sessions', $id) RETURN NONE",
-            absent_for_null(json!({"id": session_id})),
+            json!({"id": session_id}),
             Touched::record("deleted_sessions", session_id).op(Op::Purge {
                 session_id: session_id.to_string(),
             }),
@@ -127,7 +127,7 @@ impl Store {
                         "DELETE {table} WHERE session_id = $id AND seq >= $from AND seq < $to
                          RETURN NONE"
                     ),
-                    absent_for_null(json!({"id": session_id, "from": from, "to": from + batch})),
+                    json!({"id": session_id, "from": from, "to": from + batch}),
                     Touched::default(),
                 )
                 .await?;
@@ -194,7 +194,7 @@ impl Store {
                  {history}
                  COMMIT TRANSACTION;"
             ),
-            absent_for_null(json!({
+            json!({
                 "id": session_id,
                 "history_id": history_id,
                 "stack": context.stack,
@@ -202,7 +202,7 @@ impl Store {
                 "history_len": context.history_len,
                 "operation": operation,
                 "change": change,
-            })),
+            }),
             touched,
         )
         .await?;

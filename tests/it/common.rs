@@ -82,16 +82,23 @@ impl TestKiln {
 
     /// Starts `cru daemon run` as our child and waits until it answers.
     pub async fn spawn_daemon(&self) -> DaemonProcess {
-        let child = Command::new(CRU)
+        let mut cru = Command::new(CRU);
+        cru.stderr(Stdio::piped());
+        self.run_daemon(cru).await
+    }
+
+    /// Runs `command` (`cru`, or something that runs it) with `--kiln <kiln> daemon run`
+    /// as our child and waits until the daemon answers.
+    pub async fn run_daemon(&self, mut command: Command) -> DaemonProcess {
+        let child = command
             .arg("--kiln")
             .arg(self.root())
             .args(["daemon", "run"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn daemon");
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if Client::connect(&self.kiln).await.is_ok() {
                 break;
@@ -103,7 +110,7 @@ impl TestKiln {
     }
 
     pub fn daemon_pid(&self) -> Option<u32> {
-        crucible::daemon::read_pid(&self.kiln)
+        self.kiln.read_pid()
     }
 }
 
@@ -152,7 +159,7 @@ pub struct KillOnDrop(pub Kiln);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        if let Some(pid) = crucible::daemon::read_pid(&self.0) {
+        if let Some(pid) = self.0.read_pid() {
             let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
         }
     }

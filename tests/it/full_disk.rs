@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -98,22 +98,9 @@ impl Drop for SmallDisk {
 }
 
 async fn start_daemon(tk: &TestKiln, disk: &SmallDisk) -> DaemonProcess {
-    let child = disk
-        .inside(CRU)
-        .arg("--kiln")
-        .arg(tk.root())
-        .args(["daemon", "run"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the daemon on the small disk");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::os::unix::net::UnixStream::connect(tk.kiln.socket_path()).is_err() {
-        assert!(Instant::now() < deadline, "the daemon did not come up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    DaemonProcess { child }
+    let mut cru = disk.inside(CRU);
+    cru.stderr(Stdio::null());
+    tk.run_daemon(cru).await
 }
 
 /// Sends one message with a large body; its id when acknowledged, else the error.

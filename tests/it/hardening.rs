@@ -295,13 +295,7 @@ async fn out_of_descriptors_the_daemon_refuses_clearly_without_spinning() {
     use std::os::unix::process::CommandExt;
     let tk = TestKiln::new();
     let mut command = std::process::Command::new(CRU);
-    command
-        .arg("--kiln")
-        .arg(tk.root())
-        .args(["daemon", "run"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+    command.stderr(std::process::Stdio::null());
     // SAFETY: setrlimit only, between fork and exec.
     unsafe {
         command.pre_exec(|| {
@@ -315,14 +309,8 @@ async fn out_of_descriptors_the_daemon_refuses_clearly_without_spinning() {
             Ok(())
         });
     }
-    let mut daemon = DaemonProcess {
-        child: command.spawn().expect("spawn the daemon"),
-    };
+    let mut daemon = tk.run_daemon(command).await;
     let pid = daemon.pid();
-    wait_until("the daemon to answer", LONG, || {
-        std::os::unix::net::UnixStream::connect(tk.kiln.socket_path()).is_ok()
-    })
-    .await;
     let _first = tk.client().await;
     let idle = open_fds(pid);
     assert!(idle < 64, "an idle daemon holds {idle} descriptors");

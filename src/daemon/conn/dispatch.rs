@@ -88,11 +88,11 @@ pub(super) async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Val
 /// Why a session handle may not call an owner's method.
 fn refusal(name: &str) -> String {
     match name {
-        method::INBOX_RESPOND => {
+        m::InboxRespond::NAME => {
             "an agent may not answer inbox messages: answers come from a human".into()
         }
-        method::DB_QUERY => "a session handle may not query the database".into(),
-        method::SESSION_LIST => {
+        m::DbQuery::NAME => "a session handle may not query the database".into(),
+        m::SessionList::NAME => {
             "a session handle may not list other sessions; use session.get for its own".into()
         }
         other => format!("a session handle may not call {other}"),
