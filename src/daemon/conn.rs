@@ -19,7 +19,7 @@ mod dispatch;
 
 use super::Shared;
 use crate::protocol::jsonrpc::{Id, Incoming, parse_line};
-use crate::protocol::methods::{self as m, Method};
+use crate::protocol::methods as m;
 use crate::protocol::*;
 
 /// Lines waiting to be written to one client. A subscriber that stops reading fills this
@@ -288,12 +288,9 @@ async fn answer(conn: &Arc<Conn>, request: Request) -> Option<Response> {
     request.id.map(|id| reply(id, outcome))
 }
 
-/// Methods that may take long and are answered out of order.
+/// Whether the table says the method is answered on its own, when done.
 fn runs_apart(name: &str) -> bool {
-    matches!(
-        name,
-        m::InboxWait::NAME | m::SessionStop::NAME | m::SessionDelete::NAME | m::SessionPrune::NAME
-    )
+    m::row(name).is_some_and(|row| row.order == m::Order::Apart)
 }
 
 fn reply(id: Id, outcome: Result<Value, ErrorObject>) -> Response {

@@ -1,7 +1,8 @@
 //! The method table: every method the daemon serves, declared once with its name, who may
-//! call it, its params in the documented order, and its params and result types. The
-//! daemon dispatches by these types, the client calls them (`Client::call::<M>`), and a
-//! test holds the table and PROTOCOL.md to each other.
+//! call it, whether it is answered in order or on its own, its params in the documented
+//! order, and its params and result types. The daemon dispatches by these types and
+//! answers by the order, the client calls them (`Client::call::<M>`), and a test holds
+//! the table and PROTOCOL.md to each other.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -21,10 +22,20 @@ pub enum Access {
     Session,
 }
 
+/// When a method is answered on its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// In the order the requests arrived.
+    InOrder,
+    /// On its own, when done (it can take long): later requests go on meanwhile.
+    Apart,
+}
+
 /// One method of the protocol.
 pub trait Method {
     const NAME: &'static str;
     const ACCESS: Access;
+    const ORDER: Order;
     /// The params' names in the documented order: how positional params are named.
     const PARAMS: &'static [&'static str];
     type Params: Serialize + DeserializeOwned + Send + Sync + 'static;
@@ -36,11 +47,12 @@ pub trait Method {
 pub struct Row {
     pub name: &'static str,
     pub access: Access,
+    pub order: Order,
     pub params: &'static [&'static str],
 }
 
 macro_rules! methods {
-    ($( $(#[$doc:meta])* $ty:ident = $name:literal, $access:ident, [$($p:literal),*], $params:ty => $result:ty; )*) => {
+    ($( $(#[$doc:meta])* $ty:ident = $name:literal, $access:ident, $order:ident, [$($p:literal),*], $params:ty => $result:ty; )*) => {
         $(
             $(#[$doc])*
             pub struct $ty;
@@ -48,6 +60,7 @@ macro_rules! methods {
             impl Method for $ty {
                 const NAME: &'static str = $name;
                 const ACCESS: Access = Access::$access;
+                const ORDER: Order = Order::$order;
                 const PARAMS: &'static [&'static str] = &[$($p),*];
                 type Params = $params;
                 type Result = $result;
@@ -56,58 +69,58 @@ macro_rules! methods {
 
         /// Every method, in PROTOCOL.md's order.
         pub const TABLE: &[Row] = &[
-            $( Row { name: $name, access: Access::$access, params: &[$($p),*] }, )*
+            $( Row { name: $name, access: Access::$access, order: Order::$order, params: &[$($p),*] }, )*
         ];
     };
 }
 
 methods! {
-    Ping = "ping", Open, [], NoParams => Pong;
-    Handshake = "handshake", Open, ["protocol_version", "client", "handle"],
+    Ping = "ping", Open, InOrder, [], NoParams => Pong;
+    Handshake = "handshake", Open, InOrder, ["protocol_version", "client", "handle"],
         HandshakeParams => HandshakeResult;
-    SessionRegister = "session.register", Owner, ["agent_type", "agent_name", "worktree"],
+    SessionRegister = "session.register", Owner, InOrder, ["agent_type", "agent_name", "worktree"],
         RegisterParams => Registered;
-    SessionList = "session.list", Owner, [], NoParams => Sessions;
-    SessionGet = "session.get", Session, ["session_id"], SessionIdParams => SessionReply;
-    SessionHeartbeat = "session.heartbeat", Session, ["session_id"], SessionIdParams => Done;
-    SessionDeregister = "session.deregister", Owner, ["session_id", "reason", "exit_code"],
+    SessionList = "session.list", Owner, InOrder, [], NoParams => Sessions;
+    SessionGet = "session.get", Session, InOrder, ["session_id"], SessionIdParams => SessionReply;
+    SessionHeartbeat = "session.heartbeat", Session, InOrder, ["session_id"], SessionIdParams => Done;
+    SessionDeregister = "session.deregister", Owner, InOrder, ["session_id", "reason", "exit_code"],
         DeregisterParams => Done;
-    SessionCreate = "session.create", Owner, ["agent", "worktree", "in_place", "task"],
+    SessionCreate = "session.create", Owner, InOrder, ["agent", "worktree", "in_place", "task"],
         CreateSessionParams => Created;
-    SessionPrompt = "session.prompt", Owner, ["session_id", "text"], PromptParams => PromptResult;
-    SessionCancel = "session.cancel", Owner, ["session_id"], SessionIdParams => Done;
-    SessionStop = "session.stop", Owner, ["session_id"], SessionIdParams => SessionReply;
-    SessionDelete = "session.delete", Owner,
+    SessionPrompt = "session.prompt", Owner, InOrder, ["session_id", "text"], PromptParams => PromptResult;
+    SessionCancel = "session.cancel", Owner, InOrder, ["session_id"], SessionIdParams => Done;
+    SessionStop = "session.stop", Owner, Apart, ["session_id"], SessionIdParams => SessionReply;
+    SessionDelete = "session.delete", Owner, Apart,
         ["session_id", "remove_worktree", "delete_branch", "force"],
         DeleteSessionParams => DeleteOutcome;
-    SessionPrune = "session.prune", Owner, ["remove_worktree", "delete_branch", "force"],
+    SessionPrune = "session.prune", Owner, Apart, ["remove_worktree", "delete_branch", "force"],
         RemoveOptions => PruneResult;
-    SessionTranscript = "session.transcript", Owner, ["session_id", "after", "limit"],
+    SessionTranscript = "session.transcript", Owner, InOrder, ["session_id", "after", "limit"],
         TranscriptParams => Entries;
-    InboxSend = "inbox.send", Session, ["session_id", "msg_type", "title", "body", "options"],
+    InboxSend = "inbox.send", Session, InOrder, ["session_id", "msg_type", "title", "body", "options"],
         SendParams => Sent;
-    InboxList = "inbox.list", Owner, ["unread_only", "limit", "session_id"],
+    InboxList = "inbox.list", Owner, InOrder, ["unread_only", "limit", "session_id"],
         ListParams => Messages;
-    InboxGet = "inbox.get", Session, ["id"], IdParams => MessageReply;
-    InboxMarkRead = "inbox.mark_read", Owner, ["ids"], IdsParams => Updated;
-    InboxRespond = "inbox.respond", Owner, ["id", "response"], RespondParams => MessageReply;
-    InboxWait = "inbox.wait", Session, ["id", "timeout_secs"], WaitParams => MessageReply;
-    InboxClear = "inbox.clear", Owner, [], NoParams => Deleted;
-    DbQuery = "db.query", Owner, ["sql", "bindings"], QueryParams => QueryResult;
-    Subscribe = "subscribe", Owner, ["topics"], SubscribeParams => Subscribed;
-    Unsubscribe = "unsubscribe", Owner, [], NoParams => Subscribed;
-    DaemonStatusOf = "daemon.status", Owner, [], NoParams => DaemonStatus;
-    DaemonShutdown = "daemon.shutdown", Owner, [], NoParams => Stopping;
-    ContextGet = "context.get", Owner, ["session_id"], SessionIdParams => ContextResult;
-    ContextPop = "context.pop", Owner, ["session_id", "n"], ContextPopParams => ContextResult;
-    ContextCheckpoint = "context.checkpoint", Owner, ["session_id", "name"],
+    InboxGet = "inbox.get", Session, InOrder, ["id"], IdParams => MessageReply;
+    InboxMarkRead = "inbox.mark_read", Owner, InOrder, ["ids"], IdsParams => Updated;
+    InboxRespond = "inbox.respond", Owner, InOrder, ["id", "response"], RespondParams => MessageReply;
+    InboxWait = "inbox.wait", Session, Apart, ["id", "timeout_secs"], WaitParams => MessageReply;
+    InboxClear = "inbox.clear", Owner, InOrder, [], NoParams => Deleted;
+    DbQuery = "db.query", Owner, InOrder, ["sql", "bindings"], QueryParams => QueryResult;
+    Subscribe = "subscribe", Owner, InOrder, ["topics"], SubscribeParams => Subscribed;
+    Unsubscribe = "unsubscribe", Owner, InOrder, [], NoParams => Subscribed;
+    DaemonStatusOf = "daemon.status", Owner, InOrder, [], NoParams => DaemonStatus;
+    DaemonShutdown = "daemon.shutdown", Owner, InOrder, [], NoParams => Stopping;
+    ContextGet = "context.get", Owner, InOrder, ["session_id"], SessionIdParams => ContextResult;
+    ContextPop = "context.pop", Owner, InOrder, ["session_id", "n"], ContextPopParams => ContextResult;
+    ContextCheckpoint = "context.checkpoint", Owner, InOrder, ["session_id", "name"],
         ContextNameParams => ContextResult;
-    ContextRollback = "context.rollback", Owner, ["session_id", "name"],
+    ContextRollback = "context.rollback", Owner, InOrder, ["session_id", "name"],
         ContextNameParams => ContextResult;
-    ContextReplaceTop = "context.replace_top", Owner, ["session_id", "summary"],
+    ContextReplaceTop = "context.replace_top", Owner, InOrder, ["session_id", "summary"],
         ContextReplaceParams => ContextResult;
-    ContextReset = "context.reset", Owner, ["session_id"], SessionIdParams => ContextResult;
-    ContextSummarize = "context.summarize", Owner, ["session_id"],
+    ContextReset = "context.reset", Owner, InOrder, ["session_id"], SessionIdParams => ContextResult;
+    ContextSummarize = "context.summarize", Owner, InOrder, ["session_id"],
         SessionIdParams => ContextResult;
 }
 
