@@ -48,10 +48,6 @@ impl Id {
         Self::from_value(&Value::Null)
     }
 
-    pub fn from_u64(n: u64) -> Self {
-        Self::from_value(&Value::from(n))
-    }
-
     fn from_value(value: &Value) -> Self {
         // Serialising a JSON value cannot fail; `null` (the default) is the fallback.
         Self(serde_json::value::to_raw_value(value).unwrap_or_default())
