@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::protocol::{DriverKind, DriverOptions, DriverSpec};
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
@@ -29,6 +31,70 @@ pub struct Config {
     pub agents: BTreeMap<String, AgentProfile>,
     /// The full-screen workbench.
     pub tui: TuiConfig,
+    /// Where agents run: `[drivers]` and `[drivers.<name>]` defaults.
+    pub drivers: DriversConfig,
+    /// `[[rules]]`: added to the built-in rules, or switching them off.
+    pub rules: Vec<crate::rules::RuleSpec>,
+    /// `[secrets.<NAME>]`: where a credential an agent asks for comes from; a name not
+    /// listed comes from the daemon's environment variable of that name.
+    pub secrets: BTreeMap<String, SecretSource>,
+}
+
+/// Where a credential's value comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSource {
+    /// A command whose standard output is the value, e.g. `pass show api/token`.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Another environment variable of the daemon to read it from.
+    #[serde(default)]
+    pub env: Option<String>,
+}
+
+/// `[drivers]`: defaults per driver, under what a session asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DriversConfig {
+    /// A sandbox, ssh or podman environment idle this long is torn down (the worktree
+    /// and transcript stay) and made again by the next prompt.
+    pub idle_timeout_minutes: f64,
+    pub sandbox: DriverOptions,
+    pub ssh: DriverOptions,
+    pub podman: DriverOptions,
+}
+
+impl Default for DriversConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout_minutes: 15.0,
+            sandbox: DriverOptions::default(),
+            ssh: DriverOptions::default(),
+            podman: DriverOptions::default(),
+        }
+    }
+}
+
+impl Config {
+    /// The driver a session of `profile` gets when it asks for `asked`: the driver named
+    /// in `asked`, else the profile's, else `local`; options from `asked` over
+    /// `[drivers.<name>]`.
+    pub fn driver_spec(
+        &self,
+        profile: &AgentProfile,
+        asked: &DriverOptions,
+    ) -> Result<DriverSpec, String> {
+        let kind = asked.driver.or(profile.driver).unwrap_or_default();
+        let section = match kind {
+            DriverKind::Local => DriverOptions::default(),
+            DriverKind::Sandbox => self.drivers.sandbox.clone(),
+            DriverKind::Ssh => self.drivers.ssh.clone(),
+            DriverKind::Podman => self.drivers.podman.clone(),
+        };
+        let mut merged = asked.over(&section);
+        merged.driver = Some(kind);
+        merged.resolve()
+    }
 }
 
 /// `[tui]`: the workbench's look, keys and attention signal. Applied live.
@@ -113,6 +179,9 @@ pub struct AgentProfile {
     /// replaced by the error message alone (`pop(1)` + inject the error).
     #[serde(default)]
     pub recover_tool_errors: bool,
+    /// Where this profile's sessions run unless a session asks otherwise (`local`).
+    #[serde(default)]
+    pub driver: Option<DriverKind>,
     /// `internal` only: the model writes the session's context summary after every turn
     /// (and for `summarize`); `false` uses the deterministic summary and saves a request.
     #[serde(default = "default_true")]

@@ -62,6 +62,18 @@ pub async fn toplevel(dir: &Path) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The repository's common git folder (where every worktree's commits go), if `dir`
+/// is in one.
+pub async fn common_dir(dir: &Path) -> Option<PathBuf> {
+    let path = git(
+        dir,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )
+    .await
+    .ok()?;
+    std::fs::canonicalize(path).ok()
+}
+
 /// One entry of `git worktree list`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Worktree {

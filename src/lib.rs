@@ -7,10 +7,13 @@
 //! - `context`: the context stack as data
 //! - `protocol`: the wire types, method names, caps and agent environment (no I/O)
 //! - `markdown`: a session's transcript as readable markdown (its log file, `cru session logs`)
+//! - `rules`: what an agent may do (allow, ask, deny), as data
 //! - `config`, `kiln`: settings, and where a kiln keeps its state
+//! - `audit`: the per-session audit log
 //! - `store`: the database (the only SurrealQL), with its journal
 //! - `workbench`: the domain: session registry, inbox, context stacks
 //! - `git`, `openai`: worktrees; an OpenAI-compatible chat client
+//! - `driver`: where an agent runs (local, sandbox) and the limits on it
 //! - `agent`: agent processes (ACP, plain programs) and crucible's own agent loop
 //! - `sessions`: the agents crucible runs, their lifecycle and transcripts
 //! - `daemon`: the socket server
@@ -19,17 +22,20 @@
 //! - `cli`: the command line, which wires the rest together
 
 pub mod agent;
+pub mod audit;
 pub mod cli;
 pub mod client;
 pub mod config;
 pub mod context;
 pub mod daemon;
+pub mod driver;
 pub mod git;
 pub mod kiln;
 pub mod logging;
 pub mod markdown;
 pub mod openai;
 pub mod protocol;
+pub mod rules;
 pub mod sessions;
 pub mod store;
 pub mod sys;

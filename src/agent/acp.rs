@@ -7,12 +7,15 @@ use std::path::PathBuf;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, EnvVariable, FileSystemCapabilities,
-    Implementation, InitializeRequest, LoadSessionRequest, McpServer, McpServerStdio,
+    CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest,
+    CreateTerminalResponse, EnvVariable, FileSystemCapabilities, Implementation, InitializeRequest,
+    KillTerminalRequest, KillTerminalResponse, LoadSessionRequest, McpServer, McpServerStdio,
     NewSessionRequest, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionNotification, SessionUpdate, TextContent,
-    WriteTextFileRequest, WriteTextFileResponse,
+    ReleaseTerminalRequest, ReleaseTerminalResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionNotification, SessionUpdate, TerminalOutputRequest, TerminalOutputResponse, TextContent,
+    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
+    WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
 use tokio::sync::{mpsc, oneshot};
@@ -51,6 +54,12 @@ pub(super) fn translate(update: SessionUpdate) -> Option<AgentEvent> {
             message_id: chunk.message_id.map(|id| id.0.to_string()),
         },
         SessionUpdate::ToolCall(call) => AgentEvent::ToolCall {
+            operation: operation(
+                Some(&call.kind),
+                &call.title,
+                &call.locations,
+                call.raw_input.as_ref(),
+            ),
             id: call.tool_call_id.0.to_string(),
             title: call.title,
             status: wire_name(&call.status),
@@ -60,6 +69,13 @@ pub(super) fn translate(update: SessionUpdate) -> Option<AgentEvent> {
             title: update.fields.title,
             status: update.fields.status.as_ref().map(wire_name),
         },
+        SessionUpdate::AvailableCommandsUpdate(update) => AgentEvent::Skills(
+            update
+                .available_commands
+                .iter()
+                .map(|c| format!("/{} — {}", c.name, c.description))
+                .collect(),
+        ),
         SessionUpdate::Plan(plan) => AgentEvent::Plan(
             plan.entries
                 .iter()
@@ -69,6 +85,38 @@ pub(super) fn translate(update: SessionUpdate) -> Option<AgentEvent> {
         ),
         _ => return None,
     })
+}
+
+/// What an ACP tool call does, for the rules: its kind, its command (from `raw_input`'s
+/// `command`, as agents' shell tools give it), the paths it names, and its title.
+pub(super) fn operation(
+    kind: Option<&agent_client_protocol::v1::schema::ToolKind>,
+    title: &str,
+    locations: &[agent_client_protocol::v1::schema::ToolCallLocation],
+    raw_input: Option<&serde_json::Value>,
+) -> Operation {
+    let command = raw_input
+        .and_then(|v| v.get("command"))
+        .and_then(|c| match c {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Array(parts) => Some(
+                parts
+                    .iter()
+                    .filter_map(|p| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        });
+    Operation {
+        kind: kind.map_or_else(|| "other".to_string(), wire_name),
+        command,
+        paths: locations
+            .iter()
+            .map(|l| l.path.display().to_string())
+            .collect(),
+        tool: Some(title.to_string()),
+    }
 }
 
 /// An ACP error on one line: its message, and its data compactly when there is some.
@@ -96,6 +144,25 @@ pub(super) fn gate(
     checked.map_err(fs_error)
 }
 
+/// The rules' word on a file request the firewall let through.
+async fn ask_rules(
+    events: &mpsc::UnboundedSender<AgentEvent>,
+    kind: &str,
+    path: &std::path::Path,
+) -> Result<(), String> {
+    let (reply, answer) = oneshot::channel();
+    let operation = Operation {
+        kind: kind.into(),
+        paths: vec![path.display().to_string()],
+        tool: Some(format!("fs/{kind}")),
+        ..Default::default()
+    };
+    let _ = events.send(AgentEvent::Gate { operation, reply });
+    answer
+        .await
+        .unwrap_or_else(|_| Err("the session is ending".into()))
+}
+
 pub(super) fn fs_error(message: String) -> agent_client_protocol::Error {
     agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::INVALID_PARAMS, message)
 }
@@ -110,14 +177,25 @@ pub(super) async fn converse(
     events: mpsc::UnboundedSender<AgentEvent>,
     mut commands: mpsc::UnboundedReceiver<Order>,
 ) -> Result<(), agent_client_protocol::Error> {
+    let mut stdin = stdin;
+    if let Some(preamble) = launch.environment.preamble(&launch.vars(&[])) {
+        use tokio::io::AsyncWriteExt;
+        stdin
+            .write_all(&preamble)
+            .await
+            .map_err(|e| fs_error(format!("cannot pass the agent its variables: {e}")))?;
+    }
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
     let updates = events.clone();
     let permissions = events.clone();
-    let reads = (events.clone(), firewall.clone());
-    let writes = (events.clone(), firewall);
-    let cwd = launch.cwd.clone();
+    let terminals = terminal::Terminals::new(launch, events.clone());
+    let remote = launch.environment.remote().cloned();
+    let reads = (events.clone(), firewall.clone(), remote.clone());
+    let writes = (events.clone(), firewall, remote);
+    let cwd = launch.environment.agent_cwd(&launch.cwd);
     let resume = launch.resume.clone();
-    let mcp_servers = inbox_server(&launch.env).into_iter().collect::<Vec<_>>();
+    let fresh_if_unresumable = launch.fresh_if_unresumable;
+    let mcp_servers = inbox_server(launch).into_iter().collect::<Vec<_>>();
     let startup = Duration::from_secs(launch.profile.startup_timeout_secs);
 
     Client
@@ -150,7 +228,15 @@ pub(super) async fn converse(
                     .title
                     .clone()
                     .unwrap_or_else(|| "The agent asks for permission".into());
+                let fields = &request.tool_call.fields;
+                let operation = operation(
+                    fields.kind.as_ref(),
+                    fields.title.as_deref().unwrap_or(&title),
+                    fields.locations.as_deref().unwrap_or(&[]),
+                    fields.raw_input.as_ref(),
+                );
                 let _ = permissions.send(AgentEvent::Permission {
+                    operation,
                     title,
                     tool_call_id: request.tool_call.tool_call_id.0.to_string(),
                     options,
@@ -172,13 +258,20 @@ pub(super) async fn converse(
         )
         .on_receive_request(
             async move |request: ReadTextFileRequest, responder, _cx| {
-                let (events, firewall) = &reads;
+                let (events, firewall, remote) = &reads;
                 let path = request.path.display().to_string();
                 let real = match gate(events, firewall, "read", &request.path) {
                     Ok(real) => real,
                     Err(refusal) => return responder.respond_with_error(refusal),
                 };
-                match tokio::fs::read_to_string(&real).await {
+                if let Err(why) = ask_rules(events, "read", &real).await {
+                    return responder.respond_with_error(fs_error(why));
+                }
+                let read = match remote {
+                    Some(remote) => remote.read(&real.to_string_lossy()).await,
+                    None => tokio::fs::read_to_string(&real).await.map_err(|e| e.to_string()),
+                };
+                match read {
                     Ok(text) => responder.respond(ReadTextFileResponse::new(fs::slice_lines(
                         &text,
                         request.line,
@@ -191,21 +284,101 @@ pub(super) async fn converse(
         )
         .on_receive_request(
             async move |request: WriteTextFileRequest, responder, _cx| {
-                let (events, firewall) = &writes;
+                let (events, firewall, remote) = &writes;
                 let path = request.path.display().to_string();
                 let real = match gate(events, firewall, "write", &request.path) {
                     Ok(real) => real,
                     Err(refusal) => return responder.respond_with_error(refusal),
                 };
-                let written = async {
-                    if let Some(parent) = real.parent() {
-                        tokio::fs::create_dir_all(parent).await?;
+                if let Err(why) = ask_rules(events, "edit", &real).await {
+                    return responder.respond_with_error(fs_error(why));
+                }
+                let written = match remote {
+                    Some(remote) => remote.write(&real.to_string_lossy(), &request.content).await,
+                    None => {
+                        let local = async {
+                            if let Some(parent) = real.parent() {
+                                tokio::fs::create_dir_all(parent).await?;
+                            }
+                            tokio::fs::write(&real, request.content.as_bytes()).await
+                        };
+                        local.await.map_err(|e| e.to_string())
                     }
-                    tokio::fs::write(&real, request.content.as_bytes()).await
                 };
-                match written.await {
+                match written {
                     Ok(()) => responder.respond(WriteTextFileResponse::new()),
                     Err(e) => responder.respond_with_error(fs_error(format!("{path}: {e}"))),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let terminals = terminals.clone();
+                async move |request: CreateTerminalRequest, responder, _cx| {
+                    match terminals.create(request).await {
+                        Ok(id) => responder.respond(CreateTerminalResponse::new(id)),
+                        Err(why) => responder.respond_with_error(fs_error(why)),
+                    }
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let terminals = terminals.clone();
+                async move |request: TerminalOutputRequest, responder, _cx| {
+                    match terminals.output(&request.terminal_id.0) {
+                        Ok((output, truncated, exit)) => {
+                            let mut response = TerminalOutputResponse::new(output, truncated);
+                            if let Some(exit) = exit {
+                                response = response.exit_status(exit.status());
+                            }
+                            responder.respond(response)
+                        }
+                        Err(why) => responder.respond_with_error(fs_error(why)),
+                    }
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let terminals = terminals.clone();
+                async move |request: WaitForTerminalExitRequest, responder, cx| {
+                    // The command may run for long: wait off the dispatch loop.
+                    let terminals = terminals.clone();
+                    cx.spawn(async move {
+                        match terminals.wait(&request.terminal_id.0).await {
+                            Ok(exit) => responder
+                                .respond(WaitForTerminalExitResponse::new(exit.status())),
+                            Err(why) => responder.respond_with_error(fs_error(why)),
+                        }
+                    })
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let terminals = terminals.clone();
+                async move |request: KillTerminalRequest, responder, _cx| {
+                    match terminals.kill(&request.terminal_id.0) {
+                        Ok(()) => responder.respond(KillTerminalResponse::new()),
+                        Err(why) => responder.respond_with_error(fs_error(why)),
+                    }
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let terminals = terminals.clone();
+                async move |request: ReleaseTerminalRequest, responder, _cx| {
+                    match terminals.release(&request.terminal_id.0) {
+                        Ok(()) => responder.respond(ReleaseTerminalResponse::new()),
+                        Err(why) => responder.respond_with_error(fs_error(why)),
+                    }
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -213,7 +386,7 @@ pub(super) async fn converse(
         .connect_with(transport, async |cx: ConnectionTo<Agent>| {
             let opened = tokio::time::timeout(
                 startup,
-                open_session(&cx, cwd.clone(), resume, mcp_servers.clone()),
+                open_session(&cx, cwd.clone(), resume, fresh_if_unresumable, mcp_servers.clone()),
             )
             .await;
             let (session_id, resumed, agent_name) = match opened {
@@ -304,15 +477,18 @@ pub(super) async fn open_session(
     cx: &ConnectionTo<Agent>,
     cwd: PathBuf,
     resume: Option<String>,
+    fresh_if_unresumable: bool,
     mcp_servers: Vec<McpServer>,
 ) -> Result<(String, bool, Option<String>), String> {
     let init = cx
         .send_request(
             InitializeRequest::new(ProtocolVersion::V1)
                 .client_capabilities(
-                    ClientCapabilities::new().fs(FileSystemCapabilities::new()
-                        .read_text_file(true)
-                        .write_text_file(true)),
+                    ClientCapabilities::new()
+                        .fs(FileSystemCapabilities::new()
+                            .read_text_file(true)
+                            .write_text_file(true))
+                        .terminal(true),
                 )
                 .client_info(Implementation::new("crucible", env!("CARGO_PKG_VERSION"))),
         )
@@ -320,39 +496,45 @@ pub(super) async fn open_session(
         .await
         .map_err(|e| format!("the agent failed to initialize: {}", describe(&e)))?;
     let agent_name = init.agent_info.as_ref().map(|i| i.name.clone());
-    match resume {
-        Some(id) => {
-            if !init.agent_capabilities.load_session {
-                return Err("the agent cannot resume sessions (no loadSession support)".into());
+    if let Some(id) = resume {
+        let loaded = if !init.agent_capabilities.load_session {
+            Err("the agent cannot resume sessions (no loadSession support)".to_string())
+        } else {
+            cx.send_request(
+                LoadSessionRequest::new(id.clone(), cwd.clone()).mcp_servers(mcp_servers.clone()),
+            )
+            .block_task()
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("the agent could not resume session {id}: {}", describe(&e)))
+        };
+        match loaded {
+            Ok(()) => return Ok((id, true, agent_name)),
+            Err(why) if fresh_if_unresumable => {
+                tracing::info!("opening a fresh agent session: {why}");
             }
-            cx.send_request(LoadSessionRequest::new(id.clone(), cwd).mcp_servers(mcp_servers))
-                .block_task()
-                .await
-                .map_err(|e| {
-                    format!("the agent could not resume session {id}: {}", describe(&e))
-                })?;
-            Ok((id, true, agent_name))
-        }
-        None => {
-            let created = cx
-                .send_request(NewSessionRequest::new(cwd).mcp_servers(mcp_servers))
-                .block_task()
-                .await
-                .map_err(|e| format!("the agent could not open a session: {}", describe(&e)))?;
-            Ok((created.session_id.0.to_string(), false, agent_name))
+            Err(why) => return Err(why),
         }
     }
+    let created = cx
+        .send_request(NewSessionRequest::new(cwd).mcp_servers(mcp_servers))
+        .block_task()
+        .await
+        .map_err(|e| format!("the agent could not open a session: {}", describe(&e)))?;
+    Ok((created.session_id.0.to_string(), false, agent_name))
 }
 
 /// `cru mcp`, offered to every ACP agent as an MCP server named `crucible`, so an agent
 /// that speaks MCP gets the inbox tools (notify, ask, approve) for its own session with
 /// no setup. It carries the session's handle and socket from `env`. `None` if this
 /// program's own path is unknown.
-pub(super) fn inbox_server(env: &[(String, String)]) -> Option<McpServer> {
-    let program = std::env::current_exe().ok()?;
-    let env = env
-        .iter()
-        .map(|(name, value)| EnvVariable::new(name.clone(), value.clone()))
+pub(super) fn inbox_server(launch: &Launch) -> Option<McpServer> {
+    let program = launch.environment.cru_program()?;
+    let env = launch
+        .environment
+        .agent_vars(&launch.env)
+        .into_iter()
+        .map(|(name, value)| EnvVariable::new(name, value))
         .collect();
     Some(McpServer::Stdio(
         McpServerStdio::new("crucible", program)

@@ -26,7 +26,13 @@ pub(super) fn launch(
     launch: Launch,
     events: mpsc::UnboundedSender<AgentEvent>,
 ) -> Result<AgentHandle, String> {
-    let program = find_program(&launch.profile.command, &launch.cwd).ok_or_else(|| {
+    let found = if launch.environment.remote().is_some() {
+        // On another machine: its PATH decides.
+        Some(PathBuf::from(&launch.profile.command))
+    } else {
+        find_program(&launch.profile.command, &launch.cwd)
+    };
+    let program = found.ok_or_else(|| {
         format!(
             "cannot start agent {:?}: program {} not found",
             launch.profile_name, launch.profile.command
@@ -111,8 +117,13 @@ async fn run(
     let pid = child.id();
     let _ = events.send(AgentEvent::Process(pid));
     if let Some(mut stdin) = child.stdin.take() {
+        let preamble = launch
+            .environment
+            .preamble(&launch.vars(&[(PROMPT_ENV, &prompt)]))
+            .unwrap_or_default();
         // A program that does not read its stdin must not block the turn.
         tokio::spawn(async move {
+            let _ = stdin.write_all(&preamble).await;
             let _ = stdin.write_all(prompt.as_bytes()).await;
         });
     }

@@ -8,6 +8,12 @@ use std::path::{Component, Path, PathBuf};
 pub struct Firewall {
     root: PathBuf,
     denied: Vec<PathBuf>,
+    /// The files are on another machine: paths are checked as written (that machine's
+    /// links are its own).
+    remote: bool,
+    /// The agent names its folder differently (a container's `/workspace`): paths under
+    /// the first stand for the same paths under the second.
+    seen_as: Option<(PathBuf, PathBuf)>,
 }
 
 impl Firewall {
@@ -21,15 +27,48 @@ impl Firewall {
             .map(|d| d.canonicalize().unwrap_or_else(|_| lexical(d)))
             .filter(|d| !root.starts_with(d))
             .collect();
-        Ok(Self { root, denied })
+        Ok(Self {
+            root,
+            denied,
+            remote: false,
+            seen_as: None,
+        })
+    }
+
+    /// Paths the agent gives under `inside` stand for the same under the root.
+    pub fn seen_as(mut self, inside: &Path) -> Self {
+        self.seen_as = Some((inside.to_path_buf(), self.root.clone()));
+        self
+    }
+
+    /// Allows `root` on another machine and what is under it, by the paths alone.
+    pub fn remote(root: &Path) -> Self {
+        Self {
+            root: lexical(root),
+            denied: Vec::new(),
+            remote: true,
+            seen_as: None,
+        }
     }
 
     /// The real path `path` stands for, if the agent may touch it; otherwise why not.
     pub fn check(&self, path: &Path) -> Result<PathBuf, String> {
+        let mapped = match &self.seen_as {
+            Some((inside, host)) => match lexical(path).strip_prefix(inside) {
+                Ok(rest) => host.join(rest),
+                Err(_) => path.to_path_buf(),
+            },
+            None => path.to_path_buf(),
+        };
+        let path = mapped.as_path();
         if !path.is_absolute() {
             return Err(format!("{} is not an absolute path", path.display()));
         }
-        let resolved = resolve(&lexical(path));
+        let resolved = if self.remote {
+            lexical(path)
+        } else {
+            resolve(&lexical(path))
+        };
         if !resolved.starts_with(&self.root) {
             return Err(format!(
                 "{} is outside the session's worktree {}",

@@ -38,6 +38,7 @@ use crate::config::AgentProfile;
 use crate::context::Message;
 use crate::openai::{ChatClient, ChatRequest, Tool, messages_from_stack};
 use crate::protocol::{EntryKind, MsgType};
+use crate::rules::Operation;
 use crate::text::{clip, first_line};
 
 /// The most model requests one turn may make.
@@ -231,6 +232,7 @@ impl Agent {
                     id: call.id.clone(),
                     title: format!("{name} {}", clip(&arguments, 200)),
                     status: "in_progress".into(),
+                    operation: self.operation(&name, &arguments),
                 });
                 let (ok, text) =
                     guard(self.run_tool(&call.id, &name, &arguments), orders, stop).await?;
@@ -260,7 +262,48 @@ impl Agent {
     }
 
     /// Runs one tool: whether it worked, and what to tell the model.
+    /// What a tool call does, for the rules.
+    fn operation(&self, name: &str, arguments: &str) -> Operation {
+        let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+        let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_string);
+        let path = || {
+            text("path")
+                .map(|p| self.launch.cwd.join(p).display().to_string())
+                .into_iter()
+                .collect()
+        };
+        let (kind, command, paths) = match name {
+            "read_file" => ("read", None, path()),
+            "list_dir" => ("search", None, path()),
+            "write_file" => ("edit", None, path()),
+            "run_command" => ("execute", text("command"), Vec::new()),
+            _ => ("other", None, Vec::new()),
+        };
+        Operation {
+            kind: kind.into(),
+            command,
+            paths,
+            tool: Some(name.to_string()),
+        }
+    }
+
+    /// The rules' word on an operation before it runs.
+    async fn ask_rules(&self, operation: Operation) -> Result<(), String> {
+        let (reply, answer) = oneshot::channel();
+        self.send(AgentEvent::Gate { operation, reply });
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the session is ending".into()))
+    }
+
     async fn run_tool(&self, call_id: &str, name: &str, arguments: &str) -> (bool, String) {
+        if matches!(
+            name,
+            "read_file" | "write_file" | "list_dir" | "run_command"
+        ) && let Err(why) = self.ask_rules(self.operation(name, arguments)).await
+        {
+            return (false, why);
+        }
         let args: Value = match serde_json::from_str(if arguments.trim().is_empty() {
             "{}"
         } else {
@@ -386,11 +429,18 @@ impl Agent {
             self.permission(call_id, format!("run: {}", clip(command, 200)))
                 .await?;
         }
-        let run = crate::sys::user_umask(&mut tokio::process::Command::new("sh"))
-            .arg("-c")
-            .arg(command)
-            .envs(self.launch.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&self.launch.cwd)
+        let args = ["-c".to_string(), command.to_string()];
+        let mut sh = self
+            .launch
+            .environment
+            .command(
+                std::path::Path::new("sh"),
+                &args,
+                &self.launch.vars(&[]),
+                &self.launch.cwd,
+            )
+            .map_err(|e| format!("cannot run sh: {e}"))?;
+        let run = crate::sys::user_umask(&mut sh)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .output();
@@ -414,6 +464,11 @@ impl Agent {
     async fn permission(&self, call_id: &str, title: String) -> Result<(), String> {
         let (reply, answer) = oneshot::channel();
         self.send(AgentEvent::Permission {
+            operation: Operation {
+                kind: "other".into(),
+                tool: Some(title.clone()),
+                ..Default::default()
+            },
             title: title.clone(),
             tool_call_id: call_id.to_string(),
             options: vec![

@@ -14,17 +14,20 @@ mod acp;
 pub mod command;
 mod fs;
 pub mod internal;
+mod terminal;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{AgentKind, AgentProfile};
 use crate::context::{Entry, Message};
+use crate::driver::Environment;
 use crate::protocol::{EntryKind, MsgType};
+use crate::rules::Operation;
 
 pub use fs::Firewall;
 
@@ -51,6 +54,8 @@ pub enum AgentEvent {
         id: String,
         title: String,
         status: String,
+        /// What the tool does, for the rules (the agent runs it itself).
+        operation: Operation,
     },
     ToolUpdate {
         id: String,
@@ -59,12 +64,22 @@ pub enum AgentEvent {
     },
     /// The whole plan, one `[status] step` per line.
     Plan(String),
+    /// The agent's own commands, `name — description` each.
+    Skills(Vec<String>),
     /// The agent waits for permission; answer with an option id, or `None` to cancel.
     Permission {
         title: String,
         tool_call_id: String,
         options: Vec<PermissionChoice>,
+        /// What the agent asks to do, for the rules.
+        operation: Operation,
         reply: oneshot::Sender<Option<String>>,
+    },
+    /// An operation crucible runs or serves for the agent (a file request, a terminal
+    /// command) waits for the rules: `Ok` to go ahead, or why not.
+    Gate {
+        operation: Operation,
+        reply: oneshot::Sender<Result<(), String>>,
     },
     /// A file request the firewall let through (`refused` empty) or stopped.
     File {
@@ -150,8 +165,27 @@ pub struct Launch {
     pub stderr_log: PathBuf,
     /// Reload this ACP session instead of opening a new one.
     pub resume: Option<String>,
+    /// When the agent cannot reload it, open a new one instead of failing.
+    pub fresh_if_unresumable: bool,
     /// The session's context and inbox, for the internal agent.
     pub link: Option<std::sync::Arc<dyn SessionLink>>,
+    /// Where the agent's processes run (its driver's environment).
+    pub environment: std::sync::Arc<Environment>,
+}
+
+impl Launch {
+    /// The session's variables over the profile's, plus `extra`.
+    pub(crate) fn vars(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut vars: Vec<(String, String)> = self
+            .profile
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        vars.extend(self.env.iter().cloned());
+        vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        vars
+    }
 }
 
 /// A running agent. Dropping it stops the agent.
@@ -199,8 +233,12 @@ pub fn launch(
         AgentKind::Internal => return internal::launch(launch, events),
         AgentKind::Acp => {}
     }
-    let firewall = Firewall::new(&launch.cwd, &launch.denied)
-        .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?;
+    let firewall = match launch.environment.remote() {
+        Some(remote) => Firewall::remote(Path::new(&remote.worktree)),
+        None => Firewall::new(&launch.cwd, &launch.denied)
+            .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?
+            .seen_as(&launch.environment.agent_cwd(&launch.cwd)),
+    };
     let mut child = spawn(&launch, Path::new(&launch.profile.command), &[])?;
     let pid = child.id().unwrap_or(0);
     let (commands, command_rx) = mpsc::unbounded_channel();
@@ -230,12 +268,16 @@ fn spawn(launch: &Launch, program: &Path, extra: &[(&str, &str)]) -> Result<Chil
         .append(true)
         .open(&launch.stderr_log)
         .map_err(|e| format!("cannot open {}: {e}", launch.stderr_log.display()))?;
-    crate::sys::user_umask(&mut Command::new(program))
-        .args(&launch.profile.args)
-        .envs(&launch.profile.env)
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .envs(extra.iter().copied())
-        .current_dir(&launch.cwd)
+    let mut command = launch
+        .environment
+        .command(
+            program,
+            &launch.profile.args,
+            &launch.vars(extra),
+            &launch.cwd,
+        )
+        .map_err(|e| format!("cannot start agent {:?}: {e}", launch.profile_name))?;
+    crate::sys::user_umask(&mut command)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -294,7 +336,13 @@ async fn supervise(
         end_process(&mut child, pid).await;
     }
     let (status, code) = match child.wait().await {
-        Ok(status) => (describe_exit(status), status.code()),
+        Ok(status) => (
+            launch
+                .environment
+                .explain_exit(status.code())
+                .unwrap_or_else(|| describe_exit(status)),
+            status.code(),
+        ),
         Err(e) => (format!("could not be waited for: {e}"), None),
     };
     let _ = events.send(AgentEvent::Exited { status, code });

@@ -99,6 +99,30 @@ pub async fn notify(args: NotifyArgs) -> ExitCode {
     .await
 }
 
+/// `cru secret get NAME`.
+#[derive(Debug, clap::Args)]
+pub struct SecretArgs {
+    #[command(subcommand)]
+    action: SecretAction,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum SecretAction {
+    /// Print a credential's value (the human approves it the first time in a session).
+    Get { name: String },
+}
+
+pub async fn secret(args: SecretArgs) -> ExitCode {
+    report(async {
+        let link = AgentLink::from_env().await?;
+        let SecretAction::Get { name } = args.action;
+        let value = link.secret(&name).await?;
+        outln!("{value}");
+        Ok(ExitCode::SUCCESS)
+    })
+    .await
+}
+
 pub async fn ask(args: AskArgs) -> ExitCode {
     report(async {
         let link = AgentLink::from_env().await?;

@@ -114,10 +114,20 @@ struct ApproveRequest {
     timeout_secs: Option<u64>,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+struct SecretRequest {
+    /// The credential's name, e.g. "GITHUB_TOKEN".
+    name: String,
+}
+
+const SECRET_DESCRIPTION: &str = "\
+Get a credential (an API token, a password) by name. The first time in a session the human \
+approves it; the value is returned and crucible never stores or logs it. Do not print it.";
+
 /// What a tool returns: the text for the agent, or (as `isError: true`) why it failed.
 type ToolResult = Result<String, String>;
 
-/// The MCP server: three tools over one lazily made [`AgentLink`].
+/// The MCP server: four tools over one lazily made [`AgentLink`].
 struct InboxTools {
     /// The link once made; `None` before the first call and after an error.
     link: Mutex<Option<Arc<AgentLink>>>,
@@ -166,6 +176,22 @@ impl InboxTools {
             Answer::TimedOut => Err(no_answer(timeout)),
             Answer::Withdrawn(note) => Err(format!("the question was withdrawn: {note}")),
         }
+    }
+
+    #[tool(description = SECRET_DESCRIPTION)]
+    async fn secret(
+        &self,
+        cancelled: CancellationToken,
+        Parameters(request): Parameters<SecretRequest>,
+    ) -> ToolResult {
+        let link = self.link().await?;
+        let value = tokio::select! {
+            value = link.secret(&request.name) => value,
+            () = cancelled.cancelled() => return Err("cancelled before the human answered".into()),
+        };
+        self.checked(&link, value)
+            .await
+            .map_err(|e| format!("no credential {}: {e}", request.name))
     }
 
     #[tool(description = APPROVE_DESCRIPTION)]

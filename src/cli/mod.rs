@@ -5,6 +5,7 @@ mod daemon;
 mod inbox;
 mod mcp;
 mod output;
+mod rules;
 mod session;
 
 use std::path::PathBuf;
@@ -48,8 +49,13 @@ pub enum Command {
     Ask(agent::AskArgs),
     /// For agents: ask the human to approve an action and wait.
     Approve(agent::ApproveArgs),
+    /// For agents: a credential by name (`cru secret get NAME`).
+    Secret(agent::SecretArgs),
     /// For agents: serve notify, ask and approve as MCP tools over stdio.
     Mcp,
+    /// The rules that judge what agents do: list them, switch one off or on for a
+    /// session.
+    Rules(rules::RulesArgs),
 }
 
 /// Parses the command line, runs it, and turns errors into a message and exit code.
@@ -99,6 +105,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Approve(args)) => {
             crate::logging::to_stderr();
             Ok(runtime.block_on(agent::approve(args)))
+        }
+        Some(Command::Secret(args)) => {
+            crate::logging::to_stderr();
+            Ok(runtime.block_on(agent::secret(args)))
+        }
+        Some(Command::Rules(args)) => {
+            crate::logging::to_stderr();
+            runtime.block_on(rules::run(kiln, args))
         }
         Some(Command::Mcp) => {
             // Stdout carries MCP frames only.

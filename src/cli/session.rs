@@ -3,7 +3,10 @@
 //! A session can be named by its id, a unique start or end of its id, its display name
 //! (`feat/auth @ claude`) or its branch.
 
+mod audit;
 mod context;
+mod new;
+mod show;
 
 use super::output::{out, outln};
 use std::io::Write;
@@ -19,9 +22,8 @@ use crate::kiln::Kiln;
 use crate::markdown::render;
 use crate::protocol::methods as m;
 use crate::protocol::{
-    CreateSessionParams, DeleteOutcome, DeleteSessionParams, EntryKind, Event, PromptParams,
-    RemoveOptions, Session, SessionIdParams, SessionState, Topic, TranscriptEntry,
-    TranscriptParams,
+    DeleteOutcome, DeleteSessionParams, EntryKind, Event, PromptParams, RemoveOptions, Session,
+    SessionIdParams, SessionState, Topic, TranscriptEntry, TranscriptParams,
 };
 
 #[derive(Debug, Args)]
@@ -41,6 +43,9 @@ struct RemoveArgs {
     /// Drop uncommitted changes and unmerged commits too.
     #[arg(long)]
     force: bool,
+    /// Also remove the audit log (prune: also those of sessions deleted earlier).
+    #[arg(long)]
+    audit: bool,
 }
 
 impl RemoveArgs {
@@ -49,6 +54,7 @@ impl RemoveArgs {
             remove_worktree: self.worktree,
             delete_branch: self.branch,
             force: self.force,
+            audit: self.audit,
         }
     }
 }
@@ -56,22 +62,7 @@ impl RemoveArgs {
 #[derive(Debug, Subcommand)]
 enum SessionAction {
     /// Start an agent in a new session: a new branch and worktree by default.
-    New {
-        /// The agent profile, `[agents.<name>]` in the settings.
-        #[arg(long)]
-        agent: String,
-        /// A branch (existing, or new from HEAD) or the path of an existing worktree.
-        #[arg(long, value_name = "BRANCH|PATH", conflicts_with = "in_place")]
-        worktree: Option<String>,
-        /// Work in the kiln itself, without a worktree.
-        #[arg(long)]
-        in_place: bool,
-        /// The first prompt.
-        #[arg(long)]
-        task: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
+    New(Box<new::NewArgs>),
     /// List sessions.
     List {
         /// Print JSON for scripts.
@@ -122,6 +113,49 @@ enum SessionAction {
         #[arg(long, global = true)]
         json: bool,
     },
+    /// Run a command in the session's environment (its sandbox, mounts and limits),
+    /// for debugging: `cru session exec <s> -- ls -la`.
+    Exec {
+        session: String,
+        #[arg(required = true, num_args = 1.., last = true)]
+        command: Vec<String>,
+    },
+    /// Show a session's audit log: its start (driver, mounts, network, limits, env
+    /// names), prompts, tool calls, permissions, file access, commands and state changes.
+    Audit {
+        /// A session, or the full id of a deleted one.
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Seed 002's refinement: widen the read manifest of a session a context miss
+    /// stopped, and start its agent again (at most 10 times per work item).
+    Refine {
+        session: String,
+        #[arg(long = "allow-read", value_name = "GLOB", required = true)]
+        allow_read: Vec<String>,
+        /// The restarted agent's first prompt.
+        #[arg(long)]
+        prompt: Option<String>,
+    },
+    /// Seed 000's reset: a new session (fresh agent, empty security state) for the same
+    /// worktree, agent and driver; the old one is stopped with reason `reset`, its
+    /// transcript and audit log kept.
+    Reset {
+        session: String,
+        /// Keep the rules switched off for the old session switched off.
+        #[arg(long)]
+        keep_disabled: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The session's security state: rules its operations activated, rules switched
+    /// off for it, operations approved once, credentials approved.
+    Security {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete every complete or stopped session.
     Prune {
         #[command(flatten)]
@@ -134,22 +168,9 @@ enum SessionAction {
 pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
     let client = super::connect(&kiln).await?;
     match args.action {
-        SessionAction::New {
-            agent,
-            worktree,
-            in_place,
-            task,
-            json,
-        } => {
-            let worktree = worktree.map(|w| absolute_if_dir(&w));
-            let created = client
-                .call::<m::SessionCreate>(&CreateSessionParams {
-                    agent,
-                    worktree,
-                    in_place,
-                    task,
-                })
-                .await?;
+        SessionAction::New(args) => {
+            let json = args.json;
+            let created = client.call::<m::SessionCreate>(&args.params()?).await?;
             let s = created.session;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&s)?);
@@ -212,7 +233,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             if json {
                 outln!("{}", serde_json::to_string_pretty(&s)?);
             } else {
-                print_status(&kiln, &s);
+                show::print_status(&kiln, &s);
             }
         }
         SessionAction::Logs {
@@ -221,7 +242,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let s = resolve(&client, &session).await?;
-            logs(&client, &s, follow, json).await?;
+            show::logs(&client, &s, follow, json).await?;
         }
         SessionAction::Send { session, text } => {
             let s = resolve(&client, &session).await?;
@@ -288,6 +309,72 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             let s = resolve(&client, &session).await?;
             context::run(&client, &s, action, json).await?;
         }
+        SessionAction::Exec { session, command } => {
+            let s = resolve(&client, &session).await?;
+            return audit::exec(&client, &s, command).await;
+        }
+        SessionAction::Audit { session, json } => {
+            let id = match resolve(&client, &session).await {
+                Ok(s) => s.id,
+                Err(_) => session.trim().to_string(),
+            };
+            audit::show(&client, &id, json).await?;
+        }
+        SessionAction::Refine {
+            session,
+            allow_read,
+            prompt,
+        } => {
+            let s = resolve(&client, &session).await?;
+            let reply = client
+                .call::<m::SessionRefine>(&crate::protocol::RefineParams {
+                    session_id: s.id.clone(),
+                    allow_read,
+                    prompt,
+                })
+                .await?;
+            outln!(
+                "{}: {}",
+                reply.session.display_name,
+                reply.session.state_reason.as_deref().unwrap_or("restarted")
+            );
+        }
+        SessionAction::Reset {
+            session,
+            keep_disabled,
+            json,
+        } => {
+            let s = resolve(&client, &session).await?;
+            let created = client
+                .call::<m::SessionReset>(&crate::protocol::ResetParams {
+                    session_id: s.id.clone(),
+                    keep_disabled,
+                })
+                .await?;
+            if json {
+                outln!("{}", serde_json::to_string_pretty(&created.session)?);
+            } else {
+                outln!(
+                    "reset {}: the new session is {} ({}); the old one is stopped (reset)",
+                    s.display_name,
+                    created.session.display_name,
+                    created.session_id
+                );
+            }
+        }
+        SessionAction::Security { session, json } => {
+            let s = resolve(&client, &session).await?;
+            let reply = client
+                .call::<m::SessionSecurity>(&SessionIdParams {
+                    session_id: s.id.clone(),
+                })
+                .await?;
+            if json {
+                outln!("{}", serde_json::to_string_pretty(&reply)?);
+            } else {
+                audit::print_security(&s.display_name, &reply.security);
+            }
+        }
         SessionAction::Prune { remove, json } => {
             let result = client.call::<m::SessionPrune>(&remove.options()).await?;
             if json {
@@ -302,6 +389,9 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 for s in &result.skipped {
                     outln!("kept {}: {}", s.session_id, s.reason);
                 }
+                for id in &result.audit_removed {
+                    outln!("removed the audit log of {id}");
+                }
             }
         }
     }
@@ -310,7 +400,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
 
 /// A path that exists is sent absolute (the daemon runs elsewhere); anything else is
 /// a branch name.
-fn absolute_if_dir(spec: &str) -> String {
+pub(super) fn absolute_if_dir(spec: &str) -> String {
     let path = Path::new(spec);
     if path.is_dir()
         && let Ok(real) = path.canonicalize()
@@ -353,7 +443,7 @@ async fn list(client: &Client) -> anyhow::Result<Vec<Session>> {
 }
 
 /// Finds the session `name` refers to.
-async fn resolve(client: &Client, name: &str) -> anyhow::Result<Session> {
+pub(super) async fn resolve(client: &Client, name: &str) -> anyhow::Result<Session> {
     let sessions = list(client).await?;
     pick(&sessions, name).cloned()
 }
@@ -367,6 +457,24 @@ fn pick<'a>(sessions: &'a [Session], name: &str) -> anyhow::Result<&'a Session> 
             || s.branch.as_deref() == Some(name)
     }) {
         return Ok(s);
+    }
+    // `[n]` or `n`, as `cru session list` numbers them (a longer run of digits may
+    // still be the start of an id).
+    let bracketed = name.starts_with('[') && name.ends_with(']');
+    if let Ok(n) = name
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<usize>()
+    {
+        if let Some(s) = n.checked_sub(1).and_then(|i| sessions.get(i)) {
+            return Ok(s);
+        }
+        if bracketed || name.len() < 4 {
+            bail!(
+                "no session [{n}]: `cru session list` numbers {} session(s)",
+                sessions.len()
+            );
+        }
     }
     if name.len() < 4 {
         bail!("no session {name:?} (give at least 4 characters of its id)");
@@ -390,145 +498,6 @@ fn pick<'a>(sessions: &'a [Session], name: &str) -> anyhow::Result<&'a Session> 
                 .join(", ")
         ),
     }
-}
-
-fn print_status(kiln: &Kiln, s: &Session) {
-    outln!("{}", s.display_name);
-    let mut pairs = vec![("id", s.id.clone()), ("state", state_of(s))];
-    if let Some(reason) = &s.state_reason {
-        pairs.push(("reason", reason.clone()));
-    }
-    pairs.push(("agent", format!("{} ({})", s.agent_name, s.agent_type)));
-    pairs.push((
-        "worktree",
-        s.worktree
-            .clone()
-            .unwrap_or_else(|| "the kiln itself".into()),
-    ));
-    if let Some(branch) = &s.branch {
-        pairs.push(("branch", branch.clone()));
-    }
-    if let Some(task) = &s.task {
-        pairs.push(("task", task.clone()));
-    }
-    pairs.push((
-        "created",
-        format!("{} ({} ago)", s.started_at, output::age(&s.started_at)),
-    ));
-    if let Some(updated) = &s.updated_at {
-        pairs.push((
-            "updated",
-            format!("{updated} ({} ago)", output::age(updated)),
-        ));
-    }
-    if let Some(pid) = s.agent_pid {
-        pairs.push(("agent pid", pid.to_string()));
-    }
-    if let Some(ended) = &s.ended_at {
-        let code = s
-            .exit_code
-            .map_or_else(|| "no exit code".to_string(), |c| format!("exit code {c}"));
-        pairs.push(("ended", format!("{ended} ({code})")));
-    }
-    if s.is_managed() {
-        pairs.push(("turns", s.turn_count.to_string()));
-        if let Some(summary) = &s.context_summary {
-            pairs.push(("context", summary.replace('\n', "\n  ")));
-        }
-        let log = crate::markdown::MarkdownLog::path_for(&kiln.sessions_dir(), &s.id);
-        pairs.push(("log", log.display().to_string()));
-    }
-    output::print_pairs(&pairs);
-}
-
-/// Prints the transcript; with `follow`, keeps printing streamed text and new entries
-/// until the agent ends.
-async fn logs(client: &Client, session: &Session, follow: bool, json: bool) -> anyhow::Result<()> {
-    // Subscribe before reading, so nothing falls between the two.
-    let mut notes = if follow {
-        Some(
-            client
-                .subscribe(Some(vec![Topic::Transcript, Topic::Session]))
-                .await?,
-        )
-    } else {
-        None
-    };
-    let mut last = 0;
-    loop {
-        let page = client
-            .call::<m::SessionTranscript>(&TranscriptParams {
-                session_id: session.id.clone(),
-                after: Some(last),
-                limit: Some(1000),
-            })
-            .await?;
-        let Some(end) = page.entries.last().map(|e| e.seq) else {
-            break;
-        };
-        for entry in &page.entries {
-            print_entry(entry, json)?;
-        }
-        last = end;
-    }
-    let Some(notes) = notes.as_mut() else {
-        return Ok(());
-    };
-    if !session
-        .state
-        .is_some_and(|s| s.is_busy() || s == SessionState::Complete)
-    {
-        return Ok(());
-    }
-    let mut out = std::io::stdout();
-    // Text streamed since the last entry; its stored entry is then not printed again.
-    let mut streamed = false;
-    while let Some(note) = notes.recv().await {
-        match Event::from_notification(&note.method, note.params) {
-            Some(Event::Output(chunk)) if chunk.session_id == session.id && !json => {
-                write!(out, "{}", chunk.text)?;
-                out.flush()?;
-                streamed = true;
-            }
-            Some(Event::Transcript(entry)) if entry.session_id == session.id => {
-                if entry.seq <= last {
-                    continue;
-                }
-                last = entry.seq;
-                let text = matches!(entry.kind, EntryKind::Message | EntryKind::Thought);
-                if text && streamed && !json {
-                    writeln!(out)?;
-                } else {
-                    print_entry(&entry, json)?;
-                }
-                streamed = false;
-            }
-            Some(Event::SessionUpdated(s))
-                if s.id == session.id
-                    && matches!(s.state, Some(SessionState::Stopped | SessionState::Error))
-                    && s.agent_pid.is_none() =>
-            {
-                break;
-            }
-            Some(Event::SessionDeregistered { session_id, .. }) if session_id == session.id => {
-                break;
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-fn print_entry(entry: &TranscriptEntry, json: bool) -> anyhow::Result<()> {
-    if json {
-        outln!(
-            "{}",
-            serde_json::to_string(entry).context("cannot print an entry")?
-        );
-    } else {
-        out!("{}", render(entry));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -567,5 +536,11 @@ mod tests {
         assert!(ambiguous.contains("matches 2"), "{ambiguous}");
         assert!(pick(&list, "zzzz").is_err());
         assert!(pick(&list, "a1").is_err());
+        // The numbers `cru session list` prints.
+        assert_eq!(pick(&list, "1").unwrap().id, list[0].id);
+        assert_eq!(pick(&list, "[2]").unwrap().id, list[1].id);
+        let beyond = pick(&list, "3").unwrap_err().to_string();
+        assert!(beyond.contains("numbers 2 session"), "{beyond}");
+        assert!(pick(&list, "0").is_err());
     }
 }

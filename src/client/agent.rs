@@ -93,6 +93,18 @@ impl AgentLink {
     }
 
     /// Posts an `info` message; returns its id.
+    /// A credential by name: the human approves it the first time in the session.
+    pub async fn secret(&self, name: &str) -> Result<String, AgentError> {
+        let reply = self
+            .client
+            .call::<methods::SecretGet>(&crate::protocol::SecretParams {
+                session_id: self.session_id.clone(),
+                name: name.to_string(),
+            })
+            .await?;
+        Ok(reply.value)
+    }
+
     pub async fn notify(&self, title: &str, body: Option<&str>) -> Result<String, AgentError> {
         self.send(MsgType::Info, title, body, None).await
     }

@@ -48,6 +48,9 @@ pub enum ClientError {
     Decode(String),
     #[error("could not start the daemon: {0}")]
     Start(String),
+    /// Refused before anything was sent.
+    #[error("{0}")]
+    Local(String),
 }
 
 impl ClientError {
@@ -183,35 +186,49 @@ impl Client {
         session_id: &str,
         call: methods::ContextCall,
     ) -> Result<crate::protocol::ContextResult> {
-        use crate::protocol::{ContextNameParams, ContextPopParams, ContextReplaceParams};
-        use methods::ContextCall as C;
+        use crate::context::ContextOp as Op;
+        use crate::protocol::{
+            ContextNameParams, ContextPopParams, ContextReplaceParams, ContextSummarizeParams,
+        };
         let session_id = session_id.to_string();
         let plain = crate::protocol::SessionIdParams {
             session_id: session_id.clone(),
         };
-        match call {
-            C::Get => self.call::<methods::ContextGet>(&plain).await,
-            C::Reset => self.call::<methods::ContextReset>(&plain).await,
-            C::Summarize => self.call::<methods::ContextSummarize>(&plain).await,
-            C::Pop(n) => {
+        let op = match call {
+            methods::ContextCall::Get => return self.call::<methods::ContextGet>(&plain).await,
+            methods::ContextCall::Apply(op) => op,
+        };
+        match op {
+            Op::Reset => self.call::<methods::ContextReset>(&plain).await,
+            Op::Summarize(summary) => {
+                self.call::<methods::ContextSummarize>(&ContextSummarizeParams {
+                    session_id,
+                    summary,
+                })
+                .await
+            }
+            Op::Pop(n) => {
                 self.call::<methods::ContextPop>(&ContextPopParams { session_id, n })
                     .await
             }
-            C::Checkpoint(name) => {
+            Op::Checkpoint(name) => {
                 self.call::<methods::ContextCheckpoint>(&ContextNameParams { session_id, name })
                     .await
             }
-            C::Rollback(name) => {
+            Op::Rollback(name) => {
                 self.call::<methods::ContextRollback>(&ContextNameParams { session_id, name })
                     .await
             }
-            C::ReplaceTop(summary) => {
+            Op::ReplaceTop(summary) => {
                 self.call::<methods::ContextReplaceTop>(&ContextReplaceParams {
                     session_id,
                     summary,
                 })
                 .await
             }
+            Op::Push(_) | Op::ToolError(_) => Err(ClientError::Local(
+                "that context operation is the session's own; no method carries it".into(),
+            )),
         }
     }
 

@@ -2,8 +2,10 @@
 //! rollback, replace the top, reset, summarize) and the bounded summary of it. Pure data,
 //! no I/O: the store keeps the stack, the sessions apply the operations.
 
+pub mod op;
 pub mod stack;
 pub mod summary;
 
+pub use op::ContextOp;
 pub use stack::{Change, Checkpoint, ContextStack, Entry, Message, Operation, StackError};
 pub use summary::{MAX_SUMMARY_CHARS, fallback_summary};

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::params::*;
 use super::types::*;
+use crate::context::ContextOp;
 
 /// Who may call a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,16 +86,31 @@ methods! {
     SessionHeartbeat = "session.heartbeat", Session, InOrder, ["session_id"], SessionIdParams => Done;
     SessionDeregister = "session.deregister", Owner, InOrder, ["session_id", "reason", "exit_code"],
         DeregisterParams => Done;
-    SessionCreate = "session.create", Owner, InOrder, ["agent", "worktree", "in_place", "task"],
+    SessionCreate = "session.create", Owner, InOrder,
+        ["agent", "worktree", "in_place", "task", "driver", "allow_read"],
         CreateSessionParams => Created;
     SessionPrompt = "session.prompt", Owner, InOrder, ["session_id", "text"], PromptParams => PromptResult;
     SessionCancel = "session.cancel", Owner, InOrder, ["session_id"], SessionIdParams => Done;
     SessionStop = "session.stop", Owner, Apart, ["session_id"], SessionIdParams => SessionReply;
     SessionDelete = "session.delete", Owner, Apart,
-        ["session_id", "remove_worktree", "delete_branch", "force"],
+        ["session_id", "remove_worktree", "delete_branch", "force", "audit"],
         DeleteSessionParams => DeleteOutcome;
-    SessionPrune = "session.prune", Owner, Apart, ["remove_worktree", "delete_branch", "force"],
+    SessionPrune = "session.prune", Owner, Apart,
+        ["remove_worktree", "delete_branch", "force", "audit"],
         RemoveOptions => PruneResult;
+    SessionExec = "session.exec", Owner, Apart, ["session_id", "command", "timeout_secs"],
+        ExecParams => ExecResult;
+    SessionAudit = "session.audit", Owner, InOrder, ["session_id"], SessionIdParams => AuditLog;
+    SessionSecurity = "session.security", Owner, InOrder, ["session_id"],
+        SessionIdParams => SecurityReply;
+    SessionRule = "session.rule", Owner, InOrder, ["session_id", "rule", "enabled"],
+        SessionRuleParams => SecurityReply;
+    SessionRefine = "session.refine", Owner, Apart, ["session_id", "allow_read", "prompt"],
+        RefineParams => SessionReply;
+    SessionReset = "session.reset", Owner, Apart, ["session_id", "keep_disabled"],
+        ResetParams => Created;
+    RulesList = "rules.list", Owner, InOrder, ["session_id"], RulesParams => RulesReply;
+    SecretGet = "secret.get", Session, Apart, ["session_id", "name"], SecretParams => SecretReply;
     SessionTranscript = "session.transcript", Owner, InOrder, ["session_id", "after", "limit"],
         TranscriptParams => Entries;
     InboxSend = "inbox.send", Session, InOrder, ["session_id", "msg_type", "title", "body", "options"],
@@ -120,22 +136,17 @@ methods! {
     ContextReplaceTop = "context.replace_top", Owner, InOrder, ["session_id", "summary"],
         ContextReplaceParams => ContextResult;
     ContextReset = "context.reset", Owner, InOrder, ["session_id"], SessionIdParams => ContextResult;
-    ContextSummarize = "context.summarize", Owner, InOrder, ["session_id"],
-        SessionIdParams => ContextResult;
+    ContextSummarize = "context.summarize", Owner, InOrder, ["session_id", "summary"],
+        ContextSummarizeParams => ContextResult;
 }
 
-/// A `context.*` call, the one type for it from the CLI and the workbench through the
-/// protocol to the session: which of the seven methods, with its own params.
+/// A `context.*` call from the command line or the TUI: look at the stack, or change it
+/// with one of the operations a method carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ContextCall {
     Get,
-    Pop(usize),
-    Checkpoint(String),
-    Rollback(String),
-    ReplaceTop(String),
-    Reset,
-    Summarize,
+    Apply(ContextOp),
 }
 
 /// The table's row for a method name.
@@ -160,6 +171,10 @@ pub struct Registered {
     pub session: Session,
     /// The session's handle, shown once.
     pub handle: String,
+    /// Live registered sessions of the same worktree and agent that this one replaced
+    /// (seed 002): they are ended with reason `evicted`.
+    #[serde(default)]
+    pub evicted: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

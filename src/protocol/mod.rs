@@ -1,6 +1,8 @@
 //! The wire protocol between clients and the daemon: JSON-RPC 2.0, one object per line.
 //! No I/O here; see `PROTOCOL.md` at the repository root for the whole contract.
 
+pub mod audit;
+pub mod driver;
 pub mod env;
 pub mod handle;
 pub mod jsonrpc;
@@ -8,6 +10,7 @@ pub mod methods;
 pub mod params;
 pub mod types;
 
+pub use driver::{DriverKind, DriverOptions, DriverSpec, Mount, Network};
 pub use handle::Handle;
 pub use jsonrpc::{ErrorObject, Id, Notification, Request, Response, code};
 pub use methods::ContextCall;

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::driver::DriverOptions;
 use super::types::{MsgType, Topic};
 use crate::context::{Change, ContextStack};
 
@@ -126,6 +127,23 @@ pub struct CreateSessionParams {
     /// The first prompt.
     #[serde(default)]
     pub task: Option<String>,
+    /// Where the agent runs, over the profile's and `[drivers.<name>]` defaults.
+    #[serde(default)]
+    pub driver: DriverOptions,
+    /// Seed 002's read manifest: reads outside these globs end the session
+    /// (`CONTEXT_MISS`). Empty: no manifest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_read: Vec<String>,
+}
+
+/// `session.refine`: widen a session's read manifest and start its agent again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RefineParams {
+    pub session_id: String,
+    pub allow_read: Vec<String>,
+    /// The restarted agent's first prompt (a note of what was widened by default).
+    #[serde(default)]
+    pub prompt: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -151,6 +169,109 @@ pub struct RemoveOptions {
     /// Drop uncommitted changes and unmerged commits.
     #[serde(default)]
     pub force: bool,
+    /// Also remove the audit log (kept by default: it outlives the session). `prune`
+    /// also removes the logs of sessions deleted earlier.
+    #[serde(default)]
+    pub audit: bool,
+}
+
+/// `session.exec`: a command run in the session's environment, for debugging.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecParams {
+    pub session_id: String,
+    /// The program and its arguments (no shell).
+    pub command: Vec<String>,
+    /// Killed after this long (default 600).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecResult {
+    /// Absent when it was killed by a signal (or the timeout).
+    pub exit_code: Option<i32>,
+    /// Each capped at 64 KiB.
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// `session.reset` (seed 000): a fresh session for the same worktree and agent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResetParams {
+    pub session_id: String,
+    /// Keep the rules switched off for the old session switched off for the new one.
+    #[serde(default)]
+    pub keep_disabled: bool,
+}
+
+/// `session.security` and `session.rule`: a session's security state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SecurityReply {
+    pub session_id: String,
+    pub security: super::types::SecurityState,
+}
+
+/// `session.rule`: switch a rule off (`enabled: false`) or on again for one session.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionRuleParams {
+    pub session_id: String,
+    pub rule: String,
+    pub enabled: bool,
+}
+
+/// `rules.list`: the rules in force, and for a session how each stands in it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RulesParams {
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RuleInfo {
+    pub id: String,
+    pub description: String,
+    /// `allow`, `ask` or `deny`.
+    pub action: String,
+    pub builtin: bool,
+    /// It applies only after an operation matched its `activated_by`.
+    pub needs_activation: bool,
+    /// Switched off in the settings.
+    pub off: bool,
+    /// Switched off for the session asked about.
+    #[serde(default)]
+    pub disabled: bool,
+    /// What activated it in that session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activated: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RulesReply {
+    pub rules: Vec<RuleInfo>,
+    /// Why the rule files are not in force (the last good set is), if they are bad.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// `secret.get`: an agent asks for a credential by name.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SecretParams {
+    pub session_id: String,
+    pub name: String,
+}
+
+/// The value; it is never stored or logged by crucible.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SecretReply {
+    pub name: String,
+    pub value: String,
+}
+
+/// `session.audit`: the session's audit log, oldest first (also after it was deleted).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AuditLog {
+    pub session_id: String,
+    pub records: Vec<super::audit::AuditRecord>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -172,6 +293,10 @@ pub struct PruneResult {
     pub deleted: Vec<DeleteOutcome>,
     /// Sessions left in place, with the reason.
     pub skipped: Vec<Skipped>,
+    /// With `audit`: the sessions whose audit logs were removed besides those deleted
+    /// now (sessions deleted earlier).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audit_removed: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -210,6 +335,15 @@ pub struct ContextNameParams {
 pub struct ContextReplaceParams {
     pub session_id: String,
     pub summary: String,
+}
+
+/// `context.summarize`: `summary` is the text to collapse into; without it the session
+/// writes its own.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContextSummarizeParams {
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// What every `context.*` method returns: the stack after the call and what changed.

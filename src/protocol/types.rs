@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::driver::DriverSpec;
 use crate::context::{Change, Checkpoint};
 
 /// The kinds of inbox message of seed 003.
@@ -54,6 +55,10 @@ impl std::fmt::Display for MsgType {
 }
 
 /// The answers an approval accepts when the agent offers no options of its own.
+/// Words that mean "approve" and "deny" for an approval whose options say it otherwise.
+pub const APPROVING_WORDS: [&str; 5] = ["approve", "allow", "yes", "accept", "ok"];
+pub const DENYING_WORDS: [&str; 5] = ["deny", "reject", "no", "decline", "cancel"];
+
 pub const APPROVAL_ANSWERS: [&str; 2] = ["approve", "deny"];
 
 /// A session in the registry.
@@ -109,6 +114,83 @@ pub struct Session {
     /// How many turns have ended.
     #[serde(default)]
     pub turn_count: u64,
+    /// Where the agent runs; absent: `local`.
+    #[serde(default, deserialize_with = "driver_spec")]
+    pub driver: Option<DriverSpec>,
+    /// The limits in force on the agent's environment, as the driver applied them.
+    #[serde(default)]
+    pub limits: Vec<String>,
+    /// What the rules know of this session (seed 000).
+    #[serde(default, deserialize_with = "security_state")]
+    pub security: SecurityState,
+    /// The agent's own commands (ACP `available_commands_update`): `name — description`.
+    #[serde(default)]
+    pub skills: Vec<String>,
+}
+
+/// A session's security state (seed 000): rules its operations activated, rules
+/// switched off for it, operations approved once (not asked again), credentials approved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecurityState {
+    /// Rule id → what activated it (the operation, when).
+    #[serde(default)]
+    pub activated: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub disabled: Vec<String>,
+    /// Fingerprint of the operation → the operation, in words.
+    #[serde(default)]
+    pub approved_operations: std::collections::BTreeMap<String, String>,
+    /// Names only.
+    #[serde(default)]
+    pub approved_credentials: Vec<String>,
+    /// Seed 002's read manifest: when set, reads outside these globs (relative ones
+    /// from the worktree) end the session with `CONTEXT_MISS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_manifest: Option<Vec<String>>,
+    /// How often the manifest was widened for this work item.
+    #[serde(default)]
+    pub refinements: u32,
+}
+
+/// Seed 002: how often a work item's read manifest may be widened.
+pub const MAX_REFINEMENT_ATTEMPTS: u32 = 10;
+
+impl SecurityState {
+    pub fn is_empty(&self) -> bool {
+        self == &SecurityState::default()
+    }
+}
+
+/// The security state, as an object on the wire or its JSON text as the store keeps it.
+fn security_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SecurityState, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        State(SecurityState),
+        Text(String),
+    }
+    match Option::<Either>::deserialize(d)? {
+        None => Ok(SecurityState::default()),
+        Some(Either::State(state)) => Ok(state),
+        Some(Either::Text(text)) => serde_json::from_str(&text).map_err(serde::de::Error::custom),
+    }
+}
+
+/// A session's driver, as an object on the wire or its JSON text as the store keeps it.
+fn driver_spec<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<DriverSpec>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Spec(DriverSpec),
+        Text(String),
+    }
+    match Option::<Either>::deserialize(d)? {
+        None => Ok(None),
+        Some(Either::Spec(spec)) => Ok(Some(spec)),
+        Some(Either::Text(text)) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
 }
 
 impl Session {
@@ -134,6 +216,10 @@ pub enum SessionState {
     Complete,
     /// The agent has ended; the worktree and transcript are kept.
     Stopped,
+    /// Idle too long: its environment (sandbox, ssh connection, container) was torn
+    /// down; the worktree, transcript and context stay, and the next prompt makes the
+    /// environment again and resumes.
+    Parked,
     /// Something failed; `state_reason` says what.
     Error,
 }
@@ -147,6 +233,7 @@ impl SessionState {
             SessionState::Waiting => "waiting",
             SessionState::Complete => "complete",
             SessionState::Stopped => "stopped",
+            SessionState::Parked => "parked",
             SessionState::Error => "error",
         }
     }
@@ -252,6 +339,38 @@ pub struct InboxMessage {
 
 impl InboxMessage {
     /// The answers `inbox.respond` accepts for this message, if it takes one at all.
+    /// The option an answer stands for: the option itself (any case), its number
+    /// (1-based, as shown), or for an approval a word of intent (`approve`, `allow`,
+    /// `yes`… / `deny`, `reject`, `no`…) meaning the first option that starts with one.
+    pub fn answer_for(&self, answer: &str) -> Option<String> {
+        let options = self.accepted_answers()?;
+        let answer = answer.trim();
+        if let Some(exact) = options.iter().find(|o| o.eq_ignore_ascii_case(answer)) {
+            return Some(exact.clone());
+        }
+        if let Ok(n) = answer.parse::<usize>() {
+            return n.checked_sub(1).and_then(|i| options.get(i)).cloned();
+        }
+        if self.msg_type != MsgType::ApprovalRequired {
+            return None;
+        }
+        let lower = answer.to_lowercase();
+        let words: &[&str] = if APPROVING_WORDS.contains(&lower.as_str()) {
+            &APPROVING_WORDS
+        } else if DENYING_WORDS.contains(&lower.as_str()) {
+            &DENYING_WORDS
+        } else {
+            return None;
+        };
+        options
+            .iter()
+            .find(|o| {
+                let o = o.to_lowercase();
+                words.iter().any(|w| o.starts_with(w))
+            })
+            .cloned()
+    }
+
     pub fn accepted_answers(&self) -> Option<Vec<String>> {
         match (self.msg_type, &self.options) {
             (t, _) if !t.blocks() => None,
@@ -421,5 +540,50 @@ mod tests {
                 serde_json::json!(t.as_str())
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+
+    fn approval(options: &[&str]) -> InboxMessage {
+        serde_json::from_value(serde_json::json!({
+            "id": "m1", "session_id": "s1", "session_name": "s", "timestamp": "2026-01-01T00:00:00Z",
+            "msg_type": "approval_required", "title": "Run it?",
+            "options": options, "read": false, "responded": false,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn answers_by_text_number_or_intent() {
+        let codex = approval(&[
+            "Yes, proceed",
+            "Yes, and don't ask again for this command",
+            "No, and tell Codex what to do differently",
+        ]);
+        assert_eq!(
+            codex.answer_for("yes, PROCEED").as_deref(),
+            Some("Yes, proceed")
+        );
+        assert_eq!(
+            codex.answer_for("2").as_deref(),
+            Some("Yes, and don't ask again for this command")
+        );
+        assert_eq!(
+            codex.answer_for("approve").as_deref(),
+            Some("Yes, proceed"),
+            "the once option"
+        );
+        assert_eq!(
+            codex.answer_for("deny").as_deref(),
+            Some("No, and tell Codex what to do differently")
+        );
+        assert_eq!(codex.answer_for("4"), None);
+        assert_eq!(codex.answer_for("0"), None);
+        assert_eq!(codex.answer_for("maybe"), None);
+        let plain = approval(&[]);
+        assert_eq!(plain.answer_for("APPROVE").as_deref(), Some("approve"));
     }
 }

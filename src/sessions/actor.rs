@@ -10,14 +10,21 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::context::{preamble, summary};
-use super::machine::{self, Change, Effect, Input, Key, Machine, Reply};
+use super::gate::{Gate, Judgement};
+
+#[path = "actor_gate.rs"]
+mod gate_side;
+use super::machine::{self, Change, Effect, Input, Key, Line, Machine, Reply};
 use super::transcript::TranscriptWriter;
 use super::wording::{self, Notice};
-use crate::agent::{AgentEvent, AgentHandle};
+use crate::agent::{AgentEvent, AgentHandle, PermissionChoice};
+use crate::audit::{Audit, AuditEvent};
 use crate::config::AgentProfile;
+use crate::context::ContextOp;
 use crate::context::Message;
-use crate::protocol::{InboxMessage, MsgType, SendParams, Session, SessionState};
-use crate::workbench::{ContextOp, ContextState, Workbench, now_rfc3339};
+use crate::protocol::{EntryKind, InboxMessage, MsgType, SendParams, Session, SessionState};
+use crate::rules::Operation;
+use crate::workbench::{ContextState, Workbench, now_rfc3339};
 
 /// How many lines of an agent's stderr an error message quotes, read from at most this
 /// many bytes at its end (a chatty agent's log can be large).
@@ -43,6 +50,22 @@ pub(super) enum Command {
     Inbox(InboxMessage),
     /// Inbox events were missed: re-read what is open.
     Resync,
+    /// Switch a rule off (or on again) for this session.
+    SetRule {
+        rule: String,
+        enabled: bool,
+        ack: oneshot::Sender<crate::protocol::SecurityState>,
+    },
+    /// The agent asks for approval itself (`cru approve`): the rules' word, if any.
+    JudgeApproval {
+        title: String,
+        ack: oneshot::Sender<Option<bool>>,
+    },
+    /// The agent asks for a credential: approved once per session by the human.
+    Secret {
+        name: String,
+        ack: oneshot::Sender<Result<String, String>>,
+    },
 }
 
 pub(super) struct Actor {
@@ -66,6 +89,20 @@ pub(super) struct Actor {
     /// Everyone waiting for the agent to be gone.
     stoppers: Vec<oneshot::Sender<()>>,
     finished: bool,
+    audit: Audit,
+    gate: Gate,
+    /// Approvals waiting, by key: the operation, and the options that approve it for
+    /// the rest of the session.
+    gated: HashMap<Key, (Operation, Vec<String>)>,
+    /// Credentials asked for, by approval key: the name and who waits for the value.
+    secrets: HashMap<Key, (String, oneshot::Sender<Result<String, String>>)>,
+    /// Set once crucible ends the session (a context miss): nothing more goes through.
+    ended_by: Option<String>,
+    /// How long the session may sit complete before its environment is torn down
+    /// (`None`: never, as for the local driver).
+    idle_after: Option<std::time::Duration>,
+    /// Since when it has sat complete.
+    idle_since: Option<tokio::time::Instant>,
 }
 
 /// How an actor starts.
@@ -75,6 +112,9 @@ pub(super) struct Setup {
     /// Set when resuming after a restart: the state the session had then.
     pub resumed_from: Option<SessionState>,
     pub first_prompt: Option<String>,
+    pub idle_after: Option<std::time::Duration>,
+    /// The session's folder as the agent names it, when not the host's path.
+    pub agent_cwd: Option<std::path::PathBuf>,
 }
 
 impl Actor {
@@ -91,7 +131,14 @@ impl Actor {
             system,
             resumed_from,
             first_prompt,
+            idle_after,
+            agent_cwd,
         } = setup;
+        let audit = Audit::new(wb.kiln());
+        let folder = std::path::PathBuf::from(super::context::folder(&wb, &session));
+        let mut worktrees = vec![folder];
+        worktrees.extend(agent_cwd);
+        let gate = Gate::new(wb.kiln().clone(), worktrees);
         let machine = Machine::new(machine::Setup {
             kind: profile.kind,
             agent_pid: agent.pid,
@@ -115,6 +162,13 @@ impl Actor {
             cancel_ack: None,
             stoppers: Vec::new(),
             finished: false,
+            audit,
+            gate,
+            gated: HashMap::new(),
+            secrets: HashMap::new(),
+            ended_by: None,
+            idle_after,
+            idle_since: None,
         }
     }
 
@@ -127,14 +181,23 @@ impl Actor {
         let t = &mut transcript;
         self.feed(t, Input::Start).await;
         while !self.finished {
+            let idle_deadline = self
+                .idle_after
+                .zip(self.idle_since)
+                .map(|(after, since)| since + after);
             tokio::select! {
+                _ = tokio::time::sleep_until(idle_deadline.unwrap_or_else(tokio::time::Instant::now)), if idle_deadline.is_some() => {
+                    self.idle_since = None;
+                    self.feed(t, Input::Park).await;
+                }
                 event = self.events.recv() => {
                     let Some(event) = event else { break };
-                    let input = self.on_event(t, event).await;
-                    self.feed(t, input).await;
+                    if let Some(input) = self.on_event(t, event).await {
+                        self.feed(t, input).await;
+                    }
                 }
                 Some(command) = self.commands.recv() => {
-                    if let Some(input) = self.on_command(command) {
+                    if let Some(input) = self.on_command(command).await {
                         self.feed(t, input).await;
                     }
                     // Every command is answered by now; an ack left over means "not running".
@@ -143,9 +206,48 @@ impl Actor {
                 }
             }
         }
+        let reason = self
+            .session
+            .state_reason
+            .clone()
+            .unwrap_or_else(|| "the agent ended".into());
+        self.audit
+            .record(&self.session.id, AuditEvent::End { reason });
         for ack in self.stoppers.drain(..) {
             let _ = ack.send(());
         }
+    }
+
+    /// What an agent event adds to the audit log.
+    fn audit_event(&self, event: &AgentEvent) {
+        let record = match event {
+            AgentEvent::ToolCall { title, status, .. } => AuditEvent::ToolCall {
+                tool: title.clone(),
+                status: Some(status.clone()),
+            },
+            AgentEvent::Permission { title, .. } => AuditEvent::PermissionAsked {
+                title: title.clone(),
+                message_id: None,
+            },
+            AgentEvent::File { op, path, refused } => {
+                let (path, allowed, reason) = (path.clone(), refused.is_none(), refused.clone());
+                if *op == "write" {
+                    AuditEvent::FileWrite {
+                        path,
+                        allowed,
+                        reason,
+                    }
+                } else {
+                    AuditEvent::FileRead {
+                        path,
+                        allowed,
+                        reason,
+                    }
+                }
+            }
+            _ => return,
+        };
+        self.audit.record(&self.session.id, record);
     }
 
     /// Steps the machine and carries out the effects, with those of any answer (what an
@@ -164,8 +266,9 @@ impl Actor {
     }
 
     /// The machine's input for an agent event.
-    async fn on_event(&mut self, t: &mut TranscriptWriter, event: AgentEvent) -> Input {
-        match event {
+    async fn on_event(&mut self, t: &mut TranscriptWriter, event: AgentEvent) -> Option<Input> {
+        self.audit_event(&event);
+        Some(match event {
             AgentEvent::Ready {
                 acp_session_id,
                 resumed,
@@ -188,24 +291,37 @@ impl Actor {
                 text,
                 message_id,
             },
-            AgentEvent::ToolCall { id, title, status } => Input::ToolCall { id, title, status },
+            AgentEvent::ToolCall {
+                id,
+                title,
+                status,
+                operation,
+            } => {
+                self.flag(&operation).await;
+                Input::ToolCall { id, title, status }
+            }
+            AgentEvent::Gate { operation, reply } => {
+                return self.gate_operation(t, operation, reply).await;
+            }
             AgentEvent::ToolUpdate { id, title, status } => Input::ToolUpdate { id, title, status },
             AgentEvent::Plan(plan) => Input::Plan(plan),
+            AgentEvent::Skills(skills) => {
+                if self.session.skills != skills {
+                    self.session.skills = skills;
+                    self.save().await;
+                }
+                return None;
+            }
             AgentEvent::Permission {
                 title,
                 tool_call_id,
                 options,
+                operation,
                 reply,
             } => {
-                let key = self.next_key;
-                self.next_key += 1;
-                self.permissions.insert(key, reply);
-                Input::Permission {
-                    key,
-                    title,
-                    tool_call_id,
-                    options,
-                }
+                return self
+                    .gate_permission(t, title, tool_call_id, options, operation, reply)
+                    .await;
             }
             AgentEvent::File { op, path, refused } => Input::File { op, path, refused },
             AgentEvent::TurnEnded(ended) => {
@@ -223,11 +339,11 @@ impl Actor {
                 self.flush(t).await;
                 Input::Exited { status, code }
             }
-        }
+        })
     }
 
     /// The machine's input for a command, if it concerns this session.
-    fn on_command(&mut self, command: Command) -> Option<Input> {
+    async fn on_command(&mut self, command: Command) -> Option<Input> {
         Some(match command {
             Command::Prompt { text, ack } => {
                 self.prompt_ack = Some(ack);
@@ -255,6 +371,15 @@ impl Actor {
                 }
             }
             Command::Resync => Input::Resync,
+            Command::SetRule { rule, enabled, ack } => {
+                self.set_rule(rule, enabled, ack).await;
+                return None;
+            }
+            Command::JudgeApproval { title, ack } => {
+                self.judge_approval(title, ack).await;
+                return None;
+            }
+            Command::Secret { name, ack } => return self.secret(name, ack),
         })
     }
 
@@ -263,6 +388,14 @@ impl Actor {
         match effect {
             Effect::Record(change) => self.record(change),
             Effect::SetState { state, reason } => {
+                self.idle_since = (state == SessionState::Complete).then(tokio::time::Instant::now);
+                self.audit.record(
+                    &id,
+                    AuditEvent::State {
+                        state: state.as_str().to_string(),
+                        reason: reason.clone(),
+                    },
+                );
                 t.state(&self.wb, state, reason.as_deref()).await;
                 self.check(t);
                 self.session.state = Some(state);
@@ -313,6 +446,42 @@ impl Actor {
                 self.step(Input::Posted { key, result });
             }
             Effect::AnswerPermission { key, option } => {
+                if let Some((name, ack)) = self.secrets.remove(&key) {
+                    if option.as_deref() == Some("allow") {
+                        let approved = &mut self.session.security.approved_credentials;
+                        if !approved.contains(&name) {
+                            approved.push(name.clone());
+                        }
+                        self.save().await;
+                        let settings = self.wb.kiln().settings_path();
+                        tokio::spawn(async move {
+                            let _ = ack
+                                .send(crate::sessions::security::resolve(&settings, &name).await);
+                        });
+                    } else {
+                        let _ = ack.send(Err(format!("the credential {name} was not given")));
+                    }
+                }
+                if let Some((operation, remembered)) = self.gated.remove(&key)
+                    && option.as_ref().is_some_and(|o| remembered.contains(o))
+                {
+                    self.session
+                        .security
+                        .approved_operations
+                        .insert(operation.fingerprint(), operation.describe());
+                    self.save().await;
+                }
+                let (answer, by) = match &option {
+                    Some(chosen) => (chosen.clone(), "human (inbox)"),
+                    None => ("none".to_string(), "nobody: withdrawn or cancelled"),
+                };
+                self.audit.record(
+                    &id,
+                    AuditEvent::PermissionAnswered {
+                        answer,
+                        by: by.into(),
+                    },
+                );
                 if let Some(reply) = self.permissions.remove(&key) {
                     let _ = reply.send(option);
                 }
@@ -331,12 +500,22 @@ impl Actor {
                 self.context().await;
             }
             Effect::Push(message) => self.push(message).await,
-            Effect::Prompt { text, renew } => self.prompt(text, renew).await,
+            Effect::Prompt { text, renew } => {
+                self.audit
+                    .record(&id, AuditEvent::Prompt { text: text.clone() });
+                self.prompt(text, renew).await
+            }
             Effect::CancelTurn => self.agent.cancel(),
             Effect::StopAgent => self.agent.stop(),
             Effect::RevokeHandles => {
                 if let Err(e) = self.wb.revoke_handles(&id).await {
                     tracing::error!(session = %id, "cannot revoke the handle: {e}");
+                }
+            }
+            Effect::SeedFresh => {
+                let system = self.system.clone();
+                if let Err(e) = self.wb.mark_fresh_start(&id, move || system).await {
+                    self.failed_to_store("mark the context for a fresh agent session", e);
                 }
             }
             Effect::ClearFreshStart => {

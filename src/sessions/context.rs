@@ -18,10 +18,10 @@ use super::{Result, Sessions};
 use crate::agent::SessionLink;
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::context::summary::{MODEL_PROMPT, clamp_summary};
-use crate::context::{Entry, Message, fallback_summary};
+use crate::context::{ContextOp, Entry, Message, fallback_summary};
 use crate::openai::{ChatMessage, ChatRequest, messages_from_stack};
 use crate::protocol::{ContextCall, ContextResult, MsgType, SendParams, Session};
-use crate::workbench::{ContextOp, Workbench, WorkbenchError};
+use crate::workbench::{Workbench, WorkbenchError};
 
 /// How long a model may take to write a summary before the fallback is used.
 const SUMMARY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -143,12 +143,12 @@ impl Sessions {
                     description: None,
                 });
             }
-            ContextCall::Pop(n) => ContextOp::Pop(n),
-            ContextCall::Checkpoint(name) => ContextOp::Checkpoint(name),
-            ContextCall::Rollback(name) => ContextOp::Rollback(name),
-            ContextCall::ReplaceTop(text) => ContextOp::ReplaceTop(text),
-            ContextCall::Reset => ContextOp::Reset,
-            ContextCall::Summarize => {
+            ContextCall::Apply(op) if op.internal() => {
+                return Err(WorkbenchError::Invalid(
+                    "that context operation is the session's own".to_string(),
+                ));
+            }
+            ContextCall::Apply(ContextOp::Summarize(None)) => {
                 let state = self.wb.context(id, system).await?;
                 // Only the system prompt: the stack refuses, and no model is asked.
                 let text = if state.stack.poppable() == 0 {
@@ -156,8 +156,9 @@ impl Sessions {
                 } else {
                     summary(profile.as_ref(), state.stack.entries()).await
                 };
-                ContextOp::Summarize(text)
+                ContextOp::Summarize(Some(text))
             }
+            ContextCall::Apply(op) => op,
         };
         let fresh_on_shrink = session.agent_type == AgentKind::Acp.as_str();
         let (state, change) = self

@@ -60,6 +60,10 @@ pub(super) enum Stop {
     Requested,
     /// The daemon is going away: the session keeps its state for the next daemon.
     Shutdown,
+    /// Idle too long: the environment goes, the session stays.
+    Park,
+    /// Ended by crucible (a context miss): the reason is in `Machine::terminated`.
+    Terminated,
 }
 
 /// How a machine starts.
@@ -111,6 +115,8 @@ pub(super) struct Machine {
     tool_results: HashSet<String>,
     /// The first failed store write since the last turn ended.
     failure: Option<String>,
+    /// Why crucible ended the session, for [`Stop::Terminated`].
+    terminated: Option<String>,
 }
 
 type Effects = Vec<Effect>;
@@ -125,6 +131,7 @@ impl Machine {
             stop: None,
             state: setup.state,
             queue: setup.first_prompt.into_iter().collect(),
+            terminated: None,
             blocking: BTreeSet::new(),
             posting: HashMap::new(),
             approvals: Vec::new(),
@@ -147,7 +154,13 @@ impl Machine {
         match input {
             Input::Start => {
                 fx.push(Effect::Record(Change::AgentPid(self.agent_pid)));
-                let reason = self.resumed_from.map(|_| wording::RESUMING.to_string());
+                let reason = self.resumed_from.map(|from| {
+                    if from == SessionState::Parked {
+                        wording::UNPARKING.to_string()
+                    } else {
+                        wording::RESUMING.to_string()
+                    }
+                });
                 self.set_state(&mut fx, SessionState::Starting, reason);
                 fx.push(Effect::OpenContext);
                 fx.push(Effect::ReadOpen);
@@ -174,7 +187,8 @@ impl Machine {
                 title,
                 tool_call_id,
                 options,
-            } => self.permission(&mut fx, key, title, tool_call_id, &options),
+                reason,
+            } => self.permission(&mut fx, key, title, tool_call_id, &options, reason),
             Input::Posted { key, result } => self.posted(&mut fx, key, result),
             Input::File { op, path, refused } => {
                 let (text, status) = match refused {
@@ -201,6 +215,20 @@ impl Machine {
             Input::Prompt(text) => self.prompt(&mut fx, text),
             Input::Cancel => self.cancel(&mut fx),
             Input::Stop { shutdown } => self.stop(&mut fx, shutdown),
+            Input::Terminate(reason) => {
+                if self.stop.is_none() && self.phase != Phase::Ended {
+                    self.stop = Some(Stop::Terminated);
+                    self.terminated = Some(reason);
+                    fx.push(Effect::StopAgent);
+                }
+            }
+            Input::Park => {
+                // Only an idle session with nothing open is parked.
+                if self.phase == Phase::Idle && self.blocking.is_empty() && self.stop.is_none() {
+                    self.stop = Some(Stop::Park);
+                    fx.push(Effect::StopAgent);
+                }
+            }
             Input::Opened(id) => {
                 self.blocking.insert(id);
                 self.settle(&mut fx);
@@ -247,6 +275,17 @@ impl Machine {
         }
         self.phase = Phase::Idle;
         fx.push(Effect::Record(Change::AcpSession(acp_session_id)));
+        if self.resumed_from == Some(SessionState::Parked) {
+            // Made again for the prompt waiting in the queue: no news for the inbox.
+            if !resumed && self.kind == AgentKind::Acp {
+                fx.push(Effect::SeedFresh);
+            }
+            self.set_state(fx, SessionState::Complete, Some(wording::UNPARKED.into()));
+            if let Some(next) = self.queue.pop_front() {
+                self.start_turn(fx, next);
+            }
+            return;
+        }
         if resumed {
             let interrupted = self.resumed_from.is_some_and(SessionState::is_busy);
             let (reason, notice) = wording::resumed(interrupted);
@@ -384,14 +423,19 @@ impl Machine {
         title: String,
         tool_call_id: String,
         options: &[PermissionChoice],
+        reason: Option<String>,
     ) {
         let line = Line::new(EntryKind::Permission).text(&title);
         fx.push(Effect::Append(line.tool(tool_call_id)));
         let choices = inbox_choices(options);
+        let body = match reason {
+            Some(reason) => format!("{reason}\n\n{}", wording::approval_body(options)),
+            None => wording::approval_body(options),
+        };
         fx.push(Effect::Ask {
             key,
             title: title.clone(),
-            body: wording::approval_body(options),
+            body,
             options: (!choices.is_empty())
                 .then(|| choices.iter().map(|(shown, _)| shown.clone()).collect()),
         });
@@ -553,6 +597,8 @@ impl Machine {
         let why = match self.stop {
             Some(Stop::Shutdown) => wording::SHUTTING_DOWN,
             Some(Stop::Requested) => wording::STOPPED,
+            Some(Stop::Park) => wording::PARKED,
+            Some(Stop::Terminated) => wording::TERMINATED,
             None => wording::AGENT_EXITED,
         };
         self.withdraw_approvals(fx, why);
@@ -569,6 +615,14 @@ impl Machine {
         fx.push(Effect::Record(Change::Ended { exit_code: code }));
         if self.stop == Some(Stop::Requested) {
             self.set_state(fx, SessionState::Stopped, Some(wording::stopped(status)));
+        } else if self.stop == Some(Stop::Terminated) {
+            let reason = self
+                .terminated
+                .clone()
+                .unwrap_or_else(|| wording::TERMINATED.into());
+            self.set_state(fx, SessionState::Stopped, Some(reason));
+        } else if self.stop == Some(Stop::Park) {
+            self.set_state(fx, SessionState::Parked, Some(wording::PARKED.into()));
         } else if was == Phase::StartFailed {
             // The failure was reported already.
             fx.push(Effect::Save);

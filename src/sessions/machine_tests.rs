@@ -11,6 +11,9 @@ use crate::sessions::wording::Notice;
 #[path = "machine_turn_tests.rs"]
 mod during_a_turn;
 
+#[path = "machine_park_tests.rs"]
+mod parking;
+
 const PID: u32 = 7;
 const TITLE: &str = "Write a.txt";
 const EXIT: &str = "exited with code 1";
@@ -62,6 +65,7 @@ fn ask(key: Key) -> Input {
     Input::Permission {
         key,
         title: TITLE.into(),
+        reason: None,
         tool_call_id: "t1".into(),
         options: vec![
             choice("allow", "Allow", "allow_once"),
@@ -507,6 +511,7 @@ fn transitions() {
     let tables = [
         starting_up(),
         resuming_after_a_restart(),
+        parking::parking(),
         during_a_turn::turns(),
         during_a_turn::store_failures(),
         during_a_turn::approvals(),

@@ -10,7 +10,10 @@
 
 mod actor;
 mod context;
+mod exec;
+mod gate;
 mod machine;
+mod security;
 mod transcript;
 mod wording;
 mod worktree;
@@ -22,13 +25,15 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::agent::{self, AgentHandle, Launch};
+use crate::audit::{Audit, AuditEvent};
 use crate::config::{AgentKind, AgentProfile, Config};
+use crate::driver::{self, Environment};
 use crate::git;
-use crate::protocol::env;
 use crate::protocol::{
     CreateSessionParams, DeleteOutcome, Event, PruneResult, RemoveOptions, Session, SessionState,
     Skipped,
 };
+use crate::protocol::{DriverKind, env};
 use crate::workbench::{Workbench, WorkbenchError, display_name, now_rfc3339};
 
 use crate::markdown::MarkdownLog;
@@ -44,6 +49,10 @@ use crate::protocol::env::SESSION as SESSION_ENV;
 pub struct Sessions {
     wb: Arc<Workbench>,
     actors: Mutex<HashMap<String, mpsc::UnboundedSender<Command>>>,
+    /// The environments of running agents, by session.
+    environments: Mutex<HashMap<String, Arc<Environment>>>,
+    /// One parked session made again at a time.
+    unparking: tokio::sync::Mutex<()>,
     /// How many agents run; the daemon does not idle out while any does.
     running: watch::Sender<usize>,
     /// One git change to the repository at a time (worktrees and branches share its
@@ -62,6 +71,8 @@ impl Sessions {
         let sessions = Arc::new(Self {
             wb: Arc::clone(&wb),
             actors: Mutex::new(HashMap::new()),
+            environments: Mutex::new(HashMap::new()),
+            unparking: tokio::sync::Mutex::new(()),
             running: watch::channel(0).0,
             git: tokio::sync::Mutex::new(()),
         });
@@ -79,6 +90,10 @@ impl Sessions {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<Command>>> {
         self.actors.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn environments_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Environment>>> {
+        self.environments.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn actor(&self, id: &str) -> Option<mpsc::UnboundedSender<Command>> {
@@ -123,6 +138,23 @@ impl Sessions {
                 "choose either a worktree or in_place, not both".into(),
             ));
         }
+        let spec = config
+            .driver_spec(&profile, &params.driver)
+            .map_err(WorkbenchError::Invalid)?;
+        if matches!(spec.kind, DriverKind::Ssh | DriverKind::Podman) {
+            if profile.kind == AgentKind::Internal {
+                return Err(WorkbenchError::Invalid(format!(
+                    "crucible's own agent runs in the daemon: use the local or sandbox driver, not {}",
+                    spec.kind
+                )));
+            }
+            if params.in_place {
+                return Err(WorkbenchError::Invalid(format!(
+                    "the {} driver works in a worktree of its own, not in place",
+                    spec.kind
+                )));
+            }
+        }
         let id = self.wb.next_id();
         let placement = {
             let _git = self.git.lock().await;
@@ -151,6 +183,13 @@ impl Sessions {
             exit_code: None,
             context_summary: None,
             turn_count: 0,
+            driver: Some(spec),
+            limits: Vec::new(),
+            security: crate::protocol::SecurityState {
+                read_manifest: (!params.allow_read.is_empty()).then(|| params.allow_read.clone()),
+                ..Default::default()
+            },
+            skills: Vec::new(),
         };
         let session = match self.wb.add_managed(session).await {
             Ok(s) => s,
@@ -187,7 +226,7 @@ impl Sessions {
     /// Starts the agent, with a fresh handle, and the actor that owns it.
     async fn spawn_actor(
         self: &Arc<Self>,
-        session: Session,
+        mut session: Session,
         profile_name: &str,
         profile: AgentProfile,
         resume: Option<Resume>,
@@ -197,6 +236,46 @@ impl Sessions {
         let folder = context::folder(&self.wb, &session);
         let system = context::system_entry(&session, Some(&profile), &folder);
         let cwd = PathBuf::from(folder);
+        let spec = session.driver.clone().unwrap_or_default();
+        let idle_after = (spec.kind != DriverKind::Local)
+            .then(|| {
+                let minutes = Config::load(&kiln.settings_path())
+                    .map(|c| c.drivers.idle_timeout_minutes)
+                    .unwrap_or(self.wb.config().drivers.idle_timeout_minutes);
+                (minutes > 0.0).then(|| std::time::Duration::from_secs_f64(minutes * 60.0))
+            })
+            .flatten();
+        let environment = Environment::provision(
+            &spec,
+            driver::Setup {
+                kiln,
+                session_id: &session.id,
+                cwd: &cwd,
+                program: (profile.kind != AgentKind::Internal).then_some(profile.command.as_str()),
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let environment = Arc::new(environment);
+        let agent_cwd = Some(environment.agent_cwd(&cwd)).filter(|c| c != &cwd);
+        let audit = Audit::new(kiln);
+        audit.record(
+            &session.id,
+            AuditEvent::Start {
+                driver: spec.kind.to_string(),
+                mounts: spec.mounts.iter().map(|m| m.to_string()).collect(),
+                network: spec.network.as_str().to_string(),
+                limits: environment.limits(),
+                env: spec.env.clone(),
+            },
+        );
+        if session.limits != environment.limits() {
+            session.limits = environment.limits();
+            self.wb
+                .save_managed(&session)
+                .await
+                .map_err(|e| format!("cannot record the session's limits: {e}"))?;
+        }
         let (events_tx, events) = mpsc::unbounded_channel();
         let handle = self
             .wb
@@ -220,7 +299,10 @@ impl Sessions {
             stderr_log: kiln
                 .sessions_dir()
                 .join(format!("{}.stderr.log", session.id)),
-            resume: resume.as_ref().map(|r| r.acp_session_id.clone()),
+            resume: resume.as_ref().and_then(|r| r.acp_session_id.clone()),
+            fresh_if_unresumable: resume
+                .as_ref()
+                .is_some_and(|r| r.previous == SessionState::Parked),
             link: (profile.kind == AgentKind::Internal).then(|| {
                 Arc::new(context::Link {
                     wb: Arc::clone(&self.wb),
@@ -228,6 +310,7 @@ impl Sessions {
                     system: system.clone(),
                 }) as Arc<dyn agent::SessionLink>
             }),
+            environment: Arc::clone(&environment),
         };
         let handle: AgentHandle = match agent::launch(launch, events_tx) {
             Ok(handle) => handle,
@@ -238,6 +321,8 @@ impl Sessions {
         };
         let (tx, commands) = mpsc::unbounded_channel();
         self.lock().insert(session.id.clone(), tx);
+        self.environments_lock()
+            .insert(session.id.clone(), Arc::clone(&environment));
         self.running.send_modify(|n| *n += 1);
         let actor = Actor::new(
             Arc::clone(&self.wb),
@@ -250,6 +335,8 @@ impl Sessions {
                 system,
                 resumed_from: resume.map(|r| r.previous),
                 first_prompt,
+                idle_after,
+                agent_cwd,
             },
         );
         let me = Arc::downgrade(self);
@@ -258,21 +345,80 @@ impl Sessions {
             actor.run().await;
             if let Some(me) = me.upgrade() {
                 me.lock().remove(&id);
+                let environment = me.environments_lock().remove(&id);
+                if let Some(environment) = environment {
+                    environment.close().await;
+                }
+                if let Ok(ended) = me.wb.get_session(&id)
+                    && ended
+                        .state_reason
+                        .as_deref()
+                        .is_some_and(|r| r.starts_with("CONTEXT_MISS"))
+                {
+                    me.ask_to_refine(&ended).await;
+                }
                 me.running.send_modify(|n| *n = n.saturating_sub(1));
             }
         });
         Ok(())
     }
 
-    /// Sends a prompt now, or queues it behind the running turn. True when queued.
-    pub async fn prompt(&self, id: &str, text: String) -> Result<bool> {
+    /// Sends a prompt now, or queues it behind the running turn. True when queued. A
+    /// parked session's environment is made again first, and the prompt is its first.
+    pub async fn prompt(self: &Arc<Self>, id: &str, text: String) -> Result<bool> {
+        let session = self.managed(id)?;
         if text.trim().is_empty() {
-            self.managed(id)?;
             return Err(WorkbenchError::Invalid(
                 "the prompt must not be empty".into(),
             ));
         }
+        if session.state == Some(SessionState::Parked) {
+            let _one_at_a_time = self.unparking.lock().await;
+            let session = self.managed(id)?;
+            if session.state == Some(SessionState::Parked) && self.actor(id).is_none() {
+                self.unpark(session, text).await?;
+                return Ok(false);
+            }
+        }
         self.tell(id, |ack| Command::Prompt { text, ack }).await
+    }
+
+    /// Makes a parked session's environment again and starts its agent, resuming the
+    /// agent's own session where it can (otherwise a fresh one seeded with the context
+    /// stack), with `prompt` as its first.
+    async fn unpark(self: &Arc<Self>, session: Session, prompt: String) -> Result<()> {
+        let config = Config::load(&self.wb.kiln().settings_path())
+            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let profile = config
+            .agents
+            .get(&session.agent_name)
+            .cloned()
+            .ok_or_else(|| {
+                WorkbenchError::Invalid(format!(
+                    "the agent profile {:?} is gone from the settings",
+                    session.agent_name
+                ))
+            })?;
+        let mut starting = session.clone();
+        starting.state = Some(SessionState::Starting);
+        starting.state_reason = Some(wording::UNPARKING.into());
+        let starting = self.wb.save_managed(&starting).await?;
+        let resume = Resume {
+            acp_session_id: session.acp_session_id.clone(),
+            previous: SessionState::Parked,
+        };
+        let name = session.agent_name.clone();
+        if let Err(why) = self
+            .spawn_actor(starting, &name, profile, Some(resume), Some(prompt))
+            .await
+        {
+            // Still parked: a later prompt may try again.
+            let mut parked = session;
+            parked.state_reason = Some(format!("{}; the last try failed: {why}", wording::PARKED));
+            self.wb.save_managed(&parked).await?;
+            return Err(WorkbenchError::Invalid(why));
+        }
+        Ok(())
     }
 
     /// Asks the agent to end its turn; pending approvals are withdrawn.
@@ -297,7 +443,14 @@ impl Sessions {
 
     /// Ends the agent and waits until it is gone; the worktree and transcript stay.
     pub async fn stop(&self, id: &str) -> Result<Session> {
-        self.managed(id)?;
+        let session = self.managed(id)?;
+        if session.state == Some(SessionState::Parked) && self.actor(id).is_none() {
+            let mut stopped = session;
+            stopped.state = Some(SessionState::Stopped);
+            stopped.state_reason = Some(wording::STOPPED.into());
+            stopped.updated_at = Some(now_rfc3339());
+            return self.wb.save_managed(&stopped).await;
+        }
         self.stop_actor(id, false).await;
         self.wb.get_session(id)
     }
@@ -307,6 +460,11 @@ impl Sessions {
         let (ack, done) = oneshot::channel();
         if actor.send(Command::Stop { ack, shutdown }).is_ok() {
             let _ = done.await;
+        }
+        // Its environment goes with it (a container, an ssh connection).
+        let environment = self.environments_lock().remove(id);
+        if let Some(environment) = environment {
+            environment.close().await;
         }
     }
 
@@ -355,7 +513,7 @@ impl Sessions {
             };
             let name = session.agent_name.clone();
             let resume = Resume {
-                acp_session_id,
+                acp_session_id: Some(acp_session_id),
                 previous: state,
             };
             let mut starting = session.clone();
@@ -407,7 +565,8 @@ impl Sessions {
 
 /// What a resumed actor needs to know.
 struct Resume {
-    acp_session_id: String,
+    /// The agent's own session to load (none for agents that keep none).
+    acp_session_id: Option<String>,
     previous: SessionState,
 }
 
@@ -431,6 +590,24 @@ async fn route_inbox_events(
             return;
         };
         match event {
+            Ok(Event::InboxUpdated(m))
+                if m.title.starts_with("Context miss:")
+                    && m.response.as_deref() == Some("Widen and restart") =>
+            {
+                let path = m
+                    .body
+                    .as_deref()
+                    .and_then(|b| b.lines().find_map(|l| l.strip_prefix("path: ")))
+                    .map(str::to_string);
+                if let Some(path) = path {
+                    let sessions = std::sync::Arc::clone(&sessions);
+                    tokio::spawn(async move {
+                        if let Err(e) = sessions.refine(&m.session_id, vec![path], None).await {
+                            tracing::warn!(session = %m.session_id, "cannot refine: {e}");
+                        }
+                    });
+                }
+            }
             Ok(Event::InboxCreated(m)) | Ok(Event::InboxUpdated(m)) => {
                 if m.msg_type.blocks()
                     && let Some(actor) = sessions.actor(&m.session_id)

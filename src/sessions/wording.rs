@@ -27,6 +27,15 @@ pub const TURN_FAILED: &str = "the turn failed";
 pub const TURN_CANCELLED: &str = "the turn was cancelled";
 pub const SHUTTING_DOWN: &str = "the daemon is shutting down";
 pub const STOPPED: &str = "the session was stopped";
+/// The reason of a parked session.
+pub const PARKED: &str =
+    "idle: its environment was torn down; the next prompt makes it again and resumes";
+/// Why open questions are withdrawn when crucible ends a session.
+pub const TERMINATED: &str = "crucible ended the session";
+/// The reason while it is made again.
+pub const UNPARKING: &str = "making its environment again for a prompt";
+/// The reason of a session whose environment was made again.
+pub const UNPARKED: &str = "its environment was made again";
 pub const AGENT_EXITED: &str = "the agent exited";
 pub const DELETED: &str = "the session was deleted";
 

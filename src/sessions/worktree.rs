@@ -3,6 +3,7 @@
 //! their worktrees and branches.
 
 use super::*;
+use crate::audit::{Audit, AuditEvent};
 
 impl Sessions {
     /// Decides where the session runs and makes its worktree.
@@ -93,6 +94,20 @@ impl Sessions {
         let worktree = session.worktree.as_ref().map(PathBuf::from);
         let git_err = |e: git::GitError| WorkbenchError::Invalid(e.to_string());
         if remove_worktree && let Some(path) = &worktree {
+            let sharing: Vec<String> = self
+                .wb
+                .list_sessions()
+                .into_iter()
+                .filter(|s| s.id != id && s.worktree == session.worktree)
+                .map(|s| s.id)
+                .collect();
+            if !sharing.is_empty() {
+                return Err(WorkbenchError::Conflict(format!(
+                    "{} is also the worktree of session {} (after a reset, say); delete that one first or keep the worktree",
+                    path.display(),
+                    sharing.join(", ")
+                )));
+            }
             if !session.worktree_owned {
                 return Err(WorkbenchError::Invalid(format!(
                     "crucible did not create {}; remove it with git if you mean to",
@@ -135,6 +150,22 @@ impl Sessions {
         let dir = self.wb.kiln().sessions_dir();
         let _ = std::fs::remove_file(MarkdownLog::path_for(&dir, id));
         let _ = std::fs::remove_file(dir.join(format!("{id}.stderr.log")));
+        // The sandbox's private home goes with the session; the audit log stays unless
+        // asked.
+        let _ = std::fs::remove_dir_all(self.wb.kiln().state_dir().join("sandboxes").join(id));
+        let audit = Audit::new(self.wb.kiln());
+        if options.audit {
+            audit.remove(id).map_err(|e| {
+                WorkbenchError::Invalid(format!("cannot remove the audit log of {id}: {e}"))
+            })?;
+        } else {
+            audit.record(
+                id,
+                AuditEvent::End {
+                    reason: "session deleted".into(),
+                },
+            );
+        }
         if remove_worktree {
             let _git = self.git.lock().await;
             let left = |what: String, e: git::GitError| {
@@ -177,6 +208,15 @@ impl Sessions {
                     session_id: session.id,
                     reason: e.to_string(),
                 }),
+            }
+        }
+        if options.audit {
+            // The logs of sessions deleted earlier.
+            let audit = Audit::new(self.wb.kiln());
+            for id in audit.sessions() {
+                if self.wb.get_session(&id).is_err() && audit.remove(&id).is_ok() {
+                    result.audit_removed.push(id);
+                }
             }
         }
         Ok(result)

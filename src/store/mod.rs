@@ -88,7 +88,7 @@ const MIB: u64 = 1024 * 1024;
 const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_name, status, \
      started_at, last_heartbeat, display_name, state, state_reason, task, branch, \
      worktree_owned, acp_session_id, agent_pid, updated_at, ended_at, exit_code, \
-     context_summary, turn_count";
+     context_summary, turn_count, driver, limits, security, skills";
 const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
      msg_type, title, body, options, read, responded, response, withdrawn";
@@ -336,6 +336,19 @@ impl Store {
             &["started_at", "last_heartbeat", "updated_at", "ended_at"],
         )?;
         row.remove("id");
+        // The driver spec is kept as its JSON text (its shape is the protocol's).
+        if let Some(spec) = &s.driver {
+            let text =
+                serde_json::to_string(spec).map_err(|e| StoreError::Decode(e.to_string()))?;
+            row.insert("driver", surrealdb::types::Value::from_t(text));
+        }
+        // So is the security state.
+        row.remove("security");
+        if !s.security.is_empty() {
+            let text = serde_json::to_string(&s.security)
+                .map_err(|e| StoreError::Decode(e.to_string()))?;
+            row.insert("security", surrealdb::types::Value::from_t(text));
+        }
         let mut vars = surrealdb::types::Object::new();
         vars.insert("id", surrealdb::types::Value::from_t(s.id.clone()));
         vars.insert("row", surrealdb::types::Value::Object(row));

@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -93,6 +93,20 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     DEFINE TABLE deleted_sessions SCHEMAFULL;
     DEFINE FIELD at ON deleted_sessions TYPE datetime;
+    "#,
+    // v6: where a session's agent runs (its driver spec as JSON text: names, never
+    // values) and the limits in force on it.
+    r#"
+    DEFINE FIELD driver ON sessions TYPE option<string>;
+    DEFINE FIELD limits ON sessions TYPE array<string> DEFAULT [];
+    "#,
+    // v7: a session's security state (seed 000), as JSON text.
+    r#"
+    DEFINE FIELD security ON sessions TYPE option<string>;
+    "#,
+    // v8: the agent's own commands (ACP available_commands_update).
+    r#"
+    DEFINE FIELD skills ON sessions TYPE array<string> DEFAULT [];
     "#,
 ];
 

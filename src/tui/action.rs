@@ -14,6 +14,10 @@ use crate::protocol::ContextCall;
 pub enum Action {
     /// `session.prompt`.
     Prompt { session_id: String, text: String },
+    /// `session.cancel`: end the running turn.
+    Cancel { session_id: String },
+    /// `session.stop`: end the agent; worktree and transcript stay.
+    Stop { session_id: String },
     /// `inbox.respond`.
     Respond {
         message_id: String,
@@ -23,10 +27,29 @@ pub enum Action {
     MarkRead { ids: Vec<String> },
     /// `session.create`; the runtime fills in the configured default agent when `agent` is
     /// absent, and on success calls [`Model::focus_session_id`](super::Model::focus_session_id).
+    /// `session.audit`; the runtime hands the log to
+    /// [`Model::show_audit`](super::Model::show_audit).
+    LoadAudit { session_id: String },
+    /// `rules.list`, shown as a page.
+    LoadRules { session_id: Option<String> },
+    /// `session.security`, shown as a page.
+    LoadSecurity { session_id: String },
+    /// `session.reset`; the new session is focused once registered.
+    Reset {
+        session_id: String,
+        keep_disabled: bool,
+    },
+    /// `session.rule`.
+    SetRule {
+        session_id: String,
+        rule: String,
+        enabled: bool,
+    },
     CreateSession {
         worktree: Option<String>,
         agent: Option<String>,
         task: Option<String>,
+        driver: crate::protocol::DriverOptions,
     },
     /// `session.transcript` after `after`; the runtime hands the entries to
     /// [`Model::load_transcript`](super::Model::load_transcript).

@@ -1,7 +1,10 @@
 //! The slash commands: one static table ([`COMMANDS`]) drives parsing, `/help` and Tab
 //! completion, so the three never disagree.
 
+use crate::context::ContextOp;
 use crate::protocol::ContextCall;
+use crate::protocol::driver::MountText;
+use crate::protocol::{DriverKind, DriverOptions, Mount, Network};
 
 /// One slash command as the table describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,9 +34,22 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec(
         "new",
         &[],
-        "[--worktree <path>] [--agent <type>] [task…]",
+        "[--worktree <path>] [--agent <type>] [--driver local|sandbox|ssh|podman] [--mount <src[:dst][:ro]>] [--network none|host] [--env <NAME>] [--memory <MB>] [--cpus <n>] [--pids <n>] [--image <image>] [--host <user@host>] [--remote-path <path>] [task…]",
         "create a session and focus it",
-        &["--worktree", "--agent"],
+        &[
+            "--worktree",
+            "--agent",
+            "--driver",
+            "--mount",
+            "--network",
+            "--env",
+            "--memory",
+            "--cpus",
+            "--pids",
+            "--image",
+            "--host",
+            "--remote-path",
+        ],
     ),
     spec(
         "answer",
@@ -56,6 +72,78 @@ pub const COMMANDS: &[CommandSpec] = &[
             "summarize",
         ],
     ),
+    spec(
+        "audit",
+        &[],
+        "",
+        "show the focused session's audit log (driver, prompts, tools, files, commands)",
+        &[],
+    ),
+    spec(
+        "rules",
+        &[],
+        "",
+        "the rules that judge what agents do, and how each stands in this session",
+        &[],
+    ),
+    spec(
+        "disable",
+        &[],
+        "<rule>",
+        "switch a rule off for the focused session (it no longer asks or refuses there)",
+        &[],
+    ),
+    spec(
+        "enable",
+        &[],
+        "<rule>",
+        "switch a rule on again for the focused session",
+        &[],
+    ),
+    spec(
+        "session",
+        &[],
+        "",
+        "the focused session's security state (activated rules, approvals, credentials)",
+        &[],
+    ),
+    spec(
+        "memory",
+        &[],
+        "",
+        "the focused session's context summary",
+        &[],
+    ),
+    spec(
+        "skills",
+        &[],
+        "",
+        "the focused agent's own commands (ACP)",
+        &[],
+    ),
+    spec(
+        "cancel",
+        &[],
+        "",
+        "end the focused session's running turn",
+        &[],
+    ),
+    spec(
+        "stop",
+        &[],
+        "",
+        "end the focused session's agent (worktree and transcript stay)",
+        &[],
+    ),
+    spec(
+        "reset",
+        &[],
+        "[--keep-disabled]",
+        "a fresh session (new agent, empty security state) for the focused session's worktree; the old one ends as reset",
+        &["--keep-disabled"],
+    ),
+    spec("approve", &[], "", "approve the open approval here", &[]),
+    spec("deny", &[], "", "deny the open approval here", &[]),
     spec("help", &["h"], "", "show key bindings and commands", &[]),
     spec(
         "quit",
@@ -95,10 +183,37 @@ pub enum SlashCommand {
         worktree: Option<String>,
         agent: Option<String>,
         task: Option<String>,
+        /// `--driver` and its options, as `cru session new` takes them.
+        driver: DriverOptions,
     },
     /// An option number or free text.
     Answer(String),
     Context(ContextCall),
+    /// The focused session's audit log.
+    Audit,
+    /// The rules, and how each stands in the focused session.
+    Rules,
+    /// Switch a rule off (`/disable`) or on (`/enable`) for the focused session.
+    Rule {
+        rule: String,
+        enabled: bool,
+    },
+    /// The focused session's security state.
+    Session,
+    /// The focused session's context summary.
+    Memory,
+    /// The focused session's agent's own commands.
+    Skills,
+    Approve,
+    Deny,
+    /// End the focused session's running turn.
+    Cancel,
+    /// End the focused session's agent.
+    Stop,
+    /// A fresh session for the focused one's worktree and agent.
+    Reset {
+        keep_disabled: bool,
+    },
     Help,
     Quit,
 }
@@ -171,6 +286,29 @@ pub fn parse(line: &str) -> Result<SlashCommand, CommandError> {
         "next" => no_args(SlashCommand::Next),
         "prev" => no_args(SlashCommand::Prev),
         "help" => no_args(SlashCommand::Help),
+        "audit" => no_args(SlashCommand::Audit),
+        "rules" => no_args(SlashCommand::Rules),
+        "session" => no_args(SlashCommand::Session),
+        "memory" => no_args(SlashCommand::Memory),
+        "skills" => no_args(SlashCommand::Skills),
+        "cancel" => no_args(SlashCommand::Cancel),
+        "stop" => no_args(SlashCommand::Stop),
+        "approve" => no_args(SlashCommand::Approve),
+        "reset" => match rest {
+            "" => Ok(SlashCommand::Reset {
+                keep_disabled: false,
+            }),
+            "--keep-disabled" => Ok(SlashCommand::Reset {
+                keep_disabled: true,
+            }),
+            _ => Err(bad("takes only --keep-disabled")),
+        },
+        "deny" => no_args(SlashCommand::Deny),
+        "disable" | "enable" if rest.split_whitespace().count() == 1 => Ok(SlashCommand::Rule {
+            rule: rest.to_string(),
+            enabled: spec.name == "enable",
+        }),
+        "disable" | "enable" => Err(bad("needs one rule id (see /rules)")),
         "quit" => no_args(SlashCommand::Quit),
         "goto" => match rest.parse::<usize>() {
             Ok(n) if n >= 1 => Ok(SlashCommand::Goto(n)),
@@ -188,33 +326,67 @@ pub fn parse(line: &str) -> Result<SlashCommand, CommandError> {
 
 fn parse_new(rest: &str) -> Result<SlashCommand, String> {
     let (mut worktree, mut agent, mut task) = (None, None, Vec::new());
+    let mut driver = DriverOptions::default();
     let mut words = rest.split_whitespace();
     while let Some(word) = words.next() {
         let (flag, inline) = match word.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
             _ => (word, None),
         };
-        let slot = match flag {
-            "--worktree" | "-w" => &mut worktree,
-            "--agent" | "-a" => &mut agent,
-            f if f.starts_with('-') && task.is_empty() => {
-                return Err(format!("unknown option {f}"));
-            }
-            _ => {
-                task.push(word);
-                continue;
-            }
-        };
+        if !flag.starts_with('-') || !task.is_empty() {
+            task.push(word);
+            continue;
+        }
+        const FLAGS: &[&str] = &[
+            "--worktree",
+            "-w",
+            "--agent",
+            "-a",
+            "--driver",
+            "--mount",
+            "--network",
+            "--env",
+            "--memory",
+            "--cpus",
+            "--pids",
+            "--image",
+            "--host",
+            "--remote-path",
+        ];
+        if !FLAGS.contains(&flag) {
+            return Err(format!("unknown option {flag}"));
+        }
         let value = inline
             .or_else(|| words.next().map(String::from))
             .filter(|v| !v.is_empty())
             .ok_or_else(|| format!("{flag} needs a value"))?;
-        *slot = Some(value);
+        let number = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{flag} needs a whole number, not {v:?}"))
+        };
+        match flag {
+            "--worktree" | "-w" => worktree = Some(value),
+            "--agent" | "-a" => agent = Some(value),
+            "--driver" => driver.driver = Some(DriverKind::parse(&value)?),
+            "--mount" => driver.mounts.push(MountText(Mount::parse(&value)?)),
+            "--network" => driver.network = Some(Network::parse(&value)?),
+            "--env" => driver.env.push(value),
+            "--memory" => driver.memory = Some(number(&value)?),
+            "--cpus" => {
+                let n = number(&value)?;
+                driver.cpus = Some(u32::try_from(n).map_err(|_| format!("--cpus {n}: too many"))?);
+            }
+            "--pids" => driver.pids = Some(number(&value)?),
+            "--image" => driver.image = Some(value),
+            "--host" => driver.host = Some(value),
+            _ => driver.remote_path = Some(value),
+        }
     }
     Ok(SlashCommand::New {
         worktree,
         agent,
         task: (!task.is_empty()).then(|| task.join(" ")),
+        driver,
     })
 }
 
@@ -227,27 +399,31 @@ fn parse_context(rest: &str) -> Result<ContextCall, String> {
     match words.first().copied() {
         None => Ok(ContextCall::Get),
         Some("pop") => match words.get(1..) {
-            Some([]) => Ok(ContextCall::Pop(1)),
+            Some([]) => Ok(ContextCall::Apply(ContextOp::Pop(1))),
             Some([n]) => n
                 .parse()
                 .ok()
                 .filter(|n| *n >= 1)
-                .map(ContextCall::Pop)
+                .map(|n| ContextCall::Apply(ContextOp::Pop(n)))
                 .ok_or_else(|| format!("pop takes a count ≥ 1, not {n}")),
             _ => Err("pop takes at most one count".into()),
         },
-        Some("checkpoint") => name("checkpoint").map(ContextCall::Checkpoint),
-        Some("rollback") => name("rollback").map(ContextCall::Rollback),
+        Some("checkpoint") => {
+            name("checkpoint").map(|n| ContextCall::Apply(ContextOp::Checkpoint(n)))
+        }
+        Some("rollback") => name("rollback").map(|n| ContextCall::Apply(ContextOp::Rollback(n))),
         Some(op @ ("replace-top" | "replace_top")) => {
             let summary = rest.trim_start()[op.len()..].trim();
             if summary.is_empty() {
                 Err("usage: /context replace-top <summary text>".to_string())
             } else {
-                Ok(ContextCall::ReplaceTop(summary.to_string()))
+                Ok(ContextCall::Apply(ContextOp::ReplaceTop(
+                    summary.to_string(),
+                )))
             }
         }
-        Some("reset") if words.len() == 1 => Ok(ContextCall::Reset),
-        Some("summarize") if words.len() == 1 => Ok(ContextCall::Summarize),
+        Some("reset") if words.len() == 1 => Ok(ContextCall::Apply(ContextOp::Reset)),
+        Some("summarize") if words.len() == 1 => Ok(ContextCall::Apply(ContextOp::Summarize(None))),
         Some(op @ ("reset" | "summarize")) => Err(format!("{op} takes no arguments")),
         Some(other) => Err(format!("unknown operation {other}")),
     }
@@ -399,6 +575,7 @@ mod tests {
                 worktree: Some("fix/flaky".into()),
                 agent: Some("codex".into()),
                 task: Some("make the test pass".into()),
+                driver: DriverOptions::default(),
             })
         );
         assert_eq!(
@@ -407,6 +584,7 @@ mod tests {
                 worktree: Some("feat/auth".into()),
                 agent: None,
                 task: None,
+                driver: DriverOptions::default(),
             })
         );
         // After the task begins, dashes are part of it.
@@ -416,7 +594,37 @@ mod tests {
                 worktree: None,
                 agent: None,
                 task: Some("fix --verbose flag".into()),
+                driver: DriverOptions::default(),
             })
+        );
+    }
+
+    #[test]
+    fn new_takes_the_driver_options_of_cru_session_new() {
+        let Ok(SlashCommand::New { driver, task, .. }) = parse(
+            "/new --driver sandbox --network host --env API_KEY --env=OTHER --memory 512 \
+             --mount /data:ro --pids 64 fix it",
+        ) else {
+            panic!("not parsed");
+        };
+        assert_eq!(task.as_deref(), Some("fix it"));
+        let spec = driver.resolve().unwrap();
+        assert_eq!(spec.kind, DriverKind::Sandbox);
+        assert_eq!(spec.network, Network::Host);
+        assert_eq!(spec.env, ["API_KEY", "OTHER"]);
+        assert_eq!((spec.memory, spec.pids), (Some(512), Some(64)));
+        assert!(spec.mounts[0].read_only);
+        assert!(
+            parse("/new --driver vm")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown driver")
+        );
+        assert!(
+            parse("/new --memory lots")
+                .unwrap_err()
+                .to_string()
+                .contains("whole number")
         );
     }
 
@@ -445,16 +653,29 @@ mod tests {
             })
         };
         assert_eq!(ctx("/context"), Ok(ContextCall::Get));
-        assert_eq!(ctx("/context pop"), Ok(ContextCall::Pop(1)));
-        assert_eq!(ctx("/context pop 3"), Ok(ContextCall::Pop(3)));
+        assert_eq!(
+            ctx("/context pop"),
+            Ok(ContextCall::Apply(ContextOp::Pop(1)))
+        );
+        assert_eq!(
+            ctx("/context pop 3"),
+            Ok(ContextCall::Apply(ContextOp::Pop(3)))
+        );
         assert_eq!(
             ctx("/context rollback before-refactor"),
-            Ok(ContextCall::Rollback("before-refactor".into()))
+            Ok(ContextCall::Apply(ContextOp::Rollback(
+                "before-refactor".into()
+            )))
         );
-        assert_eq!(ctx("/context reset"), Ok(ContextCall::Reset));
+        assert_eq!(
+            ctx("/context reset"),
+            Ok(ContextCall::Apply(ContextOp::Reset))
+        );
         assert_eq!(
             ctx("/context replace-top  the tests pass now"),
-            Ok(ContextCall::ReplaceTop("the tests pass now".into()))
+            Ok(ContextCall::Apply(ContextOp::ReplaceTop(
+                "the tests pass now".into()
+            )))
         );
         assert!(parse("/context replace-top").is_err());
         assert!(parse("/context pop 0").is_err());
@@ -483,7 +704,11 @@ mod tests {
 
     #[test]
     fn tab_completes_a_unique_prefix_and_lists_ambiguous_ones() {
-        assert_eq!(complete("/ses").line.as_deref(), Some("/sessions "));
+        assert_eq!(complete("/inb").line.as_deref(), Some("/inbox "));
+        // `/session` (seed 000) and `/sessions`: the common prefix, then both.
+        let both = complete("/ses");
+        assert_eq!(both.line.as_deref(), Some("/session"));
+        assert_eq!(both.candidates, vec!["/sessions", "/session"]);
         let ambiguous = complete("/n");
         assert_eq!(ambiguous.line.as_deref(), Some("/ne"));
         assert_eq!(ambiguous.candidates, vec!["/next", "/new"]);
@@ -516,6 +741,7 @@ mod tests {
             let line = match spec.name {
                 "goto" => "/goto 1".to_string(),
                 "answer" => "/answer yes".to_string(),
+                "disable" | "enable" => format!("/{} ask-before-push", spec.name),
                 name => format!("/{name}"),
             };
             assert!(parse(&line).is_ok(), "{line}");

@@ -42,6 +42,10 @@ pub fn session(
         exit_code: None,
         context_summary: None,
         turn_count: 0,
+        driver: None,
+        limits: Vec::new(),
+        security: Default::default(),
+        skills: Vec::new(),
     }
 }
 

@@ -6,7 +6,9 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 
 use crate::context::ContextStack;
-use crate::protocol::{ContextResult, Event, InboxMessage, Session, SessionState, TranscriptEntry};
+use crate::protocol::{
+    AuditLog, ContextResult, Event, InboxMessage, Session, SessionState, TranscriptEntry,
+};
 
 use super::action::Action;
 use super::inbox::Inbox;
@@ -29,6 +31,11 @@ pub enum Overlay {
         scroll: u16,
     },
     Sessions,
+    /// A read-only page ([`Model::page`]: an audit log, the rules, the security state, the
+    /// context summary); `scroll` is the first row.
+    Page {
+        scroll: u16,
+    },
 }
 
 /// Which side panes are shown.
@@ -79,6 +86,8 @@ pub enum Activity {
     Waiting,
     Done,
     Stopped,
+    /// Idle long enough that its environment was torn down; a prompt brings it back.
+    Parked,
     Error,
     /// A self-registered session with a recent heartbeat.
     Active,
@@ -94,6 +103,7 @@ impl Activity {
             Activity::Waiting => "waiting",
             Activity::Done => "done",
             Activity::Stopped => "stopped",
+            Activity::Parked => "parked",
             Activity::Error => "error",
             Activity::Active => "active",
             Activity::Idle => "idle",
@@ -136,6 +146,8 @@ pub struct Model {
     pub(super) show_thoughts: bool,
     /// Context stacks read for the context pane, by session.
     pub(super) contexts: HashMap<String, ContextView>,
+    /// The page shown by [`Overlay::Page`]: its title and lines.
+    pub(super) page: Option<(String, Vec<String>)>,
 }
 
 /// A session's context stack as the context pane shows it.
@@ -171,7 +183,28 @@ impl Model {
             scroll_extent: Cell::new(ScrollExtent::default()),
             show_thoughts: false,
             contexts: HashMap::new(),
+            page: None,
         }
+    }
+
+    /// Shows a session's audit log (read for `/audit`).
+    pub fn show_audit(&mut self, log: AuditLog) {
+        let name = self
+            .sessions
+            .iter()
+            .find(|s| s.id == log.session_id)
+            .map_or(log.session_id.clone(), |s| s.display_name.clone());
+        let lines: Vec<String> = log.records.iter().map(|r| r.line()).collect();
+        self.show_page(format!("audit of {name}"), lines);
+    }
+
+    /// Shows a read-only page over the screen.
+    pub fn show_page(&mut self, title: String, mut lines: Vec<String>) {
+        if lines.is_empty() {
+            lines.push("nothing yet".into());
+        }
+        self.page = Some((title, lines));
+        self.overlay = Some(Overlay::Page { scroll: 0 });
     }
 
     /// Replaces sessions and inbox with a fresh read (on connect, reconnect, or after
@@ -373,6 +406,7 @@ impl Model {
             Some(SessionState::Waiting) => Activity::Waiting,
             Some(SessionState::Complete) => Activity::Done,
             Some(SessionState::Stopped) => Activity::Stopped,
+            Some(SessionState::Parked) => Activity::Parked,
             Some(SessionState::Error) => Activity::Error,
             None if self.is_waiting(&session.id) => Activity::Waiting,
             None if session.status == "active" => Activity::Active,

@@ -98,6 +98,10 @@ enum Outcome {
         result: Box<ContextResult>,
         announce: bool,
     },
+    Audit(crate::protocol::AuditLog),
+    /// A read-only page: its title and lines.
+    Page(String, Vec<String>),
+    Note(String),
     Failed(String),
 }
 
@@ -293,6 +297,9 @@ impl Runtime {
                 }
                 self.model.load_context(*result);
             }
+            Outcome::Audit(log) => self.model.show_audit(log),
+            Outcome::Page(title, lines) => self.model.show_page(title, lines),
+            Outcome::Note(text) => self.model.report(Flash::info(text)),
             Outcome::Failed(why) => self.model.report(Flash::error(why)),
         }
     }
@@ -308,17 +315,69 @@ impl Runtime {
                 Action::LoadContext { session_id } => {
                     self.context(&session_id, ContextCall::Get, false)
                 }
+                Action::LoadRules { session_id } => self.call::<m::RulesList>(
+                    crate::protocol::RulesParams { session_id },
+                    |reply| Some(Outcome::Page("rules".into(), rules_page(&reply))),
+                ),
+                Action::LoadSecurity { session_id } => self.call::<m::SessionSecurity>(
+                    crate::protocol::SessionIdParams { session_id },
+                    |reply| {
+                        Some(Outcome::Page(
+                            "security state".into(),
+                            security_page(&reply.security),
+                        ))
+                    },
+                ),
+                Action::Reset {
+                    session_id,
+                    keep_disabled,
+                } => self.call::<m::SessionReset>(
+                    crate::protocol::ResetParams {
+                        session_id,
+                        keep_disabled,
+                    },
+                    |created| {
+                        Some(Outcome::Created {
+                            session_id: created.session_id,
+                        })
+                    },
+                ),
+                Action::SetRule {
+                    session_id,
+                    rule,
+                    enabled,
+                } => self.call::<m::SessionRule>(
+                    crate::protocol::SessionRuleParams {
+                        session_id,
+                        rule: rule.clone(),
+                        enabled,
+                    },
+                    move |_| {
+                        Some(Outcome::Note(if enabled {
+                            format!("rule {rule} is on again for this session")
+                        } else {
+                            format!("rule {rule} is off for this session: what it guarded now goes unasked")
+                        }))
+                    },
+                ),
+                Action::LoadAudit { session_id } => self.call::<m::SessionAudit>(
+                    crate::protocol::SessionIdParams { session_id },
+                    |log| Some(Outcome::Audit(log)),
+                ),
                 Action::CreateSession {
                     worktree,
                     agent,
                     task,
+                    driver,
                 } => match self.agent_for(agent) {
                     Ok(agent) => self.call::<m::SessionCreate>(
                         CreateSessionParams {
                             agent,
                             worktree,
                             task,
-                            ..CreateSessionParams::default()
+                            driver,
+                            in_place: false,
+                            allow_read: Vec::new(),
                         },
                         |created| {
                             Some(Outcome::Created {
@@ -328,6 +387,19 @@ impl Runtime {
                     ),
                     Err(why) => self.model.report(Flash::error(why)),
                 },
+                Action::Cancel { session_id } => self.call::<m::SessionCancel>(
+                    crate::protocol::SessionIdParams { session_id },
+                    |_| Some(Outcome::Note("asked the agent to stop its turn".into())),
+                ),
+                Action::Stop { session_id } => self.call::<m::SessionStop>(
+                    crate::protocol::SessionIdParams { session_id },
+                    |reply| {
+                        Some(Outcome::Note(format!(
+                            "{} stopped; its worktree and transcript stay",
+                            reply.session.display_name
+                        )))
+                    },
+                ),
                 Action::Prompt { session_id, text } => {
                     self.call::<m::SessionPrompt>(PromptParams { session_id, text }, |_| None)
                 }
@@ -489,4 +561,59 @@ async fn next_note(link: &mut Option<Link>) -> Option<Notification> {
         Some(link) => link.notes.recv().await,
         None => std::future::pending().await,
     }
+}
+
+/// `/rules`: one line per rule.
+fn rules_page(reply: &crate::protocol::RulesReply) -> Vec<String> {
+    let mut lines: Vec<String> = reply
+        .problem
+        .iter()
+        .map(|p| format!("! {p} (the last good rules apply)"))
+        .collect();
+    for r in &reply.rules {
+        let state = if r.off {
+            "off (settings)".to_string()
+        } else if r.disabled {
+            "off (this session)".to_string()
+        } else if let Some(by) = &r.activated {
+            format!("active: {by}")
+        } else if r.needs_activation {
+            "waits for activation".to_string()
+        } else {
+            "on".to_string()
+        };
+        lines.push(format!("{:<30} {:<5} {state}", r.id, r.action));
+        lines.push(format!("    {}", r.description));
+    }
+    lines
+}
+
+/// `/session`: the security state.
+fn security_page(security: &crate::protocol::SecurityState) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut section = |title: &str, items: Vec<String>| {
+        lines.push(format!("{title}:"));
+        if items.is_empty() {
+            lines.push("    none".into());
+        }
+        lines.extend(items.into_iter().map(|i| format!("    {i}")));
+    };
+    section(
+        "activated rules",
+        security
+            .activated
+            .iter()
+            .map(|(rule, by)| format!("{rule} — by {by}"))
+            .collect(),
+    );
+    section("disabled rules", security.disabled.clone());
+    section(
+        "approved operations",
+        security.approved_operations.values().cloned().collect(),
+    );
+    section(
+        "approved credentials",
+        security.approved_credentials.clone(),
+    );
+    lines
 }

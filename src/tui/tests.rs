@@ -1,5 +1,6 @@
 //! Behaviour of the model: events, keys and commands.
 
+use crate::context::ContextOp;
 use crate::protocol::ContextCall;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -262,11 +263,11 @@ fn newline_keys_make_multi_line_input_and_up_then_moves_the_cursor() {
 #[test]
 fn tab_completes_commands_and_lists_choices() {
     let mut model = three_sessions();
-    for c in "/ses".chars() {
+    for c in "/inb".chars() {
         model.handle_key(key(KeyCode::Char(c)));
     }
     model.handle_key(key(KeyCode::Tab));
-    assert_eq!(model.input.text(), "/sessions ");
+    assert_eq!(model.input.text(), "/inbox ");
     model.input.set_text("/n");
     model.handle_key(key(KeyCode::Tab));
     assert_eq!(model.input.text(), "/ne", "extended to the common prefix");
@@ -384,7 +385,8 @@ fn new_asks_for_a_session_and_focuses_it_once_registered() {
         vec![Action::CreateSession {
             worktree: Some("feat/x".into()),
             agent: Some("codex".into()),
-            task: Some("write docs".into())
+            task: Some("write docs".into()),
+            driver: Default::default(),
         }]
     );
     let created = session(
@@ -452,7 +454,7 @@ fn context_commands_go_to_the_runtime_for_the_focused_session() {
         enter(&mut model, "/context pop 2"),
         vec![Action::Context {
             session_id: fixture::sessions()[0].id.clone(),
-            op: ContextCall::Pop(2)
+            op: ContextCall::Apply(ContextOp::Pop(2))
         }]
     );
 }
@@ -501,7 +503,7 @@ fn context_commands_become_actions_and_the_pane_follows_changes() {
         actions,
         vec![Action::Context {
             session_id: focused.clone(),
-            op: ContextCall::Pop(2)
+            op: ContextCall::Apply(ContextOp::Pop(2))
         }]
     );
     // The pane is shown now, so a change to the focused session's stack is read again…
@@ -526,4 +528,73 @@ fn context_commands_become_actions_and_the_pane_follows_changes() {
         ..update
     }));
     assert!(actions.is_empty(), "{actions:?}");
+}
+
+#[test]
+fn seed_000_commands_act_on_the_focused_session() {
+    let mut model = three_sessions();
+    let focused = model.focused_session().unwrap().id.clone();
+    assert_eq!(
+        enter(&mut model, "/disable ask-before-push"),
+        vec![Action::SetRule {
+            session_id: focused.clone(),
+            rule: "ask-before-push".into(),
+            enabled: false
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/enable ask-before-push"),
+        vec![Action::SetRule {
+            session_id: focused.clone(),
+            rule: "ask-before-push".into(),
+            enabled: true
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/rules"),
+        vec![Action::LoadRules {
+            session_id: Some(focused.clone())
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/session"),
+        vec![Action::LoadSecurity {
+            session_id: focused.clone()
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/cancel"),
+        vec![Action::Cancel {
+            session_id: focused.clone()
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/stop"),
+        vec![Action::Stop {
+            session_id: focused.clone()
+        }]
+    );
+    assert!(enter(&mut model, "/disable").is_empty());
+    assert!(
+        flash(&model).contains("needs one rule id"),
+        "{}",
+        flash(&model)
+    );
+    assert!(enter(&mut model, "/approve").is_empty());
+    assert!(
+        flash(&model).contains("nothing to answer"),
+        "{}",
+        flash(&model)
+    );
+    assert!(enter(&mut model, "/memory").is_empty());
+    assert_eq!(model.overlay, Some(Overlay::Page { scroll: 0 }));
+    assert!(model.page.as_ref().unwrap().0.starts_with("memory of "));
+    let index = model.sessions.iter().position(|s| s.id == focused).unwrap();
+    model.sessions[index].skills = vec!["/build — the build command".into()];
+    model.handle_key(key(KeyCode::Esc));
+    assert_eq!(model.overlay, None);
+    assert!(enter(&mut model, "/skills").is_empty());
+    let (title, lines) = model.page.clone().unwrap();
+    assert!(title.starts_with("skills of "), "{title}");
+    assert_eq!(lines, ["/build — the build command"]);
 }

@@ -20,8 +20,7 @@ use crate::protocol::ContextCall;
 const WHEEL_ROWS: i32 = 3;
 
 /// Words that make an option the one `approve` picks, or the one `deny` picks.
-const APPROVING: [&str; 5] = ["approve", "allow", "yes", "accept", "ok"];
-const DENYING: [&str; 5] = ["deny", "reject", "no", "decline", "cancel"];
+use crate::protocol::{APPROVING_WORDS as APPROVING, DENYING_WORDS as DENYING};
 
 /// How the human answers a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,10 +121,12 @@ impl Model {
                 worktree,
                 agent,
                 task,
+                driver,
             } => vec![Action::CreateSession {
                 worktree,
                 agent,
                 task,
+                driver,
             }],
             SlashCommand::Answer(text) => match self.answer_target() {
                 Some(id) => self.answer(&id, Choice::Text(text)),
@@ -142,6 +143,60 @@ impl Model {
                 }
                 None => self.refuse("no session focused"),
             },
+            SlashCommand::Audit => match self.focused.clone() {
+                Some(session_id) => vec![Action::LoadAudit { session_id }],
+                None => self.refuse("no session focused"),
+            },
+            SlashCommand::Rules => vec![Action::LoadRules {
+                session_id: self.focused.clone(),
+            }],
+            SlashCommand::Session => match self.focused.clone() {
+                Some(session_id) => vec![Action::LoadSecurity { session_id }],
+                None => self.refuse("no session focused"),
+            },
+            SlashCommand::Memory => match self.focused_session().cloned() {
+                Some(s) => {
+                    let lines = s
+                        .context_summary
+                        .map(|t| t.lines().map(str::to_string).collect())
+                        .unwrap_or_default();
+                    self.show_page(format!("memory of {}", s.display_name), lines);
+                    Vec::new()
+                }
+                None => self.refuse("no session focused"),
+            },
+            SlashCommand::Cancel => match self.focused.clone() {
+                Some(session_id) => vec![Action::Cancel { session_id }],
+                None => self.refuse("no session focused"),
+            },
+            SlashCommand::Stop => match self.focused.clone() {
+                Some(session_id) => vec![Action::Stop { session_id }],
+                None => self.refuse("no session focused"),
+            },
+            SlashCommand::Skills => match self.focused_session().cloned() {
+                Some(s) => {
+                    self.show_page(format!("skills of {}", s.display_name), s.skills);
+                    Vec::new()
+                }
+                None => self.refuse("no session focused"),
+            },
+            SlashCommand::Rule { rule, enabled } => match self.focused.clone() {
+                Some(session_id) => vec![Action::SetRule {
+                    session_id,
+                    rule,
+                    enabled,
+                }],
+                None => self.refuse("no session focused"),
+            },
+            SlashCommand::Reset { keep_disabled } => match self.focused.clone() {
+                Some(session_id) => vec![Action::Reset {
+                    session_id,
+                    keep_disabled,
+                }],
+                None => self.refuse("no session focused"),
+            },
+            SlashCommand::Approve => self.answer_approval(Choice::Approve),
+            SlashCommand::Deny => self.answer_approval(Choice::Deny),
             SlashCommand::Quit => vec![Action::Quit],
         }
     }
@@ -247,6 +302,18 @@ impl Model {
             (Overlay::Help { scroll }, KeyCode::Down | KeyCode::PageDown | KeyCode::Char('j')) => {
                 let step = if key.code == KeyCode::PageDown { 10 } else { 1 };
                 self.overlay = Some(Overlay::Help {
+                    scroll: scroll.saturating_add(step),
+                });
+            }
+            (Overlay::Page { scroll }, KeyCode::Up | KeyCode::PageUp | KeyCode::Char('k')) => {
+                let step = if key.code == KeyCode::PageUp { 10 } else { 1 };
+                self.overlay = Some(Overlay::Page {
+                    scroll: scroll.saturating_sub(step),
+                });
+            }
+            (Overlay::Page { scroll }, KeyCode::Down | KeyCode::PageDown | KeyCode::Char('j')) => {
+                let step = if key.code == KeyCode::PageDown { 10 } else { 1 };
+                self.overlay = Some(Overlay::Page {
                     scroll: scroll.saturating_add(step),
                 });
             }
@@ -403,6 +470,15 @@ impl Model {
     }
 
     /// The message an answer is for: the opened one, else the focused session's item.
+    /// `/approve`, `/deny`: the open approval here (opened in the inbox, or the focused
+    /// session's).
+    fn answer_approval(&mut self, choice: Choice) -> Vec<Action> {
+        match self.answer_target() {
+            Some(id) => self.answer(&id, choice),
+            None => self.refuse("nothing to answer: no open approval here"),
+        }
+    }
+
     fn answer_target(&self) -> Option<String> {
         self.inbox
             .opened()

@@ -6,7 +6,7 @@
 //! Operations are applied one at a time across the daemon, so the agent's feeding and a
 //! human's `context.*` call never interleave. A refused operation changes nothing.
 
-use crate::context::{Change, ContextStack, Message, StackError};
+use crate::context::{Change, ContextOp, ContextStack};
 use crate::protocol::{ContextUpdate, Event};
 use crate::store::StoredContext;
 
@@ -21,36 +21,6 @@ pub struct ContextState {
     pub fresh_start: bool,
     /// How many changes the session's history holds.
     pub history_len: u64,
-}
-
-/// One change to a stack.
-#[derive(Debug, Clone)]
-pub enum ContextOp {
-    Push(Message),
-    Pop(usize),
-    Checkpoint(String),
-    Rollback(String),
-    ReplaceTop(String),
-    Reset,
-    /// Collapse the stack into this summary.
-    Summarize(String),
-    /// The tool-error policy: replace the failed tool result on top by this error.
-    ToolError(String),
-}
-
-impl ContextOp {
-    fn apply(self, stack: &mut ContextStack) -> std::result::Result<Change, StackError> {
-        match self {
-            ContextOp::Push(message) => stack.push(message),
-            ContextOp::Pop(n) => stack.pop(n),
-            ContextOp::Checkpoint(name) => stack.checkpoint(&name),
-            ContextOp::Rollback(name) => stack.rollback(&name),
-            ContextOp::ReplaceTop(summary) => stack.replace_top(summary),
-            ContextOp::Reset => Ok(stack.reset()),
-            ContextOp::Summarize(summary) => stack.summarize(summary),
-            ContextOp::ToolError(error) => stack.recover_tool_error(error),
-        }
-    }
 }
 
 impl Workbench {
@@ -112,8 +82,9 @@ impl Workbench {
             )));
         };
         let mut next = current.clone();
-        let change = op
-            .apply(&mut next.stack)
+        let change = next
+            .stack
+            .apply(op)
             .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
         next.history_len += 1;
         next.fresh_start |= fresh_on_shrink && !change.removed.is_empty();
@@ -138,6 +109,30 @@ impl Workbench {
         Ok((next, change))
     }
 
+    /// Records that the agent lost its copy of the conversation: its next prompt opens a
+    /// fresh agent session seeded with the stack.
+    pub async fn mark_fresh_start(
+        &self,
+        session_id: &str,
+        system_prompt: impl FnOnce() -> String,
+    ) -> Result<()> {
+        self.context(session_id, system_prompt).await?;
+        let mut cache = self.contexts.lock().await;
+        let Some(current) = cache.get(session_id) else {
+            return Ok(());
+        };
+        if current.fresh_start {
+            return Ok(());
+        }
+        let mut next = current.clone();
+        next.fresh_start = true;
+        self.store
+            .save_context(session_id, &stored(&next)?, None)
+            .await?;
+        cache.insert(session_id.to_string(), next);
+        Ok(())
+    }
+
     /// Records that the agent now holds exactly the stack (a fresh session was opened).
     pub async fn clear_fresh_start(&self, session_id: &str) -> Result<()> {
         let mut cache = self.contexts.lock().await;
@@ -156,7 +151,6 @@ impl Workbench {
         Ok(())
     }
 
-    /// Forgets a deleted session's stack and history.
     /// Forgets a deleted session's stack (the store deletes it with the session).
     pub(super) async fn forget_context(&self, session_id: &str) {
         self.contexts.lock().await.remove(session_id);

@@ -117,16 +117,12 @@ impl Workbench {
             }
             response.to_string()
         } else {
-            accepted
-                .iter()
-                .find(|a| a.eq_ignore_ascii_case(response.trim()))
-                .cloned()
-                .ok_or_else(|| {
-                    WorkbenchError::Invalid(format!(
-                        "{response:?} is not one of the choices: {}",
-                        accepted.join(", ")
-                    ))
-                })?
+            message.answer_for(response).ok_or_else(|| {
+                WorkbenchError::Invalid(format!(
+                    "{response:?} is not one of the choices: {}",
+                    accepted.join(", ")
+                ))
+            })?
         };
         match self.store.respond(id, &response, false).await? {
             Some(updated) => {

@@ -28,7 +28,7 @@ use crate::protocol::{
 };
 use crate::store::{Store, StoreError};
 
-pub use context::{ContextOp, ContextState};
+pub use context::ContextState;
 pub use inbox::no_message;
 use inbox::send_writer;
 use registry::Registry;
@@ -184,7 +184,9 @@ impl Workbench {
     // ---- sessions ----
 
     /// Registers a session run by someone else, with a handle for its agent.
-    pub async fn register(&self, params: RegisterParams) -> Result<(Session, Handle)> {
+    /// Registers a session; live registered sessions of the same worktree and agent are
+    /// evicted (ended, their handles revoked) and returned.
+    pub async fn register(&self, params: RegisterParams) -> Result<(Session, Handle, Vec<String>)> {
         for (field, value) in [
             ("agent_type", &params.agent_type),
             ("agent_name", &params.agent_name),
@@ -193,6 +195,33 @@ impl Workbench {
                 return Err(WorkbenchError::Invalid(format!(
                     "{field} must not be empty"
                 )));
+            }
+        }
+        let stale: Vec<String> = self
+            .registry
+            .list()
+            .into_iter()
+            .filter(|s| {
+                !s.is_managed()
+                    && s.status != ENDED
+                    && s.worktree == params.worktree
+                    && s.agent_name == params.agent_name
+                    && s.agent_type == params.agent_type
+            })
+            .map(|s| s.id)
+            .collect();
+        let mut evicted = Vec::new();
+        for id in stale {
+            if self
+                .deregister(
+                    &id,
+                    "evicted: the same worktree and agent registered again",
+                    None,
+                )
+                .await
+                .is_ok()
+            {
+                evicted.push(id);
             }
         }
         let now = now_rfc3339();
@@ -217,12 +246,16 @@ impl Workbench {
             exit_code: None,
             context_summary: None,
             turn_count: 0,
+            driver: None,
+            limits: Vec::new(),
+            security: Default::default(),
+            skills: Vec::new(),
         };
         self.store.insert_session(&session).await?;
         self.registry.insert(session.clone());
         let handle = self.issue_handle(&session.id).await?;
         self.publish(Event::SessionRegistered(session.clone()));
-        Ok((session, handle))
+        Ok((session, handle, evicted))
     }
 
     pub fn session_count(&self) -> usize {

@@ -21,6 +21,8 @@
 //! | `permit <id> <title...>` | `session/request_permission` with options `allow` (allow once) and `reject` (reject once); `allow` says `granted: <title>`, any other option says `denied: <title>` and ends the turn, a cancelled outcome ends the turn as cancelled |
 //! | `write <path> <content>` | `fs/write_text_file` (`\n` in the content is a newline); says `wrote <path>` or `write failed: <path>: <error>` |
 //! | `read <path>`            | `fs/read_text_file`; says `read <path>: <content>` or `read failed: <path>: <error>` |
+//! | `skills <name…>`         | `available_commands_update` with these commands (description `the <name> command`) |
+//! | `run <program> <args…>`  | `terminal/create` (words split on spaces), `terminal/wait_for_exit`, `terminal/output`, `terminal/release`; says `ran <line>: exit <code>: <output>` or `run refused: <line>: <error>` |
 //! | `sleep <ms>`             | waits; a cancel ends the turn as cancelled |
 //! | `hang`                   | waits for `session/cancel`, then ends the turn as cancelled |
 //! | `log <text>`             | writes the text as a line to stderr |
@@ -52,13 +54,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse, MessageId,
-    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
-    PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse, ReadTextFileRequest,
+    AgentCapabilities, AvailableCommand, AvailableCommandsUpdate, CancelNotification, ContentBlock,
+    ContentChunk, CreateTerminalRequest, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, LoadSessionResponse, MessageId, NewSessionRequest, NewSessionResponse,
+    PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    PromptRequest, PromptResponse, ReadTextFileRequest, ReleaseTerminalRequest,
     RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionNotification,
-    SessionUpdate, StopReason, ToolCall, ToolCallId, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind, WriteTextFileRequest,
+    SessionUpdate, StopReason, TerminalOutputRequest, ToolCall, ToolCallId, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind, WaitForTerminalExitRequest,
+    WriteTextFileRequest,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error, Lines, UntypedMessage};
@@ -327,6 +331,8 @@ enum Command<'a> {
     Permit { id: &'a str, title: &'a str },
     Write { path: &'a str, content: String },
     Read { path: &'a str },
+    Run(&'a str),
+    Skills(&'a str),
     Sleep(Duration),
     Hang,
     Log(&'a str),
@@ -371,6 +377,8 @@ impl<'a> Command<'a> {
                 Self::Write { path, content }
             }
             "read" if !rest.is_empty() => Self::Read { path: rest },
+            "run" if !rest.is_empty() => Self::Run(rest),
+            "skills" => Self::Skills(rest),
             "sleep" => Self::Sleep(Duration::from_millis(rest.parse().ok()?)),
             "hang" if rest.is_empty() => Self::Hang,
             "log" => Self::Log(rest),
@@ -488,6 +496,39 @@ impl Turn {
                         self.say(format!("read failed: {path}: {}", describe(&error)))?;
                     }
                 }
+            }
+            Command::Skills(names) => {
+                let commands = names
+                    .split_whitespace()
+                    .map(|n| AvailableCommand::new(n, format!("the {n} command")))
+                    .collect();
+                self.update(SessionUpdate::AvailableCommandsUpdate(
+                    AvailableCommandsUpdate::new(commands),
+                ))?;
+            }
+            Command::Run(line) => {
+                let mut words = line.split_whitespace().map(str::to_string);
+                let program = words.next().unwrap_or_default();
+                let request = CreateTerminalRequest::new(self.session_id.clone(), program)
+                    .args(words.collect());
+                let id = match self.cx.send_request(request).block_task().await {
+                    Ok(created) => created.terminal_id,
+                    Err(error) => {
+                        self.say(format!("run refused: {line}: {}", describe(&error)))?;
+                        return Ok(Flow::Continue);
+                    }
+                };
+                let waited = WaitForTerminalExitRequest::new(self.session_id.clone(), id.clone());
+                let exit = self.cx.send_request(waited).block_task().await?;
+                let output = TerminalOutputRequest::new(self.session_id.clone(), id.clone());
+                let output = self.cx.send_request(output).block_task().await?;
+                let release = ReleaseTerminalRequest::new(self.session_id.clone(), id);
+                self.cx.send_request(release).block_task().await?;
+                let code = exit
+                    .exit_status
+                    .exit_code
+                    .map_or_else(|| "none".to_string(), |c| c.to_string());
+                self.say(format!("ran {line}: exit {code}: {}", output.output.trim()))?;
             }
             Command::Sleep(duration) => {
                 tokio::select! {

@@ -281,3 +281,46 @@ pub fn daemon_processes(kiln: &Path) -> Vec<u32> {
     }
     pids
 }
+
+/// Writes an executable script.
+pub fn write_script(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write the script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// `cru` with its own folder first on `PATH`, as agents' scripts call it by name.
+pub fn cru_on_path() -> Command {
+    let folder = Path::new(CRU).parent().expect("the binary's folder");
+    let path = std::env::var("PATH").unwrap_or_default();
+    let mut cru = Command::new(CRU);
+    cru.env("PATH", format!("{}:{path}", folder.display()))
+        .stderr(Stdio::null());
+    cru
+}
+
+/// Fails if any file under `dir` holds `value` (a secret that must not be kept).
+pub fn assert_in_no_file(dir: &Path, value: &str) {
+    fn files(dir: &Path) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => found.extend(files(&path)),
+                Ok(t) if t.is_file() => found.push(path),
+                _ => {}
+            }
+        }
+        found
+    }
+    for file in files(dir) {
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        assert!(
+            !bytes.windows(value.len()).any(|w| w == value.as_bytes()),
+            "the value is in {}",
+            file.display()
+        );
+    }
+}

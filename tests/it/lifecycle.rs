@@ -222,3 +222,53 @@ async fn a_database_from_a_newer_release_is_refused_not_guessed_at() {
         stderr(&out)
     );
 }
+
+#[tokio::test]
+async fn registering_the_same_worktree_and_agent_again_evicts_the_live_one() {
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let register = |worktree: &'static str| {
+        let client = &client;
+        async move {
+            client
+                .call_value(
+                    "session.register",
+                    json!({"agent_type": "acp", "agent_name": "claude", "worktree": worktree}),
+                )
+                .await
+                .expect("register")
+        }
+    };
+    let first = register("/src/a").await;
+    let other = register("/src/b").await;
+    assert_eq!(
+        other["evicted"],
+        json!([]),
+        "another worktree evicts nothing"
+    );
+    let second = register("/src/a").await;
+    assert_eq!(second["evicted"], json!([first["session_id"]]));
+    let old = client
+        .call_value("session.get", json!({"session_id": first["session_id"]}))
+        .await
+        .expect("the evicted session's record");
+    assert_eq!(old["session"]["status"], "ended");
+    assert!(
+        old["session"]["state_reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("evicted"),
+        "{old}"
+    );
+    let listed = client.call_value("session.list", json!({})).await.unwrap();
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert!(!ids.contains(&first["session_id"].as_str().unwrap()));
+    assert!(ids.contains(&second["session_id"].as_str().unwrap()));
+    assert!(ids.contains(&other["session_id"].as_str().unwrap()));
+}

@@ -58,12 +58,12 @@ fn text(result: &CallToolResult) -> String {
         .join("\n")
 }
 
-/// Asserts the three tools are listed; returns `ask`'s input schema.
+/// Asserts the four tools are listed; returns `ask`'s input schema.
 async fn assert_tools(mcp: &McpClient) -> Value {
     let tools = mcp.list_all_tools().await.expect("tools/list");
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["approve", "ask", "notify"]);
+    assert_eq!(names, ["approve", "ask", "notify", "secret"]);
     let ask = tools
         .iter()
         .find(|t| t.name == "ask")

@@ -202,3 +202,48 @@ fn embedded_runs_the_daemon_inside_cru_and_stops_it_on_quit() {
     term.wait_for("cru to exit", |_| term.exited());
     assert_eq!(tk.daemon_pid(), None, "no daemon is left behind");
 }
+
+#[test]
+fn reset_in_the_workbench_starts_a_fresh_session_and_keeps_the_old_one() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let term = open("reset", &tk, (120, 30));
+    term.wait_text("no sessions — /new creates one");
+    term.type_text("/new --agent scripted write .env A=1");
+    term.keys(&["Enter"]);
+    term.wait_for("session 1 done", |s| status_bar(s).contains("●done"));
+    let old = session_ids(&tk).remove(0);
+    // Give it some security state: a read of .env activates the exfil rule.
+    let out = tk.cru(&["session", "send", &old, "read .env"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    term.wait_text("read .env: A=1");
+    let before = stdout(&tk.cru(&["session", "security", &old]));
+    assert!(before.contains("no-exfil-after-sensitive"), "{before}");
+
+    term.type_text("/reset");
+    term.keys(&["Enter"]);
+    let screen = term.wait_for("the new session focused", |s| {
+        status_bar(s).contains("▸[2]")
+    });
+    let ids = session_ids(&tk);
+    assert_eq!(ids.len(), 2, "{screen}");
+    let new = ids.into_iter().find(|id| id != &old).unwrap();
+    let status = stdout(&tk.cru(&["session", "status", &old]));
+    assert!(
+        status.contains("stopped") && status.contains("reset"),
+        "{status}"
+    );
+    let logs = stdout(&tk.cru(&["session", "logs", &old]));
+    assert!(
+        logs.contains("wrote .env"),
+        "the old transcript is still readable: {logs}"
+    );
+    let security = stdout(&tk.cru(&["session", "security", &new]));
+    assert!(
+        security.contains("activated rules:      none")
+            && security.contains("approved operations:  none"),
+        "{security}"
+    );
+    term.keys(&["C-q"]);
+    term.wait_for("cru to exit", |_| term.exited());
+}

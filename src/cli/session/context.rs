@@ -6,7 +6,7 @@ use clap::Subcommand;
 use crate::cli::output;
 use crate::cli::output::outln;
 use crate::client::Client;
-use crate::context::{Entry, Message};
+use crate::context::{ContextOp, Entry, Message};
 use crate::protocol::methods::ContextCall;
 use crate::protocol::{ContextResult, Session};
 
@@ -41,12 +41,14 @@ pub(super) async fn run(
 ) -> anyhow::Result<()> {
     let call = match action.unwrap_or(ContextAction::Show) {
         ContextAction::Show => ContextCall::Get,
-        ContextAction::Pop { n } => ContextCall::Pop(n),
-        ContextAction::Checkpoint { name } => ContextCall::Checkpoint(name),
-        ContextAction::Rollback { name } => ContextCall::Rollback(name),
-        ContextAction::ReplaceTop { text } => ContextCall::ReplaceTop(text.join(" ")),
-        ContextAction::Reset => ContextCall::Reset,
-        ContextAction::Summarize => ContextCall::Summarize,
+        ContextAction::Pop { n } => ContextCall::Apply(ContextOp::Pop(n)),
+        ContextAction::Checkpoint { name } => ContextCall::Apply(ContextOp::Checkpoint(name)),
+        ContextAction::Rollback { name } => ContextCall::Apply(ContextOp::Rollback(name)),
+        ContextAction::ReplaceTop { text } => {
+            ContextCall::Apply(ContextOp::ReplaceTop(text.join(" ")))
+        }
+        ContextAction::Reset => ContextCall::Apply(ContextOp::Reset),
+        ContextAction::Summarize => ContextCall::Apply(ContextOp::Summarize(None)),
     };
     let result = client.context(&session.id, call).await?;
     if json {

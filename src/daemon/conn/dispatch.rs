@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{Conn, Door, Scope, subscribe};
+use crate::context::ContextOp;
 use crate::protocol::methods::{self as m, Access, Method};
 use crate::protocol::*;
 use crate::workbench::WorkbenchError;
@@ -182,11 +183,12 @@ async fn dispatch(
         }
         m::SessionRegister::NAME => {
             serve::<m::SessionRegister, _, _>(raw, |p| async move {
-                let (session, handle) = wb.register(p).await.map_err(app_error)?;
+                let (session, handle, evicted) = wb.register(p).await.map_err(app_error)?;
                 Ok(m::Registered {
                     session_id: session.id.clone(),
                     session,
                     handle: handle.expose().to_string(),
+                    evicted,
                 })
             })
             .await
@@ -279,6 +281,75 @@ async fn dispatch(
             })
             .await
         }
+        m::SessionExec::NAME => {
+            serve::<m::SessionExec, _, _>(raw, |p| async move {
+                sessions.exec(p).await.map_err(app_error)
+            })
+            .await
+        }
+        m::SessionAudit::NAME => {
+            serve::<m::SessionAudit, _, _>(raw, |p| async move {
+                sessions.audit_log(&p.session_id).map_err(app_error)
+            })
+            .await
+        }
+        m::SessionSecurity::NAME => {
+            serve::<m::SessionSecurity, _, _>(raw, |p| async move {
+                sessions.security(&p.session_id).map_err(app_error)
+            })
+            .await
+        }
+        m::SessionRule::NAME => {
+            serve::<m::SessionRule, _, _>(raw, |p| async move {
+                sessions
+                    .set_rule(&p.session_id, &p.rule, p.enabled)
+                    .await
+                    .map_err(app_error)
+            })
+            .await
+        }
+        m::SessionRefine::NAME => {
+            serve::<m::SessionRefine, _, _>(raw, |p| async move {
+                let session = sessions
+                    .refine(&p.session_id, p.allow_read, p.prompt)
+                    .await
+                    .map_err(app_error)?;
+                Ok(m::SessionReply { session })
+            })
+            .await
+        }
+        m::SessionReset::NAME => {
+            serve::<m::SessionReset, _, _>(raw, |p| async move {
+                let session = sessions
+                    .reset(&p.session_id, p.keep_disabled)
+                    .await
+                    .map_err(app_error)?;
+                Ok(m::Created {
+                    session_id: session.id.clone(),
+                    session,
+                })
+            })
+            .await
+        }
+        m::RulesList::NAME => {
+            serve::<m::RulesList, _, _>(raw, |p| async move {
+                sessions.rules(p.session_id.as_deref()).map_err(app_error)
+            })
+            .await
+        }
+        m::SecretGet::NAME => {
+            serve::<m::SecretGet, _, _>(raw, |p| async move {
+                let value = sessions
+                    .secret(&p.session_id, &p.name)
+                    .await
+                    .map_err(app_error)?;
+                Ok(SecretReply {
+                    name: p.name,
+                    value,
+                })
+            })
+            .await
+        }
         m::SessionTranscript::NAME => {
             serve::<m::SessionTranscript, _, _>(raw, |p| async move {
                 Ok(m::Entries {
@@ -296,7 +367,18 @@ async fn dispatch(
             }
             serve::<m::InboxSend, _, _>(raw, |p| async move {
                 own(scope, &p.session_id)?;
-                let message = wb.send(p).await.map_err(app_error)?;
+                // An approval an agent asks for itself (`cru approve`) is judged by the
+                // rules first: one that allows or denies it answers it at once.
+                let ruled = if p.msg_type == MsgType::ApprovalRequired {
+                    sessions.judge_approval(&p.session_id, &p.title).await
+                } else {
+                    None
+                };
+                let mut message = wb.send(p).await.map_err(app_error)?;
+                if let Some(allowed) = ruled {
+                    let answer = if allowed { "approve" } else { "deny" };
+                    message = wb.respond(&message.id, answer).await.map_err(app_error)?;
+                }
                 Ok(m::Sent {
                     id: message.id.clone(),
                     message,
@@ -411,35 +493,42 @@ async fn dispatch(
             context::<m::ContextGet>(conn, raw, |p| (p.session_id, ContextCall::Get)).await
         }
         m::ContextPop::NAME => {
-            context::<m::ContextPop>(conn, raw, |p| (p.session_id, ContextCall::Pop(p.n))).await
+            context::<m::ContextPop>(conn, raw, |p| (p.session_id, apply(ContextOp::Pop(p.n))))
+                .await
         }
         m::ContextCheckpoint::NAME => {
             context::<m::ContextCheckpoint>(conn, raw, |p| {
-                (p.session_id, ContextCall::Checkpoint(p.name))
+                (p.session_id, apply(ContextOp::Checkpoint(p.name)))
             })
             .await
         }
         m::ContextRollback::NAME => {
             context::<m::ContextRollback>(conn, raw, |p| {
-                (p.session_id, ContextCall::Rollback(p.name))
+                (p.session_id, apply(ContextOp::Rollback(p.name)))
             })
             .await
         }
         m::ContextReplaceTop::NAME => {
             context::<m::ContextReplaceTop>(conn, raw, |p| {
-                (p.session_id, ContextCall::ReplaceTop(p.summary))
+                (p.session_id, apply(ContextOp::ReplaceTop(p.summary)))
             })
             .await
         }
         m::ContextReset::NAME => {
-            context::<m::ContextReset>(conn, raw, |p| (p.session_id, ContextCall::Reset)).await
+            context::<m::ContextReset>(conn, raw, |p| (p.session_id, apply(ContextOp::Reset))).await
         }
         m::ContextSummarize::NAME => {
-            context::<m::ContextSummarize>(conn, raw, |p| (p.session_id, ContextCall::Summarize))
-                .await
+            context::<m::ContextSummarize>(conn, raw, |p| {
+                (p.session_id, apply(ContextOp::Summarize(p.summary)))
+            })
+            .await
         }
         other => Err(ErrorObject::method_not_found(other)),
     }
+}
+
+fn apply(op: ContextOp) -> ContextCall {
+    ContextCall::Apply(op)
 }
 
 /// A `context.*` method: its params say which session and which operation.

@@ -58,6 +58,9 @@ pub(in crate::sessions) enum Effect {
     RevokeHandles,
     /// The context stack no longer asks for a fresh agent session.
     ClearFreshStart,
+    /// The context stack asks for a fresh agent session (seeded with the stack): the
+    /// agent could not take back the one it had.
+    SeedFresh,
     /// Reads the session's open blocking messages; answered with [`Input::Open`].
     ReadOpen,
     /// Reads the answers of these messages; answered with [`Input::Closed`].

@@ -37,6 +37,8 @@ pub(in crate::sessions) enum Input {
         title: String,
         tool_call_id: String,
         options: Vec<PermissionChoice>,
+        /// Why crucible asks (a rule's reason), above the options.
+        reason: Option<String>,
     },
     File {
         op: &'static str,
@@ -63,6 +65,10 @@ pub(in crate::sessions) enum Input {
     Stop {
         shutdown: bool,
     },
+    /// Idle too long: tear the environment down, keep the session.
+    Park,
+    /// Crucible ends the session (a context miss), with the reason.
+    Terminate(String),
     /// A blocking inbox message of this session opened (a question the agent asked).
     Opened(String),
     /// One was answered or withdrawn.

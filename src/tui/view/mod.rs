@@ -64,6 +64,7 @@ pub fn render(frame: &mut Frame, model: &Model, theme: &Theme) {
     match model.overlay {
         Some(Overlay::Help { scroll }) => overlay::help(frame, area, model, theme, scroll),
         Some(Overlay::Sessions) => overlay::sessions(frame, area, model, theme),
+        Some(Overlay::Page { scroll }) => overlay::page(frame, area, model, theme, scroll),
         None => {}
     }
 }
@@ -211,7 +212,7 @@ fn activity_role(activity: Activity) -> Role {
         Activity::Starting | Activity::Working | Activity::Active => Role::SessionWorking,
         Activity::Waiting => Role::SessionWaiting,
         Activity::Done => Role::SessionDone,
-        Activity::Stopped | Activity::Idle => Role::SessionIdle,
+        Activity::Stopped | Activity::Parked | Activity::Idle => Role::SessionIdle,
         Activity::Error => Role::SessionError,
     }
 }

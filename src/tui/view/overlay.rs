@@ -109,6 +109,27 @@ pub fn help(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme, scroll:
     frame.render_widget(Paragraph::new(shown).block(block), rect);
 }
 
+/// A read-only page (`/audit`, `/rules`, `/session`, `/memory`), scrollable.
+pub fn page(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme, scroll: u16) {
+    let Some((name, lines)) = &model.page else {
+        return;
+    };
+    let width = area.width.saturating_sub(4).min(110);
+    let max = usize::from(width.saturating_sub(2));
+    let rect = centered(area, width, lines.len());
+    let title = format!(" {} · esc closes · ↑↓ scroll ", clip(name, 50));
+    let block = pane(title, true, theme);
+    let inner = block.inner(rect);
+    let top = usize::from(scroll).min(lines.len().saturating_sub(inner.height.into()));
+    let shown: Vec<Line> = lines
+        .iter()
+        .skip(top)
+        .map(|l| Line::styled(clip(l, max), theme.style(Role::Text)))
+        .collect();
+    frame.render_widget(Clear, rect);
+    frame.render_widget(Paragraph::new(shown).block(block), rect);
+}
+
 fn help_lines<'a>(model: &Model, theme: &Theme, max: usize) -> Vec<Line<'a>> {
     let heading = |text: &str| {
         Line::styled(
@@ -202,8 +223,8 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let summaries = model
         .sessions()
         .iter()
-        .filter(|s| s.context_summary.is_some())
-        .count();
+        .map(|s| usize::from(s.context_summary.is_some()) + usize::from(contained(s).is_some()))
+        .sum::<usize>();
     let rect = centered(area, 110, model.sessions().len().max(1) + 1 + summaries);
     let block = pane(" sessions · 1-9 focus · esc closes ", true, theme);
     let inner = block.inner(rect);
@@ -255,6 +276,13 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
             Span::styled(rest, dim(theme)),
             Span::styled(task, theme.style(Role::Text)),
         ]));
+        // Where a contained session runs, and the limits on it.
+        if let Some(driver) = contained(session) {
+            lines.push(Line::styled(
+                clip(&format!("        {driver}"), max),
+                dim(theme),
+            ));
+        }
         // The context summary (seed 001), on one line under its session.
         if let Some(summary) = &session.context_summary {
             let text = format!(
@@ -267,4 +295,17 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     }
     frame.render_widget(Clear, rect);
     frame.render_widget(Paragraph::new(lines).block(block), rect);
+}
+
+/// `sandbox (network none, …) · limits …` for a session not run as the user.
+fn contained(session: &crate::protocol::Session) -> Option<String> {
+    let driver = session.driver.as_ref()?;
+    if driver.kind == crate::protocol::DriverKind::Local {
+        return None;
+    }
+    let mut text = format!("driver {}", driver.summary());
+    if !session.limits.is_empty() {
+        text.push_str(&format!(" · limits: {}", session.limits.join("; ")));
+    }
+    Some(text)
 }

@@ -401,3 +401,68 @@ fn context_pane_shows_the_stack_top_first_with_checkpoints_and_the_last_change()
     assert!(text.contains("last: pop 1"), "{text}");
     assert_snapshot!(text);
 }
+
+#[test]
+fn audit_overlay_shows_the_focused_sessions_log_and_contained_sessions_their_driver() {
+    use crate::protocol::audit::{AuditEvent, AuditRecord};
+    use crate::protocol::{AuditLog, DriverKind, DriverSpec};
+    let mut model = fixture::model();
+    let focused = model.focused_session().unwrap().id.clone();
+    for c in "/audit".chars() {
+        press(&mut model, KeyCode::Char(c), KeyModifiers::NONE);
+    }
+    let actions = model.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert_eq!(
+        actions,
+        vec![Action::LoadAudit {
+            session_id: focused.clone()
+        }]
+    );
+    let record = |event| AuditRecord {
+        at: "2026-11-23T08:00:01.000Z".into(),
+        session_id: focused.clone(),
+        event,
+    };
+    model.show_audit(AuditLog {
+        session_id: focused.clone(),
+        records: vec![
+            record(AuditEvent::Start {
+                driver: "sandbox".into(),
+                mounts: vec![],
+                network: "none".into(),
+                limits: vec!["memory 128 MiB (cgroup v1)".into()],
+                env: vec!["API_KEY".into()],
+            }),
+            record(AuditEvent::FileWrite {
+                path: "/etc/passwd".into(),
+                allowed: false,
+                reason: Some("outside the worktree".into()),
+            }),
+        ],
+    });
+    let shown = screen(&model, 120, 30);
+    assert!(
+        shown.contains("08:00:01 start: driver sandbox; network none; memory 128 MiB"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("file write: /etc/passwd (refused: outside the worktree)"),
+        "{shown}"
+    );
+    assert!(shown.contains("env API_KEY"), "{shown}");
+
+    // The sessions overlay says where a contained session runs.
+    let mut model = fixture::model();
+    model.sessions[0].driver = Some(DriverSpec {
+        kind: DriverKind::Sandbox,
+        memory: Some(128),
+        ..Default::default()
+    });
+    model.sessions[0].limits = vec!["memory 128 MiB (cgroup v1)".into()];
+    model.overlay = Some(crate::tui::model::Overlay::Sessions);
+    let shown = screen(&model, 120, 30);
+    assert!(
+        shown.contains("driver sandbox (network none, memory 128 MiB)"),
+        "{shown}"
+    );
+}

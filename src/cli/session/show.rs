@@ -1,0 +1,181 @@
+//! `cru session status` and `cru session logs`: one session in detail, and its
+//! transcript (followed live with `-f`).
+
+use super::*;
+
+pub(super) fn print_status(kiln: &Kiln, s: &Session) {
+    outln!("{}", s.display_name);
+    let mut pairs = vec![("id", s.id.clone()), ("state", state_of(s))];
+    if let Some(reason) = &s.state_reason {
+        pairs.push(("reason", reason.clone()));
+    }
+    pairs.push(("agent", format!("{} ({})", s.agent_name, s.agent_type)));
+    if s.is_managed() {
+        let driver = s.driver.clone().unwrap_or_default();
+        pairs.push(("driver", driver.summary()));
+        if !s.limits.is_empty() {
+            pairs.push(("limits", s.limits.join("; ")));
+        } else if driver.kind != crate::protocol::DriverKind::Local {
+            pairs.push(("limits", "none".into()));
+        }
+    }
+    pairs.push((
+        "worktree",
+        s.worktree
+            .clone()
+            .unwrap_or_else(|| "the kiln itself".into()),
+    ));
+    if let Some(branch) = &s.branch {
+        pairs.push(("branch", branch.clone()));
+    }
+    if let Some(task) = &s.task {
+        pairs.push(("task", task.clone()));
+    }
+    pairs.push((
+        "created",
+        format!("{} ({} ago)", s.started_at, output::age(&s.started_at)),
+    ));
+    if let Some(updated) = &s.updated_at {
+        pairs.push((
+            "updated",
+            format!("{updated} ({} ago)", output::age(updated)),
+        ));
+    }
+    if let Some(pid) = s.agent_pid {
+        pairs.push(("agent pid", pid.to_string()));
+    }
+    if let Some(ended) = &s.ended_at {
+        let code = s
+            .exit_code
+            .map_or_else(|| "no exit code".to_string(), |c| format!("exit code {c}"));
+        pairs.push(("ended", format!("{ended} ({code})")));
+    }
+    if !s.security.is_empty() {
+        let sec = &s.security;
+        let mut parts = Vec::new();
+        if !sec.activated.is_empty() {
+            let rules: Vec<&str> = sec.activated.keys().map(String::as_str).collect();
+            parts.push(format!("activated {}", rules.join(", ")));
+        }
+        if !sec.disabled.is_empty() {
+            parts.push(format!("disabled {}", sec.disabled.join(", ")));
+        }
+        if !sec.approved_operations.is_empty() {
+            parts.push(format!(
+                "{} approved operation(s)",
+                sec.approved_operations.len()
+            ));
+        }
+        if !sec.approved_credentials.is_empty() {
+            parts.push(format!(
+                "credentials {}",
+                sec.approved_credentials.join(", ")
+            ));
+        }
+        pairs.push(("security", parts.join("; ")));
+    }
+    if s.is_managed() {
+        pairs.push(("turns", s.turn_count.to_string()));
+        if let Some(summary) = &s.context_summary {
+            pairs.push(("context", summary.replace('\n', "\n  ")));
+        }
+        let log = crate::markdown::MarkdownLog::path_for(&kiln.sessions_dir(), &s.id);
+        pairs.push(("log", log.display().to_string()));
+    }
+    output::print_pairs(&pairs);
+}
+
+/// Prints the transcript; with `follow`, keeps printing streamed text and new entries
+/// until the agent ends.
+pub(super) async fn logs(
+    client: &Client,
+    session: &Session,
+    follow: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    // Subscribe before reading, so nothing falls between the two.
+    let mut notes = if follow {
+        Some(
+            client
+                .subscribe(Some(vec![Topic::Transcript, Topic::Session]))
+                .await?,
+        )
+    } else {
+        None
+    };
+    let mut last = 0;
+    loop {
+        let page = client
+            .call::<m::SessionTranscript>(&TranscriptParams {
+                session_id: session.id.clone(),
+                after: Some(last),
+                limit: Some(1000),
+            })
+            .await?;
+        let Some(end) = page.entries.last().map(|e| e.seq) else {
+            break;
+        };
+        for entry in &page.entries {
+            print_entry(entry, json)?;
+        }
+        last = end;
+    }
+    let Some(notes) = notes.as_mut() else {
+        return Ok(());
+    };
+    if !session
+        .state
+        .is_some_and(|s| s.is_busy() || s == SessionState::Complete)
+    {
+        return Ok(());
+    }
+    let mut out = std::io::stdout();
+    // Text streamed since the last entry; its stored entry is then not printed again.
+    let mut streamed = false;
+    while let Some(note) = notes.recv().await {
+        match Event::from_notification(&note.method, note.params) {
+            Some(Event::Output(chunk)) if chunk.session_id == session.id && !json => {
+                write!(out, "{}", chunk.text)?;
+                out.flush()?;
+                streamed = true;
+            }
+            Some(Event::Transcript(entry)) if entry.session_id == session.id => {
+                if entry.seq <= last {
+                    continue;
+                }
+                last = entry.seq;
+                let text = matches!(entry.kind, EntryKind::Message | EntryKind::Thought);
+                if text && streamed && !json {
+                    writeln!(out)?;
+                } else {
+                    print_entry(&entry, json)?;
+                }
+                streamed = false;
+            }
+            Some(Event::SessionUpdated(s))
+                if s.id == session.id
+                    && matches!(s.state, Some(SessionState::Stopped | SessionState::Error))
+                    && s.agent_pid.is_none() =>
+            {
+                break;
+            }
+            Some(Event::SessionDeregistered { session_id, .. }) if session_id == session.id => {
+                break;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn print_entry(entry: &TranscriptEntry, json: bool) -> anyhow::Result<()> {
+    if json {
+        outln!(
+            "{}",
+            serde_json::to_string(entry).context("cannot print an entry")?
+        );
+    } else {
+        out!("{}", render(entry));
+    }
+    Ok(())
+}

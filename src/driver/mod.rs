@@ -1,0 +1,373 @@
+//! Drivers (seed 004): where a session's agent runs and how it is reached. A driver
+//! provisions the session's environment, starts programs in it (the agent, with its
+//! stdio; a debugging command for `cru session exec`), says which limits are in force,
+//! and tears it down. ACP file requests are served by the daemon on the session's files,
+//! which every driver here shows the agent at the same path.
+
+pub mod limits;
+pub mod podman;
+pub mod sandbox;
+pub mod ssh;
+
+use std::path::{Path, PathBuf};
+
+use tokio::process::Command;
+
+use crate::kiln::Kiln;
+use crate::protocol::{DriverKind, DriverSpec, env};
+
+pub use limits::Limits;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DriverError {
+    /// The driver cannot run on this machine (a missing tool, a refusing kernel).
+    #[error("{0}")]
+    Unavailable(String),
+    /// This session's environment could not be made.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// The variables a sandboxed program keeps from the daemon's environment.
+const KEPT: &[&str] = &["PATH", "TERM", "LANG", "LC_ALL", "TZ"];
+
+/// What the driver needs to know of the session.
+pub struct Setup<'a> {
+    pub kiln: &'a Kiln,
+    pub session_id: &'a str,
+    /// The session's folder (its worktree, or the kiln for an in-place session).
+    pub cwd: &'a Path,
+    /// The agent's program, as configured (found on `PATH` unless a path).
+    pub program: Option<&'a str>,
+}
+
+/// A session's environment, made by its driver. Dropping it releases what it holds on
+/// the host (its cgroups); the session's files stay.
+pub struct Environment {
+    spec: DriverSpec,
+    inner: Inner,
+    limits: Limits,
+}
+
+enum Inner {
+    Local,
+    Sandbox(sandbox::Layout),
+    Ssh(ssh::Remote),
+    Podman(podman::Container),
+}
+
+impl Environment {
+    /// The host as it is: what `local` sessions have always had.
+    pub fn local() -> Environment {
+        Environment {
+            spec: DriverSpec::default(),
+            inner: Inner::Local,
+            limits: Limits::default(),
+        }
+    }
+
+    /// Makes the environment `spec` describes for the session.
+    pub async fn provision(
+        spec: &DriverSpec,
+        setup: Setup<'_>,
+    ) -> Result<Environment, DriverError> {
+        match spec.kind {
+            DriverKind::Local => Ok(Environment::local()),
+            DriverKind::Sandbox => {
+                tokio::task::spawn_blocking(sandbox::check)
+                    .await
+                    .map_err(|e| DriverError::Setup(e.to_string()))??;
+                let layout = sandbox_layout(setup).await?;
+                // Checked now, so a bad mount fails `session new`, not the first start.
+                sandbox::arguments(spec, &layout)?;
+                let limits = Limits::apply(spec, &cgroup_name(&layout.cwd));
+                Ok(Environment {
+                    spec: spec.clone(),
+                    inner: Inner::Sandbox(layout),
+                    limits,
+                })
+            }
+            DriverKind::Ssh => {
+                let (Some(host), Some(repo)) = (&spec.host, &spec.remote_path) else {
+                    return Err(DriverError::Setup(
+                        "the ssh driver needs --host USER@HOST and --remote-path (the repository's clone there)".into(),
+                    ));
+                };
+                let remote = ssh::Remote::new(
+                    host,
+                    repo,
+                    setup.session_id,
+                    &setup.kiln.state_dir(),
+                    &setup.kiln.agent_socket_path(),
+                );
+                remote.provision(setup.cwd).await?;
+                Ok(Environment {
+                    spec: spec.clone(),
+                    inner: Inner::Ssh(remote),
+                    limits: Limits::default(),
+                })
+            }
+            DriverKind::Podman => {
+                tokio::task::spawn_blocking(podman::check)
+                    .await
+                    .map_err(|e| DriverError::Setup(e.to_string()))??;
+                let cwd = std::fs::canonicalize(setup.cwd).map_err(|e| {
+                    DriverError::Setup(format!("cannot use {}: {e}", setup.cwd.display()))
+                })?;
+                let git_dir = crate::git::common_dir(&cwd)
+                    .await
+                    .filter(|g| !g.starts_with(&cwd));
+                let container = podman::Container {
+                    session_id: setup.session_id.to_string(),
+                    cwd,
+                    git_dir,
+                    socket: setup.kiln.agent_socket_path(),
+                    cru: std::env::current_exe().ok(),
+                };
+                container.arguments(spec, &spec.env)?;
+                Ok(Environment {
+                    spec: spec.clone(),
+                    inner: Inner::Podman(container),
+                    limits: Limits::default(),
+                })
+            }
+        }
+    }
+
+    pub fn spec(&self) -> &DriverSpec {
+        &self.spec
+    }
+
+    /// The limits in force, one line each.
+    pub fn limits(&self) -> Vec<String> {
+        match &self.inner {
+            Inner::Podman(_) => podman::Container::limits(&self.spec),
+            _ => self.limits.described().to_vec(),
+        }
+    }
+
+    /// Crucible's variables as a program inside sees them: the kiln's own paths mean
+    /// nothing in a sandbox or on another machine, and the agent socket has its place
+    /// there.
+    pub fn agent_vars(&self, vars: &[(String, String)]) -> Vec<(String, String)> {
+        let socket = match &self.inner {
+            Inner::Local => return vars.to_vec(),
+            Inner::Sandbox(_) => sandbox::SOCKET_INSIDE.to_string(),
+            Inner::Ssh(remote) => remote.socket.clone(),
+            Inner::Podman(_) => podman::SOCKET_INSIDE.to_string(),
+        };
+        vars.iter()
+            .filter(|(name, _)| name != env::KILN)
+            .map(|(name, value)| match name.as_str() {
+                env::SOCKET => (name.clone(), socket.clone()),
+                _ => (name.clone(), value.clone()),
+            })
+            .collect()
+    }
+
+    /// The variables named in the spec, with their values from the daemon's environment.
+    fn passed(&self) -> Vec<(String, String)> {
+        self.spec
+            .env
+            .iter()
+            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
+            .collect()
+    }
+
+    /// The `cru` program as a program inside reaches it.
+    pub fn cru_program(&self) -> Option<PathBuf> {
+        match &self.inner {
+            Inner::Local => std::env::current_exe().ok(),
+            Inner::Sandbox(_) => Some(PathBuf::from(format!("{}/cru", sandbox::BIN_INSIDE))),
+            // Installed there like the agent itself.
+            Inner::Ssh(_) => Some(PathBuf::from("cru")),
+            Inner::Podman(_) => Some(PathBuf::from(podman::CRU_INSIDE)),
+        }
+    }
+
+    /// The session's folder as the agent sees it.
+    pub fn agent_cwd(&self, cwd: &Path) -> PathBuf {
+        match &self.inner {
+            Inner::Ssh(remote) => PathBuf::from(&remote.worktree),
+            Inner::Podman(_) => PathBuf::from(podman::WORKSPACE),
+            _ => cwd.to_path_buf(),
+        }
+    }
+
+    /// The machine the agent's files are on, when it is not this one.
+    pub fn remote(&self) -> Option<&ssh::Remote> {
+        match &self.inner {
+            Inner::Ssh(remote) => Some(remote),
+            _ => None,
+        }
+    }
+
+    /// What a program started by [`Environment::command`] must read on its stdin before
+    /// anything else: the variables, where they cannot travel any other way unseen.
+    pub fn preamble(&self, vars: &[(String, String)]) -> Option<Vec<u8>> {
+        match &self.inner {
+            Inner::Ssh(_) => {
+                let mut all = self.passed();
+                all.extend(self.agent_vars(vars));
+                Some(ssh::Remote::preamble(&all))
+            }
+            _ => None,
+        }
+    }
+
+    /// What an exit code of the started program means, when the driver knows better
+    /// than the code.
+    pub fn explain_exit(&self, code: Option<i32>) -> Option<String> {
+        self.remote().and_then(|r| r.explain(code))
+    }
+
+    /// Releases what the environment holds open (the ssh connection).
+    pub async fn close(&self) {
+        match &self.inner {
+            Inner::Ssh(remote) => remote.close().await,
+            Inner::Podman(container) => container.remove().await,
+            _ => {}
+        }
+    }
+
+    /// `program args` in the environment, in `cwd`, with `vars` (crucible's and the
+    /// profile's) on top of what the driver passes through; stdio is the caller's to set.
+    pub fn command(
+        &self,
+        program: &Path,
+        args: &[String],
+        vars: &[(String, String)],
+        cwd: &Path,
+    ) -> Result<Command, DriverError> {
+        match &self.inner {
+            Inner::Ssh(remote) => {
+                let mut command = remote.command(program, args, &remote.worktree, true);
+                // Not a secret: how a restarted daemon knows the ssh client its
+                // predecessor left.
+                command.envs(
+                    vars.iter()
+                        .filter(|(name, _)| name == env::SESSION)
+                        .cloned(),
+                );
+                Ok(command)
+            }
+            Inner::Podman(container) => {
+                let vars = self.agent_vars(vars);
+                let mut names = self.spec.env.clone();
+                names.extend(vars.iter().map(|(name, _)| name.clone()));
+                let mut command = Command::new("podman");
+                command
+                    .args(container.arguments(&self.spec, &names)?)
+                    .arg(program)
+                    .args(args)
+                    // podman reads the values of `--env NAME` from its own environment.
+                    .envs(vars);
+                Ok(command)
+            }
+            Inner::Local => {
+                let mut command = Command::new(program);
+                command
+                    .args(args)
+                    .envs(vars.iter().cloned())
+                    .current_dir(cwd);
+                Ok(command)
+            }
+            Inner::Sandbox(layout) => {
+                // Inside, a bare name would be looked up on a PATH of other folders.
+                let resolved = match program.to_str() {
+                    Some(name) if !name.contains('/') => resolve_program(name),
+                    _ => None,
+                };
+                let program = resolved.as_deref().unwrap_or(program);
+                let mut bwrap_args = sandbox::arguments(&self.spec, layout)?;
+                if cwd != layout.cwd {
+                    let at = bwrap_args.len().saturating_sub(1);
+                    bwrap_args[at] = cwd.to_string_lossy().into_owned();
+                }
+                let mut command = Command::new("bwrap");
+                command.args(bwrap_args).arg("--").arg(program).args(args);
+                command.env_clear();
+                for name in KEPT {
+                    if let Some(value) = std::env::var_os(name) {
+                        command.env(name, value);
+                    }
+                }
+                let path =
+                    std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+                command.env("PATH", format!("{}:{path}", sandbox::BIN_INSIDE));
+                command.env("HOME", &layout.home_inside);
+                command.envs(self.passed());
+                command.envs(self.agent_vars(vars));
+                let pre_exec = self.limits.pre_exec();
+                // SAFETY: the closure only makes async-signal-safe calls (write,
+                // setrlimit, sched_*affinity) on values prepared before the fork.
+                unsafe {
+                    command.pre_exec(pre_exec);
+                }
+                Ok(command)
+            }
+        }
+    }
+}
+
+/// One name per environment for its cgroups.
+fn cgroup_name(cwd: &Path) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in cwd.as_os_str().as_encoded_bytes() {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("crucible-{}-{hash:016x}", std::process::id())
+}
+
+async fn sandbox_layout(setup: Setup<'_>) -> Result<sandbox::Layout, DriverError> {
+    let state_dir = setup.kiln.state_dir();
+    let home = state_dir
+        .join("sandboxes")
+        .join(setup.session_id)
+        .join("home");
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&home)
+            .map_err(|e| DriverError::Setup(format!("cannot make {}: {e}", home.display())))?;
+    }
+    let home_inside = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute() && h != Path::new("/"))
+        .unwrap_or_else(|| PathBuf::from("/home/agent"));
+    let cwd = std::fs::canonicalize(setup.cwd)
+        .map_err(|e| DriverError::Setup(format!("cannot use {}: {e}", setup.cwd.display())))?;
+    let git_dir = crate::git::common_dir(&cwd).await;
+    let programs = setup
+        .program
+        .and_then(resolve_program)
+        .map(|p| sandbox::install_folders(&p))
+        .unwrap_or_default();
+    Ok(sandbox::Layout {
+        cwd,
+        git_dir,
+        state_dir: std::fs::canonicalize(&state_dir).unwrap_or(state_dir),
+        home,
+        home_inside,
+        programs,
+        cru: std::env::current_exe().ok(),
+        socket: setup.kiln.agent_socket_path(),
+    })
+}
+
+/// The program's real path: as given when it holds a `/`, else the first match on
+/// `PATH`.
+pub fn resolve_program(program: &str) -> Option<PathBuf> {
+    let found = if program.contains('/') {
+        Some(PathBuf::from(program))
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(program))
+                .find(|candidate| candidate.is_file())
+        })
+    };
+    found.and_then(|p| std::fs::canonicalize(p).ok())
+}

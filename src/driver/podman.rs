@@ -1,0 +1,209 @@
+//! The `podman` driver: the agent runs in a container (`podman run -i`) of the image
+//! named, with the session's worktree at `/workspace` and the repository's git folder at
+//! its own path (hooks and config read-only), the user's mounts, no network unless
+//! asked, the limits, and the agent socket and `cru` so the agent can reach its inbox.
+//! Variables are passed by name (`-e NAME`): podman takes the value from its own
+//! environment, so no value is on its command line. Containers carry the label
+//! `crucible.session=<id>`; stop and delete remove them.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+use super::DriverError;
+use crate::protocol::{DriverSpec, Network};
+
+pub const WORKSPACE: &str = "/workspace";
+pub const SOCKET_INSIDE: &str = "/run/crucible/agent.sock";
+pub const BIN_INSIDE: &str = "/run/crucible/bin";
+pub const CRU_INSIDE: &str = "/run/crucible/bin/cru";
+const LABEL: &str = "crucible.session";
+
+#[derive(Debug, Clone)]
+pub struct Container {
+    pub session_id: String,
+    /// The session's folder on the host, `/workspace` inside.
+    pub cwd: PathBuf,
+    pub git_dir: Option<PathBuf>,
+    pub socket: PathBuf,
+    pub cru: Option<PathBuf>,
+}
+
+impl Container {
+    /// `podman run`'s arguments up to and including the image; the program follows.
+    pub fn arguments(
+        &self,
+        spec: &DriverSpec,
+        names: &[String],
+    ) -> Result<Vec<String>, DriverError> {
+        let image = spec
+            .image
+            .clone()
+            .ok_or_else(|| DriverError::Setup("the podman driver needs --image IMAGE".into()))?;
+        let mut a: Vec<String> = ["run", "--rm", "-i", "--init"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.push(format!("--label={LABEL}={}", self.session_id));
+        a.push(format!(
+            "--network={}",
+            if spec.network == Network::Host {
+                "host"
+            } else {
+                "none"
+            }
+        ));
+        a.push(format!("--volume={}:{WORKSPACE}", self.cwd.display()));
+        if let Some(git) = &self.git_dir {
+            a.push(format!("--volume={0}:{0}", git.display()));
+            for part in ["hooks", "config"] {
+                let path = git.join(part);
+                if path.exists() {
+                    a.push(format!("--volume={0}:{0}:ro", path.display()));
+                }
+            }
+        }
+        for mount in &spec.mounts {
+            let source = std::fs::canonicalize(&mount.source)
+                .map_err(|e| DriverError::Setup(format!("cannot mount {}: {e}", mount.source)))?;
+            let target = mount
+                .target
+                .clone()
+                .unwrap_or_else(|| source.display().to_string());
+            let ro = if mount.read_only { ":ro" } else { "" };
+            a.push(format!("--volume={}:{target}{ro}", source.display()));
+        }
+        a.push(format!(
+            "--volume={}:{SOCKET_INSIDE}",
+            self.socket.display()
+        ));
+        if let Some(cru) = &self.cru {
+            a.push(format!("--volume={}:{CRU_INSIDE}:ro", cru.display()));
+        }
+        a.push(format!("--workdir={WORKSPACE}"));
+        // `cru` is on the PATH (not a secret: a value on the command line is fine here).
+        a.push(format!(
+            "--env=PATH={BIN_INSIDE}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        ));
+        if let Some(mb) = spec.memory {
+            a.push(format!("--memory={mb}m"));
+        }
+        if let Some(n) = spec.cpus {
+            a.push(format!("--cpus={n}"));
+        }
+        if let Some(n) = spec.pids {
+            a.push(format!("--pids-limit={n}"));
+        }
+        for name in names {
+            a.push(format!("--env={name}"));
+        }
+        if image.starts_with('/') {
+            // A folder as the container's root: for machines without a registry.
+            a.push("--rootfs".into());
+        }
+        a.push(image);
+        Ok(a)
+    }
+
+    /// The limits podman puts in force, as asked.
+    pub fn limits(spec: &DriverSpec) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(mb) = spec.memory {
+            out.push(format!("memory {mb} MiB (podman --memory)"));
+        }
+        if let Some(n) = spec.cpus {
+            out.push(format!("cpus {n} (podman --cpus)"));
+        }
+        if let Some(n) = spec.pids {
+            out.push(format!("pids {n} (podman --pids-limit)"));
+        }
+        out
+    }
+
+    /// Removes every container of the session.
+    pub async fn remove(&self) {
+        let listed = Command::new("podman")
+            .args(["ps", "-aq", "--filter"])
+            .arg(format!("label={LABEL}={}", self.session_id))
+            .stdin(Stdio::null())
+            .output()
+            .await;
+        let Ok(listed) = listed else { return };
+        for id in String::from_utf8_lossy(&listed.stdout).split_whitespace() {
+            let _ = Command::new("podman")
+                .args(["rm", "-f", "-t", "2", id])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .await;
+        }
+    }
+}
+
+/// Checks that podman is installed; the error names the package.
+pub fn check() -> Result<(), DriverError> {
+    match std::process::Command::new("podman")
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(DriverError::Unavailable(format!(
+            "podman --version failed ({s})"
+        ))),
+        Err(_) => Err(DriverError::Unavailable(
+            "the podman driver needs podman, which is not installed: install the `podman` package"
+                .into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{DriverKind, Mount};
+
+    #[test]
+    fn the_run_line_holds_the_spec_and_no_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let container = Container {
+            session_id: "S1".into(),
+            cwd: "/k/.crucible/worktrees/s1".into(),
+            git_dir: Some("/k/.git".into()),
+            socket: "/k/.crucible/agent.sock".into(),
+            cru: Some("/usr/bin/cru".into()),
+        };
+        let spec = DriverSpec {
+            kind: DriverKind::Podman,
+            image: Some("docker.io/library/node:22".into()),
+            memory: Some(2048),
+            cpus: Some(2),
+            pids: Some(256),
+            env: vec!["API_KEY".into()],
+            mounts: vec![Mount {
+                source: dir.path().display().to_string(),
+                target: Some("/cache".into()),
+                read_only: true,
+            }],
+            ..Default::default()
+        };
+        let args = container.arguments(&spec, &spec.env).unwrap();
+        let has = |s: &str| args.iter().any(|a| a == s);
+        assert!(has("--network=none"));
+        assert!(has("--volume=/k/.crucible/worktrees/s1:/workspace"));
+        assert!(has("--volume=/k/.git:/k/.git"));
+        assert!(has("--memory=2048m") && has("--cpus=2") && has("--pids-limit=256"));
+        assert!(
+            has("--env=API_KEY"),
+            "by name: podman reads the value itself"
+        );
+        assert!(has("--label=crucible.session=S1"));
+        assert_eq!(args.last().unwrap(), "docker.io/library/node:22");
+        assert!(args.iter().any(|a| a.ends_with(":/cache:ro")));
+        assert!(!args.iter().any(|a| a.contains("daemon.sock")));
+    }
+}

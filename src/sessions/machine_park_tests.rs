@@ -1,0 +1,86 @@
+//! The machine's parking rows: an idle sandbox, ssh or podman session's environment is
+//! torn down, and the next prompt makes it again (see `machine_tests.rs` for the runner).
+
+use super::*;
+
+/// An idle sandbox, ssh or podman session is parked (its environment torn down) and
+/// made again by the next prompt.
+pub(super) fn parking() -> Vec<Case> {
+    use SessionState::*;
+    let parked = wording::PARKED;
+    let unparked = wording::UNPARKED;
+    let parked_machine = |first: &str| machine(AgentKind::Acp, Some(Parked), Some(first));
+    vec![
+        case(
+            "idle too long: the agent is stopped to park",
+            idle(),
+            Input::Park,
+            vec![Effect::StopAgent],
+        )
+        .ends("idle"),
+        case(
+            "a turn running is never parked",
+            working("go"),
+            Input::Park,
+            vec![],
+        )
+        .ends("turn"),
+        case(
+            "a question open is never parked",
+            plus(idle(), [Input::Opened("q1".into())]),
+            Input::Park,
+            vec![],
+        )
+        .ends("idle"),
+        case(
+            "the parked agent's exit: parked, and nothing for the inbox",
+            plus(idle(), [Input::Park]),
+            exited(),
+            vec![
+                Effect::RevokeHandles,
+                withdraw_open(parked),
+                gone(),
+                set(Parked, parked),
+                Effect::Finish,
+            ],
+        )
+        .ends("ended"),
+        case(
+            "made again: starting, saying so",
+            vec![],
+            Input::Start,
+            vec![
+                Effect::Record(Change::AgentPid(PID)),
+                set(Starting, wording::UNPARKING),
+                Effect::OpenContext,
+                Effect::ReadOpen,
+            ],
+        )
+        .on(parked_machine("go on"))
+        .ends("starting"),
+        case(
+            "made again and its session reloaded: the waiting prompt runs, no notice",
+            started(),
+            ready(true),
+            cat([
+                vec![acp_recorded(), set(Complete, unparked)],
+                starts("go on"),
+                vec![settle(Working)],
+            ]),
+        )
+        .on(parked_machine("go on"))
+        .ends("turn"),
+        case(
+            "made again but the agent could not reload: a fresh session seeded with the stack",
+            started(),
+            ready(false),
+            cat([
+                vec![acp_recorded(), Effect::SeedFresh, set(Complete, unparked)],
+                starts("go on"),
+                vec![settle(Working)],
+            ]),
+        )
+        .on(parked_machine("go on"))
+        .ends("turn"),
+    ]
+}

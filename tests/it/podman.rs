@@ -1,0 +1,165 @@
+//! The `podman` driver end to end, where `podman run` works. On these build machines
+//! the registry is unreachable and crun refuses cgroups in hybrid mode, so the test
+//! uses a root folder made here (`--image /path` is `podman run --rootfs`) with the
+//! host's `/usr` mounted read-only, and a podman configuration (`CONTAINERS_CONF`)
+//! with runc and open-file/process limits the machine lets it set. Where even that
+//! cannot run, it prints why and stops.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crucible::protocol::{MsgType, Session};
+
+use crate::common::*;
+use crate::sessions::{agent_kiln, wait_message};
+
+const AGENT: &str = env!("CARGO_BIN_EXE_cru-scripted-agent");
+
+/// A root folder whose `/usr` (and the usual links into it) the host lends.
+fn rootfs(dir: &Path) -> PathBuf {
+    let root = dir.join("rootfs");
+    for sub in [
+        "usr",
+        "tmp",
+        "etc",
+        "proc",
+        "dev",
+        "sys",
+        "run",
+        "workspace",
+    ] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+    }
+    for (link, target) in [
+        ("bin", "usr/bin"),
+        ("lib", "usr/lib"),
+        ("lib64", "usr/lib64"),
+        ("sbin", "usr/sbin"),
+    ] {
+        if Path::new("/").join(link).is_symlink() || Path::new("/").join(target).exists() {
+            std::os::unix::fs::symlink(target, root.join(link)).unwrap();
+        }
+    }
+    root
+}
+
+/// `CONTAINERS_CONF` for this machine: runc, and limits podman may set here.
+fn containers_conf(dir: &Path) -> PathBuf {
+    let path = dir.join("containers.conf");
+    std::fs::write(
+        &path,
+        "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\n[engine]\nruntime = \"runc\"\n",
+    )
+    .unwrap();
+    path
+}
+
+/// Why containers cannot run here, if they cannot.
+fn unavailable(conf: &Path, root: &Path) -> Option<String> {
+    let out = Command::new("podman")
+        .env("CONTAINERS_CONF", conf)
+        .args([
+            "run",
+            "--rm",
+            "--network=none",
+            "--volume=/usr:/usr:ro",
+            "--rootfs",
+        ])
+        .arg(root)
+        .arg("true")
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Err(e) => Some(format!("podman is not installed ({e})")),
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(format!(
+            "`podman run` fails on this machine: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
+}
+
+#[tokio::test]
+async fn a_podman_session_runs_the_scripted_agent_in_a_container() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let root = rootfs(&base);
+    let conf = containers_conf(&base);
+    if let Some(why) = unavailable(&conf, &root) {
+        eprintln!("NOT RUN: {why}");
+        return;
+    }
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let mut cru = Command::new(CRU);
+    cru.env("CONTAINERS_CONF", &conf).stderr(Stdio::null());
+    let _daemon = tk.run_daemon(cru).await;
+    let client = tk.client().await;
+    let agent_dir = PathBuf::from(AGENT).parent().unwrap().display().to_string();
+    let task = "permit p1 Write box.txt\nwrite box.txt from the container\nsay done";
+    let agent_mount = format!("{agent_dir}:{agent_dir}:ro");
+    let out = tk.cru(&[
+        "session",
+        "new",
+        "--agent",
+        "scripted",
+        "--driver",
+        "podman",
+        "--image",
+        root.to_str().unwrap(),
+        "--mount",
+        "/usr:/usr:ro",
+        "--mount",
+        &agent_mount,
+        "--memory",
+        "512",
+        "--pids",
+        "256",
+        "--task",
+        task,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: Session = serde_json::from_str(&stdout(&out)).unwrap();
+    let approval = wait_message(&client, &s.id, MsgType::ApprovalRequired).await;
+    let out = tk.cru(&["inbox", "respond", &approval.id, "allow"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let done = wait_message(&client, &s.id, MsgType::TaskComplete).await;
+    assert!(
+        done.body.as_deref().unwrap_or("").contains("done"),
+        "{done:?}"
+    );
+    let worktree = PathBuf::from(s.worktree.clone().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("box.txt")).unwrap(),
+        "from the container",
+        "the agent wrote /workspace/box.txt; the host has it in the worktree"
+    );
+    let running = Command::new("podman")
+        .env("CONTAINERS_CONF", &conf)
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=crucible.session={}", s.id),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !running.stdout.is_empty(),
+        "the agent runs in a labelled container"
+    );
+    let out = tk.cru(&["session", "delete", &s.id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let left = Command::new("podman")
+        .env("CONTAINERS_CONF", &conf)
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=crucible.session={}", s.id),
+        ])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "delete removes the container");
+}

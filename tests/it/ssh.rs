@@ -1,0 +1,254 @@
+//! The `ssh` driver against a real OpenSSH server started on 127.0.0.1 with a key made
+//! here (`.ci/run` installs openssh-server). The "remote" is this machine reached over
+//! ssh: a clone of the kiln stands for the repository there.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crucible::protocol::{MsgType, Session, SessionState};
+
+use crate::common::*;
+use crate::sessions::{agent_kiln, git, said, wait_message, wait_state};
+
+const SSHD: &str = "/usr/sbin/sshd";
+
+/// An sshd on a free loopback port, and the client config that reaches it as
+/// `crucible-remote`.
+struct Sshd {
+    _dir: tempfile::TempDir,
+    dir: PathBuf,
+    child: Child,
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        for pid in children(self.child.id()) {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let after = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+        if after.split_whitespace().nth(1) == Some(&pid.to_string()) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+fn keygen(path: &Path) {
+    let ok = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+impl Sshd {
+    fn start() -> Option<Sshd> {
+        if !Path::new(SSHD).exists() {
+            eprintln!("NOT RUN: no {SSHD} (install openssh-server)");
+            return None;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().canonicalize().unwrap();
+        keygen(&dir.join("host_key"));
+        keygen(&dir.join("user_key"));
+        std::fs::copy(dir.join("user_key.pub"), dir.join("authorized_keys")).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+        std::fs::write(
+            dir.join("sshd_config"),
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
+                 AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
+                 StrictModes no\nPidFile none\nAllowStreamLocalForwarding yes\n\
+                 StreamLocalBindUnlink yes\nLogLevel ERROR\n",
+                d = dir.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("ssh_config"),
+            format!(
+                "Host crucible-remote\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n\
+                 IdentityFile {d}/user_key\n  IdentitiesOnly yes\n\
+                 StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n",
+                d = dir.display()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all("/run/sshd").ok();
+        let child = Command::new(SSHD)
+            .args(["-D", "-e", "-f"])
+            .arg(dir.join("sshd_config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let sshd = Sshd {
+            _dir: tmp,
+            dir,
+            child,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let ok = Command::new("ssh")
+                .args(["-F"])
+                .arg(sshd.config())
+                .args(["-o", "BatchMode=yes", "crucible-remote", "true"])
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return Some(sshd);
+            }
+            if Instant::now() > deadline {
+                eprintln!("NOT RUN: the test sshd did not accept a login on 127.0.0.1:{port}");
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.join("ssh_config")
+    }
+
+    /// Ends every connection it serves (the listener stays).
+    fn cut_connections(&self) {
+        for pid in children(self.child.id()) {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_ssh_session_runs_its_agent_over_there_and_a_cut_connection_is_an_error() {
+    let Some(sshd) = Sshd::start() else { return };
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let remote = sshd.dir.join("remote-clone");
+    git(
+        tk.root(),
+        &[
+            "clone",
+            "-q",
+            tk.root().to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
+    let mut cru = Command::new(CRU);
+    cru.env("CRU_SSH", format!("ssh -F {}", sshd.config().display()))
+        .stderr(Stdio::null());
+    let mut daemon = tk.run_daemon(cru).await;
+    let client = tk.client().await;
+
+    let task = "say hello from over there\npermit p1 Write remote.txt\nwrite remote.txt written through ssh\nsay done";
+    let out = tk.cru(&[
+        "session",
+        "new",
+        "--agent",
+        "loader",
+        "--driver",
+        "ssh",
+        "--host",
+        "crucible-remote",
+        "--remote-path",
+        remote.to_str().unwrap(),
+        "--task",
+        task,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: Session = serde_json::from_str(&stdout(&out)).unwrap();
+    let approval = wait_message(&client, &s.id, MsgType::ApprovalRequired).await;
+    let out = tk.cru(&["inbox", "respond", &approval.id, "allow"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let done = wait_message(&client, &s.id, MsgType::TaskComplete).await;
+    assert!(
+        done.body.as_deref().unwrap_or("").contains("done"),
+        "{done:?}"
+    );
+    assert!(said(&client, &s.id).await.contains("hello from over there"));
+
+    // The worktree is under the remote path, on the session's branch, and the write
+    // went there (not to the local worktree).
+    let there = remote.join(".crucible/worktrees").join(&s.id);
+    assert!(there.is_dir(), "no worktree at {}", there.display());
+    let branch = s.branch.clone().unwrap();
+    assert_eq!(git(&there, &["branch", "--show-current"]), branch);
+    assert_eq!(
+        std::fs::read_to_string(there.join("remote.txt")).unwrap(),
+        "written through ssh"
+    );
+    let local = PathBuf::from(s.worktree.clone().unwrap());
+    assert!(!local.join("remote.txt").exists());
+    let status = stdout(&tk.cru(&["session", "status", &s.id]));
+    assert!(status.contains("ssh (host crucible-remote"), "{status}");
+
+    // A daemon killed and started again resumes it over a new connection.
+    let before = wait_state(&client, &s.id, SessionState::Complete).await;
+    let old_ssh = before.agent_pid.expect("the ssh client's pid");
+    daemon.kill9();
+    daemon.wait_exit(Duration::from_secs(10)).await;
+    drop(client);
+    let mut cru = Command::new(CRU);
+    cru.env("CRU_SSH", format!("ssh -F {}", sshd.config().display()))
+        .stderr(Stdio::null());
+    let _daemon = tk.run_daemon(cru).await;
+    let client = tk.client().await;
+    let resumed = crate::sessions::wait_session(&client, &s.id, "resumed", |s| {
+        s.state == Some(SessionState::Complete) && s.agent_pid.is_some_and(|p| p != old_ssh)
+    })
+    .await;
+    assert!(
+        resumed
+            .state_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("resumed"),
+        "{resumed:?}"
+    );
+    assert_eq!(
+        resumed.driver.as_ref().map(|d| d.kind.as_str()),
+        Some("ssh"),
+        "the driver is kept across restarts: a resumed agent never runs elsewhere"
+    );
+    wait_until(
+        "the old ssh client to be gone",
+        Duration::from_secs(10),
+        || !crucible::sys::pid_alive(old_ssh),
+    )
+    .await;
+
+    // Cutting the connection ends the session in error, saying why.
+    sshd.cut_connections();
+    let failed = wait_state(&client, &s.id, SessionState::Error).await;
+    let reason = failed.state_reason.unwrap_or_default();
+    assert!(
+        reason.contains("ssh connection to crucible-remote was lost"),
+        "{reason}"
+    );
+}
