@@ -1,5 +1,5 @@
 //! The few OS calls crucible makes directly: advisory file locks, process liveness, uid,
-//! descriptor limits and free disk space.
+//! descriptor limits, free disk space and finding programs on `PATH`.
 
 use std::fs::File;
 use std::io;
@@ -172,4 +172,17 @@ pub fn user_umask(command: &mut tokio::process::Command) -> &mut tokio::process:
         }
     }
     command
+}
+
+/// The first executable file named `program` in the directories of `PATH`.
+pub fn on_path(program: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|path| is_executable(path))
+}
+
+/// Whether `path` is a file someone may execute.
+pub fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

@@ -243,16 +243,9 @@ async fn next_line(
 fn find_program(command: &str, cwd: &Path) -> Option<PathBuf> {
     if command.contains('/') {
         let path = cwd.join(command);
-        return is_executable(&path).then_some(path);
+        return crate::sys::is_executable(&path).then_some(path);
     }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(command))
-        .find(|path| is_executable(path))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    crate::sys::on_path(command)
 }
 
 #[cfg(test)]

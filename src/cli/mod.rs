@@ -1,6 +1,7 @@
 //! The command line: `cru` and its subcommands. Each subcommand lives in its own file.
 
 mod agent;
+mod agents;
 mod daemon;
 mod inbox;
 mod mcp;
@@ -56,6 +57,9 @@ pub enum Command {
     /// The rules that judge what agents do: list them, switch one off or on for a
     /// session.
     Rules(rules::RulesArgs),
+    /// The agents crucible can start: built-in and configured profiles, whether each
+    /// is installed, and (`--check`) whether it answers.
+    Agents(agents::AgentsArgs),
 }
 
 /// Parses the command line, runs it, and turns errors into a message and exit code.
@@ -113,6 +117,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Rules(args)) => {
             crate::logging::to_stderr();
             runtime.block_on(rules::run(kiln, args))
+        }
+        Some(Command::Agents(args)) => {
+            crate::logging::to_stderr();
+            runtime.block_on(agents::run(kiln, args))
         }
         Some(Command::Mcp) => {
             // Stdout carries MCP frames only.

@@ -5,6 +5,8 @@
 
 mod audit;
 mod context;
+mod control;
+mod land;
 mod new;
 mod show;
 
@@ -156,7 +158,66 @@ enum SessionAction {
         #[arg(long)]
         json: bool,
     },
-    /// Delete every complete or stopped session.
+    /// Start the session's agent again, resuming its own session where the agent can.
+    Restart { session: String },
+    /// Name the session (lists and the workbench show it; commands accept it).
+    Rename { session: String, name: String },
+    /// A new session on a new branch from this session's HEAD, its context stack copied.
+    Fork {
+        session: String,
+        /// The new branch (default: `<branch>-fork`).
+        #[arg(long, short)]
+        worktree: Option<String>,
+        /// A first prompt for the new session.
+        #[arg(long)]
+        task: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The session's changes against the point its branch left its base branch,
+    /// committed and uncommitted.
+    Diff {
+        session: String,
+        /// Files and counts only.
+        #[arg(long)]
+        stat: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Commit everything in the session's worktree.
+    Commit {
+        session: String,
+        /// The message (default: the session's task).
+        #[arg(long, short)]
+        message: Option<String>,
+    },
+    /// Merge the session's branch into its base branch, checked out in the kiln;
+    /// refused, naming the files, when it would conflict.
+    Merge {
+        session: String,
+        /// One commit on the base branch instead of a merge commit.
+        #[arg(long, conflicts_with = "rebase")]
+        squash: bool,
+        /// Rebase the branch onto the base branch, then fast-forward.
+        #[arg(long)]
+        rebase: bool,
+        #[arg(long, short)]
+        message: Option<String>,
+    },
+    /// Push the session's branch and open a pull request with gh.
+    Pr {
+        session: String,
+        #[arg(long)]
+        title: Option<String>,
+        #[arg(long)]
+        body: Option<String>,
+    },
+    /// Sessions whose branches change the same files (and lines): the conflict radar.
+    Conflicts {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete every complete, cancelled or stopped session.
     Prune {
         #[command(flatten)]
         remove: RemoveArgs,
@@ -269,6 +330,60 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 })
                 .await?;
             outln!("asked {} to stop its turn", s.display_name);
+        }
+        SessionAction::Diff {
+            session,
+            stat,
+            json,
+        } => {
+            let s = resolve(&client, &session).await?;
+            land::diff(&client, &s, stat, json).await?;
+        }
+        SessionAction::Commit { session, message } => {
+            let s = resolve(&client, &session).await?;
+            land::commit(&client, &s, message).await?;
+        }
+        SessionAction::Merge {
+            session,
+            squash,
+            rebase,
+            message,
+        } => {
+            let s = resolve(&client, &session).await?;
+            let strategy = if squash {
+                crate::protocol::MergeStrategy::Squash
+            } else if rebase {
+                crate::protocol::MergeStrategy::Rebase
+            } else {
+                crate::protocol::MergeStrategy::Merge
+            };
+            land::merge(&client, &s, strategy, message).await?;
+        }
+        SessionAction::Pr {
+            session,
+            title,
+            body,
+        } => {
+            let s = resolve(&client, &session).await?;
+            land::pr(&client, &s, title, body).await?;
+        }
+        SessionAction::Conflicts { json } => land::conflicts(&client, json).await?,
+        SessionAction::Restart { session } => {
+            let s = resolve(&client, &session).await?;
+            control::restart(&client, &s).await?;
+        }
+        SessionAction::Rename { session, name } => {
+            let s = resolve(&client, &session).await?;
+            control::rename(&client, &s, name).await?;
+        }
+        SessionAction::Fork {
+            session,
+            worktree,
+            task,
+            json,
+        } => {
+            let s = resolve(&client, &session).await?;
+            control::fork(&client, &s, worktree, task, json).await?;
         }
         SessionAction::Stop { session } => {
             let s = resolve(&client, &session).await?;
@@ -435,7 +550,7 @@ fn removed(d: &DeleteOutcome) -> &'static str {
     }
 }
 
-async fn list(client: &Client) -> anyhow::Result<Vec<Session>> {
+pub(super) async fn list(client: &Client) -> anyhow::Result<Vec<Session>> {
     Ok(client
         .call::<m::SessionList>(&m::NoParams {})
         .await?

@@ -363,11 +363,7 @@ pub fn resolve_program(program: &str) -> Option<PathBuf> {
     let found = if program.contains('/') {
         Some(PathBuf::from(program))
     } else {
-        std::env::var_os("PATH").and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join(program))
-                .find(|candidate| candidate.is_file())
-        })
+        crate::sys::on_path(program)
     };
     found.and_then(|p| std::fs::canonicalize(p).ok())
 }

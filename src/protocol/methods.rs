@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::params::*;
+use super::review::*;
 use super::types::*;
 use crate::context::ContextOp;
 
@@ -109,6 +110,18 @@ methods! {
         RefineParams => SessionReply;
     SessionReset = "session.reset", Owner, Apart, ["session_id", "keep_disabled"],
         ResetParams => Created;
+    SessionRestart = "session.restart", Owner, Apart, ["session_id"], SessionIdParams => SessionReply;
+    SessionRename = "session.rename", Owner, InOrder, ["session_id", "name"],
+        RenameParams => SessionReply;
+    SessionFork = "session.fork", Owner, Apart, ["session_id", "worktree", "task"],
+        ForkParams => Created;
+    SessionDiff = "session.diff", Owner, Apart, ["session_id", "context"], DiffParams => DiffReply;
+    SessionCommit = "session.commit", Owner, Apart, ["session_id", "message"],
+        CommitParams => CommitReply;
+    SessionMerge = "session.merge", Owner, Apart, ["session_id", "strategy", "message"],
+        MergeParams => MergeReply;
+    SessionPr = "session.pr", Owner, Apart, ["session_id", "title", "body"], PrParams => PrReply;
+    SessionConflicts = "session.conflicts", Owner, InOrder, [], NoParams => ConflictReport;
     RulesList = "rules.list", Owner, InOrder, ["session_id"], RulesParams => RulesReply;
     SecretGet = "secret.get", Session, Apart, ["session_id", "name"], SecretParams => SecretReply;
     SessionTranscript = "session.transcript", Owner, InOrder, ["session_id", "after", "limit"],

@@ -2,19 +2,23 @@
 //! No I/O here; see `PROTOCOL.md` at the repository root for the whole contract.
 
 pub mod audit;
+pub mod diff;
 pub mod driver;
 pub mod env;
 pub mod handle;
 pub mod jsonrpc;
 pub mod methods;
 pub mod params;
+pub mod review;
 pub mod types;
 
+pub use diff::*;
 pub use driver::{DriverKind, DriverOptions, DriverSpec, Mount, Network};
 pub use handle::Handle;
 pub use jsonrpc::{ErrorObject, Id, Notification, Request, Response, code};
 pub use methods::ContextCall;
 pub use params::*;
+pub use review::*;
 pub use types::*;
 
 /// Bumped whenever a method or a type changes incompatibly. Clients and daemon must agree.
@@ -111,6 +115,7 @@ mod param_tests {
             methods::Unsubscribe::NAME,
             methods::DaemonStatusOf::NAME,
             methods::DaemonShutdown::NAME,
+            methods::SessionConflicts::NAME,
         ];
         for name in methods::TABLE.iter().map(|row| row.name) {
             assert_eq!(

@@ -158,7 +158,7 @@ pub struct PromptResult {
     pub queued: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoveOptions {
     /// Also remove the worktree crucible created.
     #[serde(default)]
@@ -202,6 +202,26 @@ pub struct ResetParams {
     /// Keep the rules switched off for the old session switched off for the new one.
     #[serde(default)]
     pub keep_disabled: bool,
+}
+
+/// `session.rename`: a session's name as lists and the status bar show it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RenameParams {
+    pub session_id: String,
+    pub name: String,
+}
+
+/// `session.fork`: a new session on a new branch from this session's HEAD, with its
+/// context stack copied.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ForkParams {
+    pub session_id: String,
+    /// The new branch; `<branch>-fork` (then `-fork-2`…) when absent.
+    #[serde(default)]
+    pub worktree: Option<String>,
+    /// A first prompt for the new session.
+    #[serde(default)]
+    pub task: Option<String>,
 }
 
 /// `session.security` and `session.rule`: a session's security state.

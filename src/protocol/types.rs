@@ -126,6 +126,10 @@ pub struct Session {
     /// The agent's own commands (ACP `available_commands_update`): `name — description`.
     #[serde(default)]
     pub skills: Vec<String>,
+    /// The kiln's branch this session's branch was made from: what `session.diff`
+    /// compares against and `session.merge` merges into.
+    #[serde(default)]
+    pub base_branch: Option<String>,
 }
 
 /// A session's security state (seed 000): rules its operations activated, rules
@@ -214,6 +218,8 @@ pub enum SessionState {
     Waiting,
     /// The last turn ended; the agent waits for a prompt.
     Complete,
+    /// The last turn was cancelled; the agent waits for a prompt.
+    Cancelled,
     /// The agent has ended; the worktree and transcript are kept.
     Stopped,
     /// Idle too long: its environment (sandbox, ssh connection, container) was torn
@@ -232,6 +238,7 @@ impl SessionState {
             SessionState::Working => "working",
             SessionState::Waiting => "waiting",
             SessionState::Complete => "complete",
+            SessionState::Cancelled => "cancelled",
             SessionState::Stopped => "stopped",
             SessionState::Parked => "parked",
             SessionState::Error => "error",
@@ -247,6 +254,12 @@ impl SessionState {
                 | SessionState::Working
                 | SessionState::Waiting
         )
+    }
+
+    /// Whether the agent runs and waits for a prompt (the last turn ended or was
+    /// cancelled).
+    pub fn is_resting(self) -> bool {
+        matches!(self, SessionState::Complete | SessionState::Cancelled)
     }
 }
 
@@ -408,6 +421,9 @@ pub enum Event {
     /// A session's context stack changed (an entry pushed, or an operation).
     #[serde(rename = "session.context")]
     Context(ContextUpdate),
+    /// The conflict radar changed (after a turn ended, or a session went).
+    #[serde(rename = "session.conflicts")]
+    Conflicts(super::review::ConflictReport),
 }
 
 impl Event {
@@ -422,6 +438,7 @@ impl Event {
             Event::Transcript(_) => "session.transcript",
             Event::Output(_) => "session.output",
             Event::Context(_) => "session.context",
+            Event::Conflicts(_) => "session.conflicts",
         }
     }
 
@@ -443,7 +460,8 @@ impl Event {
             Event::SessionRegistered(_)
             | Event::SessionUpdated(_)
             | Event::SessionDeregistered { .. }
-            | Event::Context(_) => Topic::Session,
+            | Event::Context(_)
+            | Event::Conflicts(_) => Topic::Session,
             Event::Transcript(_) | Event::Output(_) => Topic::Transcript,
             Event::InboxCreated(_) | Event::InboxUpdated(_) | Event::InboxDeleted { .. } => {
                 Topic::Inbox

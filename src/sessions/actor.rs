@@ -388,7 +388,7 @@ impl Actor {
         match effect {
             Effect::Record(change) => self.record(change),
             Effect::SetState { state, reason } => {
-                self.idle_since = (state == SessionState::Complete).then(tokio::time::Instant::now);
+                self.idle_since = state.is_resting().then(tokio::time::Instant::now);
                 self.audit.record(
                     &id,
                     AuditEvent::State {

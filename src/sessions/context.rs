@@ -129,7 +129,7 @@ impl Sessions {
         let session = self.managed(id)?;
         let profile = Config::load(&self.wb.kiln().settings_path())
             .ok()
-            .and_then(|c| c.agents.get(&session.agent_name).cloned());
+            .and_then(|c| c.profile(&session.agent_name).ok());
         let cwd = folder(&self.wb, &session);
         let system = || system_entry(&session, profile.as_ref(), &cwd);
         let op = match request {

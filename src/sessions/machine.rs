@@ -154,12 +154,10 @@ impl Machine {
         match input {
             Input::Start => {
                 fx.push(Effect::Record(Change::AgentPid(self.agent_pid)));
-                let reason = self.resumed_from.map(|from| {
-                    if from == SessionState::Parked {
-                        wording::UNPARKING.to_string()
-                    } else {
-                        wording::RESUMING.to_string()
-                    }
+                let reason = self.resumed_from.map(|from| match from {
+                    SessionState::Parked => wording::UNPARKING.to_string(),
+                    SessionState::Stopped => wording::RESTARTING.to_string(),
+                    _ => wording::RESUMING.to_string(),
                 });
                 self.set_state(&mut fx, SessionState::Starting, reason);
                 fx.push(Effect::OpenContext);
@@ -275,12 +273,18 @@ impl Machine {
         }
         self.phase = Phase::Idle;
         fx.push(Effect::Record(Change::AcpSession(acp_session_id)));
-        if self.resumed_from == Some(SessionState::Parked) {
-            // Made again for the prompt waiting in the queue: no news for the inbox.
+        if let Some(from @ (SessionState::Parked | SessionState::Stopped)) = self.resumed_from {
+            // Made again on purpose (for the prompt waiting in the queue, or restarted by
+            // the human): no news for the inbox.
             if !resumed && self.kind == AgentKind::Acp {
                 fx.push(Effect::SeedFresh);
             }
-            self.set_state(fx, SessionState::Complete, Some(wording::UNPARKED.into()));
+            let why = if from == SessionState::Parked {
+                wording::UNPARKED
+            } else {
+                wording::RESTARTED
+            };
+            self.set_state(fx, SessionState::Complete, Some(why.into()));
             if let Some(next) = self.queue.pop_front() {
                 self.start_turn(fx, next);
             }
@@ -544,7 +548,12 @@ impl Machine {
                     return;
                 }
                 let note = wording::stopped_for(&reason);
-                self.set_state(fx, SessionState::Complete, note);
+                let state = if reason == "cancelled" {
+                    SessionState::Cancelled
+                } else {
+                    SessionState::Complete
+                };
+                self.set_state(fx, state, note);
                 if reason != "cancelled" {
                     let notice = wording::done(&turn.prompt, &turn.reply, &reason);
                     fx.push(Effect::Post(notice));

@@ -102,13 +102,13 @@ pub(super) fn turns() -> Vec<Case> {
         )
         .ends("idle"),
         case(
-            "a cancelled turn completes without a done message",
+            "a cancelled turn ends as cancelled, without a done message",
             plus(working("go"), [Input::Cancel]),
             ended("cancelled"),
             vec![
                 Effect::RecordTurn,
                 turn_end("cancelled"),
-                set(Complete, "stopped: cancelled"),
+                set(Cancelled, "stopped: cancelled"),
             ],
         )
         .ends("idle"),

@@ -10,9 +10,12 @@
 
 mod actor;
 mod context;
+mod control;
 mod exec;
 mod gate;
+mod land;
 mod machine;
+mod radar;
 mod security;
 mod transcript;
 mod wording;
@@ -58,6 +61,8 @@ pub struct Sessions {
     /// One git change to the repository at a time (worktrees and branches share its
     /// lock files).
     git: tokio::sync::Mutex<()>,
+    /// The conflict radar as last computed ([`radar`]).
+    radar: Mutex<crate::protocol::ConflictReport>,
 }
 
 impl Sessions {
@@ -75,12 +80,14 @@ impl Sessions {
             unparking: tokio::sync::Mutex::new(()),
             running: watch::channel(0).0,
             git: tokio::sync::Mutex::new(()),
+            radar: Mutex::new(Default::default()),
         });
         tokio::spawn(route_inbox_events(
             Arc::downgrade(&sessions),
             wb.subscribe(),
         ));
         sessions.recover().await;
+        tokio::spawn(radar::watch(Arc::downgrade(&sessions), wb.subscribe()));
         sessions
     }
 
@@ -113,25 +120,24 @@ impl Sessions {
     /// Creates the worktree, stores the session and starts its agent. Anything that fails
     /// before the agent runs is undone and reported: no half-made session is left behind.
     pub async fn create(self: &Arc<Self>, params: CreateSessionParams) -> Result<Session> {
+        self.create_from(params, None).await
+    }
+
+    /// [`Sessions::create`], the new session's context stack a copy of `seed`'s (a fork),
+    /// made before its agent starts.
+    async fn create_from(
+        self: &Arc<Self>,
+        params: CreateSessionParams,
+        seed: Option<&str>,
+    ) -> Result<Session> {
         let kiln = self.wb.kiln().clone();
         let config = Config::load(&kiln.settings_path())
             .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
-        let profile = config.agents.get(&params.agent).cloned().ok_or_else(|| {
-            let known: Vec<&str> = config.agents.keys().map(String::as_str).collect();
-            WorkbenchError::Invalid(if known.is_empty() {
-                format!(
-                    "no agent profile {:?}: add [agents.{}] to {} (see .crucible.toml.example)",
-                    params.agent,
-                    params.agent,
-                    kiln.settings_path().display()
-                )
-            } else {
-                format!(
-                    "no agent profile {:?}; configured: {}",
-                    params.agent,
-                    known.join(", ")
-                )
-            })
+        let profile = config.profile(&params.agent).map_err(|why| {
+            WorkbenchError::Invalid(format!(
+                "{why} (settings: {})",
+                kiln.settings_path().display()
+            ))
         })?;
         if params.in_place && params.worktree.is_some() {
             return Err(WorkbenchError::Invalid(
@@ -190,6 +196,7 @@ impl Sessions {
                 ..Default::default()
             },
             skills: Vec::new(),
+            base_branch: placement.base_branch.clone(),
         };
         let session = match self.wb.add_managed(session).await {
             Ok(s) => s,
@@ -199,6 +206,16 @@ impl Sessions {
                 return Err(e);
             }
         };
+        let seeded = match seed {
+            Some(from) => self.wb.copy_context(from, &id).await,
+            None => Ok(()),
+        };
+        if let Err(e) = seeded {
+            let _git = self.git.lock().await;
+            placement.undo(kiln.root()).await;
+            let _ = self.wb.remove_managed(&id).await;
+            return Err(e);
+        }
         // The task goes in with the actor, so the agent starts on it as soon as it is
         // ready (never showing `complete` first).
         match self
@@ -300,9 +317,11 @@ impl Sessions {
                 .sessions_dir()
                 .join(format!("{}.stderr.log", session.id)),
             resume: resume.as_ref().and_then(|r| r.acp_session_id.clone()),
-            fresh_if_unresumable: resume
-                .as_ref()
-                .is_some_and(|r| r.previous == SessionState::Parked),
+            // Made again on purpose (unparked, restarted): a fresh agent session seeded
+            // with the stack when the old one cannot be loaded.
+            fresh_if_unresumable: resume.as_ref().is_some_and(|r| {
+                matches!(r.previous, SessionState::Parked | SessionState::Stopped)
+            }),
             link: (profile.kind == AgentKind::Internal).then(|| {
                 Arc::new(context::Link {
                     wb: Arc::clone(&self.wb),
@@ -389,16 +408,12 @@ impl Sessions {
     async fn unpark(self: &Arc<Self>, session: Session, prompt: String) -> Result<()> {
         let config = Config::load(&self.wb.kiln().settings_path())
             .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
-        let profile = config
-            .agents
-            .get(&session.agent_name)
-            .cloned()
-            .ok_or_else(|| {
-                WorkbenchError::Invalid(format!(
-                    "the agent profile {:?} is gone from the settings",
-                    session.agent_name
-                ))
-            })?;
+        let profile = config.profile(&session.agent_name).map_err(|why| {
+            WorkbenchError::Invalid(format!(
+                "the agent profile {:?} is gone: {why}",
+                session.agent_name
+            ))
+        })?;
         let mut starting = session.clone();
         starting.state = Some(SessionState::Starting);
         starting.state_reason = Some(wording::UNPARKING.into());
@@ -500,10 +515,10 @@ impl Sessions {
                 tracing::info!(session = %session.id, pid, "ending an agent left by the previous daemon");
                 crate::sys::signal_group(pid, libc::SIGKILL);
             }
-            let profile = config.agents.get(&session.agent_name).cloned();
+            let profile = config.profile(&session.agent_name).ok();
             let (Some(profile), Some(acp_session_id)) = (profile, session.acp_session_id.clone())
             else {
-                let why = if config.agents.contains_key(&session.agent_name) {
+                let why = if config.profile(&session.agent_name).is_ok() {
                     wording::LOST_NEVER_OPENED
                 } else {
                     wording::LOST_PROFILE_GONE

@@ -36,6 +36,9 @@ pub const TERMINATED: &str = "crucible ended the session";
 pub const UNPARKING: &str = "making its environment again for a prompt";
 /// The reason of a session whose environment was made again.
 pub const UNPARKED: &str = "its environment was made again";
+/// Why a session restarted by the human is starting, and once it is ready.
+pub const RESTARTING: &str = "restarting its agent";
+pub const RESTARTED: &str = "its agent was restarted";
 pub const AGENT_EXITED: &str = "the agent exited";
 pub const DELETED: &str = "the session was deleted";
 

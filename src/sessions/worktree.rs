@@ -40,10 +40,12 @@ impl Sessions {
                         repo.display()
                     ))
                 })?;
+            let base_branch = base_of(&repo, found.branch.as_deref()).await;
             return Ok(Placement {
                 path: Some(path),
                 branch: found.branch,
                 created: None,
+                base_branch,
             });
         }
 
@@ -71,6 +73,7 @@ impl Sessions {
                 .map_err(git_err)?;
         }
         Ok(Placement {
+            base_branch: base_of(&repo, Some(&branch)).await,
             path: Some(path.clone()),
             branch: Some(branch.clone()),
             created: Some(Created {
@@ -198,7 +201,7 @@ impl Sessions {
         for session in self.wb.list_sessions() {
             if !matches!(
                 session.state,
-                Some(SessionState::Complete | SessionState::Stopped)
+                Some(SessionState::Complete | SessionState::Cancelled | SessionState::Stopped)
             ) {
                 continue;
             }
@@ -230,6 +233,15 @@ pub(super) struct Placement {
     pub(super) branch: Option<String>,
     /// What this creation made, to undo on failure.
     pub(super) created: Option<Created>,
+    /// The kiln's branch when the session was placed (what it is diffed against and
+    /// merged into); none in place or when the kiln's HEAD is detached.
+    pub(super) base_branch: Option<String>,
+}
+
+/// The branch checked out in the kiln, unless it is the session's own.
+async fn base_of(repo: &Path, branch: Option<&str>) -> Option<String> {
+    let base = git::current_branch(repo).await.ok().flatten()?;
+    (Some(base.as_str()) != branch).then_some(base)
 }
 
 pub(super) struct Created {

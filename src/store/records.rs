@@ -106,32 +106,27 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes a session's transcript and context history, `batch` entries a transaction.
+    /// Deletes a session's transcript and context history, `batch` entries a transaction:
+    /// each takes the next `batch` ids from the session's index, so a batch costs the
+    /// same however long the session was.
     pub(super) async fn purge_rows(&self, session_id: &str, batch: u64) -> Result<()> {
         for table in ["transcript", "context_history"] {
-            let last: Vec<u64> = self
-                .rows(
-                    &format!(
-                        "SELECT VALUE seq FROM {table} WHERE session_id = $id
-                         ORDER BY seq DESC LIMIT 1"
-                    ),
-                    json!({"id": session_id}),
-                    0,
-                )
-                .await?;
-            let last = last.first().copied().unwrap_or(0);
-            let mut from = 0;
-            while from <= last {
-                self.write(
-                    &format!(
-                        "DELETE {table} WHERE session_id = $id AND seq >= $from AND seq < $to
-                         RETURN NONE"
-                    ),
-                    json!({"id": session_id, "from": from, "to": from + batch}),
-                    Touched::default(),
-                )
-                .await?;
-                from += batch;
+            loop {
+                let out = self
+                    .write(
+                        &format!(
+                            "LET $ids = (SELECT VALUE id FROM {table} WHERE session_id = $id LIMIT {batch});
+                             DELETE $ids RETURN NONE;
+                             RETURN array::len($ids);"
+                        ),
+                        json!({"id": session_id}),
+                        Touched::default(),
+                    )
+                    .await?;
+                let deleted = out.last().and_then(serde_json::Value::as_u64).unwrap_or(0);
+                if deleted < batch {
+                    break;
+                }
             }
         }
         Ok(())

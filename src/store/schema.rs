@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -107,6 +107,11 @@ pub const MIGRATIONS: &[&str] = &[
     // v8: the agent's own commands (ACP available_commands_update).
     r#"
     DEFINE FIELD skills ON sessions TYPE array<string> DEFAULT [];
+    "#,
+    // v9: the branch a session's branch was made from (what it is diffed against and
+    // merged into).
+    r#"
+    DEFINE FIELD base_branch ON sessions TYPE option<string>;
     "#,
 ];
 

@@ -34,6 +34,42 @@ pub enum Action {
     LoadRules { session_id: Option<String> },
     /// `session.security`, shown as a page.
     LoadSecurity { session_id: String },
+    /// `session.diff`; the runtime hands the reply to
+    /// [`Model::show_diff`](super::Model::show_diff).
+    LoadDiff { session_id: String },
+    /// `session.commit`.
+    Commit {
+        session_id: String,
+        message: Option<String>,
+    },
+    /// `session.merge`.
+    Merge {
+        session_id: String,
+        strategy: crate::protocol::MergeStrategy,
+    },
+    /// `session.pr`.
+    Pr { session_id: String },
+    /// `session.conflicts`, shown as a page.
+    LoadConflicts,
+    /// `session.restart`.
+    Restart { session_id: String },
+    /// `session.delete`.
+    Delete {
+        session_id: String,
+        options: crate::protocol::RemoveOptions,
+    },
+    /// `session.prune`.
+    Prune {
+        options: crate::protocol::RemoveOptions,
+    },
+    /// `session.rename`.
+    Rename { session_id: String, name: String },
+    /// `session.fork`; the new session is focused once registered.
+    Fork {
+        session_id: String,
+        worktree: Option<String>,
+        task: Option<String>,
+    },
     /// `session.reset`; the new session is focused once registered.
     Reset {
         session_id: String,

@@ -4,7 +4,7 @@
 use crate::context::ContextOp;
 use crate::protocol::ContextCall;
 use crate::protocol::driver::MountText;
-use crate::protocol::{DriverKind, DriverOptions, Mount, Network};
+use crate::protocol::{DriverKind, DriverOptions, MergeStrategy, Mount, Network, RemoveOptions};
 
 /// One slash command as the table describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +136,77 @@ pub const COMMANDS: &[CommandSpec] = &[
         &[],
     ),
     spec(
+        "restart",
+        &[],
+        "",
+        "start the focused session's agent again (its own session resumed where it can)",
+        &[],
+    ),
+    spec(
+        "delete",
+        &[],
+        "[--worktree] [--branch] [--force]",
+        "delete the focused session (and its worktree, branch); uncommitted work is kept unless forced",
+        &["--worktree", "--branch", "--force"],
+    ),
+    spec(
+        "prune",
+        &[],
+        "[--worktree] [--branch] [--force]",
+        "delete every session that is done, cancelled or stopped",
+        &["--worktree", "--branch", "--force"],
+    ),
+    spec("rename", &[], "<name>", "name the focused session", &[]),
+    spec(
+        "fork",
+        &[],
+        "[--worktree <branch>] [task…]",
+        "a new session on a new branch from the focused session's HEAD, its context copied",
+        &["--worktree"],
+    ),
+    spec(
+        "diff",
+        &[],
+        "",
+        "the focused session's changes against its base branch; c comments on a line",
+        &[],
+    ),
+    spec(
+        "review",
+        &[],
+        "[send | clear]",
+        "list the review comments written in /diff, send them to the agent as one prompt, or drop them",
+        &["send", "clear"],
+    ),
+    spec(
+        "commit",
+        &[],
+        "[message…]",
+        "commit everything in the focused session's worktree (message: its task)",
+        &[],
+    ),
+    spec(
+        "merge",
+        &[],
+        "[--squash | --rebase]",
+        "land the focused session's branch on its base branch in the kiln (refused, naming the files, if it would conflict)",
+        &["--squash", "--rebase"],
+    ),
+    spec(
+        "pr",
+        &[],
+        "",
+        "push the focused session's branch and open a pull request with gh",
+        &[],
+    ),
+    spec(
+        "conflicts",
+        &[],
+        "",
+        "sessions whose branches change the same files or lines",
+        &[],
+    ),
+    spec(
         "reset",
         &[],
         "[--keep-disabled]",
@@ -210,12 +281,45 @@ pub enum SlashCommand {
     Cancel,
     /// End the focused session's agent.
     Stop,
+    /// The focused session's changes.
+    Diff,
+    /// The review comments: list, send to the agent, or drop.
+    Review(ReviewOp),
+    /// Commit the focused session's worktree.
+    Commit(Option<String>),
+    /// Land the focused session's branch.
+    Merge(MergeStrategy),
+    /// Open a pull request for the focused session's branch.
+    Pr,
+    /// The conflict radar.
+    Conflicts,
+    /// Start the focused session's agent again.
+    Restart,
+    /// Delete the focused session.
+    Delete(RemoveOptions),
+    /// Delete every finished session.
+    Prune(RemoveOptions),
+    /// Name the focused session.
+    Rename(String),
+    /// A new session from the focused one's HEAD and context.
+    Fork {
+        worktree: Option<String>,
+        task: Option<String>,
+    },
     /// A fresh session for the focused one's worktree and agent.
     Reset {
         keep_disabled: bool,
     },
     Help,
     Quit,
+}
+
+/// What `/review` does with the focused session's comments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewOp {
+    List,
+    Send,
+    Clear,
 }
 
 /// Why a line is not a valid slash command; `Display` is the message the user sees.
@@ -293,6 +397,34 @@ pub fn parse(line: &str) -> Result<SlashCommand, CommandError> {
         "skills" => no_args(SlashCommand::Skills),
         "cancel" => no_args(SlashCommand::Cancel),
         "stop" => no_args(SlashCommand::Stop),
+        "restart" => no_args(SlashCommand::Restart),
+        "diff" => no_args(SlashCommand::Diff),
+        "pr" => no_args(SlashCommand::Pr),
+        "conflicts" => no_args(SlashCommand::Conflicts),
+        "review" => match rest {
+            "" => Ok(SlashCommand::Review(ReviewOp::List)),
+            "send" => Ok(SlashCommand::Review(ReviewOp::Send)),
+            "clear" => Ok(SlashCommand::Review(ReviewOp::Clear)),
+            _ => Err(bad("takes send or clear")),
+        },
+        "commit" => Ok(SlashCommand::Commit(
+            (!rest.is_empty()).then(|| rest.to_string()),
+        )),
+        "merge" => match rest {
+            "" => Ok(SlashCommand::Merge(MergeStrategy::Merge)),
+            "--squash" => Ok(SlashCommand::Merge(MergeStrategy::Squash)),
+            "--rebase" => Ok(SlashCommand::Merge(MergeStrategy::Rebase)),
+            _ => Err(bad("takes --squash or --rebase")),
+        },
+        "delete" => parse_remove(rest)
+            .map(SlashCommand::Delete)
+            .map_err(|p| bad(&p)),
+        "prune" => parse_remove(rest)
+            .map(SlashCommand::Prune)
+            .map_err(|p| bad(&p)),
+        "rename" if rest.is_empty() => Err(bad("needs a name")),
+        "rename" => Ok(SlashCommand::Rename(rest.to_string())),
+        "fork" => parse_fork(rest).map_err(|p| bad(&p)),
         "approve" => no_args(SlashCommand::Approve),
         "reset" => match rest {
             "" => Ok(SlashCommand::Reset {
@@ -322,6 +454,45 @@ pub fn parse(line: &str) -> Result<SlashCommand, CommandError> {
             .map_err(|p| bad(&p)),
         _ => Err(bad("is in the table but has no parser")),
     }
+}
+
+/// `[--worktree] [--branch] [--force]`, as `cru session delete` takes them.
+fn parse_remove(rest: &str) -> Result<RemoveOptions, String> {
+    let mut options = RemoveOptions::default();
+    for word in rest.split_whitespace() {
+        match word {
+            "--worktree" | "-w" => options.remove_worktree = true,
+            "--branch" | "-b" => options.delete_branch = true,
+            "--force" | "-f" => options.force = true,
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(options)
+}
+
+/// `[--worktree <branch>] [task…]`.
+fn parse_fork(rest: &str) -> Result<SlashCommand, String> {
+    let mut words = rest.split_whitespace().peekable();
+    let mut worktree = None;
+    if let Some(&flag) = words.peek()
+        && (flag == "--worktree" || flag == "-w" || flag.starts_with("--worktree="))
+    {
+        words.next();
+        let value = match flag.split_once('=') {
+            Some((_, v)) => Some(v.to_string()),
+            None => words.next().map(String::from),
+        };
+        worktree = Some(
+            value
+                .filter(|v| !v.is_empty())
+                .ok_or("--worktree needs a branch")?,
+        );
+    }
+    let task: Vec<&str> = words.collect();
+    Ok(SlashCommand::Fork {
+        worktree,
+        task: (!task.is_empty()).then(|| task.join(" ")),
+    })
 }
 
 fn parse_new(rest: &str) -> Result<SlashCommand, String> {
@@ -742,6 +913,7 @@ mod tests {
                 "goto" => "/goto 1".to_string(),
                 "answer" => "/answer yes".to_string(),
                 "disable" | "enable" => format!("/{} ask-before-push", spec.name),
+                "rename" => "/rename the auth work".to_string(),
                 name => format!("/{name}"),
             };
             assert!(parse(&line).is_ok(), "{line}");

@@ -46,6 +46,7 @@ pub fn session(
         limits: Vec::new(),
         security: Default::default(),
         skills: Vec::new(),
+        base_branch: None,
     }
 }
 

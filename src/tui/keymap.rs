@@ -57,6 +57,10 @@ pub enum KeyAction {
     Deny,
     /// Close the opened message, or go back to the input.
     Back,
+    /// On an empty input: cancel the focused session's turn.
+    CancelTurn,
+    /// Open the focused session's diff.
+    Diff,
 }
 
 /// One row of the binding table.
@@ -140,6 +144,13 @@ pub const BINDINGS: &[Binding] = &[
         "next waiting session",
         &["alt-w"],
     ),
+    bind(
+        "diff",
+        A::Diff,
+        G,
+        "the focused session's changes (review, comment)",
+        &["alt-d"],
+    ),
     bind("focus_1", A::Focus(1), G, "focus session 1", &["alt-1"]),
     bind("focus_2", A::Focus(2), G, "focus session 2", &["alt-2"]),
     bind("focus_3", A::Focus(3), G, "focus session 3", &["alt-3"]),
@@ -192,6 +203,13 @@ pub const BINDINGS: &[Binding] = &[
         &["alt-enter", "ctrl-j"],
     ),
     bind("complete", A::Complete, I, "complete a /command", &["tab"]),
+    bind(
+        "cancel_turn",
+        A::CancelTurn,
+        I,
+        "cancel the focused session's turn (empty input)",
+        &["esc"],
+    ),
     bind(
         "history_prev",
         A::HistoryPrev,

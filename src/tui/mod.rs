@@ -24,6 +24,7 @@ mod inbox;
 mod input;
 pub mod keymap;
 mod model;
+mod review;
 pub mod run;
 pub mod theme;
 mod transcript;

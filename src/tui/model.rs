@@ -7,13 +7,15 @@ use std::collections::{HashMap, HashSet};
 
 use crate::context::ContextStack;
 use crate::protocol::{
-    AuditLog, ContextResult, Event, InboxMessage, Session, SessionState, TranscriptEntry,
+    AuditLog, ConflictReport, ContextResult, Event, InboxMessage, Session, SessionState,
+    TranscriptEntry,
 };
 
 use super::action::Action;
 use super::inbox::Inbox;
 use super::input::Input;
 use super::keymap::Keymap;
+use super::review::{DiffView, ReviewComment};
 use super::transcript::Transcript;
 
 /// What has the keyboard.
@@ -26,9 +28,11 @@ pub enum Zone {
 /// A full-screen overlay over the workbench.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Overlay {
-    /// Bindings and commands; `scroll` is the first row shown.
+    /// Bindings and commands; `scroll` is the first row shown. `/help` puts the
+    /// commands first, F1 and `?` the keys.
     Help {
         scroll: u16,
+        commands_first: bool,
     },
     Sessions,
     /// A read-only page ([`Model::page`]: an audit log, the rules, the security state, the
@@ -36,6 +40,8 @@ pub enum Overlay {
     Page {
         scroll: u16,
     },
+    /// A session's changes ([`Model::diff`]), with a cursor for review comments.
+    Diff,
 }
 
 /// Which side panes are shown.
@@ -85,6 +91,8 @@ pub enum Activity {
     Working,
     Waiting,
     Done,
+    /// The last turn was cancelled.
+    Cancelled,
     Stopped,
     /// Idle long enough that its environment was torn down; a prompt brings it back.
     Parked,
@@ -102,6 +110,7 @@ impl Activity {
             Activity::Working => "working",
             Activity::Waiting => "waiting",
             Activity::Done => "done",
+            Activity::Cancelled => "cancelled",
             Activity::Stopped => "stopped",
             Activity::Parked => "parked",
             Activity::Error => "error",
@@ -148,6 +157,14 @@ pub struct Model {
     pub(super) contexts: HashMap<String, ContextView>,
     /// The page shown by [`Overlay::Page`]: its title and lines.
     pub(super) page: Option<(String, Vec<String>)>,
+    /// The agent profiles `/new` can start (built-in ones found, or the settings').
+    pub(super) agents: Vec<String>,
+    /// The diff [`Overlay::Diff`] shows.
+    pub(super) diff: Option<DiffView>,
+    /// Review comments not yet sent, by session.
+    pub(super) comments: HashMap<String, Vec<ReviewComment>>,
+    /// The conflict radar: sessions whose branches change the same files.
+    pub(super) conflicts: ConflictReport,
 }
 
 /// A session's context stack as the context pane shows it.
@@ -184,6 +201,10 @@ impl Model {
             show_thoughts: false,
             contexts: HashMap::new(),
             page: None,
+            agents: Vec::new(),
+            diff: None,
+            comments: HashMap::new(),
+            conflicts: ConflictReport::default(),
         }
     }
 
@@ -282,6 +303,10 @@ impl Model {
                 }
                 self.context_wanted(&update.session_id)
             }
+            Event::Conflicts(report) => {
+                self.conflicts = report;
+                Vec::new()
+            }
         };
         if let Some(id) = concerned {
             actions.extend(self.notice_waiting(&id, was_waiting));
@@ -357,6 +382,87 @@ impl Model {
         self.keymap = keymap;
     }
 
+    /// Opens the diff overlay on a session's changes.
+    pub fn show_diff(&mut self, reply: &crate::protocol::DiffReply) {
+        if reply.diff.files.is_empty() {
+            self.flash = Some(Flash::info(format!(
+                "no changes on {} against {}",
+                reply.branch, reply.base_branch
+            )));
+            return;
+        }
+        self.diff = Some(DiffView::new(reply));
+        self.overlay = Some(Overlay::Diff);
+    }
+
+    /// The radar as a page: each pair of sessions and the files (and lines) both change.
+    pub fn show_conflicts(&mut self) {
+        let name = |id: &str| match self.number_of(id) {
+            Some(n) => format!("[{n}] {}", self.sessions[n - 1].display_name),
+            None => id.to_string(),
+        };
+        let mut lines = Vec::new();
+        for pair in &self.conflicts.pairs {
+            lines.push(format!("{}  ×  {}", name(&pair.a), name(&pair.b)));
+            for file in &pair.files {
+                let ranges: Vec<String> = file
+                    .lines
+                    .iter()
+                    .map(|(a, b)| {
+                        if a == b {
+                            a.to_string()
+                        } else {
+                            format!("{a}-{b}")
+                        }
+                    })
+                    .collect();
+                lines.push(if ranges.is_empty() {
+                    format!("    {} (different lines)", file.path)
+                } else {
+                    format!("    {} lines {}", file.path, ranges.join(", "))
+                });
+            }
+        }
+        if lines.is_empty() {
+            lines.push("no two sessions change the same files".into());
+        }
+        self.show_page("conflicts".into(), lines);
+    }
+
+    /// The radar as the daemon last reported it.
+    pub fn set_conflicts(&mut self, report: ConflictReport) {
+        self.conflicts = report;
+    }
+
+    /// The sessions `session_id` changes the same files as, by number, and whether on
+    /// the same lines.
+    pub fn conflicts_of(&self, session_id: &str) -> Vec<(usize, bool)> {
+        self.conflicts
+            .with(session_id)
+            .into_iter()
+            .filter_map(|(other, same_lines)| Some((self.number_of(other)?, same_lines)))
+            .collect()
+    }
+
+    pub fn set_agents(&mut self, agents: Vec<String>) {
+        self.agents = agents;
+    }
+
+    /// What the empty workbench says to start with: the agents found and the `/new`
+    /// that starts one.
+    pub fn how_to_start(&self) -> String {
+        match self.agents.as_slice() {
+            [] => "no agent found — install one (`cru agents` lists the known ones) or add \
+                   [agents.<name>] to .crucible.toml"
+                .into(),
+            [only] => format!("no session yet — /new <task> starts {only}"),
+            many => format!(
+                "no session yet — /new --agent <name> <task> · agents: {}",
+                many.join(", ")
+            ),
+        }
+    }
+
     pub fn sessions(&self) -> &[Session] {
         &self.sessions
     }
@@ -405,6 +511,7 @@ impl Model {
             Some(SessionState::Working) => Activity::Working,
             Some(SessionState::Waiting) => Activity::Waiting,
             Some(SessionState::Complete) => Activity::Done,
+            Some(SessionState::Cancelled) => Activity::Cancelled,
             Some(SessionState::Stopped) => Activity::Stopped,
             Some(SessionState::Parked) => Activity::Parked,
             Some(SessionState::Error) => Activity::Error,

@@ -99,6 +99,8 @@ enum Outcome {
         announce: bool,
     },
     Audit(crate::protocol::AuditLog),
+    Diff(Box<crate::protocol::DiffReply>),
+    Conflicts(crate::protocol::ConflictReport),
     /// A read-only page: its title and lines.
     Page(String, Vec<String>),
     Note(String),
@@ -122,7 +124,8 @@ struct Runtime {
 
 impl Runtime {
     fn new(kiln: Kiln, settings: Settings, link: Link, embedded: bool) -> Self {
-        let model = Model::new(settings.keymap.clone());
+        let mut model = Model::new(settings.keymap.clone());
+        model.set_agents(settings.config.startable());
         Self {
             kiln,
             settings,
@@ -235,10 +238,12 @@ impl Runtime {
                 ..ListParams::default()
             };
             let messages = client.call::<m::InboxList>(&window).await?;
-            anyhow::Ok((sessions.sessions, messages.messages))
+            let conflicts = client.call::<m::SessionConflicts>(&m::NoParams {}).await?;
+            anyhow::Ok((sessions.sessions, messages.messages, conflicts))
         };
         match read.await {
-            Ok((sessions, messages)) => {
+            Ok((sessions, messages, conflicts)) => {
+                self.model.set_conflicts(conflicts);
                 let actions = self.model.sync(sessions, messages);
                 self.perform(actions)
             }
@@ -298,6 +303,11 @@ impl Runtime {
                 self.model.load_context(*result);
             }
             Outcome::Audit(log) => self.model.show_audit(log),
+            Outcome::Diff(reply) => self.model.show_diff(&reply),
+            Outcome::Conflicts(report) => {
+                self.model.set_conflicts(report);
+                self.model.show_conflicts();
+            }
             Outcome::Page(title, lines) => self.model.show_page(title, lines),
             Outcome::Note(text) => self.model.report(Flash::info(text)),
             Outcome::Failed(why) => self.model.report(Flash::error(why)),
@@ -326,6 +336,106 @@ impl Runtime {
                             "security state".into(),
                             security_page(&reply.security),
                         ))
+                    },
+                ),
+                Action::LoadDiff { session_id } => self.call::<m::SessionDiff>(
+                    crate::protocol::DiffParams {
+                        session_id,
+                        context: None,
+                    },
+                    |reply| Some(Outcome::Diff(Box::new(reply))),
+                ),
+                Action::Commit {
+                    session_id,
+                    message,
+                } => self.call::<m::SessionCommit>(
+                    crate::protocol::CommitParams {
+                        session_id,
+                        message,
+                    },
+                    |reply| {
+                        Some(Outcome::Note(match reply.commit {
+                            Some(commit) => format!("committed {}", commit.get(..12).unwrap_or(&commit)),
+                            None => "nothing to commit".into(),
+                        }))
+                    },
+                ),
+                Action::Merge {
+                    session_id,
+                    strategy,
+                } => self.call::<m::SessionMerge>(
+                    crate::protocol::MergeParams {
+                        session_id,
+                        strategy,
+                        message: None,
+                    },
+                    |reply| {
+                        Some(Outcome::Note(format!(
+                            "landed on {} (now {})",
+                            reply.into,
+                            reply.head.get(..12).unwrap_or(&reply.head)
+                        )))
+                    },
+                ),
+                Action::Pr { session_id } => self.call::<m::SessionPr>(
+                    crate::protocol::PrParams {
+                        session_id,
+                        title: None,
+                        body: None,
+                    },
+                    |reply| Some(Outcome::Note(format!("pull request: {}", reply.url))),
+                ),
+                Action::LoadConflicts => {
+                    self.call::<m::SessionConflicts>(m::NoParams {}, |report| {
+                        Some(Outcome::Conflicts(report))
+                    })
+                }
+                Action::Restart { session_id } => self.call::<m::SessionRestart>(
+                    crate::protocol::SessionIdParams { session_id },
+                    |_| Some(Outcome::Note("restarting the agent".into())),
+                ),
+                Action::Delete {
+                    session_id,
+                    options,
+                } => self.call::<m::SessionDelete>(
+                    crate::protocol::DeleteSessionParams {
+                        session_id,
+                        options,
+                    },
+                    |outcome| Some(Outcome::Note(deleted_note(&outcome))),
+                ),
+                Action::Prune { options } => {
+                    self.call::<m::SessionPrune>(options, |result| {
+                        let mut note = format!("pruned {} session(s)", result.deleted.len());
+                        if let Some(first) = result.skipped.first() {
+                            note.push_str(&format!(
+                                "; kept {} ({}: {})",
+                                result.skipped.len(),
+                                first.session_id,
+                                first.reason
+                            ));
+                        }
+                        Some(Outcome::Note(note))
+                    })
+                }
+                Action::Rename { session_id, name } => self.call::<m::SessionRename>(
+                    crate::protocol::RenameParams { session_id, name },
+                    |reply| Some(Outcome::Note(format!("renamed: {}", reply.session.display_name))),
+                ),
+                Action::Fork {
+                    session_id,
+                    worktree,
+                    task,
+                } => self.call::<m::SessionFork>(
+                    crate::protocol::ForkParams {
+                        session_id,
+                        worktree,
+                        task,
+                    },
+                    |created| {
+                        Some(Outcome::Created {
+                            session_id: created.session_id,
+                        })
                     },
                 ),
                 Action::Reset {
@@ -462,16 +572,15 @@ impl Runtime {
         if !config.tui.default_agent.is_empty() {
             return Ok(config.tui.default_agent.clone());
         }
-        let names: Vec<&String> = config.agents.keys().collect();
-        match names.as_slice() {
-            [only] => Ok((*only).clone()),
-            [] => Err("no agent profiles: add one under [agents.<name>] in .crucible.toml".into()),
+        match config.startable().as_slice() {
+            [only] => Ok(only.clone()),
+            [] => Err(
+                "no agent found: install one (cru agents lists the known ones) or add [agents.<name>] to .crucible.toml"
+                    .into(),
+            ),
             many => Err(format!(
                 "which agent? /new --agent <name> (profiles: {}), or set tui.default_agent",
-                many.iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                many.join(", ")
             )),
         }
     }
@@ -530,6 +639,7 @@ impl Runtime {
         match Settings::load(&self.kiln) {
             Ok(settings) => {
                 self.model.set_keymap(settings.keymap.clone());
+                self.model.set_agents(settings.config.startable());
                 self.settings = settings;
                 self.model.report(Flash::info("settings reloaded"));
             }
@@ -539,6 +649,18 @@ impl Runtime {
             ))),
         }
     }
+}
+
+/// What a delete did, in one line.
+fn deleted_note(outcome: &crate::protocol::DeleteOutcome) -> String {
+    let mut note = format!("deleted {}", outcome.session_id);
+    if outcome.worktree_removed {
+        note.push_str(", its worktree");
+    }
+    if outcome.branch_deleted {
+        note.push_str(", its branch");
+    }
+    note
 }
 
 /// A multi-line error (TOML's show the offending line) as one line, the reason first:

@@ -278,7 +278,13 @@ fn tab_completes_commands_and_lists_choices() {
 fn question_mark_opens_help_only_on_an_empty_input() {
     let mut model = three_sessions();
     model.handle_key(key(KeyCode::Char('?')));
-    assert_eq!(model.overlay, Some(Overlay::Help { scroll: 0 }));
+    assert_eq!(
+        model.overlay,
+        Some(Overlay::Help {
+            scroll: 0,
+            commands_first: false
+        })
+    );
     model.handle_key(key(KeyCode::Esc));
     assert_eq!(model.overlay, None);
     model.handle_key(key(KeyCode::Char('x')));
@@ -597,4 +603,178 @@ fn seed_000_commands_act_on_the_focused_session() {
     let (title, lines) = model.page.clone().unwrap();
     assert!(title.starts_with("skills of "), "{title}");
     assert_eq!(lines, ["/build — the build command"]);
+}
+
+#[test]
+fn esc_on_an_empty_input_cancels_the_focused_sessions_running_turn() {
+    let mut model = three_sessions();
+    let id = model.focused.clone().unwrap();
+    model.apply(with_state(1, SessionState::Working));
+    assert_eq!(
+        model.handle_key(key(KeyCode::Esc)),
+        vec![Action::Cancel {
+            session_id: id.clone()
+        }]
+    );
+    model.input.set_text("a draft");
+    assert!(model.handle_key(key(KeyCode::Esc)).is_empty());
+    assert_eq!(model.input.text(), "a draft", "the draft is kept");
+    model.input.set_text("");
+    model.apply(with_state(1, SessionState::Cancelled));
+    assert!(model.handle_key(key(KeyCode::Esc)).is_empty());
+    assert_eq!(
+        model.activity(model.focused_session().unwrap()).label(),
+        "cancelled"
+    );
+}
+
+#[test]
+fn session_control_and_landing_commands_act_on_the_focused_session() {
+    use crate::protocol::{MergeStrategy, RemoveOptions};
+    let mut model = three_sessions();
+    let focused = model.focused.clone().unwrap();
+    assert_eq!(
+        enter(&mut model, "/restart"),
+        vec![Action::Restart {
+            session_id: focused.clone()
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/delete --worktree --force"),
+        vec![Action::Delete {
+            session_id: focused.clone(),
+            options: RemoveOptions {
+                remove_worktree: true,
+                force: true,
+                ..RemoveOptions::default()
+            }
+        }]
+    );
+    assert!(enter(&mut model, "/delete --everything").is_empty());
+    assert!(
+        flash(&model).contains("unknown option --everything"),
+        "{}",
+        flash(&model)
+    );
+    assert_eq!(
+        enter(&mut model, "/prune --branch"),
+        vec![Action::Prune {
+            options: RemoveOptions {
+                delete_branch: true,
+                ..RemoveOptions::default()
+            }
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/rename the auth work"),
+        vec![Action::Rename {
+            session_id: focused.clone(),
+            name: "the auth work".into()
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/fork --worktree feat/b try the other way"),
+        vec![Action::Fork {
+            session_id: focused.clone(),
+            worktree: Some("feat/b".into()),
+            task: Some("try the other way".into())
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/diff"),
+        vec![Action::LoadDiff {
+            session_id: focused.clone()
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/commit fix the parser"),
+        vec![Action::Commit {
+            session_id: focused.clone(),
+            message: Some("fix the parser".into())
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/merge --squash"),
+        vec![Action::Merge {
+            session_id: focused.clone(),
+            strategy: MergeStrategy::Squash
+        }]
+    );
+    assert_eq!(
+        enter(&mut model, "/pr"),
+        vec![Action::Pr {
+            session_id: focused.clone()
+        }]
+    );
+    assert_eq!(enter(&mut model, "/conflicts"), vec![Action::LoadConflicts]);
+    assert!(enter(&mut model, "/review send").is_empty());
+    assert!(
+        flash(&model).contains("no review comments"),
+        "{}",
+        flash(&model)
+    );
+}
+
+#[test]
+fn comments_written_in_the_diff_are_sent_as_one_prompt() {
+    use crate::protocol::{Diff, DiffLine, DiffReply, FileDiff, FileStatus, Hunk, LineKind};
+    let mut model = three_sessions();
+    let focused = model.focused.clone().unwrap();
+    let reply = DiffReply {
+        session_id: focused.clone(),
+        branch: "feat/auth".into(),
+        base_branch: "main".into(),
+        diff: Diff {
+            base: "abc".into(),
+            files: vec![FileDiff {
+                path: "notes.txt".into(),
+                old_path: None,
+                status: FileStatus::Added,
+                binary: false,
+                added: 1,
+                removed: 0,
+                hunks: vec![Hunk {
+                    old_start: 0,
+                    old_lines: 0,
+                    new_start: 1,
+                    new_lines: 1,
+                    header: String::new(),
+                    lines: vec![DiffLine {
+                        kind: LineKind::Added,
+                        text: "hello".into(),
+                        old_no: None,
+                        new_no: Some(1),
+                    }],
+                }],
+            }],
+        },
+    };
+    model.show_diff(&reply);
+    assert_eq!(model.overlay, Some(Overlay::Diff));
+    model.handle_key(key(KeyCode::Down));
+    model.handle_key(key(KeyCode::Down));
+    model.handle_key(key(KeyCode::Char('c')));
+    for c in "louder, q".chars() {
+        model.handle_key(key(KeyCode::Char(c)));
+    }
+    assert_eq!(
+        model.overlay,
+        Some(Overlay::Diff),
+        "q is text while writing"
+    );
+    model.handle_key(key(KeyCode::Enter));
+    assert!(
+        flash(&model).contains("1 review comment"),
+        "{}",
+        flash(&model)
+    );
+    model.handle_key(key(KeyCode::Esc));
+    assert_eq!(model.overlay, None);
+    let actions = enter(&mut model, "/review send");
+    let [Action::Prompt { session_id, text }] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    assert_eq!(session_id, &focused);
+    assert!(text.contains("- notes.txt:1: louder, q"), "{text}");
+    assert!(enter(&mut model, "/review send").is_empty(), "sent once");
 }

@@ -42,10 +42,16 @@ pub enum Role {
     TranscriptTool,
     /// Error text, flashes and the daemon-gone banner.
     Error,
+    /// Lines a diff adds, removes, and its hunk headers.
+    DiffAdded,
+    DiffRemoved,
+    DiffHunk,
+    /// A session whose branch changes the same files as another's (the conflict radar).
+    Conflict,
 }
 
 impl Role {
-    pub const ALL: [Role; 17] = [
+    pub const ALL: [Role; 21] = [
         Role::Text,
         Role::TextDim,
         Role::Border,
@@ -63,6 +69,10 @@ impl Role {
         Role::TranscriptPrompt,
         Role::TranscriptTool,
         Role::Error,
+        Role::DiffAdded,
+        Role::DiffRemoved,
+        Role::DiffHunk,
+        Role::Conflict,
     ];
 
     /// The key in a theme file.
@@ -85,6 +95,10 @@ impl Role {
             Role::TranscriptPrompt => "transcript.prompt",
             Role::TranscriptTool => "transcript.tool",
             Role::Error => "error",
+            Role::DiffAdded => "diff.added",
+            Role::DiffRemoved => "diff.removed",
+            Role::DiffHunk => "diff.hunk",
+            Role::Conflict => "conflict",
         }
     }
 

@@ -6,13 +6,14 @@ use crossterm::event::{
 };
 use ratatui::layout::{Position, Rect};
 
-use crate::protocol::{InboxMessage, MsgType};
+use crate::protocol::{InboxMessage, MsgType, SessionState};
 
 use super::action::Action;
-use super::commands::{self, SlashCommand};
+use super::commands::{self, ReviewOp, SlashCommand};
 use super::inbox::is_open;
 use super::keymap::{KeyAction, Scope};
 use super::model::{Flash, Model, Overlay, Zone};
+use super::review::{ReviewComment, review_prompt};
 use super::view;
 use crate::protocol::ContextCall;
 
@@ -39,6 +40,9 @@ impl Model {
             return Vec::new();
         }
         self.flash = None;
+        if self.overlay == Some(Overlay::Diff) {
+            return self.diff_key(key);
+        }
         if let Some(overlay) = self.overlay {
             return self.overlay_key(overlay, key);
         }
@@ -108,7 +112,10 @@ impl Model {
     pub fn handle_command(&mut self, command: SlashCommand) -> Vec<Action> {
         match command {
             SlashCommand::Sessions => self.toggle_overlay(Overlay::Sessions),
-            SlashCommand::Help => self.toggle_overlay(Overlay::Help { scroll: 0 }),
+            SlashCommand::Help => self.toggle_overlay(Overlay::Help {
+                scroll: 0,
+                commands_first: true,
+            }),
             SlashCommand::Inbox => {
                 self.panes.inbox = true;
                 self.zone = Zone::Inbox;
@@ -188,6 +195,32 @@ impl Model {
                 }],
                 None => self.refuse("no session focused"),
             },
+            SlashCommand::Restart => self.on_focused(|session_id| Action::Restart { session_id }),
+            SlashCommand::Diff => self.on_focused(|session_id| Action::LoadDiff { session_id }),
+            SlashCommand::Review(op) => self.review(op),
+            SlashCommand::Commit(message) => self.on_focused(|session_id| Action::Commit {
+                session_id,
+                message,
+            }),
+            SlashCommand::Merge(strategy) => self.on_focused(|session_id| Action::Merge {
+                session_id,
+                strategy,
+            }),
+            SlashCommand::Pr => self.on_focused(|session_id| Action::Pr { session_id }),
+            SlashCommand::Conflicts => vec![Action::LoadConflicts],
+            SlashCommand::Delete(options) => self.on_focused(|session_id| Action::Delete {
+                session_id,
+                options,
+            }),
+            SlashCommand::Prune(options) => vec![Action::Prune { options }],
+            SlashCommand::Rename(name) => {
+                self.on_focused(|session_id| Action::Rename { session_id, name })
+            }
+            SlashCommand::Fork { worktree, task } => self.on_focused(|session_id| Action::Fork {
+                session_id,
+                worktree,
+                task,
+            }),
             SlashCommand::Reset { keep_disabled } => match self.focused.clone() {
                 Some(session_id) => vec![Action::Reset {
                     session_id,
@@ -204,7 +237,10 @@ impl Model {
     fn perform(&mut self, action: KeyAction) -> Vec<Action> {
         match action {
             KeyAction::Quit => vec![Action::Quit],
-            KeyAction::Help => self.toggle_overlay(Overlay::Help { scroll: 0 }),
+            KeyAction::Help => self.toggle_overlay(Overlay::Help {
+                scroll: 0,
+                commands_first: false,
+            }),
             KeyAction::Sessions => self.toggle_overlay(Overlay::Sessions),
             KeyAction::ToggleInbox => {
                 self.toggle_inbox();
@@ -255,6 +291,17 @@ impl Model {
             KeyAction::InboxOpen => self.open_selected(),
             KeyAction::Approve => self.answer_selected(Choice::Approve),
             KeyAction::Deny => self.answer_selected(Choice::Deny),
+            KeyAction::Diff => self.on_focused(|session_id| Action::LoadDiff { session_id }),
+            KeyAction::CancelTurn if !self.input.is_empty() => Vec::new(),
+            KeyAction::CancelTurn => match self.focused_session() {
+                Some(session) if session.state.is_some_and(SessionState::is_busy) => {
+                    vec![Action::Cancel {
+                        session_id: session.id.clone(),
+                    }]
+                }
+                // Nothing to cancel: Esc stays harmless.
+                _ => Vec::new(),
+            },
             KeyAction::Back => {
                 if self.inbox.opened().is_some() {
                     self.inbox.close();
@@ -268,7 +315,10 @@ impl Model {
 
     fn type_key(&mut self, key: KeyEvent) -> Vec<Action> {
         if key.code == KeyCode::Char('?') && self.input.is_empty() {
-            return self.toggle_overlay(Overlay::Help { scroll: 0 });
+            return self.toggle_overlay(Overlay::Help {
+                scroll: 0,
+                commands_first: false,
+            });
         }
         self.input.area.input(key);
         Vec::new()
@@ -285,6 +335,54 @@ impl Model {
         }
     }
 
+    /// The diff overlay: move over the rows, `c` writes a review comment on the row's
+    /// line (enter keeps it, esc drops it), esc or q closes.
+    fn diff_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let Some(diff) = self.diff.as_mut() else {
+            self.overlay = None;
+            return Vec::new();
+        };
+        if let Some(text) = diff.editing.as_mut() {
+            match key.code {
+                KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => text.push(c),
+                KeyCode::Backspace => {
+                    text.pop();
+                }
+                KeyCode::Esc => diff.editing = None,
+                KeyCode::Enter => {
+                    let text = diff.editing.take().unwrap_or_default();
+                    if let (false, Some((path, line))) = (text.trim().is_empty(), diff.anchor()) {
+                        let comments = self.comments.entry(diff.session_id.clone()).or_default();
+                        comments.push(ReviewComment {
+                            path,
+                            line,
+                            text: text.trim().to_string(),
+                        });
+                        let n = comments.len();
+                        self.flash = Some(Flash::info(format!(
+                            "{n} review comment(s) — /review send gives them to the agent"
+                        )));
+                    }
+                }
+                _ => {}
+            }
+            return Vec::new();
+        }
+        let page = 10;
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => self.overlay = None,
+            KeyCode::Up | KeyCode::Char('k') => diff.move_by(-1),
+            KeyCode::Down | KeyCode::Char('j') => diff.move_by(1),
+            KeyCode::PageUp => diff.move_by(-page),
+            KeyCode::PageDown => diff.move_by(page),
+            KeyCode::Home | KeyCode::Char('g') => diff.cursor = 0,
+            KeyCode::End | KeyCode::Char('G') => diff.move_by(isize::MAX),
+            KeyCode::Char('c') => diff.editing = Some(String::new()),
+            _ => {}
+        }
+        Vec::new()
+    }
+
     fn overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Vec<Action> {
         match self.keymap.lookup(Scope::Global, &key) {
             Some(KeyAction::Quit) => return vec![Action::Quit],
@@ -293,16 +391,30 @@ impl Model {
         }
         match (overlay, key.code) {
             (_, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | '?')) => self.overlay = None,
-            (Overlay::Help { scroll }, KeyCode::Up | KeyCode::PageUp | KeyCode::Char('k')) => {
+            (
+                Overlay::Help {
+                    scroll,
+                    commands_first,
+                },
+                KeyCode::Up | KeyCode::PageUp | KeyCode::Char('k'),
+            ) => {
                 let step = if key.code == KeyCode::PageUp { 10 } else { 1 };
                 self.overlay = Some(Overlay::Help {
                     scroll: scroll.saturating_sub(step),
+                    commands_first,
                 });
             }
-            (Overlay::Help { scroll }, KeyCode::Down | KeyCode::PageDown | KeyCode::Char('j')) => {
+            (
+                Overlay::Help {
+                    scroll,
+                    commands_first,
+                },
+                KeyCode::Down | KeyCode::PageDown | KeyCode::Char('j'),
+            ) => {
                 let step = if key.code == KeyCode::PageDown { 10 } else { 1 };
                 self.overlay = Some(Overlay::Help {
                     scroll: scroll.saturating_add(step),
+                    commands_first,
                 });
             }
             (Overlay::Page { scroll }, KeyCode::Up | KeyCode::PageUp | KeyCode::Char('k')) => {
@@ -511,6 +623,48 @@ impl Model {
                 }]
             }
             Err(why) => self.refuse(why),
+        }
+    }
+
+    /// `/review`: the focused session's comments listed, sent as one prompt, or dropped.
+    fn review(&mut self, op: ReviewOp) -> Vec<Action> {
+        let Some(session_id) = self.focused.clone() else {
+            return self.refuse("no session focused");
+        };
+        let comments = self.comments.get(&session_id).cloned().unwrap_or_default();
+        if comments.is_empty() {
+            return self.refuse("no review comments: open /diff and press c on a line");
+        }
+        match op {
+            ReviewOp::List => {
+                let lines = comments
+                    .iter()
+                    .map(|c| format!("{}: {}", c.place(), c.text))
+                    .collect();
+                self.page = Some((format!("{} review comment(s)", comments.len()), lines));
+                self.overlay = Some(Overlay::Page { scroll: 0 });
+                Vec::new()
+            }
+            ReviewOp::Clear => {
+                self.comments.remove(&session_id);
+                self.flash = Some(Flash::info("review comments dropped"));
+                Vec::new()
+            }
+            ReviewOp::Send => {
+                self.comments.remove(&session_id);
+                vec![Action::Prompt {
+                    session_id,
+                    text: review_prompt(&comments),
+                }]
+            }
+        }
+    }
+
+    /// `make`'s action for the focused session, or a refusal when none is focused.
+    fn on_focused(&mut self, make: impl FnOnce(String) -> Action) -> Vec<Action> {
+        match self.focused.clone() {
+            Some(session_id) => vec![make(session_id)],
+            None => self.refuse("no session focused"),
         }
     }
 

@@ -109,6 +109,22 @@ impl Workbench {
         Ok((next, change))
     }
 
+    /// Gives session `to` a copy of `from`'s stack (a fork), marked so that `to`'s first
+    /// prompt opens its agent session seeded with it. `to`'s history starts empty.
+    pub async fn copy_context(&self, from: &str, to: &str) -> Result<()> {
+        let Some(source) = self.store.load_context(from).await? else {
+            return Ok(());
+        };
+        let copy = StoredContext {
+            stack: source.stack,
+            fresh_start: true,
+            history_len: 0,
+        };
+        self.store.save_context(to, &copy, None).await?;
+        self.contexts.lock().await.remove(to);
+        Ok(())
+    }
+
     /// Records that the agent lost its copy of the conversation: its next prompt opens a
     /// fresh agent session seeded with the stack.
     pub async fn mark_fresh_start(

@@ -250,6 +250,7 @@ impl Workbench {
             limits: Vec::new(),
             security: Default::default(),
             skills: Vec::new(),
+            base_branch: None,
         };
         self.store.insert_session(&session).await?;
         self.registry.insert(session.clone());
@@ -382,6 +383,11 @@ impl Workbench {
     }
 
     /// Announces streamed text; it is stored later as part of a whole entry.
+    /// The conflict radar changed.
+    pub fn publish_conflicts(&self, report: crate::protocol::ConflictReport) {
+        self.publish(Event::Conflicts(report));
+    }
+
     pub fn publish_output(&self, chunk: OutputChunk) {
         self.publish(Event::Output(chunk));
     }

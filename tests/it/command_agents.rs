@@ -187,7 +187,7 @@ async fn a_failing_program_fails_its_turn_with_its_stderr_and_a_hung_one_is_canc
         .call_value("session.cancel", json!({"session_id": sleeper.id}))
         .await
         .unwrap();
-    let s = wait_state(&client, &sleeper.id, SessionState::Complete).await;
+    let s = wait_state(&client, &sleeper.id, SessionState::Cancelled).await;
     assert_eq!(s.state_reason.as_deref(), Some("stopped: cancelled"));
     assert_eq!(
         s.agent_pid, daemon,

@@ -13,6 +13,32 @@ use tokio::net::UnixStream;
 
 pub const CRU: &str = env!("CARGO_BIN_EXE_cru");
 
+/// The longest a `cru` command of a test may take.
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(180);
+
+/// Runs `command` (stdin closed, output captured) and returns its output; kills it and
+/// panics if it has not ended within [`COMMAND_LIMIT`].
+pub fn run_bounded(mut command: Command, what: &str) -> Output {
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the command");
+    let pid = child.id();
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match result.recv_timeout(COMMAND_LIMIT) {
+        Ok(output) => output.expect("run the command"),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("{what} did not end within {COMMAND_LIMIT:?}; it was killed");
+        }
+    }
+}
+
 /// Waits until `check` is true, polling, or panics with `what` after `limit`.
 pub async fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
@@ -68,16 +94,17 @@ impl TestKiln {
             .expect("connect or start the daemon")
     }
 
-    /// Runs `cru --kiln <kiln> args…` to completion.
+    /// Runs `cru --kiln <kiln> args…` to completion; one that takes longer than
+    /// [`COMMAND_LIMIT`] is killed and the test fails, naming it (a hang must not eat
+    /// the whole run).
     pub fn cru(&self, args: &[&str]) -> Output {
-        Command::new(CRU)
+        let mut command = Command::new(CRU);
+        command
             .arg("--kiln")
             .arg(self.root())
             .args(args)
-            .env("CRU_DAEMON_EXE", CRU)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run cru")
+            .env("CRU_DAEMON_EXE", CRU);
+        run_bounded(command, &format!("cru {}", args.join(" ")))
     }
 
     /// Starts `cru daemon run` as our child and waits until it answers.

@@ -475,7 +475,7 @@ async fn cancel_ends_a_hung_turn_and_prompts_queue_behind_a_running_one() {
 
     let out = tk.cru(&["session", "cancel", &s.id]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let done = wait_state(&client, &s.id, SessionState::Complete).await;
+    let done = wait_state(&client, &s.id, SessionState::Cancelled).await;
     assert_eq!(done.state_reason.as_deref(), Some("stopped: cancelled"));
     let entries = transcript(&client, &s.id).await;
     assert!(

@@ -123,10 +123,7 @@ pub(super) async fn logs(
     let Some(notes) = notes.as_mut() else {
         return Ok(());
     };
-    if !session
-        .state
-        .is_some_and(|s| s.is_busy() || s == SessionState::Complete)
-    {
+    if !session.state.is_some_and(|s| s.is_busy() || s.is_resting()) {
         return Ok(());
     }
     let mut out = std::io::stdout();

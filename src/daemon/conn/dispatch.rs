@@ -331,6 +331,68 @@ async fn dispatch(
             })
             .await
         }
+        m::SessionRestart::NAME => {
+            serve::<m::SessionRestart, _, _>(raw, |p| async move {
+                let session = sessions.restart(&p.session_id).await.map_err(app_error)?;
+                Ok(m::SessionReply { session })
+            })
+            .await
+        }
+        m::SessionRename::NAME => {
+            serve::<m::SessionRename, _, _>(raw, |p| async move {
+                let session = sessions
+                    .rename(&p.session_id, &p.name)
+                    .await
+                    .map_err(app_error)?;
+                Ok(m::SessionReply { session })
+            })
+            .await
+        }
+        m::SessionFork::NAME => {
+            serve::<m::SessionFork, _, _>(raw, |p| async move {
+                let session = sessions.fork(p).await.map_err(app_error)?;
+                Ok(m::Created {
+                    session_id: session.id.clone(),
+                    session,
+                })
+            })
+            .await
+        }
+        m::SessionDiff::NAME => {
+            serve::<m::SessionDiff, _, _>(raw, |p| async move {
+                sessions
+                    .diff(&p.session_id, p.context)
+                    .await
+                    .map_err(app_error)
+            })
+            .await
+        }
+        m::SessionCommit::NAME => {
+            serve::<m::SessionCommit, _, _>(raw, |p| async move {
+                sessions
+                    .commit(&p.session_id, p.message)
+                    .await
+                    .map_err(app_error)
+            })
+            .await
+        }
+        m::SessionMerge::NAME => {
+            serve::<m::SessionMerge, _, _>(raw, |p| async move {
+                sessions.merge(p).await.map_err(app_error)
+            })
+            .await
+        }
+        m::SessionPr::NAME => {
+            serve::<m::SessionPr, _, _>(
+                raw,
+                |p| async move { sessions.pr(p).await.map_err(app_error) },
+            )
+            .await
+        }
+        m::SessionConflicts::NAME => {
+            serve::<m::SessionConflicts, _, _>(raw, |_| async move { Ok(sessions.conflicts()) })
+                .await
+        }
         m::RulesList::NAME => {
             serve::<m::RulesList, _, _>(raw, |p| async move {
                 sessions.rules(p.session_id.as_deref()).map_err(app_error)

@@ -1,6 +1,7 @@
 //! Drawing: [`render`] paints the whole workbench from a [`Model`] and a [`Theme`]. Each
 //! component is a function of the model in its own file; colours come from theme roles.
 
+mod diff;
 mod inbox;
 mod input;
 mod overlay;
@@ -62,9 +63,13 @@ pub fn render(frame: &mut Frame, model: &Model, theme: &Theme) {
     input::render(frame, areas.input, model, theme);
     status_bar::render(frame, areas.status_bar, model, theme);
     match model.overlay {
-        Some(Overlay::Help { scroll }) => overlay::help(frame, area, model, theme, scroll),
+        Some(Overlay::Help {
+            scroll,
+            commands_first,
+        }) => overlay::help(frame, area, model, theme, scroll, commands_first),
         Some(Overlay::Sessions) => overlay::sessions(frame, area, model, theme),
         Some(Overlay::Page { scroll }) => overlay::page(frame, area, model, theme, scroll),
+        Some(Overlay::Diff) => diff::render(frame, area, model, theme),
         None => {}
     }
 }
@@ -212,7 +217,9 @@ fn activity_role(activity: Activity) -> Role {
         Activity::Starting | Activity::Working | Activity::Active => Role::SessionWorking,
         Activity::Waiting => Role::SessionWaiting,
         Activity::Done => Role::SessionDone,
-        Activity::Stopped | Activity::Parked | Activity::Idle => Role::SessionIdle,
+        Activity::Cancelled | Activity::Stopped | Activity::Parked | Activity::Idle => {
+            Role::SessionIdle
+        }
         Activity::Error => Role::SessionError,
     }
 }

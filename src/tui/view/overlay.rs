@@ -97,9 +97,26 @@ fn centered(area: Rect, max_width: u16, rows: usize) -> Rect {
     }
 }
 
-pub fn help(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme, scroll: u16) {
+pub fn help(
+    frame: &mut Frame,
+    area: Rect,
+    model: &Model,
+    theme: &Theme,
+    scroll: u16,
+    commands_first: bool,
+) {
     let width = area.width.saturating_sub(4).min(90);
-    let lines = help_lines(model, theme, width.saturating_sub(2).into());
+    let max = usize::from(width.saturating_sub(2));
+    let (keys, commands) = (key_lines(model, theme, max), command_lines(theme, max));
+    let lines: Vec<Line> = if commands_first {
+        commands
+            .into_iter()
+            .chain([Line::raw("")])
+            .chain(keys)
+            .collect()
+    } else {
+        keys.into_iter().chain(commands).collect()
+    };
     let rect = centered(area, width, lines.len());
     let block = pane(" help · esc closes · ↑↓ scroll ", true, theme);
     let inner = block.inner(rect);
@@ -130,15 +147,18 @@ pub fn page(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme, scroll:
     frame.render_widget(Paragraph::new(shown).block(block), rect);
 }
 
-fn help_lines<'a>(model: &Model, theme: &Theme, max: usize) -> Vec<Line<'a>> {
-    let heading = |text: &str| {
-        Line::styled(
-            text.to_string(),
-            theme
-                .style(Role::BorderFocused)
-                .add_modifier(Modifier::BOLD),
-        )
-    };
+fn heading<'a>(text: &str, theme: &Theme) -> Line<'a> {
+    Line::styled(
+        text.to_string(),
+        theme
+            .style(Role::BorderFocused)
+            .add_modifier(Modifier::BOLD),
+    )
+}
+
+/// The bindings in use, by where they apply.
+fn key_lines<'a>(model: &Model, theme: &Theme, max: usize) -> Vec<Line<'a>> {
+    let heading = |text: &str| heading(text, theme);
     let key_column = 22;
     let entry = |keys: String, help: &str| {
         Line::from(vec![
@@ -182,7 +202,12 @@ fn help_lines<'a>(model: &Model, theme: &Theme, max: usize) -> Vec<Line<'a>> {
         }
         lines.push(Line::raw(""));
     }
-    lines.push(heading("commands"));
+    lines
+}
+
+/// Every slash command with its arguments and what it does.
+fn command_lines<'a>(theme: &Theme, max: usize) -> Vec<Line<'a>> {
+    let mut lines = vec![heading("commands", theme)];
     for spec in COMMANDS {
         let aliases: String = spec.aliases.iter().map(|a| format!(" /{a}")).collect();
         let usage = format!("/{}{aliases} {}", spec.name, spec.args);
@@ -223,7 +248,11 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let summaries = model
         .sessions()
         .iter()
-        .map(|s| usize::from(s.context_summary.is_some()) + usize::from(contained(s).is_some()))
+        .map(|s| {
+            usize::from(s.context_summary.is_some())
+                + usize::from(contained(s).is_some())
+                + usize::from(!model.conflicts_of(&s.id).is_empty())
+        })
         .sum::<usize>();
     let rect = centered(area, 110, model.sessions().len().max(1) + 1 + summaries);
     let block = pane(" sessions · 1-9 focus · esc closes ", true, theme);
@@ -276,6 +305,23 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
             Span::styled(rest, dim(theme)),
             Span::styled(task, theme.style(Role::Text)),
         ]));
+        // The conflict radar: the sessions it changes the same files (or lines) as.
+        let conflicts = model.conflicts_of(&session.id);
+        if !conflicts.is_empty() {
+            let with: Vec<String> = conflicts
+                .iter()
+                .map(|(n, same_lines)| {
+                    format!("[{n}]{}", if *same_lines { " (same lines)" } else { "" })
+                })
+                .collect();
+            lines.push(Line::styled(
+                clip(
+                    &format!("        ⚠ changes the same files as {}", with.join(", ")),
+                    max,
+                ),
+                theme.style(Role::Conflict),
+            ));
+        }
         // Where a contained session runs, and the limits on it.
         if let Some(driver) = contained(session) {
             lines.push(Line::styled(

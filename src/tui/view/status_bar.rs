@@ -164,6 +164,17 @@ fn segment<'a>(model: &Model, theme: &Theme, index: usize, detail: Detail) -> Ve
         Span::styled(marker, label_style),
         Span::styled(number, label_style),
     ];
+    // The conflict radar: ⚠ when the branch changes the same lines as another
+    // session's, ≈ when only the same files.
+    let conflicts = model.conflicts_of(&session.id);
+    if !conflicts.is_empty() {
+        let mark = if conflicts.iter().any(|(_, same_lines)| *same_lines) {
+            "⚠"
+        } else {
+            "≈"
+        };
+        spans.push(Span::styled(mark, theme.style(Role::Conflict)));
+    }
     let labelled = match detail {
         Detail::Full => true,
         Detail::Mixed => focused || activity == Activity::Waiting,

@@ -466,3 +466,58 @@ fn audit_overlay_shows_the_focused_sessions_log_and_contained_sessions_their_dri
         "{shown}"
     );
 }
+
+#[test]
+fn an_empty_workbench_names_the_agents_it_can_start() {
+    let mut model = Model::new(crate::tui::Keymap::default());
+    let text = screen(&model, 160, 24);
+    assert!(text.contains("no agent found"), "{text}");
+    model.set_agents(vec!["claude".into()]);
+    let text = screen(&model, 160, 24);
+    assert!(text.contains("/new <task> starts claude"), "{text}");
+    model.set_agents(vec!["claude".into(), "codex".into()]);
+    let text = screen(&model, 160, 24);
+    assert!(text.contains("agents: claude, codex"), "{text}");
+}
+
+#[test]
+fn slash_help_opens_on_the_commands_and_f1_on_the_keys() {
+    let mut model = fixture::model();
+    model.handle_command(crate::tui::commands::SlashCommand::Help);
+    let text = screen(&model, 80, 30);
+    assert!(text.contains("/goto /g <n>"), "commands first: {text}");
+    assert!(!text.contains("alt-1 … alt-9"), "keys further down: {text}");
+    model.handle_command(crate::tui::commands::SlashCommand::Help);
+    assert_eq!(model.overlay, None, "/help again closes it");
+    press(&mut model, KeyCode::F(1), KeyModifiers::NONE);
+    let text = screen(&model, 80, 30);
+    assert!(text.contains("alt-1 … alt-9"), "keys first: {text}");
+    assert!(!text.contains("/goto /g <n>"), "{text}");
+}
+
+#[test]
+fn the_conflict_radar_marks_both_sessions_in_the_bar_and_the_list() {
+    use crate::protocol::{ConflictPair, ConflictReport, Overlap};
+    let mut model = fixture::model();
+    let ids: Vec<String> = model.sessions().iter().map(|s| s.id.clone()).collect();
+    model.set_conflicts(ConflictReport {
+        pairs: vec![ConflictPair {
+            a: ids[0].clone(),
+            b: ids[2].clone(),
+            files: vec![Overlap {
+                path: "src/auth.rs".into(),
+                lines: vec![(10, 12)],
+            }],
+        }],
+    });
+    let text = screen(&model, 160, 30);
+    let bar = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(bar.contains("[1]⚠") && bar.contains("[3]⚠"), "{bar}");
+    assert!(!bar.contains("[2]⚠"), "{bar}");
+    model.handle_command(crate::tui::commands::SlashCommand::Sessions);
+    let text = screen(&model, 160, 30);
+    assert!(
+        text.contains("⚠ changes the same files as [3] (same lines)"),
+        "{text}"
+    );
+}

@@ -40,11 +40,10 @@ impl Row {
 pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let Some(session) = model.focused_session() else {
         let block = pane(" transcript ", false, theme);
-        let hint =
-            Paragraph::new("no session yet — /new --worktree <branch> --agent <profile> [task]")
-                .style(dim(theme))
-                .wrap(Wrap { trim: true })
-                .block(block);
+        let hint = Paragraph::new(model.how_to_start())
+            .style(dim(theme))
+            .wrap(Wrap { trim: true })
+            .block(block);
         frame.render_widget(hint, area);
         return;
     };

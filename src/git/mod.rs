@@ -1,10 +1,18 @@
-//! The git worktrees sessions run in, through the `git` command (the one the user has,
-//! with their configuration and hooks).
+//! The git worktrees sessions run in, and reviewing and landing their work (`diff.rs`,
+//! `land.rs`), through the `git` command (the one the user has, with their configuration
+//! and hooks).
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 
 use tokio::process::Command;
+
+mod diff;
+mod land;
+
+pub use diff::{changed_lines, diff, overlaps, parse as parse_diff};
+pub use land::{commit_all, conflicts, current_branch, has_remote, head, merge, merge_base};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
@@ -20,37 +28,56 @@ pub type Result<T> = std::result::Result<T, GitError>;
 
 /// Runs git in `dir` and returns its trimmed stdout, or its stderr as the error.
 async fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let output = crate::sys::user_umask(&mut Command::new("git"))
+    git_env(dir, args, &[])
+        .await
+        .map(|out| out.trim_end().to_string())
+}
+
+/// Runs git in `dir` with extra environment variables and returns its stdout as it is
+/// (untrimmed, for output whose trailing whitespace matters), or its stderr as the error.
+async fn git_env(dir: &Path, args: &[&str], envs: &[(&str, &OsStr)]) -> Result<String> {
+    let output = git_output(dir, args, envs).await?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(failure(args, &output))
+    }
+}
+
+/// Runs git in `dir` with extra environment variables, whatever its exit status; for the
+/// commands whose non-zero exits are answers rather than failures.
+async fn git_output(dir: &Path, args: &[&str], envs: &[(&str, &OsStr)]) -> Result<Output> {
+    crate::sys::user_umask(&mut Command::new("git"))
         .arg("-C")
         .arg(dir)
         .args(args)
         .stdin(Stdio::null())
         .env("GIT_TERMINAL_PROMPT", "0")
+        .envs(envs.iter().copied())
         .output()
         .await
-        .map_err(GitError::Spawn)?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout)
-            .trim_end()
-            .to_string())
-    } else {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let message = stderr
-            .lines()
-            .map(|l| {
-                l.trim_start_matches("fatal: ")
-                    .trim_start_matches("error: ")
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        Err(GitError::Failed {
-            args: args.join(" "),
-            message: if message.is_empty() {
-                format!("exited with {}", output.status)
-            } else {
-                message
-            },
+        .map_err(GitError::Spawn)
+}
+
+/// The error for a git run that failed: its stderr without git's `fatal:`/`error:`
+/// prefixes, or its exit status when it said nothing.
+fn failure(args: &[&str], output: &Output) -> GitError {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let message = stderr
+        .lines()
+        .map(|l| {
+            l.trim_start_matches("fatal: ")
+                .trim_start_matches("error: ")
         })
+        .collect::<Vec<_>>()
+        .join("; ");
+    GitError::Failed {
+        args: args.join(" "),
+        message: if message.is_empty() {
+            format!("exited with {}", output.status)
+        } else {
+            message
+        },
     }
 }
 
@@ -184,6 +211,28 @@ pub async fn is_merged(repo: &Path, branch: &str) -> bool {
 pub async fn delete_branch(repo: &Path, branch: &str, force: bool) -> Result<()> {
     let flag = if force { "-D" } else { "-d" };
     git(repo, &["branch", flag, branch]).await.map(|_| ())
+}
+
+/// Makes `branch` at commit `start` (a fork's branch), without checking it out.
+pub async fn create_branch(repo: &Path, branch: &str, start: &str) -> Result<()> {
+    git(repo, &["branch", "--no-track", branch, start])
+        .await
+        .map(|_| ())
+}
+
+/// Pushes `branch` to the `origin` remote (or the only remote there is), setting it
+/// as the branch's upstream.
+pub async fn push_branch(dir: &Path, branch: &str) -> Result<()> {
+    let remotes = git(dir, &["remote"]).await?;
+    let remote = remotes
+        .lines()
+        .find(|r| *r == "origin")
+        .or_else(|| remotes.lines().next())
+        .ok_or_else(|| GitError::Refused("the repository has no remote to push to".into()))?
+        .to_string();
+    git(dir, &["push", "--set-upstream", &remote, branch])
+        .await
+        .map(|_| ())
 }
 
 #[cfg(test)]

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::{DriverKind, DriverOptions, DriverSpec};
 
+mod builtin;
+pub use builtin::{KNOWN, Known, ProfileEntry, ProfileSource};
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
@@ -27,7 +30,8 @@ pub struct Config {
     pub daemon: DaemonConfig,
     pub inbox: InboxConfig,
     pub store: StoreConfig,
-    /// Agent profiles by name: `[agents.<name>]`.
+    /// Agent profiles by name: `[agents.<name>]`, over the built-in ones
+    /// ([`Config::profile`]).
     pub agents: BTreeMap<String, AgentProfile>,
     /// The full-screen workbench.
     pub tui: TuiConfig,
@@ -504,7 +508,7 @@ mod tests {
 
     #[test]
     fn example_file_is_valid_and_complete() {
-        let text = include_str!("../.crucible.toml.example");
+        let text = include_str!("../../.crucible.toml.example");
         let table = Config::parse_layer(text).expect("the example parses");
         let example: Config = toml::from_str(text).unwrap();
         for name in ["claude", "codex", "gemini", "opencode"] {

@@ -1,0 +1,240 @@
+//! `cru agents [--check] [--json]`: every agent profile, where it comes from (built-in or
+//! settings), whether its program is found and its version; with `--check`, whether it
+//! answers ACP `initialize` and what it says about signing in. Needs no daemon.
+
+use std::path::Path;
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, FileSystemCapabilities, Implementation, InitializeRequest,
+    InitializeResponse,
+};
+use clap::Args;
+use serde::Serialize;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+use crate::cli::output::{self, outln};
+use crate::config::{AgentKind, AgentProfile, ProfileEntry, ProfileSource};
+use crate::kiln::Kiln;
+
+/// How long `--version` may take.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest `--check` waits for `initialize`, whatever the profile allows.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Args)]
+pub struct AgentsArgs {
+    /// Start each agent found and ask it `initialize` (its name, version and how it
+    /// signs in).
+    #[arg(long)]
+    check: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+/// One profile as listed.
+#[derive(Debug, Serialize)]
+struct Listed {
+    name: String,
+    source: ProfileSource,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    command: String,
+    /// Where the program is; absent when not found.
+    program: Option<String>,
+    version: Option<String>,
+    /// `--check` only: what `initialize` said, or why it failed.
+    check: Option<Checked>,
+}
+
+#[derive(Debug, Serialize)]
+struct Checked {
+    ok: bool,
+    /// The agent's own name and version, or the failure.
+    says: String,
+    /// Ways to sign in the agent offers (ACP `authMethods`).
+    auth_methods: Vec<String>,
+}
+
+pub async fn run(kiln: Kiln, args: AgentsArgs) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(&kiln)?;
+    let mut listed = Vec::new();
+    for entry in config.profiles() {
+        listed.push(list(&entry, args.check).await);
+    }
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&listed)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut headers = vec!["NAME", "SOURCE", "TYPE", "PROGRAM", "VERSION"];
+    if args.check {
+        headers.push("CHECK");
+    }
+    let rows: Vec<Vec<String>> = listed
+        .iter()
+        .map(|l| {
+            let mut row = vec![
+                l.name.clone(),
+                l.source.as_str().to_string(),
+                l.kind.to_string(),
+                match (&l.program, l.kind) {
+                    (_, "internal") => "—".to_string(),
+                    (Some(path), _) => path.clone(),
+                    (None, _) => format!("{}: not found", l.command),
+                },
+                l.version.clone().unwrap_or_else(|| "—".into()),
+            ];
+            if let Some(check) = &l.check {
+                let mut text = check.says.clone();
+                if !check.auth_methods.is_empty() {
+                    text.push_str(&format!("; sign in: {}", check.auth_methods.join(", ")));
+                }
+                row.push(text);
+            } else if args.check {
+                row.push("—".into());
+            }
+            row
+        })
+        .collect();
+    output::print_table(&headers, &rows);
+    let usable = config.startable();
+    match usable.as_slice() {
+        [] => outln!(
+            "\nno agent to start: install one of the built-in ones, or add [agents.<name>] to {}",
+            kiln.settings_path().display()
+        ),
+        [only] => outln!("\n/new <task> in the workbench starts {only}"),
+        many => outln!(
+            "\n/new --agent <name> <task> starts one of: {}",
+            many.join(", ")
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn list(entry: &ProfileEntry, check: bool) -> Listed {
+    let profile = &entry.profile;
+    let version = match &entry.program {
+        Some(program) => version(program).await,
+        None => None,
+    };
+    let check = match (&entry.program, profile.kind) {
+        (Some(program), AgentKind::Acp) if check => Some(initialize(program, profile).await),
+        _ => None,
+    };
+    Listed {
+        name: entry.name.clone(),
+        source: entry.source,
+        kind: profile.kind.as_str(),
+        command: profile.command.clone(),
+        program: entry.program.as_ref().map(|p| p.display().to_string()),
+        version,
+        check,
+    }
+}
+
+/// The first line `program --version` prints, if it prints one in time.
+async fn version(program: &Path) -> Option<String> {
+    let run = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(VERSION_TIMEOUT, run)
+        .await
+        .ok()?
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    // An agent that ignores `--version` and speaks ACP prints JSON, not a version.
+    (!line.starts_with('{')).then(|| output::clip(line, 60))
+}
+
+/// Starts the agent, sends ACP `initialize` and reads its answer.
+async fn initialize(program: &Path, profile: &AgentProfile) -> Checked {
+    let failed = |says: String| Checked {
+        ok: false,
+        says,
+        auth_methods: Vec::new(),
+    };
+    let limit = Duration::from_secs(profile.startup_timeout_secs).min(CHECK_TIMEOUT);
+    match tokio::time::timeout(limit, ask_initialize(program, profile)).await {
+        Err(_) => failed(format!("no answer to initialize in {}s", limit.as_secs())),
+        Ok(Err(why)) => failed(why),
+        Ok(Ok(reply)) => {
+            let says = match &reply.agent_info {
+                Some(info) => format!("ok: {} {}", info.name, info.version),
+                None => "ok".to_string(),
+            };
+            Checked {
+                ok: true,
+                says,
+                auth_methods: reply
+                    .auth_methods
+                    .iter()
+                    .map(|m| m.name().to_string())
+                    .collect(),
+            }
+        }
+    }
+}
+
+async fn ask_initialize(
+    program: &Path,
+    profile: &AgentProfile,
+) -> Result<InitializeResponse, String> {
+    let mut child = Command::new(program)
+        .args(&profile.args)
+        .envs(&profile.env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start: {e}"))?;
+    let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err("cannot talk to it".into());
+    };
+    let params = InitializeRequest::new(ProtocolVersion::V1)
+        .client_capabilities(
+            ClientCapabilities::new()
+                .fs(FileSystemCapabilities::new()
+                    .read_text_file(true)
+                    .write_text_file(true))
+                .terminal(true),
+        )
+        .client_info(Implementation::new("crucible", env!("CARGO_PKG_VERSION")));
+    let request = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params,
+    });
+    let mut line = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    stdin
+        .write_all(&line)
+        .await
+        .map_err(|e| format!("cannot send initialize: {e}"))?;
+    let mut lines = BufReader::new(stdout).lines();
+    while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
+        let Ok(reply) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if reply.get("id") != Some(&serde_json::json!(1)) {
+            continue;
+        }
+        if let Some(error) = reply.get("error") {
+            return Err(format!("initialize refused: {error}"));
+        }
+        let result = reply.get("result").cloned().unwrap_or_default();
+        return serde_json::from_value(result)
+            .map_err(|e| format!("an answer that is not ACP: {e}"));
+    }
+    let _ = child.kill().await;
+    Err("it ended without answering initialize".into())
+}

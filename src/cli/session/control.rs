@@ -1,0 +1,60 @@
+//! `cru session restart`, `rename` and `fork`.
+
+use crate::cli::output::outln;
+use crate::client::Client;
+use crate::protocol::methods as m;
+use crate::protocol::{ForkParams, RenameParams, Session, SessionIdParams};
+
+pub(super) async fn restart(client: &Client, session: &Session) -> anyhow::Result<()> {
+    let reply = client
+        .call::<m::SessionRestart>(&SessionIdParams {
+            session_id: session.id.clone(),
+        })
+        .await?;
+    outln!(
+        "{}: {}",
+        reply.session.display_name,
+        super::state_of(&reply.session)
+    );
+    Ok(())
+}
+
+pub(super) async fn rename(client: &Client, session: &Session, name: String) -> anyhow::Result<()> {
+    let reply = client
+        .call::<m::SessionRename>(&RenameParams {
+            session_id: session.id.clone(),
+            name,
+        })
+        .await?;
+    outln!("{} is now {}", reply.session.id, reply.session.display_name);
+    Ok(())
+}
+
+pub(super) async fn fork(
+    client: &Client,
+    session: &Session,
+    worktree: Option<String>,
+    task: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let created = client
+        .call::<m::SessionFork>(&ForkParams {
+            session_id: session.id.clone(),
+            worktree,
+            task,
+        })
+        .await?;
+    let s = created.session;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        outln!(
+            "forked {} into {} ({}) on branch {}",
+            session.display_name,
+            s.display_name,
+            s.id,
+            s.branch.as_deref().unwrap_or("?")
+        );
+    }
+    Ok(())
+}

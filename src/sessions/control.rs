@@ -1,0 +1,135 @@
+//! A session's controls besides prompts: restarting its agent, renaming it, and forking
+//! it onto a new branch with its context.
+
+use super::*;
+use crate::protocol::ForkParams;
+
+/// The longest session name.
+const MAX_NAME: usize = 80;
+
+impl Sessions {
+    /// Ends the agent if it runs and starts it again, resuming its own session where
+    /// the agent can load one (otherwise a fresh one, seeded with the context stack).
+    pub async fn restart(self: &Arc<Self>, id: &str) -> Result<Session> {
+        let _one_at_a_time = self.unparking.lock().await;
+        let session = self.managed(id)?;
+        if session.state == Some(SessionState::Creating) {
+            return Err(WorkbenchError::Conflict(format!(
+                "session {id} is still being created"
+            )));
+        }
+        // Its environment goes with it and is made again.
+        self.stop_actor(id, false).await;
+        let session = self.managed(id)?;
+        let config = Config::load(&self.wb.kiln().settings_path())
+            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let profile = config.profile(&session.agent_name).map_err(|why| {
+            WorkbenchError::Invalid(format!(
+                "the agent profile {:?} is gone: {why}",
+                session.agent_name
+            ))
+        })?;
+        let mut starting = session.clone();
+        starting.state = Some(SessionState::Starting);
+        starting.state_reason = Some(wording::RESTARTING.into());
+        starting.updated_at = Some(now_rfc3339());
+        let starting = self.wb.save_managed(&starting).await?;
+        let resume = Resume {
+            acp_session_id: session.acp_session_id.clone(),
+            previous: SessionState::Stopped,
+        };
+        let name = session.agent_name.clone();
+        if let Err(why) = self
+            .spawn_actor(starting, &name, profile, Some(resume), None)
+            .await
+        {
+            let mut failed = session;
+            failed.state = Some(SessionState::Error);
+            failed.state_reason = Some(format!("the restart failed: {why}"));
+            failed.updated_at = Some(now_rfc3339());
+            self.wb.save_managed(&failed).await?;
+            return Err(WorkbenchError::Invalid(why));
+        }
+        self.wb.get_session(id)
+    }
+
+    /// Gives the session a name of the human's choosing (lists and the status bar show
+    /// it; `cru session` commands accept it).
+    pub async fn rename(&self, id: &str, name: &str) -> Result<Session> {
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(WorkbenchError::Invalid("give the session a name".into()));
+        }
+        if name.chars().count() > MAX_NAME || name.chars().any(char::is_control) {
+            return Err(WorkbenchError::Invalid(format!(
+                "a session name is one line of at most {MAX_NAME} characters"
+            )));
+        }
+        let mut session = self.managed(id)?;
+        session.display_name = name.to_string();
+        session.updated_at = Some(now_rfc3339());
+        self.wb.save_managed(&session).await
+    }
+
+    /// A new session of the same agent, driver and read manifest on a new branch made
+    /// from this session's HEAD (its commits; uncommitted changes stay behind), with a
+    /// copy of its context stack.
+    pub async fn fork(self: &Arc<Self>, params: ForkParams) -> Result<Session> {
+        let source = self.managed(&params.session_id)?;
+        let (Some(worktree), Some(branch)) = (&source.worktree, &source.branch) else {
+            return Err(WorkbenchError::Invalid(format!(
+                "session {} works in place, not on a branch of its own; there is nothing to fork from",
+                source.id
+            )));
+        };
+        let repo = self.wb.kiln().root().to_path_buf();
+        let git_err = |e: git::GitError| WorkbenchError::Invalid(e.to_string());
+        let new_branch = {
+            let _git = self.git.lock().await;
+            let head = git::head(Path::new(worktree)).await.map_err(git_err)?;
+            let name = match params.worktree.as_deref().map(str::trim) {
+                Some(name) if !name.is_empty() => {
+                    if git::branch_exists(&repo, name).await {
+                        return Err(WorkbenchError::Conflict(format!(
+                            "branch {name} already exists; a fork makes a new one"
+                        )));
+                    }
+                    name.to_string()
+                }
+                _ => free_branch(&repo, &format!("{branch}-fork")).await,
+            };
+            git::check_branch_name(&repo, &name)
+                .await
+                .map_err(git_err)?;
+            git::create_branch(&repo, &name, &head)
+                .await
+                .map_err(git_err)?;
+            name
+        };
+        let create = CreateSessionParams {
+            agent: source.agent_name.clone(),
+            worktree: Some(new_branch.clone()),
+            in_place: false,
+            task: params.task.clone(),
+            driver: source.driver.clone().unwrap_or_default().options(),
+            allow_read: source.security.read_manifest.clone().unwrap_or_default(),
+        };
+        let forked = self.create_from(create, Some(&source.id)).await;
+        if forked.is_err() {
+            let _git = self.git.lock().await;
+            let _ = git::delete_branch(&repo, &new_branch, true).await;
+        }
+        forked
+    }
+}
+
+/// `base`, or `base-2`, `base-3`… : the first that is not a branch yet.
+async fn free_branch(repo: &Path, base: &str) -> String {
+    let mut name = base.to_string();
+    let mut n = 2;
+    while git::branch_exists(repo, &name).await {
+        name = format!("{base}-{n}");
+        n += 1;
+    }
+    name
+}

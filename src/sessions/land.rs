@@ -1,0 +1,230 @@
+//! Reviewing and landing a session's work: its diff against the point its branch left
+//! the base branch, committing the worktree, merging into the base branch in the kiln,
+//! and opening a pull request with `gh`.
+
+use super::*;
+use crate::protocol::{
+    CommitReply, DiffReply, MergeParams, MergeReply, MergeStrategy, PrParams, PrReply,
+};
+
+/// Lines of context in a diff unless asked otherwise.
+const DIFF_CONTEXT: u32 = 3;
+
+/// Where a session's work is.
+pub(super) struct Work {
+    pub(super) session: Session,
+    pub(super) worktree: PathBuf,
+    pub(super) branch: String,
+    pub(super) base_branch: String,
+}
+
+impl Sessions {
+    /// The session's worktree, branch and base branch; refused for a session that works
+    /// in place (it has no branch of its own to review or land).
+    pub(super) async fn work(&self, id: &str) -> Result<Work> {
+        let session = self.managed(id)?;
+        let (Some(worktree), Some(branch)) = (&session.worktree, &session.branch) else {
+            return Err(WorkbenchError::Invalid(format!(
+                "session {id} works in place, on the kiln's own checkout; review it with git there"
+            )));
+        };
+        let base_branch = match &session.base_branch {
+            Some(base) => base.clone(),
+            // Sessions made before crucible kept their base: the kiln's branch now.
+            None => git::current_branch(self.wb.kiln().root())
+                .await
+                .ok()
+                .flatten()
+                .filter(|b| b != branch)
+                .ok_or_else(|| {
+                    WorkbenchError::Invalid(format!(
+                        "session {id} has no base branch and the kiln's checkout is not on one"
+                    ))
+                })?,
+        };
+        Ok(Work {
+            worktree: PathBuf::from(worktree),
+            branch: branch.clone(),
+            base_branch,
+            session,
+        })
+    }
+
+    /// Everything the session changed since its branch left the base branch: commits,
+    /// uncommitted changes and new files.
+    pub async fn diff(&self, id: &str, context: Option<u32>) -> Result<DiffReply> {
+        let work = self.work(id).await?;
+        let base = git::merge_base(&work.worktree, &work.base_branch, "HEAD")
+            .await
+            .map_err(git_error)?;
+        let diff = git::diff(&work.worktree, &base, context.unwrap_or(DIFF_CONTEXT))
+            .await
+            .map_err(git_error)?;
+        Ok(DiffReply {
+            session_id: id.to_string(),
+            branch: work.branch,
+            base_branch: work.base_branch,
+            diff,
+        })
+    }
+
+    /// Commits everything in the session's worktree (new files included).
+    pub async fn commit(&self, id: &str, message: Option<String>) -> Result<CommitReply> {
+        let work = self.work(id).await?;
+        refuse_while_busy(&work.session, "commit")?;
+        let message = message
+            .filter(|m| !m.trim().is_empty())
+            .unwrap_or_else(|| default_message(&work.session));
+        let commit = git::commit_all(&work.worktree, &message)
+            .await
+            .map_err(git_error)?;
+        Ok(CommitReply {
+            session_id: id.to_string(),
+            commit,
+        })
+    }
+
+    /// Merges the session's branch into its base branch, checked out in the kiln.
+    /// Refused, with the files named, when it would conflict or when the kiln's checkout
+    /// has uncommitted changes to files the merge changes; uncommitted work in the
+    /// session's worktree must be committed first.
+    pub async fn merge(&self, params: MergeParams) -> Result<MergeReply> {
+        let work = self.work(&params.session_id).await?;
+        refuse_while_busy(&work.session, "merge")?;
+        let repo = self.wb.kiln().root().to_path_buf();
+        let checked_out = git::current_branch(&repo).await.map_err(git_error)?;
+        if checked_out.as_deref() != Some(work.base_branch.as_str()) {
+            return Err(WorkbenchError::Conflict(format!(
+                "the kiln has {} checked out, not {}, the branch session {} started from; check out {} to land there",
+                checked_out.as_deref().unwrap_or("a detached HEAD"),
+                work.base_branch,
+                work.session.id,
+                work.base_branch
+            )));
+        }
+        let pending = git::uncommitted(&work.worktree).await.map_err(git_error)?;
+        if !pending.is_empty() {
+            return Err(WorkbenchError::Conflict(format!(
+                "the session's worktree has {} uncommitted change(s) ({}); commit them first (/commit)",
+                pending.len(),
+                pending
+                    .iter()
+                    .take(3)
+                    .map(|c| c.trim())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let message = params
+            .message
+            .filter(|m| !m.trim().is_empty())
+            .unwrap_or_else(|| match params.strategy {
+                MergeStrategy::Squash => default_message(&work.session),
+                _ => format!("Merge {} ({})", work.branch, work.session.display_name),
+            });
+        let _git = self.git.lock().await;
+        let head = git::merge(
+            &repo,
+            &work.branch,
+            &work.worktree,
+            params.strategy,
+            &message,
+        )
+        .await
+        .map_err(git_error)?;
+        Ok(MergeReply {
+            session_id: work.session.id,
+            into: work.base_branch,
+            head,
+        })
+    }
+
+    /// Pushes the session's branch and opens a pull request against its base branch with
+    /// `gh`. Refused clearly when `gh` is not installed or the kiln has no remote.
+    pub async fn pr(&self, params: PrParams) -> Result<PrReply> {
+        let work = self.work(&params.session_id).await?;
+        let repo = self.wb.kiln().root().to_path_buf();
+        let Some(gh) = crate::sys::on_path("gh") else {
+            return Err(WorkbenchError::Invalid(
+                "opening a pull request needs the GitHub CLI, gh, on the daemon's PATH (https://cli.github.com); or push the branch and open it yourself".into(),
+            ));
+        };
+        if !git::has_remote(&repo).await {
+            return Err(WorkbenchError::Invalid(
+                "the kiln's repository has no remote to open a pull request on; add one with git remote add".into(),
+            ));
+        }
+        let pending = git::uncommitted(&work.worktree).await.map_err(git_error)?;
+        if !pending.is_empty() {
+            return Err(WorkbenchError::Conflict(format!(
+                "the session's worktree has {} uncommitted change(s); commit them first (/commit)",
+                pending.len()
+            )));
+        }
+        git::push_branch(&work.worktree, &work.branch)
+            .await
+            .map_err(git_error)?;
+        let title = params
+            .title
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or_else(|| default_message(&work.session));
+        let body = params.body.unwrap_or_else(|| {
+            format!(
+                "From crucible session {} ({}).",
+                work.session.display_name, work.session.id
+            )
+        });
+        let output = tokio::process::Command::new(gh)
+            .args(["pr", "create", "--head", &work.branch, "--base"])
+            .arg(&work.base_branch)
+            .args(["--title", &title, "--body", &body])
+            .current_dir(&work.worktree)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(|e| WorkbenchError::Invalid(format!("cannot run gh: {e}")))?;
+        if !output.status.success() {
+            return Err(WorkbenchError::Invalid(format!(
+                "gh pr create failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+        let url = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("http"))
+            .unwrap_or_default()
+            .to_string();
+        Ok(PrReply {
+            session_id: work.session.id,
+            url,
+        })
+    }
+}
+
+fn git_error(e: git::GitError) -> WorkbenchError {
+    match e {
+        git::GitError::Refused(why) => WorkbenchError::Conflict(why),
+        other => WorkbenchError::Invalid(other.to_string()),
+    }
+}
+
+fn refuse_while_busy(session: &Session, what: &str) -> Result<()> {
+    match session.state {
+        Some(state) if state.is_busy() => Err(WorkbenchError::Conflict(format!(
+            "session {} is {state}; wait for its turn to end (or cancel it) before you {what}",
+            session.id
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A commit message from the session: its task's first line, else its name.
+fn default_message(session: &Session) -> String {
+    let line = session
+        .task
+        .as_deref()
+        .and_then(|t| t.lines().map(str::trim).find(|l| !l.is_empty()))
+        .unwrap_or(&session.display_name);
+    crate::text::clip(line, 72)
+}
