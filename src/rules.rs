@@ -47,7 +47,8 @@ impl Operation {
         text
     }
 
-    /// A stable name for "the same operation" (kind, command and paths), for
+    /// A stable name for "the same operation" (kind, command and paths; the tool's name
+    /// when it has neither, so two different tools of one kind are not the same), for
     /// operations approved once.
     pub fn fingerprint(&self) -> String {
         use sha2::Digest;
@@ -58,6 +59,10 @@ impl Operation {
         for path in &self.paths {
             hash.update([0]);
             hash.update(path.as_bytes());
+        }
+        if self.command.is_none() && self.paths.is_empty() {
+            hash.update([1]);
+            hash.update(self.tool.as_deref().unwrap_or("").as_bytes());
         }
         hash.finalize()
             .iter()
@@ -571,5 +576,15 @@ mod tests {
             a.fingerprint(),
             op("execute", Some("curl y"), &["/a"]).fingerprint()
         );
+        // Two tools with neither command nor paths are told apart by their names.
+        let named = |tool: &str| Operation {
+            tool: Some(tool.into()),
+            ..op("other", None, &[])
+        };
+        assert_ne!(
+            named("Push the branch").fingerprint(),
+            named("Delete the cache").fingerprint()
+        );
+        assert_eq!(named("Push").fingerprint(), named("Push").fingerprint());
     }
 }

@@ -158,6 +158,7 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
                 title,
                 body,
                 options: (!options.is_empty()).then_some(options),
+                option_kinds: None,
             };
             let one = client.call::<m::InboxSend>(&params).await?;
             if json {
@@ -224,10 +225,23 @@ fn print_message(m: &InboxMessage) {
         if answers.is_empty() {
             outln!("answer with: cru inbox respond {} \"<your answer>\"", m.id);
         } else {
+            for (i, answer) in answers.iter().enumerate() {
+                let kind = m
+                    .option_kinds
+                    .as_ref()
+                    .and_then(|k| k.get(i))
+                    .map(|k| format!("  ({})", k.replace('_', " ")))
+                    .unwrap_or_default();
+                outln!("  {}. {answer}{kind}", i + 1);
+            }
+            let intent = if m.msg_type == crate::protocol::MsgType::ApprovalRequired {
+                " | approve | deny"
+            } else {
+                ""
+            };
             outln!(
-                "answer with: cru inbox respond {} <{}>",
-                m.id,
-                answers.join("|")
+                "answer with: cru inbox respond {} <number | option{intent}>",
+                m.id
             );
         }
     }

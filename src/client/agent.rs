@@ -83,6 +83,7 @@ impl AgentLink {
             title: title.to_string(),
             body: body.map(String::from),
             options: options.map(<[String]>::to_vec),
+            option_kinds: None,
         };
         let sent = self
             .client

@@ -63,6 +63,10 @@ pub struct SendParams {
     pub body: Option<String>,
     #[serde(default)]
     pub options: Option<Vec<String>>,
+    /// For an approval: each option's ACP kind (`allow_once`, `allow_always`,
+    /// `reject_once`, `reject_always`), in the options' order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub option_kinds: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

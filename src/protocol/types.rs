@@ -338,6 +338,11 @@ pub struct InboxMessage {
     pub body: Option<String>,
     #[serde(default)]
     pub options: Option<Vec<String>>,
+    /// For an approval from an ACP agent: each option's kind (`allow_once`,
+    /// `allow_always`, `reject_once`, `reject_always`), in the options' order; what
+    /// `approve` and `deny` are mapped by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub option_kinds: Option<Vec<String>>,
     #[serde(default)]
     pub read: bool,
     #[serde(default)]
@@ -354,7 +359,9 @@ impl InboxMessage {
     /// The answers `inbox.respond` accepts for this message, if it takes one at all.
     /// The option an answer stands for: the option itself (any case), its number
     /// (1-based, as shown), or for an approval a word of intent (`approve`, `allow`,
-    /// `yes`… / `deny`, `reject`, `no`…) meaning the first option that starts with one.
+    /// `yes`… / `deny`, `reject`, `no`…): the option of kind `allow_once` (else
+    /// `allow_always`) or `reject_once` (else `reject_always`) when the kinds are known,
+    /// otherwise the first option that starts with such a word.
     pub fn answer_for(&self, answer: &str) -> Option<String> {
         let options = self.accepted_answers()?;
         let answer = answer.trim();
@@ -368,13 +375,24 @@ impl InboxMessage {
             return None;
         }
         let lower = answer.to_lowercase();
-        let words: &[&str] = if APPROVING_WORDS.contains(&lower.as_str()) {
-            &APPROVING_WORDS
+        let (words, kinds): (&[&str], [&str; 2]) = if APPROVING_WORDS.contains(&lower.as_str()) {
+            (&APPROVING_WORDS, ["allow_once", "allow_always"])
         } else if DENYING_WORDS.contains(&lower.as_str()) {
-            &DENYING_WORDS
+            (&DENYING_WORDS, ["reject_once", "reject_always"])
         } else {
             return None;
         };
+        // By the ACP kinds when the agent gave them: the once-option first.
+        if let Some(given) = self
+            .option_kinds
+            .as_ref()
+            .filter(|k| k.len() == options.len())
+        {
+            return kinds
+                .iter()
+                .find_map(|kind| given.iter().position(|g| g == kind))
+                .map(|i| options[i].clone());
+        }
         options
             .iter()
             .find(|o| {
@@ -505,6 +523,7 @@ mod tests {
             title: "t".into(),
             body: None,
             options: options.map(|o| o.into_iter().map(String::from).collect()),
+            option_kinds: None,
             read: false,
             responded: false,
             response: None,
@@ -603,5 +622,35 @@ mod answer_tests {
         assert_eq!(codex.answer_for("maybe"), None);
         let plain = approval(&[]);
         assert_eq!(plain.answer_for("APPROVE").as_deref(), Some("approve"));
+    }
+
+    #[test]
+    fn intent_words_follow_the_acp_kinds_when_the_agent_gave_them() {
+        // Names that start with no word of intent, as some agents write them.
+        let mut asked = approval(&["Always", "Just this once", "Never", "Not now"]);
+        assert_eq!(
+            asked.answer_for("approve"),
+            None,
+            "no kinds, no matching word"
+        );
+        asked.option_kinds = Some(
+            ["allow_always", "allow_once", "reject_always", "reject_once"]
+                .map(String::from)
+                .to_vec(),
+        );
+        assert_eq!(
+            asked.answer_for("approve").as_deref(),
+            Some("Just this once")
+        );
+        assert_eq!(asked.answer_for("yes").as_deref(), Some("Just this once"));
+        assert_eq!(asked.answer_for("deny").as_deref(), Some("Not now"));
+        assert_eq!(asked.answer_for("2").as_deref(), Some("Just this once"));
+        asked.option_kinds = Some(["allow_always", "reject_always"].map(String::from).to_vec());
+        asked.options = Some(vec!["Always".into(), "Never".into()]);
+        assert_eq!(
+            asked.answer_for("approve").as_deref(),
+            Some("Always"),
+            "the always-option when there is no once-option"
+        );
     }
 }

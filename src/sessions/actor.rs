@@ -431,6 +431,7 @@ impl Actor {
                 title,
                 body,
                 options,
+                kinds,
             } => {
                 let sent = self
                     .wb
@@ -440,6 +441,7 @@ impl Actor {
                         title,
                         body: Some(body),
                         options,
+                        option_kinds: kinds,
                     })
                     .await;
                 let result = sent.map(|m| m.id).map_err(|e| e.to_string());

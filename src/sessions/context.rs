@@ -230,6 +230,7 @@ impl SessionLink for Link {
                     title,
                     body,
                     options,
+                    option_kinds: None,
                 })
                 .await
                 .map_err(|e| e.to_string())?;

@@ -85,7 +85,8 @@ struct Approval {
     key: Key,
     title: String,
     /// (option as shown in the inbox, ACP option id)
-    choices: Vec<(String, String)>,
+    /// (option as shown in the inbox, ACP option id, ACP kind)
+    choices: Vec<(String, String, String)>,
 }
 
 /// A running session's state. The phase says where its agent is; a stop can be asked
@@ -441,7 +442,9 @@ impl Machine {
             title: title.clone(),
             body,
             options: (!choices.is_empty())
-                .then(|| choices.iter().map(|(shown, _)| shown.clone()).collect()),
+                .then(|| choices.iter().map(|(shown, _, _)| shown.clone()).collect()),
+            kinds: (!choices.is_empty())
+                .then(|| choices.iter().map(|(_, _, kind)| kind.clone()).collect()),
         });
         let approval = Approval {
             key,
@@ -490,8 +493,8 @@ impl Machine {
             let chosen = approval
                 .choices
                 .iter()
-                .find(|(shown, _)| *shown == response)
-                .map(|(_, option)| option.clone());
+                .find(|(shown, _, _)| *shown == response)
+                .map(|(_, option, _)| option.clone());
             let status = if chosen.is_some() {
                 response
             } else {
@@ -647,8 +650,8 @@ impl Machine {
 }
 
 /// The options an approval shows: the agent's option names, made unique when two
-/// differ only in case, each with the ACP option id it stands for.
-fn inbox_choices(options: &[PermissionChoice]) -> Vec<(String, String)> {
+/// differ only in case, each with the ACP option id it stands for and its kind.
+fn inbox_choices(options: &[PermissionChoice]) -> Vec<(String, String, String)> {
     let mut seen = HashSet::new();
     options
         .iter()
@@ -665,7 +668,7 @@ fn inbox_choices(options: &[PermissionChoice]) -> Vec<(String, String)> {
                 format!("{name} ({})", o.id)
             };
             seen.insert(shown.to_lowercase());
-            (shown, o.id.clone())
+            (shown, o.id.clone(), o.kind.clone())
         })
         .collect()
 }

@@ -577,10 +577,22 @@ fn inbox_choices_are_unique_and_map_back() {
     assert_eq!(
         choices,
         vec![
-            ("Allow".to_string(), "a".to_string()),
-            ("allow (b)".to_string(), "b".to_string()),
-            ("Reject".to_string(), "r".to_string()),
-            ("x".to_string(), "x".to_string()),
+            (
+                "Allow".to_string(),
+                "a".to_string(),
+                "allow_once".to_string()
+            ),
+            (
+                "allow (b)".to_string(),
+                "b".to_string(),
+                "allow_once".to_string()
+            ),
+            (
+                "Reject".to_string(),
+                "r".to_string(),
+                "allow_once".to_string()
+            ),
+            ("x".to_string(), "x".to_string(), "allow_once".to_string()),
         ]
     );
 }

@@ -310,6 +310,7 @@ pub(super) fn approvals() -> Vec<Case> {
                     title: TITLE.into(),
                     body: body.into(),
                     options: Some(vec!["Allow".into(), "Reject".into()]),
+                    kinds: Some(vec!["allow_once".into(), "reject_once".into()]),
                 },
             ],
         )

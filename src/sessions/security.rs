@@ -215,6 +215,7 @@ impl Sessions {
                 crate::protocol::MAX_REFINEMENT_ATTEMPTS
             )),
             options: Some(vec!["Widen and restart".into(), "Leave it stopped".into()]),
+            option_kinds: None,
         };
         if let Err(e) = self.wb.send(params).await {
             tracing::error!(session = %session.id, "cannot ask about the context miss: {e}");

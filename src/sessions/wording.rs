@@ -80,6 +80,7 @@ impl Notice {
             title: self.title,
             body: self.body,
             options: None,
+            option_kinds: None,
         }
     }
 }

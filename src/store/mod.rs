@@ -91,7 +91,7 @@ const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_
      context_summary, turn_count, driver, limits, security, skills, base_branch";
 const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
-     msg_type, title, body, options, read, responded, response, withdrawn";
+     msg_type, title, body, options, option_kinds, read, responded, response, withdrawn";
 
 impl Store {
     /// Opens (creating if needed) the store described by `cfg`, with `default_path` for the

@@ -109,9 +109,10 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD skills ON sessions TYPE array<string> DEFAULT [];
     "#,
     // v9: the branch a session's branch was made from (what it is diffed against and
-    // merged into).
+    // merged into), and the ACP kinds of an approval's options.
     r#"
     DEFINE FIELD base_branch ON sessions TYPE option<string>;
+    DEFINE FIELD option_kinds ON inbox_messages TYPE option<array<string>>;
     "#,
 ];
 

@@ -66,6 +66,7 @@ pub fn message(
         title: title.into(),
         body: None,
         options: (!options.is_empty()).then(|| options.iter().map(|o| o.to_string()).collect()),
+        option_kinds: None,
         read: false,
         responded: false,
         response: None,

@@ -21,7 +21,6 @@ use crate::protocol::ContextCall;
 const WHEEL_ROWS: i32 = 3;
 
 /// Words that make an option the one `approve` picks, or the one `deny` picks.
-use crate::protocol::{APPROVING_WORDS as APPROVING, DENYING_WORDS as DENYING};
 
 /// How the human answers a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -686,15 +685,6 @@ fn response_for(message: &InboxMessage, choice: Choice) -> Result<String, String
     }
     let options = message.accepted_answers().unwrap_or_default();
     let range = format!("choose 1–{}", options.len());
-    let pick = |words: &[&str]| {
-        options
-            .iter()
-            .find(|o| {
-                let o = o.to_lowercase();
-                words.iter().any(|w| o.starts_with(w))
-            })
-            .cloned()
-    };
     match choice {
         Choice::Option(n) if options.is_empty() => Err(format!(
             "\"{}\" takes a free answer: /answer <text> (you chose {n})",
@@ -704,8 +694,13 @@ fn response_for(message: &InboxMessage, choice: Choice) -> Result<String, String
         Choice::Approve | Choice::Deny if message.msg_type != MsgType::ApprovalRequired => {
             Err(format!("a decision, not an approval: {range}"))
         }
-        Choice::Approve => pick(&APPROVING).ok_or(format!("no option approves: {range}")),
-        Choice::Deny => pick(&DENYING).ok_or(format!("no option denies: {range}")),
+        // By the options' ACP kinds where the agent gave them, else their words.
+        Choice::Approve => message
+            .answer_for("approve")
+            .ok_or(format!("no option approves: {range}")),
+        Choice::Deny => message
+            .answer_for("deny")
+            .ok_or(format!("no option denies: {range}")),
         Choice::Text(text) if options.is_empty() => Ok(text),
         Choice::Text(text) => match text.trim().parse::<usize>() {
             Ok(n) => response_for(message, Choice::Option(n)),

@@ -47,6 +47,9 @@ impl Workbench {
             msg_type: params.msg_type,
             title: crate::text::cap(params.title, limits::TITLE_BYTES),
             body: params.body.map(|b| crate::text::cap(b, limits::BODY_BYTES)),
+            option_kinds: params
+                .option_kinds
+                .filter(|k| Some(k.len()) == params.options.as_ref().map(Vec::len)),
             options: params.options.filter(|o| !o.is_empty()),
             read: false,
             responded: false,

@@ -19,6 +19,7 @@
 //! | `plan <a> \| <b> \| ...` | a `plan` update, every entry medium priority and pending |
 //! | `tool <id> <title...>`   | a pending `tool_call` (kind other), then a `tool_call_update` to completed |
 //! | `permit <id> <title...>` | `session/request_permission` with options `allow` (allow once) and `reject` (reject once); `allow` says `granted: <title>`, any other option says `denied: <title>` and ends the turn, a cancelled outcome ends the turn as cancelled |
+//! | `codex-permit <id> <title...>` | `session/request_permission` with codex-acp's options: `approved` "Yes, proceed" (allow once), `approved-always` "Yes, and don't ask again for this command" (allow always), `abort` "No, and tell Codex what to do differently" (reject once); says `chose <option id>: <title>` |
 //! | `write <path> <content>` | `fs/write_text_file` (`\n` in the content is a newline); says `wrote <path>` or `write failed: <path>: <error>` |
 //! | `read <path>`            | `fs/read_text_file`; says `read <path>: <content>` or `read failed: <path>: <error>` |
 //! | `skills <name…>`         | `available_commands_update` with these commands (description `the <name> command`) |
@@ -329,6 +330,7 @@ enum Command<'a> {
     Plan(Vec<&'a str>),
     Tool { id: &'a str, title: &'a str },
     Permit { id: &'a str, title: &'a str },
+    CodexPermit { id: &'a str, title: &'a str },
     Write { path: &'a str, content: String },
     Read { path: &'a str },
     Run(&'a str),
@@ -357,15 +359,15 @@ impl<'a> Command<'a> {
                     .filter(|entry| !entry.is_empty())
                     .collect(),
             ),
-            "tool" | "permit" => {
+            "tool" | "permit" | "codex-permit" => {
                 let (id, title) = split_word(rest);
                 if id.is_empty() {
                     return None;
                 }
-                if word == "tool" {
-                    Self::Tool { id, title }
-                } else {
-                    Self::Permit { id, title }
+                match word {
+                    "tool" => Self::Tool { id, title },
+                    "permit" => Self::Permit { id, title },
+                    _ => Self::CodexPermit { id, title },
                 }
             }
             "write" => {
@@ -478,6 +480,7 @@ impl Turn {
                 self.update(SessionUpdate::ToolCallUpdate(update))?;
             }
             Command::Permit { id, title } => return self.permit(id, title).await,
+            Command::CodexPermit { id, title } => return self.codex_permit(id, title).await,
             Command::Write { path, content } => {
                 let request =
                     WriteTextFileRequest::new(self.session_id.clone(), self.resolve(path), content);
@@ -572,6 +575,42 @@ impl Turn {
             // Any other option, or an outcome this schema version does not know.
             _ => {
                 self.say(format!("denied: {title}"))?;
+                Ok(Flow::End(StopReason::EndTurn))
+            }
+        }
+    }
+
+    /// A permission request with codex-acp's option names and kinds; says which option
+    /// the client chose.
+    async fn codex_permit(&self, id: &str, title: &str) -> Result<Flow, Error> {
+        let tool_call = ToolCallUpdate::new(
+            ToolCallId::new(id),
+            ToolCallUpdateFields::new().title(title.to_string()),
+        );
+        let options = vec![
+            PermissionOption::new("approved", "Yes, proceed", PermissionOptionKind::AllowOnce),
+            PermissionOption::new(
+                "approved-always",
+                "Yes, and don't ask again for this command",
+                PermissionOptionKind::AllowAlways,
+            ),
+            PermissionOption::new(
+                "abort",
+                "No, and tell Codex what to do differently",
+                PermissionOptionKind::RejectOnce,
+            ),
+        ];
+        let request = RequestPermissionRequest::new(self.session_id.clone(), tool_call, options);
+        match self.cx.send_request(request).block_task().await {
+            Ok(response) => match response.outcome {
+                RequestPermissionOutcome::Selected(selected) => {
+                    self.say(format!("chose {}: {title}", selected.option_id.0))?;
+                    Ok(Flow::Continue)
+                }
+                _ => Ok(Flow::End(StopReason::Cancelled)),
+            },
+            Err(error) => {
+                self.say(format!("permission failed: {title}: {}", describe(&error)))?;
                 Ok(Flow::End(StopReason::EndTurn))
             }
         }

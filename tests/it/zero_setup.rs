@@ -90,3 +90,63 @@ fn with_no_settings_a_built_in_agent_on_path_starts_from_new() {
     term.keys(&["C-q"]);
     term.wait_for("cru to exit", |_| term.exited());
 }
+
+/// Waits until the session's transcript holds `text`.
+async fn wait_said(client: &crucible::client::Client, id: &str, text: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let said = crate::sessions::transcript(client, id)
+            .await
+            .iter()
+            .any(|e| e.text.as_deref().is_some_and(|t| t.contains(text)));
+        if said {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never said {text:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_approval_named_like_codexs_is_answered_by_intent_or_number() {
+    use crate::sessions::{agent_kiln, create, wait_message_where};
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let task = "codex-permit t1 Run the tests\n\
+                codex-permit t2 Push the branch\n\
+                codex-permit t3 Delete the cache";
+    let s = create(&client, "scripted", Some(task)).await;
+    for (title, answer, chosen) in [
+        ("Run the tests", "approve", "approved"),
+        ("Push the branch", "2", "approved-always"),
+        ("Delete the cache", "deny", "abort"),
+    ] {
+        let message =
+            wait_message_where(&client, &s.id, title, |m| m.title == title && !m.responded).await;
+        assert_eq!(
+            message.option_kinds.as_deref(),
+            Some(
+                &[
+                    "allow_once".to_string(),
+                    "allow_always".into(),
+                    "reject_once".into()
+                ][..]
+            )
+        );
+        if title == "Run the tests" {
+            let shown = stdout(&tk.cru(&["inbox", "show", &message.id]));
+            assert!(shown.contains("1. Yes, proceed  (allow once)"), "{shown}");
+            assert!(
+                shown.contains("3. No, and tell Codex what to do differently  (reject once)"),
+                "{shown}"
+            );
+        }
+        let out = tk.cru(&["inbox", "respond", &message.id, answer]);
+        assert!(out.status.success(), "{answer}: {}", stderr(&out));
+        wait_said(&client, &s.id, &format!("chose {chosen}: {title}")).await;
+    }
+}

@@ -35,6 +35,8 @@ pub(in crate::sessions) enum Effect {
         title: String,
         body: String,
         options: Option<Vec<String>>,
+        /// Each option's ACP kind, in order.
+        kinds: Option<Vec<String>>,
     },
     /// Answers the agent's permission request: an option id, or `None` to refuse.
     AnswerPermission { key: Key, option: Option<String> },
