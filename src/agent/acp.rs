@@ -76,6 +76,12 @@ pub(super) fn translate(update: SessionUpdate) -> Option<AgentEvent> {
                 .map(|c| format!("/{} — {}", c.name, c.description))
                 .collect(),
         ),
+        SessionUpdate::UsageUpdate(usage) => AgentEvent::Usage(crate::protocol::Usage {
+            used: usage.used,
+            size: usage.size,
+            cost: usage.cost.as_ref().map(|c| c.amount),
+            currency: usage.cost.map(|c| c.currency),
+        }),
         SessionUpdate::Plan(plan) => AgentEvent::Plan(
             plan.entries
                 .iter()

@@ -66,6 +66,8 @@ pub enum AgentEvent {
     Plan(String),
     /// The agent's own commands, `name — description` each.
     Skills(Vec<String>),
+    /// Context use and cost (ACP `usage_update`).
+    Usage(crate::protocol::Usage),
     /// The agent waits for permission; answer with an option id, or `None` to cancel.
     Permission {
         title: String,

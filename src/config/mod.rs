@@ -115,6 +115,9 @@ pub struct TuiConfig {
     pub default_agent: String,
     /// Key bindings over the defaults: action name → key, e.g. `next_waiting = "alt-w"`.
     pub keys: toml::Table,
+    /// A working session with no agent output for this long shows how long it has been
+    /// quiet.
+    pub stall_secs: u64,
 }
 
 impl Default for TuiConfig {
@@ -124,6 +127,7 @@ impl Default for TuiConfig {
             attention: Attention::Bell,
             default_agent: String::new(),
             keys: toml::Table::new(),
+            stall_secs: 120,
         }
     }
 }

@@ -115,7 +115,7 @@ pub struct Session {
     #[serde(default)]
     pub turn_count: u64,
     /// Where the agent runs; absent: `local`.
-    #[serde(default, deserialize_with = "driver_spec")]
+    #[serde(default, deserialize_with = "object_or_text")]
     pub driver: Option<DriverSpec>,
     /// The limits in force on the agent's environment, as the driver applied them.
     #[serde(default)]
@@ -130,6 +130,28 @@ pub struct Session {
     /// compares against and `session.merge` merges into.
     #[serde(default)]
     pub base_branch: Option<String>,
+    /// Context and cost as the agent last reported them (ACP `usage_update`).
+    #[serde(
+        default,
+        deserialize_with = "object_or_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub usage: Option<Usage>,
+}
+
+/// A session's context window use and cost, from the agent (ACP `usage_update`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the agent's context now.
+    pub used: u64,
+    /// The context window, in tokens.
+    pub size: u64,
+    /// The session's cost so far, when the agent says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// Its unit: a currency code (`USD`) or another unit (`credits`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
 }
 
 /// A session's security state (seed 000): rules its operations activated, rules
@@ -167,31 +189,22 @@ impl SecurityState {
 
 /// The security state, as an object on the wire or its JSON text as the store keeps it.
 fn security_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SecurityState, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Either {
-        State(SecurityState),
-        Text(String),
-    }
-    match Option::<Either>::deserialize(d)? {
-        None => Ok(SecurityState::default()),
-        Some(Either::State(state)) => Ok(state),
-        Some(Either::Text(text)) => serde_json::from_str(&text).map_err(serde::de::Error::custom),
-    }
+    object_or_text(d).map(Option::unwrap_or_default)
 }
 
-/// A session's driver, as an object on the wire or its JSON text as the store keeps it.
-fn driver_spec<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<DriverSpec>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Either {
-        Spec(DriverSpec),
-        Text(String),
-    }
-    match Option::<Either>::deserialize(d)? {
-        None => Ok(None),
-        Some(Either::Spec(spec)) => Ok(Some(spec)),
-        Some(Either::Text(text)) => serde_json::from_str(&text)
+/// A value the wire carries as an object and the store keeps as its JSON text (a
+/// driver spec, a security state, usage): either is read.
+fn object_or_text<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+        Some(other) => serde_json::from_value(other)
             .map(Some)
             .map_err(serde::de::Error::custom),
     }

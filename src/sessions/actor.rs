@@ -312,6 +312,13 @@ impl Actor {
                 }
                 return None;
             }
+            AgentEvent::Usage(usage) => {
+                if self.session.usage.as_ref() != Some(&usage) {
+                    self.session.usage = Some(usage);
+                    self.save().await;
+                }
+                return None;
+            }
             AgentEvent::Permission {
                 title,
                 tool_call_id,

@@ -197,6 +197,7 @@ impl Sessions {
             },
             skills: Vec::new(),
             base_branch: placement.base_branch.clone(),
+            usage: None,
         };
         let session = match self.wb.add_managed(session).await {
             Ok(s) => s,

@@ -88,7 +88,7 @@ const MIB: u64 = 1024 * 1024;
 const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_name, status, \
      started_at, last_heartbeat, display_name, state, state_reason, task, branch, \
      worktree_owned, acp_session_id, agent_pid, updated_at, ended_at, exit_code, \
-     context_summary, turn_count, driver, limits, security, skills, base_branch";
+     context_summary, turn_count, driver, limits, security, skills, base_branch, usage";
 const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
      msg_type, title, body, options, option_kinds, read, responded, response, withdrawn";
@@ -342,12 +342,18 @@ impl Store {
                 serde_json::to_string(spec).map_err(|e| StoreError::Decode(e.to_string()))?;
             row.insert("driver", surrealdb::types::Value::from_t(text));
         }
-        // So is the security state.
+        // So are the security state and the usage.
         row.remove("security");
         if !s.security.is_empty() {
             let text = serde_json::to_string(&s.security)
                 .map_err(|e| StoreError::Decode(e.to_string()))?;
             row.insert("security", surrealdb::types::Value::from_t(text));
+        }
+        row.remove("usage");
+        if let Some(usage) = &s.usage {
+            let text =
+                serde_json::to_string(usage).map_err(|e| StoreError::Decode(e.to_string()))?;
+            row.insert("usage", surrealdb::types::Value::from_t(text));
         }
         let mut vars = surrealdb::types::Object::new();
         vars.insert("id", surrealdb::types::Value::from_t(s.id.clone()));

@@ -109,10 +109,12 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD skills ON sessions TYPE array<string> DEFAULT [];
     "#,
     // v9: the branch a session's branch was made from (what it is diffed against and
-    // merged into), and the ACP kinds of an approval's options.
+    // merged into), the ACP kinds of an approval's options, and a session's usage (JSON
+    // text).
     r#"
     DEFINE FIELD base_branch ON sessions TYPE option<string>;
     DEFINE FIELD option_kinds ON inbox_messages TYPE option<array<string>>;
+    DEFINE FIELD usage ON sessions TYPE option<string>;
     "#,
 ];
 

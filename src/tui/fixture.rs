@@ -47,6 +47,7 @@ pub fn session(
         security: Default::default(),
         skills: Vec::new(),
         base_branch: None,
+        usage: None,
     }
 }
 

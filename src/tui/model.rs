@@ -4,6 +4,7 @@
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 use crate::context::ContextStack;
 use crate::protocol::{
@@ -165,6 +166,11 @@ pub struct Model {
     pub(super) comments: HashMap<String, Vec<ReviewComment>>,
     /// The conflict radar: sessions whose branches change the same files.
     pub(super) conflicts: ConflictReport,
+    /// Since when each working session has said nothing (its last output, or the start
+    /// of its turn).
+    pub(super) quiet_since: HashMap<String, Instant>,
+    /// How long a working session may be quiet before it shows it (`tui.stall_secs`).
+    pub(super) stall_after: Duration,
 }
 
 /// A session's context stack as the context pane shows it.
@@ -205,6 +211,8 @@ impl Model {
             diff: None,
             comments: HashMap::new(),
             conflicts: ConflictReport::default(),
+            quiet_since: HashMap::new(),
+            stall_after: Duration::from_secs(120),
         }
     }
 
@@ -268,9 +276,20 @@ impl Model {
         let was_waiting = concerned.as_deref().is_some_and(|id| self.is_waiting(id));
         let mut actions = match event {
             Event::SessionRegistered(session) | Event::SessionUpdated(session) => {
+                let working = session
+                    .state
+                    .is_some_and(|s| matches!(s, SessionState::Working | SessionState::Starting));
+                if !working {
+                    self.quiet_since.remove(&session.id);
+                } else if !self.quiet_since.contains_key(&session.id) {
+                    self.quiet_since.insert(session.id.clone(), Instant::now());
+                }
                 self.upsert_session(session)
             }
-            Event::SessionDeregistered { session_id, .. } => self.remove_session(&session_id),
+            Event::SessionDeregistered { session_id, .. } => {
+                self.quiet_since.remove(&session_id);
+                self.remove_session(&session_id)
+            }
             Event::InboxCreated(message) => {
                 self.inbox.upsert(message);
                 // Until the pane has the keyboard, its selection stays on the newest.
@@ -288,10 +307,12 @@ impl Model {
                 Vec::new()
             }
             Event::Transcript(entry) => {
+                self.heard(&entry.session_id);
                 self.transcript_mut(&entry.session_id.clone()).push(entry);
                 Vec::new()
             }
             Event::Output(chunk) => {
+                self.heard(&chunk.session_id);
                 self.transcript_mut(&chunk.session_id)
                     .chunk(chunk.kind, &chunk.text);
                 Vec::new()
@@ -427,6 +448,64 @@ impl Model {
             lines.push("no two sessions change the same files".into());
         }
         self.show_page("conflicts".into(), lines);
+    }
+
+    /// What the sessions cost so far, by unit (`USD`, `credits`…), from the usage
+    /// their agents report.
+    pub fn total_cost(&self) -> Vec<(String, f64)> {
+        let mut totals: Vec<(String, f64)> = Vec::new();
+        for usage in self.sessions.iter().filter_map(|s| s.usage.as_ref()) {
+            let (Some(cost), Some(unit)) = (usage.cost, &usage.currency) else {
+                continue;
+            };
+            match totals.iter_mut().find(|(u, _)| u == unit) {
+                Some((_, sum)) => *sum += cost,
+                None => totals.push((unit.clone(), cost)),
+            }
+        }
+        totals
+    }
+
+    pub fn set_stall_after(&mut self, after: Duration) {
+        self.stall_after = after;
+    }
+
+    /// How long a working session has been quiet, once that is at least `tui.stall_secs`.
+    pub fn stalled_for(&self, session_id: &str, now: Instant) -> Option<Duration> {
+        let quiet = now.checked_duration_since(*self.quiet_since.get(session_id)?)?;
+        (quiet >= self.stall_after).then_some(quiet)
+    }
+
+    /// When the next stall shows or its minutes change: the runtime draws again then
+    /// (nothing is drawn on a timer otherwise).
+    pub fn next_stall_change(&self, now: Instant) -> Option<Instant> {
+        self.quiet_since
+            .values()
+            .map(|since| {
+                let shows = *since + self.stall_after;
+                if shows > now {
+                    shows
+                } else {
+                    // The next whole minute of quiet.
+                    let quiet = now.duration_since(*since).as_secs();
+                    *since + Duration::from_secs((quiet / 60 + 1) * 60)
+                }
+            })
+            .min()
+    }
+
+    /// Notes that a session said something (or stopped working).
+    fn heard(&mut self, session_id: &str) {
+        let working = self
+            .session(session_id)
+            .and_then(|s| s.state)
+            .is_some_and(|s| matches!(s, SessionState::Working | SessionState::Starting));
+        if working {
+            self.quiet_since
+                .insert(session_id.to_string(), Instant::now());
+        } else {
+            self.quiet_since.remove(session_id);
+        }
     }
 
     /// The radar as the daemon last reported it.
@@ -617,4 +696,29 @@ fn concerned_session(event: &Event) -> Option<String> {
         Event::InboxCreated(m) | Event::InboxUpdated(m) => Some(m.session_id.clone()),
         _ => None,
     }
+}
+
+/// A cost for people: `$0.42` for US dollars, `1.5 credits` otherwise.
+pub fn cost_text(amount: f64, unit: &str) -> String {
+    if unit.eq_ignore_ascii_case("USD") {
+        format!("${amount:.2}")
+    } else {
+        format!("{amount:.2} {unit}")
+    }
+}
+
+/// Context use and cost in one short phrase: `48k/200k tokens · $0.42`.
+pub fn usage_text(usage: &crate::protocol::Usage) -> String {
+    let tokens = |n: u64| {
+        if n >= 1000 {
+            format!("{}k", n / 1000)
+        } else {
+            n.to_string()
+        }
+    };
+    let mut text = format!("{}/{} tokens", tokens(usage.used), tokens(usage.size));
+    if let (Some(cost), Some(unit)) = (usage.cost, &usage.currency) {
+        text.push_str(&format!(" · {}", cost_text(cost, unit)));
+    }
+    text
 }

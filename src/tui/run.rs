@@ -126,6 +126,7 @@ impl Runtime {
     fn new(kiln: Kiln, settings: Settings, link: Link, embedded: bool) -> Self {
         let mut model = Model::new(settings.keymap.clone());
         model.set_agents(settings.config.startable());
+        model.set_stall_after(Duration::from_secs(settings.config.tui.stall_secs));
         Self {
             kiln,
             settings,
@@ -153,7 +154,11 @@ impl Runtime {
         while !quit {
             terminal.draw(|frame| render(frame, &self.model, &self.settings.theme))?;
             let connected = self.link.is_some();
+            // A quiet working session is drawn again when its stall shows (or its minutes
+            // change); nothing else wakes the loop on a timer.
+            let stall = self.model.next_stall_change(std::time::Instant::now());
             tokio::select! {
+                () = sleep_until_or_never(stall) => {}
                 key = keys.next() => match key {
                     Some(Ok(event)) => {
                         let size = terminal.size()?;
@@ -640,6 +645,8 @@ impl Runtime {
             Ok(settings) => {
                 self.model.set_keymap(settings.keymap.clone());
                 self.model.set_agents(settings.config.startable());
+                self.model
+                    .set_stall_after(Duration::from_secs(settings.config.tui.stall_secs));
                 self.settings = settings;
                 self.model.report(Flash::info("settings reloaded"));
             }
@@ -648,6 +655,14 @@ impl Runtime {
                 one_line(&format!("{e:#}"))
             ))),
         }
+    }
+}
+
+/// Sleeps until `when`, or forever when there is nothing to wake for.
+async fn sleep_until_or_never(when: Option<std::time::Instant>) {
+    match when {
+        Some(when) => tokio::time::sleep_until(tokio::time::Instant::from_std(when)).await,
+        None => std::future::pending().await,
     }
 }
 

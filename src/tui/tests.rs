@@ -778,3 +778,40 @@ fn comments_written_in_the_diff_are_sent_as_one_prompt() {
     assert!(text.contains("- notes.txt:1: louder, q"), "{text}");
     assert!(enter(&mut model, "/review send").is_empty(), "sent once");
 }
+
+#[test]
+fn a_quiet_working_session_shows_its_stall_and_output_resets_it() {
+    use std::time::{Duration, Instant};
+    let mut model = three_sessions();
+    let id = fixture::sessions()[0].id.clone();
+    model.apply(with_state(1, SessionState::Working));
+    let now = Instant::now();
+    assert_eq!(model.stalled_for(&id, now), None, "just started");
+    let wake = model.next_stall_change(now).expect("a stall to wake for");
+    assert!(
+        wake > now + Duration::from_secs(110),
+        "at the stall, not before"
+    );
+    // Three minutes of nothing.
+    let earlier = now - Duration::from_secs(185);
+    model.quiet_since.insert(id.clone(), earlier);
+    assert_eq!(
+        model.stalled_for(&id, now).map(|d| d.as_secs() / 60),
+        Some(3)
+    );
+    assert_eq!(
+        model.next_stall_change(now),
+        Some(earlier + Duration::from_secs(240)),
+        "the next whole minute"
+    );
+    // Output: quiet again from now.
+    model.apply(Event::Output(crate::protocol::OutputChunk {
+        session_id: id.clone(),
+        kind: crate::protocol::EntryKind::Message,
+        text: "still here".into(),
+    }));
+    assert_eq!(model.stalled_for(&id, Instant::now()), None);
+    // Done: nothing to wake for.
+    model.apply(with_state(1, SessionState::Complete));
+    assert_eq!(model.next_stall_change(Instant::now()), None);
+}

@@ -251,6 +251,7 @@ impl Workbench {
             security: Default::default(),
             skills: Vec::new(),
             base_branch: None,
+            usage: None,
         };
         self.store.insert_session(&session).await?;
         self.registry.insert(session.clone());

@@ -22,6 +22,7 @@
 //! | `codex-permit <id> <title...>` | `session/request_permission` with codex-acp's options: `approved` "Yes, proceed" (allow once), `approved-always` "Yes, and don't ask again for this command" (allow always), `abort` "No, and tell Codex what to do differently" (reject once); says `chose <option id>: <title>` |
 //! | `write <path> <content>` | `fs/write_text_file` (`\n` in the content is a newline); says `wrote <path>` or `write failed: <path>: <error>` |
 //! | `read <path>`            | `fs/read_text_file`; says `read <path>: <content>` or `read failed: <path>: <error>` |
+//! | `usage <used> <size> [<cost> <currency>]` | `usage_update`: tokens in context, the window, and the session's cost so far |
 //! | `skills <name…>`         | `available_commands_update` with these commands (description `the <name> command`) |
 //! | `run <program> <args…>`  | `terminal/create` (words split on spaces), `terminal/wait_for_exit`, `terminal/output`, `terminal/release`; says `ran <line>: exit <code>: <output>` or `run refused: <line>: <error>` |
 //! | `sleep <ms>`             | waits; a cancel ends the turn as cancelled |
@@ -335,6 +336,7 @@ enum Command<'a> {
     Read { path: &'a str },
     Run(&'a str),
     Skills(&'a str),
+    Usage(&'a str),
     Sleep(Duration),
     Hang,
     Log(&'a str),
@@ -381,6 +383,7 @@ impl<'a> Command<'a> {
             "read" if !rest.is_empty() => Self::Read { path: rest },
             "run" if !rest.is_empty() => Self::Run(rest),
             "skills" => Self::Skills(rest),
+            "usage" => Self::Usage(rest),
             "sleep" => Self::Sleep(Duration::from_millis(rest.parse().ok()?)),
             "hang" if rest.is_empty() => Self::Hang,
             "log" => Self::Log(rest),
@@ -508,6 +511,26 @@ impl Turn {
                 self.update(SessionUpdate::AvailableCommandsUpdate(
                     AvailableCommandsUpdate::new(commands),
                 ))?;
+            }
+            Command::Usage(numbers) => {
+                let words: Vec<&str> = numbers.split_whitespace().collect();
+                let (Some(used), Some(size)) = (
+                    words.first().and_then(|w| w.parse().ok()),
+                    words.get(1).and_then(|w| w.parse().ok()),
+                ) else {
+                    self.say(format!("unknown command: usage {numbers}"))?;
+                    return Ok(Flow::Continue);
+                };
+                let mut usage = agent_client_protocol::v1::schema::UsageUpdate::new(used, size);
+                if let (Some(amount), Some(currency)) =
+                    (words.get(2).and_then(|w| w.parse().ok()), words.get(3))
+                {
+                    usage = usage.cost(agent_client_protocol::v1::schema::Cost::new(
+                        amount,
+                        currency.to_string(),
+                    ));
+                }
+                self.update(SessionUpdate::UsageUpdate(usage))?;
             }
             Command::Run(line) => {
                 let mut words = line.split_whitespace().map(str::to_string);

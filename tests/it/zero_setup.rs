@@ -150,3 +150,32 @@ async fn an_approval_named_like_codexs_is_answered_by_intent_or_number() {
         wait_said(&client, &s.id, &format!("chose {chosen}: {title}")).await;
     }
 }
+
+#[tokio::test]
+async fn the_agents_usage_and_cost_are_kept_with_the_session() {
+    use crate::sessions::{agent_kiln, create, wait_state};
+    use crucible::protocol::SessionState;
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(
+        &client,
+        "scripted",
+        Some("usage 48200 200000 0.42 USD\nsay done"),
+    )
+    .await;
+    wait_state(&client, &s.id, SessionState::Complete).await;
+    let status = stdout(&tk.cru(&["session", "status", &s.id]));
+    assert!(
+        status.contains("48200 of 200000 tokens in context; cost so far 0.42 USD"),
+        "{status}"
+    );
+    // Kept in the store: a new daemon reads it back.
+    let out = tk.cru(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json = stdout(&tk.cru(&["session", "status", &s.id, "--json"]));
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value["usage"]["used"], 48200, "{value}");
+    assert_eq!(value["usage"]["currency"], "USD", "{value}");
+    drop(client);
+}

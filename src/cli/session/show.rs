@@ -76,6 +76,13 @@ pub(super) fn print_status(kiln: &Kiln, s: &Session) {
     }
     if s.is_managed() {
         pairs.push(("turns", s.turn_count.to_string()));
+        if let Some(usage) = &s.usage {
+            let mut text = format!("{} of {} tokens in context", usage.used, usage.size);
+            if let (Some(cost), Some(unit)) = (usage.cost, &usage.currency) {
+                text.push_str(&format!("; cost so far {cost:.2} {unit}"));
+            }
+            pairs.push(("usage", text));
+        }
         if let Some(summary) = &s.context_summary {
             pairs.push(("context", summary.replace('\n', "\n  ")));
         }

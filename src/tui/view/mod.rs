@@ -224,6 +224,16 @@ fn activity_role(activity: Activity) -> Role {
     }
 }
 
+/// How long a session has been quiet: `2m`, `1h05m`.
+fn quiet_text(quiet: std::time::Duration) -> String {
+    let minutes = quiet.as_secs() / 60;
+    if minutes >= 60 {
+        format!("{}h{:02}m", minutes / 60, minutes % 60)
+    } else {
+        format!("{minutes}m")
+    }
+}
+
 /// Display width of a string.
 fn width(text: &str) -> usize {
     Span::raw(text).width()

@@ -72,8 +72,16 @@ fn tail<'a>(model: &Model, theme: &Theme) -> Vec<Span<'a>> {
         Span::styled(" | ", theme.style(Role::TextDim)),
         Span::styled(unread.to_string(), theme.style(unread_role)),
         Span::styled(" | ", theme.style(Role::TextDim)),
-        Span::styled("/sessions ", theme.style(Role::TextDim)),
     ]
+    .into_iter()
+    .chain(model.total_cost().into_iter().map(|(unit, amount)| {
+        Span::styled(
+            format!("{} | ", crate::tui::model::cost_text(amount, &unit)),
+            theme.style(Role::TextDim),
+        )
+    }))
+    .chain([Span::styled("/sessions ", theme.style(Role::TextDim))])
+    .collect()
 }
 
 /// The session segments that fit in `room` columns.
@@ -186,6 +194,12 @@ fn segment<'a>(model: &Model, theme: &Theme, index: usize, detail: Detail) -> Ve
         (_, true) => {
             spans.push(Span::styled(format!(" {name} "), label_style));
             spans.push(Span::styled(format!("●{} ", activity.label()), state));
+            if let Some(quiet) = model.stalled_for(&session.id, std::time::Instant::now()) {
+                spans.push(Span::styled(
+                    format!("quiet {} ", super::quiet_text(quiet)),
+                    theme.style(Role::SessionWaiting),
+                ));
+            }
         }
         (_, false) => {
             spans.push(Span::styled(format!(" {name}"), label_style));

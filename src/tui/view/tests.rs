@@ -521,3 +521,33 @@ fn the_conflict_radar_marks_both_sessions_in_the_bar_and_the_list() {
         "{text}"
     );
 }
+
+#[test]
+fn usage_cost_and_a_stall_show_in_the_title_and_the_bar() {
+    use crate::protocol::{Event, SessionState, Usage};
+    let mut model = fixture::model();
+    let mut first = model.sessions()[0].clone();
+    first.state = Some(SessionState::Working);
+    first.usage = Some(Usage {
+        used: 48_200,
+        size: 200_000,
+        cost: Some(0.42),
+        currency: Some("USD".into()),
+    });
+    let id = first.id.clone();
+    model.apply(Event::SessionUpdated(first));
+    model.handle_key(crossterm::event::KeyEvent::new(
+        KeyCode::Char('1'),
+        KeyModifiers::ALT,
+    ));
+    model.quiet_since.insert(
+        id,
+        std::time::Instant::now() - std::time::Duration::from_secs(125),
+    );
+    let text = screen(&model, 180, 30);
+    assert!(text.contains("48k/200k tokens · $0.42"), "{text}");
+    assert!(text.contains("quiet 2m"), "{text}");
+    let bar = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(bar.contains("$0.42 |"), "{bar}");
+    assert!(bar.contains("●working quiet 2m"), "{bar}");
+}

@@ -49,11 +49,24 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     };
     let number = model.number_of(&session.id).unwrap_or_default();
     let activity = model.activity(session);
-    let title = Line::from(vec![
+    let mut title = vec![
         Span::raw(format!(" [{number}] {} · ", session.display_name)),
         Span::styled(activity.label(), theme.style(activity_role(activity))),
         Span::raw(" "),
-    ]);
+    ];
+    if let Some(quiet) = model.stalled_for(&session.id, std::time::Instant::now()) {
+        title.push(Span::styled(
+            format!("· quiet {} ", super::quiet_text(quiet)),
+            theme.style(crate::tui::theme::Role::SessionWaiting),
+        ));
+    }
+    if let Some(usage) = &session.usage {
+        title.push(Span::styled(
+            format!("· {} ", crate::tui::model::usage_text(usage)),
+            dim(theme),
+        ));
+    }
+    let title = Line::from(title);
     let mut block = pane(title, model.zone == Zone::Input, theme);
     let inner = block.inner(area);
     let rows = model
