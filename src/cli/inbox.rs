@@ -235,13 +235,14 @@ fn print_message(m: &InboxMessage) {
                 outln!("  {}. {answer}{kind}", i + 1);
             }
             let intent = if m.msg_type == crate::protocol::MsgType::ApprovalRequired {
-                " | approve | deny"
+                ", or approve / deny"
             } else {
                 ""
             };
             outln!(
-                "answer with: cru inbox respond {} <number | option{intent}>",
-                m.id
+                "answer with: cru inbox respond {} <{}> (or its number{intent})",
+                m.id,
+                answers.join("|")
             );
         }
     }

@@ -158,6 +158,15 @@ async fn two_sessions_changing_one_file_are_flagged_by_the_radar() {
     let json = tk.cru(&["session", "conflicts", "--json"]);
     let value: Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(value["pairs"].as_array().unwrap().len(), 1, "{value}");
+
+    // A pull request needs gh and a remote; without them the refusal says which.
+    let pr = tk.cru(&["session", "pr", "feat/one"]);
+    assert!(!pr.status.success());
+    let why = stderr(&pr);
+    assert!(
+        why.contains("GitHub CLI, gh") || why.contains("no remote"),
+        "{why}"
+    );
     drop(client);
 }
 

@@ -65,6 +65,23 @@ fn with_no_settings_a_built_in_agent_on_path_starts_from_new() {
         text.contains("/new <task> in the workbench starts claude"),
         "{text}"
     );
+    // --check starts it and asks initialize.
+    let checked = Command::new(CRU)
+        .args([
+            "--kiln",
+            &tk.root().display().to_string(),
+            "agents",
+            "--check",
+        ])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let text = stdout(&checked);
+    let claude = text
+        .lines()
+        .find(|l| l.starts_with("claude "))
+        .unwrap_or("");
+    assert!(claude.contains("ok: cru-scripted-agent"), "{text}");
 
     let root = tk.root().display().to_string();
     // The shell tmux starts the program with may set PATH again: `env` sets it last.
