@@ -39,6 +39,17 @@ fn status_bar(screen: &str) -> String {
         .to_string()
 }
 
+/// Session `n`'s part of the status bar: from its `[n]` to the next session's.
+fn segment(screen: &str, n: usize) -> String {
+    let bar = status_bar(screen);
+    let Some(start) = bar.find(&format!("[{n}]")) else {
+        return String::new();
+    };
+    let rest = &bar[start + 1..];
+    let end = rest.find('[').unwrap_or(rest.len());
+    bar[start..start + 1 + end].to_string()
+}
+
 fn sessions(tk: &TestKiln) -> Vec<Value> {
     let out = tk.cru(&["session", "list", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -202,12 +213,12 @@ fn the_focused_session_is_cancelled_stopped_restarted_renamed_deleted_and_forked
     term.wait_for("session 1 focused", |s| status_bar(s).contains("▸[1]"));
     command(&term, "/stop");
     term.wait_for("stopped", |s| {
-        status_bar(s).contains("▸[1]") && status_bar(s).contains("●stopped")
+        status_bar(s).contains("▸[1]") && segment(s, 1).contains("●stopped")
     });
     command(&term, "/restart");
     term.wait_text("resumed ");
     term.wait_for("restarted", |s| {
-        status_bar(s).contains("▸[1]") && status_bar(s).contains("●done")
+        status_bar(s).contains("▸[1]") && segment(s, 1).contains("●done")
     });
     let first = sessions(&tk)[0].clone();
     assert_eq!(first["state_reason"], "its agent was restarted", "{first}");
