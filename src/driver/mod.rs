@@ -41,6 +41,21 @@ pub struct Setup<'a> {
     pub program: Option<&'a str>,
 }
 
+/// The remote place of an ssh session, from its recorded spec; no connection is made
+/// until it is used. `None` for every other driver.
+pub fn remote_of(spec: &DriverSpec, kiln: &Kiln, session_id: &str) -> Option<ssh::Remote> {
+    match (spec.kind, &spec.host, &spec.remote_path) {
+        (DriverKind::Ssh, Some(host), Some(repo)) => Some(ssh::Remote::new(
+            host,
+            repo,
+            session_id,
+            &kiln.state_dir(),
+            &kiln.agent_socket_path(),
+        )),
+        _ => None,
+    }
+}
+
 /// A session's environment, made by its driver. Dropping it releases what it holds on
 /// the host (its cgroups); the session's files stay.
 pub struct Environment {

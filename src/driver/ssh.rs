@@ -157,29 +157,9 @@ impl Remote {
             ))
         })?;
         if found.trim() == "absent" {
-            let ssh_command = std::iter::once(self.ssh[0].clone())
-                .chain(self.ssh_args())
-                .map(|a| quote(&a))
-                .collect::<Vec<_>>()
-                .join(" ");
-            let url = format!("{}:{}", self.host, self.repo);
             let refspec = format!("HEAD:refs/heads/{branch}");
-            let pushed = Command::new("git")
-                .arg("-C")
-                .arg(local_worktree)
-                .args(["push", "-q", &url, &refspec])
-                .env("GIT_SSH_COMMAND", ssh_command)
-                .env("GIT_TERMINAL_PROMPT", "0")
-                .stdin(Stdio::null())
-                .output()
-                .await
-                .map_err(|e| DriverError::Setup(format!("cannot run git: {e}")))?;
-            if !pushed.status.success() {
-                return Err(DriverError::Setup(format!(
-                    "cannot push {branch} to {url}: {}",
-                    String::from_utf8_lossy(&pushed.stderr).trim()
-                )));
-            }
+            self.git_with_remote(local_worktree, "push", &refspec)
+                .await?;
         }
         let worktree = quote(&self.worktree);
         let make = format!(
@@ -188,6 +168,108 @@ impl Remote {
             quote(&branch)
         );
         self.run(&make, None).await?;
+        Ok(())
+    }
+
+    /// `git -C local_worktree <verb> -q <host>:<repo> <refspec>` over this connection.
+    async fn git_with_remote(
+        &self,
+        local_worktree: &Path,
+        verb: &str,
+        refspec: &str,
+    ) -> Result<(), DriverError> {
+        let ssh_command = std::iter::once(self.ssh[0].clone())
+            .chain(self.ssh_args())
+            .map(|a| quote(&a))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let url = format!("{}:{}", self.host, self.repo);
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(local_worktree)
+            .args([verb, "-q", &url, refspec])
+            .env("GIT_SSH_COMMAND", ssh_command)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|e| DriverError::Setup(format!("cannot run git: {e}")))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(DriverError::Setup(format!(
+                "git {verb} {url} {refspec}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+
+    /// Commits everything in the session's worktree there (new files included), as the
+    /// repository there is configured to sign commits; nothing to commit is not an error.
+    /// Where git there has no identity, the commit is crucible's (as for local commits).
+    pub async fn commit(&self, message: &str) -> Result<(), DriverError> {
+        let script = format!(
+            "cd {} && git add -A && \
+             {{ git config user.name >/dev/null || export GIT_AUTHOR_NAME=crucible GIT_COMMITTER_NAME=crucible; }} && \
+             {{ git config user.email >/dev/null || export GIT_AUTHOR_EMAIL=crucible@localhost GIT_COMMITTER_EMAIL=crucible@localhost; }} && \
+             {{ git diff --cached --quiet || git commit -q -m {}; }}",
+            quote(&self.worktree),
+            quote(message)
+        );
+        self.run(&script, None).await.map(|_| ())
+    }
+
+    /// Brings the work there back here. The remote worktree is recorded, uncommitted
+    /// changes and new files included, as a commit on `refs/crucible/ssh/<session>`
+    /// (through a scratch index: the agent's own index is untouched); that ref is
+    /// fetched, the local branch is moved to the remote branch's commit, and the local
+    /// worktree, a mirror of the remote one, takes the recorded files as uncommitted
+    /// changes. Refused when the local branch has commits the remote one lacks.
+    pub async fn sync_back(
+        &self,
+        session_id: &str,
+        local_worktree: &Path,
+    ) -> Result<(), DriverError> {
+        let snapshot = format!("refs/crucible/ssh/{session_id}");
+        let script = format!(
+            "cd {wt} && gd=$(git rev-parse --absolute-git-dir) && head=$(git rev-parse HEAD) && \
+             GIT_INDEX_FILE=\"$gd/crucible-sync.index\" && export GIT_INDEX_FILE && \
+             rm -f \"$GIT_INDEX_FILE\" && git read-tree HEAD && git add -A && \
+             tree=$(git write-tree) && rm -f \"$GIT_INDEX_FILE\" && unset GIT_INDEX_FILE && \
+             snap=$(GIT_AUTHOR_NAME=crucible GIT_AUTHOR_EMAIL=crucible@localhost \
+               GIT_COMMITTER_NAME=crucible GIT_COMMITTER_EMAIL=crucible@localhost \
+               git commit-tree \"$tree\" -p \"$head\" -m 'crucible: the worktree as it is') && \
+             git update-ref {snapshot} \"$snap\" && echo \"$head\"",
+            wt = quote(&self.worktree),
+            snapshot = quote(&snapshot),
+        );
+        let head = self.run(&script, None).await?.trim().to_string();
+        if head.len() < 40 || !head.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(DriverError::Setup(format!(
+                "on {}: the remote worktree's HEAD is not a commit ({head})",
+                self.host
+            )));
+        }
+        self.git_with_remote(local_worktree, "fetch", &format!("+{snapshot}:{snapshot}"))
+            .await?;
+        let local_head = git_out(local_worktree, &["rev-parse", "HEAD"]).await?;
+        if local_head != head
+            && git_out(
+                local_worktree,
+                &["merge-base", "--is-ancestor", &local_head, &head],
+            )
+            .await
+            .is_err()
+        {
+            return Err(DriverError::Setup(format!(
+                "the session's branch here has commits its worktree on {} lacks; push them there first",
+                self.host
+            )));
+        }
+        git_out(local_worktree, &["reset", "-q", "--hard", &head]).await?;
+        git_out(local_worktree, &["clean", "-fdq"]).await?;
+        git_out(local_worktree, &["read-tree", "-u", "--reset", &snapshot]).await?;
+        git_out(local_worktree, &["reset", "-q"]).await?;
         Ok(())
     }
 

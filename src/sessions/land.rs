@@ -19,6 +19,11 @@ pub(super) struct Work {
 }
 
 impl Sessions {
+    /// The remote place of an ssh session.
+    fn remote(&self, session: &Session) -> Option<driver::ssh::Remote> {
+        driver::remote_of(session.driver.as_ref()?, self.wb.kiln(), &session.id)
+    }
+
     /// The session's worktree, branch and base branch; refused for a session that works
     /// in place (it has no branch of its own to review or land).
     pub(super) async fn work(&self, id: &str) -> Result<Work> {
@@ -42,6 +47,14 @@ impl Sessions {
                     ))
                 })?,
         };
+        // An ssh session's work is over there: bring it here first, so review and
+        // landing see what the agent did.
+        if let Some(remote) = self.remote(&session) {
+            remote
+                .sync_back(&session.id, Path::new(worktree))
+                .await
+                .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        }
         Ok(Work {
             worktree: PathBuf::from(worktree),
             branch: branch.clone(),
@@ -75,9 +88,23 @@ impl Sessions {
         let message = message
             .filter(|m| !m.trim().is_empty())
             .unwrap_or_else(|| default_message(&work.session));
-        let commit = git::commit_all(&work.worktree, &message)
-            .await
-            .map_err(git_error)?;
+        let commit = match self.remote(&work.session) {
+            // The agent's worktree is there: commit there, then bring it back.
+            Some(remote) => {
+                let before = git::head(&work.worktree).await.map_err(git_error)?;
+                let remote_error = |e: driver::DriverError| WorkbenchError::Invalid(e.to_string());
+                remote.commit(&message).await.map_err(remote_error)?;
+                remote
+                    .sync_back(&work.session.id, &work.worktree)
+                    .await
+                    .map_err(remote_error)?;
+                let after = git::head(&work.worktree).await.map_err(git_error)?;
+                (after != before).then_some(after)
+            }
+            None => git::commit_all(&work.worktree, &message)
+                .await
+                .map_err(git_error)?,
+        };
         Ok(CommitReply {
             session_id: id.to_string(),
             commit,

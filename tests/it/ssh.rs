@@ -208,6 +208,27 @@ async fn an_ssh_session_runs_its_agent_over_there_and_a_cut_connection_is_an_err
     let status = stdout(&tk.cru(&["session", "status", &s.id]));
     assert!(status.contains("ssh (host crucible-remote"), "{status}");
 
+    // Review and landing see the work done over there: the diff names the remote file,
+    // and a commit made there comes back on the local branch.
+    let out = tk.cru(&["session", "diff", &s.id, "--stat"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("remote.txt"), "{}", stdout(&out));
+    let out = tk.cru(&["session", "commit", &s.id, "-m", "work from over there"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        git(&local, &["log", "-1", "--format=%s"]),
+        "work from over there"
+    );
+    assert_eq!(
+        git(&local, &["show", "HEAD:remote.txt"]),
+        "written through ssh"
+    );
+    assert_eq!(
+        git(&there, &["rev-parse", "HEAD"]),
+        git(&local, &["rev-parse", "HEAD"]),
+        "the commit was made there and the local branch is moved to it"
+    );
+
     // A daemon killed and started again resumes it over a new connection.
     let before = wait_state(&client, &s.id, SessionState::Complete).await;
     let old_ssh = before.agent_pid.expect("the ssh client's pid");
