@@ -20,8 +20,6 @@ use crate::protocol::ContextCall;
 /// Rows one notch of the mouse wheel scrolls.
 const WHEEL_ROWS: i32 = 3;
 
-/// Words that make an option the one `approve` picks, or the one `deny` picks.
-
 /// How the human answers a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Choice {
