@@ -257,7 +257,10 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                     .map(|(i, s)| {
                         vec![
                             format!("[{}]", i + 1),
-                            s.display_name.clone(),
+                            match &s.channel {
+                                Some(tag) => format!("{} [{}]", s.display_name, tag.label()),
+                                None => s.display_name.clone(),
+                            },
                             state_of(s),
                             s.agent_name.clone(),
                             output::clip(s.task.as_deref().unwrap_or(""), 40),

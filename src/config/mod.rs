@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::protocol::{DriverKind, DriverOptions, DriverSpec};
 
 mod builtin;
+mod channels;
 pub use builtin::{KNOWN, Known, ProfileEntry, ProfileSource};
+pub use channels::{ChannelsConfig, HttpConfig, RESET_PHRASES, WebhookConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -42,6 +44,11 @@ pub struct Config {
     /// `[secrets.<NAME>]`: where a credential an agent asks for comes from; a name not
     /// listed comes from the daemon's environment variable of that name.
     pub secrets: BTreeMap<String, SecretSource>,
+    /// `[channels]`: how messages from webhooks find their session, and the HTTP
+    /// listener.
+    pub channels: ChannelsConfig,
+    /// `[[webhooks]]`: `POST /hooks/<name>` starts or continues a session.
+    pub webhooks: Vec<WebhookConfig>,
 }
 
 /// Where a credential's value comes from.
@@ -80,6 +87,11 @@ impl Default for DriversConfig {
 }
 
 impl Config {
+    /// The webhook named `name`.
+    pub fn webhook(&self, name: &str) -> Option<&WebhookConfig> {
+        self.webhooks.iter().find(|h| h.name == name)
+    }
+
     /// The driver a session of `profile` gets when it asks for `asked`: the driver named
     /// in `asked`, else the profile's, else `local`; options from `asked` over
     /// `[drivers.<name>]`.
@@ -384,6 +396,16 @@ impl Config {
         }
         if url.starts_with("wss://") {
             return Err("store.url: wss:// is not built in; use ws:// on a trusted network".into());
+        }
+        self.channels.http.address()?;
+        if self.channels.http.max_body_kb == 0 {
+            return Err("channels.http.max_body_kb must be at least 1".into());
+        }
+        for (i, hook) in self.webhooks.iter().enumerate() {
+            hook.validate()?;
+            if self.webhooks[..i].iter().any(|h| h.name == hook.name) {
+                return Err(format!("webhooks: two hooks are named {:?}", hook.name));
+            }
         }
         if self.store.cache_mb == 0 || self.store.write_buffer_mb == 0 {
             return Err("store.cache_mb and store.write_buffer_mb must be at least 1".into());

@@ -5,6 +5,7 @@
 mod accept;
 mod conn;
 mod gone;
+mod http;
 mod lifecycle;
 
 use std::sync::Arc;
@@ -97,6 +98,10 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     }
     crate::sys::quiet_process_metrics();
     let grace = Duration::from_secs(config.daemon.grace_period_secs);
+    let http = config.channels.http.clone();
+    let http_address = http
+        .address()
+        .map_err(|why| io_err("cannot start the webhook listener")(std::io::Error::other(why)))?;
     let wb = Workbench::open(kiln.clone(), config).await?;
     // Once the engine has opened, so what it made is covered too. (It marks its log
     // folder 0750 whenever it starts a log segment; the 0700 state directory keeps others
@@ -123,6 +128,24 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         activity: Notify::new(),
     });
     tokio::spawn(trim_after_bursts(Arc::clone(&shared)));
+    // Webhooks: a daemon that listens for them stays up with no client connected.
+    let webhooks = match http_address {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(io_err(format!("cannot listen for webhooks on {address}")))?;
+            tracing::info!(%address, "listening for webhooks");
+            let max_body =
+                usize::try_from(http.max_body_kb.saturating_mul(1024)).unwrap_or(usize::MAX);
+            Some(tokio::spawn(http::serve(
+                listener,
+                kiln.clone(),
+                Arc::clone(&sessions),
+                max_body,
+            )))
+        }
+        None => None,
+    };
     let mut clients = shared.clients.subscribe();
     let mut agents = sessions.running();
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -132,7 +155,9 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
 
     loop {
         // Idle: nobody connected and no agent running.
-        let idle = *clients.borrow_and_update() == 0 && *agents.borrow_and_update() == 0;
+        let idle = *clients.borrow_and_update() == 0
+            && *agents.borrow_and_update() == 0
+            && webhooks.is_none();
         let grace_expiry = async {
             if idle {
                 tokio::time::sleep(grace).await
@@ -174,6 +199,9 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         }
     }
 
+    if let Some(listener) = &webhooks {
+        listener.abort();
+    }
     drop(owners);
     drop(agents_door);
     for path in [&socket, &agent_socket] {

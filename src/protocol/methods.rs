@@ -111,6 +111,9 @@ methods! {
     SessionReset = "session.reset", Owner, Apart, ["session_id", "keep_disabled"],
         ResetParams => Created;
     SessionRestart = "session.restart", Owner, Apart, ["session_id"], SessionIdParams => SessionReply;
+    SessionResolve = "session.resolve", Owner, InOrder,
+        ["channel", "source", "ref", "text", "agent", "driver", "words"], ResolveParams => ResolveResult;
+    SessionClose = "session.close", Owner, InOrder, ["session_id"], SessionIdParams => SessionReply;
     SessionRename = "session.rename", Owner, InOrder, ["session_id", "name"],
         RenameParams => SessionReply;
     SessionFork = "session.fork", Owner, Apart, ["session_id", "worktree", "task"],

@@ -138,6 +138,9 @@ pub struct CreateSessionParams {
     /// (`CONTEXT_MISS`). Empty: no manifest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_read: Vec<String>,
+    /// The channel and conversation that start it (set by channels, not by people).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<crate::protocol::ChannelTag>,
 }
 
 /// `session.refine`: widen a session's read manifest and start its agent again.
@@ -401,4 +404,44 @@ pub struct DaemonStatus {
     #[serde(default)]
     pub agents: usize,
     pub unread: u64,
+}
+
+/// `session.resolve`: a message from a channel (a webhook), resolved to a session by
+/// seed 001's policy and delivered there.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResolveParams {
+    /// The channel: `webhook` (or any name of the caller's).
+    pub channel: String,
+    /// Which hook or job of it.
+    pub source: String,
+    /// The conversation within it (e.g. an issue number); `""` for one conversation.
+    #[serde(default, rename = "ref")]
+    pub reference: String,
+    /// The message: the first prompt of a new session, or a follow-up prompt.
+    pub text: String,
+    /// The sender's own words within `text`, checked against the reset phrases
+    /// (default: `text`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub words: Option<String>,
+    /// The agent profile a new session runs.
+    pub agent: String,
+    /// Where a new session runs, over the profile's driver.
+    #[serde(default)]
+    pub driver: Option<crate::protocol::DriverKind>,
+}
+
+/// How a message was resolved (seed 001).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResolveResult {
+    pub session_id: String,
+    /// `new` or `continue`.
+    pub decision: String,
+    /// Which policy fired.
+    pub reason: crate::protocol::Resolution,
+    /// The session a new one replaced (closed), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_session_id: Option<String>,
+    /// On `continue`: true when a turn was running and the message waits for it.
+    #[serde(default)]
+    pub queued: bool,
 }

@@ -137,6 +137,83 @@ pub struct Session {
         skip_serializing_if = "Option::is_none"
     )]
     pub usage: Option<Usage>,
+    /// The channel that started it and the conversation it carries, for sessions started
+    /// from outside the workbench (a webhook); `None` for the workbench and the CLI.
+    #[serde(
+        default,
+        deserialize_with = "object_or_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub channel: Option<ChannelTag>,
+}
+
+/// Where a session's messages come from (seed 000 `channel_type`, `channel_ref`) and how
+/// the last one found it (seed 001's decision).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelTag {
+    /// `webhook` (or `cron`).
+    pub kind: String,
+    /// Which hook or job: its name.
+    pub source: String,
+    /// The conversation within it (the hook's `ref` value, e.g. an issue number).
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// How the last message was resolved to this session.
+    pub reason: Resolution,
+    /// When the last message arrived (RFC 3339).
+    pub last_message_at: String,
+    /// Closed by `session.close` or a newer session of the same conversation: the next
+    /// message starts a new one.
+    #[serde(default)]
+    pub closed: bool,
+}
+
+impl ChannelTag {
+    /// `webhook issues/42`.
+    pub fn label(&self) -> String {
+        if self.reference.is_empty() {
+            format!("{} {}", self.kind, self.source)
+        } else {
+            format!("{} {}/{}", self.kind, self.source, self.reference)
+        }
+    }
+}
+
+/// Seed 001's resolution of an inbound message: which policy fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    /// A reset phrase: the conversation starts afresh.
+    ExplicitReset,
+    /// The first message of the conversation.
+    NoSession,
+    /// Its last session was closed or has ended.
+    Closed,
+    /// Its last session was quiet longer than the timeout.
+    Timeout,
+    /// The same conversation, within the timeout: the message goes to its session.
+    Continue,
+}
+
+impl Resolution {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resolution::ExplicitReset => "explicit_reset",
+            Resolution::NoSession => "no_session",
+            Resolution::Closed => "closed",
+            Resolution::Timeout => "timeout",
+            Resolution::Continue => "continue",
+        }
+    }
+
+    /// Whether the message starts a new session (seed 001 `new`) or continues one.
+    pub fn decision(self) -> &'static str {
+        if self == Resolution::Continue {
+            "continue"
+        } else {
+            "new"
+        }
+    }
 }
 
 /// A session's context window use and cost, from the agent (ACP `usage_update`).

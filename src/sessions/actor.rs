@@ -601,6 +601,12 @@ impl Actor {
     }
 
     async fn save(&mut self) {
+        // The name and the channel's record are changed from outside the actor (rename,
+        // channel messages): keep them as they are now.
+        if let Ok(now) = self.wb.get_session(&self.session.id) {
+            self.session.display_name = now.display_name;
+            self.session.channel = now.channel;
+        }
         match self.wb.save_managed(&self.session).await {
             Ok(saved) => self.session = saved,
             Err(e) => self.failed_to_store("save the session", e),

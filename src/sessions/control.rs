@@ -113,6 +113,7 @@ impl Sessions {
             task: params.task.clone(),
             driver: source.driver.clone().unwrap_or_default().options(),
             allow_read: source.security.read_manifest.clone().unwrap_or_default(),
+            channel: None,
         };
         let forked = self.create_from(create, Some(&source.id)).await;
         if forked.is_err() {

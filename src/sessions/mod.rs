@@ -9,6 +9,7 @@
 //! silently replaced.
 
 mod actor;
+mod channel;
 mod context;
 mod control;
 mod exec;
@@ -56,6 +57,8 @@ pub struct Sessions {
     environments: Mutex<HashMap<String, Arc<Environment>>>,
     /// One parked session made again at a time.
     unparking: tokio::sync::Mutex<()>,
+    /// One channel message resolved at a time ([`channel`]).
+    resolving: tokio::sync::Mutex<()>,
     /// How many agents run; the daemon does not idle out while any does.
     running: watch::Sender<usize>,
     /// One git change to the repository at a time (worktrees and branches share its
@@ -78,6 +81,7 @@ impl Sessions {
             actors: Mutex::new(HashMap::new()),
             environments: Mutex::new(HashMap::new()),
             unparking: tokio::sync::Mutex::new(()),
+            resolving: tokio::sync::Mutex::new(()),
             running: watch::channel(0).0,
             git: tokio::sync::Mutex::new(()),
             radar: Mutex::new(Default::default()),
@@ -198,6 +202,7 @@ impl Sessions {
             skills: Vec::new(),
             base_branch: placement.base_branch.clone(),
             usage: None,
+            channel: params.channel.clone(),
         };
         let session = match self.wb.add_managed(session).await {
             Ok(s) => s,

@@ -118,6 +118,12 @@ impl Sessions {
             task: None,
             driver: old.driver.clone().unwrap_or_default().options(),
             allow_read: old.security.read_manifest.clone().unwrap_or_default(),
+            // A channel's conversation goes on in the fresh session.
+            channel: old.channel.clone().map(|mut tag| {
+                tag.reason = crate::protocol::Resolution::ExplicitReset;
+                tag.closed = false;
+                tag
+            }),
         };
         let created = self.create(params).await?;
         if keep_disabled {

@@ -88,7 +88,7 @@ const MIB: u64 = 1024 * 1024;
 const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_name, status, \
      started_at, last_heartbeat, display_name, state, state_reason, task, branch, \
      worktree_owned, acp_session_id, agent_pid, updated_at, ended_at, exit_code, \
-     context_summary, turn_count, driver, limits, security, skills, base_branch, usage";
+     context_summary, turn_count, driver, limits, security, skills, base_branch, usage, channel";
 const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
      msg_type, title, body, options, option_kinds, read, responded, response, withdrawn";
@@ -354,6 +354,12 @@ impl Store {
             let text =
                 serde_json::to_string(usage).map_err(|e| StoreError::Decode(e.to_string()))?;
             row.insert("usage", surrealdb::types::Value::from_t(text));
+        }
+        row.remove("channel");
+        if let Some(channel) = &s.channel {
+            let text =
+                serde_json::to_string(channel).map_err(|e| StoreError::Decode(e.to_string()))?;
+            row.insert("channel", surrealdb::types::Value::from_t(text));
         }
         let mut vars = surrealdb::types::Object::new();
         vars.insert("id", surrealdb::types::Value::from_t(s.id.clone()));

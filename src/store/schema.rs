@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -115,6 +115,10 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD base_branch ON sessions TYPE option<string>;
     DEFINE FIELD option_kinds ON inbox_messages TYPE option<array<string>>;
     DEFINE FIELD usage ON sessions TYPE option<string>;
+    "#,
+    // v10: the channel and conversation of a session started from outside (JSON text).
+    r#"
+    DEFINE FIELD channel ON sessions TYPE option<string>;
     "#,
 ];
 

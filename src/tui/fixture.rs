@@ -48,6 +48,7 @@ pub fn session(
         skills: Vec::new(),
         base_branch: None,
         usage: None,
+        channel: None,
     }
 }
 

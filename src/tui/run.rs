@@ -493,6 +493,7 @@ impl Runtime {
                             driver,
                             in_place: false,
                             allow_read: Vec::new(),
+                            channel: None,
                         },
                         |created| {
                             Some(Outcome::Created {

@@ -252,6 +252,7 @@ impl Workbench {
             skills: Vec::new(),
             base_branch: None,
             usage: None,
+            channel: None,
         };
         self.store.insert_session(&session).await?;
         self.registry.insert(session.clone());

@@ -22,4 +22,5 @@ mod sessions;
 mod ssh;
 mod tmux;
 mod tui;
+mod webhooks;
 mod zero_setup;

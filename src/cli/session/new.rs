@@ -147,6 +147,7 @@ impl NewArgs {
             } else {
                 self.allow_read
             },
+            channel: None,
         })
     }
 }

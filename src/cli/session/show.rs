@@ -10,6 +10,18 @@ pub(super) fn print_status(kiln: &Kiln, s: &Session) {
         pairs.push(("reason", reason.clone()));
     }
     pairs.push(("agent", format!("{} ({})", s.agent_name, s.agent_type)));
+    if let Some(tag) = &s.channel {
+        let closed = if tag.closed { "; closed" } else { "" };
+        pairs.push((
+            "channel",
+            format!(
+                "{} (last message {}: {}{closed})",
+                tag.label(),
+                tag.last_message_at,
+                tag.reason.as_str()
+            ),
+        ));
+    }
     if s.is_managed() {
         let driver = s.driver.clone().unwrap_or_default();
         pairs.push(("driver", driver.summary()));

@@ -338,6 +338,19 @@ async fn dispatch(
             })
             .await
         }
+        m::SessionResolve::NAME => {
+            serve::<m::SessionResolve, _, _>(raw, |p| async move {
+                sessions.resolve(p).await.map_err(app_error)
+            })
+            .await
+        }
+        m::SessionClose::NAME => {
+            serve::<m::SessionClose, _, _>(raw, |p| async move {
+                let session = sessions.close(&p.session_id).await.map_err(app_error)?;
+                Ok(m::SessionReply { session })
+            })
+            .await
+        }
         m::SessionRename::NAME => {
             serve::<m::SessionRename, _, _>(raw, |p| async move {
                 let session = sessions

@@ -1,0 +1,290 @@
+//! `[channels]` and `[[webhooks]]`: sessions started and continued from outside the
+//! workbench (seed 000 channels, seed 001 conversation resolution).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::DriverKind;
+
+/// Seed 001's reset phrases: a message that is one of these (any case) starts the
+/// conversation afresh.
+pub const RESET_PHRASES: [&str; 8] = [
+    "new task",
+    "start over",
+    "reset",
+    "forget that",
+    "new project",
+    "clear history",
+    "start fresh",
+    "new conversation",
+];
+
+/// `[channels]`: how inbound messages of non-interactive channels find their session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChannelsConfig {
+    /// A conversation quiet this long starts a new session at its next message, carrying
+    /// the previous one's context summary (seed 001 `timeout`).
+    pub session_timeout_minutes: f64,
+    /// The same in seconds, over the minutes when set.
+    pub session_timeout_secs: Option<u64>,
+    /// Messages that start the conversation afresh (seed 001 `explicit_reset`); matched
+    /// whole, in any case, ignoring surrounding spaces and a final `.` or `!`.
+    pub reset_phrases: Vec<String>,
+    pub http: HttpConfig,
+}
+
+impl Default for ChannelsConfig {
+    fn default() -> Self {
+        Self {
+            session_timeout_minutes: 30.0,
+            session_timeout_secs: None,
+            reset_phrases: RESET_PHRASES.iter().map(|p| p.to_string()).collect(),
+            http: HttpConfig::default(),
+        }
+    }
+}
+
+impl ChannelsConfig {
+    pub fn session_timeout(&self) -> Duration {
+        match self.session_timeout_secs {
+            Some(secs) => Duration::from_secs(secs),
+            None => Duration::from_secs_f64(self.session_timeout_minutes.max(0.0) * 60.0),
+        }
+    }
+
+    /// Whether `text` is one of the reset phrases.
+    pub fn is_reset(&self, text: &str) -> bool {
+        let said = text
+            .trim()
+            .trim_end_matches(['.', '!'])
+            .trim()
+            .to_lowercase();
+        self.reset_phrases
+            .iter()
+            .any(|p| p.trim().to_lowercase() == said)
+    }
+}
+
+/// `[channels.http]`: the daemon's HTTP listener for webhooks. Off unless `listen` is
+/// set; loopback is the expected address (put a reverse proxy in front for the world).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// `HOST:PORT`, e.g. `127.0.0.1:8421`.
+    pub listen: Option<String>,
+    /// The largest body accepted; larger is 413.
+    pub max_body_kb: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            max_body_kb: 1024,
+        }
+    }
+}
+
+impl HttpConfig {
+    /// The address to listen on, if the listener is on.
+    pub fn address(&self) -> Result<Option<SocketAddr>, String> {
+        self.listen
+            .as_deref()
+            .map(|a| {
+                a.parse().map_err(|_| {
+                    format!("channels.http.listen {a:?} is not HOST:PORT (e.g. \"127.0.0.1:8421\")")
+                })
+            })
+            .transpose()
+    }
+}
+
+/// `[[webhooks]]`: `POST /hooks/<name>` starts or continues a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// The path segment: letters, digits, `-` and `_`.
+    pub name: String,
+    /// The daemon's environment variable holding the shared secret (GitHub's
+    /// `X-Hub-Signature-256` HMAC). The value is never written anywhere.
+    pub secret_env: String,
+    /// The agent profile its sessions run.
+    pub agent: String,
+    /// The prompt: each `{{/json/pointer}}` is that value of the payload (RFC 6901).
+    pub prompt: String,
+    /// A JSON pointer naming the conversation (e.g. `/issue/number`): messages with the
+    /// same value continue one session. Absent: every message is its own conversation
+    /// key `""`, so all of them share one.
+    #[serde(default, rename = "ref")]
+    pub reference: Option<String>,
+    /// A JSON pointer to the sender's own words (e.g. `/comment/body`), checked against
+    /// the reset phrases; absent: the whole prompt is.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Where its sessions run, over the profile's driver.
+    #[serde(default)]
+    pub driver: Option<DriverKind>,
+}
+
+impl WebhookConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        let name = &self.name;
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!(
+                "webhooks: the name {name:?} may use only letters, digits, '-' and '_'"
+            ));
+        }
+        if self.secret_env.trim().is_empty() {
+            return Err(format!(
+                "webhooks.{name}.secret_env must name an environment variable"
+            ));
+        }
+        if let Some(pointer) = &self.reference
+            && !pointer.is_empty()
+            && !pointer.starts_with('/')
+        {
+            return Err(format!(
+                "webhooks.{name}.ref {pointer:?} is not a JSON pointer (it starts with '/')"
+            ));
+        }
+        if let Some(pointer) = &self.message
+            && !pointer.starts_with('/')
+        {
+            return Err(format!(
+                "webhooks.{name}.message {pointer:?} is not a JSON pointer (it starts with '/')"
+            ));
+        }
+        if self.prompt.trim().is_empty() {
+            return Err(format!("webhooks.{name}.prompt must not be empty"));
+        }
+        Ok(())
+    }
+
+    /// The prompt with each `{{/pointer}}` replaced by that value of `payload`: a string
+    /// as it is, anything else as JSON, a missing value as nothing.
+    pub fn render(&self, payload: &serde_json::Value) -> String {
+        render(&self.prompt, payload)
+    }
+
+    /// The sender's own words in `payload`, when the hook names where they are.
+    pub fn words_of(&self, payload: &serde_json::Value) -> Option<String> {
+        let pointer = self.message.as_deref()?;
+        payload.pointer(pointer).filter(|v| !v.is_null()).map(plain)
+    }
+
+    /// The conversation this payload belongs to, or why it has none.
+    pub fn reference_of(&self, payload: &serde_json::Value) -> Result<String, String> {
+        match self.reference.as_deref() {
+            None | Some("") => Ok(String::new()),
+            Some(pointer) => payload
+                .pointer(pointer)
+                .filter(|v| !v.is_null())
+                .map(plain)
+                .ok_or_else(|| format!("the payload has no value at {pointer} (the hook's ref)")),
+        }
+    }
+}
+
+fn plain(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn render(template: &str, payload: &serde_json::Value) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find("}}") {
+            Some(end) if after[..end].trim().starts_with('/') || after[..end].trim().is_empty() => {
+                let pointer = after[..end].trim();
+                if let Some(value) = payload.pointer(pointer).filter(|v| !v.is_null()) {
+                    out.push_str(&plain(value));
+                }
+                rest = &after[end + 2..];
+            }
+            _ => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn hook(prompt: &str, reference: Option<&str>) -> WebhookConfig {
+        WebhookConfig {
+            name: "issues".into(),
+            secret_env: "HOOK_SECRET".into(),
+            agent: "a".into(),
+            prompt: prompt.into(),
+            reference: reference.map(str::to_string),
+            message: None,
+            driver: None,
+        }
+    }
+
+    #[test]
+    fn the_prompt_is_filled_from_json_pointers() {
+        let payload = json!({"issue": {"number": 42, "title": "Crash on start", "labels": ["bug"]},
+                             "a/b": "slash", "none": null});
+        let h = hook(
+            "#{{/issue/number}}: {{ /issue/title }} {{/issue/labels}} {{/a~1b}} [{{/missing}}][{{/none}}] {{not a pointer}}",
+            None,
+        );
+        assert_eq!(
+            h.render(&payload),
+            "#42: Crash on start [\"bug\"] slash [][] {{not a pointer}}"
+        );
+    }
+
+    #[test]
+    fn the_reference_is_the_pointed_value_or_a_clear_refusal() {
+        let payload = json!({"issue": {"number": 42}, "repo": "acme"});
+        assert_eq!(
+            hook("x", Some("/issue/number")).reference_of(&payload),
+            Ok("42".into())
+        );
+        assert_eq!(
+            hook("x", Some("/repo")).reference_of(&payload),
+            Ok("acme".into())
+        );
+        assert_eq!(hook("x", None).reference_of(&payload), Ok(String::new()));
+        let missing = hook("x", Some("/pull/number")).reference_of(&payload);
+        assert!(missing.unwrap_err().contains("/pull/number"));
+    }
+
+    #[test]
+    fn reset_phrases_match_whole_messages_in_any_case() {
+        let c = ChannelsConfig::default();
+        assert!(c.is_reset("Start over!"));
+        assert!(c.is_reset("  RESET. "));
+        assert!(!c.is_reset("please reset the cache"));
+        assert!(!c.is_reset("fix the reset button"));
+    }
+
+    #[test]
+    fn bad_hooks_are_named() {
+        let mut h = hook("x", Some("issue/number"));
+        assert!(h.validate().unwrap_err().contains("JSON pointer"));
+        h.reference = None;
+        h.name = "a b".into();
+        assert!(h.validate().unwrap_err().contains("\"a b\""));
+    }
+}

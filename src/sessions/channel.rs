@@ -1,0 +1,229 @@
+//! Messages from channels (webhooks; seed 000): each inbound message is resolved to a
+//! session by seed 001's policy, keyed by (channel, source, reference): a reset phrase
+//! starts afresh, a first message or a closed conversation starts a session, a
+//! conversation quiet past the timeout starts a new one carrying the previous context
+//! summary, and anything else continues the same session as a follow-up prompt. The
+//! decision is kept on the session ([`ChannelTag`]) and returned.
+
+use super::*;
+use crate::protocol::{ChannelTag, DriverOptions, Resolution, ResolveParams, ResolveResult};
+
+impl Sessions {
+    /// Resolves `inbound` to a session and delivers its text there (seed 001).
+    pub async fn resolve(self: &Arc<Self>, inbound: ResolveParams) -> Result<ResolveResult> {
+        if inbound.text.trim().is_empty() {
+            return Err(WorkbenchError::Invalid("the message is empty".into()));
+        }
+        // One message at a time: two messages of one conversation must not both find
+        // "no session" and make two.
+        let _one_at_a_time = self.resolving.lock().await;
+        let config = Config::load(&self.wb.kiln().settings_path())
+            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let channels = &config.channels;
+        let now = chrono::Utc::now();
+        let current = self.conversation(&inbound);
+        let reason = match &current {
+            _ if channels.is_reset(inbound.words.as_deref().unwrap_or(&inbound.text)) => {
+                Resolution::ExplicitReset
+            }
+            None => Resolution::NoSession,
+            Some(s) if self.is_closed(s) => Resolution::Closed,
+            Some(s) if quiet_since(s, now) > channels.session_timeout() => Resolution::Timeout,
+            Some(_) => Resolution::Continue,
+        };
+        let tag = ChannelTag {
+            kind: inbound.channel.clone(),
+            source: inbound.source.clone(),
+            reference: inbound.reference.clone(),
+            reason,
+            last_message_at: now_rfc3339(),
+            closed: false,
+        };
+        if let (Resolution::Continue, Some(session)) = (reason, &current) {
+            let mut continued = session.clone();
+            continued.channel = Some(tag);
+            self.wb.save_managed(&continued).await?;
+            let queued = self.prompt(&session.id, inbound.text.clone()).await?;
+            return Ok(ResolveResult {
+                session_id: session.id.clone(),
+                decision: reason.decision().into(),
+                reason,
+                previous_session_id: None,
+                queued,
+            });
+        }
+        // A new session. The one it replaces is closed first, so the conversation has
+        // one live session at a time.
+        let previous = current.filter(|s| !self.is_closed(s));
+        if let Some(old) = &previous {
+            self.close_session(old).await?;
+        }
+        let task = match (reason, &previous) {
+            (Resolution::ExplicitReset, _) => None,
+            (Resolution::Timeout, Some(old)) => Some(carry_summary(old, &inbound.text)),
+            _ => Some(inbound.text.clone()),
+        };
+        let session = self
+            .create(CreateSessionParams {
+                agent: inbound.agent.clone(),
+                worktree: None,
+                in_place: false,
+                task,
+                driver: DriverOptions {
+                    driver: inbound.driver,
+                    ..Default::default()
+                },
+                allow_read: Vec::new(),
+                channel: Some(tag),
+            })
+            .await?;
+        Ok(ResolveResult {
+            session_id: session.id,
+            decision: reason.decision().into(),
+            reason,
+            previous_session_id: previous.map(|s| s.id),
+            queued: false,
+        })
+    }
+
+    /// Closes a channel session: the conversation's next message starts a new one. Its
+    /// agent is stopped; the worktree and transcript stay.
+    pub async fn close(self: &Arc<Self>, id: &str) -> Result<Session> {
+        let session = self.managed(id)?;
+        if session.channel.is_none() {
+            return Err(WorkbenchError::Invalid(format!(
+                "session {id} was not started by a channel; stop it instead"
+            )));
+        }
+        self.close_session(&session).await?;
+        self.wb.get_session(id)
+    }
+
+    async fn close_session(self: &Arc<Self>, session: &Session) -> Result<()> {
+        let mut closed = session.clone();
+        if let Some(tag) = closed.channel.as_mut() {
+            tag.closed = true;
+        }
+        self.wb.save_managed(&closed).await?;
+        if self.actor(&session.id).is_some() {
+            // Stopping waits for the agent to go; the message need not.
+            let me = Arc::clone(self);
+            let id = session.id.clone();
+            tokio::spawn(async move {
+                if let Err(e) = me.stop(&id).await {
+                    tracing::warn!(session = %id, "cannot stop a closed channel session: {e}");
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// The newest session of the message's conversation.
+    fn conversation(&self, inbound: &ResolveParams) -> Option<Session> {
+        self.wb
+            .list_sessions()
+            .into_iter()
+            .filter(|s| {
+                s.channel.as_ref().is_some_and(|t| {
+                    t.kind == inbound.channel
+                        && t.source == inbound.source
+                        && t.reference == inbound.reference
+                })
+            })
+            .max_by(|a, b| a.started_at.cmp(&b.started_at).then(a.id.cmp(&b.id)))
+    }
+
+    /// Closed by hand or by a newer session, or its agent is gone for good.
+    fn is_closed(&self, s: &Session) -> bool {
+        s.channel.as_ref().is_some_and(|t| t.closed)
+            || (self.actor(&s.id).is_none()
+                && !matches!(
+                    s.state,
+                    Some(SessionState::Parked | SessionState::Creating | SessionState::Starting)
+                ))
+    }
+}
+
+/// How long the conversation has been quiet: since its last message, or since the
+/// session last changed (a turn ending), whichever is later.
+fn quiet_since(s: &Session, now: chrono::DateTime<chrono::Utc>) -> std::time::Duration {
+    let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
+    let last = [
+        s.channel.as_ref().map(|t| t.last_message_at.as_str()),
+        s.updated_at.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(parse)
+    .max();
+    last.and_then(|t| (now - t.with_timezone(&chrono::Utc)).to_std().ok())
+        .unwrap_or_default()
+}
+
+/// The first prompt of a session that follows one timed out: the previous session's
+/// context summary ahead of the message (seed 001).
+fn carry_summary(old: &Session, text: &str) -> String {
+    match old
+        .context_summary
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+    {
+        Some(summary) => format!(
+            "Summary of the previous conversation (session {}):\n{summary}\n\n{text}",
+            old.id
+        ),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(summary: Option<&str>, updated: &str, last: &str) -> Session {
+        let mut s: Session = serde_json::from_value(serde_json::json!({
+            "id": "01OLD", "agent_type": "command", "agent_name": "a", "status": "active",
+            "started_at": updated, "last_heartbeat": updated, "display_name": "x",
+            "updated_at": updated,
+        }))
+        .unwrap();
+        s.context_summary = summary.map(str::to_string);
+        s.channel = Some(ChannelTag {
+            kind: "webhook".into(),
+            source: "issues".into(),
+            reference: "42".into(),
+            reason: Resolution::NoSession,
+            last_message_at: last.into(),
+            closed: false,
+        });
+        s
+    }
+
+    #[test]
+    fn quiet_counts_from_the_later_of_the_last_message_and_the_last_change() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:10:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let s = session(None, "2026-01-01T00:05:00Z", "2026-01-01T00:02:00Z");
+        assert_eq!(quiet_since(&s, now).as_secs(), 300);
+        let s = session(None, "2026-01-01T00:01:00Z", "2026-01-01T00:09:00Z");
+        assert_eq!(quiet_since(&s, now).as_secs(), 60);
+    }
+
+    #[test]
+    fn a_timed_out_conversation_carries_its_summary_ahead_of_the_message() {
+        let s = session(
+            Some("GOAL: fix 42"),
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Z",
+        );
+        let first = carry_summary(&s, "and now?");
+        assert!(
+            first
+                .starts_with("Summary of the previous conversation (session 01OLD):\nGOAL: fix 42")
+        );
+        assert!(first.ends_with("\n\nand now?"));
+        let s = session(None, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z");
+        assert_eq!(carry_summary(&s, "and now?"), "and now?");
+    }
+}

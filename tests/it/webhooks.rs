@@ -1,0 +1,309 @@
+//! Webhooks end to end: the daemon's HTTP listener on loopback, signed requests as GitHub
+//! sends them, a command agent that prints the prompt it was given, and seed 001's
+//! resolution of each message to a session.
+
+use std::time::Duration;
+
+use crucible::client::Client;
+use crucible::protocol::{MsgType, Session, SessionState};
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use crate::common::*;
+use crate::sessions::{agent_kiln, said, wait_message, wait_message_where, wait_session};
+
+const SECRET: &str = "hook-secret-4c1f9d";
+/// The conversation timeout the test kiln sets.
+const TIMEOUT_SECS: u64 = 6;
+
+struct Hook {
+    url: String,
+    http: reqwest::Client,
+}
+
+impl Hook {
+    async fn post(&self, name: &str, body: &[u8], signature: Option<String>) -> (u16, Value) {
+        let mut request = self
+            .http
+            .post(format!("{}/hooks/{name}", self.url))
+            .header("content-type", "application/json")
+            .body(body.to_vec());
+        if let Some(signature) = signature {
+            request = request.header("X-Hub-Signature-256", signature);
+        }
+        let reply = request.send().await.expect("the listener answers");
+        let status = reply.status().as_u16();
+        let text = reply.text().await.unwrap_or_default();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    /// A comment on issue `issue`, signed as GitHub signs it.
+    async fn comment(&self, issue: u64, words: &str) -> Value {
+        let body = serde_json::to_vec(&json!({
+            "action": "created",
+            "issue": {"number": issue, "title": "Crash on start"},
+            "comment": {"body": words},
+        }))
+        .unwrap();
+        let (status, reply) = self.post("issues", &body, Some(sign(SECRET, &body))).await;
+        assert_eq!(status, 202, "{reply}");
+        reply
+    }
+}
+
+fn sign(secret: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn sessions(client: &Client) -> Vec<Session> {
+    let reply = client
+        .call_value("session.list", json!({}))
+        .await
+        .expect("session.list");
+    serde_json::from_value(reply["sessions"].clone()).unwrap()
+}
+
+/// Waits until the session's transcript holds `text`.
+async fn wait_said(client: &Client, id: &str, text: &str) -> String {
+    let what = format!("{id} to say {text:?}");
+    let mut last = String::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        last = said(client, id).await;
+        if last.contains(text) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}; it said: {last}");
+}
+
+async fn wait_done(client: &Client, id: &str, turns: u64) -> Session {
+    wait_session(client, id, &format!("{turns} turns, resting"), |s| {
+        s.turn_count >= turns && s.state == Some(SessionState::Complete)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn webhooks_start_continue_reset_and_time_out_conversations_and_refuse_bad_input() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("agent.sh");
+    write_script(
+        &script,
+        &format!(
+            r#"#!/bin/sh
+printf 'got: %s\n' "$CRUCIBLE_PROMPT"
+case "$CRUCIBLE_PROMPT" in
+  *deploy*)
+    if "{CRU}" approve "Deploy to staging?"; then echo "deploy approved"; else echo "deploy denied"; fi;;
+esac
+"#
+        ),
+    );
+    let tk = agent_kiln(&format!(
+        "[agents.hook]\ntype = \"command\"\ncommand = {script:?}\n\n\
+         [channels]\nsession_timeout_secs = {TIMEOUT_SECS}\n\n\
+         [channels.http]\nlisten = \"127.0.0.1:{port}\"\nmax_body_kb = 16\n\n\
+         [[webhooks]]\nname = \"issues\"\nsecret_env = \"HOOK_SECRET\"\nagent = \"hook\"\n\
+         prompt = \"Issue #{{{{/issue/number}}}} ({{{{/issue/title}}}}): {{{{/comment/body}}}}\"\n\
+         ref = \"/issue/number\"\nmessage = \"/comment/body\"\n"
+    ));
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let mut cru = cru_on_path();
+    cru.env("HOOK_SECRET", SECRET);
+    let _daemon = tk.run_daemon(cru).await;
+    let client = tk.client().await;
+    let hook = Hook {
+        url: format!("http://127.0.0.1:{port}"),
+        http: reqwest::Client::new(),
+    };
+
+    // The first message of issue 42 starts a session whose agent gets the filled prompt.
+    let first = hook.comment(42, "fix the crash").await;
+    assert_eq!(first["decision"], "new", "{first}");
+    assert_eq!(first["reason"], "no_session", "{first}");
+    let s1 = first["session_id"].as_str().unwrap().to_string();
+    wait_said(
+        &client,
+        &s1,
+        "got: Issue #42 (Crash on start): fix the crash",
+    )
+    .await;
+    let s = wait_done(&client, &s1, 1).await;
+    let tag = s.channel.clone().expect("a channel session is tagged");
+    assert_eq!(
+        (
+            tag.kind.as_str(),
+            tag.source.as_str(),
+            tag.reference.as_str()
+        ),
+        ("webhook", "issues", "42")
+    );
+    let list = stdout(&tk.cru(&["session", "list"]));
+    assert!(list.contains("[webhook issues/42]"), "{list}");
+
+    // The same issue within the timeout continues that session.
+    let again = hook.comment(42, "and add a test").await;
+    assert_eq!(
+        (again["decision"].as_str(), again["reason"].as_str()),
+        (Some("continue"), Some("continue")),
+        "{again}"
+    );
+    assert_eq!(again["session_id"], s1.as_str());
+    wait_said(
+        &client,
+        &s1,
+        "got: Issue #42 (Crash on start): and add a test",
+    )
+    .await;
+    wait_done(&client, &s1, 2).await;
+
+    // Another issue is another conversation.
+    let other = hook.comment(7, "update the docs").await;
+    assert_eq!(other["reason"], "no_session", "{other}");
+    let s7 = other["session_id"].as_str().unwrap().to_string();
+    assert_ne!(s7, s1);
+
+    // A reset phrase closes issue 42's session and starts a fresh one with no prompt.
+    let reset = hook.comment(42, "Start over!").await;
+    assert_eq!(
+        (reset["decision"].as_str(), reset["reason"].as_str()),
+        (Some("new"), Some("explicit_reset")),
+        "{reset}"
+    );
+    assert_eq!(reset["previous_session_id"], s1.as_str());
+    let s2 = reset["session_id"].as_str().unwrap().to_string();
+    assert_ne!(s2, s1);
+    wait_session(&client, &s1, "the replaced session stopped", |s| {
+        s.state == Some(SessionState::Stopped) && s.channel.as_ref().is_some_and(|t| t.closed)
+    })
+    .await;
+    let fresh = wait_session(&client, &s2, "ready", |s| {
+        s.state == Some(SessionState::Complete)
+    })
+    .await;
+    assert_eq!(
+        fresh.turn_count, 0,
+        "a reset session waits for the next message"
+    );
+    let next = hook.comment(42, "look at the parser first").await;
+    assert_eq!(
+        (next["reason"].as_str(), next["session_id"].as_str()),
+        (Some("continue"), Some(s2.as_str())),
+        "{next}"
+    );
+    wait_done(&client, &s2, 1).await;
+
+    // Quiet past the timeout: a new session whose first prompt carries the old summary.
+    tokio::time::sleep(Duration::from_secs(TIMEOUT_SECS + 1)).await;
+    let late = hook.comment(42, "any news?").await;
+    assert_eq!(
+        (late["decision"].as_str(), late["reason"].as_str()),
+        (Some("new"), Some("timeout")),
+        "{late}"
+    );
+    assert_eq!(late["previous_session_id"], s2.as_str());
+    let s3 = late["session_id"].as_str().unwrap().to_string();
+    let text = wait_said(&client, &s3, "any news?").await;
+    assert!(
+        text.contains(&format!(
+            "Summary of the previous conversation (session {s2})"
+        )) && text.contains("look at the parser first"),
+        "the first prompt carries the previous summary: {text}"
+    );
+
+    // Closed by hand: the next message starts anew, saying so.
+    let out = tk.cru(&["session", "status", &s7]);
+    assert!(
+        stdout(&out).contains("webhook issues/7"),
+        "{}",
+        stdout(&out)
+    );
+    let closed = client
+        .call_value("session.close", json!({"session_id": s7}))
+        .await
+        .expect("session.close");
+    assert_eq!(closed["session"]["channel"]["closed"], true);
+    let reopened = hook.comment(7, "one more thing").await;
+    assert_eq!(reopened["reason"], "closed", "{reopened}");
+    assert_ne!(reopened["session_id"], s7.as_str());
+
+    // An approval from a webhook session lands in the one inbox; the answer reaches it.
+    let deploy = hook.comment(99, "please deploy").await;
+    let s99 = deploy["session_id"].as_str().unwrap().to_string();
+    let approval = wait_message(&client, &s99, MsgType::ApprovalRequired).await;
+    assert_eq!(approval.title, "Deploy to staging?");
+    let listed = stdout(&tk.cru(&["inbox"]));
+    assert!(listed.contains("Deploy to staging?"), "{listed}");
+    let out = tk.cru(&["inbox", "respond", &approval.id, "approve"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_said(&client, &s99, "deploy approved").await;
+    wait_message_where(&client, &s99, "the turn's end", |m| {
+        m.msg_type == MsgType::TaskComplete
+    })
+    .await;
+
+    // Bad input: each refused with its status, and nothing made.
+    let before = sessions(&client).await.len();
+    let body =
+        serde_json::to_vec(&json!({"issue": {"number": 5}, "comment": {"body": "x"}})).unwrap();
+    let (status, reply) = hook.post("nope", &body, Some(sign(SECRET, &body))).await;
+    assert_eq!(status, 404, "{reply}");
+    let (status, reply) = hook
+        .post("issues", &body, Some(sign("wrong secret", &body)))
+        .await;
+    assert_eq!(status, 401, "{reply}");
+    let (status, reply) = hook.post("issues", &body, None).await;
+    assert_eq!(status, 401, "{reply}");
+    assert!(
+        reply["error"]
+            .as_str()
+            .unwrap()
+            .contains("X-Hub-Signature-256"),
+        "{reply}"
+    );
+    let big = serde_json::to_vec(
+        &json!({"issue": {"number": 5}, "comment": {"body": "x".repeat(20_000)}}),
+    )
+    .unwrap();
+    let (status, _) = hook.post("issues", &big, Some(sign(SECRET, &big))).await;
+    assert_eq!(status, 413);
+    let malformed = b"{\"issue\": {\"number\": 5,";
+    let (status, reply) = hook
+        .post("issues", malformed, Some(sign(SECRET, malformed)))
+        .await;
+    assert_eq!(status, 400, "{reply}");
+    let no_ref = serde_json::to_vec(&json!({"comment": {"body": "x"}})).unwrap();
+    let (status, reply) = hook
+        .post("issues", &no_ref, Some(sign(SECRET, &no_ref)))
+        .await;
+    assert_eq!(status, 400, "{reply}");
+    assert!(
+        reply["error"].as_str().unwrap().contains("/issue/number"),
+        "{reply}"
+    );
+    assert_eq!(
+        sessions(&client).await.len(),
+        before,
+        "a refused request makes nothing"
+    );
+
+    // The secret is never written down.
+    assert_in_no_file(&tk.root().join(".crucible"), SECRET);
+}
