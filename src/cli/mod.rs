@@ -2,6 +2,7 @@
 
 mod agent;
 mod agents;
+mod cron;
 mod daemon;
 mod inbox;
 mod mcp;
@@ -60,6 +61,8 @@ pub enum Command {
     /// The agents crucible can start: built-in and configured profiles, whether each
     /// is installed, and (`--check`) whether it answers.
     Agents(agents::AgentsArgs),
+    /// The `[[cron]]` jobs: their next and last runs; run one now.
+    Cron(cron::CronArgs),
 }
 
 /// Parses the command line, runs it, and turns errors into a message and exit code.
@@ -121,6 +124,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Agents(args)) => {
             crate::logging::to_stderr();
             runtime.block_on(agents::run(kiln, args))
+        }
+        Some(Command::Cron(args)) => {
+            crate::logging::to_stderr();
+            runtime.block_on(cron::run(kiln, args))
         }
         Some(Command::Mcp) => {
             // Stdout carries MCP frames only.

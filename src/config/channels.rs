@@ -223,6 +223,69 @@ fn render(template: &str, payload: &serde_json::Value) -> String {
     out
 }
 
+/// `[[cron]]`: a job that starts a session on a schedule (seed 000's cron channel).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CronJob {
+    /// Letters, digits, `-` and `_`.
+    pub id: String,
+    /// Cron syntax, five fields or six with seconds first (`*/10 * * * * *`), in UTC.
+    pub schedule: String,
+    /// The agent profile its sessions run.
+    pub agent: String,
+    /// The first prompt of each run.
+    pub instructions: String,
+    /// Where its sessions run, over the profile's driver.
+    #[serde(default)]
+    pub driver: Option<DriverKind>,
+    /// Run on this branch (made from HEAD the first time) instead of a new worktree and
+    /// branch per run.
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// `false` keeps the job in the settings without running it.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl CronJob {
+    /// The parsed schedule, or why it is not one.
+    pub fn parsed(&self) -> Result<croner::Cron, String> {
+        croner::Cron::new(&self.schedule)
+            .with_seconds_optional()
+            .parse()
+            .map_err(|e| format!("cron.{}: schedule {:?}: {e}", self.id, self.schedule))
+    }
+
+    /// When it runs next after `after`.
+    pub fn next_after(
+        &self,
+        after: chrono::DateTime<chrono::Utc>,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.parsed().ok()?.find_next_occurrence(&after, false).ok()
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let id = &self.id;
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!(
+                "cron: the id {id:?} may use only letters, digits, '-' and '_'"
+            ));
+        }
+        if self.instructions.trim().is_empty() {
+            return Err(format!("cron.{id}.instructions must not be empty"));
+        }
+        self.parsed().map(|_| ())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +340,37 @@ mod tests {
         assert!(c.is_reset("  RESET. "));
         assert!(!c.is_reset("please reset the cache"));
         assert!(!c.is_reset("fix the reset button"));
+    }
+
+    #[test]
+    fn schedules_take_an_optional_seconds_field_and_bad_ones_are_named() {
+        let mut job = CronJob {
+            id: "nightly".into(),
+            schedule: "*/10 * * * * *".into(),
+            agent: "a".into(),
+            instructions: "check".into(),
+            driver: None,
+            branch: None,
+            enabled: true,
+        };
+        let t = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:03Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(
+            job.next_after(t).unwrap().to_rfc3339(),
+            "2026-01-01T00:00:10+00:00"
+        );
+        job.schedule = "0 9 * * *".into();
+        assert_eq!(
+            job.next_after(t).unwrap().to_rfc3339(),
+            "2026-01-01T09:00:00+00:00"
+        );
+        job.schedule = "61 * * * *".into();
+        let why = job.validate().unwrap_err();
+        assert!(
+            why.contains("cron.nightly") && why.contains("61 * * * *"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::protocol::{DriverKind, DriverOptions, DriverSpec};
 mod builtin;
 mod channels;
 pub use builtin::{KNOWN, Known, ProfileEntry, ProfileSource};
-pub use channels::{ChannelsConfig, HttpConfig, RESET_PHRASES, WebhookConfig};
+pub use channels::{ChannelsConfig, CronJob, HttpConfig, RESET_PHRASES, WebhookConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -49,6 +49,8 @@ pub struct Config {
     pub channels: ChannelsConfig,
     /// `[[webhooks]]`: `POST /hooks/<name>` starts or continues a session.
     pub webhooks: Vec<WebhookConfig>,
+    /// `[[cron]]`: sessions started on a schedule.
+    pub cron: Vec<CronJob>,
 }
 
 /// Where a credential's value comes from.
@@ -400,6 +402,12 @@ impl Config {
         self.channels.http.address()?;
         if self.channels.http.max_body_kb == 0 {
             return Err("channels.http.max_body_kb must be at least 1".into());
+        }
+        for (i, job) in self.cron.iter().enumerate() {
+            job.validate()?;
+            if self.cron[..i].iter().any(|j| j.id == job.id) {
+                return Err(format!("cron: two jobs have the id {:?}", job.id));
+            }
         }
         for (i, hook) in self.webhooks.iter().enumerate() {
             hook.validate()?;

@@ -99,6 +99,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     crate::sys::quiet_process_metrics();
     let grace = Duration::from_secs(config.daemon.grace_period_secs);
     let http = config.channels.http.clone();
+    let cron_jobs: Vec<_> = config.cron.iter().filter(|j| j.enabled).cloned().collect();
     let http_address = http
         .address()
         .map_err(|why| io_err("cannot start the webhook listener")(std::io::Error::other(why)))?;
@@ -128,7 +129,12 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         activity: Notify::new(),
     });
     tokio::spawn(trim_after_bursts(Arc::clone(&shared)));
-    // Webhooks: a daemon that listens for them stays up with no client connected.
+    // Cron jobs and webhooks: a daemon that has them stays up with no client connected.
+    let scheduled = !cron_jobs.is_empty();
+    if scheduled {
+        tracing::info!(jobs = cron_jobs.len(), "cron jobs scheduled");
+    }
+    let cron = tokio::spawn(Arc::clone(&sessions).run_cron(cron_jobs));
     let webhooks = match http_address {
         Some(address) => {
             let listener = tokio::net::TcpListener::bind(address)
@@ -157,7 +163,8 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         // Idle: nobody connected and no agent running.
         let idle = *clients.borrow_and_update() == 0
             && *agents.borrow_and_update() == 0
-            && webhooks.is_none();
+            && webhooks.is_none()
+            && !scheduled;
         let grace_expiry = async {
             if idle {
                 tokio::time::sleep(grace).await
@@ -202,6 +209,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     if let Some(listener) = &webhooks {
         listener.abort();
     }
+    cron.abort();
     drop(owners);
     drop(agents_door);
     for path in [&socket, &agent_socket] {

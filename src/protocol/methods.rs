@@ -114,6 +114,8 @@ methods! {
     SessionResolve = "session.resolve", Owner, InOrder,
         ["channel", "source", "ref", "text", "agent", "driver", "words"], ResolveParams => ResolveResult;
     SessionClose = "session.close", Owner, InOrder, ["session_id"], SessionIdParams => SessionReply;
+    CronList = "cron.list", Owner, InOrder, [], NoParams => CronJobs;
+    CronRunNow = "cron.run", Owner, Apart, ["id"], CronRunParams => CronRun;
     SessionRename = "session.rename", Owner, InOrder, ["session_id", "name"],
         RenameParams => SessionReply;
     SessionFork = "session.fork", Owner, Apart, ["session_id", "worktree", "task"],

@@ -116,6 +116,7 @@ mod param_tests {
             methods::DaemonStatusOf::NAME,
             methods::DaemonShutdown::NAME,
             methods::SessionConflicts::NAME,
+            methods::CronList::NAME,
         ];
         for name in methods::TABLE.iter().map(|row| row.name) {
             assert_eq!(

@@ -445,3 +445,50 @@ pub struct ResolveResult {
     #[serde(default)]
     pub queued: bool,
 }
+
+/// `cron.run`: run a job of the settings now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CronRunParams {
+    pub id: String,
+}
+
+/// One run of a cron job, or why it was skipped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CronRun {
+    pub job: String,
+    /// The run's session; when skipped, the previous run's, still working.
+    pub session_id: String,
+    pub skipped: bool,
+    /// Why it was skipped.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// `cron.list`: the jobs of the settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CronJobs {
+    pub jobs: Vec<CronJobView>,
+}
+
+/// A cron job, its next run and its last one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CronJobView {
+    pub id: String,
+    pub schedule: String,
+    pub agent: String,
+    pub enabled: bool,
+    /// RFC 3339, UTC; none when disabled.
+    #[serde(default)]
+    pub next_run: Option<String>,
+    #[serde(default)]
+    pub last_session_id: Option<String>,
+    #[serde(default)]
+    pub last_run_at: Option<String>,
+    #[serde(default)]
+    pub last_state: Option<crate::protocol::SessionState>,
+    /// Runs skipped since the daemon started because the previous one still worked.
+    #[serde(default)]
+    pub skipped: u64,
+    #[serde(default)]
+    pub last_skipped_at: Option<String>,
+}

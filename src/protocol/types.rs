@@ -193,6 +193,8 @@ pub enum Resolution {
     Timeout,
     /// The same conversation, within the timeout: the message goes to its session.
     Continue,
+    /// A cron job's run (every run is a new session).
+    Scheduled,
 }
 
 impl Resolution {
@@ -203,6 +205,7 @@ impl Resolution {
             Resolution::Closed => "closed",
             Resolution::Timeout => "timeout",
             Resolution::Continue => "continue",
+            Resolution::Scheduled => "scheduled",
         }
     }
 

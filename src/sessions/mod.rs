@@ -12,6 +12,7 @@ mod actor;
 mod channel;
 mod context;
 mod control;
+mod cron;
 mod exec;
 mod gate;
 mod land;
@@ -59,6 +60,8 @@ pub struct Sessions {
     unparking: tokio::sync::Mutex<()>,
     /// One channel message resolved at a time ([`channel`]).
     resolving: tokio::sync::Mutex<()>,
+    /// Cron jobs' skips since the daemon started ([`cron`]).
+    cron: Mutex<HashMap<String, cron::JobRecord>>,
     /// How many agents run; the daemon does not idle out while any does.
     running: watch::Sender<usize>,
     /// One git change to the repository at a time (worktrees and branches share its
@@ -82,6 +85,7 @@ impl Sessions {
             environments: Mutex::new(HashMap::new()),
             unparking: tokio::sync::Mutex::new(()),
             resolving: tokio::sync::Mutex::new(()),
+            cron: Mutex::new(HashMap::new()),
             running: watch::channel(0).0,
             git: tokio::sync::Mutex::new(()),
             radar: Mutex::new(Default::default()),

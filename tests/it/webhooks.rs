@@ -307,3 +307,95 @@ esac
     // The secret is never written down.
     assert_in_no_file(&tk.root().join(".crucible"), SECRET);
 }
+
+#[tokio::test]
+async fn cron_jobs_run_on_their_schedule_and_on_demand_and_overlaps_are_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let quick = dir.path().join("quick.sh");
+    write_script(
+        &quick,
+        "#!/bin/sh\nprintf 'cron says: %s\\n' \"$CRUCIBLE_PROMPT\"\n",
+    );
+    let slow = dir.path().join("slow.sh");
+    write_script(&slow, "#!/bin/sh\necho started\nsleep 60\n");
+    let tk = agent_kiln(&format!(
+        "[agents.quick]\ntype = \"command\"\ncommand = {quick:?}\n\n\
+         [agents.slow]\ntype = \"command\"\ncommand = {slow:?}\n\n\
+         [[cron]]\nid = \"tick\"\nschedule = \"*/2 * * * * *\"\nagent = \"quick\"\n\
+         instructions = \"check the build\"\n\n\
+         [[cron]]\nid = \"yearly\"\nschedule = \"0 0 0 1 1 *\"\nagent = \"slow\"\n\
+         instructions = \"the long one\"\n"
+    ));
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let _daemon = tk.spawn_daemon().await;
+    let client = tk.client().await;
+
+    // The two-second job runs by itself, in a session tagged with it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let ticked = loop {
+        let found = sessions(&client).await.into_iter().find(|s| {
+            s.channel
+                .as_ref()
+                .is_some_and(|t| t.kind == "cron" && t.source == "tick")
+        });
+        if let Some(s) = found {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cron job never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        ticked.channel.as_ref().unwrap().reason.as_str(),
+        "scheduled"
+    );
+    wait_said(&client, &ticked.id, "cron says: check the build").await;
+
+    // Run on demand; a second run while the first still works is skipped and counted.
+    let out = tk.cru(&["cron", "run", "yearly", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(first["skipped"], false, "{first}");
+    let running = first["session_id"].as_str().unwrap().to_string();
+    wait_session(&client, &running, "working", |s| {
+        s.state == Some(SessionState::Working)
+    })
+    .await;
+    let out = tk.cru(&["cron", "run", "yearly"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said_skip = stdout(&out);
+    assert!(
+        said_skip.contains("skipped") && said_skip.contains(&running),
+        "{said_skip}"
+    );
+    let out = tk.cru(&["cron", "list", "--json"]);
+    let list: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let yearly = list["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == "yearly")
+        .unwrap()
+        .clone();
+    assert_eq!(yearly["skipped"], 1, "{yearly}");
+    assert_eq!(yearly["last_session_id"], running.as_str());
+    assert!(
+        yearly["next_run"]
+            .as_str()
+            .unwrap()
+            .contains("-01-01T00:00:00"),
+        "{yearly}"
+    );
+    let table = stdout(&tk.cru(&["cron", "list"]));
+    assert!(
+        table.contains("tick") && table.contains("*/2 * * * * *"),
+        "{table}"
+    );
+    let out = tk.cru(&["cron", "run", "no-such-job"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("no cron job"), "{}", stderr(&out));
+    let out = tk.cru(&["session", "cancel", &running]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
