@@ -27,6 +27,9 @@ enum DaemonAction {
     },
     /// Stop the kiln's daemon.
     Stop,
+    /// Print a systemd user unit that keeps this kiln's daemon running (for cron jobs
+    /// and webhooks): save it under ~/.config/systemd/user/ and enable it.
+    Service,
 }
 
 pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
@@ -37,6 +40,12 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
             let _guard = crate::logging::to_file(&kiln.log_dir(), "daemon.log")?;
             crate::logging::log_panics();
             crate::daemon::run(kiln, config).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        DaemonAction::Service => {
+            crate::logging::to_stderr();
+            let exe = std::env::current_exe()?;
+            outln!("{}", service_unit(&exe, kiln.root()));
             Ok(ExitCode::SUCCESS)
         }
         DaemonAction::Status { json } => {
@@ -93,5 +102,58 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// A systemd user unit running `cru daemon run` for `kiln`, restarted when it fails.
+fn service_unit(exe: &std::path::Path, kiln: &std::path::Path) -> String {
+    let quote = |p: &std::path::Path| {
+        let text = p.display().to_string();
+        if text.contains([' ', '"', '\\']) {
+            format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+        } else {
+            text
+        }
+    };
+    format!(
+        "# Save as ~/.config/systemd/user/crucible-<name>.service, then:\n\
+         #   systemctl --user daemon-reload && systemctl --user enable --now crucible-<name>\n\
+         # Variables the hooks and agents need (secret_env, env) go in an EnvironmentFile\n\
+         # only you can read, never in this unit.\n\
+         [Unit]\n\
+         Description=crucible daemon for {kiln_shown}\n\
+         After=network.target\n\
+         \n\
+         [Service]\n\
+         ExecStart={exe} --kiln {kiln} daemon run\n\
+         WorkingDirectory={kiln}\n\
+         # EnvironmentFile=%h/.config/crucible/daemon.env\n\
+         Restart=on-failure\n\
+         RestartSec=5\n\
+         \n\
+         [Install]\n\
+         WantedBy=default.target",
+        kiln_shown = kiln.display(),
+        exe = quote(exe),
+        kiln = quote(kiln),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_service_unit_runs_this_kilns_daemon() {
+        let unit = service_unit(
+            std::path::Path::new("/usr/bin/cru"),
+            std::path::Path::new("/home/me/my project"),
+        );
+        assert!(
+            unit.contains("ExecStart=/usr/bin/cru --kiln \"/home/me/my project\" daemon run"),
+            "{unit}"
+        );
+        assert!(unit.contains("Restart=on-failure"));
+        assert!(unit.contains("WantedBy=default.target"));
     }
 }

@@ -555,7 +555,7 @@ fn removed(d: &DeleteOutcome) -> &'static str {
 
 pub(super) async fn list(client: &Client) -> anyhow::Result<Vec<Session>> {
     Ok(client
-        .call::<m::SessionList>(&m::NoParams {})
+        .call::<m::SessionList>(&Default::default())
         .await?
         .sessions)
 }

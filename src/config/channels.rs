@@ -33,6 +33,9 @@ pub struct ChannelsConfig {
     /// Messages that start the conversation afresh (seed 001 `explicit_reset`); matched
     /// whole, in any case, ignoring surrounding spaces and a final `.` or `!`.
     pub reset_phrases: Vec<String>,
+    /// A question or approval of a cron or webhook session unanswered this long cancels
+    /// the session's turn, with an `error` message saying so. None: it waits.
+    pub approval_timeout_secs: Option<u64>,
     pub http: HttpConfig,
 }
 
@@ -42,6 +45,7 @@ impl Default for ChannelsConfig {
             session_timeout_minutes: 30.0,
             session_timeout_secs: None,
             reset_phrases: RESET_PHRASES.iter().map(|p| p.to_string()).collect(),
+            approval_timeout_secs: None,
             http: HttpConfig::default(),
         }
     }
@@ -221,6 +225,32 @@ fn render(template: &str, payload: &serde_json::Value) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// `[notify]`: a command run for every message that needs a human (a question or an
+/// approval), so it reaches them where they are (ntfy, Slack, mail, `notify-send`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// Run with `sh -c`, its environment only `PATH`, `HOME`, `LANG` and
+    /// `CRUCIBLE_SESSION_ID`, `CRUCIBLE_SESSION_NAME`, `CRUCIBLE_CHANNEL`,
+    /// `CRUCIBLE_MESSAGE_ID`, `CRUCIBLE_MESSAGE_TYPE`, `CRUCIBLE_MESSAGE_TITLE`.
+    pub command: Option<String>,
+    /// At most this many runs a minute; messages over it are counted, logged and told
+    /// to the next run (`CRUCIBLE_NOTIFY_MISSED`).
+    pub max_per_minute: u32,
+    /// A run still going after this long is killed.
+    pub timeout_secs: u64,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        Self {
+            command: None,
+            max_per_minute: 6,
+            timeout_secs: 30,
+        }
+    }
 }
 
 /// `[[cron]]`: a job that starts a session on a schedule (seed 000's cron channel).

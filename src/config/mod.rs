@@ -12,7 +12,9 @@ use crate::protocol::{DriverKind, DriverOptions, DriverSpec};
 mod builtin;
 mod channels;
 pub use builtin::{KNOWN, Known, ProfileEntry, ProfileSource};
-pub use channels::{ChannelsConfig, CronJob, HttpConfig, RESET_PHRASES, WebhookConfig};
+pub use channels::{
+    ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -51,6 +53,8 @@ pub struct Config {
     pub webhooks: Vec<WebhookConfig>,
     /// `[[cron]]`: sessions started on a schedule.
     pub cron: Vec<CronJob>,
+    /// `[notify]`: a command told of every message that needs a human.
+    pub notify: NotifyConfig,
 }
 
 /// Where a credential's value comes from.
@@ -400,6 +404,9 @@ impl Config {
             return Err("store.url: wss:// is not built in; use ws:// on a trusted network".into());
         }
         self.channels.http.address()?;
+        if self.notify.max_per_minute == 0 || self.notify.timeout_secs == 0 {
+            return Err("notify.max_per_minute and notify.timeout_secs must be at least 1".into());
+        }
         if self.channels.http.max_body_kb == 0 {
             return Err("channels.http.max_body_kb must be at least 1".into());
         }

@@ -7,6 +7,7 @@ mod conn;
 mod gone;
 mod http;
 mod lifecycle;
+mod notify;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -135,6 +136,10 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         tracing::info!(jobs = cron_jobs.len(), "cron jobs scheduled");
     }
     let cron = tokio::spawn(Arc::clone(&sessions).run_cron(cron_jobs));
+    // Messages that need a human: the notify command, and the approval timeout of
+    // background sessions. Both sleep until a message arrives.
+    let notifier = tokio::spawn(notify::run(Arc::clone(&wb)));
+    let approvals = tokio::spawn(Arc::clone(&sessions).watch_approvals());
     let webhooks = match http_address {
         Some(address) => {
             let listener = tokio::net::TcpListener::bind(address)
@@ -210,6 +215,8 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         listener.abort();
     }
     cron.abort();
+    notifier.abort();
+    approvals.abort();
     drop(owners);
     drop(agents_door);
     for path in [&socket, &agent_socket] {

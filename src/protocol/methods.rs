@@ -82,7 +82,7 @@ methods! {
         HandshakeParams => HandshakeResult;
     SessionRegister = "session.register", Owner, InOrder, ["agent_type", "agent_name", "worktree"],
         RegisterParams => Registered;
-    SessionList = "session.list", Owner, InOrder, [], NoParams => Sessions;
+    SessionList = "session.list", Owner, InOrder, [], SessionListParams => Sessions;
     SessionGet = "session.get", Session, InOrder, ["session_id"], SessionIdParams => SessionReply;
     SessionHeartbeat = "session.heartbeat", Session, InOrder, ["session_id"], SessionIdParams => Done;
     SessionDeregister = "session.deregister", Owner, InOrder, ["session_id", "reason", "exit_code"],

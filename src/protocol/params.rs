@@ -492,3 +492,12 @@ pub struct CronJobView {
     #[serde(default)]
     pub last_skipped_at: Option<String>,
 }
+
+/// `session.list`: every session, or (named param only, as seed 003's `session.list`
+/// takes none by position) those a channel started.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SessionListParams {
+    /// `webhook`, `cron`, or `interactive` for the sessions no channel started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+}

@@ -118,6 +118,55 @@ impl Sessions {
         Ok(())
     }
 
+    /// Follows the inbox until the daemon ends: a question or approval of a channel
+    /// session left unanswered for `channels.approval_timeout_secs` cancels its turn,
+    /// with an `error` message saying so, so a background session never hangs unseen.
+    pub async fn watch_approvals(self: Arc<Self>) {
+        let mut events = self.wb.subscribe();
+        loop {
+            let message = match events.recv().await {
+                Ok(Event::InboxCreated(m)) if m.msg_type.blocks() => m,
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            let background = self
+                .wb
+                .get_session(&message.session_id)
+                .is_ok_and(|s| s.channel.is_some());
+            let timeout = Config::load(&self.wb.kiln().settings_path())
+                .ok()
+                .and_then(|c| c.channels.approval_timeout_secs);
+            let (true, Some(secs)) = (background, timeout) else {
+                continue;
+            };
+            let me = Arc::clone(&self);
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+                let Ok(now) = me.wb.get_message(&message.id).await else {
+                    return;
+                };
+                if now.responded || now.withdrawn {
+                    return;
+                }
+                let notice = wording::unanswered(&now.title, secs);
+                if let Err(e) = me.wb.send(notice.into_params(&message.session_id)).await {
+                    tracing::warn!(session = %message.session_id, "cannot post: {e}");
+                }
+                if let Err(e) = me.cancel(&message.session_id).await {
+                    tracing::warn!(session = %message.session_id, "cannot cancel: {e}");
+                }
+                // Whoever asked (the agent itself, through `cru ask`) no longer waits.
+                if let Err(e) = me
+                    .wb
+                    .withdraw_open(&message.session_id, "nobody answered in time")
+                    .await
+                {
+                    tracing::warn!(session = %message.session_id, "cannot withdraw: {e}");
+                }
+            });
+        }
+    }
+
     /// The newest session of the message's conversation.
     fn conversation(&self, inbound: &ResolveParams) -> Option<Session> {
         self.wb

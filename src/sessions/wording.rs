@@ -85,6 +85,18 @@ impl Notice {
     }
 }
 
+/// The `error` a background session posts when nobody answered its question in time.
+pub fn unanswered(title: &str, secs: u64) -> Notice {
+    Notice {
+        msg_type: MsgType::Error,
+        title: "Nobody answered in time; the turn is cancelled".into(),
+        body: Some(format!(
+            "\"{title}\" waited {secs}s (channels.approval_timeout_secs) with no answer, so the turn was cancelled. Send a prompt to try again."
+        )),
+        stderr_tail: false,
+    }
+}
+
 /// The note on an inbox message withdrawn for `why`.
 pub fn withdrawn(why: &str) -> String {
     format!("withdrawn: {why}")

@@ -237,7 +237,7 @@ impl Runtime {
             return false;
         };
         let read = async {
-            let sessions = client.call::<m::SessionList>(&m::NoParams {}).await?;
+            let sessions = client.call::<m::SessionList>(&Default::default()).await?;
             let window = ListParams {
                 limit: Some(INBOX_WINDOW),
                 ..ListParams::default()

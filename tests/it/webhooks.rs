@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::common::*;
-use crate::sessions::{agent_kiln, said, wait_message, wait_message_where, wait_session};
+use crate::sessions::{agent_kiln, said, session, wait_message, wait_message_where, wait_session};
 
 const SECRET: &str = "hook-secret-4c1f9d";
 /// The conversation timeout the test kiln sets.
@@ -99,11 +99,10 @@ async fn wait_done(client: &Client, id: &str, turns: u64) -> Session {
     .await
 }
 
-#[tokio::test]
-async fn webhooks_start_continue_reset_and_time_out_conversations_and_refuse_bad_input() {
-    let port = free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("agent.sh");
+/// A kiln whose webhook `issues` runs a command agent that prints its prompt (and asks
+/// for approval when the prompt says "deploy"), with `extra` settings.
+fn hook_kiln(dir: &std::path::Path, port: u16, extra: &str) -> TestKiln {
+    let script = dir.join("agent.sh");
     write_script(
         &script,
         &format!(
@@ -116,23 +115,43 @@ esac
 "#
         ),
     );
-    let tk = agent_kiln(&format!(
+    agent_kiln(&format!(
         "[agents.hook]\ntype = \"command\"\ncommand = {script:?}\n\n\
-         [channels]\nsession_timeout_secs = {TIMEOUT_SECS}\n\n\
          [channels.http]\nlisten = \"127.0.0.1:{port}\"\nmax_body_kb = 16\n\n\
          [[webhooks]]\nname = \"issues\"\nsecret_env = \"HOOK_SECRET\"\nagent = \"hook\"\n\
          prompt = \"Issue #{{{{/issue/number}}}} ({{{{/issue/title}}}}): {{{{/comment/body}}}}\"\n\
-         ref = \"/issue/number\"\nmessage = \"/comment/body\"\n"
-    ));
-    let _guard = KillOnDrop(tk.kiln.clone());
+         ref = \"/issue/number\"\nmessage = \"/comment/body\"\n\n{extra}"
+    ))
+}
+
+async fn listening(tk: &TestKiln, port: u16) -> (DaemonProcess, Hook) {
     let mut cru = cru_on_path();
     cru.env("HOOK_SECRET", SECRET);
-    let _daemon = tk.run_daemon(cru).await;
-    let client = tk.client().await;
+    let daemon = tk.run_daemon(cru).await;
     let hook = Hook {
         url: format!("http://127.0.0.1:{port}"),
         http: reqwest::Client::new(),
     };
+    (daemon, hook)
+}
+
+#[tokio::test]
+async fn webhooks_start_continue_reset_and_time_out_conversations_and_refuse_bad_input() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let notified = dir.path().join("notified.log");
+    let tk = hook_kiln(
+        dir.path(),
+        port,
+        &format!(
+            "[channels]\nsession_timeout_secs = {TIMEOUT_SECS}\n\n\
+             [notify]\ncommand = 'printf \"%s|%s|%s|%s\\n\" \"$CRUCIBLE_SESSION_NAME\" \"$CRUCIBLE_MESSAGE_TYPE\" \"$CRUCIBLE_CHANNEL\" \"$HOOK_SECRET\" >> {}'\n",
+            notified.display()
+        ),
+    );
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let (_daemon, hook) = listening(&tk, port).await;
+    let client = tk.client().await;
 
     // The first message of issue 42 starts a session whose agent gets the filled prompt.
     let first = hook.comment(42, "fix the crash").await;
@@ -254,10 +273,37 @@ esac
     let out = tk.cru(&["inbox", "respond", &approval.id, "approve"]);
     assert!(out.status.success(), "{}", stderr(&out));
     wait_said(&client, &s99, "deploy approved").await;
+    // The notify command ran once for it, named the session and its channel, and was
+    // given none of the daemon's own variables (the hook's secret among them).
+    let name = session(&client, &s99).await.display_name;
+    let told = std::fs::read_to_string(&notified).expect("the notify command ran");
+    assert_eq!(
+        told.lines().collect::<Vec<_>>(),
+        [format!("{name}|approval_required|webhook issues/99|")],
+        "{told}"
+    );
     wait_message_where(&client, &s99, "the turn's end", |m| {
         m.msg_type == MsgType::TaskComplete
     })
     .await;
+
+    // session.list by channel.
+    let reply = client
+        .call_value("session.list", json!({"channel": "webhook"}))
+        .await
+        .expect("session.list");
+    let hooked: Vec<Session> = serde_json::from_value(reply["sessions"].clone()).unwrap();
+    assert!(hooked.len() >= 6, "{hooked:?}");
+    assert!(
+        hooked
+            .iter()
+            .all(|s| s.channel.as_ref().is_some_and(|t| t.kind == "webhook"))
+    );
+    let reply = client
+        .call_value("session.list", json!({"channel": "interactive"}))
+        .await
+        .expect("session.list");
+    assert_eq!(reply["sessions"], json!([]));
 
     // Bad input: each refused with its status, and nothing made.
     let before = sessions(&client).await.len();
@@ -398,4 +444,42 @@ async fn cron_jobs_run_on_their_schedule_and_on_demand_and_overlaps_are_skipped(
     assert!(stderr(&out).contains("no cron job"), "{}", stderr(&out));
     let out = tk.cru(&["session", "cancel", &running]);
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn an_unanswered_approval_of_a_background_session_cancels_its_turn() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let tk = hook_kiln(dir.path(), port, "[channels]\napproval_timeout_secs = 2\n");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let (_daemon, hook) = listening(&tk, port).await;
+    let client = tk.client().await;
+    let reply = hook.comment(5, "deploy it").await;
+    let id = reply["session_id"].as_str().unwrap().to_string();
+    let approval = wait_message(&client, &id, MsgType::ApprovalRequired).await;
+    let error = wait_message_where(&client, &id, "the timeout's error", |m| {
+        m.msg_type == MsgType::Error
+    })
+    .await;
+    assert_eq!(
+        error.title,
+        "Nobody answered in time; the turn is cancelled"
+    );
+    assert!(
+        error
+            .body
+            .as_deref()
+            .unwrap_or("")
+            .contains("Deploy to staging?"),
+        "{error:?}"
+    );
+    wait_session(&client, &id, "cancelled", |s| {
+        s.state == Some(SessionState::Cancelled)
+    })
+    .await;
+    let after = client
+        .call_value("inbox.get", json!({"id": approval.id}))
+        .await
+        .expect("inbox.get");
+    assert_eq!(after["message"]["withdrawn"], true, "{after}");
 }

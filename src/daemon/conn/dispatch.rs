@@ -194,10 +194,15 @@ async fn dispatch(
             .await
         }
         m::SessionList::NAME => {
-            serve::<m::SessionList, _, _>(raw, |_| async move {
-                Ok(m::Sessions {
-                    sessions: wb.list_sessions(),
-                })
+            serve::<m::SessionList, _, _>(raw, |p| async move {
+                let mut sessions = wb.list_sessions();
+                if let Some(channel) = &p.channel {
+                    sessions.retain(|s| match &s.channel {
+                        Some(tag) => &tag.kind == channel,
+                        None => channel == "interactive",
+                    });
+                }
+                Ok(m::Sessions { sessions })
             })
             .await
         }

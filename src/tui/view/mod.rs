@@ -309,6 +309,14 @@ fn dim(theme: &Theme) -> Style {
     theme.style(Role::TextDim)
 }
 
+/// The mark of a session a channel started: ◷ a cron job, ↯ a webhook (or another).
+fn channel_icon(kind: &str) -> &'static str {
+    match kind {
+        "cron" => "◷",
+        _ => "↯",
+    }
+}
+
 #[cfg(test)]
 mod unit_tests {
     use super::*;

@@ -252,6 +252,7 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
             usize::from(s.context_summary.is_some())
                 + usize::from(contained(s).is_some())
                 + usize::from(!model.conflicts_of(&s.id).is_empty())
+                + usize::from(s.channel.is_some())
         })
         .sum::<usize>();
     let rect = centered(area, 110, model.sessions().len().max(1) + 1 + summaries);
@@ -305,6 +306,23 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
             Span::styled(rest, dim(theme)),
             Span::styled(task, theme.style(Role::Text)),
         ]));
+        // Started from outside: the channel, the conversation and how the last
+        // message found it.
+        if let Some(tag) = &session.channel {
+            let closed = if tag.closed { ", closed" } else { "" };
+            lines.push(Line::styled(
+                clip(
+                    &format!(
+                        "        {} {} ({}{closed})",
+                        super::channel_icon(&tag.kind),
+                        tag.label(),
+                        tag.reason.as_str()
+                    ),
+                    max,
+                ),
+                dim(theme),
+            ));
+        }
         // The conflict radar: the sessions it changes the same files (or lines) as.
         let conflicts = model.conflicts_of(&session.id);
         if !conflicts.is_empty() {

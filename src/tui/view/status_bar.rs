@@ -172,6 +172,13 @@ fn segment<'a>(model: &Model, theme: &Theme, index: usize, detail: Detail) -> Ve
         Span::styled(marker, label_style),
         Span::styled(number, label_style),
     ];
+    // Started from outside: ◷ by a cron job, ↯ by a webhook.
+    if let Some(tag) = &session.channel {
+        spans.push(Span::styled(
+            super::channel_icon(&tag.kind),
+            theme.style(Role::TextDim),
+        ));
+    }
     // The conflict radar: ⚠ when the branch changes the same lines as another
     // session's, ≈ when only the same files.
     let conflicts = model.conflicts_of(&session.id);

@@ -551,3 +551,37 @@ fn usage_cost_and_a_stall_show_in_the_title_and_the_bar() {
     assert!(bar.contains("$0.42 |"), "{bar}");
     assert!(bar.contains("●working quiet 2m"), "{bar}");
 }
+
+#[test]
+fn sessions_a_channel_started_carry_its_mark_in_the_bar_and_the_list() {
+    use crate::protocol::{ChannelTag, Event, Resolution};
+    let mut model = fixture::model();
+    let mut second = model.sessions()[1].clone();
+    second.channel = Some(ChannelTag {
+        kind: "webhook".into(),
+        source: "issues".into(),
+        reference: "42".into(),
+        reason: Resolution::Continue,
+        last_message_at: "2026-01-01T00:00:00Z".into(),
+        closed: false,
+    });
+    let mut third = model.sessions()[2].clone();
+    third.channel = Some(ChannelTag {
+        kind: "cron".into(),
+        source: "nightly".into(),
+        reference: String::new(),
+        reason: Resolution::Scheduled,
+        last_message_at: "2026-01-01T00:00:00Z".into(),
+        closed: false,
+    });
+    model.apply(Event::SessionUpdated(second));
+    model.apply(Event::SessionUpdated(third));
+    let text = screen(&model, 160, 30);
+    let bar = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(bar.contains("[2]↯") && bar.contains("[3]◷"), "{bar}");
+    assert!(!bar.contains("[1]↯") && !bar.contains("[1]◷"), "{bar}");
+    model.handle_command(crate::tui::commands::SlashCommand::Sessions);
+    let text = screen(&model, 160, 30);
+    assert!(text.contains("↯ webhook issues/42 (continue)"), "{text}");
+    assert!(text.contains("◷ cron nightly (scheduled)"), "{text}");
+}

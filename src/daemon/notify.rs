@@ -1,0 +1,135 @@
+//! Outbound notification (`[notify]`): for every message that needs a human (a question
+//! or an approval, from any session and any channel), the user's command runs with the
+//! message's session, channel, type, title and id in its environment and nothing else of
+//! the daemon's (which may hold secrets). Runs are rate-limited; a failing or hung
+//! command is logged (and killed after its timeout) and never holds up a session.
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::broadcast;
+
+use crate::config::Config;
+use crate::kiln::Kiln;
+use crate::protocol::{Event, InboxMessage};
+use crate::workbench::Workbench;
+
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// Follows the inbox until the daemon ends; wakes only when a message arrives.
+pub async fn run(wb: Arc<Workbench>) {
+    let mut events = wb.subscribe();
+    let mut recent: VecDeque<Instant> = VecDeque::new();
+    let mut missed = 0u64;
+    loop {
+        let message = match events.recv().await {
+            Ok(Event::InboxCreated(m)) if m.msg_type.blocks() => m,
+            Ok(_) => continue,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!("notify: {n} events missed while busy");
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let config = match Config::load(&wb.kiln().settings_path()) {
+            Ok(config) => config.notify,
+            Err(e) => {
+                tracing::warn!("notify: the settings cannot be read: {e}");
+                continue;
+            }
+        };
+        let Some(command) = config.command.filter(|c| !c.trim().is_empty()) else {
+            continue;
+        };
+        let now = Instant::now();
+        while recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > WINDOW)
+        {
+            recent.pop_front();
+        }
+        if recent.len() >= config.max_per_minute as usize {
+            missed += 1;
+            tracing::info!(
+                message = %message.id,
+                "notify: over {} a minute, not run for this message",
+                config.max_per_minute
+            );
+            continue;
+        }
+        recent.push_back(now);
+        let channel = wb
+            .get_session(&message.session_id)
+            .ok()
+            .and_then(|s| s.channel)
+            .map(|t| t.label())
+            .unwrap_or_default();
+        let timeout = Duration::from_secs(config.timeout_secs);
+        tokio::spawn(notify(
+            wb.kiln().clone(),
+            command,
+            message,
+            channel,
+            std::mem::take(&mut missed),
+            timeout,
+        ));
+    }
+}
+
+async fn notify(
+    kiln: Kiln,
+    command: String,
+    message: InboxMessage,
+    channel: String,
+    missed: u64,
+    timeout: Duration,
+) {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(&command)
+        .current_dir(kiln.root())
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for name in ["PATH", "HOME", "LANG"] {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    cmd.env("CRUCIBLE_SESSION_ID", &message.session_id)
+        .env("CRUCIBLE_SESSION_NAME", &message.session_name)
+        .env("CRUCIBLE_CHANNEL", &channel)
+        .env("CRUCIBLE_MESSAGE_ID", &message.id)
+        .env("CRUCIBLE_MESSAGE_TYPE", message.msg_type.as_str())
+        .env("CRUCIBLE_MESSAGE_TITLE", &message.title)
+        .env("CRUCIBLE_NOTIFY_MISSED", missed.to_string());
+    crate::sys::user_umask(&mut cmd);
+    let child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            tracing::warn!(message = %message.id, "notify: cannot run the command: {e}");
+            return;
+        }
+    };
+    match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Ok(Ok(out)) if out.status.success() => {
+            tracing::info!(message = %message.id, "notify: told");
+        }
+        Ok(Ok(out)) => tracing::warn!(
+            message = %message.id,
+            "notify: the command failed ({}): {}",
+            out.status,
+            crate::text::cap(String::from_utf8_lossy(&out.stderr).trim().to_string(), 1024)
+        ),
+        Ok(Err(e)) => tracing::warn!(message = %message.id, "notify: {e}"),
+        Err(_) => tracing::warn!(
+            message = %message.id,
+            "notify: the command ran over {}s and was killed",
+            timeout.as_secs()
+        ),
+    }
+}
