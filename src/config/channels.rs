@@ -36,6 +36,11 @@ pub struct ChannelsConfig {
     /// A question or approval of a cron or webhook session unanswered this long cancels
     /// the session's turn, with an `error` message saying so. None: it waits.
     pub approval_timeout_secs: Option<u64>,
+    /// Seed 001's optional topic-drift check: an `internal` agent profile whose model
+    /// judges whether a message leaves its conversation's topic. None: off.
+    pub drift_agent: Option<String>,
+    /// The model's confidence at which a drift starts a new session.
+    pub drift_threshold: f64,
     pub http: HttpConfig,
 }
 
@@ -46,6 +51,8 @@ impl Default for ChannelsConfig {
             session_timeout_secs: None,
             reset_phrases: RESET_PHRASES.iter().map(|p| p.to_string()).collect(),
             approval_timeout_secs: None,
+            drift_agent: None,
+            drift_threshold: 0.8,
             http: HttpConfig::default(),
         }
     }

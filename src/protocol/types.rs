@@ -191,6 +191,8 @@ pub enum Resolution {
     Closed,
     /// Its last session was quiet longer than the timeout.
     Timeout,
+    /// The model judged the message off its conversation's topic (seed 001, optional).
+    Drift,
     /// The same conversation, within the timeout: the message goes to its session.
     Continue,
     /// A cron job's run (every run is a new session).
@@ -204,6 +206,7 @@ impl Resolution {
             Resolution::NoSession => "no_session",
             Resolution::Closed => "closed",
             Resolution::Timeout => "timeout",
+            Resolution::Drift => "drift",
             Resolution::Continue => "continue",
             Resolution::Scheduled => "scheduled",
         }

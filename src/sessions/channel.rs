@@ -29,6 +29,7 @@ impl Sessions {
             None => Resolution::NoSession,
             Some(s) if self.is_closed(s) => Resolution::Closed,
             Some(s) if quiet_since(s, now) > channels.session_timeout() => Resolution::Timeout,
+            Some(s) if self.drifts(&config, s, &inbound.text).await => Resolution::Drift,
             Some(_) => Resolution::Continue,
         };
         let tag = ChannelTag {
@@ -60,7 +61,9 @@ impl Sessions {
         }
         let task = match (reason, &previous) {
             (Resolution::ExplicitReset, _) => None,
-            (Resolution::Timeout, Some(old)) => Some(carry_summary(old, &inbound.text)),
+            (Resolution::Timeout | Resolution::Drift, Some(old)) => {
+                Some(carry_summary(old, &inbound.text))
+            }
             _ => Some(inbound.text.clone()),
         };
         let session = self
@@ -180,6 +183,33 @@ impl Sessions {
                 })
             })
             .max_by(|a, b| a.started_at.cmp(&b.started_at).then(a.id.cmp(&b.id)))
+    }
+
+    /// Whether the drift check (when configured) judges `text` off `s`'s topic. A check
+    /// that cannot be made is logged and counts as no drift.
+    async fn drifts(&self, config: &Config, s: &Session, text: &str) -> bool {
+        let Some(name) = config.channels.drift_agent.as_deref() else {
+            return false;
+        };
+        let summary = s
+            .context_summary
+            .as_deref()
+            .or(s.task.as_deref())
+            .unwrap_or("(nothing yet)");
+        let verdict = match config.profile(name) {
+            Ok(profile) => super::drift::classify(name, &profile, summary, text).await,
+            Err(why) => Err(why),
+        };
+        match verdict {
+            Ok(v) => {
+                tracing::info!(session = %s.id, drift = v.drift, confidence = v.confidence, "drift check");
+                v.drift && v.confidence >= config.channels.drift_threshold
+            }
+            Err(why) => {
+                tracing::warn!(session = %s.id, "the drift check could not be made: {why}");
+                false
+            }
+        }
     }
 
     /// Closed by hand or by a newer session, or its agent is gone for good.

@@ -13,6 +13,7 @@ mod channel;
 mod context;
 mod control;
 mod cron;
+mod drift;
 mod exec;
 mod gate;
 mod land;

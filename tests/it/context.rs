@@ -2,14 +2,12 @@
 //! daemon restarts (kill -9 included), an ACP session rolled back into a fresh agent
 //! session, and the internal agent against a scripted OpenAI-compatible server.
 
+use crate::model_server::{ScriptedReply, ScriptedServer};
 use crucible::client::Client;
 use crucible::context::Message;
 use crucible::openai::ChatMessage;
-#[path = "../equipment/model_server.rs"]
-mod model_server;
 use crucible::protocol::{ContextResult, Handle, MsgType, SessionState};
 use crucible::sessions::PREAMBLE_HEADER;
-use model_server::{ScriptedReply, ScriptedServer};
 use serde_json::{Value, json};
 
 use crate::common::*;

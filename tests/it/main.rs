@@ -15,6 +15,8 @@ mod hardening;
 mod land;
 mod lifecycle;
 mod mcp;
+#[path = "../equipment/model_server.rs"]
+mod model_server;
 mod podman;
 mod rules;
 mod sandbox;

@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::common::*;
+
+use crate::model_server::{ScriptedReply, ScriptedServer};
 use crate::sessions::{agent_kiln, said, session, wait_message, wait_message_where, wait_session};
 
 const SECRET: &str = "hook-secret-4c1f9d";
@@ -482,4 +484,72 @@ async fn an_unanswered_approval_of_a_background_session_cancels_its_turn() {
         .await
         .expect("inbox.get");
     assert_eq!(after["message"]["withdrawn"], true, "{after}");
+}
+
+#[tokio::test]
+async fn a_message_the_model_judges_off_topic_starts_a_new_session_with_the_summary() {
+    let server = ScriptedServer::start([
+        ScriptedReply::text("{\"drift\": false, \"confidence\": 0.9}"),
+        ScriptedReply::text("{\"drift\": true, \"confidence\": 0.6}"),
+        ScriptedReply::text("```json\n{\"drift\": true, \"confidence\": 0.95}\n```"),
+    ])
+    .await
+    .unwrap();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let tk = hook_kiln(
+        dir.path(),
+        port,
+        &format!(
+            "[agents.judge]\ntype = \"internal\"\nbase_url = \"{}\"\nmodel = \"judge\"\n\n\
+             [channels]\ndrift_agent = \"judge\"\n",
+            server.base_url()
+        ),
+    );
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let (_daemon, hook) = listening(&tk, port).await;
+    let client = tk.client().await;
+
+    let first = hook.comment(3, "fix the login form").await;
+    assert_eq!(first["reason"], "no_session", "{first}");
+    let s1 = first["session_id"].as_str().unwrap().to_string();
+    wait_done(&client, &s1, 1).await;
+    // Not drift, and drift below the threshold: both continue.
+    let same = hook.comment(3, "and validate the email").await;
+    assert_eq!(
+        (same["reason"].as_str(), same["session_id"].as_str()),
+        (Some("continue"), Some(s1.as_str())),
+        "{same}"
+    );
+    wait_done(&client, &s1, 2).await;
+    let unsure = hook.comment(3, "what about the footer").await;
+    assert_eq!(unsure["reason"], "continue", "{unsure}");
+    wait_done(&client, &s1, 3).await;
+    // Drift at 0.95: a new session, carrying the old summary.
+    let off = hook.comment(3, "rename the repository").await;
+    assert_eq!(
+        (off["decision"].as_str(), off["reason"].as_str()),
+        (Some("new"), Some("drift")),
+        "{off}"
+    );
+    assert_eq!(off["previous_session_id"], s1.as_str());
+    let s2 = off["session_id"].as_str().unwrap().to_string();
+    let text = wait_said(&client, &s2, "rename the repository").await;
+    assert!(
+        text.contains(&format!(
+            "Summary of the previous conversation (session {s1})"
+        )) && text.contains("fix the login form"),
+        "{text}"
+    );
+    // The model was asked once per follow-up, with the conversation and the message.
+    let asked = server.requests();
+    assert_eq!(asked.len(), 3);
+    let last = asked[2].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        last.contains("fix the login form") && last.contains("rename the repository"),
+        "{last}"
+    );
 }
