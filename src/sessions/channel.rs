@@ -172,14 +172,17 @@ impl Sessions {
 
     /// The newest session of the message's conversation.
     fn conversation(&self, inbound: &ResolveParams) -> Option<Session> {
+        self.newest_of(&inbound.channel, &inbound.source, &inbound.reference)
+    }
+
+    /// The newest session of a channel's conversation (a cron job's runs are one, `""`).
+    pub(super) fn newest_of(&self, kind: &str, source: &str, reference: &str) -> Option<Session> {
         self.wb
             .list_sessions()
             .into_iter()
             .filter(|s| {
                 s.channel.as_ref().is_some_and(|t| {
-                    t.kind == inbound.channel
-                        && t.source == inbound.source
-                        && t.reference == inbound.reference
+                    t.kind == kind && t.source == source && t.reference == reference
                 })
             })
             .max_by(|a, b| a.started_at.cmp(&b.started_at).then(a.id.cmp(&b.id)))

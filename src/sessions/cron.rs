@@ -58,7 +58,7 @@ impl Sessions {
     /// Runs `job` now, unless its previous run is still working.
     pub async fn run_cron_job(self: &Arc<Self>, job: &CronJob) -> Result<CronRun> {
         let _one_at_a_time = self.resolving.lock().await;
-        let previous = self.newest_of(CHANNEL, &job.id);
+        let previous = self.newest_of(CHANNEL, &job.id, "");
         if let Some(prev) = &previous
             && self.actor(&prev.id).is_some()
             && matches!(
@@ -136,7 +136,7 @@ impl Sessions {
         jobs.iter()
             .map(|job| {
                 let record = records.get(&job.id).cloned().unwrap_or_default();
-                let last = self.newest_of(CHANNEL, &job.id);
+                let last = self.newest_of(CHANNEL, &job.id, "");
                 CronJobView {
                     id: job.id.clone(),
                     schedule: job.schedule.clone(),
@@ -159,18 +159,5 @@ impl Sessions {
 
     fn cron_records(&self) -> std::sync::MutexGuard<'_, HashMap<String, JobRecord>> {
         self.cron.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The newest session `kind`/`source` started.
-    pub(super) fn newest_of(&self, kind: &str, source: &str) -> Option<Session> {
-        self.wb
-            .list_sessions()
-            .into_iter()
-            .filter(|s| {
-                s.channel
-                    .as_ref()
-                    .is_some_and(|t| t.kind == kind && t.source == source)
-            })
-            .max_by(|a, b| a.started_at.cmp(&b.started_at).then(a.id.cmp(&b.id)))
     }
 }
