@@ -143,11 +143,7 @@ pub struct WebhookConfig {
 impl WebhookConfig {
     pub fn validate(&self) -> Result<(), String> {
         let name = &self.name;
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
+        if !super::is_name(name) {
             return Err(format!(
                 "webhooks: the name {name:?} may use only letters, digits, '-' and '_'"
             ));
@@ -307,11 +303,7 @@ impl CronJob {
 
     pub fn validate(&self) -> Result<(), String> {
         let id = &self.id;
-        if id.is_empty()
-            || !id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
+        if !super::is_name(id) {
             return Err(format!(
                 "cron: the id {id:?} may use only letters, digits, '-' and '_'"
             ));

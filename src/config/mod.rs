@@ -426,11 +426,7 @@ impl Config {
             return Err("store.cache_mb and store.write_buffer_mb must be at least 1".into());
         }
         for (name, profile) in &self.agents {
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
+            if !is_name(name) {
                 return Err(format!(
                     "agents.{name}: a profile name may use only letters, digits, '-' and '_'"
                 ));
@@ -464,6 +460,14 @@ impl Config {
 /// `~/.config/crucible/config.toml` (XDG aware), if a home directory is known.
 pub fn user_settings_path() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "crucible").map(|d| d.config_dir().join("config.toml"))
+}
+
+/// A name settings give things (profiles, hooks, jobs): letters, digits, `-` and `_`.
+fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 fn merge(into: &mut toml::Table, from: toml::Table) {

@@ -17,8 +17,7 @@ impl Sessions {
         // One message at a time: two messages of one conversation must not both find
         // "no session" and make two.
         let _one_at_a_time = self.resolving.lock().await;
-        let config = Config::load(&self.wb.kiln().settings_path())
-            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let config = self.settings()?;
         let channels = &config.channels;
         let now = chrono::Utc::now();
         let current = self.conversation(&inbound);
@@ -136,7 +135,8 @@ impl Sessions {
                 .wb
                 .get_session(&message.session_id)
                 .is_ok_and(|s| s.channel.is_some());
-            let timeout = Config::load(&self.wb.kiln().settings_path())
+            let timeout = self
+                .settings()
                 .ok()
                 .and_then(|c| c.channels.approval_timeout_secs);
             let (true, Some(secs)) = (background, timeout) else {

@@ -21,8 +21,7 @@ impl Sessions {
         // Its environment goes with it and is made again.
         self.stop_actor(id, false).await;
         let session = self.managed(id)?;
-        let config = Config::load(&self.wb.kiln().settings_path())
-            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let config = self.settings()?;
         let profile = config.profile(&session.agent_name).map_err(|why| {
             WorkbenchError::Invalid(format!(
                 "the agent profile {:?} is gone: {why}",

@@ -130,10 +130,21 @@ impl Sessions {
         })
     }
 
+    /// Runs the job of the settings named `id` now (see [`Sessions::run_cron_job`]).
+    pub async fn run_cron_now(self: &Arc<Self>, id: &str) -> Result<CronRun> {
+        let config = self.settings()?;
+        let job = config.cron.iter().find(|j| j.id == id).ok_or_else(|| {
+            WorkbenchError::NotFound(format!("no cron job {id:?} in the settings"))
+        })?;
+        self.run_cron_job(job).await
+    }
+
     /// The jobs of the settings, with their next runs, last sessions and skips.
-    pub fn cron_jobs(&self, jobs: &[CronJob]) -> Vec<CronJobView> {
+    pub fn cron_jobs(&self) -> Result<Vec<CronJobView>> {
+        let jobs = self.settings()?.cron;
         let records = self.cron_records();
-        jobs.iter()
+        Ok(jobs
+            .iter()
             .map(|job| {
                 let record = records.get(&job.id).cloned().unwrap_or_default();
                 let last = self.newest_of(CHANNEL, &job.id, "");
@@ -154,7 +165,7 @@ impl Sessions {
                     last_skipped_at: record.last_skipped_at,
                 }
             })
-            .collect()
+            .collect())
     }
 
     fn cron_records(&self) -> std::sync::MutexGuard<'_, HashMap<String, JobRecord>> {

@@ -112,6 +112,12 @@ impl Sessions {
         self.environments.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The kiln's settings as they are now (they apply live).
+    fn settings(&self) -> Result<Config> {
+        Config::load(&self.wb.kiln().settings_path())
+            .map_err(|e| WorkbenchError::Invalid(e.to_string()))
+    }
+
     fn actor(&self, id: &str) -> Option<mpsc::UnboundedSender<Command>> {
         self.lock().get(id).cloned()
     }
@@ -140,8 +146,7 @@ impl Sessions {
         seed: Option<&str>,
     ) -> Result<Session> {
         let kiln = self.wb.kiln().clone();
-        let config = Config::load(&kiln.settings_path())
-            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let config = self.settings()?;
         let profile = config.profile(&params.agent).map_err(|why| {
             WorkbenchError::Invalid(format!(
                 "{why} (settings: {})",
@@ -417,8 +422,7 @@ impl Sessions {
     /// agent's own session where it can (otherwise a fresh one seeded with the context
     /// stack), with `prompt` as its first.
     async fn unpark(self: &Arc<Self>, session: Session, prompt: String) -> Result<()> {
-        let config = Config::load(&self.wb.kiln().settings_path())
-            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let config = self.settings()?;
         let profile = config.profile(&session.agent_name).map_err(|why| {
             WorkbenchError::Invalid(format!(
                 "the agent profile {:?} is gone: {why}",

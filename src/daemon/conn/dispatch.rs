@@ -358,25 +358,14 @@ async fn dispatch(
         }
         m::CronList::NAME => {
             serve::<m::CronList, _, _>(raw, |_| async move {
-                let config = crate::config::Config::load(&wb.kiln().settings_path())
-                    .map_err(|e| app_error(WorkbenchError::Invalid(e.to_string())))?;
-                Ok(CronJobs {
-                    jobs: sessions.cron_jobs(&config.cron),
-                })
+                let jobs = sessions.cron_jobs().map_err(app_error)?;
+                Ok(CronJobs { jobs })
             })
             .await
         }
         m::CronRunNow::NAME => {
             serve::<m::CronRunNow, _, _>(raw, |p| async move {
-                let config = crate::config::Config::load(&wb.kiln().settings_path())
-                    .map_err(|e| app_error(WorkbenchError::Invalid(e.to_string())))?;
-                let job = config.cron.iter().find(|j| j.id == p.id).ok_or_else(|| {
-                    app_error(WorkbenchError::NotFound(format!(
-                        "no cron job {:?} in the settings",
-                        p.id
-                    )))
-                })?;
-                sessions.run_cron_job(job).await.map_err(app_error)
+                sessions.run_cron_now(&p.id).await.map_err(app_error)
             })
             .await
         }
