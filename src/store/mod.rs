@@ -464,7 +464,7 @@ impl Store {
 }
 
 /// Transcript entries (or context changes) one purge transaction deletes.
-const PURGE_BATCH: u64 = 2000;
+const PURGE_BATCH: u64 = 1000;
 
 /// One process owns the embedded engine, so the cluster and streaming housekeeping that
 /// SurrealDB runs on timers has nothing to do here, and an idle daemon should not wake up

@@ -68,11 +68,26 @@ pub struct Workbench {
     events: broadcast::Sender<Event>,
     registry: Arc<Registry>,
     sends: mpsc::Sender<SendJob>,
+    /// Deleted sessions whose transcript and context history are still to be removed.
+    purges: mpsc::UnboundedSender<String>,
     ids: Mutex<ulid::Generator>,
     /// Live handles: digest → session id.
     handles: Mutex<HashMap<String, String>>,
     /// Context stacks read so far, by session; see [`context`].
     contexts: tokio::sync::Mutex<HashMap<String, ContextState>>,
+}
+
+/// Removes deleted sessions' transcripts one session at a time, in the background.
+async fn purger(store: Arc<Store>, mut ids: mpsc::UnboundedReceiver<String>) {
+    while let Some(id) = ids.recv().await {
+        match store.purge_deleted(&id).await {
+            Ok(()) => tracing::debug!(session = %id, "purged a deleted session"),
+            Err(e) => tracing::warn!(
+                session = %id,
+                "the deleted session's transcript is not yet purged ({e}); finishing at the next start"
+            ),
+        }
+    }
 }
 
 /// The current time as SurrealDB prints datetimes.
@@ -88,6 +103,7 @@ impl Workbench {
         let handles = store.list_handles().await?.into_iter().collect();
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (sends, send_rx) = mpsc::channel(MAX_SEND_BATCH * 4);
+        let (purges, purge_rx) = mpsc::unbounded_channel();
         let registry = Registry::new(
             sessions,
             Duration::from_secs(config.daemon.session_timeout_secs),
@@ -101,16 +117,17 @@ impl Workbench {
             events,
             registry,
             sends,
+            purges,
             ids: Mutex::new(ulid::Generator::new()),
             handles: Mutex::new(handles),
             contexts: tokio::sync::Mutex::new(HashMap::new()),
         });
         tokio::spawn(send_writer(Arc::clone(&wb.store), send_rx));
+        // Purges cut short by a stop are finished behind the first answers.
         for id in wb.store.deleted_sessions().await? {
-            if let Err(e) = wb.store.purge_deleted(&id).await {
-                tracing::warn!(session = %id, "cannot finish purging a deleted session: {e}");
-            }
+            let _ = wb.purges.send(id);
         }
+        tokio::spawn(purger(Arc::clone(&wb.store), purge_rx));
         tokio::spawn(registry::heartbeat_writer(
             Arc::clone(&wb.registry),
             Arc::downgrade(&wb),
@@ -357,17 +374,16 @@ impl Workbench {
         Ok(view)
     }
 
-    /// Deletes a session: gone for everyone in one small transaction, then its transcript
-    /// and context history are purged in bounded batches (a purge cut short is finished
-    /// at the next start).
+    /// Deletes a session: gone for everyone in one small transaction that leaves a
+    /// tombstone; its transcript and context history are then purged behind it in
+    /// bounded batches (a purge cut short is finished at the next start), so deleting a
+    /// long session answers as fast as a short one.
     pub async fn remove_managed(&self, id: &str) -> Result<()> {
         self.revoke_handles(id).await?;
         self.store.delete_session_records(id).await?;
         self.forget_context(id).await;
         self.registry.remove(id);
-        if let Err(e) = self.store.purge_deleted(id).await {
-            tracing::warn!(session = %id, "the deleted session's transcript is not yet purged ({e}); finishing at the next start");
-        }
+        let _ = self.purges.send(id.to_string());
         self.publish(Event::SessionDeregistered {
             session_id: id.to_string(),
             reason: "deleted".into(),

@@ -410,7 +410,7 @@ async fn a_session_of_fifty_thousand_entries_is_deleted_whole() {
     let tk = agent_kiln(
         "[agents.quick]\ntype = \"command\"\ncommand = \"sh\"\nargs = [\"-c\", \"echo hi\"]\n",
     );
-    let _daemon = tk.spawn_daemon().await;
+    let mut daemon = tk.spawn_daemon().await;
     let client = tk.client().await;
     let id = create_in(&client, "quick", "feat/long", "go").await;
     let session = wait_state(&client, &id, SessionState::Complete).await;
@@ -439,6 +439,36 @@ async fn a_session_of_fifty_thousand_entries_is_deleted_whole() {
         "--force",
     ]);
     assert!(out.status.success(), "delete failed: {}", stderr(&out));
+    // The session is gone at once; its transcript is purged behind the answer, and a
+    // purge cut short by a crash is finished by the next daemon.
+    daemon.kill9();
+    daemon.wait_exit(Duration::from_secs(30)).await;
+    drop(client);
+    let _daemon = tk.spawn_daemon().await;
+    let client = tk.client().await;
+    let get = client
+        .call_value("session.get", json!({"session_id": id}))
+        .await;
+    assert!(get.is_err(), "the session is still there: {get:?}");
+    let mut purged = false;
+    for _ in 0..3000 {
+        let tombstones = client
+            .call_value(
+                "db.query",
+                json!({"sql": "SELECT VALUE id FROM deleted_sessions", "bindings": {}}),
+            )
+            .await
+            .expect("count tombstones");
+        if tombstones["result"][0]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+        {
+            purged = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(purged, "the purge never finished");
     assert_eq!(entries(&client, &id).await, 0);
     assert!(
         !Path::new(&worktree).exists(),
@@ -453,10 +483,6 @@ async fn a_session_of_fifty_thousand_entries_is_deleted_whole() {
         stdout(&branches).trim().is_empty(),
         "the branch is still there"
     );
-    let get = client
-        .call_value("session.get", json!({"session_id": id}))
-        .await;
-    assert!(get.is_err(), "the session is still there: {get:?}");
 }
 
 /// How many transcript entries the database holds for a session.
