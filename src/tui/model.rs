@@ -55,6 +55,8 @@ pub struct Panes {
 /// The link to the daemon, as the runtime reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Connection {
+    /// Not connected yet: the screen is drawn before the daemon answers.
+    Connecting,
     Connected,
     /// The daemon went away; the runtime is reconnecting.
     Lost {
@@ -530,6 +532,9 @@ impl Model {
     /// What the empty workbench says to start with: the agents found and the `/new`
     /// that starts one.
     pub fn how_to_start(&self) -> String {
+        if self.connection == Connection::Connecting {
+            return "reading the sessions…".into();
+        }
         match self.agents.as_slice() {
             [] => "no agent found — install one (`cru agents` lists the known ones) or add \
                    [agents.<name>] to .crucible.toml"

@@ -68,14 +68,16 @@ pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
     let embedded = options
         .embedded
         .map(|daemon| Embedded::start(daemon, &kiln, settings.config.clone()));
-    let link = match &embedded {
-        Some(daemon) => daemon.connect(&kiln).await?,
-        None => Link::open(&kiln).await?,
-    };
 
+    // The screen is drawn before the daemon answers (starting it can take a while); the
+    // state fills in once the connection is up.
     let mut screen = Screen::enter()?;
-    let outcome = Runtime::new(kiln.clone(), settings, link, embedded.is_some())
-        .run(&mut screen.terminal)
+    let connect: futures::future::BoxFuture<'_, anyhow::Result<Link>> = match &embedded {
+        Some(daemon) => Box::pin(daemon.connect(&kiln)),
+        None => Box::pin(Link::open(&kiln)),
+    };
+    let outcome = Runtime::new(kiln.clone(), settings, embedded.is_some())
+        .run(&mut screen.terminal, connect)
         .await;
     drop(screen);
     if let Some(daemon) = embedded {
@@ -123,25 +125,32 @@ struct Runtime {
 }
 
 impl Runtime {
-    fn new(kiln: Kiln, settings: Settings, link: Link, embedded: bool) -> Self {
+    fn new(kiln: Kiln, settings: Settings, embedded: bool) -> Self {
         let mut model = Model::new(settings.keymap.clone());
         model.set_agents(settings.config.startable());
         model.set_stall_after(Duration::from_secs(settings.config.tui.stall_secs));
+        model.set_connection(Connection::Connecting);
         Self {
             kiln,
             settings,
             model,
-            link: Some(link),
+            link: None,
             embedded,
             outcomes: mpsc::unbounded_channel(),
             loading: HashSet::new(),
         }
     }
 
+    /// Runs until the user quits. `connect` is the first connection: the screen is drawn
+    /// (with "connecting…") while it is under way, and if it fails the error ends the run.
     async fn run(
         mut self,
         terminal: &mut Terminal<CrosstermBackend<Stdout>>,
+        connect: futures::future::BoxFuture<'_, anyhow::Result<Link>>,
     ) -> anyhow::Result<()> {
+        terminal.draw(|frame| render(frame, &self.model, &self.settings.theme))?;
+        let mut connect = connect;
+        let mut connecting = true;
         let (settings_tx, mut settings_rx) = mpsc::unbounded_channel();
         // Kept alive for the whole run; without it settings are read only at start.
         let _watcher = watch_settings(&self.kiln, settings_tx)
@@ -149,7 +158,7 @@ impl Runtime {
             .ok();
         let mut keys = EventStream::new();
         let mut reconnect_delay = Duration::from_millis(250);
-        let mut quit = self.resync().await;
+        let mut quit = false;
 
         while !quit {
             terminal.draw(|frame| render(frame, &self.model, &self.settings.theme))?;
@@ -179,12 +188,18 @@ impl Runtime {
                     }
                     None => self.lost("the daemon closed the connection"),
                 },
+                link = &mut connect, if connecting => {
+                    connecting = false;
+                    self.link = Some(link?);
+                    self.model.set_connection(Connection::Connected);
+                    quit = self.resync().await;
+                }
                 Some(outcome) = self.outcomes.1.recv() => self.on_outcome(outcome),
                 Some(()) = settings_rx.recv() => {
                     while settings_rx.try_recv().is_ok() {}
                     self.reload_settings();
                 }
-                () = tokio::time::sleep(reconnect_delay), if !connected => {
+                () = tokio::time::sleep(reconnect_delay), if !connected && !connecting => {
                     if self.reconnect().await {
                         reconnect_delay = Duration::from_millis(250);
                         quit = self.resync().await;

@@ -167,6 +167,39 @@ fn the_daemon_going_away_shows_a_banner_and_the_workbench_reconnects() {
 }
 
 #[test]
+fn the_screen_is_drawn_before_the_daemon_answers_and_fills_in_after() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    // Something holds the kiln's socket and does not answer (a daemon still opening its
+    // database, say): the workbench must not wait for it to draw.
+    tk.kiln.ensure_state_dir().unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(tk.kiln.socket_path()).unwrap();
+    let term = open("connecting", &tk, (80, 24));
+    listener.set_nonblocking(true).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let held = loop {
+        match listener.accept() {
+            Ok((stream, _)) => break stream,
+            Err(_) if std::time::Instant::now() < deadline && !term.exited() => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("the workbench never connected: {e}"),
+        }
+    };
+    let screen = term.wait_text("connecting…");
+    assert!(screen.contains("┌ transcript"), "{screen}");
+    assert!(!screen.contains("no sessions"), "{screen}");
+    // It goes away without answering: the workbench starts a daemon and fills in.
+    drop(held);
+    drop(listener);
+    let screen = term.wait_text("no sessions — /new creates one");
+    assert!(!screen.contains("connecting…"), "{screen}");
+    assert!(tk.daemon_pid().is_some(), "a daemon was started");
+    term.keys(&["C-q"]);
+    term.wait_for("cru to exit", |_| term.exited());
+}
+
+#[test]
 fn embedded_runs_the_daemon_inside_cru_and_stops_it_on_quit() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());

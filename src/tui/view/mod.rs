@@ -185,13 +185,19 @@ fn too_small(frame: &mut Frame, area: Rect, theme: &Theme) {
 }
 
 fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
-    let Connection::Lost { reason } = &model.connection else {
-        return;
+    let (text, style) = match &model.connection {
+        Connection::Connected => return,
+        Connection::Connecting => (
+            " connecting…".to_string(),
+            theme.style(Role::TextDim).add_modifier(Modifier::REVERSED),
+        ),
+        Connection::Lost { reason } => (
+            format!(" daemon gone ({reason}) — reconnecting…"),
+            theme
+                .style(Role::Error)
+                .add_modifier(Modifier::REVERSED | Modifier::BOLD),
+        ),
     };
-    let text = format!(" daemon gone ({reason}) — reconnecting…");
-    let style = theme
-        .style(Role::Error)
-        .add_modifier(Modifier::REVERSED | Modifier::BOLD);
     frame.render_widget(
         Paragraph::new(clip(&text, area.width.into())).style(style),
         area,

@@ -12,7 +12,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{activity_role, clip};
-use crate::tui::model::{Activity, Model};
+use crate::tui::model::{Activity, Connection, Model};
 use crate::tui::theme::{Role, Theme};
 
 /// How much of each session the bar shows.
@@ -87,7 +87,12 @@ fn tail<'a>(model: &Model, theme: &Theme) -> Vec<Span<'a>> {
 /// The session segments that fit in `room` columns.
 fn sessions<'a>(model: &Model, theme: &Theme, room: usize) -> Vec<Piece<'a>> {
     if model.sessions().is_empty() {
-        let hint = clip(" no sessions — /new creates one", room);
+        let hint = if model.connection == Connection::Connecting {
+            " …"
+        } else {
+            " no sessions — /new creates one"
+        };
+        let hint = clip(hint, room);
         return vec![(None, vec![Span::styled(hint, theme.style(Role::TextDim))])];
     }
     for detail in [

@@ -60,6 +60,25 @@ fn whole_screen_120x30_with_context_pane_and_daemon_gone() {
 }
 
 #[test]
+fn before_the_daemon_answers_the_layout_is_drawn_with_connecting() {
+    let mut model = Model::new(crate::tui::Keymap::default());
+    model.set_connection(Connection::Connecting);
+    let text = screen(&model, 80, 24);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.contains("connecting…"), "{text}");
+    assert!(!text.contains("daemon gone"), "{text}");
+    // The panes are drawn already, and nothing claims there are no sessions yet.
+    assert!(text.contains("┌ transcript"), "{text}");
+    assert!(text.contains("┌ inbox"), "{text}");
+    assert!(text.contains("reading the sessions…"), "{text}");
+    assert!(!text.contains("no sessions"), "{text}");
+    model.set_connection(Connection::Connected);
+    let text = screen(&model, 80, 24);
+    assert!(!text.contains("connecting…"), "{text}");
+    assert!(text.contains("no sessions — /new creates one"), "{text}");
+}
+
+#[test]
 fn a_narrow_screen_gives_the_body_to_the_transcript_or_the_focused_inbox() {
     let mut model = fixture::model();
     let text = screen(&model, 60, 20);
