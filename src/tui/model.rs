@@ -2,7 +2,7 @@
 //! go in through [`Model::apply`] and [`Model::sync`], and what the runtime must do comes
 //! back as [`Action`]s. Key handling is in `update.rs`, drawing in `view/`.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use super::input::Input;
 use super::keymap::Keymap;
 use super::review::{DiffView, ReviewComment};
 use super::transcript::Transcript;
+use super::view::WrapCache;
 
 /// What has the keyboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +156,8 @@ pub struct Model {
     /// Rows scrolled up from the bottom of the focused transcript; 0 follows the tail.
     pub(super) scroll: u16,
     pub(super) scroll_extent: Cell<ScrollExtent>,
+    /// The focused transcript's wrapped lines, kept between frames.
+    pub(super) wrapped: RefCell<WrapCache>,
     pub(super) show_thoughts: bool,
     /// Context stacks read for the context pane, by session.
     pub(super) contexts: HashMap<String, ContextView>,
@@ -206,6 +209,7 @@ impl Model {
             keymap,
             scroll: 0,
             scroll_extent: Cell::new(ScrollExtent::default()),
+            wrapped: RefCell::new(WrapCache::default()),
             show_thoughts: false,
             contexts: HashMap::new(),
             page: None,

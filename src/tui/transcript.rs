@@ -18,6 +18,10 @@ pub struct Streamed {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Transcript {
     entries: Vec<TranscriptEntry>,
+    /// Beside each entry, when it last changed (from `revision`): what was drawn of an
+    /// entry whose revision is the same needs no drawing again.
+    revisions: Vec<u64>,
+    revision: u64,
     streamed: Vec<Streamed>,
     /// Whether history was asked for since the last (re)connect.
     pub(super) requested: bool,
@@ -26,6 +30,17 @@ pub struct Transcript {
 impl Transcript {
     pub fn entries(&self) -> &[TranscriptEntry] {
         &self.entries
+    }
+
+    /// Beside each of [`Transcript::entries`], a number that changes whenever the entry
+    /// does.
+    pub fn revisions(&self) -> &[u64] {
+        &self.revisions
+    }
+
+    fn next_revision(&mut self) -> u64 {
+        self.revision += 1;
+        self.revision
     }
 
     pub fn streamed(&self) -> &[Streamed] {
@@ -49,10 +64,13 @@ impl Transcript {
         }
         if let Err(at) = self.entries.binary_search_by_key(&entry.seq, |e| e.seq) {
             self.entries.insert(at, entry);
+            let revision = self.next_revision();
+            self.revisions.insert(at, revision);
         }
         if self.entries.len() > TRANSCRIPT_CAP {
             let excess = self.entries.len() - TRANSCRIPT_CAP;
             self.entries.drain(..excess);
+            self.revisions.drain(..excess);
         }
     }
 
@@ -102,14 +120,16 @@ impl Transcript {
         let Some(id) = update.tool_call_id.as_deref() else {
             return false;
         };
-        let Some(call) = self
+        let Some(at) = self
             .entries
-            .iter_mut()
-            .rev()
-            .find(|e| e.kind == EntryKind::ToolCall && e.tool_call_id.as_deref() == Some(id))
+            .iter()
+            .rposition(|e| e.kind == EntryKind::ToolCall && e.tool_call_id.as_deref() == Some(id))
         else {
             return false;
         };
+        let revision = self.next_revision();
+        self.revisions[at] = revision;
+        let call = &mut self.entries[at];
         if update.status.is_some() {
             call.status.clone_from(&update.status);
         }

@@ -11,6 +11,7 @@ pub(super) use status_bar::session_at;
 #[cfg(test)]
 mod tests;
 mod transcript;
+pub(super) use transcript::WrapCache;
 
 use ratatui::Frame;
 use ratatui::layout::Rect;

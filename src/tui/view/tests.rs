@@ -604,3 +604,65 @@ fn sessions_a_channel_started_carry_its_mark_in_the_bar_and_the_list() {
     assert!(text.contains("↯ webhook issues/42 (continue)"), "{text}");
     assert!(text.contains("◷ cron nightly (scheduled)"), "{text}");
 }
+
+#[test]
+fn a_transcript_wrapped_over_many_frames_draws_as_one_wrapped_afresh() {
+    let mut model = fixture::model();
+    let session = model.focused_session().unwrap().clone();
+    // Draws with the lines kept from earlier frames, then with nothing kept: the same.
+    let check = |model: &Model, width: u16, what: &str| {
+        let kept = screen(model, width, 30);
+        *model.wrapped.borrow_mut() = WrapCache::default();
+        let fresh = screen(model, width, 30);
+        assert_eq!(kept, fresh, "after {what}");
+    };
+    check(&model, 120, "the first frame");
+    let mut seq = 100;
+    let mut next = |kind, text: &str, status| {
+        seq += 1;
+        Event::Transcript(entry(&session, seq, kind, text, status))
+    };
+    // New entries, a tool call whose status changes later, text still streaming.
+    model.apply(next(EntryKind::Prompt, "Now the refresh tokens", None));
+    model.apply(next(
+        EntryKind::ToolCall,
+        "Run cargo test",
+        Some("in_progress"),
+    ));
+    check(&model, 120, "a prompt and a running tool call");
+    let mut update = entry(
+        &session,
+        103,
+        EntryKind::ToolUpdate,
+        "Run cargo test",
+        Some("failed"),
+    );
+    update.tool_call_id = Some("call-102".into());
+    model.apply(Event::Transcript(update));
+    let text = screen(&model, 120, 30);
+    assert!(text.contains("Run cargo test (failed)"), "{text}");
+    check(&model, 120, "the tool call's update");
+    model.apply(Event::Output(crate::protocol::OutputChunk {
+        session_id: session.id.clone(),
+        kind: EntryKind::Message,
+        text: "streaming a long line that wraps at the narrower width and beyond it".into(),
+    }));
+    check(&model, 120, "streamed text");
+    // Another width, thoughts unfolded.
+    check(&model, 60, "a narrower pane");
+    press(&mut model, KeyCode::Char('t'), KeyModifiers::ALT);
+    check(&model, 60, "unfolded thoughts");
+    // Past the cap, the oldest entries go: the prompt that is now first loses its gap.
+    for i in 0..crate::tui::TRANSCRIPT_CAP {
+        let kind = if i % 7 == 0 {
+            EntryKind::Prompt
+        } else {
+            EntryKind::Message
+        };
+        model.apply(next(kind, &format!("line {i}"), None));
+        if i % 500 == 0 {
+            check(&model, 60, "entries streaming in");
+        }
+    }
+    check(&model, 60, "entries past the cap");
+}

@@ -69,13 +69,23 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let title = Line::from(title);
     let mut block = pane(title, model.zone == Zone::Input, theme);
     let inner = block.inner(area);
-    let rows = model
-        .transcript(&session.id)
-        .map(|t| rows(t, model.show_thoughts, theme))
-        .unwrap_or_default();
-    let lines = wrap_rows(&rows, inner.width.into());
+    let width = usize::from(inner.width);
+    let mut cache = model.wrapped.borrow_mut();
+    let mut streamed = Vec::new();
+    match model.transcript(&session.id) {
+        Some(transcript) => {
+            cache.update(&session.id, transcript, width, model.show_thoughts, theme);
+            let mut rows = Vec::new();
+            for block in transcript.streamed() {
+                streamed_rows(block, model.show_thoughts, theme, &mut rows);
+            }
+            streamed = wrap_rows(&rows, width);
+        }
+        None => cache.clear(),
+    }
+    let total = cache.line_count() + streamed.len();
     let height = usize::from(inner.height);
-    let max = lines.len().saturating_sub(height);
+    let max = total.saturating_sub(height);
     let offset = usize::from(model.scroll).min(max);
     model.scroll_extent.set(ScrollExtent {
         max: u16::try_from(max).unwrap_or(u16::MAX),
@@ -93,25 +103,117 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
             .right_aligned(),
         );
     }
-    let top = lines.len().saturating_sub(height + offset);
-    let shown: Vec<Line> = lines.into_iter().skip(top).take(height).collect();
+    // Only the rows on screen are copied, counted from the bottom.
+    let stored = cache
+        .entries
+        .iter()
+        .rev()
+        .flat_map(|w| w.lines.iter().rev());
+    let mut shown: Vec<Line> = streamed
+        .iter()
+        .rev()
+        .chain(stored)
+        .skip(offset)
+        .take(height)
+        .cloned()
+        .collect();
+    shown.reverse();
     frame.render_widget(block, area);
     frame.render_widget(Paragraph::new(shown), inner);
 }
 
-/// The rows of a transcript, in order.
-fn rows(transcript: &Transcript, show_thoughts: bool, theme: &Theme) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for entry in transcript.entries() {
-        entry_rows(entry, show_thoughts, theme, &mut rows);
-    }
-    for streamed in transcript.streamed() {
-        streamed_rows(streamed, show_thoughts, theme, &mut rows);
-    }
-    rows
+/// What the transcript pane drew of each stored entry of the focused session, kept between
+/// frames: an entry is wrapped again only when it changed (or the session, the width, the
+/// theme or the folding of thoughts did), so a frame costs the same however long the
+/// history is.
+#[derive(Debug, Default)]
+pub struct WrapCache {
+    session: String,
+    width: usize,
+    show_thoughts: bool,
+    theme: Option<Theme>,
+    /// In `seq` order, as the transcript's entries.
+    entries: Vec<Wrapped>,
+    lines: usize,
 }
 
-fn entry_rows(entry: &TranscriptEntry, show_thoughts: bool, theme: &Theme, rows: &mut Vec<Row>) {
+#[derive(Debug)]
+struct Wrapped {
+    seq: u64,
+    revision: u64,
+    /// The first entry has no blank line before a prompt.
+    first: bool,
+    lines: Vec<Line<'static>>,
+}
+
+impl WrapCache {
+    /// Brings the cache in line with `transcript` drawn `width` columns wide.
+    fn update(
+        &mut self,
+        session: &str,
+        transcript: &Transcript,
+        width: usize,
+        show_thoughts: bool,
+        theme: &Theme,
+    ) {
+        let same = self.session == session
+            && self.width == width
+            && self.show_thoughts == show_thoughts
+            && self.theme.as_ref() == Some(theme);
+        if !same {
+            self.clear();
+            self.session = session.to_string();
+            self.width = width;
+            self.show_thoughts = show_thoughts;
+            self.theme = Some(theme.clone());
+        }
+        let mut old = std::mem::take(&mut self.entries).into_iter().peekable();
+        let mut rows = Vec::new();
+        self.lines = 0;
+        let stored = transcript.entries().iter().zip(transcript.revisions());
+        for (i, (entry, &revision)) in stored.enumerate() {
+            // Both lists are in `seq` order: pass what is gone, keep what is unchanged.
+            while old.peek().is_some_and(|w| w.seq < entry.seq) {
+                old.next();
+            }
+            let first = i == 0;
+            let kept =
+                old.next_if(|w| w.seq == entry.seq && w.revision == revision && w.first == first);
+            let lines = match kept {
+                Some(wrapped) => wrapped.lines,
+                None => {
+                    rows.clear();
+                    entry_rows(entry, first, show_thoughts, theme, &mut rows);
+                    wrap_rows(&rows, width)
+                }
+            };
+            self.lines += lines.len();
+            self.entries.push(Wrapped {
+                seq: entry.seq,
+                revision,
+                first,
+                lines,
+            });
+        }
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.lines = 0;
+    }
+
+    fn line_count(&self) -> usize {
+        self.lines
+    }
+}
+
+fn entry_rows(
+    entry: &TranscriptEntry,
+    first: bool,
+    show_thoughts: bool,
+    theme: &Theme,
+    rows: &mut Vec<Row>,
+) {
     let text = entry.text.as_deref().unwrap_or_default();
     let status = entry.status.as_deref().unwrap_or_default();
     let plain = theme.style(Role::Text);
@@ -120,7 +222,7 @@ fn entry_rows(entry: &TranscriptEntry, show_thoughts: bool, theme: &Theme, rows:
     let error = theme.style(Role::Error);
     match entry.kind {
         EntryKind::Prompt => {
-            if !rows.is_empty() {
+            if !first {
                 rows.push(Row::new("", plain, "", plain));
             }
             let prompt = theme.style(Role::TranscriptPrompt);
