@@ -11,11 +11,19 @@ fn filter(default: &str) -> EnvFilter {
     EnvFilter::try_from_env("CRU_LOG").unwrap_or_else(|_| EnvFilter::new(default))
 }
 
+/// Log lines waiting for the log writer thread.
+const LOG_QUEUE_LINES: usize = 4096;
+
 /// Appends to `dir/file`. Keep the guard alive for as long as logs should be written.
 pub fn to_file(dir: &Path, file: &str) -> std::io::Result<WorkerGuard> {
     std::fs::create_dir_all(dir)?;
-    let (writer, guard) =
-        tracing_appender::non_blocking(tracing_appender::rolling::never(dir, file));
+    // The writer's queue is allocated whole up front: the default (128,000 lines) was
+    // 4 MB of every process's memory. A burst past this many lines drops lines, never
+    // blocks the program.
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(LOG_QUEUE_LINES)
+        .lossy(true)
+        .finish(tracing_appender::rolling::never(dir, file));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter("info"))
         .with_writer(writer)

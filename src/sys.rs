@@ -87,6 +87,17 @@ pub fn current_uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
+/// Caps glibc's heap arenas at two. By default every thread that meets contention gets an
+/// arena of its own (up to eight per core), and what each arena frees stays with it: the
+/// daemon's resident size after a burst was mostly such memory.
+pub fn limit_heap_arenas() {
+    // SAFETY: mallopt only sets an allocator parameter; called before the runtime's
+    // threads start allocating in earnest.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
 /// Returns freed heap memory to the system. After a burst of work glibc keeps what its
 /// per-thread arenas freed, which for the daemon was more than half of its resident size.
 pub fn trim_heap() {

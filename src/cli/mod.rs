@@ -78,6 +78,8 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // Before any thread starts allocating.
+    crate::sys::limit_heap_arenas();
     let kiln = match &cli.kiln {
         Some(dir) => Kiln::new(
             dir.canonicalize()

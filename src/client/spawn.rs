@@ -79,7 +79,7 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
     remove_stale_socket(kiln);
     let mut child = spawn_daemon(kiln, opts)?;
     let deadline = Instant::now() + START_TIMEOUT;
-    let mut pause = Duration::from_millis(5);
+    let mut pause = Duration::from_millis(2);
     let result = loop {
         match Client::connect(kiln).await {
             Ok(client) => break Ok(client),
@@ -99,7 +99,9 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
             )));
         }
         tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(100));
+        // A refused connect costs one system call; answering soon after the daemon is
+        // ready is what the user waits for.
+        pause = (pause * 2).min(Duration::from_millis(10));
     };
     // Reap the child when it exits, without waiting for it here.
     tokio::spawn(async move {

@@ -21,7 +21,7 @@ impl Store {
         vars.insert("rows", Surreal::Array(rows.into_iter().collect()));
         let mut touched = Touched::default();
         for m in messages {
-            touched.records.push(("inbox_messages", m.id.clone()));
+            touched.put("inbox_messages", &m.id, m)?;
         }
         self.write_bound(
             "INSERT INTO inbox_messages $rows RETURN NONE",

@@ -21,7 +21,7 @@ impl Store {
                 let id = seq_id(&e.session_id, e.seq);
                 let mut row = typed_row(e, datetime_fields("transcript"))?;
                 row.insert("id", Surreal::from_t(id.clone()));
-                touched.records.push(("transcript", id));
+                touched.put("transcript", id, e)?;
                 Ok(Surreal::Object(row))
             })
             .collect::<Result<Vec<_>>>()?;
