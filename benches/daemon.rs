@@ -2,7 +2,9 @@
 //! its Unix socket, against the embedded surrealkv store (every acknowledged write fsynced
 //! in crucible's journal).
 //!
-//! Run with (release code; `cargo bench` runs every benchmark):
+//! The daemon is the shipping binary (`cargo build --release`, built into
+//! `<target dir>/ship` first; see `support/ship.rs`), or with `CRU_BENCH_SHIP=0` this
+//! bench build's `cru` (optimised, no LTO). Run with (`cargo bench` runs every benchmark):
 //!
 //! ```text
 //! cargo bench --bench daemon
@@ -28,6 +30,9 @@
 //! counted. Figures are printed beside the targets, never asserted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
+
+#[path = "support/ship.rs"]
+mod ship;
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -147,8 +152,10 @@ async fn run() -> Result<()> {
     std::fs::create_dir_all(&xdg).context("creating the private config home")?;
 
     let stderr_path = tmp.path().join("daemon.stderr");
-    let mut daemon = spawn_daemon(&kiln, &xdg, &stderr_path)?;
-    let outcome = bench(&kiln, &settings, &mut daemon).await;
+    // What ships is what is measured (CRU_BENCH_SHIP=0: this bench build's own `cru`).
+    let exe = ship::cru_to_measure(env!("CARGO_BIN_EXE_cru"));
+    let mut daemon = spawn_daemon(&kiln, &exe, &xdg, &stderr_path)?;
+    let outcome = bench(&kiln, &exe, &settings, &mut daemon).await;
     let stopped = stop_daemon(&kiln, &mut daemon).await;
     println!("\n{stopped}");
     let figures = match outcome {
@@ -321,8 +328,7 @@ struct Daemon {
     stderr_path: PathBuf,
 }
 
-fn spawn_daemon(kiln: &Kiln, xdg: &Path, stderr_path: &Path) -> Result<Daemon> {
-    let exe = env!("CARGO_BIN_EXE_cru");
+fn spawn_daemon(kiln: &Kiln, exe: &Path, xdg: &Path, stderr_path: &Path) -> Result<Daemon> {
     let stderr = std::fs::File::create(stderr_path)
         .with_context(|| format!("creating {}", stderr_path.display()))?;
     let child = Command::new(exe)
@@ -336,7 +342,13 @@ fn spawn_daemon(kiln: &Kiln, xdg: &Path, stderr_path: &Path) -> Result<Daemon> {
         // Whatever happens to this process, the daemon does not outlive it.
         .kill_on_drop(true)
         .spawn()
-        .with_context(|| format!("running {exe} --kiln {} daemon run", kiln.root().display()))?;
+        .with_context(|| {
+            format!(
+                "running {} --kiln {} daemon run",
+                exe.display(),
+                kiln.root().display()
+            )
+        })?;
     Ok(Daemon {
         child,
         stderr_path: stderr_path.to_path_buf(),
@@ -408,7 +420,12 @@ fn stderr_tail(path: &Path) -> String {
 
 // ---- the benchmark ----
 
-async fn bench(kiln: &Kiln, settings: &Settings, daemon: &mut Daemon) -> Result<Figures> {
+async fn bench(
+    kiln: &Kiln,
+    exe: &Path,
+    settings: &Settings,
+    daemon: &mut Daemon,
+) -> Result<Figures> {
     let (control, startup) = wait_for_daemon(kiln, daemon).await?;
     let status = control
         .call_value("daemon.status", json!({}))
@@ -426,7 +443,7 @@ async fn bench(kiln: &Kiln, settings: &Settings, daemon: &mut Daemon) -> Result<
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
 
     println!("crucible daemon benchmark");
-    println!("  daemon        {} (pid {pid})", env!("CARGO_BIN_EXE_cru"));
+    println!("  daemon        {} (pid {pid})", exe.display());
     println!("  kiln          {}", kiln.root().display());
     println!(
         "  database      {}",

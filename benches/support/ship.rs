@@ -1,0 +1,102 @@
+//! The shipping binary for the benchmarks: `cargo build --release --bin cru` (fat LTO, one
+//! codegen unit, stripped) into `<target dir>/ship`, a target directory of its own, since
+//! `cargo bench` builds the bench profile (no LTO) into the same `target/release`. Up to
+//! date, the build is a no-op; from nothing, its wall time is the cold-build figure and is
+//! kept in `ship/cold-build-secs`. `CRU_BENCH_SHIP=0` skips it: the benchmarks then
+//! measure their own `cru`.
+
+#![allow(dead_code)] // shared by benchmarks that each use a part of it
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+pub struct ShipBuild {
+    pub exe: PathBuf,
+    pub dir: PathBuf,
+    /// Seconds of the cold build, when this run or an earlier one timed it.
+    pub cold_secs: Option<f64>,
+    /// Whether this run was the cold build.
+    pub cold_now: bool,
+    /// Seconds this run's build took.
+    pub took: f64,
+}
+
+/// Whether `CRU_BENCH_SHIP=0` asked to skip the shipping build.
+pub fn skipped() -> bool {
+    std::env::var("CRU_BENCH_SHIP").is_ok_and(|v| v.trim() == "0")
+}
+
+/// The `cru` the benchmarks measure: the shipping binary, brought up to date, or (when
+/// skipped or failing) `fallback`, the bench build's own.
+pub fn cru_to_measure(fallback: &str) -> PathBuf {
+    if skipped() {
+        return PathBuf::from(fallback);
+    }
+    match build() {
+        Ok(ship) => ship.exe,
+        Err(e) => {
+            println!("  the shipping build failed ({e:#}); measuring {fallback}");
+            PathBuf::from(fallback)
+        }
+    }
+}
+
+pub fn build() -> Result<ShipBuild> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest.join("target"));
+    let target = if target.is_absolute() {
+        target
+    } else {
+        manifest.join(target)
+    };
+    let dir = target.join("ship");
+    let exe = dir.join("release").join("cru");
+    let record = dir.join("cold-build-secs");
+    // A cold build starts from nothing; a directory left by an interrupted build is not.
+    let cold_now = !exe.exists() && !dir.join("release").exists();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    if cold_now {
+        println!(
+            "  building the shipping binary from nothing into {}: this may take 25–45 minutes \
+             (the time is the cold-build figure)",
+            dir.display()
+        );
+    }
+    let started = Instant::now();
+    let status = Command::new(&cargo)
+        .args(["build", "--release", "--bin", "cru", "--target-dir"])
+        .arg(&dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .current_dir(manifest)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .with_context(|| format!("running {}", Path::new(&cargo).display()))?;
+    let took = started.elapsed().as_secs_f64();
+    if !status.success() {
+        bail!("cargo build --release failed ({status}) after {took:.0} s");
+    }
+    let cold_secs = if cold_now {
+        std::fs::write(&record, format!("{took:.1}\n"))
+            .with_context(|| format!("writing {}", record.display()))?;
+        Some(took)
+    } else {
+        std::fs::read_to_string(&record)
+            .ok()
+            .and_then(|t| t.trim().parse::<f64>().ok())
+    };
+    Ok(ShipBuild {
+        exe,
+        dir,
+        cold_secs,
+        cold_now,
+        took,
+    })
+}
