@@ -5,7 +5,7 @@
 //! sessions do, so the difference is the driver's.
 //!
 //! ```text
-//! CARGO_TARGET_DIR=/work/target cargo bench --profile dev --bench drivers
+//! cargo bench --bench drivers
 //! ```
 //!
 //! `CRU_DRIVERS_RUNS` sets the sessions per driver (default 20).

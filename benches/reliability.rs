@@ -6,11 +6,8 @@
 //! Run with:
 //!
 //! ```text
-//! CARGO_TARGET_DIR=/work/target cargo bench --bench reliability
+//! cargo bench --bench reliability
 //! ```
-//!
-//! (`cargo bench` builds with the release profile; add `--profile dev` to reuse the warm
-//! dev build, as benches/daemon.rs does.)
 //!
 //! Environment:
 //! - `CRU_RELIABILITY_SECS`: seconds for each of the two phases (default 60).

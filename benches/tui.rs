@@ -4,7 +4,7 @@
 //! Run with:
 //!
 //! ```text
-//! CARGO_TARGET_DIR=/work/target cargo bench --profile dev --bench tui
+//! cargo bench --bench tui
 //! ```
 //!
 //! Environment:
@@ -136,6 +136,7 @@ fn run() -> Result<()> {
     );
 
     let mut summary = Table::new(["figure", "n", "median", "p90", "p99", "max"]);
+    let mut draws = Vec::new();
 
     println!(
         "\n[1] frame render time, in process: one terminal.draw(render) into a TestBackend, \
@@ -158,6 +159,7 @@ fn run() -> Result<()> {
                 bench.apply_time().describe_short(),
             );
             summary.stats_row(&label, &times);
+            draws.push(((width, height), full, times.percentile(0.99)));
         }
     }
 
@@ -208,6 +210,33 @@ fn run() -> Result<()> {
     summary.print();
     println!();
     idle.print_summary();
+
+    println!("\nrows of the performance table (issue: performance and footprint)");
+    println!("| figure | value | target |");
+    println!("| --- | --- | --- |");
+    let cells: Vec<String> = SIZES
+        .iter()
+        .map(|&size| {
+            let p99 = |full: bool| {
+                draws
+                    .iter()
+                    .find(|(s, f, _)| *s == size && *f == full)
+                    .map_or(0.0, |(_, _, d)| table::ms(*d))
+            };
+            format!(
+                "{}x{}: p99 {:.3} ms growing from empty, {:.3} ms with every transcript full \
+                 ({TRANSCRIPT_CAP} entries)",
+                size.0,
+                size.1,
+                p99(false),
+                p99(true)
+            )
+        })
+        .collect();
+    println!(
+        "| frame draw, {SESSIONS} sessions streaming | {} | p99 ≤ 2 ms, flat in transcript length |",
+        cells.join("; ")
+    );
     Ok(())
 }
 
