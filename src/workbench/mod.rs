@@ -3,14 +3,15 @@
 //! - Sessions are cached in memory; heartbeats touch only the cache and are written behind
 //!   in batches (a heartbeat is soft state: after a restart every session gets a fresh
 //!   timeout). Everything else is written through before it is acknowledged.
-//! - `inbox.send` calls are group-committed: concurrent sends share one transaction and
-//!   every caller is answered only after that transaction is durable.
+//! - `inbox.send` calls and transcript entries are group-committed: concurrent writes
+//!   share one transaction and every caller is answered only after it is durable.
 //! - Every change is published on a broadcast channel that the daemon turns into
 //!   JSON-RPC notifications.
 
 mod context;
 mod inbox;
 mod registry;
+mod transcript;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -68,6 +69,7 @@ pub struct Workbench {
     events: broadcast::Sender<Event>,
     registry: Arc<Registry>,
     sends: mpsc::Sender<SendJob>,
+    appends: mpsc::Sender<transcript::AppendJob>,
     /// Deleted sessions whose transcript and context history are still to be removed.
     purges: mpsc::UnboundedSender<String>,
     ids: Mutex<ulid::Generator>,
@@ -104,6 +106,7 @@ impl Workbench {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (sends, send_rx) = mpsc::channel(MAX_SEND_BATCH * 4);
         let (purges, purge_rx) = mpsc::unbounded_channel();
+        let (appends, append_rx) = mpsc::channel(transcript::MAX_APPEND_JOBS);
         let registry = Registry::new(
             sessions,
             Duration::from_secs(config.daemon.session_timeout_secs),
@@ -117,12 +120,17 @@ impl Workbench {
             events,
             registry,
             sends,
+            appends,
             purges,
             ids: Mutex::new(ulid::Generator::new()),
             handles: Mutex::new(handles),
             contexts: tokio::sync::Mutex::new(HashMap::new()),
         });
         tokio::spawn(send_writer(Arc::clone(&wb.store), send_rx));
+        tokio::spawn(transcript::transcript_writer(
+            Arc::clone(&wb.store),
+            append_rx,
+        ));
         // Purges cut short by a stop are finished behind the first answers.
         for id in wb.store.deleted_sessions().await? {
             let _ = wb.purges.send(id);
@@ -391,9 +399,16 @@ impl Workbench {
         Ok(())
     }
 
-    /// Stores transcript entries durably, then announces them.
+    /// Stores transcript entries durably (group-committed with other sessions'), then
+    /// announces them.
     pub async fn append_transcript(&self, entries: Vec<TranscriptEntry>) -> Result<()> {
-        self.store.append_transcript(&entries).await?;
+        let stopped = || StoreError::Db("the transcript writer has stopped".into());
+        let (ack, done) = oneshot::channel();
+        self.appends
+            .send((entries.clone(), ack))
+            .await
+            .map_err(|_| stopped())?;
+        done.await.map_err(|_| stopped())??;
         for entry in entries {
             self.publish(Event::Transcript(entry));
         }
