@@ -16,6 +16,7 @@
 //! |--------------------------|--------|
 //! | `say <text>`             | `agent_message_chunk` with the text, split into two chunks (one if shorter than two chars) |
 //! | `think <text>`           | one `agent_thought_chunk` with the text |
+//! | `stamp`                  | one `agent_message_chunk` saying `stamp <ns>`: the time it was sent, in nanoseconds since the Unix epoch (for latency benchmarks) |
 //! | `plan <a> \| <b> \| ...` | a `plan` update, every entry medium priority and pending |
 //! | `tool <id> <title...>`   | a pending `tool_call` (kind other), then a `tool_call_update` to completed |
 //! | `permit <id> <title...>` | `session/request_permission` with options `allow` (allow once) and `reject` (reject once); `allow` says `granted: <title>`, any other option says `denied: <title>` and ends the turn, a cancelled outcome ends the turn as cancelled |
@@ -53,7 +54,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AvailableCommand, AvailableCommandsUpdate, CancelNotification, ContentBlock,
@@ -328,6 +329,7 @@ fn script_of(prompt: &[ContentBlock]) -> (String, String) {
 enum Command<'a> {
     Say(&'a str),
     Think(&'a str),
+    Stamp,
     Plan(Vec<&'a str>),
     Tool { id: &'a str, title: &'a str },
     Permit { id: &'a str, title: &'a str },
@@ -353,6 +355,7 @@ impl<'a> Command<'a> {
         let command = match word {
             "say" => Self::Say(rest),
             "think" => Self::Think(rest),
+            "stamp" if rest.is_empty() => Self::Stamp,
             "session" => Self::Session,
             "context" => Self::Context,
             "plan" => Self::Plan(
@@ -450,6 +453,7 @@ impl Turn {
                 let (first, second) = split_in_half(text);
                 self.say_parts(&[first, second])?;
             }
+            Command::Stamp => self.say(format!("stamp {}", unix_nanos()))?,
             Command::Mcp => self.say(self.mcp_servers.clone())?,
             Command::Session => self.say(format!("session {}", self.session_id))?,
             Command::Context => {
@@ -690,6 +694,13 @@ impl Turn {
 fn message_chunk(session_id: &SessionId, text: String) -> SessionNotification {
     let chunk = ContentChunk::new(ContentBlock::from(text));
     SessionNotification::new(session_id.clone(), SessionUpdate::AgentMessageChunk(chunk))
+}
+
+/// Now, in nanoseconds since the Unix epoch (0 if the clock is before it).
+fn unix_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos())
 }
 
 /// Splits `text` roughly in half, at a char boundary.
