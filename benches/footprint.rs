@@ -350,7 +350,9 @@ fn ship() -> Result<Ship> {
             built.dir.display()
         ),
     }
-    if !built.cold_now {
+    if let Some(exe) = ship::given() {
+        println!("  binary        {} (CRU_BENCH_BIN, not built here)", exe.display());
+    } else if !built.cold_now {
         println!("  this build    {:.1} s (incremental)", built.took);
     }
     let exe = built.exe;

@@ -3,7 +3,11 @@
 //! `cargo bench` builds the bench profile (no LTO) into the same `target/release`. Up to
 //! date, the build is a no-op; from nothing, its wall time is the cold-build figure and is
 //! kept in `ship/cold-build-secs`. `CRU_BENCH_SHIP=0` skips it: the benchmarks then
-//! measure their own `cru`.
+//! measure their own `cru`. `CRU_BENCH_BIN=PATH` measures that binary as it is.
+//!
+//! The build runs without the variables `cargo bench` sets for a benchmark (`CARGO_PKG_*`,
+//! `CARGO_MANIFEST_DIR`, `OUT_DIR`…): build scripts that watch them (ring's, cc's) would
+//! otherwise see a changed environment and rebuild half the engine.
 
 #![allow(dead_code)] // shared by benchmarks that each use a part of it
 
@@ -24,6 +28,13 @@ pub struct ShipBuild {
     pub took: f64,
 }
 
+/// The binary `CRU_BENCH_BIN` names, measured as it is.
+pub fn given() -> Option<PathBuf> {
+    std::env::var_os("CRU_BENCH_BIN")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}
+
 /// Whether `CRU_BENCH_SHIP=0` asked to skip the shipping build.
 pub fn skipped() -> bool {
     std::env::var("CRU_BENCH_SHIP").is_ok_and(|v| v.trim() == "0")
@@ -32,6 +43,9 @@ pub fn skipped() -> bool {
 /// The `cru` the benchmarks measure: the shipping binary, brought up to date, or (when
 /// skipped or failing) `fallback`, the bench build's own.
 pub fn cru_to_measure(fallback: &str) -> PathBuf {
+    if let Some(exe) = given() {
+        return exe;
+    }
     if skipped() {
         return PathBuf::from(fallback);
     }
@@ -59,6 +73,18 @@ pub fn build() -> Result<ShipBuild> {
     let record = dir.join("cold-build-secs");
     // A cold build starts from nothing; a directory left by an interrupted build is not.
     let cold_now = !exe.exists() && !dir.join("release").exists();
+    if let Some(exe) = given() {
+        let cold_secs = std::fs::read_to_string(&record)
+            .ok()
+            .and_then(|t| t.trim().parse::<f64>().ok());
+        return Ok(ShipBuild {
+            exe,
+            dir,
+            cold_secs,
+            cold_now: false,
+            took: 0.0,
+        });
+    }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     if cold_now {
         println!(
@@ -68,12 +94,19 @@ pub fn build() -> Result<ShipBuild> {
         );
     }
     let started = Instant::now();
-    let status = Command::new(&cargo)
+    let mut command = Command::new(&cargo);
+    command
         .args(["build", "--release", "--bin", "cru", "--target-dir"])
-        .arg(&dir)
-        .env_remove("CARGO_TARGET_DIR")
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .arg(&dir);
+    for (name, _) in std::env::vars_os() {
+        let text = name.to_string_lossy();
+        let cargos =
+            (text.starts_with("CARGO") || text.starts_with("__CARGO")) && text != "CARGO_HOME";
+        if cargos || text == "OUT_DIR" || text.starts_with("RUSTC") || text == "RUSTFLAGS" {
+            command.env_remove(&name);
+        }
+    }
+    let status = command
         .current_dir(manifest)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
