@@ -190,6 +190,9 @@ pub async fn uncommitted(worktree: &Path) -> Result<Vec<String>> {
     Ok(text.lines().map(str::to_string).collect())
 }
 
+/// Removes a worktree. A git command still running in it (the conflict radar's, one the
+/// agent left behind) can recreate a lock file while git empties its folder, and git then
+/// gives up with "Directory not empty": that is tried again a few times.
 pub async fn remove_worktree(repo: &Path, path: &Path, force: bool) -> Result<()> {
     let path = path.to_string_lossy();
     let mut args = vec!["worktree", "remove"];
@@ -197,8 +200,29 @@ pub async fn remove_worktree(repo: &Path, path: &Path, force: bool) -> Result<()
         args.push("--force");
     }
     args.push(&path);
-    git(repo, &args).await.map(|_| ())
+    let mut attempt = 1;
+    loop {
+        match git(repo, &args).await {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if attempt < REMOVE_ATTEMPTS && e.to_string().contains("Directory not empty") =>
+            {
+                tracing::debug!(worktree = %path, attempt, "worktree removal raced a git process: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
+                attempt += 1;
+                // The folder may be gone already; what is left is git's record of it.
+                if !Path::new(path.as_ref()).exists() {
+                    git(repo, &["worktree", "prune"]).await?;
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
+
+/// How often [`remove_worktree`] tries before it reports the failure.
+const REMOVE_ATTEMPTS: u64 = 5;
 
 /// Whether every commit of `branch` is already in HEAD.
 pub async fn is_merged(repo: &Path, branch: &str) -> bool {
