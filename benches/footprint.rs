@@ -351,7 +351,10 @@ fn ship() -> Result<Ship> {
         ),
     }
     if let Some(exe) = ship::given() {
-        println!("  binary        {} (CRU_BENCH_BIN, not built here)", exe.display());
+        println!(
+            "  binary        {} (CRU_BENCH_BIN, not built here)",
+            exe.display()
+        );
     } else if !built.cold_now {
         println!("  this build    {:.1} s (incremental)", built.took);
     }
