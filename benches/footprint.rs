@@ -47,6 +47,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 
+#[path = "support/kiln.rs"]
+mod kiln;
 #[path = "support/ship.rs"]
 mod ship;
 
@@ -422,41 +424,15 @@ struct Lab {
 
 impl Lab {
     fn new(name: &str, exe: &Path) -> Result<Self> {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("cru-bench-footprint-{name}"))
-            .tempdir()
-            .context("creating a temp dir")?;
-        let base = dir.path().canonicalize().context("the temp dir's path")?;
-        let root = base.join("kiln");
-        let xdg = base.join("xdg-config");
-        std::fs::create_dir_all(&root).context("creating the kiln")?;
-        std::fs::create_dir_all(&xdg).context("creating the private config home")?;
-        std::fs::write(
-            root.join(".crucible.toml"),
+        let made = kiln::temp_kiln(
+            &format!("cru-bench-footprint-{name}"),
             "[daemon]\ngrace_period_secs = 60\n",
-        )
-        .context("writing .crucible.toml")?;
-        std::fs::write(root.join("README.md"), "bench\n").context("writing README.md")?;
-        for args in [
-            &["init", "-q", "-b", "main"][..],
-            &["add", "README.md", ".crucible.toml"],
-            &["commit", "-q", "-m", "start"],
-        ] {
-            let out = Command::new("git")
-                .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
-                .args(args)
-                .current_dir(&root)
-                .output()
-                .context("running git")?;
-            if !out.status.success() {
-                bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-            }
-        }
+        )?;
         Ok(Self {
-            kiln: Kiln::new(root),
+            kiln: Kiln::new(made.root),
             exe: exe.to_path_buf(),
-            xdg,
-            _dir: dir,
+            xdg: made.xdg,
+            _dir: made.dir,
         })
     }
 

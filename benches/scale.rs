@@ -43,12 +43,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 
+#[path = "support/kiln.rs"]
+mod kiln;
 #[path = "support/ship.rs"]
 mod ship;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command as StdCommand, ExitCode, Stdio};
+use std::process::{ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -1109,43 +1111,17 @@ struct Lab {
 
 impl Lab {
     fn new() -> Result<Self> {
-        let dir = tempfile::Builder::new()
-            .prefix("cru-bench-scale")
-            .tempdir()
-            .context("creating a temp dir")?;
-        let base = dir.path().canonicalize().context("the temp dir's path")?;
-        let root = base.join("kiln");
-        let xdg = base.join("xdg-config");
-        std::fs::create_dir_all(&root).context("creating the kiln")?;
-        std::fs::create_dir_all(&xdg).context("creating the private config home")?;
-        std::fs::write(
-            root.join(".crucible.toml"),
-            format!(
+        let made = kiln::temp_kiln(
+            "cru-bench-scale",
+            &format!(
                 "[daemon]\ngrace_period_secs = 600\n\n[agents.scripted]\ncommand = {AGENT:?}\n"
             ),
-        )
-        .context("writing .crucible.toml")?;
-        std::fs::write(root.join("README.md"), "bench\n").context("writing README.md")?;
-        for args in [
-            &["init", "-q", "-b", "main"][..],
-            &["add", "README.md", ".crucible.toml"],
-            &["commit", "-q", "-m", "start"],
-        ] {
-            let out = StdCommand::new("git")
-                .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
-                .args(args)
-                .current_dir(&root)
-                .output()
-                .context("running git")?;
-            if !out.status.success() {
-                bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-            }
-        }
+        )?;
         Ok(Self {
-            kiln: Kiln::new(root),
-            xdg,
-            base,
-            _dir: dir,
+            kiln: Kiln::new(made.root),
+            xdg: made.xdg,
+            base: made.base,
+            _dir: made.dir,
         })
     }
 }

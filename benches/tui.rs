@@ -33,6 +33,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 
+#[path = "support/kiln.rs"]
+mod kiln;
 #[path = "tui/live.rs"]
 mod live;
 #[path = "tui/procfs.rs"]

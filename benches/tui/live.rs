@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::procfs::{Pids, Usage, alive, children, clock_ticks, comm, kill};
 use crate::table::{Stats, Table, ms};
-use crate::{SESSIONS, Settings};
+use crate::{SESSIONS, Settings, kiln};
 
 pub const CRU: &str = env!("CARGO_BIN_EXE_cru");
 const AGENT: &str = env!("CARGO_BIN_EXE_cru-scripted-agent");
@@ -312,43 +312,17 @@ struct Lab {
 
 impl Lab {
     fn new(name: &str) -> Result<Self> {
-        let dir = tempfile::Builder::new()
-            .prefix("cru-bench-tui")
-            .tempdir()
-            .context("creating a temp dir")?;
-        let base = dir.path().canonicalize().context("the temp dir's path")?;
-        let root = base.join("kiln");
-        let xdg = base.join("xdg-config");
-        std::fs::create_dir_all(&root).context("creating the kiln")?;
-        std::fs::create_dir_all(&xdg).context("creating the private config home")?;
-        std::fs::write(
-            root.join(".crucible.toml"),
-            format!(
+        let made = kiln::temp_kiln(
+            "cru-bench-tui",
+            &format!(
                 "[daemon]\ngrace_period_secs = 600\n\n[agents.scripted]\ncommand = {AGENT:?}\n"
             ),
-        )
-        .context("writing .crucible.toml")?;
-        std::fs::write(root.join("README.md"), "bench\n").context("writing README.md")?;
-        for args in [
-            &["init", "-q", "-b", "main"][..],
-            &["add", "README.md", ".crucible.toml"],
-            &["commit", "-q", "-m", "start"],
-        ] {
-            let out = Command::new("git")
-                .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
-                .args(args)
-                .current_dir(&root)
-                .output()
-                .context("running git")?;
-            if !out.status.success() {
-                bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-            }
-        }
+        )?;
         Ok(Self {
-            kiln: Kiln::new(root),
-            xdg,
+            kiln: Kiln::new(made.root),
+            xdg: made.xdg,
             name: name.to_string(),
-            _dir: dir,
+            _dir: made.dir,
         })
     }
 
