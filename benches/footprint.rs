@@ -47,6 +47,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 
+#[path = "support/figures.rs"]
+mod figures;
 #[path = "support/kiln.rs"]
 mod kiln;
 #[path = "support/ship.rs"]
@@ -62,6 +64,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use crucible::client::Client;
 use crucible::kiln::Kiln;
+use figures::{Stats, env_number, load_average, ms};
 
 /// The `cru` of this build.
 const CRU: &str = env!("CARGO_BIN_EXE_cru");
@@ -261,22 +264,6 @@ fn run() -> Result<()> {
         daemon_rss.short()
     );
     Ok(())
-}
-
-fn env_number(name: &str, default: u64) -> Result<u64> {
-    match std::env::var(name) {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .with_context(|| format!("{name}={text:?} is not a whole number")),
-        Err(_) => Ok(default),
-    }
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
 }
 
 // ---- 1. the shipping binary ----
@@ -1024,53 +1011,6 @@ impl Starts {
             first.len()
         )
     }
-}
-
-/// Samples, sorted.
-struct Stats {
-    sorted: Vec<Duration>,
-}
-
-impl Stats {
-    fn new(mut samples: Vec<Duration>) -> Self {
-        samples.sort_unstable();
-        Self { sorted: samples }
-    }
-
-    fn len(&self) -> usize {
-        self.sorted.len()
-    }
-
-    /// Nearest-rank percentile.
-    fn percentile(&self, p: f64) -> Duration {
-        if self.sorted.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = (p * self.sorted.len() as f64).ceil() as usize;
-        self.sorted[rank.clamp(1, self.sorted.len()) - 1]
-    }
-
-    fn median(&self) -> Duration {
-        self.percentile(0.5)
-    }
-
-    fn max(&self) -> Duration {
-        self.sorted.last().copied().unwrap_or_default()
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "n {}  median {:.1} ms  p90 {:.1} ms  max {:.1} ms",
-            self.len(),
-            ms(self.median()),
-            ms(self.percentile(0.9)),
-            ms(self.max())
-        )
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 const MIB: f64 = 1024.0 * 1024.0;

@@ -43,6 +43,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 
+#[path = "support/figures.rs"]
+mod figures;
 #[path = "support/kiln.rs"]
 mod kiln;
 #[path = "support/ship.rs"]
@@ -62,6 +64,7 @@ use crucible::protocol::{
     CreateSessionParams, Event, ListParams, Notification, TranscriptEntry, TranscriptParams,
 };
 use crucible::tui::{Action, Keymap, Model, Theme, render};
+use figures::{Stats, env_number, load_average, ms};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use tokio::process::{Child, Command};
@@ -143,16 +146,6 @@ impl Settings {
     /// Stamps in each session's script: the window plus the margin.
     fn stamps(&self) -> u64 {
         (self.window + STREAM_MARGIN).as_millis() as u64 / STAMP_EVERY_MS
-    }
-}
-
-fn env_number(name: &str, default: u64) -> Result<u64> {
-    match std::env::var(name) {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .with_context(|| format!("{name}={text:?} is not a whole number")),
-        Err(_) => Ok(default),
     }
 }
 
@@ -238,13 +231,6 @@ fn print_header(settings: &Settings) {
         settings.stamps(),
         settings.window.as_secs()
     );
-}
-
-/// The first three fields of `/proc/loadavg`.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 // ---- the benchmark ----
@@ -673,10 +659,6 @@ fn unix_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 fn percent(cpu_ms: f64, over: Duration) -> f64 {
     100.0 * cpu_ms / ms(over)
 }
@@ -951,38 +933,6 @@ impl Follower {
 }
 
 // ---- statistics ----
-
-/// Samples, sorted.
-struct Stats {
-    sorted: Vec<Duration>,
-}
-
-impl Stats {
-    fn new(mut samples: Vec<Duration>) -> Self {
-        samples.sort_unstable();
-        Self { sorted: samples }
-    }
-
-    /// Nearest-rank percentile.
-    fn percentile(&self, p: f64) -> Duration {
-        if self.sorted.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = (p * self.sorted.len() as f64).ceil() as usize;
-        self.sorted[rank.clamp(1, self.sorted.len()) - 1]
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "n {}  median {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
-            self.sorted.len(),
-            ms(self.percentile(0.50)),
-            ms(self.percentile(0.90)),
-            ms(self.percentile(0.99)),
-            ms(self.sorted.last().copied().unwrap_or_default()),
-        )
-    }
-}
 
 // ---- /proc ----
 

@@ -33,6 +33,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 
+#[path = "support/figures.rs"]
+mod figures;
 #[path = "support/kiln.rs"]
 mod kiln;
 #[path = "tui/live.rs"]
@@ -53,6 +55,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::json;
 
+use figures::{env_number, load_average};
 use table::{Stats, Table};
 
 /// Sessions streaming in the in-process and end-to-end phases.
@@ -97,16 +100,6 @@ impl Settings {
             keys,
             idle: Duration::from_secs(idle),
         })
-    }
-}
-
-fn env_number(name: &str, default: u64) -> Result<u64> {
-    match std::env::var(name) {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .with_context(|| format!("{name}={text:?} is not a whole number")),
-        Err(_) => Ok(default),
     }
 }
 
@@ -240,13 +233,6 @@ fn run() -> Result<()> {
         cells.join("; ")
     );
     Ok(())
-}
-
-/// The first three fields of `/proc/loadavg`.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 // ---- in process ----

@@ -1,63 +1,6 @@
-//! Timing statistics and plain-text tables for the TUI benchmark.
+//! Plain-text tables for the TUI benchmark (its statistics are `support/figures.rs`).
 
-use std::time::Duration;
-
-/// Samples, sorted.
-#[derive(Debug, Clone, Default)]
-pub struct Stats {
-    sorted: Vec<Duration>,
-}
-
-impl Stats {
-    pub fn new(mut samples: Vec<Duration>) -> Self {
-        samples.sort_unstable();
-        Self { sorted: samples }
-    }
-
-    pub fn len(&self) -> usize {
-        self.sorted.len()
-    }
-
-    /// Nearest-rank percentile.
-    pub fn percentile(&self, p: f64) -> Duration {
-        if self.sorted.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = (p * self.sorted.len() as f64).ceil() as usize;
-        self.sorted[rank.clamp(1, self.sorted.len()) - 1]
-    }
-
-    pub fn median(&self) -> Duration {
-        self.percentile(0.50)
-    }
-
-    pub fn max(&self) -> Duration {
-        self.sorted.last().copied().unwrap_or_default()
-    }
-
-    pub fn describe(&self) -> String {
-        format!(
-            "n {}  median {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
-            self.len(),
-            ms(self.median()),
-            ms(self.percentile(0.90)),
-            ms(self.percentile(0.99)),
-            ms(self.max()),
-        )
-    }
-
-    pub fn describe_short(&self) -> String {
-        format!(
-            "median {:.1} µs, p99 {:.1} µs",
-            self.median().as_secs_f64() * 1e6,
-            self.percentile(0.99).as_secs_f64() * 1e6,
-        )
-    }
-}
-
-pub fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
+pub use crate::figures::{Stats, ms};
 
 /// A table of text cells; the first column is aligned left, the others right.
 pub struct Table<const N: usize> {
