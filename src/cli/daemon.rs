@@ -82,7 +82,7 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
                             status.daemon_version, status.protocol_version
                         ),
                     ),
-                    ("database", status.database),
+                    ("database", store_line(&status)),
                     ("uptime", output::duration(status.uptime_secs)),
                     // This command is one of the clients.
                     ("clients", status.clients.to_string()),
@@ -90,6 +90,7 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
                     ("agents", status.agents.to_string()),
                     ("unread", status.unread.to_string()),
                 ]);
+                print_team(&status);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -137,6 +138,52 @@ fn service_unit(exe: &std::path::Path, kiln: &std::path::Path) -> String {
         exe = quote(exe),
         kiln = quote(kiln),
     )
+}
+
+/// The store as `daemon status` names it: where it is, what kind, and whether it answers.
+fn store_line(status: &crate::protocol::DaemonStatus) -> String {
+    let mut line = status.database.clone();
+    if !status.store_kind.is_empty() {
+        line.push_str(&format!(" ({})", status.store_kind));
+    }
+    if let Some(health) = &status.store
+        && !health.connected
+    {
+        line.push_str(&format!(
+            " — UNREACHABLE: {}",
+            health.error.as_deref().unwrap_or("no answer")
+        ));
+    }
+    line
+}
+
+/// Team mode: this daemon's instance and the other daemons sharing the server.
+fn print_team(status: &crate::protocol::DaemonStatus) {
+    if status.store_kind != "server" {
+        return;
+    }
+    if let Some(me) = &status.instance {
+        outln!("instance {} on {}", me.id, me.host);
+    }
+    if status.daemons.is_empty() {
+        outln!("no other daemons share this database");
+        return;
+    }
+    outln!("other daemons sharing this database:");
+    for d in &status.daemons {
+        let state = match (&d.taken_by, d.live) {
+            (Some(by), _) => format!("gone; its sessions were taken over by {by}"),
+            (None, true) => "live".to_string(),
+            (None, false) => format!("silent since its lease ran out at {}", d.lease_until),
+        };
+        outln!(
+            "  {} on {} ({}, pid {}): {state}",
+            d.id,
+            d.host,
+            d.kiln,
+            d.pid
+        );
+    }
 }
 
 #[cfg(test)]

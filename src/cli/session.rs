@@ -251,11 +251,15 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             } else if list.is_empty() {
                 outln!("no sessions");
             } else {
+                // Team mode: sessions of several daemons, so say where each runs.
+                let owners: std::collections::HashSet<_> =
+                    list.iter().filter_map(|s| s.owner.as_deref()).collect();
+                let team = owners.len() > 1;
                 let rows: Vec<Vec<String>> = list
                     .iter()
                     .enumerate()
                     .map(|(i, s)| {
-                        vec![
+                        let mut row = vec![
                             format!("[{}]", i + 1),
                             match &s.channel {
                                 Some(tag) => format!("{} [{}]", s.display_name, tag.label()),
@@ -268,15 +272,20 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                             output::clip(goal_of(s), 40),
                             output::age(&s.started_at),
                             s.id.clone(),
-                        ]
+                        ];
+                        if team {
+                            row.insert(4, s.host.clone().unwrap_or_else(|| "?".into()));
+                        }
+                        row
                     })
                     .collect();
-                output::print_table(
-                    &[
-                        "#", "SESSION", "STATE", "AGENT", "TASK", "TURNS", "CONTEXT", "AGE", "ID",
-                    ],
-                    &rows,
-                );
+                let mut headers = vec![
+                    "#", "SESSION", "STATE", "AGENT", "TASK", "TURNS", "CONTEXT", "AGE", "ID",
+                ];
+                if team {
+                    headers.insert(4, "HOST");
+                }
+                output::print_table(&headers, &rows);
             }
         }
         SessionAction::Status { session, json } => {

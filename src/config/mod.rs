@@ -274,10 +274,21 @@ pub struct StoreConfig {
     pub url: String,
     pub namespace: String,
     pub database: String,
-    /// For `ws://`: user to sign in as (root level); the password is read from the
-    /// environment variable named by `password_env`.
+    /// For a server: user to sign in as, at the level `auth` names; the password is read
+    /// from the environment variable named by `password_env`.
     pub username: Option<String>,
     pub password_env: Option<String>,
+    /// The level the user is defined at: `root`, `namespace` or `database`.
+    pub auth: StoreAuth,
+    /// For `wss://`: a PEM file of the certificate authority to trust besides the
+    /// usual public ones (a team's own CA).
+    pub ca_file: Option<PathBuf>,
+    /// For a server: how long a request may go unanswered before the daemon says the
+    /// server is unreachable and refuses writes until it is back.
+    pub timeout_secs: u64,
+    /// Team mode: how long a daemon holds its sessions without renewing its lease. After
+    /// that, another daemon takes them over.
+    pub lease_secs: u64,
     /// Upper bound of the embedded engine's block cache, in MiB.
     pub cache_mb: u64,
     /// Upper bound of the embedded engine's in-memory write buffer, in MiB.
@@ -305,6 +316,24 @@ impl Default for InboxConfig {
     }
 }
 
+/// The level a database user is defined at (SurrealDB's root, namespace and database
+/// users).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreAuth {
+    #[default]
+    Root,
+    Namespace,
+    Database,
+}
+
+impl StoreConfig {
+    /// Whether the store is a SurrealDB server (team mode).
+    pub fn is_server(&self) -> bool {
+        self.url.starts_with("ws://") || self.url.starts_with("wss://")
+    }
+}
+
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
@@ -313,6 +342,10 @@ impl Default for StoreConfig {
             database: "kiln".into(),
             username: None,
             password_env: None,
+            auth: StoreAuth::Root,
+            ca_file: None,
+            timeout_secs: 10,
+            lease_secs: 15,
             cache_mb: 8,
             write_buffer_mb: 8,
             reserve_mb: 64,
@@ -397,11 +430,13 @@ impl Config {
             || url.starts_with("wss://"))
         {
             return Err(format!(
-                "store.url {url:?} is not supported: use \"\" (embedded), \"mem://\", \"surrealkv://PATH\" or \"ws://HOST:PORT\""
+                "store.url {url:?} is not supported: use \"\" (embedded), \"mem://\", \"surrealkv://PATH\", \"ws://HOST:PORT\" or \"wss://HOST:PORT\""
             ));
         }
-        if url.starts_with("wss://") {
-            return Err("store.url: wss:// is not built in; use ws:// on a trusted network".into());
+        if self.store.is_server() && (self.store.timeout_secs == 0 || self.store.lease_secs < 3) {
+            return Err(
+                "store.timeout_secs must be at least 1 and store.lease_secs at least 3".into(),
+            );
         }
         self.channels.http.address()?;
         if self.notify.max_per_minute == 0 || self.notify.timeout_secs == 0 {

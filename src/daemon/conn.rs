@@ -288,6 +288,38 @@ async fn answer(conn: &Arc<Conn>, request: Request) -> Option<Response> {
     request.id.map(|id| reply(id, outcome))
 }
 
+/// Team mode: runs a call another daemon forwarded for a session this daemon runs, with
+/// the owner's access, and records its answer for that daemon. Only the session methods
+/// that are forwarded at all are run.
+pub(super) async fn run_forwarded(shared: Arc<Shared>, command: crate::store::CommandRecord) {
+    let outcome = if !dispatch::forwarded(&command.method) {
+        Err(ErrorObject::method_not_found(&command.method))
+    } else {
+        match serde_json::from_str::<Value>(&command.params) {
+            Err(e) => Err(ErrorObject::invalid_params(format!("bad params: {e}"))),
+            Ok(params) => {
+                // Nobody reads this connection: its answer goes back through the database.
+                let (out, _unread) = mpsc::channel(1);
+                let conn = Arc::new(Conn {
+                    shared: Arc::clone(&shared),
+                    door: Door::Owner,
+                    out,
+                    handshaken: AtomicBool::new(true),
+                    refused: AtomicBool::new(false),
+                    scope: std::sync::Mutex::new(None),
+                    subscription: Mutex::new(None),
+                });
+                dispatch::call(&conn, &command.method, params).await
+            }
+        }
+    };
+    tracing::debug!(method = %command.method, from = %command.origin, ok = outcome.is_ok(), "ran a call another daemon forwarded");
+    let outcome = outcome.map_err(|e| (e.code, e.message));
+    if let Err(e) = shared.wb.finish_command(&command.id, outcome).await {
+        tracing::warn!(command = %command.id, "cannot record the answer to a forwarded call: {e}");
+    }
+}
+
 /// Whether the table says the method is answered on its own, when done.
 fn runs_apart(name: &str) -> bool {
     m::row(name).is_some_and(|row| row.order == m::Order::Apart)

@@ -157,6 +157,17 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         }
         None => None,
     };
+    // Team mode: calls other daemons forward for the sessions this one runs.
+    let forwarded = wb.team_commands().map(|mut commands| {
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            while let Some(command) = commands.recv().await {
+                tokio::spawn(conn::run_forwarded(Arc::clone(&shared), command));
+            }
+        })
+    });
+    let fenced = wb.fenced();
+    tokio::pin!(fenced);
     let mut clients = shared.clients.subscribe();
     let mut agents = sessions.running();
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -200,6 +211,10 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
                 tracing::info!("shutdown requested");
                 break;
             }
+            why = &mut fenced => {
+                tracing::error!("{why}; stopping this daemon's agents, which are no longer its own");
+                break;
+            }
             _ = sigterm.recv() => {
                 tracing::info!("SIGTERM; shutting down");
                 break;
@@ -215,6 +230,9 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         listener.abort();
     }
     cron.abort();
+    if let Some(task) = &forwarded {
+        task.abort();
+    }
     notifier.abort();
     approvals.abort();
     drop(owners);

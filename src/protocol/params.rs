@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::driver::DriverOptions;
-use super::types::{MsgType, Topic};
+use super::types::{MsgType, StoreHealth, Topic};
 use crate::context::{Change, ContextStack};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -404,6 +404,38 @@ pub struct DaemonStatus {
     #[serde(default)]
     pub agents: usize,
     pub unread: u64,
+    /// `embedded`, `memory` or `server` (team mode).
+    #[serde(default)]
+    pub store_kind: String,
+    /// Whether the database answers (always, for an embedded one).
+    #[serde(default)]
+    pub store: Option<StoreHealth>,
+    /// This daemon, as other daemons see it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<DaemonInfo>,
+    /// Team mode: the other daemons sharing the database, live or not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub daemons: Vec<DaemonInfo>,
+}
+
+/// One daemon of a team (a record of the `daemons` table).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonInfo {
+    /// Its instance id, which sessions' `owner` names.
+    pub id: String,
+    pub host: String,
+    pub kiln: String,
+    pub pid: u32,
+    /// RFC 3339.
+    pub started_at: String,
+    /// RFC 3339: it holds its sessions until then unless it renews.
+    pub lease_until: String,
+    /// The daemon that took its sessions over after its lease ran out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_by: Option<String>,
+    /// Whether its lease is current (as this daemon sees the clock).
+    #[serde(default)]
+    pub live: bool,
 }
 
 /// `session.resolve`: a message from a channel (a webhook), resolved to a session by

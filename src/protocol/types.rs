@@ -145,6 +145,12 @@ pub struct Session {
         skip_serializing_if = "Option::is_none"
     )]
     pub channel: Option<ChannelTag>,
+    /// The daemon that runs the session's agent (its instance id), and the host it runs
+    /// on. Several daemons share sessions in team mode; each drives only its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Where a session's messages come from (seed 000 `channel_type`, `channel_ref`) and how
@@ -538,6 +544,23 @@ pub enum Event {
     /// The conflict radar changed (after a turn ended, or a session went).
     #[serde(rename = "session.conflicts")]
     Conflicts(super::review::ConflictReport),
+    /// The database went away or came back (team mode: a SurrealDB server). While it is
+    /// away, writes are refused and nothing is acknowledged.
+    #[serde(rename = "daemon.store")]
+    Store(StoreHealth),
+    /// Changes may have been missed (the database's live queries were re-established):
+    /// read the state again. Sent to clients as `events.lagged`.
+    #[serde(rename = "events.lagged")]
+    Resync { missed: u64, reason: String },
+}
+
+/// Whether the daemon can reach its database.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreHealth {
+    pub connected: bool,
+    /// Why it is not, while it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Event {
@@ -553,6 +576,8 @@ impl Event {
             Event::Output(_) => "session.output",
             Event::Context(_) => "session.context",
             Event::Conflicts(_) => "session.conflicts",
+            Event::Store(_) => "daemon.store",
+            Event::Resync { .. } => "events.lagged",
         }
     }
 
@@ -575,7 +600,9 @@ impl Event {
             | Event::SessionUpdated(_)
             | Event::SessionDeregistered { .. }
             | Event::Context(_)
-            | Event::Conflicts(_) => Topic::Session,
+            | Event::Conflicts(_)
+            | Event::Store(_)
+            | Event::Resync { .. } => Topic::Session,
             Event::Transcript(_) | Event::Output(_) => Topic::Transcript,
             Event::InboxCreated(_) | Event::InboxUpdated(_) | Event::InboxDeleted { .. } => {
                 Topic::Inbox

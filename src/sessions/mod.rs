@@ -96,6 +96,9 @@ impl Sessions {
             wb.subscribe(),
         ));
         sessions.recover().await;
+        if let Some(takeovers) = wb.takeovers() {
+            tokio::spawn(take_over(Arc::downgrade(&sessions), takeovers));
+        }
         tokio::spawn(radar::watch(Arc::downgrade(&sessions), wb.subscribe()));
         sessions
     }
@@ -213,6 +216,8 @@ impl Sessions {
             base_branch: placement.base_branch.clone(),
             usage: None,
             channel: params.channel.clone(),
+            owner: None,
+            host: None,
         };
         let session = match self.wb.add_managed(session).await {
             Ok(s) => s,
@@ -517,6 +522,10 @@ impl Sessions {
             }
         };
         for session in self.wb.list_sessions() {
+            // Team mode: another daemon's sessions are its to recover.
+            if self.wb.is_foreign(&session) {
+                continue;
+            }
             let Some(state) = session.state else { continue };
             if state == SessionState::Creating {
                 self.mark_lost(session, wording::LOST_WHILE_CREATED.into())
@@ -570,8 +579,44 @@ impl Sessions {
     }
 
     /// Marks a session stopped because its agent is gone, and says so in the inbox.
-    async fn mark_lost(&self, mut session: Session, why: String) {
+    async fn mark_lost(&self, session: Session, why: String) {
         let (reason, report) = wording::lost(&why);
+        self.mark_lost_as(session, reason, report).await;
+    }
+
+    /// Team mode: sessions taken over from a daemon whose lease ran out. Their agents ran
+    /// there and are lost with it; an agent left running on this host is ended first.
+    async fn adopt(&self, takeover: crate::workbench::Takeover) {
+        let from = &takeover.from;
+        let same_host = from.host == self.wb.instance().host;
+        for session in takeover.sessions {
+            if !session.is_managed() {
+                if session.ended_at.is_none() {
+                    let reason = format!("its daemon on {} ({}) went away", from.host, from.kiln);
+                    if let Err(e) = self.wb.deregister(&session.id, &reason, None).await {
+                        tracing::warn!(session = %session.id, "cannot end a session of a daemon that went away: {e}");
+                    }
+                }
+                continue;
+            }
+            let running =
+                session.state == Some(SessionState::Creating) || session.agent_pid.is_some();
+            if !running {
+                continue;
+            }
+            if same_host
+                && let Some(pid) = session.agent_pid
+                && crate::sys::process_has_env(pid, SESSION_ENV, &session.id)
+            {
+                tracing::info!(session = %session.id, pid, "ending an agent left by a daemon that went away");
+                crate::sys::signal_group(pid, libc::SIGKILL);
+            }
+            let (reason, report) = wording::lost_with_daemon(&from.host, &from.kiln);
+            self.mark_lost_as(session, reason, report).await;
+        }
+    }
+
+    async fn mark_lost_as(&self, mut session: Session, reason: String, report: wording::Notice) {
         session.state = Some(SessionState::Stopped);
         session.state_reason = Some(reason.clone());
         session.agent_pid = None;
@@ -590,6 +635,19 @@ impl Sessions {
         if let Err(e) = self.wb.send(report.into_params(&session.id)).await {
             tracing::error!(session = %session.id, "cannot report a lost agent: {e}");
         }
+    }
+}
+
+/// Hands every takeover to the sessions manager, one at a time.
+async fn take_over(
+    sessions: std::sync::Weak<Sessions>,
+    mut takeovers: mpsc::UnboundedReceiver<crate::workbench::Takeover>,
+) {
+    while let Some(takeover) = takeovers.recv().await {
+        let Some(sessions) = sessions.upgrade() else {
+            return;
+        };
+        sessions.adopt(takeover).await;
     }
 }
 

@@ -59,7 +59,11 @@ impl Sessions {
     pub(super) async fn refresh_radar(&self) {
         let mut changes: BTreeMap<String, BTreeMap<String, Vec<(u32, u32)>>> = BTreeMap::new();
         for session in self.wb.list_sessions() {
-            if session.worktree.is_none() || session.branch.is_none() {
+            // Team mode: another daemon's worktrees are on its machine, in its clone.
+            if session.worktree.is_none()
+                || session.branch.is_none()
+                || self.wb.is_foreign(&session)
+            {
                 continue;
             }
             let Ok(work) = self.work(&session.id).await else {

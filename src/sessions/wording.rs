@@ -187,6 +187,20 @@ pub fn lost(why: &str) -> (String, Notice) {
     (reason, notice)
 }
 
+/// Why a session of a daemon that went away is stopped, and the `error` message that
+/// says so (team mode: another daemon took its sessions over after its lease ran out).
+pub fn lost_with_daemon(host: &str, kiln: &str) -> (String, Notice) {
+    let reason = format!(
+        "the agent was lost with its daemon on {host} ({kiln}), which stopped renewing its lease"
+    );
+    let body = format!(
+        "{reason}. The session is stopped; its transcript is kept here, and its worktree \
+         on {host}. Start a new session to continue the work."
+    );
+    let notice = Notice::new(MsgType::Error, "Agent lost with its daemon", Some(body));
+    (reason, notice)
+}
+
 /// The state reason of a session stopped on request, once its agent is gone.
 pub fn stopped(status: &str) -> String {
     format!("stopped; the agent {status}")

@@ -15,7 +15,7 @@ impl Store {
         }
         let rows = messages
             .iter()
-            .map(|m| typed_row(m, &["timestamp"]).map(Surreal::Object))
+            .map(|m| typed_row(m, &["timestamp"]).map(|row| self.stamped(row)))
             .collect::<Result<Vec<_>>>()?;
         let mut vars = surrealdb::types::Object::new();
         vars.insert("rows", Surreal::Array(rows.into_iter().collect()));
@@ -67,7 +67,7 @@ impl Store {
     pub async fn mark_read(&self, ids: &[String]) -> Result<Vec<InboxMessage>> {
         let sql = format!(
             "LET $records = array::map($ids, |$i| type::record('inbox_messages', $i));
-             SELECT {MESSAGE_FIELDS} FROM (UPDATE $records SET read = true WHERE read = false RETURN AFTER);"
+             SELECT {MESSAGE_FIELDS} FROM (UPDATE $records SET read = true, origin = $origin WHERE read = false RETURN AFTER);"
         );
         let touched = Touched {
             records: ids
@@ -92,7 +92,8 @@ impl Store {
         let sql = format!(
             "SELECT {MESSAGE_FIELDS} FROM (
                 UPDATE type::record('inbox_messages', $id)
-                SET responded = true, response = $response, read = true, withdrawn = $withdrawn
+                SET responded = true, response = $response, read = true, withdrawn = $withdrawn,
+                    origin = $origin
                 WHERE responded = false RETURN AFTER)"
         );
         let out = self

@@ -9,7 +9,9 @@ mod durable;
 mod inbox;
 mod journal;
 mod records;
+mod remote;
 mod schema;
+mod team;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,16 +19,17 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use surrealdb::Surreal;
-use surrealdb::engine::any::Any;
 use surrealdb::engine::local::Db;
 use surrealdb_core::kvs::Datastore;
 
 use durable::{Disk, Touched, engine_config, journal_dir, prepare_disk};
 use journal::{Journal, Op};
+use remote::Remote;
 pub use schema::SCHEMA_VERSION;
+pub use team::{CommandRecord, LiveChange, LiveTable};
 
 use crate::config::StoreConfig;
-use crate::protocol::Session;
+use crate::protocol::{Session, StoreHealth};
 
 /// A context stack as stored: its JSON form (checked when it is read back), whether the
 /// next ACP prompt must start a fresh agent session, and how many changes its history has.
@@ -55,6 +58,9 @@ pub enum StoreError {
     /// the disk is below the free-space reserve. Nothing was written.
     #[error("{0}")]
     Refused(String),
+    /// The database server does not answer (team mode); see [`remote`].
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 impl From<surrealdb::Error> for StoreError {
@@ -69,7 +75,7 @@ enum Conn {
     /// Embedded engine (surrealkv or memory), with the datastore kept for a clean shutdown.
     Local(Surreal<Db>, Arc<Datastore>),
     /// A SurrealDB server.
-    Remote(Surreal<Any>),
+    Remote(Remote),
 }
 
 pub struct Store {
@@ -81,6 +87,9 @@ pub struct Store {
     /// Set by the first storage failure; from then on writes are refused (seed 002:
     /// persistence failures fail closed) and the engine is not closed through its flush.
     failed: std::sync::Mutex<Option<String>>,
+    /// Who writes: bound as `$origin` in every query, and kept on the records other
+    /// daemons watch, so a daemon can tell its own changes from theirs.
+    origin: String,
 }
 
 const MIB: u64 = 1024 * 1024;
@@ -88,7 +97,8 @@ const MIB: u64 = 1024 * 1024;
 const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_name, status, \
      started_at, last_heartbeat, display_name, state, state_reason, task, branch, \
      worktree_owned, acp_session_id, agent_pid, updated_at, ended_at, exit_code, \
-     context_summary, turn_count, driver, limits, security, skills, base_branch, usage, channel";
+     context_summary, turn_count, driver, limits, security, skills, base_branch, usage, channel, \
+     owner, host";
 const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
      msg_type, title, body, options, option_kinds, read, responded, response, withdrawn";
@@ -162,29 +172,14 @@ impl Store {
                 .await
                 .map_err(open_err)?
         } else {
-            let db = surrealdb::engine::any::connect(url.as_str())
-                .await
-                .map_err(|e| open_err(e.to_string()))?;
-            if let Some(username) = &cfg.username {
-                let password = cfg
-                    .password_env
-                    .as_deref()
-                    .and_then(|var| std::env::var(var).ok())
-                    .unwrap_or_default();
-                db.signin(surrealdb::opt::auth::Root {
-                    username: username.clone(),
-                    password,
-                })
-                .await
-                .map_err(|e| open_err(format!("sign-in failed: {e}")))?;
-            }
-            Conn::Remote(db)
+            Conn::Remote(Remote::connect(cfg).await.map_err(open_err)?)
         };
         let store = Store {
             conn,
             url,
             disk: None,
             failed: std::sync::Mutex::new(None),
+            origin: ulid::Ulid::new().to_string(),
         };
         store.use_ns(&cfg.namespace, &cfg.database).await?;
         store.migrate().await?;
@@ -211,15 +206,66 @@ impl Store {
         Ok(Conn::Local(db, ds))
     }
 
+    /// A record as written: with its writer (`origin`) when other daemons watch it.
+    fn stamped(&self, mut row: surrealdb::types::Object) -> surrealdb::types::Value {
+        if self.is_shared() {
+            row.insert(
+                "origin",
+                surrealdb::types::Value::from_t(self.origin.clone()),
+            );
+        }
+        surrealdb::types::Value::Object(row)
+    }
+
     /// The database URL, for status output.
     pub fn url(&self) -> &str {
         &self.url
     }
 
+    /// `embedded`, `memory` or `server`.
+    pub fn kind(&self) -> &'static str {
+        match &self.conn {
+            Conn::Remote(_) => "server",
+            Conn::Local(..) if self.disk_path().is_some() => "embedded",
+            Conn::Local(..) => "memory",
+        }
+    }
+
+    /// Whether the store is a SurrealDB server shared with other daemons.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.conn, Conn::Remote(_))
+    }
+
+    /// Writes from now on are this daemon's (`origin` on the records other daemons
+    /// watch).
+    pub fn set_origin(&mut self, origin: &str) {
+        self.origin = origin.to_string();
+    }
+
+    /// The writer id bound as `$origin`.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// Whether the database answers; told on every change (a server only).
+    pub fn health(&self) -> Option<tokio::sync::watch::Receiver<StoreHealth>> {
+        match &self.conn {
+            Conn::Remote(r) => Some(r.health()),
+            Conn::Local(..) => None,
+        }
+    }
+
+    /// Says the server went away (a live query ended), so writes stop until it is back.
+    pub fn report_lost(&self, why: String) {
+        if let Conn::Remote(r) = &self.conn {
+            r.lost(why);
+        }
+    }
+
     async fn use_ns(&self, ns: &str, db: &str) -> Result<()> {
         match &self.conn {
             Conn::Local(s, _) => s.use_ns(ns).use_db(db).await?,
-            Conn::Remote(s) => s.use_ns(ns).use_db(db).await?,
+            Conn::Remote(r) => r.db.use_ns(ns).use_db(db).await?,
         };
         Ok(())
     }
@@ -262,13 +308,29 @@ impl Store {
     }
 
     async fn run_bound(&self, sql: &str, vars: surrealdb::types::Value) -> Result<Vec<Value>> {
-        let mut response = match &self.conn {
-            Conn::Local(s, _) => s.query(sql).bind(vars).await?,
-            Conn::Remote(s) => s.query(sql).bind(vars).await?,
+        let vars = match vars {
+            surrealdb::types::Value::Object(mut map) => {
+                if !map.contains_key("origin") {
+                    map.insert(
+                        "origin",
+                        surrealdb::types::Value::from_t(self.origin.clone()),
+                    );
+                }
+                surrealdb::types::Value::Object(map)
+            }
+            other => other,
+        };
+        let (mut response, remote) = match &self.conn {
+            Conn::Local(s, _) => (s.query(sql).bind(vars).await?, None),
+            Conn::Remote(r) => (r.run(sql, vars).await?, Some(r)),
         };
         let mut out = Vec::with_capacity(response.num_statements());
         for i in 0..response.num_statements() {
-            let value: surrealdb::types::Value = response.take(i)?;
+            let value: surrealdb::types::Value = match (response.take(i), remote) {
+                (Ok(value), _) => value,
+                (Err(e), Some(r)) => return Err(r.check(e)),
+                (Err(e), None) => return Err(e.into()),
+            };
             out.push(value.into_json_value());
         }
         Ok(out)
@@ -363,7 +425,7 @@ impl Store {
         }
         let mut vars = surrealdb::types::Object::new();
         vars.insert("id", surrealdb::types::Value::from_t(s.id.clone()));
-        vars.insert("row", surrealdb::types::Value::Object(row));
+        vars.insert("row", self.stamped(row));
         self.write_bound(
             &format!("{verb} type::record('sessions', $id) CONTENT $row RETURN NONE"),
             surrealdb::types::Value::Object(vars),
@@ -402,7 +464,7 @@ impl Store {
         // Soft state: not journaled (after a restart every session gets a fresh timeout).
         self.write(
             "FOR $b IN $beats {
-                UPDATE type::record('sessions', $b.id) SET last_heartbeat = <datetime>$b.at;
+                UPDATE type::record('sessions', $b.id) SET last_heartbeat = <datetime>$b.at, origin = $origin;
             };",
             json!({"beats": rows}),
             Touched::default(),

@@ -22,7 +22,7 @@ impl Store {
                 let mut row = typed_row(e, datetime_fields("transcript"))?;
                 row.insert("id", Surreal::from_t(id.clone()));
                 touched.put("transcript", id, e)?;
-                Ok(Surreal::Object(row))
+                Ok(self.stamped(row))
             })
             .collect::<Result<Vec<_>>>()?;
         let mut vars = surrealdb::types::Object::new();
@@ -74,6 +74,7 @@ impl Store {
     pub async fn delete_session_records(&self, session_id: &str) -> Result<()> {
         self.write(
             "BEGIN TRANSACTION;
+             UPDATE type::record('sessions', $id) SET origin = $origin RETURN NONE;
              DELETE type::record('sessions', $id) RETURN NONE;
              DELETE handles WHERE session_id = $id RETURN NONE;
              DELETE type::record('context_stacks', $id) RETURN NONE;

@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -119,6 +119,38 @@ pub const MIGRATIONS: &[&str] = &[
     // v10: the channel and conversation of a session started from outside (JSON text).
     r#"
     DEFINE FIELD channel ON sessions TYPE option<string>;
+    "#,
+    // v11: team mode. The daemon that runs a session (its owner) and the host it runs
+    // on; who last wrote a record other daemons watch (`origin`); the daemons sharing the
+    // database, each holding its sessions under a lease; and the commands one daemon
+    // sends another for a session the other runs.
+    r#"
+    DEFINE FIELD owner ON sessions TYPE option<string>;
+    DEFINE FIELD host ON sessions TYPE option<string>;
+    DEFINE FIELD origin ON sessions TYPE option<string>;
+    DEFINE FIELD origin ON inbox_messages TYPE option<string>;
+    DEFINE FIELD origin ON transcript TYPE option<string>;
+    DEFINE INDEX idx_sessions_owner ON sessions FIELDS owner;
+
+    DEFINE TABLE daemons SCHEMAFULL;
+    DEFINE FIELD host ON daemons TYPE string;
+    DEFINE FIELD kiln ON daemons TYPE string;
+    DEFINE FIELD pid ON daemons TYPE int;
+    DEFINE FIELD started_at ON daemons TYPE datetime;
+    DEFINE FIELD lease_until ON daemons TYPE datetime;
+    DEFINE FIELD taken_by ON daemons TYPE option<string>;
+
+    DEFINE TABLE commands SCHEMAFULL;
+    DEFINE FIELD target ON commands TYPE string;
+    DEFINE FIELD origin ON commands TYPE string;
+    DEFINE FIELD method ON commands TYPE string;
+    DEFINE FIELD params ON commands TYPE string;
+    DEFINE FIELD at ON commands TYPE datetime;
+    DEFINE FIELD done ON commands TYPE bool DEFAULT false;
+    DEFINE FIELD result ON commands TYPE option<string>;
+    DEFINE FIELD error_code ON commands TYPE option<int>;
+    DEFINE FIELD error ON commands TYPE option<string>;
+    DEFINE INDEX idx_commands_target ON commands FIELDS target, done;
     "#,
 ];
 

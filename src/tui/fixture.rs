@@ -49,6 +49,8 @@ pub fn session(
         base_branch: None,
         usage: None,
         channel: None,
+        owner: None,
+        host: None,
     }
 }
 

@@ -152,6 +152,10 @@ pub struct Model {
     pub(super) input: Input,
     pub(super) flash: Option<Flash>,
     pub(super) connection: Connection,
+    /// Team mode: why the daemon cannot reach its database server, while it cannot.
+    pub(super) store_down: Option<String>,
+    /// This machine: sessions that run on another (team mode) say where.
+    pub(super) host: String,
     pub(super) keymap: Keymap,
     /// Rows scrolled up from the bottom of the focused transcript; 0 follows the tail.
     pub(super) scroll: u16,
@@ -206,6 +210,8 @@ impl Model {
             input: Input::default(),
             flash: None,
             connection: Connection::Connected,
+            store_down: None,
+            host: crate::sys::host_name(),
             keymap,
             scroll: 0,
             scroll_extent: Cell::new(ScrollExtent::default()),
@@ -334,6 +340,12 @@ impl Model {
                 self.conflicts = report;
                 Vec::new()
             }
+            Event::Store(health) => {
+                self.set_store(health);
+                Vec::new()
+            }
+            // Sent as `events.lagged`, which the runtime answers by reading everything.
+            Event::Resync { .. } => Vec::new(),
         };
         if let Some(id) = concerned {
             actions.extend(self.notice_waiting(&id, was_waiting));
@@ -397,6 +409,12 @@ impl Model {
 
     pub fn set_connection(&mut self, connection: Connection) {
         self.connection = connection;
+    }
+
+    /// Whether the daemon reaches its database (team mode: a server).
+    pub fn set_store(&mut self, health: crate::protocol::StoreHealth) {
+        self.store_down =
+            (!health.connected).then(|| health.error.unwrap_or_else(|| "no answer".into()));
     }
 
     /// Shows a message until the next key (e.g. an action that failed).

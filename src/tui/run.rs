@@ -252,17 +252,31 @@ impl Runtime {
             return false;
         };
         let read = async {
+            // Team mode: a database server that is away is shown, not fatal.
+            let store = client
+                .call::<m::DaemonStatusOf>(&m::NoParams {})
+                .await
+                .ok()
+                .and_then(|status| status.store);
             let sessions = client.call::<m::SessionList>(&Default::default()).await?;
             let window = ListParams {
                 limit: Some(INBOX_WINDOW),
                 ..ListParams::default()
             };
-            let messages = client.call::<m::InboxList>(&window).await?;
+            let server_away = store.as_ref().is_some_and(|h| !h.connected);
+            let messages = match client.call::<m::InboxList>(&window).await {
+                Ok(list) => list.messages,
+                Err(_) if server_away => Vec::new(),
+                Err(e) => return Err(anyhow::Error::from(e)),
+            };
             let conflicts = client.call::<m::SessionConflicts>(&m::NoParams {}).await?;
-            anyhow::Ok((sessions.sessions, messages.messages, conflicts))
+            anyhow::Ok((sessions.sessions, messages, conflicts, store))
         };
         match read.await {
-            Ok((sessions, messages, conflicts)) => {
+            Ok((sessions, messages, conflicts, store)) => {
+                if let Some(store) = store {
+                    self.model.set_store(store);
+                }
                 self.model.set_conflicts(conflicts);
                 let actions = self.model.sync(sessions, messages);
                 self.perform(actions)

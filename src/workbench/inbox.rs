@@ -162,13 +162,13 @@ impl Workbench {
                     Ok(Event::InboxDeleted { ids }) if ids.iter().any(|x| x == id) => {
                         return Err(no_message(id));
                     }
-                    Ok(_) => {}
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                    Ok(Event::Resync { .. }) | Err(broadcast::error::RecvError::Lagged(_)) => {
                         let m = self.get_message(id).await?;
                         if m.responded {
                             return Ok(m);
                         }
                     }
+                    Ok(_) => {}
                     Err(broadcast::error::RecvError::Closed) => {
                         return Err(WorkbenchError::Conflict(
                             "the daemon is shutting down".into(),

@@ -11,6 +11,7 @@
 mod context;
 mod inbox;
 mod registry;
+mod team;
 mod transcript;
 
 use std::collections::HashMap;
@@ -34,6 +35,7 @@ pub use inbox::no_message;
 use inbox::send_writer;
 use registry::Registry;
 pub use registry::display_name;
+pub use team::Takeover;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkbenchError {
@@ -77,6 +79,10 @@ pub struct Workbench {
     handles: Mutex<HashMap<String, String>>,
     /// Context stacks read so far, by session; see [`context`].
     contexts: tokio::sync::Mutex<HashMap<String, ContextState>>,
+    /// This daemon: the owner its sessions name.
+    instance: crate::protocol::DaemonInfo,
+    /// Team mode (a shared SurrealDB server); see [`team`].
+    team: Option<Arc<team::Team>>,
 }
 
 /// Removes deleted sessions' transcripts one session at a time, in the background.
@@ -100,7 +106,14 @@ pub fn now_rfc3339() -> String {
 impl Workbench {
     /// Opens the store and starts the background writers.
     pub async fn open(kiln: Kiln, config: Config) -> Result<Arc<Self>> {
-        let store = Arc::new(Store::open(&config.store, &kiln.db_path()).await?);
+        let mut store = Store::open(&config.store, &kiln.db_path()).await?;
+        let instance = team::instance(&kiln);
+        store.set_origin(&instance.id);
+        let team = match store.is_shared() {
+            true => Some(team::Team::join(&store, &instance, &config.store).await?),
+            false => None,
+        };
+        let store = Arc::new(store);
         let sessions = store.list_sessions().await?;
         let handles = store.list_handles().await?.into_iter().collect();
         let (events, _) = broadcast::channel(EVENT_BUFFER);
@@ -112,6 +125,7 @@ impl Workbench {
             Duration::from_secs(config.daemon.session_timeout_secs),
             Duration::from_secs(config.daemon.heartbeat_interval_secs),
             Duration::from_secs(config.daemon.ended_session_ttl_secs),
+            team.as_ref().map(|_| instance.id.clone()),
         );
         let wb = Arc::new(Self {
             store,
@@ -125,7 +139,12 @@ impl Workbench {
             ids: Mutex::new(ulid::Generator::new()),
             handles: Mutex::new(handles),
             contexts: tokio::sync::Mutex::new(HashMap::new()),
+            instance,
+            team,
         });
+        if let Some(team) = &wb.team {
+            team::start(&wb, team);
+        }
         tokio::spawn(send_writer(Arc::clone(&wb.store), send_rx));
         tokio::spawn(transcript::transcript_writer(
             Arc::clone(&wb.store),
@@ -250,7 +269,7 @@ impl Workbench {
             }
         }
         let now = now_rfc3339();
-        let session = Session {
+        let mut session = Session {
             id: self.next_id(),
             display_name: display_name(&self.kiln, params.worktree.as_deref(), &params.agent_name),
             worktree: params.worktree,
@@ -278,7 +297,10 @@ impl Workbench {
             base_branch: None,
             usage: None,
             channel: None,
+            owner: None,
+            host: None,
         };
+        self.stamp(&mut session);
         self.store.insert_session(&session).await?;
         self.registry.insert(session.clone());
         let handle = self.issue_handle(&session.id).await?;
@@ -341,6 +363,12 @@ impl Workbench {
         Ok(())
     }
 
+    /// Marks a new session as this daemon's, on this host.
+    fn stamp(&self, session: &mut Session) {
+        session.owner = Some(self.instance.id.clone());
+        session.host = Some(self.instance.host.clone());
+    }
+
     /// "No such session", saying when and why it ended if its record is still kept.
     fn gone(&self, id: &str) -> WorkbenchError {
         match self.registry.ended(id) {
@@ -359,7 +387,8 @@ impl Workbench {
     // ---- sessions crucible runs ----
 
     /// Stores a new session and announces it.
-    pub async fn add_managed(&self, session: Session) -> Result<Session> {
+    pub async fn add_managed(&self, mut session: Session) -> Result<Session> {
+        self.stamp(&mut session);
         self.store.insert_session(&session).await?;
         self.registry.insert(session.clone());
         let view = self.get_session(&session.id)?;

@@ -64,6 +64,9 @@ pub(super) struct Registry {
     record_ttl: Duration,
     beats_pending: Notify,
     changed: Notify,
+    /// Team mode: this daemon's instance id. Sessions another daemon owns are shown, but
+    /// their heartbeats and termination records are that daemon's business.
+    me: Option<String>,
 }
 
 impl Registry {
@@ -74,6 +77,7 @@ impl Registry {
         timeout: Duration,
         heartbeat_interval: Duration,
         record_ttl: Duration,
+        me: Option<String>,
     ) -> Arc<Self> {
         let now = Instant::now();
         let mut inner = Inner::default();
@@ -101,7 +105,47 @@ impl Registry {
             record_ttl,
             beats_pending: Notify::new(),
             changed: Notify::new(),
+            me,
         })
+    }
+
+    /// Whether another daemon owns the session (team mode).
+    fn foreign(&self, session: &Session) -> bool {
+        match (&self.me, &session.owner) {
+            (Some(me), Some(owner)) => me != owner,
+            _ => false,
+        }
+    }
+
+    /// After a gap in what other daemons said: their sessions as the database has them
+    /// now (this daemon's own are its to know).
+    pub fn replace_foreign(&self, stored: Vec<Session>, me: &str) {
+        let mut inner = self.lock();
+        let theirs: HashSet<String> = stored
+            .iter()
+            .filter(|s| s.owner.as_deref() != Some(me))
+            .map(|s| s.id.clone())
+            .collect();
+        inner
+            .sessions
+            .retain(|id, e| theirs.contains(id) || e.session.owner.as_deref() == Some(me));
+        for session in stored {
+            if !theirs.contains(&session.id) {
+                continue;
+            }
+            match inner.sessions.get_mut(&session.id) {
+                Some(entry) => entry.session = session,
+                None => {
+                    let entry = Entry {
+                        session,
+                        last_beat: Instant::now(),
+                    };
+                    inner.sessions.insert(entry.session.id.clone(), entry);
+                }
+            }
+        }
+        drop(inner);
+        self.changed.notify_one();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -181,20 +225,25 @@ impl Registry {
         self.lock().ended.get(id).map(|r| r.session.clone())
     }
 
-    /// Takes the termination records whose time is up.
+    /// Takes the termination records whose time is up; those of this daemon's sessions
+    /// are to be deleted from the store.
     fn take_expired_records(&self) -> Vec<String> {
         let now = Instant::now();
         let mut inner = self.lock();
-        let expired: Vec<String> = inner
+        let expired: Vec<(String, bool)> = inner
             .ended
             .iter()
             .filter(|(_, r)| r.expires <= now)
-            .map(|(id, _)| id.clone())
+            .map(|(id, r)| (id.clone(), self.foreign(&r.session)))
             .collect();
-        for id in &expired {
+        for (id, _) in &expired {
             inner.ended.remove(id);
         }
         expired
+            .into_iter()
+            .filter(|(_, foreign)| !foreign)
+            .map(|(id, _)| id)
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -239,7 +288,7 @@ impl Registry {
         let timeouts = inner
             .sessions
             .values()
-            .filter(|e| !e.session.is_managed())
+            .filter(|e| !e.session.is_managed() && !self.foreign(&e.session))
             .map(|e| e.last_beat + self.timeout);
         let expiries = inner.ended.values().map(|r| r.expires);
         timeouts.chain(expiries).min()
@@ -250,7 +299,11 @@ impl Registry {
         self.lock()
             .sessions
             .values()
-            .filter(|e| !e.session.is_managed() && e.last_beat + self.timeout <= now)
+            .filter(|e| {
+                !e.session.is_managed()
+                    && !self.foreign(&e.session)
+                    && e.last_beat + self.timeout <= now
+            })
             .map(|e| e.session.id.clone())
             .collect()
     }

@@ -22,6 +22,9 @@ mod rules;
 mod sandbox;
 mod sessions;
 mod ssh;
+mod team;
+#[path = "../equipment/team_server.rs"]
+mod team_server;
 mod tmux;
 mod tui;
 mod webhooks;

@@ -83,7 +83,57 @@ pub(super) async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Val
             return Err(forbidden(refusal(name)));
         }
     }
+    if scope.is_none()
+        && forwarded(name)
+        && let Some(session) = raw
+            .get("session_id")
+            .and_then(Value::as_str)
+            .and_then(|id| conn.shared.wb.get_session(id).ok())
+        && conn.shared.wb.is_foreign(&session)
+    {
+        // Team mode: another daemon runs this session's agent; it answers.
+        return conn
+            .shared
+            .wb
+            .forward(&session, name, raw)
+            .await
+            .map_err(|(code, message)| ErrorObject::new(code, message));
+    }
     dispatch(conn, scope.as_ref(), name, raw).await
+}
+
+/// The calls for one session that the daemon running its agent answers (team mode):
+/// everything that touches the agent, its worktree or its state. Reads of what the
+/// database holds (a session, its transcript, the inbox) are answered by any daemon.
+pub(super) fn forwarded(name: &str) -> bool {
+    matches!(
+        name,
+        m::SessionPrompt::NAME
+            | m::SessionCancel::NAME
+            | m::SessionStop::NAME
+            | m::SessionDelete::NAME
+            | m::SessionExec::NAME
+            | m::SessionAudit::NAME
+            | m::SessionSecurity::NAME
+            | m::SessionRule::NAME
+            | m::SessionRefine::NAME
+            | m::SessionReset::NAME
+            | m::SessionRestart::NAME
+            | m::SessionClose::NAME
+            | m::SessionRename::NAME
+            | m::SessionFork::NAME
+            | m::SessionDiff::NAME
+            | m::SessionCommit::NAME
+            | m::SessionMerge::NAME
+            | m::SessionPr::NAME
+            | m::ContextGet::NAME
+            | m::ContextPop::NAME
+            | m::ContextCheckpoint::NAME
+            | m::ContextRollback::NAME
+            | m::ContextReplaceTop::NAME
+            | m::ContextReset::NAME
+            | m::ContextSummarize::NAME
+    )
 }
 
 /// Why a session handle may not call an owner's method.
@@ -559,8 +609,30 @@ async fn dispatch(
         }
         m::DaemonStatusOf::NAME => {
             serve::<m::DaemonStatusOf, _, _>(raw, |_| async move {
-                let unread = wb.unread_count().await.map_err(app_error)?;
+                let store = wb.store();
+                // A server that is away must not hide the rest of the status.
+                let unread = match wb.unread_count().await {
+                    Ok(n) => n,
+                    Err(_) if store.is_shared() => 0,
+                    Err(e) => return Err(app_error(e)),
+                };
+                let shared_store = store.is_shared();
+                let mut instance = wb.instance().clone();
+                instance.lease_until.clear();
                 Ok(DaemonStatus {
+                    store_kind: store.kind().into(),
+                    store: Some(store.health().map(|h| h.borrow().clone()).unwrap_or(
+                        StoreHealth {
+                            connected: true,
+                            error: None,
+                        },
+                    )),
+                    instance: Some(instance),
+                    daemons: if shared_store {
+                        wb.daemons().await
+                    } else {
+                        Vec::new()
+                    },
                     pid: std::process::id(),
                     daemon_version: env!("CARGO_PKG_VERSION").into(),
                     protocol_version: PROTOCOL_VERSION,

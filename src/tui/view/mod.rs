@@ -84,7 +84,8 @@ pub fn layout(model: &Model, area: Rect) -> Areas {
         rest.height -= height;
         top
     };
-    let banner = (model.connection != Connection::Connected).then(|| take_top(1));
+    let banner = (model.connection != Connection::Connected || model.store_down.is_some())
+        .then(|| take_top(1));
     let status_bar = Rect {
         y: rest.bottom() - 1,
         height: 1,
@@ -187,7 +188,17 @@ fn too_small(frame: &mut Frame, area: Rect, theme: &Theme) {
 
 fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let (text, style) = match &model.connection {
-        Connection::Connected => return,
+        Connection::Connected => match &model.store_down {
+            None => return,
+            Some(why) => (
+                format!(
+                    " database server unreachable ({why}) — writes are refused until it is back; reconnecting…"
+                ),
+                theme
+                    .style(Role::Error)
+                    .add_modifier(Modifier::REVERSED | Modifier::BOLD),
+            ),
+        },
         Connection::Connecting => (
             " connecting…".to_string(),
             theme.style(Role::TextDim).add_modifier(Modifier::REVERSED),

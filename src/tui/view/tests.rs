@@ -666,3 +666,31 @@ fn a_transcript_wrapped_over_many_frames_draws_as_one_wrapped_afresh() {
     }
     check(&model, 60, "entries past the cap");
 }
+
+#[test]
+fn a_session_on_another_host_says_where_and_an_unreachable_server_is_a_banner() {
+    use crate::protocol::StoreHealth;
+    let mut model = fixture::model();
+    let mut session = model.focused_session().cloned().expect("a focused session");
+    session.host = Some("build-server".into());
+    model.apply(Event::SessionUpdated(session));
+    let text = screen(&model, 120, 30);
+    assert!(text.contains("· on build-server"), "{text}");
+    assert!(!text.contains("unreachable"), "{text}");
+
+    model.apply(Event::Store(StoreHealth {
+        connected: false,
+        error: Some("Connection reset".into()),
+    }));
+    let text = screen(&model, 120, 30);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("database server unreachable (Connection reset)"),
+        "{text}"
+    );
+    model.apply(Event::Store(StoreHealth {
+        connected: true,
+        error: None,
+    }));
+    assert!(!screen(&model, 120, 30).contains("unreachable"));
+}

@@ -54,6 +54,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         Span::styled(activity.label(), theme.style(activity_role(activity))),
         Span::raw(" "),
     ];
+    // Team mode: a session whose agent runs on another machine says which.
+    if let Some(host) = session.host.as_deref().filter(|h| *h != model.host) {
+        title.push(Span::styled(format!("· on {host} "), dim(theme)));
+    }
     if let Some(quiet) = model.stalled_for(&session.id, std::time::Instant::now()) {
         title.push(Span::styled(
             format!("· quiet {} ", super::quiet_text(quiet)),

@@ -1,0 +1,666 @@
+//! Team mode: several daemons share one SurrealDB server.
+//!
+//! - Every daemon is an instance (host, kiln, pid, start time) with a record in `daemons`
+//!   and a lease it renews; the sessions it runs name it as their `owner`. A daemon
+//!   drives only its own agents.
+//! - Changes travel between daemons through the database: live queries on sessions,
+//!   inbox messages, transcript entries, commands and daemons become this daemon's
+//!   events (its own writes, marked with its `origin`, are skipped). When the live
+//!   queries break they are started again, and clients are told to read the state again.
+//! - A call for a session another daemon runs (a prompt, a stop…) is written to
+//!   `commands` for that daemon, which runs it and writes the answer back.
+//! - When a daemon's lease runs out, one other daemon claims its sessions (one claim
+//!   wins, in one transaction) and marks their agents lost; a new daemon on the same kiln
+//!   and host claims them at once and resumes them.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use super::{Result, Workbench, now_rfc3339};
+use crate::config::StoreConfig;
+use crate::kiln::Kiln;
+use crate::protocol::{DaemonInfo, Event, InboxMessage, Session, TranscriptEntry};
+use crate::store::{CommandRecord, LiveChange, LiveTable, Store, StoreError};
+
+/// How long a call forwarded to another daemon may take before the caller is told.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(60);
+/// Slack after a lease runs out (by this daemon's clock) before the claim is tried; the
+/// server's clock decides whether it succeeds.
+const CLAIM_SLACK: Duration = Duration::from_secs(1);
+/// Records of daemons whose sessions were taken over are dropped after this long.
+const TAKEN_RECORD_TTL: &str = "1d";
+/// Waits between attempts to start the live queries again: doubling up to the last.
+const LIVE_BACKOFF: [u64; 5] = [250, 500, 1000, 2000, 5000];
+
+/// This daemon, as the others see it: a new instance id at every start.
+pub fn instance(kiln: &Kiln) -> DaemonInfo {
+    DaemonInfo {
+        id: ulid::Ulid::new().to_string(),
+        host: crate::sys::host_name(),
+        kiln: kiln.root().display().to_string(),
+        pid: std::process::id(),
+        started_at: now_rfc3339(),
+        lease_until: String::new(),
+        taken_by: None,
+        live: true,
+    }
+}
+
+/// Sessions this daemon took over from another.
+pub struct Takeover {
+    /// The daemon they belonged to.
+    pub from: DaemonInfo,
+    pub sessions: Vec<Session>,
+    /// Whether their agents can be resumed here (the same kiln on the same host).
+    pub resumable: bool,
+}
+
+struct Known {
+    info: DaemonInfo,
+    /// When this daemon last saw it renew (or first saw it).
+    seen: Instant,
+}
+
+pub(super) struct Team {
+    lease: Duration,
+    daemons: Mutex<HashMap<String, Known>>,
+    /// Wakes the watchdog when the daemons change.
+    changed: Notify,
+    waiters: Mutex<HashMap<String, oneshot::Sender<CommandRecord>>>,
+    /// Commands for this daemon already handed to it.
+    started: Mutex<HashSet<String>>,
+    commands: mpsc::UnboundedSender<CommandRecord>,
+    commands_rx: Mutex<Option<mpsc::UnboundedReceiver<CommandRecord>>>,
+    takeovers: mpsc::UnboundedSender<Takeover>,
+    takeovers_rx: Mutex<Option<mpsc::UnboundedReceiver<Takeover>>>,
+    /// Set when another daemon took this one's sessions over.
+    fenced: watch::Sender<Option<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Team {
+    /// Records this daemon in the database and claims what is plainly its own: sessions
+    /// of an earlier daemon on this kiln and host (we hold the kiln's lock, so it is
+    /// gone), and sessions no daemon owns.
+    pub(super) async fn join(
+        store: &Store,
+        me: &DaemonInfo,
+        cfg: &StoreConfig,
+    ) -> Result<Arc<Self>> {
+        let lease = Duration::from_secs(cfg.lease_secs);
+        store.register_daemon(me, lease).await?;
+        if let Err(e) = store.forget_taken_daemons(TAKEN_RECORD_TTL).await {
+            tracing::warn!("cannot drop old daemon records: {e}");
+        }
+        let mut daemons = HashMap::new();
+        let now = Instant::now();
+        for d in store.list_daemons().await? {
+            if d.id == me.id || d.taken_by.is_some() {
+                continue;
+            }
+            if d.host == me.host && d.kiln == me.kiln {
+                // Resumed by the sessions manager's start, with the rest of its own.
+                if let Some(sessions) = store.claim_daemon(&d.id, &me.id, true).await? {
+                    tracing::info!(from = %d.id, count = sessions.len(), "took over the sessions of this kiln's previous daemon");
+                }
+                continue;
+            }
+            let seen = if d.live {
+                now
+            } else {
+                now.checked_sub(lease).unwrap_or(now)
+            };
+            daemons.insert(d.id.clone(), Known { info: d, seen });
+        }
+        let unowned = store.claim_unowned(&me.id).await?;
+        if !unowned.is_empty() {
+            tracing::info!(count = unowned.len(), "took sessions no daemon owned");
+        }
+        let (commands, commands_rx) = mpsc::unbounded_channel();
+        let (takeover_tx, takeovers_rx) = mpsc::unbounded_channel();
+        let team = Arc::new(Self {
+            lease,
+            daemons: Mutex::new(daemons),
+            changed: Notify::new(),
+            waiters: Mutex::new(HashMap::new()),
+            started: Mutex::new(HashSet::new()),
+            commands,
+            commands_rx: Mutex::new(Some(commands_rx)),
+            takeovers: takeover_tx,
+            takeovers_rx: Mutex::new(Some(takeovers_rx)),
+            fenced: watch::channel(None).0,
+        });
+        Ok(team)
+    }
+
+    /// When the earliest lease of another live daemon runs out, by this daemon's clock.
+    fn next_expiry(&self) -> Option<Instant> {
+        lock(&self.daemons)
+            .values()
+            .filter(|k| k.info.taken_by.is_none())
+            .map(|k| k.seen + self.lease + CLAIM_SLACK)
+            .min()
+    }
+
+    fn expired(&self) -> Vec<DaemonInfo> {
+        let now = Instant::now();
+        lock(&self.daemons)
+            .values()
+            .filter(|k| k.info.taken_by.is_none() && k.seen + self.lease + CLAIM_SLACK <= now)
+            .map(|k| k.info.clone())
+            .collect()
+    }
+
+    fn saw(&self, info: DaemonInfo) {
+        let mut daemons = lock(&self.daemons);
+        let seen = Instant::now();
+        daemons.insert(info.id.clone(), Known { info, seen });
+        drop(daemons);
+        self.changed.notify_one();
+    }
+}
+
+impl Workbench {
+    fn team(&self) -> Option<&Arc<Team>> {
+        self.team.as_ref()
+    }
+
+    /// This daemon's instance.
+    pub fn instance(&self) -> &crate::protocol::DaemonInfo {
+        &self.instance
+    }
+
+    /// Whether another daemon runs this session (team mode).
+    pub fn is_foreign(&self, session: &Session) -> bool {
+        self.team.is_some()
+            && session
+                .owner
+                .as_deref()
+                .is_some_and(|owner| owner != self.instance.id)
+    }
+
+    /// The other daemons sharing the database, as last seen (team mode).
+    pub async fn daemons(&self) -> Vec<DaemonInfo> {
+        if self.team.is_none() {
+            return Vec::new();
+        }
+        match self.store.list_daemons().await {
+            Ok(list) => list
+                .into_iter()
+                .filter(|d| d.id != self.instance.id)
+                .collect(),
+            Err(_) => match self.team() {
+                Some(team) => lock(&team.daemons)
+                    .values()
+                    .map(|k| k.info.clone())
+                    .collect(),
+                None => Vec::new(),
+            },
+        }
+    }
+
+    /// Commands other daemons send this one; taken once, by the daemon that runs them.
+    pub fn team_commands(&self) -> Option<mpsc::UnboundedReceiver<CommandRecord>> {
+        self.team().and_then(|t| lock(&t.commands_rx).take())
+    }
+
+    /// Sessions taken over from daemons that went away; taken once, by the sessions
+    /// manager, which resumes them or marks their agents lost.
+    pub fn takeovers(&self) -> Option<mpsc::UnboundedReceiver<Takeover>> {
+        self.team().and_then(|t| lock(&t.takeovers_rx).take())
+    }
+
+    /// Resolves when another daemon has taken this one's sessions over: this daemon must
+    /// stop driving them. Never, outside team mode.
+    pub async fn fenced(&self) -> String {
+        let Some(team) = self.team() else {
+            return std::future::pending().await;
+        };
+        let mut rx = team.fenced.subscribe();
+        loop {
+            if let Some(why) = rx.borrow_and_update().clone() {
+                return why;
+            }
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    /// Runs a call on the daemon that runs `session`, and returns its answer: the
+    /// result, or the JSON-RPC error code and message.
+    pub async fn forward(
+        &self,
+        session: &Session,
+        method: &str,
+        params: Value,
+    ) -> std::result::Result<Value, (i64, String)> {
+        let conflict = |m: String| (crate::protocol::code::CONFLICT, m);
+        let (Some(team), Some(owner)) = (self.team(), session.owner.clone()) else {
+            return Err(conflict("this daemon runs the session itself".into()));
+        };
+        let known = lock(&team.daemons)
+            .get(&owner)
+            .map(|k| (k.info.clone(), k.seen.elapsed()));
+        if let Some((d, quiet)) = &known
+            && (d.taken_by.is_some() || *quiet > team.lease)
+        {
+            return Err(conflict(format!(
+                "session {} runs on the daemon on {} ({}), which has not renewed its lease \
+                 for {}s; another daemon takes its sessions over",
+                session.id,
+                d.host,
+                d.kiln,
+                quiet.as_secs()
+            )));
+        }
+        let known = known.map(|(d, _)| d);
+        let id = self.next_id();
+        let command = CommandRecord {
+            id: id.clone(),
+            target: owner.clone(),
+            origin: self.instance.id.clone(),
+            method: method.to_string(),
+            params: params.to_string(),
+            done: false,
+            result: None,
+            error_code: None,
+            error: None,
+        };
+        let (tx, rx) = oneshot::channel();
+        lock(&team.waiters).insert(id.clone(), tx);
+        let store_error = |e: StoreError| (crate::protocol::code::STORE_ERROR, e.to_string());
+        if let Err(e) = self.store.insert_command(&command).await {
+            lock(&team.waiters).remove(&id);
+            return Err(store_error(e));
+        }
+        let answer = tokio::time::timeout(FORWARD_TIMEOUT, rx).await;
+        lock(&team.waiters).remove(&id);
+        let done = match answer {
+            Ok(Ok(done)) => done,
+            _ => {
+                let place = known.map_or_else(
+                    || "its daemon".to_string(),
+                    |d| format!("its daemon on {} ({})", d.host, d.kiln),
+                );
+                return Err((
+                    crate::protocol::code::TIMED_OUT,
+                    format!(
+                        "session {} runs on {place}, which did not answer {method} within {}s",
+                        session.id,
+                        FORWARD_TIMEOUT.as_secs()
+                    ),
+                ));
+            }
+        };
+        if let Err(e) = self.store.delete_command(&id).await {
+            tracing::debug!(command = %id, "cannot drop an answered command: {e}");
+        }
+        match (done.error_code, done.error, done.result) {
+            (Some(code), Some(message), _) => Err((code, message)),
+            (_, _, Some(text)) => serde_json::from_str(&text)
+                .map_err(|e| (crate::protocol::code::STORE_ERROR, e.to_string())),
+            _ => Ok(Value::Null),
+        }
+    }
+
+    /// Records the answer to a command another daemon sent this one.
+    pub async fn finish_command(
+        &self,
+        id: &str,
+        outcome: std::result::Result<Value, (i64, String)>,
+    ) -> Result<()> {
+        self.store.finish_command(id, outcome).await?;
+        Ok(())
+    }
+
+    /// One change another daemon made, as this daemon's event.
+    fn apply_remote(&self, change: LiveChange) {
+        let Some(team) = self.team() else { return };
+        let record = change.record;
+        let origin = record.get("origin").and_then(Value::as_str);
+        let mine = origin == Some(self.instance.id.as_str());
+        match change.table {
+            LiveTable::Sessions if !mine => self.apply_remote_session(record, change.deleted),
+            LiveTable::Inbox if !mine => {
+                if change.deleted {
+                    if let Some(id) = record.get("id").and_then(Value::as_str) {
+                        self.publish(Event::InboxDeleted {
+                            ids: vec![id.to_string()],
+                        });
+                    }
+                    return;
+                }
+                match serde_json::from_value::<InboxMessage>(record) {
+                    Ok(m) if change.created => self.publish(Event::InboxCreated(m)),
+                    Ok(m) => self.publish(Event::InboxUpdated(m)),
+                    Err(e) => tracing::warn!("an inbox message from the server: {e}"),
+                }
+            }
+            LiveTable::Transcript if !mine && change.created => {
+                match serde_json::from_value::<TranscriptEntry>(record) {
+                    Ok(entry) => self.publish(Event::Transcript(entry)),
+                    Err(e) => tracing::warn!("a transcript entry from the server: {e}"),
+                }
+            }
+            LiveTable::Commands if !change.deleted => {
+                let Ok(command) = serde_json::from_value::<CommandRecord>(record) else {
+                    return;
+                };
+                if command.done && command.origin == self.instance.id {
+                    if let Some(waiter) = lock(&team.waiters).remove(&command.id) {
+                        let _ = waiter.send(command);
+                    }
+                } else if !command.done && command.target == self.instance.id {
+                    self.start_command(team, command);
+                }
+            }
+            LiveTable::Daemons if !change.deleted => {
+                match serde_json::from_value::<DaemonInfo>(record) {
+                    Ok(info) if info.id == self.instance.id => {
+                        if let Some(by) = &info.taken_by {
+                            team.fenced.send_replace(Some(format!(
+                                "daemon {by} took this daemon's sessions over"
+                            )));
+                        }
+                    }
+                    Ok(info) => team.saw(info),
+                    Err(e) => tracing::debug!("a daemon record from the server: {e}"),
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn start_command(&self, team: &Team, command: CommandRecord) {
+        if !lock(&team.started).insert(command.id.clone()) {
+            return;
+        }
+        let _ = team.commands.send(command);
+    }
+
+    fn apply_remote_session(&self, record: Value, deleted: bool) {
+        if deleted {
+            let Some(id) = record.get("id").and_then(Value::as_str) else {
+                return;
+            };
+            if self.registry.get(id).is_some() {
+                self.registry.remove(id);
+                self.publish(Event::SessionDeregistered {
+                    session_id: id.to_string(),
+                    reason: "deleted".into(),
+                });
+            }
+            return;
+        }
+        let session = match serde_json::from_value::<Session>(record) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("a session from the server: {e}");
+                return;
+            }
+        };
+        if !session.is_managed() && session.ended_at.is_some() {
+            let id = session.id.clone();
+            let reason = session
+                .state_reason
+                .clone()
+                .unwrap_or_else(|| "ended".into());
+            if self.registry.get(&id).is_some() {
+                self.registry.end(session);
+                self.publish(Event::SessionDeregistered {
+                    session_id: id,
+                    reason,
+                });
+            }
+            return;
+        }
+        let id = session.id.clone();
+        let known = self.registry.update(session.clone());
+        if !known {
+            self.registry.insert(session);
+        }
+        if let Some(view) = self.registry.get(&id) {
+            self.publish(if known {
+                Event::SessionUpdated(view)
+            } else {
+                Event::SessionRegistered(view)
+            });
+        }
+    }
+
+    /// After the live queries were started again: read what may have been missed.
+    async fn catch_up(&self, team: &Team, gap: bool) {
+        if gap {
+            match self.store.list_sessions().await {
+                Ok(sessions) => self.registry.replace_foreign(sessions, &self.instance.id),
+                Err(e) => tracing::warn!("cannot read the sessions again: {e}"),
+            }
+            self.publish(Event::Resync {
+                missed: 0,
+                reason: "the database's live queries were started again".into(),
+            });
+        }
+        match self.store.pending_commands(&self.instance.id).await {
+            Ok(commands) => {
+                for command in commands {
+                    self.start_command(team, command);
+                }
+            }
+            Err(e) => tracing::warn!("cannot read the commands sent while away: {e}"),
+        }
+        let waiting: Vec<String> = lock(&team.waiters).keys().cloned().collect();
+        for id in waiting {
+            if let Ok(Some(command)) = self.store.get_command(&id).await
+                && command.done
+                && let Some(waiter) = lock(&team.waiters).remove(&id)
+            {
+                let _ = waiter.send(command);
+            }
+        }
+        match self.store.list_daemons().await {
+            Ok(list) => {
+                for d in list {
+                    if d.id == self.instance.id {
+                        continue;
+                    }
+                    let mut daemons = lock(&team.daemons);
+                    match daemons.get_mut(&d.id) {
+                        Some(k) => k.info = d,
+                        None => {
+                            let seen = Instant::now();
+                            daemons.insert(d.id.clone(), Known { info: d, seen });
+                        }
+                    }
+                }
+                team.changed.notify_one();
+            }
+            Err(e) => tracing::warn!("cannot read the daemons: {e}"),
+        }
+    }
+}
+
+/// Starts the team's background work: the live queries, the lease, the watchdog that
+/// takes over the sessions of daemons that went away, and the store's health reports.
+pub(super) fn start(wb: &Arc<Workbench>, team: &Arc<Team>) {
+    tokio::spawn(listen(Arc::downgrade(wb), Arc::clone(team)));
+    tokio::spawn(keep_lease(Arc::downgrade(wb), Arc::clone(team)));
+    tokio::spawn(watchdog(Arc::downgrade(wb), Arc::clone(team)));
+    if let Some(health) = wb.store.health() {
+        tokio::spawn(report_health(Arc::downgrade(wb), health));
+    }
+}
+
+async fn listen(wb: Weak<Workbench>, team: Arc<Team>) {
+    let mut gap = false;
+    let mut attempt = 0usize;
+    loop {
+        let Some(strong) = wb.upgrade() else { return };
+        let stream = strong.store.live().await;
+        let mut stream = match stream {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::warn!("cannot start the live queries: {e}");
+                let health = strong.store.health();
+                drop(strong);
+                wait_for_server(health, attempt).await;
+                attempt += 1;
+                gap = true;
+                continue;
+            }
+        };
+        attempt = 0;
+        strong.catch_up(&team, gap).await;
+        drop(strong);
+        let why = loop {
+            match stream.next().await {
+                Some(Ok(change)) => match wb.upgrade() {
+                    Some(wb) => wb.apply_remote(change),
+                    None => return,
+                },
+                Some(Err(e)) => break e,
+                None => break "the live queries ended".to_string(),
+            }
+        };
+        drop(stream);
+        let Some(strong) = wb.upgrade() else { return };
+        tracing::warn!("lost the database's live queries: {why}");
+        strong.store.report_lost(why);
+        gap = true;
+        let health = strong.store.health();
+        drop(strong);
+        wait_for_server(health, 0).await;
+    }
+}
+
+/// Waits for the server to answer again (and a moment between attempts).
+async fn wait_for_server(
+    health: Option<watch::Receiver<crate::protocol::StoreHealth>>,
+    attempt: usize,
+) {
+    let wait = LIVE_BACKOFF[attempt.min(LIVE_BACKOFF.len() - 1)];
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+    if let Some(mut health) = health {
+        let _ = health.wait_for(|h| h.connected).await;
+    }
+}
+
+async fn keep_lease(wb: Weak<Workbench>, team: Arc<Team>) {
+    let every = team.lease / 3;
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(wb) = wb.upgrade() else { return };
+        match wb.store.renew_lease(&wb.instance.id, team.lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let why = "another daemon took this daemon's sessions over (its lease ran out)";
+                tracing::error!("{why}");
+                team.fenced.send_replace(Some(why.into()));
+                return;
+            }
+            Err(e) => tracing::warn!("cannot renew this daemon's lease: {e}"),
+        }
+    }
+}
+
+async fn watchdog(wb: Weak<Workbench>, team: Arc<Team>) {
+    loop {
+        match team.next_expiry() {
+            None => team.changed.notified().await,
+            Some(at) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {}
+                    _ = team.changed.notified() => continue,
+                }
+            }
+        }
+        let Some(wb) = wb.upgrade() else { return };
+        for gone in team.expired() {
+            match wb
+                .store
+                .claim_daemon(&gone.id, &wb.instance.id, false)
+                .await
+            {
+                Ok(Some(sessions)) => {
+                    tracing::info!(from = %gone.id, host = %gone.host, count = sessions.len(), "took over the sessions of a daemon whose lease ran out");
+                    let mut taken = gone.clone();
+                    taken.taken_by = Some(wb.instance.id.clone());
+                    taken.live = false;
+                    team.saw(taken);
+                    wb.adopt(Takeover {
+                        from: gone,
+                        sessions,
+                        resumable: false,
+                    });
+                }
+                Ok(None) => refresh(&wb, &team, &gone).await,
+                Err(e) => {
+                    tracing::warn!(daemon = %gone.id, "cannot take over a silent daemon's sessions yet: {e}");
+                    retry_soon(&team, &gone.id);
+                }
+            }
+        }
+    }
+}
+
+/// A claim that did not happen: the daemon renewed after all, or another took it.
+async fn refresh(wb: &Workbench, team: &Team, gone: &DaemonInfo) {
+    match wb.store.list_daemons().await {
+        Ok(list) => match list.into_iter().find(|d| d.id == gone.id) {
+            Some(d) if d.live || d.taken_by.is_some() => team.saw(d),
+            Some(_) => retry_soon(team, &gone.id),
+            None => {
+                lock(&team.daemons).remove(&gone.id);
+            }
+        },
+        Err(_) => retry_soon(team, &gone.id),
+    }
+}
+
+fn retry_soon(team: &Team, id: &str) {
+    if let Some(k) = lock(&team.daemons).get_mut(id) {
+        let back = team.lease + CLAIM_SLACK - Duration::from_secs(1);
+        k.seen = Instant::now()
+            .checked_sub(back)
+            .unwrap_or_else(Instant::now);
+    }
+    team.changed.notify_one();
+}
+
+async fn report_health(
+    wb: Weak<Workbench>,
+    mut health: watch::Receiver<crate::protocol::StoreHealth>,
+) {
+    while health.changed().await.is_ok() {
+        let status = health.borrow_and_update().clone();
+        let Some(wb) = wb.upgrade() else { return };
+        wb.publish(Event::Store(status));
+    }
+}
+
+impl Workbench {
+    /// Sessions claimed from a daemon that went away: shown as this daemon's, and handed
+    /// to the sessions manager.
+    fn adopt(&self, takeover: Takeover) {
+        for session in &takeover.sessions {
+            if !self.registry.update(session.clone()) {
+                self.registry.insert(session.clone());
+            }
+            if let Some(view) = self.registry.get(&session.id) {
+                self.publish(Event::SessionUpdated(view));
+            }
+        }
+        if let Some(team) = self.team() {
+            let _ = team.takeovers.send(takeover);
+        }
+    }
+}
