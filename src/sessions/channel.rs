@@ -131,10 +131,11 @@ impl Sessions {
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => return,
             };
+            // Team mode: another daemon's sessions are timed by that daemon.
             let background = self
                 .wb
                 .get_session(&message.session_id)
-                .is_ok_and(|s| s.channel.is_some());
+                .is_ok_and(|s| s.channel.is_some() && !self.wb.is_foreign(&s));
             let timeout = self
                 .settings()
                 .ok()

@@ -363,7 +363,13 @@ impl Store {
                 schema::MIGRATIONS[version as usize],
                 version + 1
             );
-            self.run(&sql, json!({})).await?;
+            if let Err(e) = self.run(&sql, json!({})).await {
+                // Team mode: another daemon sharing the server may have just done it.
+                if self.schema_version().await? > version {
+                    continue;
+                }
+                return Err(e);
+            }
             tracing::info!(version = version + 1, "database schema migrated");
         }
         Ok(())
