@@ -551,7 +551,11 @@ pub enum Event {
     /// Changes may have been missed (the database's live queries were re-established):
     /// read the state again. Sent to clients as `events.lagged`.
     #[serde(rename = "events.lagged")]
-    Resync { missed: u64, reason: String },
+    Resync {
+        missed: u64,
+        #[serde(default)]
+        reason: String,
+    },
 }
 
 /// Whether the daemon can reach its database.

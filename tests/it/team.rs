@@ -368,7 +368,23 @@ async fn sends_fail_clearly_while_the_server_is_down_and_none_acknowledged_is_lo
     let tk = TestKiln::with_settings(&team_settings(&server, "outage", ""));
     let _daemon = daemon(&tk).await;
     let client = tk.client().await;
+    let events = Events::start(&client).await;
     let session_id = register(&client, "writer").await;
+    // A workbench on the kiln, to see what its user sees.
+    let root = tk.root().display().to_string();
+    let term = Tmux::start(
+        "outage",
+        (120, 30),
+        tk.root(),
+        &[
+            ("CRU_KILN", &root),
+            ("TERM", "xterm-256color"),
+            (PASSWORD_ENV, PASSWORD),
+        ],
+        CRU,
+        &[],
+    );
+    term.wait_text("writer");
 
     // Sends, one after another, until one fails.
     let acknowledged = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -424,6 +440,8 @@ async fn sends_fail_clearly_while_the_server_is_down_and_none_acknowledged_is_lo
         .expect_err("refused while the server is away")
         .to_string();
     assert!(refused.contains("nothing was stored"), "{refused}");
+    // The workbench says so in a banner.
+    term.wait_text("database server unreachable");
 
     // Once the server is back, the daemon reconnects by itself, and every acknowledged
     // message is there.
@@ -436,6 +454,23 @@ async fn sends_fail_clearly_while_the_server_is_down_and_none_acknowledged_is_lo
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Clients were told both ways, and to read the state again once the live queries
+    // were back; the banner is gone.
+    wait_until("the store events and a resync", LONG, || {
+        let seen = events.0.lock().unwrap();
+        let down = seen
+            .iter()
+            .position(|e| matches!(e, Event::Store(h) if !h.connected));
+        let up = seen
+            .iter()
+            .rposition(|e| matches!(e, Event::Store(h) if h.connected));
+        let resync = seen.iter().rposition(|e| matches!(e, Event::Resync { .. }));
+        matches!((down, up, resync), (Some(d), Some(u), Some(_)) if d < u)
+    })
+    .await;
+    term.wait_for("the banner to go", |screen| {
+        !screen.contains("database server unreachable")
+    });
     let stored: Vec<String> = messages_of(&client, &session_id)
         .await
         .into_iter()
