@@ -320,6 +320,10 @@ impl Workbench {
         outcome: std::result::Result<Value, (i64, String)>,
     ) -> Result<()> {
         self.store.finish_command(id, outcome).await?;
+        // Answered: no later notice can bring it back, so it need not be remembered.
+        if let Some(team) = self.team() {
+            lock(&team.started).remove(id);
+        }
         Ok(())
     }
 

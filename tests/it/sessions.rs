@@ -52,10 +52,10 @@ pub(crate) fn agent_kiln(extra: &str) -> TestKiln {
 }
 
 /// Every event the daemon pushes, collected in the background.
-struct Events(Arc<Mutex<Vec<Event>>>);
+pub(crate) struct Events(pub(crate) Arc<Mutex<Vec<Event>>>);
 
 impl Events {
-    async fn start(client: &Client) -> Events {
+    pub(crate) async fn start(client: &Client) -> Events {
         let mut notes = client.subscribe(None).await.expect("subscribe");
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&seen);
@@ -70,7 +70,7 @@ impl Events {
     }
 
     /// The states session `id` went through, repeats collapsed.
-    fn states(&self, id: &str) -> Vec<SessionState> {
+    pub(crate) fn states(&self, id: &str) -> Vec<SessionState> {
         let mut states: Vec<SessionState> = Vec::new();
         for event in self.0.lock().unwrap().iter() {
             let session = match event {

@@ -12,7 +12,7 @@ use crucible::protocol::{DaemonStatus, Event, InboxMessage, MsgType, Session, Se
 use serde_json::{Value, json};
 
 use crate::common::*;
-use crate::sessions::{LONG, git, said, session, wait_message_where, wait_state};
+use crate::sessions::{Events, LONG, git, said, session, wait_message_where, wait_state};
 use crate::team_server::Server;
 use crate::tmux::Tmux;
 
@@ -99,52 +99,6 @@ async fn status(client: &Client) -> DaemonStatus {
         .await
         .expect("daemon.status");
     serde_json::from_value(reply).expect("a status")
-}
-
-/// Every event a daemon pushes, collected in the background.
-#[derive(Clone)]
-struct Events(Arc<Mutex<Vec<Event>>>);
-
-impl Events {
-    async fn start(client: &Client) -> Events {
-        let mut notes = client.subscribe(None).await.expect("subscribe");
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&seen);
-        tokio::spawn(async move {
-            while let Some(note) = notes.recv().await {
-                if let Some(event) = Event::from_notification(&note.method, note.params) {
-                    sink.lock().unwrap().push(event);
-                }
-            }
-        });
-        Events(seen)
-    }
-
-    fn sessions(&self, id: &str) -> Vec<Session> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                Event::SessionRegistered(s) | Event::SessionUpdated(s) if s.id == id => {
-                    Some(s.clone())
-                }
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn states(&self, id: &str) -> Vec<SessionState> {
-        let mut states: Vec<SessionState> = Vec::new();
-        for s in self.sessions(id) {
-            if let Some(state) = s.state
-                && states.last() != Some(&state)
-            {
-                states.push(state);
-            }
-        }
-        states
-    }
 }
 
 async fn create(client: &Client, task: &str) -> Session {
@@ -485,6 +439,10 @@ async fn sends_fail_clearly_while_the_server_is_down_and_none_acknowledged_is_lo
         missing.is_empty(),
         "{} of {} acknowledged sends are missing",
         missing.len(),
+        acknowledged.len()
+    );
+    println!(
+        "{} acknowledged sends before the server went away, all stored",
         acknowledged.len()
     );
     let sent = client
