@@ -111,7 +111,7 @@ async fn create(client: &Client, task: &str) -> Session {
 
 async fn messages_of(client: &Client, id: &str) -> Vec<InboxMessage> {
     let reply = client
-        .call_value("inbox.list", json!({"session_id": id, "limit": 1000}))
+        .call_value("inbox.list", json!({"session_id": id, "limit": 10_000}))
         .await
         .expect("inbox.list");
     serde_json::from_value(reply["messages"].clone()).expect("messages")
@@ -340,20 +340,21 @@ async fn sends_fail_clearly_while_the_server_is_down_and_none_acknowledged_is_lo
     );
     term.wait_text("writer");
 
-    // Sends, one after another, until one fails.
+    // Eight writers send one after another until a send fails.
     let acknowledged = Arc::new(Mutex::new(Vec::<String>::new()));
     let failure = Arc::new(Mutex::new(None::<Value>));
-    let writer = {
+    let mut writers = Vec::new();
+    for w in 0..8 {
         let client = tk.client().await;
         let acknowledged = Arc::clone(&acknowledged);
         let failure = Arc::clone(&failure);
         let session_id = session_id.clone();
-        tokio::spawn(async move {
+        writers.push(tokio::spawn(async move {
             for i in 0.. {
                 let sent = client
                     .call_value(
                         "inbox.send",
-                        json!({"session_id": session_id, "msg_type": "info", "title": format!("note {i}")}),
+                        json!({"session_id": session_id, "msg_type": "info", "title": format!("note {w}/{i}")}),
                     )
                     .await;
                 match sent {
@@ -362,22 +363,24 @@ async fn sends_fail_clearly_while_the_server_is_down_and_none_acknowledged_is_lo
                         .unwrap()
                         .push(reply["id"].as_str().unwrap().to_string()),
                     Err(e) => {
-                        *failure.lock().unwrap() = Some(json!(e.to_string()));
+                        failure.lock().unwrap().get_or_insert(json!(e.to_string()));
                         return;
                     }
                 }
             }
-        })
-    };
+        }));
+    }
     wait_until("some acknowledged sends", LONG, || {
-        acknowledged.lock().unwrap().len() >= 50
+        acknowledged.lock().unwrap().len() >= 1000
     })
     .await;
     server.kill();
-    tokio::time::timeout(LONG, writer)
-        .await
-        .expect("a send fails once the server is gone")
-        .unwrap();
+    for writer in writers {
+        tokio::time::timeout(LONG, writer)
+            .await
+            .expect("a send fails once the server is gone")
+            .unwrap();
+    }
     let error = failure.lock().unwrap().clone().unwrap().to_string();
     assert!(error.contains("unreachable"), "{error}");
 
@@ -430,6 +433,7 @@ async fn sends_fail_clearly_while_the_server_is_down_and_none_acknowledged_is_lo
         .into_iter()
         .map(|m| m.id)
         .collect();
+    assert!(stored.len() < 10_000, "the list is not cut short");
     let acknowledged = acknowledged.lock().unwrap().clone();
     let missing: Vec<&String> = acknowledged
         .iter()
