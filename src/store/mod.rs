@@ -242,11 +242,6 @@ impl Store {
         self.origin = origin.to_string();
     }
 
-    /// The writer id bound as `$origin`.
-    pub fn origin(&self) -> &str {
-        &self.origin
-    }
-
     /// Whether the database answers; told on every change (a server only).
     pub fn health(&self) -> Option<tokio::sync::watch::Receiver<StoreHealth>> {
         match &self.conn {

@@ -119,12 +119,7 @@ impl Remote {
                 self.lost(why.clone());
                 Err(self.unreachable(&why, true))
             }
-            Ok(Err(e)) if e.is_connection() => {
-                let why = e.to_string();
-                self.lost(why.clone());
-                Err(self.unreachable(&why, true))
-            }
-            Ok(Err(e)) => Err(e.into()),
+            Ok(Err(e)) => Err(self.check(e)),
             Ok(Ok(response)) => Ok(response),
         }
     }

@@ -57,8 +57,6 @@ pub struct Takeover {
     /// The daemon they belonged to.
     pub from: DaemonInfo,
     pub sessions: Vec<Session>,
-    /// Whether their agents can be resumed here (the same kiln on the same host).
-    pub resumable: bool,
 }
 
 struct Known {
@@ -603,7 +601,6 @@ async fn watchdog(wb: Weak<Workbench>, team: Arc<Team>) {
                     wb.adopt(Takeover {
                         from: gone,
                         sessions,
-                        resumable: false,
                     });
                 }
                 Ok(None) => refresh(&wb, &team, &gone).await,
