@@ -24,8 +24,8 @@ pub async fn run(wb: Arc<Workbench>) {
     let mut recent: VecDeque<Instant> = VecDeque::new();
     let mut missed = 0u64;
     loop {
-        let message = match events.recv().await {
-            Ok(Event::InboxCreated(m)) if m.msg_type.blocks() => m,
+        let message = match events.recv().await.as_deref() {
+            Ok(Event::InboxCreated(m)) if m.msg_type.blocks() => m.clone(),
             Ok(_) => continue,
             Err(broadcast::error::RecvError::Lagged(n)) => {
                 tracing::warn!("notify: {n} events missed while busy");

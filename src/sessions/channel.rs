@@ -126,8 +126,8 @@ impl Sessions {
     pub async fn watch_approvals(self: Arc<Self>) {
         let mut events = self.wb.subscribe();
         loop {
-            let message = match events.recv().await {
-                Ok(Event::InboxCreated(m)) if m.msg_type.blocks() => m,
+            let message = match events.recv().await.as_deref() {
+                Ok(Event::InboxCreated(m)) if m.msg_type.blocks() => m.clone(),
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => return,
             };

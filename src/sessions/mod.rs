@@ -670,14 +670,14 @@ fn not_running(session: &Session) -> WorkbenchError {
 /// what moves it between working and waiting, and answers its permission requests.
 async fn route_inbox_events(
     sessions: std::sync::Weak<Sessions>,
-    mut events: broadcast::Receiver<Event>,
+    mut events: broadcast::Receiver<std::sync::Arc<Event>>,
 ) {
     loop {
         let event = events.recv().await;
         let Some(sessions) = sessions.upgrade() else {
             return;
         };
-        match event {
+        match event.as_deref() {
             Ok(Event::InboxUpdated(m))
                 if m.title.starts_with("Context miss:")
                     && m.response.as_deref() == Some("Widen and restart") =>
@@ -689,9 +689,10 @@ async fn route_inbox_events(
                     .map(str::to_string);
                 if let Some(path) = path {
                     let sessions = std::sync::Arc::clone(&sessions);
+                    let session_id = m.session_id.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = sessions.refine(&m.session_id, vec![path], None).await {
-                            tracing::warn!(session = %m.session_id, "cannot refine: {e}");
+                        if let Err(e) = sessions.refine(&session_id, vec![path], None).await {
+                            tracing::warn!(session = %session_id, "cannot refine: {e}");
                         }
                     });
                 }
@@ -700,7 +701,7 @@ async fn route_inbox_events(
                 if m.msg_type.blocks()
                     && let Some(actor) = sessions.actor(&m.session_id)
                 {
-                    let _ = actor.send(Command::Inbox(m));
+                    let _ = actor.send(Command::Inbox(m.clone()));
                 }
             }
             Ok(_) => {}

@@ -4,26 +4,26 @@
 //! changes.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 use super::*;
 use crate::protocol::{ConflictPair, ConflictReport, Event};
 
 /// Watches session events; recomputes the radar when a session comes to rest (its turn
 /// ended, it stopped or failed) or goes.
-pub(super) async fn watch(sessions: Weak<Sessions>, mut events: broadcast::Receiver<Event>) {
+pub(super) async fn watch(sessions: Weak<Sessions>, mut events: broadcast::Receiver<Arc<Event>>) {
     let mut states: HashMap<String, Option<SessionState>> = HashMap::new();
     if let Some(sessions) = sessions.upgrade() {
         sessions.refresh_radar().await;
     }
     loop {
-        let changed = match events.recv().await {
+        let changed = match events.recv().await.as_deref() {
             Ok(Event::SessionUpdated(s) | Event::SessionRegistered(s)) => {
                 let previous = states.insert(s.id.clone(), s.state);
                 previous != Some(s.state) && s.state.is_some_and(at_rest)
             }
             Ok(Event::SessionDeregistered { session_id, .. }) => {
-                states.remove(&session_id);
+                states.remove(session_id);
                 true
             }
             Ok(_) => false,

@@ -157,8 +157,10 @@ impl Workbench {
         }
         let wait = async {
             loop {
-                match events.recv().await {
-                    Ok(Event::InboxUpdated(m)) if m.id == id && m.responded => return Ok(m),
+                match events.recv().await.as_deref() {
+                    Ok(Event::InboxUpdated(m)) if m.id == id && m.responded => {
+                        return Ok(m.clone());
+                    }
                     Ok(Event::InboxDeleted { ids }) if ids.iter().any(|x| x == id) => {
                         return Err(no_message(id));
                     }

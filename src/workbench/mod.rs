@@ -68,7 +68,9 @@ pub struct Workbench {
     store: Arc<Store>,
     config: Config,
     kiln: Kiln,
-    events: broadcast::Sender<Event>,
+    /// Each event is shared by its subscribers, so a slot of the buffer is one pointer
+    /// (a whole `Event` a slot made the buffer 8 MB, resident from the start).
+    events: broadcast::Sender<Arc<Event>>,
     registry: Arc<Registry>,
     sends: mpsc::Sender<SendJob>,
     appends: mpsc::Sender<transcript::AppendJob>,
@@ -175,13 +177,13 @@ impl Workbench {
     }
 
     /// Receives every change from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.events.subscribe()
     }
 
     fn publish(&self, event: Event) {
         // No receivers is fine: nobody is watching.
-        let _ = self.events.send(event);
+        let _ = self.events.send(Arc::new(event));
     }
 
     pub fn config(&self) -> &Config {
