@@ -17,13 +17,13 @@
 //!   the daemon alone (default 10).
 //!
 //! Phases:
-//! 1. The shipping binary: `cargo build --release --bin cru` (fat LTO, one codegen unit,
-//!    stripped) into `<target dir>/ship`, a target directory of its own: `cargo bench`
-//!    builds the bench profile (no LTO) into the same `target/release`. The size of
-//!    `ship/release/cru`, and whether it still has a symbol table (a `.symtab` section,
-//!    read from its ELF section headers). When `ship/` held no build yet, this build is
-//!    the cold build: its wall time is written to `ship/cold-build-secs`, which later
-//!    runs show.
+//! 1. The shipping binary: `cargo build --release --bin cru` (opt-level s, fat LTO, one
+//!    codegen unit, stripped) into `<target dir>/ship`, a target directory of its own:
+//!    `cargo bench` builds the bench profile (no LTO) into the same `target/release`. The
+//!    size of `ship/release/cru`, and whether it still has a symbol table (a `.symtab`
+//!    section, read from its ELF section headers). When `ship/` held no build yet, this
+//!    build is the cold build: its wall time is written to `ship/cold-build-secs`, which
+//!    later runs show.
 //! 2. The daemon alone: `cru daemon run` spawned with no daemon running, timed until a
 //!    client's handshake is answered: once on a fresh kiln (the database is created), then
 //!    restarts on the kiln it made.
@@ -135,7 +135,7 @@ fn run() -> Result<()> {
     );
 
     println!(
-        "\n[1] the shipping binary: cargo build --release (fat LTO, one codegen unit, stripped)"
+        "\n[1] the shipping binary: cargo build --release (opt-level s, fat LTO, one codegen unit, stripped)"
     );
     let ship = if ship::skipped() {
         println!("  skipped (CRU_BENCH_SHIP=0)");

@@ -1,9 +1,10 @@
-//! The shipping binary for the benchmarks: `cargo build --release --bin cru` (fat LTO, one
-//! codegen unit, stripped) into `<target dir>/ship`, a target directory of its own, since
-//! `cargo bench` builds the bench profile (no LTO) into the same `target/release`. Up to
-//! date, the build is a no-op; from nothing, its wall time is the cold-build figure and is
-//! kept in `ship/cold-build-secs`. `CRU_BENCH_SHIP=0` skips it: the benchmarks then
-//! measure their own `cru`. `CRU_BENCH_BIN=PATH` measures that binary as it is.
+//! The shipping binary for the benchmarks: `cargo build --release --bin cru` (opt-level s,
+//! fat LTO, one codegen unit, stripped) into `<target dir>/ship`, a target directory of
+//! its own, since `cargo bench` builds the bench profile (no LTO) into the same
+//! `target/release`. Up to date, the build is a no-op; from nothing, its wall time is the
+//! cold-build figure and is kept in `ship/cold-build-secs`. `CRU_BENCH_SHIP=0` skips it:
+//! the benchmarks then measure their own `cru`. `CRU_BENCH_BIN=PATH` measures that binary
+//! as it is.
 //!
 //! The build runs without the variables `cargo bench` sets for a benchmark (`CARGO_PKG_*`,
 //! `CARGO_MANIFEST_DIR`, `OUT_DIR`…): build scripts that watch them (ring's, cc's) would
