@@ -10,7 +10,7 @@
 //! ```
 //!
 //! Environment:
-//! - `CRU_BENCH_SHIP=0`: skip the shipping build (phase 1), which takes 25–45 minutes in
+//! - `CRU_BENCH_SHIP=0`: skip the shipping build (phase 1), which takes about 12 minutes in
 //!   a cold directory. Nothing else should run on the machine while it builds.
 //! - `CRU_BENCH_STARTS`: workbench starts with the daemon already up (default 20).
 //! - `CRU_BENCH_AUTO_STARTS`: workbench starts that start the daemon, and cold starts of

@@ -89,8 +89,8 @@ pub fn build() -> Result<ShipBuild> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     if cold_now {
         println!(
-            "  building the shipping binary from nothing into {}: this may take 25–45 minutes \
-             (the time is the cold-build figure)",
+            "  building the shipping binary from nothing into {}: this takes about 12 minutes \
+             on two cores (the time is the cold-build figure)",
             dir.display()
         );
     }
