@@ -513,3 +513,22 @@ const ENDED: &str = "ended";
 fn no_session(id: &str) -> WorkbenchError {
     WorkbenchError::NotFound(format!("no session {id}"))
 }
+
+/// Sleeps until `deadline`, or until `changed` is notified; true when the deadline came.
+/// With no deadline it only waits for a change, and then also returns true, so the caller
+/// looks at what changed (the reaper's and the lease watchdog's loop).
+async fn deadline_or_change(
+    deadline: Option<tokio::time::Instant>,
+    changed: &tokio::sync::Notify,
+) -> bool {
+    match deadline {
+        None => {
+            changed.notified().await;
+            true
+        }
+        Some(at) => tokio::select! {
+            _ = tokio::time::sleep_until(at) => true,
+            _ = changed.notified() => false,
+        },
+    }
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{Workbench, now_rfc3339};
+use super::{Workbench, deadline_or_change, now_rfc3339};
 use crate::kiln::Kiln;
 use crate::protocol::Session;
 
@@ -332,14 +332,8 @@ pub(super) async fn heartbeat_writer(registry: Arc<Registry>, wb: Weak<Workbench
 /// the set of sessions changes; with no sessions it only waits for one to appear.
 pub(super) async fn reaper(registry: Arc<Registry>, wb: Weak<Workbench>) {
     loop {
-        match registry.next_deadline() {
-            None => registry.changed.notified().await,
-            Some(deadline) => {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(deadline) => {}
-                    _ = registry.changed.notified() => continue,
-                }
-            }
+        if !deadline_or_change(registry.next_deadline(), &registry.changed).await {
+            continue;
         }
         let Some(wb) = wb.upgrade() else { return };
         for id in registry.expired() {

@@ -576,14 +576,8 @@ async fn keep_lease(wb: Weak<Workbench>, team: Arc<Team>) {
 
 async fn watchdog(wb: Weak<Workbench>, team: Arc<Team>) {
     loop {
-        match team.next_expiry() {
-            None => team.changed.notified().await,
-            Some(at) => {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(at) => {}
-                    _ = team.changed.notified() => continue,
-                }
-            }
+        if !super::deadline_or_change(team.next_expiry(), &team.changed).await {
+            continue;
         }
         let Some(wb) = wb.upgrade() else { return };
         for gone in team.expired() {
