@@ -29,6 +29,10 @@ pub use lifecycle::PidLock;
 pub enum DaemonError {
     #[error("a daemon is already running for this kiln (pid {0})")]
     AlreadyRunning(u32),
+    #[error(
+        "the kiln's pid file is still locked, but daemon {0} that wrote it is gone: a process it started may hold the file open"
+    )]
+    LockOutlivedDaemon(u32),
     #[error("{context}: {source}")]
     Io {
         context: String,

@@ -117,7 +117,7 @@ impl TestKiln {
     /// Runs `command` (`cru`, or something that runs it) with `--kiln <kiln> daemon run`
     /// as our child and waits until the daemon answers.
     pub async fn run_daemon(&self, mut command: Command) -> DaemonProcess {
-        let child = command
+        let mut child = command
             .arg("--kiln")
             .arg(self.root())
             .args(["daemon", "run"])
@@ -130,10 +130,35 @@ impl TestKiln {
             if Client::connect(&self.kiln).await.is_ok() {
                 break;
             }
-            assert!(Instant::now() < deadline, "daemon did not come up");
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "the daemon exited ({status}) before it answered\n{}",
+                    self.daemon_story(&mut child)
+                );
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "the daemon did not answer within 60 s\n{}",
+                    self.daemon_story(&mut child)
+                );
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         DaemonProcess { child }
+    }
+
+    /// What an ended daemon left: its standard error (when piped) and its log.
+    fn daemon_story(&self, child: &mut Child) -> String {
+        use std::io::Read;
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            let _ = pipe.read_to_string(&mut stderr);
+        }
+        let log = std::fs::read_to_string(self.kiln.log_dir().join("daemon.log"))
+            .unwrap_or_else(|e| format!("(no daemon log: {e})"));
+        format!("--- stderr ---\n{stderr}\n--- daemon.log ---\n{log}")
     }
 
     pub fn daemon_pid(&self) -> Option<u32> {
