@@ -630,6 +630,16 @@ async fn bench(lab: &Lab, settings: &Settings, daemon: &mut Daemon) -> Result<Re
         "  stamp → frame p99/max (ms) by quarter of the window: {}",
         quarters.join(", ")
     );
+    if let Some(slowest) = stamps.iter().max_by_key(|s| s.to_frame()) {
+        // Wall-clock, to find what the daemon's log says of that moment.
+        let at = slowest.stamp;
+        println!(
+            "  the slowest stamp was sent {:.3} s into the window, at {}.{:09} s since the Unix epoch",
+            at.saturating_sub(window_start) as f64 / 1e9,
+            at / 1_000_000_000,
+            at % 1_000_000_000
+        );
+    }
 
     Ok(Report {
         sessions: ids.len(),
