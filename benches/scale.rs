@@ -64,7 +64,7 @@ use crucible::protocol::{
     CreateSessionParams, Event, ListParams, Notification, TranscriptEntry, TranscriptParams,
 };
 use crucible::tui::{Action, Keymap, Model, Theme, render};
-use figures::{Stats, env_number, load_average, ms};
+use figures::{Stats, env_number, load_average, ms, proc_stat};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use tokio::process::{Child, Command};
@@ -945,26 +945,6 @@ impl Follower {
 // ---- statistics ----
 
 // ---- /proc ----
-
-/// utime + stime of a process, in clock ticks.
-fn proc_stat(pid: u32) -> Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    // Fields after the command name (which may hold spaces): state is the first, utime
-    // the 12th and stime the 13th.
-    let rest = stat
-        .rfind(')')
-        .map(|i| &stat[i + 1..])
-        .ok_or_else(|| anyhow!("/proc/{pid}/stat has no command name"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| -> Result<u64> {
-        fields
-            .get(i)
-            .and_then(|f| f.parse().ok())
-            .ok_or_else(|| anyhow!("/proc/{pid}/stat has no field {i}"))
-    };
-    Ok(field(11)? + field(12)?)
-}
 
 /// A process's memory, from `/proc/<pid>/status`, in KiB.
 struct Memory {

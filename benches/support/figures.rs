@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 
 /// Samples, sorted.
 #[derive(Debug, Clone, Default)]
@@ -80,4 +80,24 @@ pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())
+}
+
+/// utime + stime of a process, in clock ticks.
+pub fn proc_stat(pid: u32) -> Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces): state is the first, utime
+    // the 12th and stime the 13th.
+    let rest = stat
+        .rfind(')')
+        .map(|i| &stat[i + 1..])
+        .ok_or_else(|| anyhow!("/proc/{pid}/stat has no command name"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| -> Result<u64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| anyhow!("/proc/{pid}/stat has no field {i}"))
+    };
+    Ok(field(11)? + field(12)?)
 }
