@@ -30,7 +30,8 @@ pub fn server_binary(cru: &Path) -> PathBuf {
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
             let mut command = Command::new(cargo);
             // Without the variables cargo sets for a test or bench: build scripts watch
-            // some, and would rebuild the engine.
+            // some, and would rebuild the engine (and then the test build, which shares
+            // it, would rebuild it back).
             for (name, _) in std::env::vars_os() {
                 let text = name.to_string_lossy();
                 if (text.starts_with("CARGO_") || text.starts_with("__CARGO"))
@@ -38,6 +39,18 @@ pub fn server_binary(cru: &Path) -> PathBuf {
                 {
                     command.env_remove(&name);
                 }
+            }
+            command.env_remove("OUT_DIR");
+            // Cargo put the target folder's native library folders in front of the
+            // library path; a test's are debug folders, a benchmark's release ones.
+            if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
+                let own: Vec<PathBuf> = std::env::split_paths(&paths)
+                    .filter(|p| !p.starts_with(&target))
+                    .collect();
+                match std::env::join_paths(&own) {
+                    Ok(joined) if !own.is_empty() => command.env("LD_LIBRARY_PATH", joined),
+                    _ => command.env_remove("LD_LIBRARY_PATH"),
+                };
             }
             command
                 .args(["build", "--locked", "--quiet", "--manifest-path"])
