@@ -40,9 +40,13 @@ pub fn server_binary(cru: &Path) -> PathBuf {
                     command.env_remove(&name);
                 }
             }
+            // ring's build script watches OUT_DIR, which cargo sets for a test or bench
+            // of a package with a build script: inherited, it would rebuild ring and
+            // everything above it here, and the next test build would rebuild them back.
             command.env_remove("OUT_DIR");
             // Cargo put the target folder's native library folders in front of the
-            // library path; a test's are debug folders, a benchmark's release ones.
+            // library path (a test's are debug folders, a benchmark's release ones): the
+            // server's build sees the library path it would have from a shell.
             if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
                 let own: Vec<PathBuf> = std::env::split_paths(&paths)
                     .filter(|p| !p.starts_with(&target))
