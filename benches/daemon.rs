@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use crucible::client::Client;
 use crucible::kiln::Kiln;
-use figures::proc_stat;
+use figures::{Stats, ms, proc_stat};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
@@ -227,11 +227,10 @@ async fn engine_alone(kiln: &Kiln, settings: &Settings) -> Result<Engine> {
             latencies.push(elapsed);
         }
     }
-    latencies.sort_unstable();
     let list = ListResult {
         cold,
         returned,
-        latencies,
+        latencies: Stats::new(latencies),
     };
     print!("  Store::list_messages (unread, limit {LIST_LIMIT}):");
     list.print();
@@ -687,8 +686,7 @@ struct PhaseResult {
     errors: u64,
     first_error: Option<String>,
     elapsed: Duration,
-    /// Per-call latencies, sorted.
-    latencies: Vec<Duration>,
+    latencies: Stats,
 }
 
 impl PhaseResult {
@@ -704,9 +702,9 @@ impl PhaseResult {
             thousands(self.calls),
             self.elapsed.as_secs_f64(),
             thousands(self.per_sec() as u64),
-            ms(percentile(&self.latencies, 0.50)),
-            ms(percentile(&self.latencies, 0.99)),
-            ms(self.latencies.last().copied().unwrap_or_default()),
+            ms(self.latencies.median()),
+            ms(self.latencies.percentile(0.99)),
+            ms(self.latencies.max()),
             match &self.first_error {
                 Some(e) => format!("   ERRORS: {} (first: {e})", self.errors),
                 None => String::new(),
@@ -798,21 +796,22 @@ async fn load_phase(
         errors: 0,
         first_error: None,
         elapsed: Duration::ZERO,
-        latencies: Vec::new(),
+        latencies: Stats::default(),
     };
+    let mut latencies = Vec::new();
     for task in tasks {
         let outcome = task
             .await
             .with_context(|| format!("a {label} client task panicked"))?;
         result.calls += outcome.calls;
-        result.latencies.extend(outcome.latencies);
+        latencies.extend(outcome.latencies);
         if let Some(e) = outcome.error {
             result.errors += 1;
             result.first_error.get_or_insert(e);
         }
     }
     result.elapsed = start.elapsed();
-    result.latencies.sort_unstable();
+    result.latencies = Stats::new(latencies);
     Ok(result)
 }
 
@@ -901,22 +900,21 @@ async fn fill_inbox(kiln: &Kiln, count: u64) -> Result<FillResult> {
 struct ListResult {
     cold: Duration,
     returned: usize,
-    /// Sorted.
-    latencies: Vec<Duration>,
+    latencies: Stats,
 }
 
 impl ListResult {
     fn p50(&self) -> Duration {
-        percentile(&self.latencies, 0.50)
+        self.latencies.median()
     }
     fn p95(&self) -> Duration {
-        percentile(&self.latencies, 0.95)
+        self.latencies.percentile(0.95)
     }
     fn p99(&self) -> Duration {
-        percentile(&self.latencies, 0.99)
+        self.latencies.percentile(0.99)
     }
     fn max(&self) -> Duration {
-        self.latencies.last().copied().unwrap_or_default()
+        self.latencies.max()
     }
 
     fn print(&self) {
@@ -957,11 +955,10 @@ async fn list_latency(client: &Client) -> Result<ListResult> {
         let (elapsed, _) = list(params.clone()).await?;
         latencies.push(elapsed);
     }
-    latencies.sort_unstable();
     Ok(ListResult {
         cold,
         returned,
-        latencies,
+        latencies: Stats::new(latencies),
     })
 }
 
@@ -1140,19 +1137,6 @@ fn verdict(met: bool) -> String {
 fn rate(count: u64, elapsed: Duration) -> f64 {
     let secs = elapsed.as_secs_f64();
     if secs > 0.0 { count as f64 / secs } else { 0.0 }
-}
-
-/// Nearest-rank percentile of sorted samples.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = (p * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 fn mib(kb: u64) -> f64 {

@@ -6,11 +6,13 @@
 //! the benchmarks then measure their own `cru`. `CRU_BENCH_BIN=PATH` measures that binary
 //! as it is.
 //!
-//! The build runs without the variables `cargo bench` sets for a benchmark (`CARGO_PKG_*`,
-//! `CARGO_MANIFEST_DIR`, `OUT_DIR`…): build scripts that watch them (ring's, cc's) would
-//! otherwise see a changed environment and rebuild half the engine.
+//! The build runs with a shell's environment (`cargo_env`), and without this bench
+//! build's `RUSTC*` and `RUSTFLAGS`.
 
 #![allow(dead_code)] // shared by benchmarks that each use a part of it
+
+#[path = "../../tests/equipment/cargo_env.rs"]
+mod cargo_env;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -99,11 +101,11 @@ pub fn build() -> Result<ShipBuild> {
     command
         .args(["build", "--release", "--bin", "cru", "--target-dir"])
         .arg(&dir);
+    cargo_env::as_from_a_shell(&mut command, &target);
+    // The shipping build's own flags, not this bench build's.
     for (name, _) in std::env::vars_os() {
         let text = name.to_string_lossy();
-        let cargos =
-            (text.starts_with("CARGO") || text.starts_with("__CARGO")) && text != "CARGO_HOME";
-        if cargos || text == "OUT_DIR" || text.starts_with("RUSTC") || text == "RUSTFLAGS" {
+        if text.starts_with("RUSTC") || text == "RUSTFLAGS" {
             command.env_remove(&name);
         }
     }

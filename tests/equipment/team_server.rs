@@ -5,6 +5,9 @@
 
 #![allow(dead_code)] // shared by the tests and the benchmark, which each use a part of it
 
+#[path = "cargo_env.rs"]
+mod cargo_env;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -29,33 +32,7 @@ pub fn server_binary(cru: &Path) -> PathBuf {
                 Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/equipment/surreal-server");
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
             let mut command = Command::new(cargo);
-            // Without the variables cargo sets for a test or bench: build scripts watch
-            // some, and would rebuild the engine (and then the test build, which shares
-            // it, would rebuild it back).
-            for (name, _) in std::env::vars_os() {
-                let text = name.to_string_lossy();
-                if (text.starts_with("CARGO_") || text.starts_with("__CARGO"))
-                    && text != "CARGO_HOME"
-                {
-                    command.env_remove(&name);
-                }
-            }
-            // ring's build script watches OUT_DIR, which cargo sets for a test or bench
-            // of a package with a build script: inherited, it would rebuild ring and
-            // everything above it here, and the next test build would rebuild them back.
-            command.env_remove("OUT_DIR");
-            // Cargo put the target folder's native library folders in front of the
-            // library path (a test's are debug folders, a benchmark's release ones): the
-            // server's build sees the library path it would have from a shell.
-            if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
-                let own: Vec<PathBuf> = std::env::split_paths(&paths)
-                    .filter(|p| !p.starts_with(&target))
-                    .collect();
-                match std::env::join_paths(&own) {
-                    Ok(joined) if !own.is_empty() => command.env("LD_LIBRARY_PATH", joined),
-                    _ => command.env_remove("LD_LIBRARY_PATH"),
-                };
-            }
+            cargo_env::as_from_a_shell(&mut command, &target);
             command
                 .args(["build", "--locked", "--quiet", "--manifest-path"])
                 .arg(manifest.join("Cargo.toml"))
