@@ -48,12 +48,23 @@ pub enum ClientError {
     Decode(String),
     #[error("could not start the daemon: {0}")]
     Start(String),
+    #[error("could not stop the daemon: {0}")]
+    Stop(String),
     /// Refused before anything was sent.
     #[error("{0}")]
     Local(String),
 }
 
 impl ClientError {
+    /// The error in words for a person: the daemon's message without its JSON-RPC code
+    /// (the CLI's `--json` output and [`rpc_code`](Self::rpc_code) keep the code).
+    pub fn words(&self) -> String {
+        match self {
+            ClientError::Rpc(e) => e.message.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// The JSON-RPC error code, if the daemon answered with an error.
     pub fn rpc_code(&self) -> Option<i64> {
         match self {

@@ -165,11 +165,11 @@ pub async fn stop_daemon(kiln: &Kiln) -> Result<bool> {
         return Ok(false);
     }
     sys::terminate(pid)
-        .map_err(|e| ClientError::Start(format!("cannot stop daemon {pid}: {e}")))?;
+        .map_err(|e| ClientError::Stop(format!("cannot signal daemon {pid}: {e}")))?;
     let deadline = Instant::now() + Duration::from_secs(10);
     while sys::pid_alive(pid) && kiln.pid_path().exists() {
         if Instant::now() >= deadline {
-            return Err(ClientError::Start(format!(
+            return Err(ClientError::Stop(format!(
                 "daemon {pid} did not stop within 10 s"
             )));
         }

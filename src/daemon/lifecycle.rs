@@ -28,10 +28,13 @@ impl PidLock {
         if !sys::try_lock(&file).map_err(io_err("cannot lock the pid file"))? {
             let mut text = String::new();
             let _ = file.read_to_string(&mut text);
-            // 0: a daemon between taking the lock and writing its pid, so alive.
-            let holder = text.trim().parse().unwrap_or(0);
+            // No pid: a daemon between taking the lock and writing its pid, so alive.
+            let holder: Option<u32> = text.trim().parse().ok().filter(|&pid| pid > 0);
+            let Some(holder) = holder else {
+                return Err(DaemonError::AlreadyRunning(None));
+            };
             if sys::pid_alive(holder) {
-                return Err(DaemonError::AlreadyRunning(holder));
+                return Err(DaemonError::AlreadyRunning(Some(holder)));
             }
             if !wait_for_release(&file)? {
                 return Err(DaemonError::LockOutlivedDaemon(holder));
@@ -102,8 +105,22 @@ mod tests {
         let _held = hold(&kiln, std::process::id());
         let started = Instant::now();
         let err = PidLock::acquire(&kiln).err().expect("refused");
-        assert!(matches!(err, DaemonError::AlreadyRunning(pid) if pid == std::process::id()));
+        assert!(matches!(err, DaemonError::AlreadyRunning(Some(pid)) if pid == std::process::id()));
         assert!(started.elapsed() < RELEASE_WAIT, "refused without waiting");
+    }
+
+    #[test]
+    fn a_daemon_still_writing_its_pid_is_named_as_starting() {
+        let dir = tempfile::tempdir().unwrap();
+        let kiln = Kiln::new(dir.path().to_path_buf());
+        std::fs::create_dir_all(kiln.state_dir()).unwrap();
+        std::fs::write(kiln.pid_path(), "").unwrap();
+        let file = File::open(kiln.pid_path()).unwrap();
+        assert!(sys::try_lock(&file).unwrap());
+        let err = PidLock::acquire(&kiln).err().expect("refused");
+        assert!(matches!(err, DaemonError::AlreadyRunning(None)), "{err}");
+        assert!(!err.to_string().contains("pid 0"), "{err}");
+        assert!(err.to_string().contains("it is starting"), "{err}");
     }
 
     #[test]

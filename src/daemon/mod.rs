@@ -27,8 +27,13 @@ pub use lifecycle::PidLock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    #[error("a daemon is already running for this kiln (pid {0})")]
-    AlreadyRunning(u32),
+    /// The pid is `None` while the other daemon is starting (it holds the lock and has
+    /// not written its pid yet).
+    #[error("a daemon is already running for this kiln ({})", match .0 {
+        Some(pid) => format!("pid {pid}"),
+        None => "it is starting".to_string(),
+    })]
+    AlreadyRunning(Option<u32>),
     #[error(
         "the kiln's pid file is still locked, but daemon {0} that wrote it is gone: a process it started may hold the file open"
     )]
@@ -115,12 +120,15 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     if let Err(e) = kiln.secure_state_dir() {
         tracing::warn!("cannot make the state directory owner-only: {e}");
     }
-    let sessions = Sessions::start(Arc::clone(&wb)).await;
-
+    // Both sockets are bound before any session resumes: a contained agent's sandbox or
+    // container mounts the agent socket as it starts, and an agent may call in at once
+    // (its connection waits in the socket's backlog until the loop below accepts it).
     let socket = kiln.socket_path();
     let agent_socket = kiln.agent_socket_path();
     let mut owners = Acceptor::new(bind(&socket)?, "daemon.sock");
     let mut agents_door = Acceptor::new(bind(&agent_socket)?, "agent.sock");
+    let sessions = Sessions::start(Arc::clone(&wb)).await;
+
     let mut kiln_watch =
         gone::KilnWatch::start(&kiln.state_dir(), &[socket.clone(), agent_socket.clone()]);
     tracing::info!(pid = std::process::id(), socket = %socket.display(), db = wb.store().url(), "daemon ready");

@@ -163,3 +163,50 @@ async fn a_podman_session_runs_the_scripted_agent_in_a_container() {
         .unwrap();
     assert!(left.stdout.is_empty(), "delete removes the container");
 }
+
+#[tokio::test]
+async fn a_podman_session_answers_again_after_its_daemon_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let root = rootfs(&base);
+    let conf = containers_conf(&base);
+    if let Some(why) = unavailable(&conf, &root) {
+        eprintln!("NOT RUN: {why}");
+        return;
+    }
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let daemon_command = || {
+        let mut cru = Command::new(CRU);
+        cru.env("CONTAINERS_CONF", &conf).stderr(Stdio::null());
+        cru
+    };
+    let mut daemon = tk.run_daemon(daemon_command()).await;
+    let agent_dir = PathBuf::from(AGENT).parent().unwrap().display().to_string();
+    let agent_mount = format!("{agent_dir}:{agent_dir}:ro");
+    let out = tk.cru(&[
+        "session",
+        "new",
+        "--agent",
+        "loader",
+        "--driver",
+        "podman",
+        "--image",
+        root.to_str().unwrap(),
+        "--mount",
+        "/usr:/usr:ro",
+        "--mount",
+        &agent_mount,
+        "--task",
+        "say in the container",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: Session = serde_json::from_str(&stdout(&out)).unwrap();
+    let worktree = PathBuf::from(s.worktree.clone().unwrap());
+    let _daemon =
+        crate::restart::answers_after_kill9(&tk, &mut daemon, daemon_command(), &s.id, worktree)
+            .await;
+    let out = tk.cru(&["session", "delete", &s.id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

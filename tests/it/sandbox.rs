@@ -480,3 +480,34 @@ async fn an_idle_sandbox_is_parked_and_the_next_prompt_makes_it_again() {
         assert_eq!(prompts, ["say first", "say second"], "{agent}");
     }
 }
+
+#[tokio::test]
+async fn a_sandboxed_session_answers_again_after_its_daemon_is_killed() {
+    if !bwrap_works() {
+        return;
+    }
+    let host = Host::new();
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let mut daemon = host.daemon(&tk).await;
+    let created = cru_json(
+        &tk,
+        &[
+            "session",
+            "new",
+            "--agent",
+            "loader",
+            "--driver",
+            "sandbox",
+            "--task",
+            "say in the sandbox",
+            "--json",
+        ],
+    );
+    let s: Session = serde_json::from_value(created).unwrap();
+    let worktree = PathBuf::from(s.worktree.clone().unwrap());
+    let mut next = Command::new(CRU);
+    next.env("HOME", &host.home).stderr(Stdio::null());
+    let _daemon =
+        crate::restart::answers_after_kill9(&tk, &mut daemon, next, &s.id, worktree).await;
+}

@@ -229,29 +229,18 @@ async fn an_ssh_session_runs_its_agent_over_there_and_a_cut_connection_is_an_err
         "the commit was made there and the local branch is moved to it"
     );
 
-    // A daemon killed and started again resumes it over a new connection.
+    // A daemon killed and started again resumes it over a new connection, and it is
+    // prompted, asks and answers again.
     let before = wait_state(&client, &s.id, SessionState::Complete).await;
     let old_ssh = before.agent_pid.expect("the ssh client's pid");
-    daemon.kill9();
-    daemon.wait_exit(Duration::from_secs(10)).await;
     drop(client);
     let mut cru = Command::new(CRU);
     cru.env("CRU_SSH", format!("ssh -F {}", sshd.config().display()))
         .stderr(Stdio::null());
-    let _daemon = tk.run_daemon(cru).await;
+    let _daemon =
+        crate::restart::answers_after_kill9(&tk, &mut daemon, cru, &s.id, there.clone()).await;
     let client = tk.client().await;
-    let resumed = crate::sessions::wait_session(&client, &s.id, "resumed", |s| {
-        s.state == Some(SessionState::Complete) && s.agent_pid.is_some_and(|p| p != old_ssh)
-    })
-    .await;
-    assert!(
-        resumed
-            .state_reason
-            .as_deref()
-            .unwrap_or("")
-            .contains("resumed"),
-        "{resumed:?}"
-    );
+    let resumed = crate::sessions::session(&client, &s.id).await;
     assert_eq!(
         resumed.driver.as_ref().map(|d| d.kind.as_str()),
         Some("ssh"),
