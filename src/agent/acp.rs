@@ -179,10 +179,20 @@ pub(super) async fn converse(
     stdin: tokio::process::ChildStdin,
     stdout: tokio::process::ChildStdout,
     launch: &Launch,
+    stderr_mark: u64,
     firewall: Firewall,
     events: mpsc::UnboundedSender<AgentEvent>,
     mut commands: mpsc::UnboundedReceiver<Order>,
 ) -> Result<(), agent_client_protocol::Error> {
+    // Why a start failed, with what the agent said on stderr since it was started.
+    let explain = {
+        let log = launch.stderr_log.clone();
+        let program = launch.profile.command.clone();
+        move |why: String| {
+            let stderr = super::start_failure::stderr_since(&log, stderr_mark);
+            super::start_failure::explain(&why, &program, &stderr)
+        }
+    };
     let mut stdin = stdin;
     if let Some(preamble) = launch.environment.preamble(&launch.vars(&[])) {
         use tokio::io::AsyncWriteExt;
@@ -398,14 +408,14 @@ pub(super) async fn converse(
             let (session_id, resumed, agent_name) = match opened {
                 Ok(Ok(opened)) => opened,
                 Ok(Err(why)) => {
-                    let _ = events.send(AgentEvent::StartFailed(why));
+                    let _ = events.send(AgentEvent::StartFailed(explain(why)));
                     return Ok(());
                 }
                 Err(_) => {
-                    let _ = events.send(AgentEvent::StartFailed(format!(
+                    let _ = events.send(AgentEvent::StartFailed(explain(format!(
                         "the agent did not start its session within {}s",
                         startup.as_secs()
-                    )));
+                    ))));
                     return Ok(());
                 }
             };
@@ -526,7 +536,17 @@ pub(super) async fn open_session(
         .send_request(NewSessionRequest::new(cwd).mcp_servers(mcp_servers))
         .block_task()
         .await
-        .map_err(|e| format!("the agent could not open a session: {}", describe(&e)))?;
+        .map_err(|e| {
+            let mut why = format!("the agent could not open a session: {}", describe(&e));
+            // ACP's "authentication required": name the ways the agent offers.
+            if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED
+                && !init.auth_methods.is_empty()
+            {
+                let ways: Vec<&str> = init.auth_methods.iter().map(|m| m.name()).collect();
+                why.push_str(&format!(" (it signs in by: {})", ways.join("; ")));
+            }
+            why
+        })?;
     Ok((created.session_id.0.to_string(), false, agent_name))
 }
 

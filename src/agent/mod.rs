@@ -14,6 +14,7 @@ mod acp;
 pub mod command;
 mod fs;
 pub mod internal;
+pub mod start_failure;
 mod terminal;
 
 use std::path::{Path, PathBuf};
@@ -241,13 +242,14 @@ pub fn launch(
             .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?
             .seen_as(&launch.environment.agent_cwd(&launch.cwd)),
     };
+    let stderr_mark = start_failure::stderr_mark(&launch.stderr_log);
     let mut child = spawn(&launch, Path::new(&launch.profile.command), &[])?;
     let pid = child.id().unwrap_or(0);
     let (commands, command_rx) = mpsc::unbounded_channel();
     let (stop, stop_rx) = oneshot::channel();
     tokio::spawn(supervise(
         child_io(&mut child),
-        child,
+        Spawned { child, stderr_mark },
         launch,
         firewall,
         events,
@@ -294,6 +296,12 @@ fn spawn(launch: &Launch, program: &Path, extra: &[(&str, &str)]) -> Result<Chil
         })
 }
 
+/// The agent's process as started, and where its stderr log stood before it started.
+struct Spawned {
+    child: Child,
+    stderr_mark: u64,
+}
+
 type ChildIo = Option<(tokio::process::ChildStdin, tokio::process::ChildStdout)>;
 
 fn child_io(child: &mut Child) -> ChildIo {
@@ -304,13 +312,17 @@ fn child_io(child: &mut Child) -> ChildIo {
 /// gone, then reports how it ended.
 async fn supervise(
     io: ChildIo,
-    mut child: Child,
+    spawned: Spawned,
     launch: Launch,
     firewall: Firewall,
     events: mpsc::UnboundedSender<AgentEvent>,
     commands: mpsc::UnboundedReceiver<Order>,
     stop: oneshot::Receiver<()>,
 ) {
+    let Spawned {
+        mut child,
+        stderr_mark,
+    } = spawned;
     let pid = child.id();
     let exited_early = match io {
         None => {
@@ -320,17 +332,30 @@ async fn supervise(
             false
         }
         Some((stdin, stdout)) => {
-            let connection =
-                acp::converse(stdin, stdout, &launch, firewall, events.clone(), commands);
+            let connection = acp::converse(
+                stdin,
+                stdout,
+                &launch,
+                stderr_mark,
+                firewall,
+                events.clone(),
+                commands,
+            );
+            tokio::pin!(connection);
             tokio::select! {
-                outcome = connection => {
+                outcome = &mut connection => {
                     if let Err(e) = outcome {
                         tracing::info!(agent = %launch.profile_name, "agent connection ended: {e}");
                     }
                     false
                 }
                 _ = stop => false,
-                _ = child.wait() => true,
+                _ = child.wait() => {
+                    // The connection sees the end of the agent's output next: a start
+                    // that fails says why (with the agent's stderr) before it exits.
+                    let _ = tokio::time::timeout(CONNECTION_DRAIN, &mut connection).await;
+                    true
+                }
             }
         }
     };
@@ -349,6 +374,9 @@ async fn supervise(
     };
     let _ = events.send(AgentEvent::Exited { status, code });
 }
+
+/// How long the connection may take to see the end of an agent that exited.
+const CONNECTION_DRAIN: Duration = Duration::from_secs(1);
 
 /// SIGTERM to the agent's process group, then SIGKILL if it lingers.
 async fn end_process(child: &mut Child, pid: Option<u32>) {

@@ -138,12 +138,17 @@ async fn list(entry: &ProfileEntry, check: bool) -> Listed {
 
 /// The first line `program --version` prints, if it prints one in time.
 async fn version(program: &Path) -> Option<String> {
-    let run = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .arg("--version")
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .output();
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = command.spawn().ok()?;
+    let _group = child.id().map(Group);
+    let run = child.wait_with_output();
     let output = tokio::time::timeout(VERSION_TIMEOUT, run)
         .await
         .ok()?
@@ -155,6 +160,16 @@ async fn version(program: &Path) -> Option<String> {
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     // An agent that ignores `--version` and speaks ACP prints JSON, not a version.
     (!line.starts_with('{')).then(|| output::clip(line, 60))
+}
+
+/// A checked program's process group, killed whole when the check is done: an npm agent
+/// is a wrapper that starts the real program, which would outlive a kill of the wrapper.
+struct Group(u32);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        crate::sys::signal_group(self.0, libc::SIGKILL);
+    }
 }
 
 /// Starts the agent, sends ACP `initialize` and reads its answer.
@@ -196,9 +211,11 @@ async fn ask_initialize(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot start: {e}"))?;
+    let _group = child.id().map(Group);
     let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err("cannot talk to it".into());
     };

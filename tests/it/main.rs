@@ -9,7 +9,9 @@ mod command_agents;
 mod common;
 mod context;
 mod daemon;
+mod deliberate;
 mod durability;
+mod failures;
 mod full_disk;
 mod hardening;
 mod land;
@@ -18,6 +20,7 @@ mod mcp;
 #[path = "../equipment/model_server.rs"]
 mod model_server;
 mod podman;
+mod restart;
 mod rules;
 mod sandbox;
 mod sessions;

@@ -1,0 +1,120 @@
+//! Failures that say why: an agent that cannot start names what its stderr said and, for
+//! a known agent, how to sign in; `cru agents --check` leaves no process behind.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crucible::protocol::{MsgType, SessionState};
+
+use crate::common::*;
+use crate::sessions::{agent_kiln, create, wait_message, wait_state};
+
+fn script(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[tokio::test]
+async fn an_agent_that_cannot_start_names_its_stderr_and_how_to_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    // Named like Codex's adapter: it complains on stderr and ends before answering.
+    let program = dir.path().join("codex-acp");
+    script(
+        &program,
+        "#!/bin/sh\necho 'starting up' >&2\necho 'Error: no credentials found in ~/.codex' >&2\nexit 3\n",
+    );
+    let tk = agent_kiln(&format!(
+        "[agents.unsigned]\ncommand = {:?}\n",
+        program.display().to_string()
+    ));
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "unsigned", Some("do the thing")).await;
+    let failed = wait_state(&client, &s.id, SessionState::Error).await;
+    let reason = failed.state_reason.unwrap_or_default();
+    assert!(
+        reason.contains("Its stderr ends: starting up / Error: no credentials found in ~/.codex"),
+        "{reason}"
+    );
+    assert!(reason.contains("codex login"), "{reason}");
+    assert!(reason.contains("CODEX_API_KEY"), "{reason}");
+    let error = wait_message(&client, &s.id, MsgType::Error).await;
+    let body = error.body.unwrap_or_default();
+    assert!(body.contains("no credentials found"), "{body}");
+    assert!(!body.contains("code -32"), "{body}");
+
+    // A second start quotes only what that start wrote.
+    script(&program, "#!/bin/sh\necho 'second try' >&2\nexit 1\n");
+    let again = create(&client, "unsigned", Some("again")).await;
+    let failed = wait_state(&client, &again.id, SessionState::Error).await;
+    let reason = failed.state_reason.unwrap_or_default();
+    assert!(reason.contains("Its stderr ends: second try"), "{reason}");
+    assert!(!reason.contains("no credentials"), "{reason}");
+}
+
+#[test]
+fn agents_check_leaves_no_process_behind() {
+    let tk = TestKiln::new();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let pids = dir.path().join("pids");
+    // An npm-style wrapper: it starts a helper of its own, then the real agent.
+    let agent = env!("CARGO_BIN_EXE_cru-scripted-agent");
+    script(
+        &bin.join("claude-agent-acp"),
+        &format!(
+            "#!/bin/sh\nsleep 300 &\necho $! >> {pids:?}\necho $$ >> {pids:?}\nexec {agent:?}\n"
+        ),
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let checked = Command::new(CRU)
+        .args([
+            "--kiln",
+            &tk.root().display().to_string(),
+            "agents",
+            "--check",
+        ])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let text = stdout(&checked);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("claude ") && l.contains("ok: cru-scripted-agent")),
+        "{text}\n{}",
+        stderr(&checked)
+    );
+    let started: Vec<u32> = std::fs::read_to_string(&pids)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    // Started twice (`--version`, then the check), each time a helper and the agent.
+    assert_eq!(
+        started.len(),
+        4,
+        "the wrapper started its helper and the agent: {started:?}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let alive: Vec<u32> = started
+            .iter()
+            .copied()
+            .filter(|&pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|stat| !stat.contains(") Z "))
+            })
+            .collect();
+        if alive.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind by cru agents --check: {alive:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
