@@ -248,6 +248,8 @@ async fn engine_alone(kiln: &Kiln, settings: &Settings) -> Result<Engine> {
                 body: Some(BODY.into()),
                 options: None,
                 option_kinds: None,
+                rule: None,
+                operation: None,
                 read: false,
                 responded: false,
                 response: None,

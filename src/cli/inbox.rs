@@ -159,6 +159,7 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
                 body,
                 options: (!options.is_empty()).then_some(options),
                 option_kinds: None,
+                flagged: None,
             };
             let one = client.call::<m::InboxSend>(&params).await?;
             if json {

@@ -84,6 +84,7 @@ impl AgentLink {
             body: body.map(String::from),
             options: options.map(<[String]>::to_vec),
             option_kinds: None,
+            flagged: None,
         };
         let sent = self
             .client

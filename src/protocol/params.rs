@@ -67,6 +67,17 @@ pub struct SendParams {
     /// `reject_once`, `reject_always`), in the options' order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub option_kinds: Option<Vec<String>>,
+    /// The rule that asked and the operation it covers, set by the daemon's own gate only:
+    /// never taken from the wire, so no client can make an approval look flagged or not.
+    #[serde(skip)]
+    pub flagged: Option<Flagged>,
+}
+
+/// An operation a rule flagged for approval: the rule and the operation, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flagged {
+    pub rule: String,
+    pub operation: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -445,6 +445,13 @@ pub struct InboxMessage {
     /// `approve` and `deny` are mapped by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub option_kinds: Option<Vec<String>>,
+    /// For an approval a rule asked for: the rule. Such an approval is approved only after
+    /// a confirmation that names [`operation`](Self::operation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// For an approval a rule asked for: the operation it covers, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
     #[serde(default)]
     pub read: bool,
     #[serde(default)]
@@ -651,6 +658,8 @@ mod tests {
             body: None,
             options: options.map(|o| o.into_iter().map(String::from).collect()),
             option_kinds: None,
+            rule: None,
+            operation: None,
             read: false,
             responded: false,
             response: None,

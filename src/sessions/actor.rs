@@ -47,7 +47,7 @@ pub(super) enum Command {
         shutdown: bool,
     },
     /// A blocking message of this session was created or answered.
-    Inbox(InboxMessage),
+    Inbox(Box<InboxMessage>),
     /// Inbox events were missed: re-read what is open.
     Resync,
     /// Switch a rule off (or on again) for this session.
@@ -439,6 +439,7 @@ impl Actor {
                 body,
                 options,
                 kinds,
+                flagged,
             } => {
                 let sent = self
                     .wb
@@ -449,6 +450,7 @@ impl Actor {
                         body: Some(body),
                         options,
                         option_kinds: kinds,
+                        flagged,
                     })
                     .await;
                 let result = sent.map(|m| m.id).map_err(|e| e.to_string());

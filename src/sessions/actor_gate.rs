@@ -83,7 +83,7 @@ impl Actor {
             options,
             Some(reason),
             operation,
-            false,
+            Some("credential".into()),
             reply,
         );
         if let Input::Permission { key, .. } = &input {
@@ -159,10 +159,11 @@ impl Actor {
             } => {
                 let options = allow_or_deny();
                 let (answer_tx, answer) = oneshot::channel::<Option<String>>();
+                let denied = format!("denied by the human (rule {rule})");
                 tokio::spawn(async move {
                     let result = match answer.await {
                         Ok(Some(id)) if id == "allow" => Ok(()),
-                        _ => Err(format!("denied by the human (rule {rule})")),
+                        _ => Err(denied),
                     };
                     let _ = reply.send(result);
                 });
@@ -172,7 +173,7 @@ impl Actor {
                     options,
                     Some(reason),
                     operation,
-                    true,
+                    Some(rule),
                     answer_tx,
                 ))
             }
@@ -221,16 +222,16 @@ impl Actor {
                 None
             }
             Judgement::Ask {
+                rule,
                 title: ruled,
                 reason,
-                ..
             } => Some(self.ask(
                 ruled,
                 tool_call_id,
                 options,
                 Some(reason),
                 operation,
-                true,
+                Some(rule),
                 reply,
             )),
             Judgement::ContextMiss { path, reason } => {
@@ -238,7 +239,7 @@ impl Actor {
                 Some(self.context_miss(t, &path, reason).await)
             }
             Judgement::Free => {
-                Some(self.ask(title, tool_call_id, options, None, operation, false, reply))
+                Some(self.ask(title, tool_call_id, options, None, operation, None, reply))
             }
         }
     }
@@ -276,17 +277,22 @@ impl Actor {
         options: Vec<PermissionChoice>,
         reason: Option<String>,
         operation: Operation,
-        from_rule: bool,
+        rule: Option<String>,
         reply: oneshot::Sender<Option<String>>,
     ) -> Input {
         let key = self.next_key;
         self.next_key += 1;
         self.permissions.insert(key, reply);
+        let from_rule = rule.is_some();
         let remembered: Vec<String> = options
             .iter()
             .filter(|o| o.kind == "allow_always" || (from_rule && o.kind.starts_with("allow")))
             .map(|o| o.id.clone())
             .collect();
+        let flagged = rule.map(|rule| crate::protocol::Flagged {
+            rule,
+            operation: operation.describe(),
+        });
         self.gated.insert(key, (operation, remembered));
         Input::Permission {
             key,
@@ -294,6 +300,7 @@ impl Actor {
             tool_call_id,
             options,
             reason,
+            flagged,
         }
     }
 

@@ -231,6 +231,7 @@ impl SessionLink for Link {
                     body,
                     options,
                     option_kinds: None,
+                    flagged: None,
                 })
                 .await
                 .map_err(|e| e.to_string())?;

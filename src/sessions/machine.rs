@@ -19,7 +19,7 @@ use super::wording;
 use crate::agent::{PermissionChoice, TurnFailure};
 use crate::config::AgentKind;
 use crate::context::Message;
-use crate::protocol::{EntryKind, SessionState};
+use crate::protocol::{EntryKind, Flagged, SessionState};
 
 pub(super) use effect::{Change, Effect, Line, Reply};
 pub(super) use input::Input;
@@ -187,7 +187,16 @@ impl Machine {
                 tool_call_id,
                 options,
                 reason,
-            } => self.permission(&mut fx, key, title, tool_call_id, &options, reason),
+                flagged,
+            } => {
+                let asking = Asking {
+                    title,
+                    tool_call_id,
+                    reason,
+                    flagged,
+                };
+                self.permission(&mut fx, key, &options, asking)
+            }
             Input::Posted { key, result } => self.posted(&mut fx, key, result),
             Input::File { op, path, refused } => {
                 let (text, status) = match refused {
@@ -425,11 +434,15 @@ impl Machine {
         &mut self,
         fx: &mut Effects,
         key: Key,
-        title: String,
-        tool_call_id: String,
         options: &[PermissionChoice],
-        reason: Option<String>,
+        asking: Asking,
     ) {
+        let Asking {
+            title,
+            tool_call_id,
+            reason,
+            flagged,
+        } = asking;
         let line = Line::new(EntryKind::Permission).text(&title);
         fx.push(Effect::Append(line.tool(tool_call_id)));
         let choices = inbox_choices(options);
@@ -445,6 +458,7 @@ impl Machine {
                 .then(|| choices.iter().map(|(shown, _, _)| shown.clone()).collect()),
             kinds: (!choices.is_empty())
                 .then(|| choices.iter().map(|(_, _, kind)| kind.clone()).collect()),
+            flagged,
         });
         let approval = Approval {
             key,
@@ -647,6 +661,16 @@ impl Machine {
         }
         fx.push(Effect::Finish);
     }
+}
+
+/// What a permission request asks, besides its options.
+struct Asking {
+    title: String,
+    tool_call_id: String,
+    /// Why crucible asks (a rule's reason).
+    reason: Option<String>,
+    /// The rule that asked and the operation, when a rule asks.
+    flagged: Option<Flagged>,
 }
 
 /// The options an approval shows: the agent's option names, made unique when two

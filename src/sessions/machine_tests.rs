@@ -66,6 +66,7 @@ fn ask(key: Key) -> Input {
         key,
         title: TITLE.into(),
         reason: None,
+        flagged: None,
         tool_call_id: "t1".into(),
         options: vec![
             choice("allow", "Allow", "allow_once"),

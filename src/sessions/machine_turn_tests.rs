@@ -311,6 +311,7 @@ pub(super) fn approvals() -> Vec<Case> {
                     body: body.into(),
                     options: Some(vec!["Allow".into(), "Reject".into()]),
                     kinds: Some(vec!["allow_once".into(), "reject_once".into()]),
+                    flagged: None,
                 },
             ],
         )

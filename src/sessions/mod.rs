@@ -701,7 +701,7 @@ async fn route_inbox_events(
                 if m.msg_type.blocks()
                     && let Some(actor) = sessions.actor(&m.session_id)
                 {
-                    let _ = actor.send(Command::Inbox(m.clone()));
+                    let _ = actor.send(Command::Inbox(Box::new(m.clone())));
                 }
             }
             Ok(_) => {}

@@ -222,6 +222,7 @@ impl Sessions {
             )),
             options: Some(vec!["Widen and restart".into(), "Leave it stopped".into()]),
             option_kinds: None,
+            flagged: None,
         };
         if let Err(e) = self.wb.send(params).await {
             tracing::error!(session = %session.id, "cannot ask about the context miss: {e}");

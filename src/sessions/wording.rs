@@ -81,6 +81,7 @@ impl Notice {
             body: self.body,
             options: None,
             option_kinds: None,
+            flagged: None,
         }
     }
 }

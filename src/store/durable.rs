@@ -368,6 +368,8 @@ mod tests {
             body: Some("a body".into()),
             options: Some(vec!["yes".into(), "no".into()]),
             option_kinds: None,
+            rule: None,
+            operation: None,
             read: false,
             responded: false,
             response: None,

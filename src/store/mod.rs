@@ -101,7 +101,8 @@ const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_
      owner, host";
 const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
-     msg_type, title, body, options, option_kinds, read, responded, response, withdrawn";
+     msg_type, title, body, options, option_kinds, rule, operation, read, responded, response, \
+     withdrawn";
 
 impl Store {
     /// Opens (creating if needed) the store described by `cfg`, with `default_path` for the

@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -151,6 +151,12 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD error_code ON commands TYPE option<int>;
     DEFINE FIELD error ON commands TYPE option<string>;
     DEFINE INDEX idx_commands_target ON commands FIELDS target, done;
+    "#,
+    // v12: for an approval a rule asked for, the rule and the operation it covers (named on
+    // screen, and confirmed by name before it is approved).
+    r#"
+    DEFINE FIELD rule ON inbox_messages TYPE option<string>;
+    DEFINE FIELD operation ON inbox_messages TYPE option<string>;
     "#,
 ];
 

@@ -71,6 +71,8 @@ pub fn message(
         body: None,
         options: (!options.is_empty()).then(|| options.iter().map(|o| o.to_string()).collect()),
         option_kinds: None,
+        rule: None,
+        operation: None,
         read: false,
         responded: false,
         response: None,

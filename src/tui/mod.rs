@@ -19,6 +19,7 @@
 //!    hides the daemon-gone banner.
 
 mod action;
+mod answer;
 pub mod commands;
 mod inbox;
 mod input;
@@ -31,6 +32,8 @@ mod transcript;
 mod update;
 mod view;
 
+#[cfg(test)]
+mod answer_tests;
 #[cfg(test)]
 mod fixture;
 #[cfg(test)]

@@ -13,12 +13,16 @@ use crate::protocol::{
 };
 
 use super::action::Action;
+use super::answer::Confirm;
 use super::inbox::Inbox;
 use super::input::Input;
 use super::keymap::Keymap;
 use super::review::{DiffView, ReviewComment};
 use super::transcript::Transcript;
 use super::view::WrapCache;
+
+/// The longest failure shown as a flash alone; a longer one gets a page too.
+const LONGEST_FLASH: usize = 100;
 
 /// What has the keyboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,6 +184,11 @@ pub struct Model {
     pub(super) quiet_since: HashMap<String, Instant>,
     /// How long a working session may be quiet before it shows it (`tui.stall_secs`).
     pub(super) stall_after: Duration,
+    /// An approval a rule asked for, answered and waiting for `y`.
+    pub(super) confirm: Option<Confirm>,
+    /// Lines sent (Enter) before the daemon answered: carried out, in order, once the
+    /// state is read.
+    pub(super) held: Vec<String>,
 }
 
 /// A session's context stack as the context pane shows it.
@@ -225,6 +234,8 @@ impl Model {
             conflicts: ConflictReport::default(),
             quiet_since: HashMap::new(),
             stall_after: Duration::from_secs(120),
+            confirm: None,
+            held: Vec::new(),
         }
     }
 
@@ -278,7 +289,11 @@ impl Model {
             .filter(|id| ids.contains(id))
             .or_else(|| self.sessions.first().map(|s| s.id.clone()));
         self.focused = None;
-        focus.map_or_else(Vec::new, |id| self.focus(&id))
+        let mut actions = focus.map_or_else(Vec::new, |id| self.focus(&id));
+        if self.connection == Connection::Connected {
+            actions.extend(self.run_held());
+        }
+        actions
     }
 
     /// Applies a daemon event. Returns a [`Action::Bell`] when a session that is not
@@ -420,6 +435,23 @@ impl Model {
     /// Shows a message until the next key (e.g. an action that failed).
     pub fn report(&mut self, flash: Flash) {
         self.flash = Some(flash);
+    }
+
+    /// Reports that `what` failed and why, whole: a short reason in one line, a longer
+    /// one (a merge's conflicts, an agent's last words) on a page that scrolls.
+    pub fn report_failure(&mut self, what: &str, why: &str) {
+        let why = why.trim();
+        let one_line = format!("{what} failed: {why}");
+        if !why.contains('\n') && one_line.chars().count() <= LONGEST_FLASH {
+            self.flash = Some(Flash::error(one_line));
+            return;
+        }
+        let first = why.lines().next().unwrap_or_default();
+        self.flash = Some(Flash::error(format!("{what} failed: {first}")));
+        self.show_page(
+            format!("{what} failed"),
+            why.lines().map(str::to_string).collect(),
+        );
     }
 
     /// Replaces the key bindings (the config changed).

@@ -106,7 +106,8 @@ enum Outcome {
     /// A read-only page: its title and lines.
     Page(String, Vec<String>),
     Note(String),
-    Failed(String),
+    /// What failed, in words, and why.
+    Failed(String, String),
 }
 
 /// The screen's event loop: keys, daemon events and finished actions in, frames out.
@@ -344,7 +345,7 @@ impl Runtime {
             }
             Outcome::Page(title, lines) => self.model.show_page(title, lines),
             Outcome::Note(text) => self.model.report(Flash::info(text)),
-            Outcome::Failed(why) => self.model.report(Flash::error(why)),
+            Outcome::Failed(what, why) => self.model.report_failure(&what, &why),
         }
     }
 
@@ -649,7 +650,7 @@ impl Runtime {
         tokio::spawn(async move {
             let outcome = match work(client).await {
                 Ok(outcome) => outcome,
-                Err(e) => Some(Outcome::Failed(format!("{what}: {e}"))),
+                Err(e) => Some(Outcome::Failed(doing(what).to_string(), e.words())),
             };
             if let Some(outcome) = outcome {
                 let _ = outcomes.send(outcome);
@@ -685,6 +686,36 @@ impl Runtime {
                 one_line(&format!("{e:#}"))
             ))),
         }
+    }
+}
+
+/// What a call to `method` does, in words, for "… failed: why".
+fn doing(method: &str) -> &str {
+    match method {
+        "session.create" => "starting the session",
+        "session.prompt" => "sending the prompt",
+        "session.cancel" => "cancelling the turn",
+        "session.stop" => "stopping the session",
+        "session.restart" => "restarting the agent",
+        "session.merge" => "the merge",
+        "session.pr" => "opening the pull request",
+        "session.commit" => "the commit",
+        "session.diff" => "reading the changes",
+        "session.conflicts" => "reading the conflicts",
+        "session.delete" => "deleting the session",
+        "session.prune" => "pruning",
+        "session.rename" => "renaming",
+        "session.fork" => "forking the session",
+        "session.reset" => "resetting the session",
+        "session.rule" => "changing the rule",
+        "session.audit" => "reading the audit log",
+        "session.security" => "reading the security state",
+        "session.transcript" => "reading the transcript",
+        "rules.list" => "reading the rules",
+        "inbox.respond" => "answering",
+        "inbox.mark_read" => "marking read",
+        "context" => "the context operation",
+        other => other,
     }
 }
 

@@ -325,10 +325,11 @@ fn the_inbox_pane_opens_and_answers_approvals() {
         }]
     );
     assert!(model.inbox().opened().is_none(), "answering closes it");
-    // The decision below it: `d` is refused, a digit answers.
+    // The decision below it: answered once opened; then `d` is refused, a digit answers.
     model.handle_key(key(KeyCode::Char('j')));
     let decision = model.inbox().selected().cloned().unwrap();
     assert_eq!(decision.msg_type, MsgType::DecisionNeeded);
+    model.handle_key(key(KeyCode::Enter));
     assert!(model.handle_key(key(KeyCode::Char('d'))).is_empty());
     assert_eq!(flash(&model), "a decision, not an approval: choose 1–2");
     assert!(model.handle_key(key(KeyCode::Char('3'))).is_empty());

@@ -6,29 +6,19 @@ use crossterm::event::{
 };
 use ratatui::layout::{Position, Rect};
 
-use crate::protocol::{InboxMessage, MsgType, SessionState};
+use crate::protocol::SessionState;
 
 use super::action::Action;
+use super::answer::Choice;
 use super::commands::{self, ReviewOp, SlashCommand};
-use super::inbox::is_open;
 use super::keymap::{KeyAction, Scope};
-use super::model::{Flash, Model, Overlay, Zone};
+use super::model::{Connection, Flash, Model, Overlay, Zone};
 use super::review::{ReviewComment, review_prompt};
 use super::view;
 use crate::protocol::ContextCall;
 
 /// Rows one notch of the mouse wheel scrolls.
 const WHEEL_ROWS: i32 = 3;
-
-/// How the human answers a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Choice {
-    /// 1-based.
-    Option(usize),
-    Approve,
-    Deny,
-    Text(String),
-}
 
 impl Model {
     /// Handles a key press.
@@ -37,25 +27,60 @@ impl Model {
             return Vec::new();
         }
         self.flash = None;
+        if let Some(confirm) = self.confirm.take() {
+            return self.confirm_key(confirm, key);
+        }
         if self.overlay == Some(Overlay::Diff) {
             return self.diff_key(key);
         }
         if let Some(overlay) = self.overlay {
             return self.overlay_key(overlay, key);
         }
-        let scope = match self.zone {
-            Zone::Input => Scope::Input,
-            Zone::Inbox => Scope::Inbox,
-        };
-        let bound = self
-            .keymap
-            .lookup(scope, &key)
-            .or_else(|| self.keymap.lookup(Scope::Global, &key));
-        match (bound, self.zone) {
-            (Some(action), _) => self.perform(action),
-            (None, Zone::Input) => self.type_key(key),
-            (None, Zone::Inbox) => self.inbox_key(key),
+        match self.zone {
+            Zone::Input => match self.keymap.lookup(Scope::Input, &key) {
+                Some(action) => self.perform(action),
+                None => match self.keymap.lookup(Scope::Global, &key) {
+                    Some(action) => self.perform(action),
+                    None => self.type_key(key),
+                },
+            },
+            Zone::Inbox => self.inbox_key(key),
         }
+    }
+
+    /// A key while the inbox has the keyboard. The inbox takes its own keys (moving,
+    /// opening, Esc), and the answer keys only while a message is open; any other
+    /// printable key goes back to the input and is typed there, so text typed into the
+    /// inbox by mistake never answers anything.
+    fn inbox_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let opened = self.inbox.opened().is_some();
+        match self.keymap.lookup(Scope::Inbox, &key) {
+            Some(action @ (KeyAction::Approve | KeyAction::Deny)) if opened => {
+                return self.perform(action);
+            }
+            Some(KeyAction::Approve | KeyAction::Deny) => return self.type_into_input(key),
+            Some(action) => return self.perform(action),
+            None => {}
+        }
+        let plain = !key
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        match key.code {
+            KeyCode::Char(c @ '1'..='9') if plain && opened => {
+                self.answer_opened(Choice::Option(c as usize - '0' as usize))
+            }
+            KeyCode::Char(_) if plain => self.type_into_input(key),
+            _ => match self.keymap.lookup(Scope::Global, &key) {
+                Some(action) => self.perform(action),
+                None => Vec::new(),
+            },
+        }
+    }
+
+    /// Gives the keyboard back to the input and types `key` there.
+    fn type_into_input(&mut self, key: KeyEvent) -> Vec<Action> {
+        self.zone = Zone::Input;
+        self.type_key(key)
     }
 
     /// Handles a mouse event on a screen of size `screen`: the wheel scrolls the
@@ -286,8 +311,8 @@ impl Model {
             KeyAction::InboxUp => self.move_selection(-1),
             KeyAction::InboxDown => self.move_selection(1),
             KeyAction::InboxOpen => self.open_selected(),
-            KeyAction::Approve => self.answer_selected(Choice::Approve),
-            KeyAction::Deny => self.answer_selected(Choice::Deny),
+            KeyAction::Approve => self.answer_opened(Choice::Approve),
+            KeyAction::Deny => self.answer_opened(Choice::Deny),
             KeyAction::Diff => self.on_focused(|session_id| Action::LoadDiff { session_id }),
             KeyAction::CancelTurn if !self.input.is_empty() => Vec::new(),
             KeyAction::CancelTurn => match self.focused_session() {
@@ -300,11 +325,8 @@ impl Model {
                 _ => Vec::new(),
             },
             KeyAction::Back => {
-                if self.inbox.opened().is_some() {
-                    self.inbox.close();
-                } else {
-                    self.zone = Zone::Input;
-                }
+                self.inbox.close();
+                self.zone = Zone::Input;
                 Vec::new()
             }
         }
@@ -319,17 +341,6 @@ impl Model {
         }
         self.input.area.input(key);
         Vec::new()
-    }
-
-    /// Digits choose an option of the opened (or selected) message.
-    fn inbox_key(&mut self, key: KeyEvent) -> Vec<Action> {
-        match key.code {
-            KeyCode::Char(c @ '1'..='9') => {
-                let n = c as usize - '0' as usize;
-                self.answer_selected(Choice::Option(n))
-            }
-            _ => Vec::new(),
-        }
     }
 
     /// The diff overlay: move over the rows, `c` writes a review comment on the row's
@@ -367,7 +378,7 @@ impl Model {
         }
         let page = 10;
         match key.code {
-            KeyCode::Esc | KeyCode::Char('q') => self.overlay = None,
+            KeyCode::Esc | KeyCode::Char('q') => self.close_overlay(),
             KeyCode::Up | KeyCode::Char('k') => diff.move_by(-1),
             KeyCode::Down | KeyCode::Char('j') => diff.move_by(1),
             KeyCode::PageUp => diff.move_by(-page),
@@ -387,7 +398,7 @@ impl Model {
             _ => {}
         }
         match (overlay, key.code) {
-            (_, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | '?')) => self.overlay = None,
+            (_, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | '?')) => self.close_overlay(),
             (
                 Overlay::Help {
                     scroll,
@@ -427,8 +438,18 @@ impl Model {
                 });
             }
             (Overlay::Sessions, KeyCode::Char(c @ '1'..='9')) => {
-                self.overlay = None;
+                self.close_overlay();
                 return self.goto(c as usize - '0' as usize);
+            }
+            // Any other printable key is typing: the overlay closes and the key goes to
+            // the input, so nothing typed while an overlay came up is lost.
+            (_, KeyCode::Char(_))
+                if !key
+                    .modifiers
+                    .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+            {
+                self.close_overlay();
+                return self.type_key(key);
             }
             _ => {}
         }
@@ -441,8 +462,18 @@ impl Model {
             (Some(Overlay::Help { .. }), Overlay::Help { .. })
                 | (Some(Overlay::Sessions), Overlay::Sessions)
         );
-        self.overlay = if same { None } else { Some(overlay) };
+        if same {
+            self.close_overlay();
+        } else {
+            self.overlay = Some(overlay);
+        }
         Vec::new()
+    }
+
+    /// Closes the overlay; the keys go to the input after it, whatever had them before.
+    fn close_overlay(&mut self) {
+        self.overlay = None;
+        self.zone = Zone::Input;
     }
 
     /// Hidden → shown and focused; focused → hidden; shown elsewhere → focused.
@@ -518,17 +549,71 @@ impl Model {
         if text.trim().is_empty() {
             return Vec::new();
         }
-        if text.starts_with('/') && !text.starts_with("//") {
-            self.input.take();
-            return match commands::parse(&text) {
-                Ok(command) => self.handle_command(command),
-                Err(e) => self.refuse(e.to_string()),
-            };
+        let command =
+            (text.starts_with('/') && !text.starts_with("//")).then(|| commands::parse(&text));
+        let local = matches!(
+            command,
+            Some(Ok(SlashCommand::Help | SlashCommand::Quit)) | Some(Err(_))
+        );
+        if self.connection != Connection::Connected && !local {
+            // Typed before the daemon answered (or while it is away): kept, and carried
+            // out once the state is read.
+            self.held.push(self.input.take());
+            self.flash = Some(Flash::info(format!(
+                "{} held until the daemon answers",
+                match self.held.len() {
+                    1 => "1 line".to_string(),
+                    n => format!("{n} lines"),
+                }
+            )));
+            return Vec::new();
         }
-        let Some(session_id) = self.focused.clone() else {
-            return self.refuse("no session to prompt — /new creates one");
-        };
-        let text = self.input.take();
+        match command {
+            Some(command) => {
+                self.input.take();
+                match command {
+                    Ok(command) => self.handle_command(command),
+                    Err(e) => self.refuse(e.to_string()),
+                }
+            }
+            None => match self.focused.clone() {
+                Some(session_id) => {
+                    let text = self.input.take();
+                    self.prompt(session_id, text)
+                }
+                None => self.refuse("no session to prompt — /new creates one"),
+            },
+        }
+    }
+
+    /// Carries out the lines held while not connected, in order. A prompt with no session
+    /// to take it goes back into the input rather than being lost.
+    pub(super) fn run_held(&mut self) -> Vec<Action> {
+        let mut actions = Vec::new();
+        for line in std::mem::take(&mut self.held) {
+            if line.starts_with('/') && !line.starts_with("//") {
+                match commands::parse(&line) {
+                    Ok(command) => actions.extend(self.handle_command(command)),
+                    Err(e) => {
+                        self.refuse(e.to_string());
+                    }
+                }
+                continue;
+            }
+            match self.focused.clone() {
+                Some(session_id) => actions.extend(self.prompt(session_id, line)),
+                None => {
+                    if self.input.is_empty() {
+                        self.input.set_text(&line);
+                    }
+                    self.refuse("no session to prompt — /new creates one");
+                }
+            }
+        }
+        actions
+    }
+
+    fn prompt(&mut self, session_id: String, text: String) -> Vec<Action> {
         // `//` sends a prompt that starts with a slash.
         let text = text
             .strip_prefix('/')
@@ -578,51 +663,6 @@ impl Model {
         self.open_selected()
     }
 
-    /// The message an answer is for: the opened one, else the focused session's item.
-    /// `/approve`, `/deny`: the open approval here (opened in the inbox, or the focused
-    /// session's).
-    fn answer_approval(&mut self, choice: Choice) -> Vec<Action> {
-        match self.answer_target() {
-            Some(id) => self.answer(&id, choice),
-            None => self.refuse("nothing to answer: no open approval here"),
-        }
-    }
-
-    fn answer_target(&self) -> Option<String> {
-        self.inbox
-            .opened()
-            .or_else(|| self.inline_item())
-            .map(|m| m.id.clone())
-    }
-
-    fn answer_selected(&mut self, choice: Choice) -> Vec<Action> {
-        let target = self.inbox.opened().or_else(|| self.inbox.selected());
-        match target.map(|m| m.id.clone()) {
-            Some(id) => self.answer(&id, choice),
-            None => Vec::new(),
-        }
-    }
-
-    fn answer(&mut self, message_id: &str, choice: Choice) -> Vec<Action> {
-        let Some(message) = self.inbox.get(message_id) else {
-            return Vec::new();
-        };
-        match response_for(message, choice) {
-            Ok(response) => {
-                self.flash = Some(Flash::info(format!(
-                    "answered \"{}\": {response}",
-                    message.title
-                )));
-                self.inbox.close();
-                vec![Action::Respond {
-                    message_id: message_id.to_string(),
-                    response,
-                }]
-            }
-            Err(why) => self.refuse(why),
-        }
-    }
-
     /// `/review`: the focused session's comments listed, sent as one prompt, or dropped.
     fn review(&mut self, op: ReviewOp) -> Vec<Action> {
         let Some(session_id) = self.focused.clone() else {
@@ -665,48 +705,8 @@ impl Model {
         }
     }
 
-    fn refuse(&mut self, text: impl Into<String>) -> Vec<Action> {
+    pub(super) fn refuse(&mut self, text: impl Into<String>) -> Vec<Action> {
         self.flash = Some(Flash::error(text));
         Vec::new()
-    }
-}
-
-/// The response a choice makes for a message, or why it cannot answer it.
-fn response_for(message: &InboxMessage, choice: Choice) -> Result<String, String> {
-    if !is_open(message) {
-        let state = match (message.msg_type.blocks(), message.withdrawn) {
-            (false, _) => "needs no answer",
-            (true, true) => "was withdrawn",
-            (true, false) => "is already answered",
-        };
-        return Err(format!("\"{}\" {state}", message.title));
-    }
-    let options = message.accepted_answers().unwrap_or_default();
-    let range = format!("choose 1–{}", options.len());
-    match choice {
-        Choice::Option(n) if options.is_empty() => Err(format!(
-            "\"{}\" takes a free answer: /answer <text> (you chose {n})",
-            message.title
-        )),
-        Choice::Option(n) => options.get(n.wrapping_sub(1)).cloned().ok_or(range),
-        Choice::Approve | Choice::Deny if message.msg_type != MsgType::ApprovalRequired => {
-            Err(format!("a decision, not an approval: {range}"))
-        }
-        // By the options' ACP kinds where the agent gave them, else their words.
-        Choice::Approve => message
-            .answer_for("approve")
-            .ok_or(format!("no option approves: {range}")),
-        Choice::Deny => message
-            .answer_for("deny")
-            .ok_or(format!("no option denies: {range}")),
-        Choice::Text(text) if options.is_empty() => Ok(text),
-        Choice::Text(text) => match text.trim().parse::<usize>() {
-            Ok(n) => response_for(message, Choice::Option(n)),
-            Err(_) => options
-                .iter()
-                .find(|o| o.eq_ignore_ascii_case(text.trim()))
-                .cloned()
-                .ok_or_else(|| format!("answer one of: {}", options.join(", "))),
-        },
     }
 }

@@ -51,6 +51,8 @@ impl Workbench {
                 .option_kinds
                 .filter(|k| Some(k.len()) == params.options.as_ref().map(Vec::len)),
             options: params.options.filter(|o| !o.is_empty()),
+            rule: params.flagged.as_ref().map(|f| f.rule.clone()),
+            operation: params.flagged.map(|f| f.operation),
             read: false,
             responded: false,
             response: None,

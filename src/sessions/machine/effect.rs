@@ -2,7 +2,7 @@
 
 use super::Key;
 use crate::context::Message;
-use crate::protocol::{EntryKind, SessionState};
+use crate::protocol::{EntryKind, Flagged, SessionState};
 use crate::sessions::wording::Notice;
 
 /// What the actor carries out.
@@ -37,6 +37,8 @@ pub(in crate::sessions) enum Effect {
         options: Option<Vec<String>>,
         /// Each option's ACP kind, in order.
         kinds: Option<Vec<String>>,
+        /// The rule that asked and the operation, when a rule asks.
+        flagged: Option<Flagged>,
     },
     /// Answers the agent's permission request: an option id, or `None` to refuse.
     AnswerPermission { key: Key, option: Option<String> },

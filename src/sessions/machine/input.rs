@@ -3,7 +3,7 @@
 
 use super::Key;
 use crate::agent::{PermissionChoice, TurnFailure};
-use crate::protocol::EntryKind;
+use crate::protocol::{EntryKind, Flagged};
 
 /// What happens to the session.
 #[derive(Debug)]
@@ -39,6 +39,8 @@ pub(in crate::sessions) enum Input {
         options: Vec<PermissionChoice>,
         /// Why crucible asks (a rule's reason), above the options.
         reason: Option<String>,
+        /// The rule that asked and the operation, when a rule asks.
+        flagged: Option<Flagged>,
     },
     File {
         op: &'static str,

@@ -17,20 +17,24 @@ use crate::tui::theme::{Role, Theme};
 pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let inbox = model.inbox();
     let focused = model.zone == Zone::Inbox;
-    let title = format!(" inbox · {} unread ", inbox.unread());
+    let title = if focused {
+        format!(" ▶ inbox · keys here · {} unread ", inbox.unread())
+    } else {
+        format!(" inbox · {} unread ", inbox.unread())
+    };
     let mut block = pane(title, focused, theme);
     if focused {
         let keys = &model.keymap;
         let hints = if inbox.opened().is_some() {
             format!(
-                " {}/{} approve/deny · 1-9 option · {} close ",
+                " {}/{} approve/deny · 1-9 option · {} back to the input ",
                 keys.hint(KeyAction::Approve),
                 keys.hint(KeyAction::Deny),
                 keys.hint(KeyAction::Back)
             )
         } else {
             format!(
-                " {} open · {} back ",
+                " {} open to answer · {} back to the input ",
                 keys.hint(KeyAction::InboxOpen),
                 keys.hint(KeyAction::Back)
             )
@@ -157,43 +161,55 @@ fn detail(frame: &mut Frame, area: Rect, model: &Model, message: &InboxMessage, 
     frame.render_widget(block, area);
     let max = usize::from(inner.width);
     let number = model.number_of(&message.session_id).unwrap_or_default();
-    let mut lines = vec![
-        Line::styled(
-            clip(&message.title, max),
-            theme.style(Role::Text).add_modifier(Modifier::BOLD),
-        ),
-        Line::styled(
-            clip(
-                &format!(
-                    "[{number}] {} · {} · {}",
-                    message.session_name,
-                    clock(&message.timestamp),
-                    message.msg_type
-                ),
-                max,
+    // What is asked, who asks and every option come first, so that a long body can
+    // never push an option off the pane.
+    let strong = theme.style(Role::Text).add_modifier(Modifier::BOLD);
+    let mut lines: Vec<Line> = wrap(&message.title, max)
+        .into_iter()
+        .map(|l| Line::styled(l, strong))
+        .collect();
+    lines.push(Line::styled(
+        clip(
+            &format!(
+                "[{number}] {} · {} · {}",
+                message.session_name,
+                clock(&message.timestamp),
+                message.msg_type
             ),
-            dim(theme),
+            max,
         ),
-    ];
-    if let Some(body) = &message.body {
+        dim(theme),
+    ));
+    let text = |l: String| Line::styled(l, theme.style(Role::Text));
+    if let Some(operation) = &message.operation {
         lines.extend(
-            wrap(body, max)
+            wrap(&format!("operation: {operation}"), max)
                 .into_iter()
-                .map(|l| Line::styled(l, theme.style(Role::Text))),
+                .map(text),
         );
     }
+    if let Some(rule) = &message.rule {
+        lines.extend(wrap(&format!("rule: {rule}"), max).into_iter().map(text));
+    }
     let options = message.accepted_answers().unwrap_or_default();
-    lines.extend(options.iter().enumerate().map(|(i, o)| {
-        Line::from(vec![
-            Span::styled(
-                format!(" {} ", i + 1),
-                theme
-                    .style(Role::SessionWaiting)
-                    .add_modifier(Modifier::BOLD),
-            ),
-            Span::styled(o.clone(), theme.style(Role::Text)),
-        ])
-    }));
+    let number_style = theme
+        .style(Role::SessionWaiting)
+        .add_modifier(Modifier::BOLD);
+    for (i, option) in options.iter().enumerate() {
+        let mark = format!(" {} ", i + 1);
+        let rows = wrap(option, max.saturating_sub(width(&mark)).max(1));
+        for (k, row) in rows.into_iter().enumerate() {
+            let lead = if k == 0 {
+                mark.clone()
+            } else {
+                " ".repeat(width(&mark))
+            };
+            lines.push(Line::from(vec![
+                Span::styled(lead, number_style),
+                Span::styled(row, theme.style(Role::Text)),
+            ]));
+        }
+    }
     let outcome = if message.withdrawn {
         Some(format!(
             "withdrawn: {}",
@@ -210,7 +226,15 @@ fn detail(frame: &mut Frame, area: Rect, model: &Model, message: &InboxMessage, 
         None
     };
     if let Some(outcome) = outcome {
-        lines.push(Line::styled(clip(&outcome, max), dim(theme)));
+        lines.extend(
+            wrap(&outcome, max)
+                .into_iter()
+                .map(|l| Line::styled(l, dim(theme))),
+        );
+    }
+    if let Some(body) = &message.body {
+        lines.push(Line::default());
+        lines.extend(wrap(body, max).into_iter().map(text));
     }
     frame.render_widget(Paragraph::new(lines), inner);
 }

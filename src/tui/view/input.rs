@@ -4,10 +4,10 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
-use ratatui::text::{Line, Span};
+use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph};
 
-use super::{clip, dim, pane};
+use super::{clip, dim, pane, wrap};
 use crate::protocol::MsgType;
 use crate::tui::keymap::KeyAction;
 use crate::tui::model::{Model, Zone};
@@ -33,6 +33,15 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let mut block = pane(target, model.zone == Zone::Input, theme);
     if usize::from(area.width) > Line::from(hints.as_str()).width() + 40 {
         block = block.title(Line::styled(hints, dim(theme)).right_aligned());
+    }
+    if model.zone != Zone::Input && model.flash.is_none() {
+        block = block.title_bottom(Line::styled(
+            clip(
+                " the inbox has the keys · Esc or typing comes back here ",
+                usize::from(area.width).saturating_sub(2),
+            ),
+            dim(theme),
+        ));
     }
     if let Some(flash) = &model.flash {
         let role = if flash.is_error {
@@ -60,44 +69,136 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     frame.render_widget(&textarea, inner);
 }
 
-/// The focused session's oldest open decision or approval.
-pub fn render_inline_item(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
-    let Some(message) = model.inline_item() else {
-        return;
+/// What the panel above the input shows: a confirmation waiting for `y`, else the
+/// focused session's oldest open decision or approval. Every row is wrapped to `width`
+/// (the panel's inside), so the operation, the rule and every option are on screen.
+pub struct Panel {
+    pub title: String,
+    pub confirm: bool,
+    pub rows: Vec<(String, Kind)>,
+}
+
+/// How a panel row is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Strong,
+    Text,
+    Options,
+    Hint,
+}
+
+pub fn panel(model: &Model, width: usize) -> Option<Panel> {
+    let width = width.max(1);
+    let mut rows = Vec::new();
+    let mut push = |text: &str, kind: Kind| {
+        rows.extend(wrap(text, width).into_iter().map(|row| (row, kind)));
     };
-    let waiting = theme.style(Role::SessionWaiting);
+    if let Some(confirm) = &model.confirm {
+        push(&format!("Approve: {}", confirm.operation), Kind::Strong);
+        push(&format!("asked by rule {}", confirm.rule), Kind::Text);
+        push(
+            "y approves this operation · Esc or any other key leaves it waiting",
+            Kind::Hint,
+        );
+        return Some(Panel {
+            title: " confirm the approval ".into(),
+            confirm: true,
+            rows,
+        });
+    }
+    let message = model.inline_item()?;
     let kind = match message.msg_type {
         MsgType::ApprovalRequired => "approval required",
         _ => "decision needed",
     };
-    let block = Block::bordered().border_style(waiting).title(Line::styled(
-        format!(" {kind} "),
-        waiting.add_modifier(Modifier::BOLD),
-    ));
-    let answer_key = model.keymap.hint(KeyAction::Answer);
+    push(&message.title, Kind::Strong);
+    if let Some(operation) = &message.operation {
+        push(&format!("operation: {operation}"), Kind::Text);
+    }
+    if let Some(rule) = &message.rule {
+        push(&format!("rule: {rule}"), Kind::Text);
+    }
     let options = message.accepted_answers().unwrap_or_default();
-    let mut choices: Vec<Span> = options
+    let chunks: Vec<String> = options
         .iter()
         .enumerate()
-        .map(|(i, o)| Span::styled(format!("[{}] {o}  ", i + 1), theme.style(Role::Text)))
+        .map(|(i, o)| format!("[{}] {o}", i + 1))
         .collect();
+    rows.extend(pack(&chunks, width).into_iter().map(|r| (r, Kind::Options)));
+    let answer_key = model.keymap.hint(KeyAction::Answer);
     let how = if options.is_empty() {
-        "· /answer <text>".to_string()
+        "/answer <text>".to_string()
     } else if message.msg_type == MsgType::ApprovalRequired {
         format!(
-            "· {answer_key} then a/d or 1-{} · /answer <n>",
+            "{answer_key} opens it, then a/d or 1-{} · /approve · /deny",
             options.len()
         )
     } else {
-        format!("· {answer_key} then 1-{} · /answer <n>", options.len())
+        format!(
+            "{answer_key} opens it, then 1-{} · /answer <n>",
+            options.len()
+        )
     };
-    choices.push(Span::styled(how, dim(theme)));
-    let lines = vec![
-        Line::styled(
-            clip(&message.title, usize::from(area.width).saturating_sub(2)),
-            theme.style(Role::Text).add_modifier(Modifier::BOLD),
-        ),
-        Line::from(choices),
-    ];
+    rows.extend(wrap(&how, width).into_iter().map(|r| (r, Kind::Hint)));
+    Some(Panel {
+        title: format!(" {kind} "),
+        confirm: false,
+        rows,
+    })
+}
+
+/// Chunks side by side, two spaces apart, as many to a row as fit; a chunk wider than a
+/// row is wrapped on its own.
+fn pack(chunks: &[String], width: usize) -> Vec<String> {
+    let mut rows: Vec<String> = Vec::new();
+    let mut row = String::new();
+    for chunk in chunks {
+        let gap = if row.is_empty() { 0 } else { 2 };
+        if super::width(&row) + gap + super::width(chunk) <= width {
+            if gap > 0 {
+                row.push_str("  ");
+            }
+            row.push_str(chunk);
+            continue;
+        }
+        if !row.is_empty() {
+            rows.push(std::mem::take(&mut row));
+        }
+        let mut pieces = wrap(chunk, width);
+        let last = pieces.pop().unwrap_or_default();
+        rows.extend(pieces);
+        row = last;
+    }
+    if !row.is_empty() {
+        rows.push(row);
+    }
+    rows
+}
+
+/// The panel above the input (see [`panel`]).
+pub fn render_inline_item(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let Some(panel) = panel(model, usize::from(area.width.saturating_sub(2))) else {
+        return;
+    };
+    let border = if panel.confirm {
+        theme.style(Role::Error)
+    } else {
+        theme.style(Role::SessionWaiting)
+    };
+    let block = Block::bordered().border_style(border).title(Line::styled(
+        panel.title,
+        border.add_modifier(Modifier::BOLD),
+    ));
+    let lines: Vec<Line> = panel
+        .rows
+        .into_iter()
+        .map(|(text, kind)| match kind {
+            Kind::Strong => {
+                Line::styled(text, theme.style(Role::Text).add_modifier(Modifier::BOLD))
+            }
+            Kind::Text | Kind::Options => Line::styled(text, theme.style(Role::Text)),
+            Kind::Hint => Line::styled(text, dim(theme)),
+        })
+        .collect();
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }

@@ -99,14 +99,23 @@ pub fn layout(model: &Model, area: Rect) -> Areas {
         ..rest
     };
     rest.height -= input_height;
-    let inline_item = (model.inline_item().is_some() && rest.height >= 3 + 4).then(|| {
-        rest.height -= 4;
-        Rect {
-            y: rest.bottom(),
-            height: 4,
-            ..rest
-        }
+    // The panel above the input gets every row it needs, leaving the body at least one.
+    let panel_rows = input::panel(model, usize::from(rest.width.saturating_sub(2))).map(|p| {
+        u16::try_from(p.rows.len())
+            .unwrap_or(u16::MAX)
+            .saturating_add(2)
     });
+    let inline_item = panel_rows
+        .map(|rows| rows.min(rest.height.saturating_sub(1)))
+        .filter(|rows| *rows >= 3)
+        .map(|rows| {
+            rest.height -= rows;
+            Rect {
+                y: rest.bottom(),
+                height: rows,
+                ..rest
+            }
+        });
     let (transcript, inbox, context) = body(model, rest);
     Areas {
         banner,
@@ -200,11 +209,11 @@ fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
             ),
         },
         Connection::Connecting => (
-            " connecting…".to_string(),
+            format!(" connecting…{}", held(model)),
             theme.style(Role::TextDim).add_modifier(Modifier::REVERSED),
         ),
         Connection::Lost { reason } => (
-            format!(" daemon gone ({reason}) — reconnecting…"),
+            format!(" daemon gone ({reason}) — reconnecting…{}", held(model)),
             theme
                 .style(Role::Error)
                 .add_modifier(Modifier::REVERSED | Modifier::BOLD),
@@ -214,6 +223,15 @@ fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         Paragraph::new(clip(&text, area.width.into())).style(style),
         area,
     );
+}
+
+/// ` · 2 lines held until connected`, or nothing.
+fn held(model: &Model) -> String {
+    match model.held.len() {
+        0 => String::new(),
+        1 => " · 1 line held until connected".into(),
+        n => format!(" · {n} lines held until connected"),
+    }
 }
 
 /// A bordered block, highlighted when it has the keyboard.

@@ -7,7 +7,7 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
-use super::{activity_role, clip, dim, pane, width};
+use super::{activity_role, clip, dim, pane, width, wrap};
 use crate::tui::commands::COMMANDS;
 use crate::tui::inbox::is_open;
 use crate::tui::keymap::{BINDINGS, KeyAction, Scope};
@@ -133,15 +133,17 @@ pub fn page(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme, scroll:
     };
     let width = area.width.saturating_sub(4).min(110);
     let max = usize::from(width.saturating_sub(2));
-    let rect = centered(area, width, lines.len());
+    // Long lines wrap: a page (an error above all) is shown whole, scrolled if need be.
+    let rows: Vec<String> = lines.iter().flat_map(|l| wrap(l, max)).collect();
+    let rect = centered(area, width, rows.len());
     let title = format!(" {} · esc closes · ↑↓ scroll ", clip(name, 50));
     let block = pane(title, true, theme);
     let inner = block.inner(rect);
-    let top = usize::from(scroll).min(lines.len().saturating_sub(inner.height.into()));
-    let shown: Vec<Line> = lines
-        .iter()
+    let top = usize::from(scroll).min(rows.len().saturating_sub(inner.height.into()));
+    let shown: Vec<Line> = rows
+        .into_iter()
         .skip(top)
-        .map(|l| Line::styled(clip(l, max), theme.style(Role::Text)))
+        .map(|l| Line::styled(l, theme.style(Role::Text)))
         .collect();
     frame.render_widget(Clear, rect);
     frame.render_widget(Paragraph::new(shown).block(block), rect);

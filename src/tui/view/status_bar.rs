@@ -2,8 +2,9 @@
 //! `▸[1] feat/auth/claude ●working  ![2] fix/flaky/codex ●waiting | 2 | /sessions`.
 //! `▸` marks the focused session, `!` one that started waiting while not focused. When the
 //! line is too narrow it drops state labels (those of the focused and waiting sessions
-//! last; the colour still shows the state), then names, then shows a window of sessions
-//! around the focused one.
+//! last; the colour still shows the state), then the names of the others, then shows a
+//! window of sessions around the focused one followed by every waiting session: the
+//! focused and the waiting sessions stay named however many there are.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -22,13 +23,36 @@ enum Detail {
     /// State labels only on the focused session and those waiting.
     Mixed,
     NoLabel,
-    /// The focused session in full, the others by number.
-    Focus,
+    /// The focused session and those waiting named with their state, the others by
+    /// number.
+    Named,
+    /// The focused session and those waiting named, the others by number.
+    NamedBare,
+    /// As [`Detail::NamedBare`], the names shortened.
+    NamedShort,
+    /// Every session by number: the last resort of a very narrow line.
     Number,
+}
+
+impl Detail {
+    /// Whether the session is named, and whether its state is spelled out.
+    fn shows(self, focused: bool, waiting: bool) -> (bool, bool) {
+        let key = focused || waiting;
+        match self {
+            Detail::Full => (true, true),
+            Detail::Mixed => (true, key),
+            Detail::NoLabel => (true, false),
+            Detail::Named => (key, key),
+            Detail::NamedBare | Detail::NamedShort => (key, false),
+            Detail::Number => (false, false),
+        }
+    }
 }
 
 /// The longest name shown in full.
 const NAME_MAX: usize = 28;
+/// The longest name on a crowded, narrow line.
+const SHORT_NAME_MAX: usize = 8;
 
 /// Spans, and the index of the session they show (if any).
 type Piece<'a> = (Option<usize>, Vec<Span<'a>>);
@@ -99,8 +123,8 @@ fn sessions<'a>(model: &Model, theme: &Theme, room: usize) -> Vec<Piece<'a>> {
         Detail::Full,
         Detail::Mixed,
         Detail::NoLabel,
-        Detail::Focus,
-        Detail::Number,
+        Detail::Named,
+        Detail::NamedBare,
     ] {
         let pieces: Vec<Piece> = (0..model.sessions().len())
             .map(|i| (Some(i), segment(model, theme, i, detail)))
@@ -109,18 +133,58 @@ fn sessions<'a>(model: &Model, theme: &Theme, room: usize) -> Vec<Piece<'a>> {
             return pieces;
         }
     }
-    window(model, theme, room)
+    // Too many to show each: a window around the focused session, and after it every
+    // waiting session the window leaves out, named (by number only where even that
+    // does not fit).
+    let mut pieces = Vec::new();
+    for detail in [Detail::NamedBare, Detail::NamedShort, Detail::Number] {
+        pieces = windowed(model, theme, room, detail);
+        if pieces.iter().map(|(_, s)| line_width(s)).sum::<usize>() <= room {
+            break;
+        }
+    }
+    pieces
 }
 
+/// A window around the focused session, then the waiting sessions it leaves out.
+fn windowed<'a>(model: &Model, theme: &Theme, room: usize, detail: Detail) -> Vec<Piece<'a>> {
+    let focused = model.focused_session().map(|s| s.id.as_str());
+    let reserve: usize = model
+        .sessions()
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| Some(s.id.as_str()) != focused && model.activity(s) == Activity::Waiting)
+        .map(|(i, _)| line_width(&segment(model, theme, i, detail)))
+        .sum();
+    let reserve = if reserve > 0 {
+        reserve + WAITING.len()
+    } else {
+        0
+    };
+    let mut pieces = window(model, theme, room.saturating_sub(reserve), detail);
+    let outside = waiting_outside(model, theme, &pieces, detail);
+    if !outside.is_empty() {
+        pieces.push((
+            None,
+            vec![Span::styled(WAITING, theme.style(Role::SessionWaiting))],
+        ));
+        pieces.extend(outside);
+    }
+    pieces
+}
+
+/// Before the waiting sessions a window leaves out.
+const WAITING: &str = " waiting:";
+
 /// Compact segments around the focused session, with `…` where some are left out.
-fn window<'a>(model: &Model, theme: &Theme, room: usize) -> Vec<Piece<'a>> {
+fn window<'a>(model: &Model, theme: &Theme, room: usize, detail: Detail) -> Vec<Piece<'a>> {
     let count = model.sessions().len();
     let focused = model
         .focused_session()
         .and_then(|s| model.number_of(&s.id))
         .map_or(0, |n| n - 1);
     let widths: Vec<usize> = (0..count)
-        .map(|i| line_width(&segment(model, theme, i, Detail::Number)))
+        .map(|i| line_width(&segment(model, theme, i, detail)))
         .collect();
     let (mut first, mut last) = (focused, focused);
     let mut used = widths[focused] + 2;
@@ -144,11 +208,26 @@ fn window<'a>(model: &Model, theme: &Theme, room: usize) -> Vec<Piece<'a>> {
         None,
         vec![Span::styled(if first > 0 { "…" } else { "" }, dim)],
     )];
-    pieces.extend((first..=last).map(|i| (Some(i), segment(model, theme, i, Detail::Number))));
+    pieces.extend((first..=last).map(|i| (Some(i), segment(model, theme, i, detail))));
     if last + 1 < count {
         pieces.push((None, vec![Span::styled("…", dim)]));
     }
     pieces
+}
+
+/// The sessions outside the window that wait for the human, named.
+fn waiting_outside<'a>(
+    model: &Model,
+    theme: &Theme,
+    window: &[Piece<'a>],
+    detail: Detail,
+) -> Vec<Piece<'a>> {
+    let shown: Vec<usize> = window.iter().filter_map(|(i, _)| *i).collect();
+    (0..model.sessions().len())
+        .filter(|i| !shown.contains(i))
+        .filter(|&i| model.activity(&model.sessions()[i]) == Activity::Waiting)
+        .map(|i| (Some(i), segment(model, theme, i, detail)))
+        .collect()
 }
 
 fn segment<'a>(model: &Model, theme: &Theme, index: usize, detail: Detail) -> Vec<Span<'a>> {
@@ -172,7 +251,12 @@ fn segment<'a>(model: &Model, theme: &Theme, index: usize, detail: Detail) -> Ve
         theme.style(Role::Text)
     };
     let number = format!("[{}]", index + 1);
-    let name = clip(&session.display_name.replace(" @ ", "/"), NAME_MAX);
+    let longest = if detail == Detail::NamedShort {
+        SHORT_NAME_MAX
+    } else {
+        NAME_MAX
+    };
+    let name = clip(&session.display_name.replace(" @ ", "/"), longest);
     let mut spans = vec![
         Span::styled(marker, label_style),
         Span::styled(number, label_style),
@@ -195,15 +279,10 @@ fn segment<'a>(model: &Model, theme: &Theme, index: usize, detail: Detail) -> Ve
         };
         spans.push(Span::styled(mark, theme.style(Role::Conflict)));
     }
-    let labelled = match detail {
-        Detail::Full => true,
-        Detail::Mixed => focused || activity == Activity::Waiting,
-        Detail::Focus => focused,
-        Detail::NoLabel | Detail::Number => false,
-    };
-    match (detail, labelled) {
-        (Detail::Number | Detail::Focus, false) => spans.push(Span::styled("● ", state)),
-        (_, true) => {
+    let (named, labelled) = detail.shows(focused, activity == Activity::Waiting);
+    match (named, labelled) {
+        (false, _) => spans.push(Span::styled("● ", state)),
+        (true, true) => {
             spans.push(Span::styled(format!(" {name} "), label_style));
             spans.push(Span::styled(format!("●{} ", activity.label()), state));
             if let Some(quiet) = model.stalled_for(&session.id, std::time::Instant::now()) {
@@ -213,7 +292,7 @@ fn segment<'a>(model: &Model, theme: &Theme, index: usize, detail: Detail) -> Ve
                 ));
             }
         }
-        (_, false) => {
+        (true, false) => {
             spans.push(Span::styled(format!(" {name}"), label_style));
             spans.push(Span::styled("● ", state));
         }

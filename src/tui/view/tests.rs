@@ -246,13 +246,13 @@ fn input_with_an_inline_decision_and_a_flash() {
     let mut model = fixture::model();
     model.report(Flash::error("unknown command /nxt — did you mean /next?"));
     let theme = Theme::default();
-    let text = draw(80, 7, |f| {
-        let [item, input] = [Rect::new(0, 0, 80, 4), Rect::new(0, 4, 80, 3)];
+    let text = draw(80, 8, |f| {
+        let [item, input] = [Rect::new(0, 0, 80, 5), Rect::new(0, 5, 80, 3)];
         input::render_inline_item(f, item, &model, &theme);
         input::render(f, input, &model, &theme);
     });
     assert!(text.contains("[1] JWT  [2] Session cookies"), "{text}");
-    assert!(text.contains("alt-a then 1-2"), "{text}");
+    assert!(text.contains("alt-a opens it, then 1-2"), "{text}");
     assert!(text.contains("did you mean /next?"), "{text}");
     assert_snapshot!(text);
 }
@@ -261,7 +261,7 @@ fn input_with_an_inline_decision_and_a_flash() {
 fn inline_approval_of_the_focused_session() {
     let mut model = fixture::model();
     press(&mut model, KeyCode::Char('2'), KeyModifiers::ALT);
-    let text = draw(80, 4, |f| {
+    let text = draw(80, 5, |f| {
         input::render_inline_item(f, f.area(), &model, &Theme::default())
     });
     assert!(text.contains("approval required"), "{text}");

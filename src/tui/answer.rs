@@ -1,0 +1,177 @@
+//! Answering the inbox: only a deliberate act answers. A key answers only the message that
+//! is open (in the inbox pane, or brought there by `answer`); `/approve`, `/deny` and
+//! `/answer` only the open message or the focused session's question shown above the
+//! input; and an approval a rule asked for is approved only after `y` on a confirmation
+//! that names the operation. Nothing answers the merely selected row.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::action::Action;
+use super::inbox::is_open;
+use super::model::{Flash, Model};
+use crate::protocol::{InboxMessage, MsgType};
+
+/// How the human answers a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Choice {
+    /// 1-based.
+    Option(usize),
+    Approve,
+    Deny,
+    Text(String),
+}
+
+/// An answer to an approval a rule asked for, waiting for `y`: the confirmation names the
+/// operation, so what is approved is on the screen when it is approved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirm {
+    pub message_id: String,
+    /// The option the answer picks.
+    pub response: String,
+    pub rule: String,
+    pub operation: String,
+}
+
+impl Model {
+    /// The message `/approve`, `/deny` and `/answer` are for: the opened one, else the
+    /// focused session's question shown above the input.
+    pub(super) fn answer_target(&self) -> Option<String> {
+        self.inbox
+            .opened()
+            .or_else(|| self.inline_item())
+            .map(|m| m.id.clone())
+    }
+
+    /// `/approve`, `/deny`: the open approval here (opened in the inbox, or the focused
+    /// session's).
+    pub(super) fn answer_approval(&mut self, choice: Choice) -> Vec<Action> {
+        match self.answer_target() {
+            Some(id) => self.answer(&id, choice),
+            None => self.refuse("nothing to answer: no open approval here"),
+        }
+    }
+
+    /// A key of the opened message: `a`, `d`, a digit.
+    pub(super) fn answer_opened(&mut self, choice: Choice) -> Vec<Action> {
+        match self.inbox.opened().map(|m| m.id.clone()) {
+            Some(id) => self.answer(&id, choice),
+            None => Vec::new(),
+        }
+    }
+
+    /// Answers `message_id` with `choice`, or asks to confirm first when a rule flagged it
+    /// and the answer is anything but a denial.
+    pub(super) fn answer(&mut self, message_id: &str, choice: Choice) -> Vec<Action> {
+        let Some(message) = self.inbox.get(message_id) else {
+            return Vec::new();
+        };
+        let response = match response_for(message, choice) {
+            Ok(response) => response,
+            Err(why) => return self.refuse(why),
+        };
+        if let Some(rule) = &message.rule {
+            let denial = message.answer_for("deny");
+            if denial.as_deref() != Some(response.as_str()) {
+                self.confirm = Some(Confirm {
+                    message_id: message_id.to_string(),
+                    response,
+                    rule: rule.clone(),
+                    operation: message
+                        .operation
+                        .clone()
+                        .unwrap_or_else(|| message.title.clone()),
+                });
+                return Vec::new();
+            }
+        }
+        self.respond(message_id, response)
+    }
+
+    /// A key while a confirmation is shown: `y` approves the named operation; Esc or `n`
+    /// cancels; any other key cancels and then does what it does.
+    pub(super) fn confirm_key(&mut self, confirm: Confirm, key: KeyEvent) -> Vec<Action> {
+        let plain = !key
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        match key.code {
+            KeyCode::Char('y') if plain => self.respond(&confirm.message_id, confirm.response),
+            KeyCode::Esc => self.not_approved(&confirm),
+            KeyCode::Char('n') if plain => self.not_approved(&confirm),
+            _ => {
+                let actions = self.handle_key(key);
+                if self.flash.is_none() {
+                    self.not_approved(&confirm);
+                }
+                actions
+            }
+        }
+    }
+
+    fn respond(&mut self, message_id: &str, response: String) -> Vec<Action> {
+        let Some(message) = self.inbox.get(message_id) else {
+            return Vec::new();
+        };
+        if !is_open(message) {
+            // Answered elsewhere, or withdrawn, while the confirmation was shown.
+            let why = response_for(message, Choice::Text(response)).err();
+            return self.refuse(why.unwrap_or_default());
+        }
+        self.flash = Some(Flash::info(format!(
+            "answered \"{}\": {response}",
+            message.title
+        )));
+        self.inbox.close();
+        vec![Action::Respond {
+            message_id: message_id.to_string(),
+            response,
+        }]
+    }
+
+    fn not_approved(&mut self, confirm: &Confirm) -> Vec<Action> {
+        self.flash = Some(Flash::info(format!(
+            "not approved: {} (still waiting)",
+            confirm.operation
+        )));
+        Vec::new()
+    }
+}
+
+/// The response a choice makes for a message, or why it cannot answer it.
+fn response_for(message: &InboxMessage, choice: Choice) -> Result<String, String> {
+    if !is_open(message) {
+        let state = match (message.msg_type.blocks(), message.withdrawn) {
+            (false, _) => "needs no answer",
+            (true, true) => "was withdrawn",
+            (true, false) => "is already answered",
+        };
+        return Err(format!("\"{}\" {state}", message.title));
+    }
+    let options = message.accepted_answers().unwrap_or_default();
+    let range = format!("choose 1–{}", options.len());
+    match choice {
+        Choice::Option(n) if options.is_empty() => Err(format!(
+            "\"{}\" takes a free answer: /answer <text> (you chose {n})",
+            message.title
+        )),
+        Choice::Option(n) => options.get(n.wrapping_sub(1)).cloned().ok_or(range),
+        Choice::Approve | Choice::Deny if message.msg_type != MsgType::ApprovalRequired => {
+            Err(format!("a decision, not an approval: {range}"))
+        }
+        // By the options' ACP kinds where the agent gave them, else their words.
+        Choice::Approve => message
+            .answer_for("approve")
+            .ok_or(format!("no option approves: {range}")),
+        Choice::Deny => message
+            .answer_for("deny")
+            .ok_or(format!("no option denies: {range}")),
+        Choice::Text(text) if options.is_empty() => Ok(text),
+        Choice::Text(text) => match text.trim().parse::<usize>() {
+            Ok(n) => response_for(message, Choice::Option(n)),
+            Err(_) => options
+                .iter()
+                .find(|o| o.eq_ignore_ascii_case(text.trim()))
+                .cloned()
+                .ok_or_else(|| format!("answer one of: {}", options.join(", "))),
+        },
+    }
+}
