@@ -258,25 +258,16 @@ mod tests {
 
         let mut not_utf8 = DENY_DROP.as_bytes().to_vec();
         not_utf8.extend_from_slice(b"# caf\xe9\n");
-        let breakages: [(&str, Box<dyn Fn()>); 3] = [
-            (
-                "not UTF-8",
-                Box::new(|| std::fs::write(&path, &not_utf8).unwrap()),
-            ),
-            (
-                "cannot read it",
-                Box::new(|| {
-                    std::fs::remove_file(&path).unwrap();
-                    std::fs::create_dir(&path).unwrap();
-                }),
-            ),
-            (
-                "bad tool regex",
-                Box::new(|| {
-                    let bad = DENY_DROP.replace("^Drop", "^Drop(");
-                    std::fs::write(&path, bad).unwrap();
-                }),
-            ),
+        let bad_regex = DENY_DROP.replace("^Drop", "^Drop(");
+        let breakages: [(&str, &dyn Fn()); 3] = [
+            ("not UTF-8", &|| std::fs::write(&path, &not_utf8).unwrap()),
+            ("cannot read it", &|| {
+                std::fs::remove_file(&path).unwrap();
+                std::fs::create_dir(&path).unwrap();
+            }),
+            ("bad tool regex", &|| {
+                std::fs::write(&path, &bad_regex).unwrap()
+            }),
         ];
         for (why, break_it) in breakages {
             break_it();
