@@ -7,7 +7,7 @@
 //! for `~`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -124,6 +124,10 @@ pub struct RuleSpec {
     pub action: Option<Action>,
     /// `false` switches a rule (a built-in one, say) off.
     pub enabled: Option<bool>,
+    /// The file the rule was read from, so an error names it (filled in by whoever reads
+    /// the file; never written in it).
+    #[serde(skip)]
+    pub from: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -157,6 +161,8 @@ impl Rule {
 pub struct RuleError {
     pub id: String,
     pub reason: String,
+    /// The file the bad rule came from, when its spec says ([`RuleSpec::from`]).
+    pub file: Option<PathBuf>,
 }
 
 const SENSITIVE: &[&str] = &[
@@ -194,6 +200,7 @@ pub fn builtin_specs() -> Vec<RuleSpec> {
             activated_by: Some(OneOrMany::One(sensitive)),
             action: Some(Action::Ask),
             enabled: None,
+            from: None,
         },
         RuleSpec {
             id: "ask-before-push".into(),
@@ -205,6 +212,7 @@ pub fn builtin_specs() -> Vec<RuleSpec> {
             activated_by: None,
             action: Some(Action::Ask),
             enabled: None,
+            from: None,
         },
         RuleSpec {
             id: "deny-writes-outside-worktree".into(),
@@ -217,6 +225,7 @@ pub fn builtin_specs() -> Vec<RuleSpec> {
             activated_by: None,
             action: Some(Action::Deny),
             enabled: None,
+            from: None,
         },
     ]
 }
@@ -229,6 +238,7 @@ fn compile_matcher(id: &str, spec: &MatcherSpec) -> Result<Matcher, RuleError> {
     let err = |reason: String| RuleError {
         id: id.to_string(),
         reason,
+        file: None,
     };
     let kinds = spec.kind.as_ref().map(OneOrMany::list).unwrap_or_default();
     for kind in &kinds {
@@ -325,6 +335,7 @@ fn compile(spec: &RuleSpec, builtin: bool) -> Result<Rule, RuleError> {
     let err = |reason: &str| RuleError {
         id: spec.id.clone(),
         reason: reason.to_string(),
+        file: None,
     };
     if spec.id.trim().is_empty() {
         return Err(err("a rule needs an id"));
@@ -379,6 +390,7 @@ impl RuleSet {
                     return Err(RuleError {
                         id: spec.id.clone(),
                         reason: "switched off, but there is no such rule".into(),
+                        file: spec.from.clone(),
                     });
                 }
                 off.push(spec.id.clone());
@@ -398,7 +410,12 @@ impl RuleSet {
         ordered.sort_by_key(|(i, _, _)| *i);
         let rules = ordered
             .iter()
-            .map(|(_, spec, builtin)| compile(spec, *builtin))
+            .map(|(_, spec, builtin)| {
+                compile(spec, *builtin).map_err(|e| RuleError {
+                    file: spec.from.clone(),
+                    ..e
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RuleSet { rules, off })
     }
@@ -546,10 +563,12 @@ mod tests {
                 ..Default::default()
             })),
             action: Some(Action::Deny),
+            from: Some(PathBuf::from("/k/.crucible/rules.toml")),
             ..Default::default()
         };
         let err = RuleSet::build(&[bad]).unwrap_err();
         assert_eq!(err.id, "broken");
+        assert_eq!(err.file, Some(PathBuf::from("/k/.crucible/rules.toml")));
         assert!(err.reason.contains("bad command regex"), "{err}");
         let unknown_kind = RuleSpec {
             id: "k".into(),

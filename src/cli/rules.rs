@@ -48,8 +48,19 @@ pub async fn run(kiln: Kiln, args: RulesArgs) -> anyhow::Result<ExitCode> {
                 outln!("{}", serde_json::to_string_pretty(&reply)?);
                 return Ok(ExitCode::SUCCESS);
             }
-            if let Some(problem) = &reply.problem {
-                eprintln!("cru: {problem}; the last good rules apply");
+            if let Some(error) = &reply.error {
+                eprintln!(
+                    "cru: the rules in {} are not in force: {}",
+                    error.file, error.reason
+                );
+                if error.last_good {
+                    eprintln!("cru: the last good rules apply (listed below)");
+                } else {
+                    eprintln!(
+                        "cru: no good rules were read since the daemon started: every \
+                         operation the rules judge is refused until the file is fixed"
+                    );
+                }
             }
             let rows: Vec<Vec<String>> = reply
                 .rules

@@ -285,10 +285,27 @@ pub struct RuleInfo {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RulesReply {
+    /// The rules in force: the last good set when the files are bad; none when no good
+    /// set was read since the daemon started.
     pub rules: Vec<RuleInfo>,
-    /// Why the rule files are not in force (the last good set is), if they are bad.
+    /// [`RulesReply::error`] in one sentence, with what applies instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// Why the rule files are not in force, if they are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RulesFileError>,
+}
+
+/// A rule file that cannot be read or parsed, or holds a bad rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RulesFileError {
+    /// The file at fault: `<kiln>/.crucible/rules.toml` or a settings file.
+    pub file: String,
+    /// Why (cannot read it, not UTF-8, a TOML error with its line, a bad rule).
+    pub reason: String,
+    /// True: the last good set applies to every session, new ones too. False: no good
+    /// set was read since the daemon started, so every gated operation is refused.
+    pub last_good: bool,
 }
 
 /// `secret.get`: an agent asks for a credential by name.

@@ -115,6 +115,8 @@ pub(super) struct Setup {
     pub idle_after: Option<std::time::Duration>,
     /// The session's folder as the agent names it, when not the host's path.
     pub agent_cwd: Option<std::path::PathBuf>,
+    /// The daemon's rules.
+    pub rules: Arc<super::rule_files::RuleBook>,
 }
 
 impl Actor {
@@ -133,12 +135,13 @@ impl Actor {
             first_prompt,
             idle_after,
             agent_cwd,
+            rules,
         } = setup;
         let audit = Audit::new(wb.kiln());
         let folder = std::path::PathBuf::from(super::context::folder(&wb, &session));
         let mut worktrees = vec![folder];
         worktrees.extend(agent_cwd);
-        let gate = Gate::new(wb.kiln().clone(), worktrees);
+        let gate = Gate::new(rules, worktrees);
         let machine = Machine::new(machine::Setup {
             kind: profile.kind,
             agent_pid: agent.pid,

@@ -1,15 +1,18 @@
 //! The approval gate (seed 000): every operation an agent asks for, or that crucible
 //! runs or serves for it, is judged by the kiln's rules against the session's security
-//! state before it happens. Rules come from the built-in set, `[[rules]]` in the settings
-//! and `<kiln>/.crucible/rules.toml`, read again for every judgement so a change applies
-//! to the next operation; a bad rule set is reported and the last good one stays.
+//! state before it happens. The rules are the daemon's [`RuleBook`]: read again when a
+//! file changes, so a change applies to the next operation; a bad file keeps the last
+//! good set, and with no good set at all the gate refuses.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use crate::config::Config;
-use crate::kiln::Kiln;
+use super::rule_files::RuleBook;
 use crate::protocol::SecurityState;
-use crate::rules::{Action, Operation, RuleSet, RuleSpec};
+use crate::rules::{Action, Operation};
+
+/// The rule named when the gate refuses because no good rule set was ever read.
+pub(super) const NO_RULES: &str = "rules-not-readable";
 
 /// What the gate says of one operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +23,7 @@ pub(super) enum Judgement {
     Allowed { rule: String },
     /// The same operation was approved before in this session.
     Approved,
-    /// A rule refuses it.
+    /// A rule refuses it (or [`NO_RULES`]: there are no rules to judge it by).
     Denied { rule: String, reason: String },
     /// Seed 002: a read outside the session's read manifest ends the session.
     ContextMiss { path: String, reason: String },
@@ -33,91 +36,15 @@ pub(super) enum Judgement {
 }
 
 pub(super) struct Gate {
-    kiln: Kiln,
+    rules: Arc<RuleBook>,
     /// The session's folder as the host and as the agent name it (a remote worktree, a
     /// container's `/workspace`): "inside the worktree" is inside either.
     worktrees: Vec<PathBuf>,
-    rules: RuleSet,
-    /// The last rule-set error reported, so it is logged once.
-    reported: Option<String>,
-    /// The rule files as last read (size and modification time of each): an operation
-    /// reads them again only when one changed.
-    read: Vec<Option<(u64, std::time::SystemTime)>>,
-}
-
-/// The rules in force for `kiln`, or the reason the set is bad (file, rule, why).
-pub fn load_rules(kiln: &Kiln) -> Result<RuleSet, String> {
-    let config = Config::load(&kiln.settings_path()).map_err(|e| e.to_string())?;
-    let mut specs = config.rules;
-    let path = rules_path(kiln);
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        #[derive(serde::Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct File {
-            #[serde(default)]
-            rules: Vec<RuleSpec>,
-        }
-        let file: File = toml::from_str(&text)
-            .map_err(|e| format!("invalid rules in {}: {e}", path.display()))?;
-        specs.extend(file.rules);
-    }
-    RuleSet::build(&specs)
-        .map_err(|e| format!("invalid rules ({}): {e}", kiln.settings_path().display()))
-}
-
-pub fn rules_path(kiln: &Kiln) -> PathBuf {
-    kiln.state_dir().join("rules.toml")
-}
-
-/// Size and modification time of each file the rules come from (`None`: absent).
-fn files_read(kiln: &Kiln) -> Vec<Option<(u64, std::time::SystemTime)>> {
-    [
-        crate::config::user_settings_path(),
-        Some(kiln.settings_path()),
-        Some(rules_path(kiln)),
-    ]
-    .into_iter()
-    .map(|path| {
-        let meta = std::fs::metadata(path?).ok()?;
-        Some((meta.len(), meta.modified().ok()?))
-    })
-    .collect()
 }
 
 impl Gate {
-    pub(super) fn new(kiln: Kiln, worktrees: Vec<PathBuf>) -> Gate {
-        let read = files_read(&kiln);
-        let rules = load_rules(&kiln).unwrap_or_else(|why| {
-            tracing::warn!("{why}; the built-in rules apply");
-            RuleSet::build(&[]).unwrap_or_default()
-        });
-        Gate {
-            kiln,
-            worktrees,
-            rules,
-            reported: None,
-            read,
-        }
-    }
-
-    fn refresh(&mut self) {
-        let read = files_read(&self.kiln);
-        if read == self.read {
-            return;
-        }
-        self.read = read;
-        match load_rules(&self.kiln) {
-            Ok(rules) => {
-                self.rules = rules;
-                self.reported = None;
-            }
-            Err(why) => {
-                if self.reported.as_deref() != Some(why.as_str()) {
-                    tracing::warn!("{why}; the last good rule set stays");
-                    self.reported = Some(why);
-                }
-            }
-        }
+    pub(super) fn new(rules: Arc<RuleBook>, worktrees: Vec<PathBuf>) -> Gate {
+        Gate { rules, worktrees }
     }
 
     /// Judges `op`, then records the rules it activates in `security` (so an operation
@@ -131,11 +58,26 @@ impl Gate {
         if let Some(miss) = self.context_miss(op, security) {
             return (miss, false);
         }
-        self.refresh();
+        let in_force = self.rules.in_force();
+        let Some(rules) = in_force.rules else {
+            let why = in_force
+                .fault
+                .map_or_else(|| "no rules were read".to_string(), |f| f.to_string());
+            let reason = format!(
+                "refused: no rules are in force ({why}); no good rule set was read since \
+                 the daemon started, so nothing the rules judge runs until the file is fixed"
+            );
+            return (
+                Judgement::Denied {
+                    rule: NO_RULES.into(),
+                    reason,
+                },
+                false,
+            );
+        };
         let worktrees: Vec<&std::path::Path> =
             self.worktrees.iter().map(PathBuf::as_path).collect();
-        let decided = self
-            .rules
+        let decided = rules
             .decide(
                 op,
                 &worktrees,
@@ -144,7 +86,7 @@ impl Gate {
             )
             .map(|r| (r.id.clone(), r.action, r.description.clone()));
         let mut changed = false;
-        for rule in self.rules.activations(op, &worktrees) {
+        for rule in rules.activations(op, &worktrees) {
             if !security.activated.contains_key(&rule.id) {
                 let at = chrono::Utc::now().format("%H:%M:%S");
                 security
@@ -227,7 +169,21 @@ impl Gate {
 
 #[cfg(test)]
 mod tests {
+    use super::super::rule_files::{RuleBook, rules_path};
     use super::*;
+    use crate::kiln::Kiln;
+
+    fn gate(kiln: &Kiln, book: &Arc<RuleBook>) -> Gate {
+        Gate::new(Arc::clone(book), vec![kiln.root().join("wt")])
+    }
+
+    fn tool(name: &str) -> Operation {
+        Operation {
+            kind: "other".into(),
+            tool: Some(name.into()),
+            ..Default::default()
+        }
+    }
 
     #[test]
     fn a_sensitive_read_then_curl_asks_naming_the_read_and_a_bad_file_keeps_the_last_set() {
@@ -235,7 +191,7 @@ mod tests {
         let kiln = Kiln::new(dir.path());
         std::fs::create_dir_all(kiln.state_dir()).unwrap();
         let wt = dir.path().join("wt");
-        let mut gate = Gate::new(kiln.clone(), vec![wt.clone()]);
+        let mut gate = gate(&kiln, &Arc::new(RuleBook::new(kiln.clone())));
         let mut security = SecurityState::default();
         let curl = Operation {
             kind: "execute".into(),
@@ -278,6 +234,87 @@ mod tests {
         assert_eq!(gate.judge(&ls, &mut security).0, allowed);
         std::fs::write(rules_path(&kiln), "[[rules]]\nid = \"x\"\nbogus = 1\n").unwrap();
         assert_eq!(gate.judge(&ls, &mut security).0, allowed);
-        assert!(load_rules(&kiln).unwrap_err().contains("bogus"));
+    }
+
+    const DENY_DROP: &str = "[[rules]]\nid = \"deny-drop\"\ndescription = \"never drop\"\n\
+                             action = \"deny\"\nwhen = { tool = \"^Drop\" }\n";
+
+    /// A rules file broken three ways, for a gate made before and one made after: the
+    /// deny rule of the last good set still refuses, and the fault names the file.
+    #[test]
+    fn a_broken_rules_file_keeps_the_last_good_set_for_running_and_new_sessions() {
+        let dir = tempfile::tempdir().unwrap();
+        let kiln = Kiln::new(dir.path());
+        std::fs::create_dir_all(kiln.state_dir()).unwrap();
+        let path = rules_path(&kiln);
+        std::fs::write(&path, DENY_DROP).unwrap();
+        let book = Arc::new(RuleBook::new(kiln.clone()));
+        let mut running = gate(&kiln, &book);
+        let mut security = SecurityState::default();
+        let drop = tool("Drop the database");
+        let denied =
+            |j: Judgement| matches!(j, Judgement::Denied { rule, .. } if rule == "deny-drop");
+        assert!(denied(running.judge(&drop, &mut security).0));
+
+        let mut not_utf8 = DENY_DROP.as_bytes().to_vec();
+        not_utf8.extend_from_slice(b"# caf\xe9\n");
+        let bad_regex = DENY_DROP.replace("^Drop", "^Drop(");
+        let breakages: [(&str, &dyn Fn()); 3] = [
+            ("not UTF-8", &|| std::fs::write(&path, &not_utf8).unwrap()),
+            ("cannot read it", &|| {
+                std::fs::remove_file(&path).unwrap();
+                std::fs::create_dir(&path).unwrap();
+            }),
+            ("bad tool regex", &|| {
+                std::fs::write(&path, &bad_regex).unwrap()
+            }),
+        ];
+        for (why, break_it) in breakages {
+            break_it();
+            let fault = book
+                .in_force()
+                .fault
+                .unwrap_or_else(|| panic!("{why}: no fault"));
+            assert_eq!(fault.file, path, "{why}");
+            assert!(fault.reason.contains(why), "{why}: {fault}");
+            assert!(denied(running.judge(&drop, &mut security).0), "{why}");
+            let mut new = gate(&kiln, &book);
+            assert!(
+                denied(new.judge(&drop, &mut SecurityState::default()).0),
+                "{why}"
+            );
+            // Good again.
+            if path.is_dir() {
+                std::fs::remove_dir(&path).unwrap();
+            }
+            std::fs::write(&path, DENY_DROP).unwrap();
+            assert_eq!(book.in_force().fault, None, "{why}");
+        }
+    }
+
+    #[test]
+    fn with_no_good_set_read_yet_every_judged_operation_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let kiln = Kiln::new(dir.path());
+        std::fs::create_dir_all(rules_path(&kiln)).unwrap();
+        let book = Arc::new(RuleBook::new(kiln.clone()));
+        let mut gate = gate(&kiln, &book);
+        let mut security = SecurityState::default();
+        let Judgement::Denied { rule, reason } = gate.judge(&tool("Deploy"), &mut security).0
+        else {
+            panic!("not refused");
+        };
+        assert_eq!(rule, NO_RULES);
+        assert!(
+            reason.contains(&rules_path(&kiln).display().to_string()),
+            "{reason}"
+        );
+        // Fixed: the rules judge again.
+        std::fs::remove_dir(rules_path(&kiln)).unwrap();
+        std::fs::write(rules_path(&kiln), DENY_DROP).unwrap();
+        assert_eq!(
+            gate.judge(&tool("Deploy"), &mut security).0,
+            Judgement::Free
+        );
     }
 }

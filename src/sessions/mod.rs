@@ -19,6 +19,7 @@ mod gate;
 mod land;
 mod machine;
 mod radar;
+mod rule_files;
 mod security;
 mod transcript;
 mod wording;
@@ -70,6 +71,8 @@ pub struct Sessions {
     git: tokio::sync::Mutex<()>,
     /// The conflict radar as last computed ([`radar`]).
     radar: Mutex<crate::protocol::ConflictReport>,
+    /// The rules every session's gate judges by, with the last good set ([`rule_files`]).
+    rules: Arc<rule_files::RuleBook>,
 }
 
 impl Sessions {
@@ -90,6 +93,7 @@ impl Sessions {
             running: watch::channel(0).0,
             git: tokio::sync::Mutex::new(()),
             radar: Mutex::new(Default::default()),
+            rules: Arc::new(rule_files::RuleBook::new(wb.kiln().clone())),
         });
         tokio::spawn(route_inbox_events(
             Arc::downgrade(&sessions),
@@ -377,6 +381,7 @@ impl Sessions {
                 first_prompt,
                 idle_after,
                 agent_cwd,
+                rules: Arc::clone(&self.rules),
             },
         );
         let me = Arc::downgrade(self);

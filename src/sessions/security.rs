@@ -8,11 +8,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::actor::Command;
-use super::gate::load_rules;
 use super::{Result, Sessions};
 use crate::config::Config;
-use crate::protocol::{RuleInfo, RulesReply, SecurityReply, SecurityState};
-use crate::rules::RuleSet;
+use crate::protocol::{RuleInfo, RulesFileError, RulesReply, SecurityReply, SecurityState};
 use crate::workbench::WorkbenchError;
 
 const SECRET_TIMEOUT: Duration = Duration::from_secs(10);
@@ -26,37 +24,62 @@ impl Sessions {
         })
     }
 
-    /// The rules in force (the last good set when the files are bad, with the problem).
+    /// The rules in force (the last good set when the files are bad, with the fault;
+    /// none when no good set was read yet).
     pub fn rules(&self, session_id: Option<&str>) -> Result<RulesReply> {
         let security = match session_id {
             Some(id) => self.wb.get_session(id)?.security,
             None => SecurityState::default(),
         };
-        let (set, problem) = match load_rules(self.wb.kiln()) {
-            Ok(set) => (set, None),
-            Err(why) => (RuleSet::build(&[]).unwrap_or_default(), Some(why)),
-        };
-        let rules = set
+        let in_force = self.rules.in_force();
+        let last_good = in_force.rules.is_some();
+        let rules = in_force
             .rules
             .iter()
-            .map(|r| RuleInfo {
-                id: r.id.clone(),
-                description: r.description.clone(),
-                action: format!("{:?}", r.action).to_lowercase(),
-                builtin: r.builtin,
-                needs_activation: r.gated_by_activation(),
-                off: set.off.contains(&r.id),
-                disabled: security.disabled.contains(&r.id),
-                activated: security.activated.get(&r.id).cloned(),
+            .flat_map(|set| {
+                set.rules.iter().map(|r| RuleInfo {
+                    id: r.id.clone(),
+                    description: r.description.clone(),
+                    action: format!("{:?}", r.action).to_lowercase(),
+                    builtin: r.builtin,
+                    needs_activation: r.gated_by_activation(),
+                    off: set.off.contains(&r.id),
+                    disabled: security.disabled.contains(&r.id),
+                    activated: security.activated.get(&r.id).cloned(),
+                })
             })
             .collect();
-        Ok(RulesReply { rules, problem })
+        let error = in_force.fault.map(|fault| RulesFileError {
+            file: fault.file.display().to_string(),
+            reason: fault.reason,
+            last_good,
+        });
+        let problem = error.as_ref().map(|e| {
+            let instead = if e.last_good {
+                "the last good rules apply"
+            } else {
+                "no good rules were read since the daemon started, so every operation the \
+                 rules judge is refused"
+            };
+            format!("rules not in force: {}: {}; {instead}", e.file, e.reason)
+        });
+        Ok(RulesReply {
+            rules,
+            problem,
+            error,
+        })
     }
 
     /// Switches `rule` off (or on again) for the session.
     pub async fn set_rule(&self, id: &str, rule: &str, enabled: bool) -> Result<SecurityReply> {
         let mut session = self.managed(id)?;
-        let known = load_rules(self.wb.kiln()).map_err(WorkbenchError::Invalid)?;
+        let in_force = self.rules.in_force();
+        let Some(known) = in_force.rules else {
+            let why = in_force.fault.map(|f| f.to_string()).unwrap_or_default();
+            return Err(WorkbenchError::Invalid(format!(
+                "no rules are in force ({why}); fix the file first"
+            )));
+        };
         if known.get(rule).is_none() {
             let ids: Vec<&str> = known.rules.iter().map(|r| r.id.as_str()).collect();
             return Err(WorkbenchError::Invalid(format!(

@@ -419,4 +419,48 @@ mod tests {
         assert_eq!(entries, vec![entry(1), entry(2)]);
         store.close().await;
     }
+
+    /// Changes `from` to `to` in the journal line that holds it.
+    fn damage_journal(path: &Path, from: &str, to: &str) {
+        for entry in std::fs::read_dir(journal_dir(path)).unwrap() {
+            let file = entry.unwrap().path();
+            let text = std::fs::read_to_string(&file).unwrap();
+            if text.contains(from) {
+                std::fs::write(&file, text.replacen(from, to, 1)).unwrap();
+                return;
+            }
+        }
+        panic!("no journal line holds {from:?}");
+    }
+
+    /// A journal record changed after it was written (still valid JSON) is not replayed,
+    /// and the records after it are: here the engine lost everything, so only the journal
+    /// can bring them back. (That it is not replayed over a record the engine kept is
+    /// shown with the real daemon, killed, in the durability tests.)
+    #[tokio::test]
+    async fn a_damaged_journal_record_is_never_replayed_and_the_rest_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = StoreConfig::default();
+        let path = tmp.path().join("db");
+        let store = Store::open(&cfg, &path).await.unwrap();
+        let sent: Vec<InboxMessage> = ["01A", "01B", "01C"].map(message).to_vec();
+        for one in &sent {
+            store
+                .insert_messages(std::slice::from_ref(one))
+                .await
+                .unwrap();
+        }
+        // A crash, and the engine kept nothing.
+        drop(store);
+        std::fs::remove_dir_all(&path).unwrap();
+        damage_journal(&path, "decide 01B", "decide 91B");
+
+        let store = Store::open(&cfg, &path).await.unwrap();
+        let mut kept = store.list_messages(false, None, 10).await.unwrap();
+        kept.sort_by(|a, b| a.id.cmp(&b.id));
+        assert_eq!(kept, [sent[0].clone(), sent[2].clone()]);
+        store.close().await;
+        let rejected = std::fs::read_to_string(journal_dir(&path).join("rejected.txt")).unwrap();
+        assert!(rejected.contains("decide 91B"), "{rejected}");
+    }
 }

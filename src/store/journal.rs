@@ -14,6 +14,14 @@
 //! blind upserts and deletes ends in the state the last write saw, whatever part of it
 //! the engine kept.
 //!
+//! Each line is one write's changes, as JSON, after a checksum of that JSON: the first 8
+//! bytes of its SHA-256 in hex, and a space. A line whose checksum does not match (a
+//! changed byte, a line half overwritten) is reported by file, line and the records it
+//! names, kept aside in `rejected.txt`, and never replayed; the lines after it are. Only
+//! the last line of a file, cut short without its newline, is a write a crash
+//! interrupted (it was never acknowledged). Lines starting with `[` were written before
+//! lines carried a checksum and are read as they are.
+//!
 //! The journal is a folder of files. A file is closed once it is large and retired once
 //! the engine's write-ahead log has moved [`RETIRE_MARGIN`] segments past the newest
 //! segment that existed when it was closed: by then every memtable its writes could sit
@@ -21,7 +29,7 @@
 //! after a crash they are replayed, the engine is closed cleanly, and then they go.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -71,8 +79,8 @@ pub struct Journal {
 
 impl Journal {
     /// Opens the journal folder, returning it with every change still in it, oldest
-    /// first. A last line cut short by a crash was never acknowledged and is skipped.
-    pub fn open(dir: &Path, wal_dir: &Path) -> std::io::Result<(Self, Vec<Op>)> {
+    /// first, and the lines that were refused.
+    pub fn open(dir: &Path, wal_dir: &Path) -> std::io::Result<(Self, Replay)> {
         std::fs::create_dir_all(dir)?;
         let mut numbers: Vec<u64> = std::fs::read_dir(dir)?
             .filter_map(|e| e.ok())
@@ -82,22 +90,12 @@ impl Journal {
             })
             .collect();
         numbers.sort_unstable();
-        let mut ops = Vec::new();
+        let mut replay = Replay::default();
         for &number in &numbers {
-            let reader = BufReader::new(File::open(file_path(dir, number))?);
-            for line in reader.split(b'\n') {
-                let line = line?;
-                match serde_json::from_slice::<Vec<Op>>(&line) {
-                    Ok(batch) => ops.extend(batch),
-                    Err(e) => {
-                        tracing::warn!(
-                            file = number,
-                            "journal line unreadable ({e}); it was not acknowledged"
-                        );
-                        break;
-                    }
-                }
-            }
+            read_file(&file_path(dir, number), &mut replay)?;
+        }
+        if !replay.rejected.is_empty() {
+            keep_rejected(dir, &replay.rejected);
         }
         let number = numbers.last().map_or(1, |n| n + 1);
         let file = create(dir, number)?;
@@ -110,7 +108,7 @@ impl Journal {
             bytes: 0,
             closed: numbers.into_iter().map(|n| (n, newest)).collect(),
         };
-        Ok((journal, ops))
+        Ok((journal, replay))
     }
 
     /// Appends one write's changes and makes them durable.
@@ -118,7 +116,11 @@ impl Journal {
         if ops.is_empty() {
             return Ok(());
         }
-        let mut line = serde_json::to_vec(ops).map_err(std::io::Error::other)?;
+        let json = serde_json::to_vec(ops).map_err(std::io::Error::other)?;
+        let mut line = Vec::with_capacity(json.len() + CHECKSUM_HEX + 2);
+        line.extend_from_slice(checksum(&json).as_bytes());
+        line.push(b' ');
+        line.extend_from_slice(&json);
         line.push(b'\n');
         self.file.write_all(&line)?;
         self.file.sync_data()?;
@@ -164,6 +166,145 @@ impl Journal {
         self.file.sync_all()?;
         self.bytes = 0;
         Ok(())
+    }
+}
+
+/// What the journal holds: the changes to replay, oldest first, and the lines refused.
+#[derive(Debug, Default)]
+pub struct Replay {
+    pub ops: Vec<Op>,
+    pub rejected: Vec<Rejected>,
+}
+
+/// A line that is not replayed: its checksum does not match, or it is not a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    pub file: PathBuf,
+    /// Counted from 1.
+    pub line: usize,
+    /// The records it names (`table:id`), as far as they can be read.
+    pub records: Vec<String>,
+    pub reason: String,
+    /// The line as it is, for `rejected.txt`.
+    pub text: Vec<u8>,
+}
+
+/// How many hex digits of a line's SHA-256 it carries.
+const CHECKSUM_HEX: usize = 16;
+
+fn checksum(json: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(json)
+        .iter()
+        .take(CHECKSUM_HEX / 2)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// One line's changes, if its checksum holds (or it has none: an older line).
+fn decode(line: &[u8]) -> Result<Vec<Op>, String> {
+    if line.first() == Some(&b'[') {
+        return serde_json::from_slice(line).map_err(|e| format!("not a journal record: {e}"));
+    }
+    let Some((sum, json)) = line
+        .iter()
+        .position(|b| *b == b' ')
+        .map(|at| (&line[..at], &line[at + 1..]))
+    else {
+        return Err("no checksum".into());
+    };
+    if sum != checksum(json).as_bytes() {
+        return Err("its checksum does not match: it changed after it was written".into());
+    }
+    serde_json::from_slice(json).map_err(|e| format!("not a journal record: {e}"))
+}
+
+/// The records a (refused) line names, read as leniently as possible.
+fn named_records(line: &[u8]) -> Vec<String> {
+    let json = match line.iter().position(|b| *b == b' ') {
+        Some(at) if line.first() != Some(&b'[') => &line[at + 1..],
+        _ => line,
+    };
+    if let Ok(ops) = serde_json::from_slice::<Vec<Op>>(json) {
+        return ops
+            .iter()
+            .map(|op| match op {
+                Op::Put { table, id, .. } | Op::Delete { table, id } => format!("{table}:{id}"),
+                Op::RevokeHandles { session_id } => format!("handles of {session_id}"),
+                Op::Purge { session_id } => format!("purge of {session_id}"),
+            })
+            .collect();
+    }
+    // Not JSON any more: the ids it still shows.
+    let text = String::from_utf8_lossy(json);
+    text.split("\"id\":\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .map(String::from)
+        .collect()
+}
+
+/// Reads one journal file into `replay`.
+fn read_file(path: &Path, replay: &mut Replay) -> std::io::Result<()> {
+    let bytes = std::fs::read(path)?;
+    let whole = bytes.last().is_none_or(|b| *b == b'\n');
+    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    for (i, line) in lines.iter().enumerate() {
+        let last = i + 1 == lines.len();
+        if last && line.is_empty() {
+            continue;
+        }
+        match decode(line) {
+            Ok(batch) => replay.ops.extend(batch),
+            Err(why) if last && !whole => tracing::warn!(
+                file = %path.display(),
+                line = i + 1,
+                "the journal's last line is cut short ({why}): a write a crash interrupted, \
+                 never acknowledged; skipped"
+            ),
+            Err(reason) => {
+                let records = named_records(line);
+                tracing::error!(
+                    file = %path.display(),
+                    line = i + 1,
+                    records = %records.join(", "),
+                    "a journal record is damaged ({reason}); it is not replayed (the lines \
+                     after it are), and is kept in rejected.txt beside it"
+                );
+                replay.rejected.push(Rejected {
+                    file: path.to_path_buf(),
+                    line: i + 1,
+                    records,
+                    reason,
+                    text: line.to_vec(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Appends the refused lines to `rejected.txt` in the journal's folder, each after a line
+/// naming where it was.
+fn keep_rejected(dir: &Path, rejected: &[Rejected]) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut text = Vec::new();
+    for r in rejected {
+        text.extend_from_slice(
+            format!("# {} line {}: {}\n", r.file.display(), r.line, r.reason).as_bytes(),
+        );
+        text.extend_from_slice(&r.text);
+        text.push(b'\n');
+    }
+    let path = dir.join("rejected.txt");
+    let kept = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut file| file.write_all(&text));
+    if let Err(e) = kept {
+        tracing::warn!(file = %path.display(), "cannot keep the damaged journal lines: {e}");
     }
 }
 
@@ -222,8 +363,8 @@ mod tests {
     fn what_was_appended_comes_back_in_order_and_a_torn_tail_is_skipped() {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, wal) = (tmp.path().join("j"), tmp.path().join("wal"));
-        let (mut journal, ops) = Journal::open(&dir, &wal).unwrap();
-        assert!(ops.is_empty());
+        let (mut journal, replay) = Journal::open(&dir, &wal).unwrap();
+        assert!(replay.ops.is_empty());
         journal.append(&[put("a"), put("b")]).unwrap();
         journal
             .append(&[Op::Delete {
@@ -238,15 +379,74 @@ mod tests {
             .append(true)
             .open(file_path(&dir, number))
             .unwrap();
-        file.write_all(br#"[{"op":"put","tab"#).unwrap();
-        let (mut journal, ops) = Journal::open(&dir, &wal).unwrap();
+        file.write_all(br#"0123456789abcdef [{"op":"put","tab"#)
+            .unwrap();
+        let (mut journal, replay) = Journal::open(&dir, &wal).unwrap();
+        assert!(replay.rejected.is_empty(), "a torn tail is not damage");
+        let ops = replay.ops;
         assert_eq!(ops.len(), 3);
         assert_eq!(ops[0], put("a"));
         assert!(matches!(&ops[2], Op::Delete { id, .. } if id == "a"));
         journal.clear().unwrap();
         drop(journal);
-        let (_, ops) = Journal::open(&dir, &wal).unwrap();
-        assert!(ops.is_empty());
+        let (_, replay) = Journal::open(&dir, &wal).unwrap();
+        assert!(replay.ops.is_empty());
+    }
+
+    /// One changed byte that leaves valid JSON, and a line broken in the middle of a
+    /// file: each is refused by name and not replayed, and everything after it is.
+    #[test]
+    fn a_damaged_record_is_named_and_skipped_and_the_rest_is_replayed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, wal) = (tmp.path().join("j"), tmp.path().join("wal"));
+        let (mut journal, _) = Journal::open(&dir, &wal).unwrap();
+        let titled = |id: &str, title: &str| Op::Put {
+            table: "inbox_messages".into(),
+            id: id.into(),
+            record: json!({"title": title}),
+        };
+        journal.append(&[titled("m1", "build 41 passed")]).unwrap();
+        journal.append(&[titled("m2", "build 42 passed")]).unwrap();
+        journal.append(&[put("c")]).unwrap();
+        journal.append(&[put("d")]).unwrap();
+        let path = file_path(&dir, journal.number);
+        drop(journal);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        lines[1] = lines[1].replace("42", "43");
+        lines[2] = lines[2][..lines[2].len() - 5].to_string();
+        // A line written before lines carried a checksum is still read.
+        lines.push(r#"[{"op":"put","table":"t","id":"old","record":{"a":1}}]"#.into());
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+
+        let (_, replay) = Journal::open(&dir, &wal).unwrap();
+        assert_eq!(
+            replay.ops,
+            [titled("m1", "build 41 passed"), put("d"), put("old")]
+        );
+        let named: Vec<(usize, Vec<String>)> = replay
+            .rejected
+            .iter()
+            .map(|r| (r.line, r.records.clone()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                (2, vec!["inbox_messages:m2".to_string()]),
+                (3, vec!["c".into()])
+            ]
+        );
+        assert!(replay.rejected.iter().all(|r| r.file == path));
+        assert!(
+            replay.rejected[0].reason.contains("checksum"),
+            "{:?}",
+            replay.rejected
+        );
+        let kept = std::fs::read_to_string(dir.join("rejected.txt")).unwrap();
+        assert!(
+            kept.contains("build 43 passed") && kept.contains("line 3"),
+            "{kept}"
+        );
     }
 
     #[test]

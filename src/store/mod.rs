@@ -117,8 +117,9 @@ impl Store {
             url: store.url.clone(),
             message,
         };
-        let (mut journal, ops) = Journal::open(&journal_dir(&path), &path.join("wal"))
+        let (mut journal, replay) = Journal::open(&journal_dir(&path), &path.join("wal"))
             .map_err(|e| open_err(format!("cannot open the journal: {e}")))?;
+        let ops = replay.ops;
         if ops.is_empty() {
             store.disk = Some(Disk {
                 path,
@@ -142,7 +143,11 @@ impl Store {
             message: format!("cannot empty the journal: {e}"),
         })?;
         drop(journal);
-        tracing::info!(changes = ops.len(), "replayed the journal after a crash");
+        tracing::info!(
+            changes = ops.len(),
+            damaged_lines = replay.rejected.len(),
+            "replayed the journal after a crash"
+        );
         Box::pin(Self::open(cfg, default_path)).await
     }
 

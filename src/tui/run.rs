@@ -763,11 +763,7 @@ async fn next_note(link: &mut Option<Link>) -> Option<Notification> {
 
 /// `/rules`: one line per rule.
 fn rules_page(reply: &crate::protocol::RulesReply) -> Vec<String> {
-    let mut lines: Vec<String> = reply
-        .problem
-        .iter()
-        .map(|p| format!("! {p} (the last good rules apply)"))
-        .collect();
+    let mut lines: Vec<String> = reply.problem.iter().map(|p| format!("! {p}")).collect();
     for r in &reply.rules {
         let state = if r.off {
             "off (settings)".to_string()

@@ -414,3 +414,137 @@ async fn approvals_an_agent_asks_for_itself_go_through_the_rules() {
         "answered by the rules: {asked:?}"
     );
 }
+
+const DENY_DROP: &str = "[[rules]]\nid = \"deny-drop\"\ndescription = \"never drop\"\n\
+                         action = \"deny\"\nwhen = { tool = \"^Drop\" }\n";
+
+/// Polls the session's transcript until the agent said `text`.
+async fn wait_said(client: &Client, id: &str, text: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let said = said(client, id).await;
+        if said.contains(text) {
+            return said;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never said {text:?}: {said}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}
+
+fn rules_list(tk: &TestKiln) -> crucible::protocol::RulesReply {
+    let out = tk.cru(&["rules", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+/// `rules.toml` broken three ways while a session runs: the deny rule of the last good
+/// set still refuses, in that session and in one created while the file is bad;
+/// `rules.list` names the file and why, and the log says it once per fault.
+#[tokio::test]
+async fn a_broken_rules_file_keeps_the_last_good_deny_rule_for_running_and_new_sessions() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let path = tk.root().join(".crucible/rules.toml");
+    std::fs::create_dir_all(tk.root().join(".crucible")).unwrap();
+    std::fs::write(&path, DENY_DROP).unwrap();
+    let client = tk.client().await;
+    let running = create(&client, "scripted", Some("permit p0 Drop table 0")).await;
+    wait_said(&client, &running.id, "denied: Drop table 0").await;
+
+    let mut not_utf8 = DENY_DROP.as_bytes().to_vec();
+    not_utf8.extend_from_slice(b"# caf\xe9\n");
+    let bad_regex = DENY_DROP.replace("^Drop", "^Drop(");
+    let breakages: [(&str, &dyn Fn()); 3] = [
+        ("not UTF-8", &|| std::fs::write(&path, &not_utf8).unwrap()),
+        ("Is a directory", &|| {
+            std::fs::remove_file(&path).unwrap();
+            std::fs::create_dir(&path).unwrap();
+        }),
+        ("bad tool regex", &|| {
+            std::fs::write(&path, &bad_regex).unwrap()
+        }),
+    ];
+    for (n, (why, break_it)) in breakages.iter().enumerate() {
+        break_it();
+        let listed = rules_list(&tk);
+        let error = listed
+            .error
+            .unwrap_or_else(|| panic!("{why}: no error listed"));
+        assert_eq!(error.file, path.display().to_string(), "{why}");
+        assert!(error.reason.contains(why), "{why}: {error:?}");
+        assert!(error.last_good, "{why}");
+        assert!(listed.rules.iter().any(|r| r.id == "deny-drop"), "{why}");
+        let shown = stderr(&tk.cru(&["rules"]));
+        assert!(
+            shown.contains(&path.display().to_string()) && shown.contains("last good"),
+            "{shown}"
+        );
+
+        let prompt = format!("permit p{} Drop table {}", n + 1, n + 1);
+        let out = tk.cru(&["session", "send", &running.id, &prompt]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = format!("denied: Drop table {}", n + 1);
+        wait_said(&client, &running.id, &text).await;
+        let fresh = create(&client, "scripted", Some(&prompt)).await;
+        wait_said(&client, &fresh.id, &text).await;
+        assert!(approvals(&client, &fresh.id).await.is_empty(), "{why}");
+
+        if path.is_dir() {
+            std::fs::remove_dir(&path).unwrap();
+        }
+        std::fs::write(&path, DENY_DROP).unwrap();
+        assert!(rules_list(&tk).error.is_none(), "{why}: fixed again");
+    }
+
+    // The log says each fault once, though each was met by several operations.
+    let log_path = tk.kiln.log_dir().join("daemon.log");
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    for (why, _) in &breakages {
+        let times = log
+            .lines()
+            .filter(|l| l.contains("rules not in force") && l.contains(why))
+            .count();
+        assert_eq!(times, 1, "{why} logged {times} times:\n{log}");
+    }
+}
+
+/// A daemon that never read a good rule set refuses what the rules judge, naming the
+/// file; once the file is fixed, the rules judge again.
+#[tokio::test]
+async fn a_daemon_whose_first_read_of_the_rules_fails_refuses_gated_operations() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let path = tk.root().join(".crucible/rules.toml");
+    std::fs::create_dir_all(tk.root().join(".crucible")).unwrap();
+    let mut not_utf8 = DENY_DROP.as_bytes().to_vec();
+    not_utf8.extend_from_slice(b"# caf\xe9\n");
+    std::fs::write(&path, &not_utf8).unwrap();
+    let client = tk.client().await;
+    let listed = rules_list(&tk);
+    let error = listed.error.expect("the fault is listed");
+    assert_eq!(error.file, path.display().to_string());
+    assert!(!error.last_good);
+    assert!(listed.rules.is_empty(), "{:?}", listed.rules);
+
+    let s = create(&client, "scripted", Some("write made.txt hello\nsay after")).await;
+    let text = wait_said(&client, &s.id, "after").await;
+    assert!(
+        text.contains("write failed:") && text.contains("no rules are in force"),
+        "{text}"
+    );
+    assert!(text.contains(&path.display().to_string()), "{text}");
+    assert!(
+        !worktree(&s).join("made.txt").exists(),
+        "nothing was written"
+    );
+
+    std::fs::write(&path, DENY_DROP).unwrap();
+    let out = tk.cru(&["session", "send", &s.id, "write made.txt hello"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_said(&client, &s.id, "wrote").await;
+    assert!(worktree(&s).join("made.txt").exists());
+    assert!(rules_list(&tk).error.is_none());
+}
