@@ -1,6 +1,9 @@
 //! Logs go through `tracing`: to a file under the kiln's state directory for long-running
 //! processes (never to stdout while a full-screen program owns the terminal), to stderr
-//! for one-shot commands. `CRU_LOG` filters (e.g. `CRU_LOG=debug`).
+//! for one-shot commands. `CRU_LOG` filters (e.g. `CRU_LOG=debug`). A log file is capped
+//! by size ([`rotate`]), so no flood of requests can fill the disk with it.
+
+mod rotate;
 
 use std::path::Path;
 
@@ -14,16 +17,23 @@ fn filter(default: &str) -> EnvFilter {
 /// Log lines waiting for the log writer thread.
 const LOG_QUEUE_LINES: usize = 4096;
 
-/// Appends to `dir/file`. Keep the guard alive for as long as logs should be written.
+/// A log file is set aside (`daemon.log` → `daemon.log.1`) at this size…
+const LOG_FILE_CAP: u64 = 10 * 1024 * 1024;
+/// …and this many set-aside files are kept: at most 40 MB of logs per file name.
+const LOG_FILES_KEPT: usize = 3;
+
+/// Appends to `dir/file`, rotated by size. Keep the guard alive for as long as logs should
+/// be written.
 pub fn to_file(dir: &Path, file: &str) -> std::io::Result<WorkerGuard> {
     std::fs::create_dir_all(dir)?;
+    let capped = rotate::SizeCapped::open(dir, file, LOG_FILE_CAP, LOG_FILES_KEPT)?;
     // The writer's queue is allocated whole up front: the default (128,000 lines) was
     // 4 MB of every process's memory. A burst past this many lines drops lines, never
     // blocks the program.
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .buffered_lines_limit(LOG_QUEUE_LINES)
         .lossy(true)
-        .finish(tracing_appender::rolling::never(dir, file));
+        .finish(capped);
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter("info"))
         .with_writer(writer)

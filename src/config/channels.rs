@@ -138,9 +138,73 @@ pub struct WebhookConfig {
     /// Where its sessions run, over the profile's driver.
     #[serde(default)]
     pub driver: Option<DriverKind>,
+    /// The events it takes, matched against `X-GitHub-Event` (e.g. `issue_comment`).
+    /// Empty: any event, and requests without the header.
+    #[serde(default)]
+    pub events: Vec<String>,
+    /// The payload `action`s it takes (e.g. `created`). Empty: any, except that a
+    /// comment event ([`COMMENT_EVENTS`]) is taken only when `created`, so an edited or
+    /// deleted comment does not prompt again.
+    #[serde(default)]
+    pub actions: Vec<String>,
 }
 
+/// GitHub's comment events: without an `actions` filter, only their `created` prompts.
+pub const COMMENT_EVENTS: [&str; 4] = [
+    "issue_comment",
+    "pull_request_review_comment",
+    "commit_comment",
+    "discussion_comment",
+];
+
 impl WebhookConfig {
+    /// Whether a delivery of `event` (its `X-GitHub-Event`) whose payload says `action`
+    /// is for this hook; if not, why not (said to the sender with a 202).
+    pub fn admits(&self, event: Option<&str>, action: Option<&str>) -> Result<(), String> {
+        let list = |names: &[String]| names.join(", ");
+        if !self.events.is_empty() {
+            match event {
+                None => {
+                    return Err(format!(
+                        "no X-GitHub-Event header; this hook takes {}",
+                        list(&self.events)
+                    ));
+                }
+                Some(event) if !self.events.iter().any(|e| e == event) => {
+                    return Err(format!(
+                        "the event {event:?} is not one this hook takes ({})",
+                        list(&self.events)
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        if !self.actions.is_empty() {
+            return match action {
+                Some(action) if self.actions.iter().any(|a| a == action) => Ok(()),
+                Some(action) => Err(format!(
+                    "the action {action:?} is not one this hook takes ({})",
+                    list(&self.actions)
+                )),
+                None => Err(format!(
+                    "the payload has no action; this hook takes {}",
+                    list(&self.actions)
+                )),
+            };
+        }
+        match (event, action) {
+            (Some(event), Some(action))
+                if COMMENT_EVENTS.contains(&event) && action != "created" =>
+            {
+                Err(format!(
+                    "{event} {action:?} does not prompt: unless the hook's actions say \
+                     otherwise, only a created comment does"
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         let name = &self.name;
         if !super::is_name(name) {
@@ -170,6 +234,16 @@ impl WebhookConfig {
         }
         if self.prompt.trim().is_empty() {
             return Err(format!("webhooks.{name}.prompt must not be empty"));
+        }
+        if let Some(blank) = self
+            .events
+            .iter()
+            .chain(&self.actions)
+            .find(|n| n.trim().is_empty())
+        {
+            return Err(format!(
+                "webhooks.{name}: events and actions are names, not {blank:?}"
+            ));
         }
         Ok(())
     }
@@ -329,7 +403,51 @@ mod tests {
             reference: reference.map(str::to_string),
             message: None,
             driver: None,
+            events: Vec::new(),
+            actions: Vec::new(),
         }
+    }
+
+    #[test]
+    fn events_and_actions_filter_deliveries_and_comments_prompt_only_when_created() {
+        let mut h = hook("x", None);
+        // No filter: anything, but a comment only when created.
+        assert_eq!(h.admits(None, None), Ok(()));
+        assert_eq!(h.admits(Some("push"), None), Ok(()));
+        assert_eq!(h.admits(Some("issues"), Some("deleted")), Ok(()));
+        assert_eq!(h.admits(Some("issue_comment"), Some("created")), Ok(()));
+        for action in ["edited", "deleted"] {
+            let why = h.admits(Some("issue_comment"), Some(action)).unwrap_err();
+            assert!(why.contains(action) && why.contains("created"), "{why}");
+        }
+        // An events filter: the header must name one of them.
+        h.events = vec!["issue_comment".into(), "issues".into()];
+        assert_eq!(h.admits(Some("issues"), Some("opened")), Ok(()));
+        let why = h.admits(Some("push"), None).unwrap_err();
+        assert!(
+            why.contains("\"push\"") && why.contains("issue_comment, issues"),
+            "{why}"
+        );
+        assert!(
+            h.admits(None, Some("created"))
+                .unwrap_err()
+                .contains("X-GitHub-Event")
+        );
+        // An actions filter replaces the comment default.
+        h.actions = vec!["created".into(), "edited".into()];
+        assert_eq!(h.admits(Some("issue_comment"), Some("edited")), Ok(()));
+        let why = h
+            .admits(Some("issue_comment"), Some("deleted"))
+            .unwrap_err();
+        assert!(
+            why.contains("\"deleted\"") && why.contains("created, edited"),
+            "{why}"
+        );
+        assert!(
+            h.admits(Some("issues"), None)
+                .unwrap_err()
+                .contains("no action")
+        );
     }
 
     #[test]

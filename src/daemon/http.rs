@@ -1,22 +1,38 @@
 //! The webhook listener (`[channels.http]`): `POST /hooks/<name>` for each `[[webhooks]]`
 //! entry, verified with GitHub's convention (`X-Hub-Signature-256: sha256=<hex HMAC-SHA256
 //! of the body>` under the hook's shared secret), its payload made into a prompt and
-//! resolved to a session (seed 001). Bad input gets its status and creates nothing:
-//! unknown hook 404, bad or missing signature 401, body over the limit 413, malformed
-//! JSON 400. The hooks are read from the settings at every request, so edits apply
-//! without a restart; the address and the body limit are read at start.
+//! resolved to a session (seed 001). Webhooks are taken as GitHub sends them, since GitHub
+//! marks a hook failing on any answer but 2xx: a `ping` is answered 200 and makes nothing;
+//! the body may be JSON or GitHub's default form encoding (`payload=<JSON>`, signed as
+//! sent); a delivery of an event or action the hook does not take is answered 202
+//! `ignored` with the reason; a redelivery (an `X-GitHub-Delivery` answered before) gets
+//! the first answer again and prompts nothing ([`deliveries`]). Bad input gets its status
+//! and creates nothing: unknown hook 404, bad or missing signature 401, body over the
+//! limit 413, body not sent in time 408, malformed payload 400. The hooks are read from
+//! the settings at every request, so edits apply without a restart; the address and the
+//! body limit are read at start. How slow and idle clients are kept from starving the
+//! daemon: [`listen`].
+
+mod deliveries;
+mod listen;
+mod quiet;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use futures::StreamExt;
 use hmac::{Hmac, Mac};
-use serde_json::json;
+use serde_json::{Value, json};
 use sha2::Sha256;
+
+use deliveries::{Deliveries, Seen};
+use quiet::Quiet;
 
 use crate::config::{Config, WebhookConfig};
 use crate::kiln::Kiln;
@@ -27,80 +43,272 @@ use crate::workbench::WorkbenchError;
 /// The channel name webhook sessions carry.
 pub const CHANNEL: &str = "webhook";
 
+/// At most one log line about refused requests and connections this often.
+const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
+
 struct Hooks {
     kiln: Kiln,
     sessions: Arc<Sessions>,
+    max_body: usize,
+    deliveries: Arc<Deliveries<Answer>>,
+    quiet: Arc<Quiet>,
 }
 
-/// Serves webhooks on `listener` until the task is dropped.
+/// Serves webhooks on `listener` until the task is dropped, holding open at most a share
+/// of `fd_limit` (the daemon's descriptor limit) connections.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     kiln: Kiln,
     sessions: Arc<Sessions>,
     max_body: usize,
+    fd_limit: Option<u64>,
 ) {
+    let cap = listen::connection_cap(fd_limit);
+    tracing::info!(
+        max_connections = cap,
+        header_timeout_secs = listen::HEADER_TIMEOUT.as_secs(),
+        body_timeout_secs = listen::BODY_TIMEOUT.as_secs(),
+        "the webhook listener's bounds"
+    );
+    let quiet = Arc::new(Quiet::new(REFUSALS_LOGGED_EVERY));
+    let hooks = Arc::new(Hooks {
+        kiln,
+        sessions,
+        max_body,
+        deliveries: Deliveries::new(deliveries::REMEMBERED, deliveries::REMEMBER_FOR),
+        quiet: Arc::clone(&quiet),
+    });
     let app = Router::new()
         .route("/hooks/{name}", post(hook))
-        .layer(DefaultBodyLimit::max(max_body))
-        .with_state(Arc::new(Hooks { kiln, sessions }));
-    if let Err(e) = axum::serve(listener, app).await {
-        tracing::error!("the webhook listener stopped: {e}");
-    }
+        .with_state(hooks);
+    listen::run(listener, app, cap, quiet).await;
 }
 
 fn reply(status: StatusCode, body: &impl serde::Serialize) -> Response {
     let text = serde_json::to_string(body).unwrap_or_else(|_| "{}".into());
-    (
-        status,
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        text,
-    )
-        .into_response()
+    (status, [(header::CONTENT_TYPE, "application/json")], text).into_response()
 }
 
-fn refuse(status: StatusCode, why: impl Into<String>) -> Response {
-    let why = why.into();
-    tracing::info!(status = status.as_u16(), "webhook refused: {why}");
-    reply(status, &json!({ "error": why }))
+/// An answer to a request; an accepted delivery's is kept to answer its redelivery alike.
+#[derive(Debug, Clone)]
+struct Answer {
+    status: StatusCode,
+    body: Value,
+}
+
+impl Answer {
+    fn refused(status: StatusCode, why: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: json!({ "error": why.into() }),
+        }
+    }
+
+    fn ignored(why: String) -> Self {
+        Self {
+            status: StatusCode::ACCEPTED,
+            body: json!({ "status": "ignored", "reason": why }),
+        }
+    }
+}
+
+/// A signed delivery, to be made into a prompt.
+struct Delivery {
+    hook: WebhookConfig,
+    event: Option<String>,
+    id: Option<String>,
+    form: bool,
+    body: Vec<u8>,
 }
 
 async fn hook(
     State(hooks): State<Arc<Hooks>>,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: Request,
 ) -> Response {
+    let answer = answer(&hooks, &name, request).await;
+    if !answer.status.is_success() {
+        let why = answer.body["error"].as_str().unwrap_or_default();
+        hooks.quiet.note(
+            "requests refused",
+            &format!("{} for the hook {name:?}: {why}", answer.status.as_u16()),
+        );
+    }
+    reply(answer.status, &answer.body)
+}
+
+async fn answer(hooks: &Arc<Hooks>, name: &str, request: Request) -> Answer {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let body = match read_body(body, &headers, hooks.max_body).await {
+        Ok(body) => body,
+        Err(answer) => return answer,
+    };
     let config = match Config::load(&hooks.kiln.settings_path()) {
         Ok(config) => config,
-        Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => return Answer::refused(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    let Some(hook) = config.webhook(&name) else {
-        return refuse(StatusCode::NOT_FOUND, format!("no webhook named {name:?}"));
+    let Some(hook) = config.webhook(name) else {
+        return Answer::refused(StatusCode::NOT_FOUND, format!("no webhook named {name:?}"));
     };
     if let Err((status, why)) = verify(hook, &headers, &body) {
-        return refuse(status, why);
+        return Answer::refused(status, why);
     }
-    let payload: serde_json::Value = match serde_json::from_slice(&body) {
-        Ok(payload) => payload,
-        Err(e) => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                format!("the body is not JSON: {e}"),
-            );
-        }
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
     };
+    let event = text("x-github-event");
+    if event.as_deref() == Some("ping") {
+        tracing::info!(hook = %hook.name, "webhook ping");
+        return Answer {
+            status: StatusCode::OK,
+            body: json!({ "status": "pong", "hook": hook.name }),
+        };
+    }
+    let delivery = Delivery {
+        hook: hook.clone(),
+        event,
+        id: text("x-github-delivery"),
+        form: is_form(&headers),
+        body,
+    };
+    let ticket = match &delivery.id {
+        None => None,
+        Some(id) => loop {
+            match hooks.deliveries.seen(name, id, Instant::now()) {
+                Seen::New(ticket) => break Some(ticket),
+                Seen::Answered(first) => {
+                    tracing::info!(hook = name, delivery = %id, "a redelivery, answered as the first time");
+                    return first;
+                }
+                Seen::InFlight(mut first) => {
+                    if let Ok(answer) = first.wait_for(Option::is_some).await
+                        && let Some(answer) = answer.clone()
+                    {
+                        return answer;
+                    }
+                    // The first copy failed: this one is handled as new.
+                }
+            }
+        },
+    };
+    // In a task of its own, so a client that goes away does not stop a delivery halfway.
+    let hooks = Arc::clone(hooks);
+    let delivered = tokio::spawn(async move {
+        let answer = deliver(&hooks, delivery).await;
+        if let Some(ticket) = ticket
+            && answer.status.is_success()
+        {
+            ticket.answered(answer.clone(), Instant::now());
+        }
+        answer
+    });
+    delivered.await.unwrap_or_else(|e| {
+        Answer::refused(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the delivery failed: {e}"),
+        )
+    })
+}
+
+/// Reads the body, refusing one over `limit` bytes (413) or not sent in time (408).
+async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Vec<u8>, Answer> {
+    let too_large = || {
+        Answer::refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is over {limit} bytes (channels.http.max_body_kb)"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > u64::try_from(limit).unwrap_or(u64::MAX)) {
+        return Err(too_large());
+    }
+    let read = async {
+        let mut chunks = body.into_data_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|e| {
+                Answer::refused(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body could not be read: {e}"),
+                )
+            })?;
+            if bytes.len().saturating_add(chunk.len()) > limit {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    };
+    tokio::time::timeout(listen::BODY_TIMEOUT, read)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Answer::refused(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the body did not arrive within {} s",
+                    listen::BODY_TIMEOUT.as_secs()
+                ),
+            ))
+        })
+}
+
+/// Whether the body is form-encoded (GitHub's default content type), not JSON.
+fn is_form(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| {
+            media
+                .trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        })
+}
+
+/// The delivery's JSON: the body, or a form body's `payload` field.
+fn payload_of(body: &[u8], form: bool) -> Result<Value, String> {
+    if !form {
+        return serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"));
+    }
+    let Some((_, payload)) = form_urlencoded::parse(body).find(|(key, _)| key == "payload") else {
+        return Err(
+            "a form-encoded body carries its JSON in a payload field, and this one has none".into(),
+        );
+    };
+    serde_json::from_str(&payload).map_err(|e| format!("the payload field is not JSON: {e}"))
+}
+
+/// Makes a signed delivery into a prompt for its session, unless its hook does not take it.
+async fn deliver(hooks: &Hooks, delivery: Delivery) -> Answer {
+    let hook = &delivery.hook;
+    let payload = match payload_of(&delivery.body, delivery.form) {
+        Ok(payload) => payload,
+        Err(why) => return Answer::refused(StatusCode::BAD_REQUEST, why),
+    };
+    let action = payload.get("action").and_then(Value::as_str);
+    if let Err(why) = hook.admits(delivery.event.as_deref(), action) {
+        tracing::info!(hook = %hook.name, delivery = delivery.id.as_deref().unwrap_or(""), "webhook ignored: {why}");
+        return Answer::ignored(why);
+    }
     let reference = match hook.reference_of(&payload) {
         Ok(reference) => reference,
-        Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
+        Err(why) => return Answer::refused(StatusCode::BAD_REQUEST, why),
     };
-    let text = hook.render(&payload);
     let resolved = hooks
         .sessions
         .resolve(ResolveParams {
             channel: CHANNEL.into(),
             source: hook.name.clone(),
             reference,
-            text,
+            text: hook.render(&payload),
             words: hook.words_of(&payload),
             agent: hook.agent.clone(),
             driver: hook.driver,
@@ -110,16 +318,24 @@ async fn hook(
         Ok(result) => {
             tracing::info!(
                 hook = %hook.name,
+                delivery = delivery.id.as_deref().unwrap_or(""),
                 session = %result.session_id,
                 reason = result.reason.as_str(),
                 "webhook delivered"
             );
-            reply(StatusCode::ACCEPTED, &result)
+            let mut body = serde_json::to_value(&result).unwrap_or_else(|_| json!({}));
+            if let Some(fields) = body.as_object_mut() {
+                fields.insert("status".into(), json!("delivered"));
+            }
+            Answer {
+                status: StatusCode::ACCEPTED,
+                body,
+            }
         }
         Err(e @ WorkbenchError::Invalid(_)) => {
-            refuse(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+            Answer::refused(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
         }
-        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => Answer::refused(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -170,6 +386,8 @@ mod tests {
             reference: None,
             message: None,
             driver: None,
+            events: Vec::new(),
+            actions: Vec::new(),
         }
     }
 
@@ -184,6 +402,32 @@ mod tests {
                 .unwrap(),
         );
         headers
+    }
+
+    #[test]
+    fn a_form_body_carries_its_json_in_the_payload_field() {
+        let mut headers = HeaderMap::new();
+        assert!(!is_form(&headers));
+        headers.insert(
+            header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded; charset=utf-8"
+                .parse()
+                .unwrap(),
+        );
+        assert!(is_form(&headers));
+        let form = b"payload=%7B%22action%22%3A%22created%22%2C%22n%22%3A%221+%2B+1%22%7D";
+        assert_eq!(
+            payload_of(form, true),
+            Ok(json!({"action": "created", "n": "1 + 1"}))
+        );
+        assert!(payload_of(b"zen=hi", true).unwrap_err().contains("payload"));
+        assert!(
+            payload_of(b"payload=nope", true)
+                .unwrap_err()
+                .contains("not JSON")
+        );
+        // Taken as JSON, the same body is not.
+        assert!(payload_of(form, false).unwrap_err().contains("not JSON"));
     }
 
     #[test]

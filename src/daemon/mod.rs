@@ -102,10 +102,16 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         .map_err(io_err("cannot create the state directory"))?;
     let pid_lock = PidLock::acquire(&kiln)?;
     crate::sys::private_umask();
-    match crate::sys::raise_fd_limit() {
-        Ok(limit) => tracing::info!(limit, "descriptor limit"),
-        Err(e) => tracing::warn!("cannot read the descriptor limit: {e}"),
-    }
+    let fd_limit = match crate::sys::raise_fd_limit() {
+        Ok(limit) => {
+            tracing::info!(limit, "descriptor limit");
+            Some(limit)
+        }
+        Err(e) => {
+            tracing::warn!("cannot read the descriptor limit: {e}");
+            None
+        }
+    };
     crate::sys::quiet_process_metrics();
     let grace = Duration::from_secs(config.daemon.grace_period_secs);
     let http = config.channels.http.clone();
@@ -165,6 +171,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
                 kiln.clone(),
                 Arc::clone(&sessions),
                 max_body,
+                fd_limit,
             )))
         }
         None => None,

@@ -15,6 +15,8 @@ use crate::common::*;
 use crate::model_server::{ScriptedReply, ScriptedServer};
 use crate::sessions::{agent_kiln, said, session, wait_message, wait_message_where, wait_session};
 
+mod github;
+
 const SECRET: &str = "hook-secret-4c1f9d";
 /// The conversation timeout the test kiln sets.
 const TIMEOUT_SECS: u64 = 6;
