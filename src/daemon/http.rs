@@ -3,8 +3,8 @@
 //! of the body>` under the hook's shared secret), its payload made into a prompt and
 //! resolved to a session (seed 001). Bad input gets its status and creates nothing:
 //! unknown hook 404, bad or missing signature 401, body over the limit 413, malformed
-//! JSON 400. The hooks are read from the settings at every request, so edits apply
-//! without a restart; the address and the body limit are read at start.
+//! JSON 400. The hooks are looked up in the daemon's live settings at every request, so
+//! edits apply without a restart (the address and body limit: `webhooks.rs`).
 
 use std::sync::Arc;
 
@@ -19,7 +19,6 @@ use serde_json::json;
 use sha2::Sha256;
 
 use crate::config::{Config, WebhookConfig};
-use crate::kiln::Kiln;
 use crate::protocol::ResolveParams;
 use crate::sessions::Sessions;
 use crate::workbench::WorkbenchError;
@@ -28,21 +27,21 @@ use crate::workbench::WorkbenchError;
 pub const CHANNEL: &str = "webhook";
 
 struct Hooks {
-    kiln: Kiln,
+    settings: tokio::sync::watch::Receiver<Arc<Config>>,
     sessions: Arc<Sessions>,
 }
 
 /// Serves webhooks on `listener` until the task is dropped.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    kiln: Kiln,
+    settings: tokio::sync::watch::Receiver<Arc<Config>>,
     sessions: Arc<Sessions>,
     max_body: usize,
 ) {
     let app = Router::new()
         .route("/hooks/{name}", post(hook))
         .layer(DefaultBodyLimit::max(max_body))
-        .with_state(Arc::new(Hooks { kiln, sessions }));
+        .with_state(Arc::new(Hooks { settings, sessions }));
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!("the webhook listener stopped: {e}");
     }
@@ -70,10 +69,7 @@ async fn hook(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let config = match Config::load(&hooks.kiln.settings_path()) {
-        Ok(config) => config,
-        Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
+    let config = Arc::clone(&hooks.settings.borrow());
     let Some(hook) = config.webhook(&name) else {
         return refuse(StatusCode::NOT_FOUND, format!("no webhook named {name:?}"));
     };
