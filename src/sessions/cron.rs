@@ -106,6 +106,10 @@ impl Sessions {
                                 tracing::info!(job = %id, "cron run skipped: {}", run.note)
                             }
                             Ok(run) => tracing::info!(job = %id, session = %run.session_id, "cron run"),
+                            Err(WorkbenchError::NotFound(_)) => tracing::info!(
+                                job = %id,
+                                "cron run not started: the job was taken out of the settings"
+                            ),
                             Err(e) => tracing::warn!(job = %id, "cron run failed: {e}"),
                         }
                     });

@@ -21,6 +21,7 @@ mod podman;
 mod rules;
 mod sandbox;
 mod sessions;
+mod settings;
 mod ssh;
 mod team;
 #[path = "../equipment/team_server.rs"]
