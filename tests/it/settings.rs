@@ -1,7 +1,7 @@
 //! Settings applied live: a running daemon follows edits of `.crucible.toml`. Cron jobs
 //! taken out stop, jobs added start, a broken file leaves the last good jobs running and
 //! says why, and `cru cron list` shows what the daemon runs (or, with no daemon, the
-//! settings' jobs, saying so).
+//! settings' jobs, saying so). The webhook listener follows its address.
 
 use std::time::Duration;
 
@@ -182,4 +182,98 @@ async fn cron_list_without_a_daemon_shows_the_settings_jobs_and_says_so() {
     assert_eq!(json["daemon_running"], false, "{json}");
     assert_eq!(json["jobs"][0]["id"], "tick", "{json}");
     assert!(tk.daemon_pid().is_none(), "listing started a daemon");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The status of `POST /hooks/none` on `port`, or none when nothing listens there.
+async fn hook_status(port: u16) -> Option<u16> {
+    reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/hooks/none"))
+        .body("{}")
+        .send()
+        .await
+        .ok()
+        .map(|r| r.status().as_u16())
+}
+
+async fn wait_hook(port: u16, want: Option<u16>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while hook_status(port).await != want {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "port {port} never answered {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn set_listen(tk: &TestKiln, listen: Option<u16>) {
+    let mut text = "[daemon]\ngrace_period_secs = 60\n".to_string();
+    if let Some(port) = listen {
+        text.push_str(&format!("[channels.http]\nlisten = \"127.0.0.1:{port}\"\n"));
+    }
+    let path = tk.kiln.settings_path();
+    let new = path.with_extension("toml.new");
+    std::fs::write(&new, text).unwrap();
+    std::fs::rename(&new, &path).unwrap();
+}
+
+async fn pending(client: &Client) -> Vec<String> {
+    client
+        .call::<m::DaemonStatusOf>(&NoParams {})
+        .await
+        .expect("daemon.status")
+        .settings_pending
+}
+
+#[tokio::test]
+async fn the_webhook_listener_follows_its_address_and_says_when_it_cannot() {
+    let (first, second) = (free_port(), free_port());
+    let tk = TestKiln::new();
+    set_listen(&tk, Some(first));
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let _daemon = tk.spawn_daemon().await;
+    let client = tk.client().await;
+    assert_eq!(hook_status(first).await, Some(404));
+
+    // Moved: the new address answers, the old one is let go.
+    set_listen(&tk, Some(second));
+    wait_hook(second, Some(404)).await;
+    wait_hook(first, None).await;
+
+    // An address taken by someone else: the listener stays where it was, and says so.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let third = taken.local_addr().unwrap().port();
+    set_listen(&tk, Some(third));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let notes = loop {
+        let notes = pending(&client).await;
+        if !notes.is_empty() {
+            break notes;
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing was said");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let note = &notes[0];
+    assert!(
+        note.contains(&format!("127.0.0.1:{third}"))
+            && note.contains(&format!("still listening on 127.0.0.1:{second}"))
+            && note.contains("cru daemon stop"),
+        "{note}"
+    );
+    assert_eq!(hook_status(second).await, Some(404));
+    let out = tk.cru(&["daemon", "status"]);
+    assert!(stdout(&out).contains("still listening"), "{}", stdout(&out));
+
+    // Taken out: the listener closes and nothing is left to say.
+    set_listen(&tk, None);
+    wait_hook(second, None).await;
+    assert!(pending(&client).await.is_empty());
 }
