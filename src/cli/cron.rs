@@ -1,15 +1,17 @@
-//! `cru cron [list] [--json]`, `cru cron run ID [--json]`: the `[[cron]]` jobs of the
-//! settings, their next and last runs, and running one now.
+//! `cru cron [list] [--json]`, `cru cron run ID [--json]`: the `[[cron]]` jobs the
+//! daemon runs, their next and last runs, and running one now. With no daemon running,
+//! the list is the settings' jobs, and says so (it starts no daemon).
 
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
 use crate::cli::output::{self, outln};
+use crate::client::Client;
 use crate::kiln::Kiln;
-use crate::protocol::CronRunParams;
 use crate::protocol::methods as m;
 use crate::protocol::methods::NoParams;
+use crate::protocol::{CronJobView, CronJobs, CronRunParams};
 
 #[derive(Debug, Args)]
 pub struct CronArgs {
@@ -21,20 +23,36 @@ pub struct CronArgs {
 
 #[derive(Debug, Subcommand)]
 enum CronAction {
-    /// The jobs, with their next run (UTC), last run and skipped runs (the default).
+    /// The jobs the daemon runs, with their next run (UTC), last run and skipped runs
+    /// (the default).
     List,
     /// Run a job now (skipped while its previous run is still working).
     Run { id: String },
 }
 
 pub async fn run(kiln: Kiln, args: CronArgs) -> anyhow::Result<ExitCode> {
-    let client = super::connect(&kiln).await?;
     match args.action.unwrap_or(CronAction::List) {
         CronAction::List => {
-            let reply = client.call::<m::CronList>(&NoParams {}).await?;
+            let (reply, running) = match Client::connect(&kiln).await {
+                Ok(client) => (client.call::<m::CronList>(&NoParams {}).await?, true),
+                Err(e) => {
+                    tracing::debug!("no daemon answered: {e}");
+                    (from_settings(&kiln)?, false)
+                }
+            };
             if args.json {
-                outln!("{}", serde_json::to_string_pretty(&reply)?);
+                let mut value = serde_json::to_value(&reply)?;
+                value["daemon_running"] = running.into();
+                outln!("{}", serde_json::to_string_pretty(&value)?);
                 return Ok(ExitCode::SUCCESS);
+            }
+            if !running {
+                outln!(
+                    "no daemon runs for this kiln: these are the jobs of the settings, which run once one does (cru daemon run)"
+                );
+            }
+            if let Some(why) = &reply.settings_error {
+                outln!("the settings cannot be used ({why}): the daemon runs the last good ones");
             }
             if reply.jobs.is_empty() {
                 outln!("no cron jobs: add [[cron]] entries to the settings");
@@ -72,6 +90,7 @@ pub async fn run(kiln: Kiln, args: CronArgs) -> anyhow::Result<ExitCode> {
             );
         }
         CronAction::Run { id } => {
+            let client = super::connect(&kiln).await?;
             let run = client.call::<m::CronRunNow>(&CronRunParams { id }).await?;
             if args.json {
                 outln!("{}", serde_json::to_string_pretty(&run)?);
@@ -83,4 +102,34 @@ pub async fn run(kiln: Kiln, args: CronArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The jobs of the settings file, as a daemon would start running them now.
+fn from_settings(kiln: &Kiln) -> anyhow::Result<CronJobs> {
+    let config = super::load_config(kiln)?;
+    let now = chrono::Utc::now();
+    let jobs = config
+        .cron
+        .iter()
+        .map(|job| CronJobView {
+            id: job.id.clone(),
+            schedule: job.schedule.clone(),
+            agent: job.agent.clone(),
+            enabled: job.enabled,
+            next_run: job
+                .enabled
+                .then(|| job.next_after(now))
+                .flatten()
+                .map(|t| t.to_rfc3339()),
+            last_session_id: None,
+            last_run_at: None,
+            last_state: None,
+            skipped: 0,
+            last_skipped_at: None,
+        })
+        .collect();
+    Ok(CronJobs {
+        jobs,
+        settings_error: None,
+    })
 }

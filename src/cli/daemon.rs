@@ -91,6 +91,12 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
                     ("unread", status.unread.to_string()),
                 ]);
                 print_team(&status);
+                if let Some(why) = &status.settings_error {
+                    outln!("settings: cannot be used ({why}); the last good ones are in use");
+                }
+                for note in &status.settings_pending {
+                    outln!("settings: {note}");
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -8,10 +8,10 @@
 //! `ignored` with the reason; a redelivery (an `X-GitHub-Delivery` answered before) gets
 //! the first answer again and prompts nothing ([`deliveries`]). Bad input gets its status
 //! and creates nothing: unknown hook 404, bad or missing signature 401, body over the
-//! limit 413, body not sent in time 408, malformed payload 400. The hooks are read from
-//! the settings at every request, so edits apply without a restart; the address and the
-//! body limit are read at start. How slow and idle clients are kept from starving the
-//! daemon: [`listen`].
+//! limit 413, body not sent in time 408, malformed payload 400. The hooks are looked up in
+//! the daemon's live settings at every request, so edits apply without a restart (the
+//! address and body limit: `webhooks.rs`). How slow and idle clients are kept from
+//! starving the daemon: [`listen`].
 
 mod deliveries;
 mod listen;
@@ -35,7 +35,6 @@ use deliveries::{Deliveries, Seen};
 use quiet::Quiet;
 
 use crate::config::{Config, WebhookConfig};
-use crate::kiln::Kiln;
 use crate::protocol::ResolveParams;
 use crate::sessions::Sessions;
 use crate::workbench::WorkbenchError;
@@ -47,7 +46,7 @@ pub const CHANNEL: &str = "webhook";
 const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
 
 struct Hooks {
-    kiln: Kiln,
+    settings: tokio::sync::watch::Receiver<Arc<Config>>,
     sessions: Arc<Sessions>,
     max_body: usize,
     deliveries: Arc<Deliveries<Answer>>,
@@ -58,7 +57,7 @@ struct Hooks {
 /// of `fd_limit` (the daemon's descriptor limit) connections.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    kiln: Kiln,
+    settings: tokio::sync::watch::Receiver<Arc<Config>>,
     sessions: Arc<Sessions>,
     max_body: usize,
     fd_limit: Option<u64>,
@@ -72,7 +71,7 @@ pub async fn serve(
     );
     let quiet = Arc::new(Quiet::new(REFUSALS_LOGGED_EVERY));
     let hooks = Arc::new(Hooks {
-        kiln,
+        settings,
         sessions,
         max_body,
         deliveries: Deliveries::new(deliveries::REMEMBERED, deliveries::REMEMBER_FOR),
@@ -144,10 +143,7 @@ async fn answer(hooks: &Arc<Hooks>, name: &str, request: Request) -> Answer {
         Ok(body) => body,
         Err(answer) => return answer,
     };
-    let config = match Config::load(&hooks.kiln.settings_path()) {
-        Ok(config) => config,
-        Err(e) => return Answer::refused(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
+    let config = Arc::clone(&hooks.settings.borrow());
     let Some(hook) = config.webhook(name) else {
         return Answer::refused(StatusCode::NOT_FOUND, format!("no webhook named {name:?}"));
     };

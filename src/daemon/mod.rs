@@ -1,13 +1,18 @@
 //! The per-kiln daemon: owns the database, serves JSON-RPC on `<kiln>/.crucible/daemon.sock`,
 //! runs the agents of the sessions it manages, and exits after a grace period once no
-//! client is connected and no agent runs.
+//! client is connected, no agent runs and no component (cron jobs, the webhook listener)
+//! keeps it up. Its background parts are [`components`], fed the settings as they change
+//! ([`settings`]).
 
 mod accept;
+mod components;
 mod conn;
 mod gone;
 mod http;
 mod lifecycle;
 mod notify;
+mod settings;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +21,9 @@ use tokio::net::UnixListener;
 use tokio::sync::{Notify, watch};
 
 use accept::Acceptor;
+use components::{Components, Cron, Task};
 pub(crate) use conn::Door;
+use settings::{LiveSettings, SettingsWatch};
 
 use crate::config::Config;
 use crate::kiln::Kiln;
@@ -64,6 +71,8 @@ pub(crate) struct Shared {
     pub started: Instant,
     /// Poked after every request; see [`trim_after_bursts`].
     pub activity: Notify,
+    /// The settings in use, followed live.
+    pub settings: Arc<LiveSettings>,
 }
 
 /// Once requests have paused for [`TRIM_AFTER_QUIET`], returns the memory the burst
@@ -113,12 +122,9 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         }
     };
     crate::sys::quiet_process_metrics();
-    let grace = Duration::from_secs(config.daemon.grace_period_secs);
-    let http = config.channels.http.clone();
-    let cron_jobs: Vec<_> = config.cron.iter().filter(|j| j.enabled).cloned().collect();
-    let http_address = http
-        .address()
-        .map_err(|why| io_err("cannot start the webhook listener")(std::io::Error::other(why)))?;
+    let live = LiveSettings::new(config.clone());
+    let mut settings = live.subscribe();
+    let started_with = Arc::clone(&settings.borrow());
     let wb = Workbench::open(kiln.clone(), config).await?;
     // Once the engine has opened, so what it made is covered too. (It marks its log
     // folder 0750 whenever it starts a log segment; the 0700 state directory keeps others
@@ -134,6 +140,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     let mut owners = Acceptor::new(bind(&socket)?, "daemon.sock");
     let mut agents_door = Acceptor::new(bind(&agent_socket)?, "agent.sock");
     let sessions = Sessions::start(Arc::clone(&wb)).await;
+    sessions.follow_settings(live.subscribe());
 
     let mut kiln_watch =
         gone::KilnWatch::start(&kiln.state_dir(), &[socket.clone(), agent_socket.clone()]);
@@ -146,45 +153,34 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         shutdown: Notify::new(),
         started: Instant::now(),
         activity: Notify::new(),
+        settings: Arc::clone(&live),
     });
     tokio::spawn(trim_after_bursts(Arc::clone(&shared)));
-    // Cron jobs and webhooks: a daemon that has them stays up with no client connected.
-    let scheduled = !cron_jobs.is_empty();
-    if scheduled {
-        tracing::info!(jobs = cron_jobs.len(), "cron jobs scheduled");
-    }
-    let cron = tokio::spawn(Arc::clone(&sessions).run_cron(cron_jobs));
+    let mut components = Components::default();
+    components.add(webhooks::Webhooks::start(
+        Arc::clone(&sessions),
+        live.subscribe(),
+        &started_with,
+        fd_limit,
+    )?);
+    components.add(Cron::start(Arc::clone(&sessions), &started_with));
     // Messages that need a human: the notify command, and the approval timeout of
     // background sessions. Both sleep until a message arrives.
-    let notifier = tokio::spawn(notify::run(Arc::clone(&wb)));
-    let approvals = tokio::spawn(Arc::clone(&sessions).watch_approvals());
-    let webhooks = match http_address {
-        Some(address) => {
-            let listener = tokio::net::TcpListener::bind(address)
-                .await
-                .map_err(io_err(format!("cannot listen for webhooks on {address}")))?;
-            tracing::info!(%address, "listening for webhooks");
-            let max_body =
-                usize::try_from(http.max_body_kb.saturating_mul(1024)).unwrap_or(usize::MAX);
-            Some(tokio::spawn(http::serve(
-                listener,
-                kiln.clone(),
-                Arc::clone(&sessions),
-                max_body,
-                fd_limit,
-            )))
-        }
-        None => None,
-    };
+    components.add(notify::Notifier::start(Arc::clone(&wb), &started_with));
+    components.add(Task::spawn(
+        "approvals",
+        Arc::clone(&sessions).watch_approvals(),
+    ));
     // Team mode: calls other daemons forward for the sessions this one runs.
-    let forwarded = wb.team_commands().map(|mut commands| {
+    if let Some(mut commands) = wb.team_commands() {
         let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
+        components.add(Task::spawn("forwarding", async move {
             while let Some(command) = commands.recv().await {
                 tokio::spawn(conn::run_forwarded(Arc::clone(&shared), command));
             }
-        })
-    });
+        }));
+    }
+    let _settings_watch = SettingsWatch::start(&kiln, Arc::clone(&live));
     let fenced = wb.fenced();
     tokio::pin!(fenced);
     let mut clients = shared.clients.subscribe();
@@ -195,11 +191,11 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         .map_err(io_err("cannot watch SIGINT"))?;
 
     loop {
-        // Idle: nobody connected and no agent running.
+        // Idle: nobody connected, no agent running, no component keeping it up.
         let idle = *clients.borrow_and_update() == 0
             && *agents.borrow_and_update() == 0
-            && webhooks.is_none()
-            && !scheduled;
+            && !components.keep_daemon_up();
+        let grace = Duration::from_secs(settings.borrow().daemon.grace_period_secs);
         let grace_expiry = async {
             if idle {
                 tokio::time::sleep(grace).await
@@ -219,6 +215,12 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
             why = kiln_watch.gone() => {
                 tracing::warn!("{why}; nobody can reach this daemon any more, shutting down");
                 break;
+            }
+            Ok(()) = settings.changed() => {
+                let config = Arc::clone(&settings.borrow_and_update());
+                let mut notes = components.reconfigure(&config);
+                notes.extend(settings::restart_needed(&started_with, &config));
+                live.set_pending(notes);
             }
             _ = clients.changed() => {}
             _ = agents.changed() => {}
@@ -245,15 +247,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         }
     }
 
-    if let Some(listener) = &webhooks {
-        listener.abort();
-    }
-    cron.abort();
-    if let Some(task) = &forwarded {
-        task.abort();
-    }
-    notifier.abort();
-    approvals.abort();
+    components.stop();
     drop(owners);
     drop(agents_door);
     for path in [&socket, &agent_socket] {

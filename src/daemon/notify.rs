@@ -2,24 +2,64 @@
 //! or an approval, from any session and any channel), the user's command runs with the
 //! message's session, channel, type, title and id in its environment and nothing else of
 //! the daemon's (which may hold secrets). Runs are rate-limited; a failing or hung
-//! command is logged (and killed after its timeout) and never holds up a session.
+//! command is logged (and killed after its timeout) and never holds up a session. The
+//! `[notify]` settings in use are the daemon's live ones ([`Notifier::reconfigure`]).
 
 use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
-use crate::config::Config;
+use super::components::Component;
+use crate::config::{Config, NotifyConfig};
 use crate::kiln::Kiln;
 use crate::protocol::{Event, InboxMessage};
 use crate::workbench::Workbench;
 
 const WINDOW: Duration = Duration::from_secs(60);
 
+/// The notify command as a component of the daemon.
+pub(super) struct Notifier {
+    config: watch::Sender<NotifyConfig>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Notifier {
+    pub fn start(wb: Arc<Workbench>, config: &Config) -> Self {
+        let (config, settings) = watch::channel(config.notify.clone());
+        Self {
+            config,
+            task: tokio::spawn(run(wb, settings)),
+        }
+    }
+}
+
+impl Component for Notifier {
+    fn name(&self) -> &'static str {
+        "notify"
+    }
+
+    fn reconfigure(&mut self, config: &Config) -> Option<String> {
+        self.config.send_if_modified(|now| {
+            let differs = *now != config.notify;
+            if differs {
+                tracing::info!("notify: the settings changed");
+                *now = config.notify.clone();
+            }
+            differs
+        });
+        None
+    }
+
+    fn stop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Follows the inbox until the daemon ends; wakes only when a message arrives.
-pub async fn run(wb: Arc<Workbench>) {
+async fn run(wb: Arc<Workbench>, settings: watch::Receiver<NotifyConfig>) {
     let mut events = wb.subscribe();
     let mut recent: VecDeque<Instant> = VecDeque::new();
     let mut missed = 0u64;
@@ -33,13 +73,7 @@ pub async fn run(wb: Arc<Workbench>) {
             }
             Err(broadcast::error::RecvError::Closed) => return,
         };
-        let config = match Config::load(&wb.kiln().settings_path()) {
-            Ok(config) => config.notify,
-            Err(e) => {
-                tracing::warn!("notify: the settings cannot be read: {e}");
-                continue;
-            }
-        };
+        let config = settings.borrow().clone();
         let Some(command) = config.command.filter(|c| !c.trim().is_empty()) else {
             continue;
         };

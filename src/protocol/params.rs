@@ -444,6 +444,12 @@ pub struct DaemonStatus {
     /// Team mode: the other daemons sharing the database, live or not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub daemons: Vec<DaemonInfo>,
+    /// Why the settings files cannot be used; the daemon keeps the last good ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_error: Option<String>,
+    /// Changes of the settings the daemon has not applied, each saying what to do.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings_pending: Vec<String>,
 }
 
 /// One daemon of a team (a record of the `daemons` table).
@@ -506,7 +512,7 @@ pub struct ResolveResult {
     pub queued: bool,
 }
 
-/// `cron.run`: run a job of the settings now.
+/// `cron.run`: run a job the daemon runs now.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CronRunParams {
     pub id: String,
@@ -524,10 +530,13 @@ pub struct CronRun {
     pub note: String,
 }
 
-/// `cron.list`: the jobs of the settings.
+/// `cron.list`: the jobs the daemon runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CronJobs {
     pub jobs: Vec<CronJobView>,
+    /// Why the settings files cannot be used: the jobs are the last good settings' ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_error: Option<String>,
 }
 
 /// A cron job, its next run and its last one.

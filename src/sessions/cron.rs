@@ -2,7 +2,9 @@
 //! job's instructions, tagged `cron <id>`. A run whose previous one is still working is
 //! skipped, and the skip is counted and logged; a previous run that rests is stopped
 //! (its worktree and transcript stay), so runs do not pile up agents. The schedule loop
-//! sleeps until the next run is due: nothing wakes in between.
+//! follows the jobs the daemon is given (they change with the settings) and sleeps until
+//! the next run is due: nothing wakes in between. A job taken out of the settings starts
+//! no more runs; a run of it already working finishes.
 
 use chrono::{DateTime, Utc};
 
@@ -15,49 +17,134 @@ pub const CHANNEL: &str = "cron";
 
 /// What the daemon remembers of a job between runs.
 #[derive(Debug, Default, Clone)]
-pub(super) struct JobRecord {
+struct JobRecord {
     skipped: u64,
     last_skipped_at: Option<String>,
 }
 
-impl Sessions {
-    /// Runs the enabled jobs on their schedules until the daemon ends.
-    pub async fn run_cron(self: Arc<Self>, jobs: Vec<CronJob>) {
-        let mut due: Vec<(Option<DateTime<Utc>>, CronJob)> = jobs
-            .into_iter()
-            .filter(|j| j.enabled)
-            .map(|j| (j.next_after(Utc::now()), j))
-            .collect();
-        loop {
-            let Some((i, when)) = due
-                .iter()
-                .enumerate()
-                .filter_map(|(i, (when, _))| when.map(|w| (i, w)))
-                .min_by_key(|(_, when)| *when)
-            else {
-                return;
-            };
-            if let Ok(wait) = (when - Utc::now()).to_std() {
-                tokio::time::sleep(wait).await;
-            }
-            let job = due[i].1.clone();
-            due[i].0 = job.next_after(Utc::now().max(when));
-            let me = Arc::clone(&self);
-            tokio::spawn(async move {
-                match me.run_cron_job(&job).await {
-                    Ok(run) if run.skipped => {
-                        tracing::info!(job = %job.id, "cron run skipped: {}", run.note)
-                    }
-                    Ok(run) => tracing::info!(job = %job.id, session = %run.session_id, "cron run"),
-                    Err(e) => tracing::warn!(job = %job.id, "cron run failed: {e}"),
-                }
+/// One job the daemon runs, and when it runs next (none: disabled, or never again).
+#[derive(Debug, Clone, PartialEq)]
+struct Scheduled {
+    job: CronJob,
+    next: Option<DateTime<Utc>>,
+}
+
+/// The jobs the daemon runs, and their skips since it started.
+#[derive(Debug, Default)]
+pub(super) struct CronBook {
+    jobs: Vec<Scheduled>,
+    records: HashMap<String, JobRecord>,
+}
+
+/// The schedule for `jobs` at `now`: a job whose id, schedule and switch are unchanged
+/// keeps the run it was waiting for; any other gets its next run after `now`.
+fn plan(old: &[Scheduled], jobs: &[CronJob], now: DateTime<Utc>) -> Vec<Scheduled> {
+    jobs.iter()
+        .map(|job| {
+            let kept = old.iter().find(|s| {
+                s.job.id == job.id && s.job.schedule == job.schedule && s.job.enabled == job.enabled
             });
+            let next = match kept {
+                Some(s) => s.next,
+                None if job.enabled => job.next_after(now),
+                None => None,
+            };
+            Scheduled {
+                job: job.clone(),
+                next,
+            }
+        })
+        .collect()
+}
+
+/// The job due first, and when.
+fn first_due(jobs: &[Scheduled]) -> Option<(usize, DateTime<Utc>)> {
+    jobs.iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.next.map(|when| (i, when)))
+        .min_by_key(|(_, when)| *when)
+}
+
+impl Sessions {
+    /// Runs the jobs `jobs` holds on their schedules, following it as it changes, until
+    /// its sender is dropped.
+    pub async fn run_cron(self: Arc<Self>, mut jobs: watch::Receiver<Vec<CronJob>>) {
+        let given = jobs.borrow_and_update().clone();
+        self.reschedule(&given).await;
+        loop {
+            let due = first_due(&self.cron_book().jobs);
+            let wait = async {
+                match due {
+                    Some((_, when)) => {
+                        if let Ok(wait) = (when - Utc::now()).to_std() {
+                            tokio::time::sleep(wait).await;
+                        }
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                changed = jobs.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let given = jobs.borrow_and_update().clone();
+                    self.reschedule(&given).await;
+                }
+                () = wait => {
+                    let Some((i, when)) = due else { continue };
+                    let id = {
+                        let mut book = self.cron_book();
+                        let Some(s) = book.jobs.get_mut(i) else { continue };
+                        s.next = s.job.next_after(Utc::now().max(when));
+                        s.job.id.clone()
+                    };
+                    let me = Arc::clone(&self);
+                    tokio::spawn(async move {
+                        match me.run_cron_now(&id).await {
+                            Ok(run) if run.skipped => {
+                                tracing::info!(job = %id, "cron run skipped: {}", run.note)
+                            }
+                            Ok(run) => tracing::info!(job = %id, session = %run.session_id, "cron run"),
+                            Err(WorkbenchError::NotFound(_)) => tracing::info!(
+                                job = %id,
+                                "cron run not started: the job was taken out of the settings"
+                            ),
+                            Err(e) => tracing::warn!(job = %id, "cron run failed: {e}"),
+                        }
+                    });
+                }
+            }
         }
     }
 
-    /// Runs `job` now, unless its previous run is still working.
-    pub async fn run_cron_job(self: &Arc<Self>, job: &CronJob) -> Result<CronRun> {
+    /// Makes `jobs` the ones the daemon runs. Waits for a run being started to have
+    /// started, so that once a job is gone from [`Sessions::cron_jobs`] it starts none.
+    async fn reschedule(&self, jobs: &[CronJob]) {
         let _one_at_a_time = self.resolving.lock().await;
+        let mut book = self.cron_book();
+        book.jobs = plan(&book.jobs, jobs, Utc::now());
+    }
+
+    /// Runs the job `id` of the ones the daemon runs now, unless its previous run is
+    /// still working.
+    pub async fn run_cron_now(self: &Arc<Self>, id: &str) -> Result<CronRun> {
+        let _one_at_a_time = self.resolving.lock().await;
+        let job = self
+            .cron_book()
+            .jobs
+            .iter()
+            .find(|s| s.job.id == id)
+            .map(|s| s.job.clone())
+            .ok_or_else(|| {
+                WorkbenchError::NotFound(format!("no cron job {id:?} in the daemon's settings"))
+            })?;
+        self.run_cron_job(&job).await
+    }
+
+    /// Runs `job` now, unless its previous run is still working. The caller holds
+    /// `resolving`.
+    async fn run_cron_job(self: &Arc<Self>, job: &CronJob) -> Result<CronRun> {
         let previous = self.newest_of(CHANNEL, &job.id, "");
         if let Some(prev) = &previous
             && self.actor(&prev.id).is_some()
@@ -73,8 +160,8 @@ impl Sessions {
         {
             let at = now_rfc3339();
             {
-                let mut records = self.cron_records();
-                let record = records.entry(job.id.clone()).or_default();
+                let mut book = self.cron_book();
+                let record = book.records.entry(job.id.clone()).or_default();
                 record.skipped += 1;
                 record.last_skipped_at = Some(at.clone());
             }
@@ -130,34 +217,20 @@ impl Sessions {
         })
     }
 
-    /// Runs the job of the settings named `id` now (see [`Sessions::run_cron_job`]).
-    pub async fn run_cron_now(self: &Arc<Self>, id: &str) -> Result<CronRun> {
-        let config = self.settings()?;
-        let job = config.cron.iter().find(|j| j.id == id).ok_or_else(|| {
-            WorkbenchError::NotFound(format!("no cron job {id:?} in the settings"))
-        })?;
-        self.run_cron_job(job).await
-    }
-
-    /// The jobs of the settings, with their next runs, last sessions and skips.
-    pub fn cron_jobs(&self) -> Result<Vec<CronJobView>> {
-        let jobs = self.settings()?.cron;
-        let records = self.cron_records();
-        Ok(jobs
+    /// The jobs the daemon runs, with their next runs, last sessions and skips.
+    pub fn cron_jobs(&self) -> Vec<CronJobView> {
+        let book = self.cron_book();
+        book.jobs
             .iter()
-            .map(|job| {
-                let record = records.get(&job.id).cloned().unwrap_or_default();
+            .map(|Scheduled { job, next }| {
+                let record = book.records.get(&job.id).cloned().unwrap_or_default();
                 let last = self.newest_of(CHANNEL, &job.id, "");
                 CronJobView {
                     id: job.id.clone(),
                     schedule: job.schedule.clone(),
                     agent: job.agent.clone(),
                     enabled: job.enabled,
-                    next_run: job
-                        .enabled
-                        .then(|| job.next_after(Utc::now()))
-                        .flatten()
-                        .map(|t| t.to_rfc3339()),
+                    next_run: next.map(|t| t.to_rfc3339()),
                     last_session_id: last.as_ref().map(|s| s.id.clone()),
                     last_run_at: last.as_ref().map(|s| s.started_at.clone()),
                     last_state: last.and_then(|s| s.state),
@@ -165,10 +238,62 @@ impl Sessions {
                     last_skipped_at: record.last_skipped_at,
                 }
             })
-            .collect())
+            .collect()
     }
 
-    fn cron_records(&self) -> std::sync::MutexGuard<'_, HashMap<String, JobRecord>> {
+    fn cron_book(&self) -> std::sync::MutexGuard<'_, CronBook> {
         self.cron.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str, schedule: &str) -> CronJob {
+        CronJob {
+            id: id.into(),
+            schedule: schedule.into(),
+            agent: "a".into(),
+            instructions: "do it".into(),
+            driver: None,
+            branch: None,
+            enabled: true,
+        }
+    }
+
+    fn at(text: &str) -> DateTime<Utc> {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_new_plan_keeps_the_waits_of_unchanged_jobs_and_drops_removed_ones() {
+        let start = at("2026-01-01T00:00:00Z");
+        let first = plan(
+            &[],
+            &[job("hourly", "0 * * * *"), job("gone", "* * * * *")],
+            start,
+        );
+        assert_eq!(first[0].next, Some(at("2026-01-01T01:00:00Z")));
+        assert_eq!(first[1].next, Some(at("2026-01-01T00:01:00Z")));
+
+        // Later: "gone" was taken out, "hourly" kept, "daily" added, nothing else moved.
+        let later = at("2026-01-01T00:30:00Z");
+        let mut daily = job("daily", "0 3 * * *");
+        let second = plan(&first, &[job("hourly", "0 * * * *"), daily.clone()], later);
+        assert_eq!(second.len(), 2);
+        assert_eq!(second[0].next, Some(at("2026-01-01T01:00:00Z")));
+        assert_eq!(second[1].next, Some(at("2026-01-01T03:00:00Z")));
+        assert_eq!(first_due(&second), Some((0, at("2026-01-01T01:00:00Z"))));
+
+        // A changed schedule is planned afresh; a disabled job is not due at all.
+        daily.schedule = "0 2 * * *".into();
+        let mut hourly = job("hourly", "0 * * * *");
+        hourly.enabled = false;
+        let third = plan(&second, &[hourly, daily], later);
+        assert_eq!(third[0].next, None);
+        assert_eq!(third[1].next, Some(at("2026-01-01T02:00:00Z")));
+        assert_eq!(first_due(&third), Some((1, at("2026-01-01T02:00:00Z"))));
+        assert_eq!(first_due(&plan(&third, &[], later)), None);
     }
 }

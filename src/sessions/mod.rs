@@ -62,8 +62,8 @@ pub struct Sessions {
     unparking: tokio::sync::Mutex<()>,
     /// One channel message resolved at a time ([`channel`]).
     resolving: tokio::sync::Mutex<()>,
-    /// Cron jobs' skips since the daemon started ([`cron`]).
-    cron: Mutex<HashMap<String, cron::JobRecord>>,
+    /// The cron jobs the daemon runs, and their skips since it started ([`cron`]).
+    cron: Mutex<cron::CronBook>,
     /// How many agents run; the daemon does not idle out while any does.
     running: watch::Sender<usize>,
     /// One git change to the repository at a time (worktrees and branches share its
@@ -73,6 +73,8 @@ pub struct Sessions {
     radar: Mutex<crate::protocol::ConflictReport>,
     /// The rules every session's gate judges by, with the last good set ([`rule_files`]).
     rules: Arc<rule_files::RuleBook>,
+    /// The daemon's settings in use, once it follows them ([`Sessions::follow_settings`]).
+    live_settings: std::sync::OnceLock<watch::Receiver<Arc<Config>>>,
 }
 
 impl Sessions {
@@ -89,11 +91,12 @@ impl Sessions {
             environments: Mutex::new(HashMap::new()),
             unparking: tokio::sync::Mutex::new(()),
             resolving: tokio::sync::Mutex::new(()),
-            cron: Mutex::new(HashMap::new()),
+            cron: Mutex::new(cron::CronBook::default()),
             running: watch::channel(0).0,
             git: tokio::sync::Mutex::new(()),
             radar: Mutex::new(Default::default()),
             rules: Arc::new(rule_files::RuleBook::new(wb.kiln().clone())),
+            live_settings: std::sync::OnceLock::new(),
         });
         tokio::spawn(route_inbox_events(
             Arc::downgrade(&sessions),
@@ -119,10 +122,20 @@ impl Sessions {
         self.environments.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Makes the settings sessions use (profiles, drivers, channels) the daemon's
+    /// settings in use, which follow the files and keep the last good ones when an edit
+    /// breaks them. Until then, the files are read at each use.
+    pub fn follow_settings(&self, live: watch::Receiver<Arc<Config>>) {
+        let _ = self.live_settings.set(live);
+    }
+
     /// The kiln's settings as they are now (they apply live).
     fn settings(&self) -> Result<Config> {
-        Config::load(&self.wb.kiln().settings_path())
-            .map_err(|e| WorkbenchError::Invalid(e.to_string()))
+        match self.live_settings.get() {
+            Some(live) => Ok(Config::clone(&live.borrow())),
+            None => Config::load(&self.wb.kiln().settings_path())
+                .map_err(|e| WorkbenchError::Invalid(e.to_string())),
+        }
     }
 
     fn actor(&self, id: &str) -> Option<mpsc::UnboundedSender<Command>> {

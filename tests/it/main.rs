@@ -24,6 +24,7 @@ mod restart;
 mod rules;
 mod sandbox;
 mod sessions;
+mod settings;
 mod ssh;
 mod team;
 #[path = "../equipment/team_server.rs"]

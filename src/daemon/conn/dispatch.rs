@@ -408,8 +408,10 @@ async fn dispatch(
         }
         m::CronList::NAME => {
             serve::<m::CronList, _, _>(raw, |_| async move {
-                let jobs = sessions.cron_jobs().map_err(app_error)?;
-                Ok(CronJobs { jobs })
+                Ok(CronJobs {
+                    jobs: sessions.cron_jobs(),
+                    settings_error: shared.settings.error(),
+                })
             })
             .await
         }
@@ -643,6 +645,8 @@ async fn dispatch(
                     sessions: wb.session_count(),
                     agents: *sessions.running().borrow(),
                     unread,
+                    settings_error: shared.settings.error(),
+                    settings_pending: shared.settings.pending(),
                 })
             })
             .await
