@@ -1,6 +1,7 @@
 //! What a client sends of its own environment with `session.create`: its `PATH` and the
-//! values of the variables the session will pass its agent (`--env` names, and those of
-//! `[drivers.<name>] env` in the kiln's settings). The daemon may have been started by
+//! values of the variables the session will pass its agent (`--env` names, those of
+//! `[drivers.<name>] env` in the kiln's settings, and an internal profile's
+//! `api_key_env`). The daemon may have been started by
 //! another shell long ago; this is how the shell that asks for a session decides what
 //! its agent gets. Every caller of `session.create` through [`super::Client`] sends it.
 
@@ -8,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::config::{AgentProfile, Config};
+use crate::config::{AgentKind, AgentProfile, Config};
 use crate::kiln::Kiln;
 use crate::protocol::client_env::{self, ClientEnv};
 use crate::protocol::{DriverKind, DriverOptions};
@@ -49,6 +50,13 @@ fn asked_names(fields: &serde_json::Map<String, Value>, kiln: &Path) -> Vec<Stri
             && let Ok(spec) = config.driver_spec(&profile, &asked)
         {
             names = spec.env;
+        }
+        // Crucible's own agent reads its API key in the daemon.
+        if profile.kind == AgentKind::Internal
+            && let Some(key) = profile.api_key_env
+            && !names.contains(&key)
+        {
+            names.push(key);
         }
     }
     names.retain(|n| client_env::is_name(n));
@@ -137,7 +145,9 @@ mod tests {
         std::fs::write(
             dir.path().join(".crucible.toml"),
             "[drivers.sandbox]\nenv = [\"FROM_SETTINGS\"]\n\
-             [agents.boxed]\ntype = \"command\"\ncommand = \"sh\"\ndriver = \"sandbox\"\n",
+             [agents.boxed]\ntype = \"command\"\ncommand = \"sh\"\ndriver = \"sandbox\"\n\
+             [agents.own]\ntype = \"internal\"\napi_key_env = \"OWN_KEY\"\n\
+             base_url = \"http://localhost:1/v1\"\nmodel = \"m\"\n",
         )
         .unwrap();
         let params = |json: Value| json.as_object().cloned().unwrap();
@@ -153,6 +163,8 @@ mod tests {
             dir.path(),
         );
         assert_eq!(names, ["X"], "names only, and not the sandbox's");
+        let own = asked_names(&params(serde_json::json!({"agent": "own"})), dir.path());
+        assert_eq!(own, ["OWN_KEY"]);
         let local = asked_names(&params(serde_json::json!({"agent": "x"})), dir.path());
         assert!(local.is_empty(), "{local:?}");
     }

@@ -74,6 +74,33 @@ pub(super) fn check_env(
     Err(wording::env_missing(&words, given))
 }
 
+/// The internal agent's API key (`api_key_env`), as the asking process gave it.
+pub(super) fn api_key(profile: &AgentProfile, given: Option<&ClientEnv>) -> Option<String> {
+    let name = profile.api_key_env.as_deref()?;
+    given.and_then(|g| g.var(name)).map(str::to_string)
+}
+
+/// Refuses a new session of an internal profile whose `api_key_env` neither the asking
+/// process nor the daemon has.
+pub(super) fn check_api_key(
+    profile_name: &str,
+    profile: &AgentProfile,
+    given: Option<&ClientEnv>,
+) -> Result<(), String> {
+    let internal = profile.kind == AgentKind::Internal;
+    let Some(name) = profile.api_key_env.as_deref().filter(|_| internal) else {
+        return Ok(());
+    };
+    let (_, missing) = values(&[name.to_string()], given);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(wording::env_missing(
+        &[format!("`{name}` (api_key_env of [agents.{profile_name}])")],
+        given,
+    ))
+}
+
 /// Where a program is: on the asking process's `PATH`, else on the daemon's.
 fn find(program: &str, given: Option<&ClientEnv>) -> Option<PathBuf> {
     given
@@ -185,6 +212,24 @@ mod tests {
         assert!(err.contains("sent no environment"), "{err}");
         let shell = given("/bin", &[("CRU_TEST_NOWHERE_A", "v")]);
         assert!(check_env(&sandbox(&["CRU_TEST_NOWHERE_A"]), &asked, Some(&shell)).is_ok());
+    }
+
+    #[test]
+    fn an_internal_agents_key_comes_from_the_asker_then_the_daemon() {
+        let mut profile = AgentProfile::acp("", &[]);
+        profile.kind = AgentKind::Internal;
+        profile.api_key_env = Some("CRU_TEST_NOWHERE_KEY".into());
+        let shell = given("/bin", &[("CRU_TEST_NOWHERE_KEY", "k")]);
+        assert_eq!(api_key(&profile, Some(&shell)).as_deref(), Some("k"));
+        assert!(check_api_key("local", &profile, Some(&shell)).is_ok());
+        let err = check_api_key("local", &profile, Some(&given("/bin", &[]))).unwrap_err();
+        assert!(
+            err.starts_with(
+                "`CRU_TEST_NOWHERE_KEY` (api_key_env of [agents.local]): not set in this shell"
+            ),
+            "{err}"
+        );
+        assert_eq!(api_key(&profile, None), None);
     }
 
     #[test]

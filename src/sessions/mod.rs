@@ -182,6 +182,7 @@ impl Sessions {
             .driver_spec(&profile, &params.driver)
             .map_err(WorkbenchError::Invalid)?;
         given::check_env(&spec, &params.driver, given.as_deref())
+            .and_then(|()| given::check_api_key(&params.agent, &profile, given.as_deref()))
             .map_err(WorkbenchError::Invalid)?;
         given::locate(&params.agent, profile.clone(), spec.kind, given.as_deref())
             .map_err(WorkbenchError::Invalid)?;
@@ -380,6 +381,7 @@ impl Sessions {
                 }) as Arc<dyn agent::SessionLink>
             }),
             environment: Arc::clone(&environment),
+            api_key: given::api_key(&profile, given.as_deref()),
         };
         let handle: AgentHandle = match agent::launch(launch, events_tx) {
             Ok(handle) => handle,
