@@ -187,7 +187,12 @@ pub fn user_umask(command: &mut tokio::process::Command) -> &mut tokio::process:
 
 /// The first executable file named `program` in the directories of `PATH`.
 pub fn on_path(program: &str) -> Option<std::path::PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
+    on_path_in(program, &std::env::var_os("PATH")?)
+}
+
+/// The first executable called `program` in the folders of `path` (a `PATH` value).
+pub fn on_path_in(program: &str, path: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+    std::env::split_paths(path)
         .map(|dir| dir.join(program))
         .find(|path| is_executable(path))
 }

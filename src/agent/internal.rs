@@ -61,9 +61,16 @@ pub fn default_system_prompt(cwd: &Path) -> String {
 
 /// The chat client of an internal profile, with its API key from `api_key_env`.
 pub fn chat_client(profile: &AgentProfile) -> Result<ChatClient, String> {
-    let api_key = match &profile.api_key_env {
-        None => None,
-        Some(var) => Some(
+    chat_client_keyed(profile, None)
+}
+
+/// [`chat_client`] with the key already found, when it was (else read from the daemon's
+/// environment variable `api_key_env` names).
+fn chat_client_keyed(profile: &AgentProfile, key: Option<String>) -> Result<ChatClient, String> {
+    let api_key = match (&profile.api_key_env, key) {
+        (None, _) => None,
+        (Some(_), Some(key)) => Some(key),
+        (Some(var), None) => Some(
             std::env::var(var)
                 .map_err(|_| format!("the environment variable {var} (api_key_env) is not set"))?,
         ),
@@ -80,7 +87,8 @@ pub(crate) fn launch(
         .link
         .clone()
         .ok_or_else(|| format!("agent {name:?}: an internal agent needs its session"))?;
-    let client = chat_client(&launch.profile).map_err(|e| format!("agent {name:?}: {e}"))?;
+    let client = chat_client_keyed(&launch.profile, launch.api_key.clone())
+        .map_err(|e| format!("agent {name:?}: {e}"))?;
     let firewall = Firewall::new(&launch.cwd, &launch.denied)
         .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?;
     let (commands, orders) = mpsc::unbounded_channel();

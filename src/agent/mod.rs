@@ -174,6 +174,9 @@ pub struct Launch {
     pub link: Option<std::sync::Arc<dyn SessionLink>>,
     /// Where the agent's processes run (its driver's environment).
     pub environment: std::sync::Arc<Environment>,
+    /// The internal agent's API key for `api_key_env`, when the process that asked for
+    /// the session gave it (else the daemon's variable is read). Given to no process.
+    pub api_key: Option<String>,
 }
 
 impl Launch {

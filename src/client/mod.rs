@@ -3,6 +3,7 @@
 //! start-up lock and wait until it answers).
 
 pub mod agent;
+mod env;
 mod spawn;
 
 use std::collections::HashMap;
@@ -165,8 +166,12 @@ impl Client {
         &self.daemon
     }
 
-    /// Calls a method with JSON params.
-    pub async fn call_value(&self, name: &str, params: Value) -> Result<Value> {
+    /// Calls a method with JSON params. `session.create` also carries this process's
+    /// `PATH` and the values of the variables the session asks for (see [`env`]).
+    pub async fn call_value(&self, name: &str, mut params: Value) -> Result<Value> {
+        if name == methods::SessionCreate::NAME {
+            env::attach(&mut params, &self.daemon.kiln);
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.lock_pending().insert(id, tx);

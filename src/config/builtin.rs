@@ -115,8 +115,9 @@ impl AgentProfile {
     }
 }
 
-/// How a program is looked for: [`crate::sys::on_path`], or a stand-in in tests.
-type Finder<'a> = &'a dyn Fn(&str) -> Option<PathBuf>;
+/// How a program is looked for: [`crate::sys::on_path`], another process's `PATH`, or a
+/// stand-in in tests.
+pub type Finder<'a> = &'a dyn Fn(&str) -> Option<PathBuf>;
 
 impl Config {
     /// The profile called `name`: the settings' own, else a built-in one whose program
@@ -138,6 +139,17 @@ impl Config {
     }
 
     fn profile_with(&self, name: &str, find: Finder) -> Result<AgentProfile, String> {
+        self.profile_found(name, find, "")
+    }
+
+    /// [`Config::profile`], programs looked for by `find`; `looked` says where, after
+    /// "not on PATH" (e.g. " in this shell nor the daemon's (PATH=…)").
+    pub fn profile_found(
+        &self,
+        name: &str,
+        find: Finder,
+        looked: &str,
+    ) -> Result<AgentProfile, String> {
         if let Some(profile) = self.agents.get(name) {
             return Ok(profile.clone());
         }
@@ -145,7 +157,7 @@ impl Config {
             return match find(known.command) {
                 Some(_) => Ok(AgentProfile::acp(known.command, known.args)),
                 None => Err(format!(
-                    "the built-in profile {name} runs {}, which is not on PATH; install it ({})",
+                    "the built-in profile {name} runs {}, which is not on PATH{looked}: install it ({}) or set `command` in [agents.{name}]",
                     known.command, known.install
                 )),
             };

@@ -11,7 +11,7 @@ use crate::protocol::{DriverKind, DriverOptions, DriverSpec};
 
 mod builtin;
 mod channels;
-pub use builtin::{KNOWN, Known, ProfileEntry, ProfileSource};
+pub use builtin::{Finder, KNOWN, Known, ProfileEntry, ProfileSource};
 pub use channels::{
     ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
 };

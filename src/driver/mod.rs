@@ -5,10 +5,12 @@
 //! which every driver here shows the agent at the same path.
 
 pub mod limits;
+pub mod path;
 pub mod podman;
 pub mod sandbox;
 pub mod ssh;
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use tokio::process::Command;
@@ -39,6 +41,12 @@ pub struct Setup<'a> {
     pub cwd: &'a Path,
     /// The agent's program, as configured (found on `PATH` unless a path).
     pub program: Option<&'a str>,
+    /// The values of the spec's `env` names that were found (the asking process's,
+    /// else the daemon's). Never written anywhere.
+    pub passed: Vec<(String, String)>,
+    /// The `PATH` of the process that asked for the session, if it said: where programs
+    /// are looked for, and the agent's `PATH` (else the daemon's).
+    pub path: Option<&'a str>,
 }
 
 /// The remote place of an ssh session, from its recorded spec; no connection is made
@@ -62,6 +70,12 @@ pub struct Environment {
     spec: DriverSpec,
     inner: Inner,
     limits: Limits,
+    /// See [`Setup::passed`].
+    passed: Vec<(String, String)>,
+    /// Where programs are looked for (see [`path::search`]).
+    search: Option<OsString>,
+    /// The agent's `PATH` on this machine (local and sandbox), `cru`'s folder first.
+    agent_path: Option<OsString>,
 }
 
 enum Inner {
@@ -72,35 +86,55 @@ enum Inner {
 }
 
 impl Environment {
-    /// The host as it is: what `local` sessions have always had.
-    pub fn local() -> Environment {
-        Environment {
-            spec: DriverSpec::default(),
-            inner: Inner::Local,
-            limits: Limits::default(),
-        }
-    }
-
     /// Makes the environment `spec` describes for the session.
     pub async fn provision(
         spec: &DriverSpec,
-        setup: Setup<'_>,
+        mut setup: Setup<'_>,
     ) -> Result<Environment, DriverError> {
+        let passed = std::mem::take(&mut setup.passed);
+        let search = path::search(setup.path);
+        let kiln = setup.kiln;
+        let (inner, limits) = Self::make(spec, setup, search.as_deref()).await?;
+        let agent_path = match &inner {
+            Inner::Local => path::cru_folder(kiln)
+                .map(|bin| path::ahead(&bin, search.as_deref()))
+                .or_else(|| search.clone()),
+            Inner::Sandbox(_) => Some(path::ahead(
+                Path::new(sandbox::BIN_INSIDE),
+                Some(
+                    search
+                        .as_deref()
+                        .unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin")),
+                ),
+            )),
+            _ => None,
+        };
+        Ok(Environment {
+            spec: spec.clone(),
+            inner,
+            limits,
+            passed,
+            search,
+            agent_path,
+        })
+    }
+
+    async fn make(
+        spec: &DriverSpec,
+        setup: Setup<'_>,
+        search: Option<&OsStr>,
+    ) -> Result<(Inner, Limits), DriverError> {
         match spec.kind {
-            DriverKind::Local => Ok(Environment::local()),
+            DriverKind::Local => Ok((Inner::Local, Limits::default())),
             DriverKind::Sandbox => {
                 tokio::task::spawn_blocking(sandbox::check)
                     .await
                     .map_err(|e| DriverError::Setup(e.to_string()))??;
-                let layout = sandbox_layout(setup).await?;
+                let layout = sandbox_layout(setup, search).await?;
                 // Checked now, so a bad mount fails `session new`, not the first start.
                 sandbox::arguments(spec, &layout)?;
                 let limits = Limits::apply(spec, &cgroup_name(&layout.cwd));
-                Ok(Environment {
-                    spec: spec.clone(),
-                    inner: Inner::Sandbox(layout),
-                    limits,
-                })
+                Ok((Inner::Sandbox(layout), limits))
             }
             DriverKind::Ssh => {
                 let (Some(host), Some(repo)) = (&spec.host, &spec.remote_path) else {
@@ -116,11 +150,7 @@ impl Environment {
                     &setup.kiln.agent_socket_path(),
                 );
                 remote.provision(setup.cwd).await?;
-                Ok(Environment {
-                    spec: spec.clone(),
-                    inner: Inner::Ssh(remote),
-                    limits: Limits::default(),
-                })
+                Ok((Inner::Ssh(remote), Limits::default()))
             }
             DriverKind::Podman => {
                 tokio::task::spawn_blocking(podman::check)
@@ -140,11 +170,7 @@ impl Environment {
                     cru: std::env::current_exe().ok(),
                 };
                 container.arguments(spec, &spec.env)?;
-                Ok(Environment {
-                    spec: spec.clone(),
-                    inner: Inner::Podman(container),
-                    limits: Limits::default(),
-                })
+                Ok((Inner::Podman(container), Limits::default()))
             }
         }
     }
@@ -180,13 +206,9 @@ impl Environment {
             .collect()
     }
 
-    /// The variables named in the spec, with their values from the daemon's environment.
+    /// The variables named in the spec, with the values found for them.
     fn passed(&self) -> Vec<(String, String)> {
-        self.spec
-            .env
-            .iter()
-            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
-            .collect()
+        self.passed.clone()
     }
 
     /// The `cru` program as a program inside reaches it.
@@ -276,21 +298,25 @@ impl Environment {
                     .arg(program)
                     .args(args)
                     // podman reads the values of `--env NAME` from its own environment.
+                    .envs(self.passed())
                     .envs(vars);
                 Ok(command)
             }
             Inner::Local => {
                 let mut command = Command::new(program);
-                command
-                    .args(args)
-                    .envs(vars.iter().cloned())
-                    .current_dir(cwd);
+                command.args(args);
+                if let Some(path) = &self.agent_path {
+                    command.env("PATH", path);
+                }
+                command.envs(vars.iter().cloned()).current_dir(cwd);
                 Ok(command)
             }
             Inner::Sandbox(layout) => {
                 // Inside, a bare name would be looked up on a PATH of other folders.
                 let resolved = match program.to_str() {
-                    Some(name) if !name.contains('/') => resolve_program(name),
+                    Some(name) if !name.contains('/') => {
+                        path::resolve_in(name, self.search.as_deref())
+                    }
                     _ => None,
                 };
                 let program = resolved.as_deref().unwrap_or(program);
@@ -307,9 +333,9 @@ impl Environment {
                         command.env(name, value);
                     }
                 }
-                let path =
-                    std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-                command.env("PATH", format!("{}:{path}", sandbox::BIN_INSIDE));
+                if let Some(path) = &self.agent_path {
+                    command.env("PATH", path);
+                }
                 command.env("HOME", &layout.home_inside);
                 command.envs(self.passed());
                 command.envs(self.agent_vars(vars));
@@ -334,7 +360,10 @@ fn cgroup_name(cwd: &Path) -> String {
     format!("crucible-{}-{hash:016x}", std::process::id())
 }
 
-async fn sandbox_layout(setup: Setup<'_>) -> Result<sandbox::Layout, DriverError> {
+async fn sandbox_layout(
+    setup: Setup<'_>,
+    search: Option<&OsStr>,
+) -> Result<sandbox::Layout, DriverError> {
     let state_dir = setup.kiln.state_dir();
     let home = state_dir
         .join("sandboxes")
@@ -357,8 +386,8 @@ async fn sandbox_layout(setup: Setup<'_>) -> Result<sandbox::Layout, DriverError
     let git_dir = crate::git::common_dir(&cwd).await;
     let programs = setup
         .program
-        .and_then(resolve_program)
-        .map(|p| sandbox::install_folders(&p))
+        .and_then(|p| path::resolve_in(p, search))
+        .map(|p| sandbox::install_folders(&p, search))
         .unwrap_or_default();
     Ok(sandbox::Layout {
         cwd,
@@ -370,15 +399,4 @@ async fn sandbox_layout(setup: Setup<'_>) -> Result<sandbox::Layout, DriverError
         cru: std::env::current_exe().ok(),
         socket: setup.kiln.agent_socket_path(),
     })
-}
-
-/// The program's real path: as given when it holds a `/`, else the first match on
-/// `PATH`.
-pub fn resolve_program(program: &str) -> Option<PathBuf> {
-    let found = if program.contains('/') {
-        Some(PathBuf::from(program))
-    } else {
-        crate::sys::on_path(program)
-    };
-    found.and_then(|p| std::fs::canonicalize(p).ok())
 }

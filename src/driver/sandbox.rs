@@ -142,7 +142,8 @@ pub fn arguments(spec: &DriverSpec, layout: &Layout) -> Result<Vec<String>, Driv
 /// real path (an npm package loads its own files and its dependencies from there), else
 /// its own folder; and the same for the interpreter of a script (`#!/usr/bin/env node`
 /// finds `node` on the PATH, which may be under `$HOME`, as nvm puts it).
-pub fn install_folders(program: &Path) -> Vec<PathBuf> {
+/// `path` is where the interpreter is looked for (see [`super::path::search`]).
+pub fn install_folders(program: &Path, path: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
     let folder = |real: &Path| -> Option<PathBuf> {
         real.ancestors()
             .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
@@ -152,7 +153,7 @@ pub fn install_folders(program: &Path) -> Vec<PathBuf> {
     };
     let mut folders: Vec<PathBuf> = folder(program).into_iter().collect();
     if let Some(interpreter) = interpreter(program)
-        && let Some(real) = super::resolve_program(&interpreter)
+        && let Some(real) = super::path::resolve_in(&interpreter, path)
         && let Some(found) = folder(&real)
         && !folders.contains(&found)
     {
@@ -340,12 +341,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            install_folders(&script),
+            install_folders(&script, None),
             vec![root.join("lib/node_modules"), node_dir.clone()]
         );
         let plain = root.join("nvm/bin/tool");
         std::fs::write(&plain, "\x7fELF").unwrap();
-        assert_eq!(install_folders(&plain), vec![node_dir]);
+        assert_eq!(install_folders(&plain, None), vec![node_dir]);
         assert_eq!(
             interpreter_of_env(),
             Some("node".to_string()),

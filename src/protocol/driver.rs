@@ -1,7 +1,9 @@
 //! Where a session's agent runs (seed 004's drivers) and with what: the options a user
 //! gives (`cru session new --driver …`, `/new`, a session file, `[drivers.<name>]`) and
 //! the resolved spec a session records. Only environment variable *names* are ever
-//! kept: their values are read from the daemon's environment when the agent starts.
+//! kept: their values come from the environment of the process that asked for the
+//! session (held in the daemon's memory, see [`super::client_env`]), else from the
+//! daemon's, when the agent starts.
 
 use std::fmt;
 
@@ -171,7 +173,8 @@ pub struct DriverOptions {
     pub mounts: Vec<MountText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<Network>,
-    /// Names of the daemon's environment variables to pass (added to the configured).
+    /// Names of environment variables to pass (added to the configured); the values are
+    /// the asking process's, else the daemon's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
     /// Memory limit, in MiB.
@@ -229,14 +232,11 @@ impl DriverOptions {
         for name in &self.env {
             if name.contains('=') {
                 // Never echo it: what follows the `=` may be a secret.
-                return Err("an env entry holds '=': pass variable names only; values come from the daemon's environment".into());
+                return Err("an env entry holds '=': pass variable names only; values come from your environment".into());
             }
-            let valid = !name.is_empty()
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
+            if !super::client_env::is_name(name) {
                 return Err(format!(
-                    "{name:?} is not an environment variable name (pass names; values come from the daemon's environment)"
+                    "{name:?} is not an environment variable name (pass names; values come from your environment)"
                 ));
             }
         }

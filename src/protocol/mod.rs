@@ -2,6 +2,7 @@
 //! No I/O here; see `PROTOCOL.md` at the repository root for the whole contract.
 
 pub mod audit;
+pub mod client_env;
 pub mod diff;
 pub mod driver;
 pub mod env;
@@ -12,6 +13,7 @@ pub mod params;
 pub mod review;
 pub mod types;
 
+pub use client_env::ClientEnv;
 pub use diff::*;
 pub use driver::{DriverKind, DriverOptions, DriverSpec, Mount, Network};
 pub use handle::Handle;

@@ -22,12 +22,14 @@ impl Sessions {
         self.stop_actor(id, false).await;
         let session = self.managed(id)?;
         let config = self.settings()?;
-        let profile = config.profile(&session.agent_name).map_err(|why| {
-            WorkbenchError::Invalid(format!(
-                "the agent profile {:?} is gone: {why}",
-                session.agent_name
-            ))
-        })?;
+        let given = self.given(id);
+        let profile = super::given::profile(&config, &session.agent_name, given.as_deref())
+            .map_err(|why| {
+                WorkbenchError::Invalid(format!(
+                    "the agent profile {:?} is gone: {why}",
+                    session.agent_name
+                ))
+            })?;
         let mut starting = session.clone();
         starting.state = Some(SessionState::Starting);
         starting.state_reason = Some(wording::RESTARTING.into());
@@ -114,7 +116,8 @@ impl Sessions {
             allow_read: source.security.read_manifest.clone().unwrap_or_default(),
             channel: None,
         };
-        let forked = self.create_from(create, Some(&source.id)).await;
+        let given = self.given(&source.id);
+        let forked = self.create_from(create, Some(&source.id), given).await;
         if forked.is_err() {
             let _git = self.git.lock().await;
             let _ = git::delete_branch(&repo, &new_branch, true).await;

@@ -29,6 +29,8 @@ impl Sessions {
         let session = self.managed(id)?;
         let cwd = PathBuf::from(context::folder(&self.wb, &session));
         let spec = session.driver.clone().unwrap_or_default();
+        let given = self.given(id);
+        let (passed, _) = super::given::values(&spec.env, given.as_deref());
         let environment = Environment::provision(
             &spec,
             driver::Setup {
@@ -36,6 +38,8 @@ impl Sessions {
                 session_id: id,
                 cwd: &cwd,
                 program: None,
+                passed,
+                path: given.as_ref().and_then(|g| g.path.as_deref()),
             },
         )
         .await

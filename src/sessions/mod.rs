@@ -16,6 +16,7 @@ mod cron;
 mod drift;
 mod exec;
 mod gate;
+mod given;
 mod land;
 mod machine;
 mod radar;
@@ -37,8 +38,8 @@ use crate::config::{AgentKind, AgentProfile, Config};
 use crate::driver::{self, Environment};
 use crate::git;
 use crate::protocol::{
-    CreateSessionParams, DeleteOutcome, Event, PruneResult, RemoveOptions, Session, SessionState,
-    Skipped,
+    ClientEnv, CreateSessionParams, DeleteOutcome, Event, PruneResult, RemoveOptions, Session,
+    SessionState, Skipped,
 };
 use crate::protocol::{DriverKind, env};
 use crate::workbench::{Workbench, WorkbenchError, display_name, now_rfc3339};
@@ -58,6 +59,9 @@ pub struct Sessions {
     actors: Mutex<HashMap<String, mpsc::UnboundedSender<Command>>>,
     /// The environments of running agents, by session.
     environments: Mutex<HashMap<String, Arc<Environment>>>,
+    /// What the process that asked for each session gave of its environment ([`given`]);
+    /// in memory only.
+    given: Mutex<HashMap<String, Arc<ClientEnv>>>,
     /// One parked session made again at a time.
     unparking: tokio::sync::Mutex<()>,
     /// One channel message resolved at a time ([`channel`]).
@@ -89,6 +93,7 @@ impl Sessions {
             wb: Arc::clone(&wb),
             actors: Mutex::new(HashMap::new()),
             environments: Mutex::new(HashMap::new()),
+            given: Mutex::new(HashMap::new()),
             unparking: tokio::sync::Mutex::new(()),
             resolving: tokio::sync::Mutex::new(()),
             cron: Mutex::new(cron::CronBook::default()),
@@ -154,20 +159,32 @@ impl Sessions {
 
     /// Creates the worktree, stores the session and starts its agent. Anything that fails
     /// before the agent runs is undone and reported: no half-made session is left behind.
+    /// Its agent gets the daemon's environment (see [`Sessions::create_for`]).
     pub async fn create(self: &Arc<Self>, params: CreateSessionParams) -> Result<Session> {
-        self.create_from(params, None).await
+        self.create_from(params, None, None).await
     }
 
-    /// [`Sessions::create`], the new session's context stack a copy of `seed`'s (a fork),
-    /// made before its agent starts.
+    /// [`Sessions::create`] for a process that gave its environment: its program is
+    /// looked for on that `PATH` first, and its variables come from there first.
+    pub async fn create_for(
+        self: &Arc<Self>,
+        params: CreateSessionParams,
+        given: Option<ClientEnv>,
+    ) -> Result<Session> {
+        self.create_from(params, None, given.map(Arc::new)).await
+    }
+
+    /// [`Sessions::create_for`], the new session's context stack a copy of `seed`'s (a
+    /// fork), made before its agent starts.
     async fn create_from(
         self: &Arc<Self>,
         params: CreateSessionParams,
         seed: Option<&str>,
+        given: Option<Arc<ClientEnv>>,
     ) -> Result<Session> {
         let kiln = self.wb.kiln().clone();
         let config = self.settings()?;
-        let profile = config.profile(&params.agent).map_err(|why| {
+        let profile = given::profile(&config, &params.agent, given.as_deref()).map_err(|why| {
             WorkbenchError::Invalid(format!(
                 "{why} (settings: {})",
                 kiln.settings_path().display()
@@ -180,6 +197,11 @@ impl Sessions {
         }
         let spec = config
             .driver_spec(&profile, &params.driver)
+            .map_err(WorkbenchError::Invalid)?;
+        given::check_env(&spec, &params.driver, given.as_deref())
+            .and_then(|()| given::check_api_key(&params.agent, &profile, given.as_deref()))
+            .map_err(WorkbenchError::Invalid)?;
+        given::locate(&params.agent, profile.clone(), spec.kind, given.as_deref())
             .map_err(WorkbenchError::Invalid)?;
         if matches!(spec.kind, DriverKind::Ssh | DriverKind::Podman) {
             if profile.kind == AgentKind::Internal {
@@ -254,6 +276,7 @@ impl Sessions {
             let _ = self.wb.remove_managed(&id).await;
             return Err(e);
         }
+        self.keep_given(&id, given);
         // The task goes in with the actor, so the agent starts on it as soon as it is
         // ready (never showing `complete` first).
         match self
@@ -268,6 +291,7 @@ impl Sessions {
         {
             Ok(()) => {}
             Err(why) => {
+                self.keep_given(&id, None);
                 let _git = self.git.lock().await;
                 placement.undo(kiln.root()).await;
                 let _ = self.wb.remove_managed(&id).await;
@@ -292,6 +316,10 @@ impl Sessions {
         let system = context::system_entry(&session, Some(&profile), &folder);
         let cwd = PathBuf::from(folder);
         let spec = session.driver.clone().unwrap_or_default();
+        let session_id = session.id.clone();
+        let given = self.given(&session_id);
+        let (passed, missing) = given::values(&spec.env, given.as_deref());
+        let profile = given::locate(profile_name, profile, spec.kind, given.as_deref())?;
         let idle_after = (spec.kind != DriverKind::Local)
             .then(|| {
                 let minutes = Config::load(&kiln.settings_path())
@@ -307,6 +335,8 @@ impl Sessions {
                 session_id: &session.id,
                 cwd: &cwd,
                 program: (profile.kind != AgentKind::Internal).then_some(profile.command.as_str()),
+                passed,
+                path: given.as_ref().and_then(|g| g.path.as_deref()),
             },
         )
         .await
@@ -368,6 +398,7 @@ impl Sessions {
                 }) as Arc<dyn agent::SessionLink>
             }),
             environment: Arc::clone(&environment),
+            api_key: given::api_key(&profile, given.as_deref()),
         };
         let handle: AgentHandle = match agent::launch(launch, events_tx) {
             Ok(handle) => handle,
@@ -418,6 +449,12 @@ impl Sessions {
                 me.running.send_modify(|n| *n = n.saturating_sub(1));
             }
         });
+        if !missing.is_empty() {
+            let notice = wording::started_without(&missing);
+            if let Err(e) = self.wb.send(notice.into_params(&session_id)).await {
+                tracing::warn!(session = %session_id, "cannot say which variables are missing: {e}");
+            }
+        }
         Ok(())
     }
 
@@ -446,12 +483,14 @@ impl Sessions {
     /// stack), with `prompt` as its first.
     async fn unpark(self: &Arc<Self>, session: Session, prompt: String) -> Result<()> {
         let config = self.settings()?;
-        let profile = config.profile(&session.agent_name).map_err(|why| {
-            WorkbenchError::Invalid(format!(
-                "the agent profile {:?} is gone: {why}",
-                session.agent_name
-            ))
-        })?;
+        let given = self.given(&session.id);
+        let profile =
+            given::profile(&config, &session.agent_name, given.as_deref()).map_err(|why| {
+                WorkbenchError::Invalid(format!(
+                    "the agent profile {:?} is gone: {why}",
+                    session.agent_name
+                ))
+            })?;
         let mut starting = session.clone();
         starting.state = Some(SessionState::Starting);
         starting.state_reason = Some(wording::UNPARKING.into());

@@ -148,7 +148,9 @@ impl Sessions {
                 tag
             }),
         };
-        let created = self.create(params).await?;
+        // The asking process's environment, if this daemon still holds it, goes on too.
+        let given = self.given(id).map(|g| (*g).clone());
+        let created = self.create_for(params, given).await?;
         if keep_disabled {
             for rule in &old.security.disabled {
                 self.set_rule(&created.id, rule, false).await?;

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::agent::PermissionChoice;
-use crate::protocol::{MsgType, SendParams};
+use crate::protocol::{ClientEnv, MsgType, SendParams};
 use crate::text::{clip, first_line};
 
 /// How much of a reply a `task_complete` message quotes.
@@ -200,6 +200,78 @@ pub fn lost_with_daemon(host: &str, kiln: &str) -> (String, Notice) {
     );
     let notice = Notice::new(MsgType::Error, "Agent lost with its daemon", Some(body));
     (reason, notice)
+}
+
+/// Where programs were looked for, after "not on PATH": the asking process's `PATH`
+/// (when it sent one) and the daemon's.
+pub fn looked(given: Option<&ClientEnv>, daemon_path: &str) -> String {
+    match given {
+        Some(g) => match g.path.as_deref() {
+            Some(path) if path == daemon_path => format!(
+                " in this shell ({}) nor the daemon's (PATH={path})",
+                g.asker()
+            ),
+            Some(path) => format!(
+                " in this shell ({}, PATH={path}) nor the daemon's (PATH={daemon_path})",
+                g.asker()
+            ),
+            None => format!(
+                " of the daemon (PATH={daemon_path}; this shell, {}, sent none)",
+                g.asker()
+            ),
+        },
+        None => format!(" of the daemon (PATH={daemon_path}; the request carried none)"),
+    }
+}
+
+/// Why a session is refused: its profile's program is nowhere to be found.
+pub fn program_missing(program: &str, profile: &str, looked: &str) -> String {
+    format!("{program} is not on PATH{looked}: install it or set `command` in [agents.{profile}]")
+}
+
+/// How a variable the session passes was asked for: `--env NAME` (the session's own), or
+/// by the settings of its driver.
+pub fn env_asked(name: &str, by_session: bool, driver: &str) -> String {
+    if by_session {
+        format!("`--env {name}`")
+    } else {
+        format!("`{name}` (env of [drivers.{driver}])")
+    }
+}
+
+/// Why a session is refused: variables (as [`env_asked`] words them) that neither the
+/// asking process nor the daemon has.
+pub fn env_missing(asked: &[String], given: Option<&ClientEnv>) -> String {
+    let them = if asked.len() == 1 { "it" } else { "them" };
+    let asked = asked.join(", ");
+    match given {
+        Some(g) => format!(
+            "{asked}: not set in this shell ({}), nor in the daemon's environment: export {them} and try again",
+            g.asker()
+        ),
+        None => format!(
+            "{asked}: not in the request (its client sent no environment), nor in the daemon's environment: export {them} and ask again with `cru session new`"
+        ),
+    }
+}
+
+/// The `error` message of an agent started again without variables its session passes:
+/// the asking process's values lived only in the memory of a daemon that has ended, and
+/// this daemon's environment lacks them.
+pub fn started_without(names: &[String]) -> Notice {
+    let it = if names.len() == 1 { "it" } else { "them" };
+    let list = names.join(", ");
+    Notice::new(
+        MsgType::Error,
+        format!("Agent started without {list}"),
+        Some(format!(
+            "This session passes {list} to its agent, but this daemon's environment lacks \
+             {it}, and what the shell that asked for the session gave was held only by the \
+             daemon then running, which has ended since: the agent runs without {it}. Start \
+             a new session from a shell that has {it}, or restart the daemon from one \
+             (`cru daemon stop`, then any `cru`)."
+        )),
+    )
 }
 
 /// The state reason of a session stopped on request, once its agent is gone.

@@ -150,6 +150,7 @@ impl Sessions {
             .withdraw_open(id, &wording::withdrawn(wording::DELETED))
             .await?;
         self.wb.remove_managed(id).await?;
+        self.keep_given(id, None);
         let dir = self.wb.kiln().sessions_dir();
         let _ = std::fs::remove_file(MarkdownLog::path_for(&dir, id));
         let _ = std::fs::remove_file(dir.join(format!("{id}.stderr.log")));

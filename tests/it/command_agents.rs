@@ -214,7 +214,12 @@ async fn a_missing_program_makes_no_session() {
         .call_value("session.create", json!({"agent": "ghost", "task": "x"}))
         .await
         .expect_err("no program");
-    assert!(err.to_string().contains("not found"), "{err}");
+    let err = err.to_string();
+    assert!(
+        err.contains("no-such-program-for-crucible is not on PATH in this shell")
+            && err.contains("set `command` in [agents.ghost]"),
+        "{err}"
+    );
     let list = client.call_value("session.list", json!({})).await.unwrap();
     assert_eq!(list["sessions"].as_array().map(Vec::len), Some(0), "{list}");
 }

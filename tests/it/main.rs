@@ -5,6 +5,7 @@
 
 mod agents;
 mod cli;
+mod client_env;
 mod command_agents;
 mod common;
 mod context;

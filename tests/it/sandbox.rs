@@ -18,7 +18,7 @@ const SECRET_NAME: &str = "CRUCIBLE_TEST_SANDBOX_SECRET";
 const SECRET_VALUE: &str = "s3cr3t-value-that-must-not-leak-7f1c";
 const OTHER_NAME: &str = "CRUCIBLE_TEST_SANDBOX_OTHER";
 
-fn bwrap_works() -> bool {
+pub(crate) fn bwrap_works() -> bool {
     let ok = Command::new("bwrap")
         .args(["--unshare-all", "--ro-bind", "/", "/", "true"])
         .stderr(Stdio::null())

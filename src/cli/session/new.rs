@@ -35,7 +35,8 @@ pub(super) struct NewArgs {
     /// none (the default for sandbox and podman) or host.
     #[arg(long, value_parser = Network::parse)]
     network: Option<Network>,
-    /// Pass this variable of the daemon's environment (by name; repeatable).
+    /// Pass this variable to the agent (by name; repeatable): its value from this shell,
+    /// else from the daemon's environment; never written anywhere.
     #[arg(long = "env", value_name = "NAME")]
     env: Vec<String>,
     /// Memory limit in MiB.

@@ -41,6 +41,25 @@ fn agent_door() -> ErrorObject {
     forbidden("this socket serves agents only: handshake with your session handle first")
 }
 
+/// `session.create`'s params without the asking process's environment, and that
+/// environment (kept apart: the params may be logged or stored, the values never).
+fn split_client_env(mut raw: Value) -> Result<(Value, Option<ClientEnv>), ErrorObject> {
+    let given = match raw
+        .as_object_mut()
+        .and_then(|o| o.remove(client_env::FIELD))
+    {
+        None | Some(Value::Null) => None,
+        // serde's words could quote a value: never echo them.
+        Some(value) => Some(serde_json::from_value(value).map_err(|_| {
+            ErrorObject::invalid_params(format!(
+                "bad {}: expected {{by?, path?, vars?: {{NAME: value}}}}",
+                client_env::FIELD
+            ))
+        })?),
+    };
+    Ok((raw, given))
+}
+
 /// Reads `M`'s params, runs `f`, and writes its result.
 async fn serve<M, F, Fut>(raw: Value, f: F) -> Result<Value, ErrorObject>
 where
@@ -288,8 +307,9 @@ async fn dispatch(
             .await
         }
         m::SessionCreate::NAME => {
+            let (raw, given) = split_client_env(raw)?;
             serve::<m::SessionCreate, _, _>(raw, |p| async move {
-                let session = sessions.create(p).await.map_err(app_error)?;
+                let session = sessions.create_for(p, given).await.map_err(app_error)?;
                 Ok(m::Created {
                     session_id: session.id.clone(),
                     session,
