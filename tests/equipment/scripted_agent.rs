@@ -26,6 +26,7 @@
 //! | `usage <used> <size> [<cost> <currency>]` | `usage_update`: tokens in context, the window, and the session's cost so far |
 //! | `skills <name…>`         | `available_commands_update` with these commands (description `the <name> command`) |
 //! | `run <program> <args…>`  | `terminal/create` (words split on spaces), `terminal/wait_for_exit`, `terminal/output`, `terminal/release`; says `ran <line>: exit <code>: <output>` or `run refused: <line>: <error>` |
+//! | `spawn <program> <args…>` | runs the program as the agent's own child (in whatever sandbox or container the agent is in, with its environment; words split on spaces); says `spawned <line>: exit <code>: <stdout and stderr>` |
 //! | `sleep <ms>`             | waits; a cancel ends the turn as cancelled |
 //! | `hang`                   | waits for `session/cancel`, then ends the turn as cancelled |
 //! | `log <text>`             | writes the text as a line to stderr |
@@ -337,6 +338,7 @@ enum Command<'a> {
     Write { path: &'a str, content: String },
     Read { path: &'a str },
     Run(&'a str),
+    Spawn(&'a str),
     Skills(&'a str),
     Usage(&'a str),
     Sleep(Duration),
@@ -385,6 +387,7 @@ impl<'a> Command<'a> {
             }
             "read" if !rest.is_empty() => Self::Read { path: rest },
             "run" if !rest.is_empty() => Self::Run(rest),
+            "spawn" if !rest.is_empty() => Self::Spawn(rest),
             "skills" => Self::Skills(rest),
             "usage" => Self::Usage(rest),
             "sleep" => Self::Sleep(Duration::from_millis(rest.parse().ok()?)),
@@ -569,6 +572,27 @@ impl Turn {
             Command::Hang => {
                 self.cancel.cancelled().await;
                 return Ok(Flow::End(StopReason::Cancelled));
+            }
+            Command::Spawn(line) => {
+                let mut words = line.split_whitespace();
+                let program = words.next().unwrap_or_default();
+                let ran = tokio::process::Command::new(program)
+                    .args(words)
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .await;
+                let said = match ran {
+                    Ok(out) => format!(
+                        "exit {}: {}{}",
+                        out.status
+                            .code()
+                            .map_or_else(|| "none".to_string(), |c| c.to_string()),
+                        String::from_utf8_lossy(&out.stdout).trim(),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ),
+                    Err(e) => format!("cannot start: {e}"),
+                };
+                self.say(format!("spawned {line}: {said}"))?;
             }
             Command::Log(text) => eprintln!("{text}"),
             Command::Crash(code) => self.crash(code).await,

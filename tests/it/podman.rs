@@ -165,7 +165,8 @@ async fn a_podman_session_runs_the_scripted_agent_in_a_container() {
 }
 
 #[tokio::test]
-async fn a_podman_session_answers_again_after_its_daemon_is_killed() {
+async fn a_podman_session_answers_again_after_its_daemon_is_stopped_or_killed() {
+    use crate::restart::{After, Gone, answers_after};
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().canonicalize().unwrap();
     let root = rootfs(&base);
@@ -204,9 +205,15 @@ async fn a_podman_session_answers_again_after_its_daemon_is_killed() {
     assert!(out.status.success(), "{}", stderr(&out));
     let s: Session = serde_json::from_str(&stdout(&out)).unwrap();
     let worktree = PathBuf::from(s.worktree.clone().unwrap());
-    let _daemon =
-        crate::restart::answers_after_kill9(&tk, &mut daemon, daemon_command(), &s.id, worktree)
-            .await;
+    for gone in [Gone::Stopped, Gone::Killed] {
+        let after = After {
+            id: &s.id,
+            there: worktree.clone(),
+            calls_in: true,
+        };
+        daemon = answers_after(&tk, &mut daemon, gone, daemon_command(), after).await;
+        std::fs::remove_file(worktree.join("after.txt")).unwrap();
+    }
     let out = tk.cru(&["session", "delete", &s.id]);
     assert!(out.status.success(), "{}", stderr(&out));
 }

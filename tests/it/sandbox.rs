@@ -482,7 +482,8 @@ async fn an_idle_sandbox_is_parked_and_the_next_prompt_makes_it_again() {
 }
 
 #[tokio::test]
-async fn a_sandboxed_session_answers_again_after_its_daemon_is_killed() {
+async fn a_sandboxed_session_answers_again_after_its_daemon_is_stopped_or_killed() {
+    use crate::restart::{After, Gone, answers_after};
     if !bwrap_works() {
         return;
     }
@@ -506,8 +507,18 @@ async fn a_sandboxed_session_answers_again_after_its_daemon_is_killed() {
     );
     let s: Session = serde_json::from_value(created).unwrap();
     let worktree = PathBuf::from(s.worktree.clone().unwrap());
-    let mut next = Command::new(CRU);
-    next.env("HOME", &host.home).stderr(Stdio::null());
-    let _daemon =
-        crate::restart::answers_after_kill9(&tk, &mut daemon, next, &s.id, worktree).await;
+    let next = || {
+        let mut cru = Command::new(CRU);
+        cru.env("HOME", &host.home).stderr(Stdio::null());
+        cru
+    };
+    for gone in [Gone::Stopped, Gone::Killed] {
+        let after = After {
+            id: &s.id,
+            there: worktree.clone(),
+            calls_in: true,
+        };
+        daemon = answers_after(&tk, &mut daemon, gone, next(), after).await;
+        std::fs::remove_file(worktree.join("after.txt")).unwrap();
+    }
 }

@@ -237,8 +237,13 @@ async fn an_ssh_session_runs_its_agent_over_there_and_a_cut_connection_is_an_err
     let mut cru = Command::new(CRU);
     cru.env("CRU_SSH", format!("ssh -F {}", sshd.config().display()))
         .stderr(Stdio::null());
-    let _daemon =
-        crate::restart::answers_after_kill9(&tk, &mut daemon, cru, &s.id, there.clone()).await;
+    let after = crate::restart::After {
+        id: &s.id,
+        there: there.clone(),
+        calls_in: false,
+    };
+    let gone = crate::restart::Gone::Killed;
+    let _daemon = crate::restart::answers_after(&tk, &mut daemon, gone, cru, after).await;
     let client = tk.client().await;
     let resumed = crate::sessions::session(&client, &s.id).await;
     assert_eq!(
