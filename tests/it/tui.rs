@@ -89,10 +89,12 @@ fn two_sessions_an_approval_from_the_inbox_pane_and_a_second_terminal() {
     );
     two.wait_text("Run the deploy");
 
-    // Approve it from the inbox pane: F2 gives the pane the keyboard, `a` approves the
-    // selected (newest) message. The agent goes on and reports back.
+    // Approve it from the inbox pane: F2 gives the pane the keyboard, Enter opens the
+    // selected (newest) message and `a` approves it. The agent goes on and reports back.
     one.keys(&["F2"]);
-    one.wait_text("enter open · esc back");
+    one.wait_text("enter open to answer");
+    one.keys(&["Enter"]);
+    one.wait_text("approve/deny");
     one.keys(&["a"]);
     let screen = one.wait_text("Done: permit p1 Run the deploy");
     assert!(screen.contains("Run the deploy → Allow"), "{screen}");
