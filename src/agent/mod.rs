@@ -379,7 +379,7 @@ async fn supervise(
 }
 
 /// How long the connection may take to see the end of an agent that exited.
-const CONNECTION_DRAIN: Duration = Duration::from_secs(1);
+const CONNECTION_DRAIN: Duration = Duration::from_secs(5);
 
 /// SIGTERM to the agent's process group, then SIGKILL if it lingers.
 async fn end_process(child: &mut Child, pid: Option<u32>) {
