@@ -359,7 +359,11 @@ pub const MAX_LIST_LIMIT: u32 = 10_000;
 impl Config {
     /// Loads the layered settings for a kiln.
     pub fn load(kiln_settings: &Path) -> Result<Self, ConfigError> {
-        Self::load_layers(&[user_settings_path(), Some(kiln_settings.to_path_buf())])
+        let layers: Vec<Option<PathBuf>> = settings_files(kiln_settings)
+            .into_iter()
+            .map(Some)
+            .collect();
+        Self::load_layers(&layers)
     }
 
     /// Loads `layers` in order, later over earlier, over the defaults. Missing files are
@@ -493,6 +497,15 @@ impl Config {
 }
 
 /// `~/.config/crucible/config.toml` (XDG aware), if a home directory is known.
+/// The files a kiln's settings come from, in the order they are layered (the user's, then
+/// the kiln's): what the loader reads and what watchers follow.
+pub fn settings_files(kiln_settings: &Path) -> Vec<PathBuf> {
+    user_settings_path()
+        .into_iter()
+        .chain(std::iter::once(kiln_settings.to_path_buf()))
+        .collect()
+}
+
 pub fn user_settings_path() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "crucible").map(|d| d.config_dir().join("config.toml"))
 }

@@ -106,13 +106,7 @@ impl Drop for SettingsWatch {
 impl SettingsWatch {
     /// Follows the kiln's settings files into `live`.
     pub fn start(kiln: &Kiln, live: Arc<LiveSettings>) -> Self {
-        let files: Vec<PathBuf> = [
-            Some(kiln.settings_path()),
-            crate::config::user_settings_path(),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let files = crate::config::settings_files(&kiln.settings_path());
         let (tx, changes) = mpsc::unbounded_channel();
         let watcher = match watch_files(&files, tx) {
             Ok(watcher) => Some(watcher),

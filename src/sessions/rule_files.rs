@@ -124,17 +124,11 @@ enum Stamp {
 
 fn stamps(kiln: &Kiln) -> Vec<Stamp> {
     use std::os::unix::fs::MetadataExt;
-    [
-        crate::config::user_settings_path(),
-        Some(kiln.settings_path()),
-        Some(rules_path(kiln)),
-    ]
-    .into_iter()
-    .map(|path| {
-        let Some(path) = path else {
-            return Stamp::Absent;
-        };
-        match std::fs::metadata(path) {
+    let mut files = crate::config::settings_files(&kiln.settings_path());
+    files.push(rules_path(kiln));
+    files
+        .into_iter()
+        .map(|path| match std::fs::metadata(path) {
             Ok(m) => Stamp::Present([
                 m.dev() as i64,
                 m.ino() as i64,
@@ -147,9 +141,8 @@ fn stamps(kiln: &Kiln) -> Vec<Stamp> {
             ]),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Stamp::Absent,
             Err(e) => Stamp::Unreadable(e.kind()),
-        }
-    })
-    .collect()
+        })
+        .collect()
 }
 
 /// The rules in force now, as [`RuleBook::in_force`] gives them.

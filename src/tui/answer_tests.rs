@@ -87,39 +87,6 @@ fn answers(actions: &[Action]) -> Vec<&Action> {
         .collect()
 }
 
-fn a_diff() -> crate::protocol::DiffReply {
-    use crate::protocol::{Diff, DiffLine, DiffReply, FileDiff, FileStatus, Hunk, LineKind};
-    DiffReply {
-        session_id: fixture::sessions()[0].id.clone(),
-        branch: "feat/auth".into(),
-        base_branch: "main".into(),
-        diff: Diff {
-            base: "abc".into(),
-            files: vec![FileDiff {
-                path: "notes.txt".into(),
-                old_path: None,
-                status: FileStatus::Added,
-                binary: false,
-                added: 1,
-                removed: 0,
-                hunks: vec![Hunk {
-                    old_start: 0,
-                    old_lines: 0,
-                    new_start: 1,
-                    new_lines: 1,
-                    header: String::new(),
-                    lines: vec![DiffLine {
-                        kind: LineKind::Added,
-                        text: "hello".into(),
-                        old_no: None,
-                        new_no: Some(1),
-                    }],
-                }],
-            }],
-        },
-    }
-}
-
 /// Every place the keys can be while the approvals wait, short of an opened message
 /// with the keys on it: how to get there from [`pending`].
 /// A place the keys can be, and how to get there.
@@ -153,7 +120,7 @@ fn places() -> Vec<Place> {
         }),
         ("the diff over an opened approval", |m| {
             m.handle_key(alt('a'));
-            m.show_diff(&a_diff());
+            m.show_diff(&fixture::diff(&fixture::sessions()[0].id));
         }),
         ("the context pane over the inbox", |m| {
             m.handle_key(key(KeyCode::F(2)));

@@ -220,3 +220,37 @@ fn transcript(s: &Session) -> Vec<Event> {
     }));
     events
 }
+
+/// A diff of `session_id`'s branch: one added file of one line.
+pub fn diff(session_id: &str) -> crate::protocol::DiffReply {
+    use crate::protocol::{Diff, DiffLine, DiffReply, FileDiff, FileStatus, Hunk, LineKind};
+    DiffReply {
+        session_id: session_id.to_string(),
+        branch: "feat/auth".into(),
+        base_branch: "main".into(),
+        diff: Diff {
+            base: "abc".into(),
+            files: vec![FileDiff {
+                path: "notes.txt".into(),
+                old_path: None,
+                status: FileStatus::Added,
+                binary: false,
+                added: 1,
+                removed: 0,
+                hunks: vec![Hunk {
+                    old_start: 0,
+                    old_lines: 0,
+                    new_start: 1,
+                    new_lines: 1,
+                    header: String::new(),
+                    lines: vec![DiffLine {
+                        kind: LineKind::Added,
+                        text: "hello".into(),
+                        old_no: None,
+                        new_no: Some(1),
+                    }],
+                }],
+            }],
+        },
+    }
+}

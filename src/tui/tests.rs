@@ -718,38 +718,9 @@ fn session_control_and_landing_commands_act_on_the_focused_session() {
 
 #[test]
 fn comments_written_in_the_diff_are_sent_as_one_prompt() {
-    use crate::protocol::{Diff, DiffLine, DiffReply, FileDiff, FileStatus, Hunk, LineKind};
     let mut model = three_sessions();
     let focused = model.focused.clone().unwrap();
-    let reply = DiffReply {
-        session_id: focused.clone(),
-        branch: "feat/auth".into(),
-        base_branch: "main".into(),
-        diff: Diff {
-            base: "abc".into(),
-            files: vec![FileDiff {
-                path: "notes.txt".into(),
-                old_path: None,
-                status: FileStatus::Added,
-                binary: false,
-                added: 1,
-                removed: 0,
-                hunks: vec![Hunk {
-                    old_start: 0,
-                    old_lines: 0,
-                    new_start: 1,
-                    new_lines: 1,
-                    header: String::new(),
-                    lines: vec![DiffLine {
-                        kind: LineKind::Added,
-                        text: "hello".into(),
-                        old_no: None,
-                        new_no: Some(1),
-                    }],
-                }],
-            }],
-        },
-    };
+    let reply = fixture::diff(&focused);
     model.show_diff(&reply);
     assert_eq!(model.overlay, Some(Overlay::Diff));
     model.handle_key(key(KeyCode::Down));

@@ -119,13 +119,7 @@ pub(super) fn watch_settings(
     changed: mpsc::UnboundedSender<()>,
 ) -> notify::Result<notify::RecommendedWatcher> {
     use notify::{RecursiveMode, Watcher};
-    let files: Vec<PathBuf> = [
-        Some(kiln.settings_path()),
-        crate::config::user_settings_path(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let files = crate::config::settings_files(&kiln.settings_path());
     let dirs = theme_dirs(kiln);
     let relevant = {
         let files = files.clone();
