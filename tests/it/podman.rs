@@ -79,6 +79,30 @@ fn unavailable(conf: &Path, root: &Path) -> Option<String> {
     }
 }
 
+/// `cru session new --driver podman` of `root` with the host's `/usr` and the scripted
+/// agent's folder lent read-only, and `args`.
+fn contained(tk: &TestKiln, root: &Path, args: &[&str]) -> Session {
+    let agent_dir = PathBuf::from(AGENT).parent().unwrap().display().to_string();
+    let agent_mount = format!("{agent_dir}:{agent_dir}:ro");
+    let mut all = vec![
+        "session",
+        "new",
+        "--driver",
+        "podman",
+        "--image",
+        root.to_str().unwrap(),
+        "--mount",
+        "/usr:/usr:ro",
+        "--mount",
+        &agent_mount,
+        "--json",
+    ];
+    all.extend_from_slice(args);
+    let out = tk.cru(&all);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
 #[tokio::test]
 async fn a_podman_session_runs_the_scripted_agent_in_a_container() {
     let dir = tempfile::tempdir().unwrap();
@@ -95,32 +119,14 @@ async fn a_podman_session_runs_the_scripted_agent_in_a_container() {
     cru.env("CONTAINERS_CONF", &conf).stderr(Stdio::null());
     let _daemon = tk.run_daemon(cru).await;
     let client = tk.client().await;
-    let agent_dir = PathBuf::from(AGENT).parent().unwrap().display().to_string();
     let task = "permit p1 Write box.txt\nwrite box.txt from the container\nsay done";
-    let agent_mount = format!("{agent_dir}:{agent_dir}:ro");
-    let out = tk.cru(&[
-        "session",
-        "new",
-        "--agent",
-        "scripted",
-        "--driver",
-        "podman",
-        "--image",
-        root.to_str().unwrap(),
-        "--mount",
-        "/usr:/usr:ro",
-        "--mount",
-        &agent_mount,
-        "--memory",
-        "512",
-        "--pids",
-        "256",
-        "--task",
-        task,
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let s: Session = serde_json::from_str(&stdout(&out)).unwrap();
+    let s = contained(
+        &tk,
+        &root,
+        &[
+            "--agent", "scripted", "--memory", "512", "--pids", "256", "--task", task,
+        ],
+    );
     let approval = wait_message(&client, &s.id, MsgType::ApprovalRequired).await;
     let out = tk.cru(&["inbox", "respond", &approval.id, "allow"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -183,27 +189,11 @@ async fn a_podman_session_answers_again_after_its_daemon_is_stopped_or_killed() 
         cru
     };
     let mut daemon = tk.run_daemon(daemon_command()).await;
-    let agent_dir = PathBuf::from(AGENT).parent().unwrap().display().to_string();
-    let agent_mount = format!("{agent_dir}:{agent_dir}:ro");
-    let out = tk.cru(&[
-        "session",
-        "new",
-        "--agent",
-        "loader",
-        "--driver",
-        "podman",
-        "--image",
-        root.to_str().unwrap(),
-        "--mount",
-        "/usr:/usr:ro",
-        "--mount",
-        &agent_mount,
-        "--task",
-        "say in the container",
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let s: Session = serde_json::from_str(&stdout(&out)).unwrap();
+    let s = contained(
+        &tk,
+        &root,
+        &["--agent", "loader", "--task", "say in the container"],
+    );
     let worktree = PathBuf::from(s.worktree.clone().unwrap());
     for gone in [Gone::Stopped, Gone::Killed] {
         let after = After {
