@@ -40,7 +40,10 @@ impl Sessions {
             closed: false,
         };
         if let (Resolution::Continue, Some(session)) = (reason, &current) {
-            let mut continued = session.clone();
+            // The session as it is now, not as it was read above: its actor may have
+            // saved it since (a new state, its agent's session), and only the channel's
+            // record is this one's to change.
+            let mut continued = self.wb.get_session(&session.id)?;
             continued.channel = Some(tag);
             self.wb.save_managed(&continued).await?;
             let queued = self.prompt(&session.id, inbound.text.clone()).await?;
