@@ -104,6 +104,15 @@ const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, ti
      msg_type, title, body, options, option_kinds, rule, operation, read, responded, response, \
      withdrawn";
 
+/// How many times a session's record is written when the engine reports a conflict.
+const SESSION_WRITE_TRIES: u32 = 5;
+
+/// Whether the engine refused a transaction because another wrote the same keys first
+/// (it rolled back, and may be run again).
+fn is_conflict(error: &str) -> bool {
+    error.contains("Transaction conflict") || error.contains("can be retried")
+}
+
 impl Store {
     /// Opens (creating if needed) the store described by `cfg`, with `default_path` for the
     /// embedded engine when `cfg.url` is empty, brings its schema up to date, and after a
@@ -433,8 +442,30 @@ impl Store {
         let mut vars = surrealdb::types::Object::new();
         vars.insert("id", surrealdb::types::Value::from_t(s.id.clone()));
         vars.insert("row", self.stamped(row));
+        let sql = format!("{verb} type::record('sessions', $id) CONTENT $row RETURN NONE");
+        // A session's record is written by its actor and from outside it (a channel's
+        // record, a rename) at the same moment; the engine refuses the later of two
+        // such transactions as a conflict and says it can be tried again. A whole-record
+        // write is the same write the second time, so it is.
+        let mut pause = std::time::Duration::from_millis(1);
+        for _ in 1..SESSION_WRITE_TRIES {
+            let written = self
+                .write_bound(
+                    &sql,
+                    surrealdb::types::Value::Object(vars.clone()),
+                    Touched::record("sessions", &s.id),
+                )
+                .await;
+            match written {
+                Err(StoreError::Db(e)) if is_conflict(&e) => {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                other => return other.map(|_| ()),
+            }
+        }
         self.write_bound(
-            &format!("{verb} type::record('sessions', $id) CONTENT $row RETURN NONE"),
+            &sql,
             surrealdb::types::Value::Object(vars),
             Touched::record("sessions", &s.id),
         )
