@@ -3,6 +3,7 @@
 //! requests through the firewall), and how session updates become [`AgentEvent`]s.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
@@ -174,7 +175,8 @@ pub(super) fn fs_error(message: String) -> agent_client_protocol::Error {
 }
 
 /// The ACP conversation: handlers for what the agent asks, and the main task that opens
-/// the session and forwards prompts and cancels.
+/// the session and forwards prompts and cancels. `reported` is set once the start's
+/// outcome (ready, or why not) has been sent.
 pub(super) async fn converse(
     stdin: tokio::process::ChildStdin,
     stdout: tokio::process::ChildStdout,
@@ -183,6 +185,7 @@ pub(super) async fn converse(
     firewall: Firewall,
     events: mpsc::UnboundedSender<AgentEvent>,
     mut commands: mpsc::UnboundedReceiver<Order>,
+    reported: &AtomicBool,
 ) -> Result<(), agent_client_protocol::Error> {
     // Why a start failed, with what the agent said on stderr since it was started.
     let explain = {
@@ -408,10 +411,12 @@ pub(super) async fn converse(
             let (session_id, resumed, agent_name) = match opened {
                 Ok(Ok(opened)) => opened,
                 Ok(Err(why)) => {
+                    reported.store(true, Ordering::Relaxed);
                     let _ = events.send(AgentEvent::StartFailed(explain(why)));
                     return Ok(());
                 }
                 Err(_) => {
+                    reported.store(true, Ordering::Relaxed);
                     let _ = events.send(AgentEvent::StartFailed(explain(format!(
                         "the agent did not start its session within {}s",
                         startup.as_secs()
@@ -419,6 +424,7 @@ pub(super) async fn converse(
                     return Ok(());
                 }
             };
+            reported.store(true, Ordering::Relaxed);
             let _ = events.send(AgentEvent::Ready {
                 acp_session_id: session_id.clone(),
                 resumed,

@@ -19,6 +19,7 @@ mod terminal;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::process::Child;
@@ -327,6 +328,7 @@ async fn supervise(
         stderr_mark,
     } = spawned;
     let pid = child.id();
+    let reported = AtomicBool::new(false);
     let exited_early = match io {
         None => {
             let _ = events.send(AgentEvent::StartFailed(
@@ -343,15 +345,26 @@ async fn supervise(
                 firewall,
                 events.clone(),
                 commands,
+                &reported,
             );
             tokio::pin!(connection);
             tokio::select! {
-                outcome = &mut connection => {
-                    if let Err(e) = outcome {
+                outcome = &mut connection => match outcome {
+                    Ok(()) => false,
+                    Err(e) => {
                         tracing::info!(agent = %launch.profile_name, "agent connection ended: {e}");
+                        if reported.load(Ordering::Relaxed) {
+                            false
+                        } else if tokio::time::timeout(EXIT_AFTER_CLOSE, child.wait()).await.is_ok() {
+                            // The connection broke because the agent ended: its exit says why.
+                            true
+                        } else {
+                            let why = format!("the agent's connection failed: {}", acp::describe(&e));
+                            start_failed(&events, &launch, stderr_mark, &why);
+                            false
+                        }
                     }
-                    false
-                }
+                },
                 _ = stop => false,
                 _ = child.wait() => {
                     // The connection sees the end of the agent's output next: a start
@@ -375,8 +388,39 @@ async fn supervise(
         ),
         Err(e) => (format!("could not be waited for: {e}"), None),
     };
+    if exited_early && !reported.load(Ordering::Relaxed) {
+        // An agent that ended before its start was reported (the connection did not see
+        // it in time) fails its start with its own exit and stderr; a session past its
+        // start ignores this.
+        start_failed(
+            &events,
+            &launch,
+            stderr_mark,
+            &format!("the agent {status}"),
+        );
+    }
     let _ = events.send(AgentEvent::Exited { status, code });
 }
+
+/// Reports a failed start: `why`, what the agent wrote to stderr since `stderr_mark`,
+/// and how a known agent signs in.
+fn start_failed(
+    events: &mpsc::UnboundedSender<AgentEvent>,
+    launch: &Launch,
+    stderr_mark: u64,
+    why: &str,
+) {
+    let stderr = start_failure::stderr_since(&launch.stderr_log, stderr_mark);
+    let _ = events.send(AgentEvent::StartFailed(start_failure::explain(
+        why,
+        &launch.profile.command,
+        &stderr,
+    )));
+}
+
+/// How long an agent whose connection broke during its start may take to exit, so that
+/// its exit (not the broken pipe) says why it failed.
+const EXIT_AFTER_CLOSE: Duration = Duration::from_secs(1);
 
 /// How long the connection may take to see the end of an agent that exited.
 const CONNECTION_DRAIN: Duration = Duration::from_secs(5);

@@ -598,7 +598,8 @@ impl Machine {
     }
 
     fn start_failed(&mut self, fx: &mut Effects, why: String) {
-        if self.phase != Phase::Starting {
+        // Past its start, or stopping on request: the exit says how it ended.
+        if self.phase != Phase::Starting || self.stop.is_some() {
             return;
         }
         self.phase = Phase::StartFailed;

@@ -411,6 +411,20 @@ fn starting_up() -> Vec<Case> {
         )
         .ends("starting"),
         case(
+            "a start failure while stopping is not an error: the stop is",
+            plus(started(), [stop(false)]),
+            start_failed("the agent was killed by signal 15"),
+            vec![],
+        )
+        .ends("starting"),
+        case(
+            "a start failure after the start is ignored: the exit says how it ended",
+            plus(started(), [ready(false)]),
+            start_failed("the agent exited with code 1"),
+            vec![],
+        )
+        .ends("idle"),
+        case(
             "stopped during start-up: stopped once the agent is gone",
             plus(started(), [stop(false)]),
             exited(),

@@ -54,6 +54,35 @@ async fn an_agent_that_cannot_start_names_its_stderr_and_how_to_sign_in() {
     assert!(!reason.contains("no credentials"), "{reason}");
 }
 
+#[tokio::test]
+async fn an_agent_that_exits_while_a_helper_holds_its_output_still_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    // Its helper keeps the agent's output open, so the connection never sees it end: the
+    // exit alone must fail the start, with what stderr said.
+    let program = dir.path().join("my-agent");
+    script(
+        &program,
+        "#!/bin/sh\nsleep 8 &\necho 'config file is corrupt' >&2\nexit 2\n",
+    );
+    let tk = agent_kiln(&format!(
+        "[agents.helper]\ncommand = {:?}\n",
+        program.display().to_string()
+    ));
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "helper", Some("go")).await;
+    let failed = wait_state(&client, &s.id, SessionState::Error).await;
+    let reason = failed.state_reason.unwrap_or_default();
+    assert!(
+        reason.starts_with("the agent exited with code 2"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("Its stderr ends: config file is corrupt"),
+        "{reason}"
+    );
+}
+
 #[test]
 fn agents_check_leaves_no_process_behind() {
     let tk = TestKiln::new();
