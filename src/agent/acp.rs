@@ -178,8 +178,7 @@ pub(super) fn fs_error(message: String) -> agent_client_protocol::Error {
 /// the session and forwards prompts and cancels. `reported` is set once the start's
 /// outcome (ready, or why not) has been sent.
 pub(super) async fn converse(
-    stdin: tokio::process::ChildStdin,
-    stdout: tokio::process::ChildStdout,
+    (stdin, stdout): (tokio::process::ChildStdin, tokio::process::ChildStdout),
     launch: &Launch,
     stderr_mark: u64,
     firewall: Firewall,

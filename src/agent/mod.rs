@@ -338,8 +338,7 @@ async fn supervise(
         }
         Some((stdin, stdout)) => {
             let connection = acp::converse(
-                stdin,
-                stdout,
+                (stdin, stdout),
                 &launch,
                 stderr_mark,
                 firewall,
