@@ -1,6 +1,6 @@
 //! A real SurrealDB server for the team-mode tests and benchmark: SurrealDB's own server
-//! code at the engine's version (the `cru-surreal-server` package beside this file, built
-//! on first use into the same target folder as `cru`), on a free loopback port, its data
+//! code at the engine's version (the `cru-surreal-server` example, `surreal_server.rs`
+//! beside this file, built on first use into the same target folder as `cru`), on a free loopback port, its data
 //! in surrealkv with an fsync on every commit, in a folder of its own. Killed when dropped.
 
 #![allow(dead_code)] // shared by the tests and the benchmark, which each use a part of it
@@ -28,18 +28,27 @@ pub fn server_binary(cru: &Path) -> PathBuf {
                 .and_then(Path::parent)
                 .expect("the target folder")
                 .to_path_buf();
-            let manifest =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/equipment/surreal-server");
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
             let mut command = Command::new(cargo);
             cargo_env::as_from_a_shell(&mut command, &target);
             command
-                .args(["build", "--locked", "--quiet", "--manifest-path"])
-                .arg(manifest.join("Cargo.toml"))
+                .args([
+                    "build",
+                    "--locked",
+                    "--quiet",
+                    "--example",
+                    "cru-surreal-server",
+                ])
+                .arg("--manifest-path")
+                .arg(manifest)
                 .env("CARGO_TARGET_DIR", &target);
             let status = command.status().expect("run cargo build for the server");
             assert!(status.success(), "building the SurrealDB server failed");
-            target.join("debug").join("cru-surreal-server")
+            target
+                .join("debug")
+                .join("examples")
+                .join("cru-surreal-server")
         })
         .clone()
 }

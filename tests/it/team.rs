@@ -1,6 +1,6 @@
 //! Team mode: two daemons on two kilns (two clones of one repository) share one real
 //! SurrealDB server, SurrealDB's own server code of the engine's version (test equipment:
-//! tests/equipment/surreal-server, built on first use into this build's target folder).
+//! tests/equipment/surreal_server.rs, an example built on first use).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
