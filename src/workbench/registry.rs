@@ -14,6 +14,10 @@ use super::{Workbench, deadline_or_change, now_rfc3339};
 use crate::kiln::Kiln;
 use crate::protocol::Session;
 
+/// A reaper that wakes this much later than it meant to was not running (the daemon was
+/// stopped or suspended), not idle.
+const FROZEN: Duration = Duration::from_millis(500);
+
 /// Heartbeats arriving within this window are written together.
 const HEARTBEAT_FLUSH_DELAY: Duration = Duration::from_secs(1);
 
@@ -294,6 +298,15 @@ impl Registry {
         timeouts.chain(expiries).min()
     }
 
+    /// Counts every registered session as heard from now: after the daemon could not
+    /// hear anyone, each gets a whole timeout from here to be heard again.
+    fn heard_all_now(&self) {
+        let now = Instant::now();
+        for entry in self.lock().sessions.values_mut() {
+            entry.last_beat = entry.last_beat.max(now);
+        }
+    }
+
     fn expired(&self) -> Vec<String> {
         let now = Instant::now();
         self.lock()
@@ -332,8 +345,23 @@ pub(super) async fn heartbeat_writer(registry: Arc<Registry>, wb: Weak<Workbench
 /// the set of sessions changes; with no sessions it only waits for one to appear.
 pub(super) async fn reaper(registry: Arc<Registry>, wb: Weak<Workbench>) {
     loop {
-        if !deadline_or_change(registry.next_deadline(), &registry.changed).await {
+        let deadline = registry.next_deadline();
+        if !deadline_or_change(deadline, &registry.changed).await {
             continue;
+        }
+        // A daemon that was frozen (stopped, suspended) heard no one meanwhile, and the
+        // heartbeats sent to it wait in its queue: the time it woke late is not the
+        // sessions' silence. Each gets a whole timeout from now to be heard again.
+        if let Some(at) = deadline {
+            let late = Instant::now().saturating_duration_since(at);
+            if late > FROZEN {
+                tracing::info!(
+                    late_ms = late.as_millis() as u64,
+                    "the daemon did not run for a while; sessions are not timed out for it"
+                );
+                registry.heard_all_now();
+                continue;
+            }
         }
         let Some(wb) = wb.upgrade() else { return };
         for id in registry.expired() {

@@ -674,6 +674,56 @@ async fn orphaned_sessions_are_cleaned_up_after_the_timeout() {
     beating.abort();
 }
 
+/// A daemon frozen (SIGSTOP) for twice the session timeout while a session keeps sending
+/// heartbeats, which wait in its queue: once it runs again, every one is answered and
+/// the session is not timed out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_frozen_daemon_counts_the_heartbeats_that_waited_for_it() {
+    let t = TestKiln::with_settings(
+        "[daemon]\ngrace_period_secs = 60\nheartbeat_interval_secs = 1\nsession_timeout_secs = 3\n",
+    );
+    let daemon = t.spawn_daemon().await;
+    let c = Client::connect(&t.kiln).await.unwrap();
+    let alive = register(&c, "chatty").await;
+    let signal = |sig: &str| {
+        let status = std::process::Command::new("kill")
+            .args([sig, &daemon.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    signal("-STOP");
+    // Each heartbeat on a connection of its own, as `cru` sends one: it waits in the
+    // daemon's queue of connections to accept.
+    let mut waiting = Vec::new();
+    for i in 0..12 {
+        let mut beat = Raw::connect(&t.kiln).await;
+        beat.send(json!({"jsonrpc": "2.0", "id": 0, "method": "handshake",
+                         "params": {"protocol_version": crucible::protocol::PROTOCOL_VERSION}}))
+            .await;
+        beat.send(rpc(
+            100 + i,
+            "session.heartbeat",
+            json!({"session_id": alive}),
+        ))
+        .await;
+        waiting.push(beat);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    signal("-CONT");
+    for mut beat in waiting {
+        let handshake = beat.recv().await;
+        assert!(handshake.get("result").is_some(), "{handshake}");
+        let reply = beat.recv().await;
+        assert_eq!(reply["result"]["ok"], json!(true), "{reply}");
+    }
+    let got = c
+        .call_value("session.get", json!({"session_id": alive}))
+        .await
+        .unwrap();
+    assert_ne!(got["session"]["status"], json!("ended"), "{got}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_acknowledged_send_survives_kill_9() {
     let t = TestKiln::new();
