@@ -27,6 +27,15 @@ enum DaemonAction {
     },
     /// Stop the kiln's daemon.
     Stop,
+    /// Read every record of the database and name what cannot be read back (through
+    /// the daemon when it runs).
+    Check {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rebuild the embedded database from every record it can still read and the
+    /// journal; the damaged one is kept beside it. Stop the daemon first.
+    Repair,
     /// Print a systemd user unit that keeps this kiln's daemon running (for cron jobs
     /// and webhooks): save it under ~/.config/systemd/user/ and enable it.
     Service,
@@ -100,6 +109,69 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        DaemonAction::Check { json } => {
+            crate::logging::to_stderr();
+            let check = match Client::connect(&kiln).await {
+                Ok(client) => {
+                    client
+                        .call::<methods::DbCheck>(&methods::NoParams {})
+                        .await?
+                }
+                Err(_) => {
+                    let config = super::load_config(&kiln)?;
+                    let store = crate::store::Store::open(&config.store, &kiln.db_path()).await?;
+                    let check = store.check().await;
+                    store.close().await;
+                    check?
+                }
+            };
+            if json {
+                outln!("{}", serde_json::to_value(&check)?);
+            } else {
+                print_check(&check);
+            }
+            Ok(if check.damaged() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        DaemonAction::Repair => {
+            crate::logging::to_stderr();
+            if Client::connect(&kiln).await.is_ok() {
+                anyhow::bail!(
+                    "the daemon is running for {}: stop it first (`cru daemon stop`), then repair",
+                    kiln.root().display()
+                );
+            }
+            let config = super::load_config(&kiln)?;
+            if !config.store.url.is_empty() && !config.store.url.starts_with("surrealkv://") {
+                anyhow::bail!(
+                    "repair rebuilds the embedded database; {} is a server: use its own backups",
+                    config.store.url
+                );
+            }
+            let path = match config.store.url.strip_prefix("surrealkv://") {
+                Some(path) => std::path::PathBuf::from(path),
+                None => kiln.db_path(),
+            };
+            let repaired = crate::store::check::repair(&config.store, &path).await?;
+            print_check(&repaired.check);
+            outln!(
+                "rebuilt {}: {} records copied, {} journaled changes applied",
+                path.display(),
+                repaired.copied,
+                repaired.journaled
+            );
+            for record in &repaired.restored {
+                outln!("  brought back from the journal: {record}");
+            }
+            outln!(
+                "the damaged database is kept at {}",
+                repaired.kept_at.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         DaemonAction::Stop => {
             crate::logging::to_stderr();
             if stop_daemon(&kiln).await? {
@@ -109,6 +181,24 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// What a check found: each table's records, and each damaged stretch.
+fn print_check(check: &crate::protocol::check::Check) {
+    for table in &check.tables {
+        let state = if table.damaged.is_empty() {
+            "ok".to_string()
+        } else {
+            format!("DAMAGED ({} unreadable stretches)", table.damaged.len())
+        };
+        outln!("{:<18} {:>8} records  {state}", table.table, table.readable);
+    }
+    for line in check.describe() {
+        outln!("  {line}");
+    }
+    if !check.damaged() {
+        outln!("every record reads back");
     }
 }
 
@@ -151,6 +241,15 @@ fn store_line(status: &crate::protocol::DaemonStatus) -> String {
     let mut line = status.database.clone();
     if !status.store_kind.is_empty() {
         line.push_str(&format!(" ({})", status.store_kind));
+    }
+    if let Some(health) = &status.store
+        && !health.damaged.is_empty()
+    {
+        line.push_str(&format!(
+            " — DAMAGED: {}. {}",
+            health.damaged.join("; "),
+            crate::store::check::WHAT_TO_DO
+        ));
     }
     if let Some(health) = &status.store
         && !health.connected

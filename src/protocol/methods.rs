@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::check::Check;
 use super::params::*;
 use super::review::*;
 use super::types::*;
@@ -141,6 +142,7 @@ methods! {
     InboxWait = "inbox.wait", Session, Apart, ["id", "timeout_secs"], WaitParams => MessageReply;
     InboxClear = "inbox.clear", Owner, InOrder, [], NoParams => Deleted;
     DbQuery = "db.query", Owner, InOrder, ["sql", "bindings"], QueryParams => QueryResult;
+    DbCheck = "db.check", Owner, Apart, [], NoParams => Check;
     Subscribe = "subscribe", Owner, InOrder, ["topics"], SubscribeParams => Subscribed;
     Unsubscribe = "unsubscribe", Owner, InOrder, [], NoParams => Subscribed;
     DaemonStatusOf = "daemon.status", Owner, InOrder, [], NoParams => DaemonStatus;

@@ -2,6 +2,7 @@
 //! No I/O here; see `PROTOCOL.md` at the repository root for the whole contract.
 
 pub mod audit;
+pub mod check;
 pub mod client_env;
 pub mod diff;
 pub mod driver;
@@ -119,6 +120,7 @@ mod param_tests {
             methods::DaemonShutdown::NAME,
             methods::SessionConflicts::NAME,
             methods::CronList::NAME,
+            methods::DbCheck::NAME,
         ];
         for name in methods::TABLE.iter().map(|row| row.name) {
             assert_eq!(

@@ -572,6 +572,10 @@ pub struct StoreHealth {
     /// Why it is not, while it is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the embedded engine cannot read back: one line per damaged stretch (see
+    /// `db.check`); empty when nothing is known to be damaged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<String>,
 }
 
 impl Event {

@@ -108,6 +108,7 @@ impl Sessions {
             wb.subscribe(),
         ));
         sessions.recover().await;
+        sessions.finish_deletions().await;
         if let Some(takeovers) = wb.takeovers() {
             tokio::spawn(take_over(Arc::downgrade(&sessions), takeovers));
         }
@@ -273,7 +274,7 @@ impl Sessions {
         if let Err(e) = seeded {
             let _git = self.git.lock().await;
             placement.undo(kiln.root()).await;
-            let _ = self.wb.remove_managed(&id).await;
+            let _ = self.wb.remove_managed(&id, &Default::default()).await;
             return Err(e);
         }
         self.keep_given(&id, given);
@@ -294,7 +295,7 @@ impl Sessions {
                 self.keep_given(&id, None);
                 let _git = self.git.lock().await;
                 placement.undo(kiln.root()).await;
-                let _ = self.wb.remove_managed(&id).await;
+                let _ = self.wb.remove_managed(&id, &Default::default()).await;
                 let _ = std::fs::remove_file(MarkdownLog::path_for(&kiln.sessions_dir(), &id));
                 return Err(WorkbenchError::Invalid(why));
             }

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::audit::{Audit, AuditEvent};
+use crate::store::GitLeftovers;
 
 impl Sessions {
     /// Decides where the session runs and makes its worktree.
@@ -149,7 +150,15 @@ impl Sessions {
         self.wb
             .withdraw_open(id, &wording::withdrawn(wording::DELETED))
             .await?;
-        self.wb.remove_managed(id).await?;
+        let git = GitLeftovers {
+            worktree: worktree
+                .as_ref()
+                .filter(|_| remove_worktree)
+                .map(|p| p.display().to_string()),
+            branch: session.branch.clone().filter(|_| options.delete_branch),
+            force: options.force,
+        };
+        self.wb.remove_managed(id, &git).await?;
         self.keep_given(id, None);
         let dir = self.wb.kiln().sessions_dir();
         let _ = std::fs::remove_file(MarkdownLog::path_for(&dir, id));
@@ -170,6 +179,27 @@ impl Sessions {
                 },
             );
         }
+        let removed = self
+            .remove_from_git(id, &repo, &worktree, &session, options, &mut outcome)
+            .await;
+        if let Err(e) = self.wb.git_removed(id).await {
+            tracing::warn!(session = %id, "cannot note that the worktree and branch are dealt with: {e}");
+        }
+        removed?;
+        Ok(outcome)
+    }
+
+    /// The worktree and (when asked) the branch of a session whose records are gone.
+    async fn remove_from_git(
+        &self,
+        id: &str,
+        repo: &Path,
+        worktree: &Option<PathBuf>,
+        session: &Session,
+        options: &RemoveOptions,
+        outcome: &mut DeleteOutcome,
+    ) -> Result<()> {
+        let remove_worktree = options.remove_worktree || options.delete_branch;
         if remove_worktree {
             let _git = self.git.lock().await;
             let left = |what: String, e: git::GitError| {
@@ -192,7 +222,50 @@ impl Sessions {
                 }
             }
         }
-        Ok(outcome)
+        Ok(())
+    }
+
+    /// Finishes deletions cut short (a kill -9) after their records went: their worktree
+    /// and branch are removed now, as the deletion asked.
+    pub(super) async fn finish_deletions(&self) {
+        let leftovers = match self.wb.git_leftovers().await {
+            Ok(leftovers) => leftovers,
+            Err(e) => {
+                tracing::warn!("cannot read the deletions cut short: {e}");
+                return;
+            }
+        };
+        let repo = self.wb.kiln().root().to_path_buf();
+        for (id, git) in leftovers {
+            // Another kiln's deletion (team mode shares the records): that daemon
+            // finishes it.
+            if git
+                .worktree
+                .as_deref()
+                .is_some_and(|w| !Path::new(w).starts_with(&repo))
+            {
+                continue;
+            }
+            {
+                let _git = self.git.lock().await;
+                if let Some(path) = git.worktree.as_deref().map(Path::new)
+                    && path.exists()
+                    && let Err(e) = git::remove_worktree(&repo, path, git.force).await
+                {
+                    tracing::warn!(session = %id, "a deleted session's worktree {} could not be removed: {e}", path.display());
+                }
+                if let Some(branch) = &git.branch
+                    && git::branch_exists(&repo, branch).await
+                    && let Err(e) = git::delete_branch(&repo, branch, git.force).await
+                {
+                    tracing::warn!(session = %id, "a deleted session's branch {branch} could not be removed: {e}");
+                }
+            }
+            tracing::info!(session = %id, "finished a deletion cut short");
+            if let Err(e) = self.wb.git_removed(&id).await {
+                tracing::warn!(session = %id, "{e}");
+            }
+        }
     }
 
     /// Deletes every session that is complete or stopped; ones that refuse (uncommitted

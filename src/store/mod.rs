@@ -5,10 +5,13 @@
 //! of the host's memory and its write buffer to a gigabyte. The daemon's memory must not
 //! scale with the host, so both are bounded from `[store]`.
 
+pub mod check;
 mod durable;
 mod inbox;
 mod journal;
+mod keyspace;
 mod records;
+pub use records::GitLeftovers;
 mod remote;
 mod schema;
 mod team;
@@ -78,6 +81,15 @@ enum Conn {
     Remote(Remote),
 }
 
+/// What a store is opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    /// Reading and writing, schema migrated.
+    Serve,
+    /// Reading what a damaged engine still gives; nothing written.
+    Salvage,
+}
+
 pub struct Store {
     conn: Conn,
     url: String,
@@ -87,6 +99,9 @@ pub struct Store {
     /// Set by the first storage failure; from then on writes are refused (seed 002:
     /// persistence failures fail closed) and the engine is not closed through its flush.
     failed: std::sync::Mutex<Option<String>>,
+    /// What the engine could not read back: the damaged stretches the last check found
+    /// (see [`check`]), or a read that failed before any check ran.
+    damage: std::sync::Mutex<Vec<String>>,
     /// Who writes: bound as `$origin` in every query, and kept on the records other
     /// daemons watch, so a daemon can tell its own changes from theirs.
     origin: String,
@@ -167,6 +182,10 @@ impl Store {
 
     /// Opens the engine or connects to the server and migrates the schema.
     async fn connect(cfg: &StoreConfig, default_path: &Path) -> Result<Self> {
+        Self::connect_as(cfg, default_path, Use::Serve).await
+    }
+
+    async fn connect_as(cfg: &StoreConfig, default_path: &Path, usage: Use) -> Result<Self> {
         let url = if cfg.url.is_empty() {
             format!("surrealkv://{}", default_path.display())
         } else {
@@ -174,16 +193,20 @@ impl Store {
         };
         let open_err = |message: String| StoreError::Open {
             url: url.clone(),
-            message,
+            message: if check::is_unreadable(&StoreError::Db(message.clone())) {
+                format!("{message}. {}", check::WHAT_TO_DO)
+            } else {
+                message
+            },
         };
         let conn = if let Some(path) = url.strip_prefix("surrealkv://") {
             let path = PathBuf::from(path);
             prepare_disk(&path, cfg.reserve_mb * MIB).map_err(open_err)?;
-            Self::local(&url, engine_config(cfg, &path))
+            Self::local(&url, engine_config(cfg, &path), usage)
                 .await
                 .map_err(open_err)?
         } else if url.starts_with("mem://") {
-            Self::local("memory", surrealdb_cnf::ConfigMap::empty())
+            Self::local("memory", surrealdb_cnf::ConfigMap::empty(), usage)
                 .await
                 .map_err(open_err)?
         } else {
@@ -194,16 +217,26 @@ impl Store {
             url,
             disk: None,
             failed: std::sync::Mutex::new(None),
+            damage: std::sync::Mutex::new(Vec::new()),
             origin: ulid::Ulid::new().to_string(),
         };
         store.use_ns(&cfg.namespace, &cfg.database).await?;
-        store.migrate().await?;
+        if usage == Use::Serve {
+            store.migrate().await?;
+        }
         Ok(store)
+    }
+
+    /// Opens a damaged engine only to read what it still can (see [`check::repair`]):
+    /// nothing is written to it, not even the engine's own node record.
+    async fn open_to_salvage(cfg: &StoreConfig, path: &Path) -> Result<Self> {
+        Self::connect_as(cfg, path, Use::Salvage).await
     }
 
     async fn local(
         path: &str,
         engine: surrealdb_cnf::ConfigMap,
+        usage: Use,
     ) -> std::result::Result<Conn, String> {
         let ds = surrealdb_core::kvs::Builder::new()
             .with_config(engine)
@@ -213,8 +246,10 @@ impl Store {
             .await
             .map_err(|e| format!("{e:#}"))?;
         ds.check_version().await.map_err(|e| format!("{e:#}"))?;
-        ds.bootstrap().await.map_err(|e| format!("{e:#}"))?;
-        ds.start_maintenance_tasks();
+        if usage == Use::Serve {
+            ds.bootstrap().await.map_err(|e| format!("{e:#}"))?;
+            ds.start_maintenance_tasks();
+        }
         let db = Surreal::<Db>::unstable_from_datastore(Arc::clone(&ds), None)
             .await
             .map_err(|e| e.to_string())?;
@@ -265,6 +300,38 @@ impl Store {
         }
     }
 
+    /// The damage the engine is known to have, one line per damaged stretch.
+    pub fn damage(&self) -> Vec<String> {
+        self.damage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Remembers what a check found (and logs it).
+    fn set_damage(&self, lines: Vec<String>) {
+        for line in &lines {
+            tracing::error!("database damaged: {line}");
+        }
+        *self.damage.lock().unwrap_or_else(|e| e.into_inner()) = lines;
+    }
+
+    /// `e`, with what to do when the engine could not read a table file back; the first
+    /// such error before any check is logged and kept for `daemon.status`.
+    fn unreadable(&self, e: StoreError) -> StoreError {
+        if !check::is_unreadable(&e) {
+            return e;
+        }
+        {
+            let mut damage = self.damage.lock().unwrap_or_else(|p| p.into_inner());
+            if damage.is_empty() {
+                tracing::error!("the database could not read back what it wrote: {e}");
+                damage.push(format!("a read failed: {e}"));
+            }
+        }
+        StoreError::Db(format!("{e}. {}", check::WHAT_TO_DO))
+    }
+
     /// Says the server went away (a live query ended), so writes stop until it is back.
     pub fn report_lost(&self, why: String) {
         if let Conn::Remote(r) = &self.conn {
@@ -301,11 +368,16 @@ impl Store {
 
     /// Shuts the embedded engine down; false if that failed.
     async fn close_engine(&self) -> bool {
-        if let Conn::Local(_, ds) = &self.conn
-            && let Err(e) = ds.shutdown().await
-        {
-            tracing::warn!("database shutdown: {e:#}");
-            return false;
+        if let Conn::Local(db, ds) = &self.conn {
+            if let Err(e) = ds.shutdown().await {
+                tracing::warn!("database shutdown: {e:#}");
+                return false;
+            }
+            // The engine shuts its datastore down again when its last handle is dropped,
+            // and that second shutdown cannot write its node record to the closed engine
+            // ("Pipeline stall", logged as an error after every recovery): one handle is
+            // kept for the life of the process instead.
+            std::mem::forget(db.clone());
         }
         true
     }
@@ -331,7 +403,13 @@ impl Store {
             other => other,
         };
         let (mut response, remote) = match &self.conn {
-            Conn::Local(s, _) => (s.query(sql).bind(vars).await?, None),
+            Conn::Local(s, _) => (
+                s.query(sql)
+                    .bind(vars)
+                    .await
+                    .map_err(|e| self.unreadable(StoreError::from(e)))?,
+                None,
+            ),
             Conn::Remote(r) => (r.run(sql, vars).await?, Some(r)),
         };
         let mut out = Vec::with_capacity(response.num_statements());
@@ -339,7 +417,7 @@ impl Store {
             let value: surrealdb::types::Value = match (response.take(i), remote) {
                 (Ok(value), _) => value,
                 (Err(e), Some(r)) => return Err(r.check(e)),
-                (Err(e), None) => return Err(e.into()),
+                (Err(e), None) => return Err(self.unreadable(StoreError::from(e))),
             };
             out.push(value.into_json_value());
         }

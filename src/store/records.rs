@@ -1,5 +1,6 @@
 //! Transcripts, deleted sessions' purges and context stacks.
 
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::durable::{Touched, datetime_fields, seq_id};
@@ -71,16 +72,20 @@ impl Store {
     /// Deletes a session in one transaction: its record, handles and context stack go,
     /// and a tombstone says its transcript and context history are still to be purged
     /// ([`Store::purge_deleted`]). Small whatever the session's length.
-    pub async fn delete_session_records(&self, session_id: &str) -> Result<()> {
+    /// What is still to go from git (`git`) is kept on the tombstone until
+    /// [`Store::git_removed`].
+    pub async fn delete_session_records(&self, session_id: &str, git: &GitLeftovers) -> Result<()> {
         self.write(
             "BEGIN TRANSACTION;
              UPDATE type::record('sessions', $id) SET origin = $origin RETURN NONE;
              DELETE type::record('sessions', $id) RETURN NONE;
              DELETE handles WHERE session_id = $id RETURN NONE;
              DELETE type::record('context_stacks', $id) RETURN NONE;
-             UPSERT type::record('deleted_sessions', $id) SET at = time::now() RETURN NONE;
+             UPSERT type::record('deleted_sessions', $id) SET at = time::now(),
+                 worktree = $worktree, branch = $branch, force = $force RETURN NONE;
              COMMIT TRANSACTION;",
-            json!({"id": session_id}),
+            json!({"id": session_id, "worktree": git.worktree, "branch": git.branch,
+                   "force": git.force}),
             Touched::record("sessions", session_id)
                 .and("context_stacks", session_id)
                 .and("deleted_sessions", session_id)
@@ -96,8 +101,10 @@ impl Store {
     /// most `batch` entries each, then its tombstone. Safe to repeat after a failure.
     pub async fn purge_deleted(&self, session_id: &str) -> Result<()> {
         self.purge_rows(session_id, PURGE_BATCH).await?;
+        // A tombstone whose worktree or branch is still to go stays for that.
         self.write(
-            "DELETE type::record('deleted_sessions', $id) RETURN NONE",
+            "DELETE type::record('deleted_sessions', $id)
+             WHERE worktree = NONE AND branch = NONE RETURN NONE",
             json!({"id": session_id}),
             Touched::record("deleted_sessions", session_id).op(Op::Purge {
                 session_id: session_id.to_string(),
@@ -131,6 +138,38 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// A deleted session's worktree and branch are gone (or could not be removed, and
+    /// the person was told).
+    pub async fn git_removed(&self, session_id: &str) -> Result<()> {
+        self.write(
+            "UPDATE type::record('deleted_sessions', $id) SET worktree = NONE, branch = NONE
+             RETURN NONE",
+            json!({"id": session_id}),
+            Touched::record("deleted_sessions", session_id),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Deletions cut short before their worktree or branch was removed.
+    pub async fn git_leftovers(&self) -> Result<Vec<(String, GitLeftovers)>> {
+        #[derive(Deserialize)]
+        struct Row {
+            id: String,
+            #[serde(flatten)]
+            git: GitLeftovers,
+        }
+        let rows: Vec<Row> = self
+            .rows(
+                "SELECT record::id(id) AS id, worktree, branch, force FROM deleted_sessions
+                 WHERE worktree != NONE OR branch != NONE",
+                json!({}),
+                0,
+            )
+            .await?;
+        Ok(rows.into_iter().map(|r| (r.id, r.git)).collect())
     }
 
     /// Sessions deleted whose purge has not finished.
@@ -204,4 +243,18 @@ impl Store {
         .await?;
         Ok(())
     }
+}
+
+/// What a deletion still has to remove from git.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GitLeftovers {
+    /// The worktree's folder.
+    #[serde(default)]
+    pub worktree: Option<String>,
+    /// The branch.
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// Uncommitted changes and unmerged commits go too.
+    #[serde(default)]
+    pub force: bool,
 }

@@ -88,6 +88,7 @@ impl Remote {
                 health: watch::channel(StoreHealth {
                     connected: true,
                     error: None,
+                    damaged: Vec::new(),
                 })
                 .0,
                 probing: AtomicBool::new(false),
@@ -188,6 +189,7 @@ impl Remote {
             state.health.send_replace(StoreHealth {
                 connected: true,
                 error: None,
+                damaged: Vec::new(),
             });
             tracing::info!(%url, "the database server answers again");
         });

@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -157,6 +157,14 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     DEFINE FIELD rule ON inbox_messages TYPE option<string>;
     DEFINE FIELD operation ON inbox_messages TYPE option<string>;
+    "#,
+    // v13: what a deletion still has to remove from git (the session's worktree and
+    // branch), kept on its tombstone until it is gone, so that a deletion cut short
+    // (a kill -9) is finished at the next start.
+    r#"
+    DEFINE FIELD worktree ON deleted_sessions TYPE option<string>;
+    DEFINE FIELD branch ON deleted_sessions TYPE option<string>;
+    DEFINE FIELD force ON deleted_sessions TYPE bool DEFAULT false;
     "#,
 ];
 

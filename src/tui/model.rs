@@ -157,6 +157,8 @@ pub struct Model {
     pub(super) flash: Option<Flash>,
     pub(super) connection: Connection,
     /// Team mode: why the daemon cannot reach its database server, while it cannot.
+    /// What the daemon's database cannot read back (its first damaged stretch).
+    pub(super) store_damaged: Option<String>,
     pub(super) store_down: Option<String>,
     /// This machine: sessions that run on another (team mode) say where.
     pub(super) host: String,
@@ -220,6 +222,7 @@ impl Model {
             flash: None,
             connection: Connection::Connected,
             store_down: None,
+            store_damaged: None,
             host: crate::sys::host_name(),
             keymap,
             scroll: 0,
@@ -428,6 +431,13 @@ impl Model {
 
     /// Whether the daemon reaches its database (team mode: a server).
     pub fn set_store(&mut self, health: crate::protocol::StoreHealth) {
+        self.store_damaged = health
+            .damaged
+            .first()
+            .map(|first| match health.damaged.len() {
+                1 => first.clone(),
+                n => format!("{first} (and {} more)", n - 1),
+            });
         self.store_down =
             (!health.connected).then(|| health.error.unwrap_or_else(|| "no answer".into()));
     }

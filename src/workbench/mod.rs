@@ -28,7 +28,7 @@ use crate::protocol::{
     Event, Handle, InboxMessage, OutputChunk, RegisterParams, Session, TranscriptEntry,
     TranscriptParams,
 };
-use crate::store::{Store, StoreError};
+use crate::store::{GitLeftovers, Store, StoreError};
 
 pub use context::ContextState;
 pub use inbox::no_message;
@@ -100,6 +100,32 @@ async fn purger(store: Arc<Store>, mut ids: mpsc::UnboundedReceiver<String>) {
     }
 }
 
+/// Reads every record once after a start, behind the first answers: damage the engine
+/// finds in its table files is logged and shown by `daemon.status` (not found when a
+/// read first fails).
+async fn check_at_start(wb: std::sync::Weak<Workbench>) {
+    let Some(store) = wb.upgrade().map(|wb| Arc::clone(&wb.store)) else {
+        return;
+    };
+    match store.check().await {
+        Ok(check) if check.damaged() => {
+            tracing::error!("{}", crate::store::check::WHAT_TO_DO);
+            if let Some(wb) = wb.upgrade() {
+                wb.publish(Event::Store(crate::protocol::StoreHealth {
+                    connected: true,
+                    error: None,
+                    damaged: store.damage(),
+                }));
+            }
+        }
+        Ok(check) => {
+            let records: usize = check.tables.iter().map(|t| t.readable).sum();
+            tracing::info!(records, "database checked: every record reads back");
+        }
+        Err(e) => tracing::warn!("the database check at start did not finish: {e}"),
+    }
+}
+
 /// The current time as SurrealDB prints datetimes.
 pub fn now_rfc3339() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::AutoSi, true)
@@ -157,6 +183,9 @@ impl Workbench {
             let _ = wb.purges.send(id);
         }
         tokio::spawn(purger(Arc::clone(&wb.store), purge_rx));
+        if wb.store.kind() == "embedded" {
+            tokio::spawn(check_at_start(Arc::downgrade(&wb)));
+        }
         tokio::spawn(registry::heartbeat_writer(
             Arc::clone(&wb.registry),
             Arc::downgrade(&wb),
@@ -417,9 +446,11 @@ impl Workbench {
     /// tombstone; its transcript and context history are then purged behind it in
     /// bounded batches (a purge cut short is finished at the next start), so deleting a
     /// long session answers as fast as a short one.
-    pub async fn remove_managed(&self, id: &str) -> Result<()> {
+    /// `git` is what is still to go from git once the records are gone; see
+    /// [`Workbench::git_removed`].
+    pub async fn remove_managed(&self, id: &str, git: &GitLeftovers) -> Result<()> {
         self.revoke_handles(id).await?;
-        self.store.delete_session_records(id).await?;
+        self.store.delete_session_records(id, git).await?;
         self.forget_context(id).await;
         self.registry.remove(id);
         let _ = self.purges.send(id.to_string());
@@ -428,6 +459,19 @@ impl Workbench {
             reason: "deleted".into(),
         });
         Ok(())
+    }
+
+    /// A deleted session's worktree and branch are dealt with: its tombstone can go once
+    /// its transcript is purged.
+    pub async fn git_removed(&self, id: &str) -> Result<()> {
+        self.store.git_removed(id).await?;
+        let _ = self.purges.send(id.to_string());
+        Ok(())
+    }
+
+    /// Deletions cut short before their worktree or branch went (a kill -9).
+    pub async fn git_leftovers(&self) -> Result<Vec<(String, GitLeftovers)>> {
+        Ok(self.store.git_leftovers().await?)
     }
 
     /// Stores transcript entries durably (group-committed with other sessions'), then

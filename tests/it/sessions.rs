@@ -573,6 +573,65 @@ async fn stop_keeps_the_worktree_and_delete_guards_uncommitted_work() {
     assert_eq!(err.rpc_code(), Some(-32002));
 }
 
+/// A deletion cut short after its records went (what a kill -9 in the first second of
+/// `session delete --branch` leaves: the tombstone naming the worktree and branch still
+/// to remove) is finished at the next start, and its tombstone goes.
+#[tokio::test]
+async fn a_deletion_cut_short_removes_its_worktree_and_branch_at_the_next_start() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "scripted", None).await;
+    wait_state(&client, &s.id, SessionState::Complete).await;
+    let worktree = worktree_of(&s);
+    let branch = s.branch.clone().unwrap();
+    let out = tk.cru(&["session", "stop", &s.id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The deletion's first step, its one transaction, as `session.delete` runs it.
+    client
+        .call_value(
+            "db.query",
+            json!({"sql": "BEGIN TRANSACTION;
+                DELETE type::record('sessions', $id);
+                UPSERT type::record('deleted_sessions', $id) SET at = time::now(),
+                    worktree = $worktree, branch = $branch, force = false;
+                COMMIT TRANSACTION;",
+                "bindings": {"id": s.id, "worktree": worktree, "branch": branch}}),
+        )
+        .await
+        .unwrap();
+    let pid = tk.daemon_pid().expect("the daemon's pid");
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    wait_until("the daemon is gone", Duration::from_secs(10), || {
+        daemon_processes(tk.root()).is_empty()
+    })
+    .await;
+    assert!(worktree.is_dir(), "the kill came before the worktree went");
+
+    let client = tk.client().await;
+    wait_until(
+        "the worktree and branch are removed",
+        Duration::from_secs(30),
+        || !worktree.exists() && git(tk.root(), &["branch", "--list", &branch]).is_empty(),
+    )
+    .await;
+    let mut left = json!(null);
+    for _ in 0..200 {
+        left = client
+            .call_value("db.query", json!({"sql": "SELECT * FROM deleted_sessions"}))
+            .await
+            .unwrap();
+        if left["result"][0] == json!([]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(left["result"][0], json!([]), "the tombstone stays: {left}");
+}
+
 #[tokio::test]
 async fn prune_deletes_finished_sessions_and_keeps_busy_ones() {
     let tk = agent_kiln("");

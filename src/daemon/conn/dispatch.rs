@@ -613,6 +613,12 @@ async fn dispatch(
             })
             .await
         }
+        m::DbCheck::NAME => {
+            serve::<m::DbCheck, _, _>(raw, |_| async move {
+                wb.store().check().await.map_err(|e| app_error(e.into()))
+            })
+            .await
+        }
         m::Subscribe::NAME => {
             serve::<m::Subscribe, _, _>(raw, |p| async move {
                 subscribe(conn, p.topics).await;
@@ -635,7 +641,8 @@ async fn dispatch(
                 // A server that is away must not hide the rest of the status.
                 let unread = match wb.unread_count().await {
                     Ok(n) => n,
-                    Err(_) if store.is_shared() => 0,
+                    // Damage is reported below, not in place of the status.
+                    Err(_) if store.is_shared() || !store.damage().is_empty() => 0,
                     Err(e) => return Err(app_error(e)),
                 };
                 let shared_store = store.is_shared();
@@ -643,12 +650,17 @@ async fn dispatch(
                 instance.lease_until.clear();
                 Ok(DaemonStatus {
                     store_kind: store.kind().into(),
-                    store: Some(store.health().map(|h| h.borrow().clone()).unwrap_or(
-                        StoreHealth {
-                            connected: true,
-                            error: None,
-                        },
-                    )),
+                    store: Some(StoreHealth {
+                        damaged: store.damage(),
+                        ..store
+                            .health()
+                            .map(|h| h.borrow().clone())
+                            .unwrap_or(StoreHealth {
+                                connected: true,
+                                error: None,
+                                damaged: Vec::new(),
+                            })
+                    }),
                     instance: Some(instance),
                     daemons: if shared_store {
                         wb.daemons().await

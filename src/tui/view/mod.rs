@@ -84,8 +84,10 @@ pub fn layout(model: &Model, area: Rect) -> Areas {
         rest.height -= height;
         top
     };
-    let banner = (model.connection != Connection::Connected || model.store_down.is_some())
-        .then(|| take_top(1));
+    let banner = (model.connection != Connection::Connected
+        || model.store_down.is_some()
+        || model.store_damaged.is_some())
+    .then(|| take_top(1));
     let status_bar = Rect {
         y: rest.bottom() - 1,
         height: 1,
@@ -198,7 +200,17 @@ fn too_small(frame: &mut Frame, area: Rect, theme: &Theme) {
 fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let (text, style) = match &model.connection {
         Connection::Connected => match &model.store_down {
-            None => return,
+            None => match &model.store_damaged {
+                None => return,
+                Some(what) => (
+                    format!(
+                        " database damaged: {what} — `cru daemon check` names it; stop the daemon and `cru daemon repair`"
+                    ),
+                    theme
+                        .style(Role::Error)
+                        .add_modifier(Modifier::REVERSED | Modifier::BOLD),
+                ),
+            },
             Some(why) => (
                 format!(
                     " database server unreachable ({why}) — writes are refused until it is back; reconnecting…"

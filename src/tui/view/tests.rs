@@ -681,6 +681,7 @@ fn a_session_on_another_host_says_where_and_an_unreachable_server_is_a_banner() 
     model.apply(Event::Store(StoreHealth {
         connected: false,
         error: Some("Connection reset".into()),
+        damaged: Vec::new(),
     }));
     let text = screen(&model, 120, 30);
     let first = text.lines().next().unwrap_or_default();
@@ -691,6 +692,31 @@ fn a_session_on_another_host_says_where_and_an_unreachable_server_is_a_banner() 
     model.apply(Event::Store(StoreHealth {
         connected: true,
         error: None,
+        damaged: Vec::new(),
     }));
     assert!(!screen(&model, 120, 30).contains("unreachable"));
+
+    // Damage the daemon found in its database is a banner too, until it is repaired.
+    model.apply(Event::Store(StoreHealth {
+        connected: true,
+        error: None,
+        damaged: vec![
+            "inbox_messages: unreadable records after 01A".into(),
+            "x".into(),
+        ],
+    }));
+    let text = screen(&model, 160, 30);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(
+            "database damaged: inbox_messages: unreadable records after 01A (and 1 more)"
+        ) && first.contains("cru daemon repair"),
+        "{text}"
+    );
+    model.apply(Event::Store(StoreHealth {
+        connected: true,
+        error: None,
+        damaged: Vec::new(),
+    }));
+    assert!(!screen(&model, 160, 30).contains("damaged"));
 }

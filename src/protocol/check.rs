@@ -1,0 +1,121 @@
+//! What a check of the database found: per table, how many records it read and the
+//! stretches of keys it could not (`db.check`, `cru daemon check`, `daemon.status`).
+
+use serde::{Deserialize, Serialize};
+
+/// What a check found in one table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableCheck {
+    pub table: String,
+    /// Records read.
+    pub readable: usize,
+    /// Stretches of keys that could not be read.
+    pub damaged: Vec<Damaged>,
+}
+
+/// A stretch of a table that could not be read: between two readable records (or an end
+/// of the table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Damaged {
+    /// The last readable record before it.
+    pub after: Option<String>,
+    /// The first readable record after it.
+    pub before: Option<String>,
+}
+
+impl Damaged {
+    /// Whether `key` lies in this stretch.
+    pub fn holds(&self, key: &str) -> bool {
+        self.after.as_deref().is_none_or(|a| key > a)
+            && self.before.as_deref().is_none_or(|b| key < b)
+    }
+}
+
+/// A whole check: every table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub tables: Vec<TableCheck>,
+}
+
+impl Check {
+    pub fn damaged(&self) -> bool {
+        self.tables.iter().any(|t| !t.damaged.is_empty())
+    }
+
+    /// One line per damaged stretch, for the log and the terminal.
+    pub fn describe(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for t in &self.tables {
+            for d in &t.damaged {
+                lines.push(format!(
+                    "{}: unreadable records {}",
+                    t.table,
+                    describe_stretch(d)
+                ));
+            }
+        }
+        lines
+    }
+}
+
+fn describe_stretch(d: &Damaged) -> String {
+    let when = |key: &str| {
+        ulid_time(key)
+            .map(|t| format!(" (made {t})"))
+            .unwrap_or_default()
+    };
+    match (&d.after, &d.before) {
+        (Some(a), Some(b)) => format!("after {a}{} and before {b}{}", when(a), when(b)),
+        (Some(a), None) => format!("after {a}{}, to the end of the table", when(a)),
+        (None, Some(b)) => format!("from the start of the table to {b}{}", when(b)),
+        (None, None) => "(the whole table)".to_string(),
+    }
+}
+
+/// When a key that starts with a ULID was made.
+fn ulid_time(key: &str) -> Option<String> {
+    let ulid = ulid::Ulid::from_string(key.get(..26)?).ok()?;
+    let at: chrono::DateTime<chrono::Utc> = ulid.datetime().into();
+    Some(at.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stretch_holds_the_keys_between_its_ends() {
+        let d = Damaged {
+            after: Some("01B".into()),
+            before: Some("01E".into()),
+        };
+        assert!(d.holds("01C"));
+        assert!(!d.holds("01B") && !d.holds("01E") && !d.holds("01F"));
+        let open = Damaged {
+            after: None,
+            before: Some("01E".into()),
+        };
+        assert!(open.holds("00") && !open.holds("01F"));
+    }
+
+    #[test]
+    fn damage_is_described_with_when_its_neighbours_were_made() {
+        let check = Check {
+            tables: vec![TableCheck {
+                table: "inbox_messages".into(),
+                readable: 2,
+                damaged: vec![Damaged {
+                    after: Some("01ARZ3NDEKTSV4RRFFQ69G5FAV".into()),
+                    before: None,
+                }],
+            }],
+        };
+        assert!(check.damaged());
+        assert_eq!(
+            check.describe(),
+            [
+                "inbox_messages: unreadable records after 01ARZ3NDEKTSV4RRFFQ69G5FAV (made 2016-07-30 23:54:10 UTC), to the end of the table"
+            ]
+        );
+    }
+}
