@@ -3,6 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What a person does about damage; every error a damaged read returns ends with it.
+pub const WHAT_TO_DO: &str = "The database has records it cannot read: `cru daemon check` names them; \
+     `cru daemon stop` then `cru daemon repair` rebuilds it from what is readable and the journal";
+
 /// What a check found in one table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TableCheck {

@@ -566,7 +566,7 @@ pub enum Event {
 }
 
 /// Whether the daemon can reach its database.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreHealth {
     pub connected: bool,
     /// Why it is not, while it is not.

@@ -209,13 +209,13 @@ impl Sessions {
             };
             if let Some(path) = &worktree {
                 if path.exists() {
-                    git::remove_worktree(&repo, path, options.force)
+                    git::remove_worktree(repo, path, options.force)
                         .await
                         .map_err(|e| left(format!("its worktree {}", path.display()), e))?;
                     outcome.worktree_removed = true;
                 }
                 if let (true, Some(branch)) = (options.delete_branch, &session.branch) {
-                    git::delete_branch(&repo, branch, options.force)
+                    git::delete_branch(repo, branch, options.force)
                         .await
                         .map_err(|e| left(format!("its branch {branch}"), e))?;
                     outcome.branch_deleted = true;

@@ -33,9 +33,7 @@ pub const TABLES: &[&str] = &[
     "commands",
 ];
 
-/// What a person does about damage.
-pub const WHAT_TO_DO: &str = "The database has records it cannot read: `cru daemon check` names them; \
-     `cru daemon stop` then `cru daemon repair` rebuilds it from what is readable and the journal";
+pub use crate::protocol::check::WHAT_TO_DO;
 
 /// Whether an engine error says a table file could not be read back as written.
 pub fn is_unreadable(e: &StoreError) -> bool {

@@ -265,9 +265,19 @@ impl Runtime {
                 ..ListParams::default()
             };
             let server_away = store.as_ref().is_some_and(|h| !h.connected);
+            let mut store = store;
             let messages = match client.call::<m::InboxList>(&window).await {
                 Ok(list) => list.messages,
                 Err(_) if server_away => Vec::new(),
+                // A damaged database is shown (with what to do), not a lost daemon.
+                Err(e) if e.to_string().contains(crate::protocol::check::WHAT_TO_DO) => {
+                    let health = store.get_or_insert_with(Default::default);
+                    health.connected = true;
+                    if health.damaged.is_empty() {
+                        health.damaged.push("the inbox cannot be read".into());
+                    }
+                    Vec::new()
+                }
                 Err(e) => return Err(anyhow::Error::from(e)),
             };
             let conflicts = client.call::<m::SessionConflicts>(&m::NoParams {}).await?;
