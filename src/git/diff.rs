@@ -139,12 +139,30 @@ async fn snapshot(worktree: &Path) -> Result<String> {
         uuid::Uuid::new_v4().simple()
     )));
     let envs = [("GIT_INDEX_FILE", index.0.as_os_str())];
-    if tokio::fs::copy(&own, &index.0).await.is_err() {
+    // The copy keeps the index's own modification time: git trusts an entry whose file
+    // looks unchanged only if the file is older than the index, and a file changed in the
+    // same clock tick as the index was written (an agent's first edit right after its
+    // worktree was made) looks unchanged. A copy dated now would hide that edit.
+    let copied = tokio::fs::copy(&own, &index.0).await.is_ok() && same_time(&own, &index.0);
+    if !copied {
+        let _ = std::fs::remove_file(&index.0);
         git_env(worktree, &["read-tree", "HEAD"], &envs).await?;
     }
     git_env(worktree, &["add", "-A"], &envs).await?;
     let tree = git_env(worktree, &["write-tree"], &envs).await?;
     Ok(tree.trim().to_string())
+}
+
+/// Gives `copy` the modification time of `original`.
+fn same_time(original: &str, copy: &Path) -> bool {
+    let Ok(modified) = std::fs::metadata(original).and_then(|m| m.modified()) else {
+        return false;
+    };
+    std::fs::File::options()
+        .write(true)
+        .open(copy)
+        .and_then(|f| f.set_modified(modified))
+        .is_ok()
 }
 
 /// Parses `git diff` output (unified, with `a/` and `b/` prefixes) into files, hunks and

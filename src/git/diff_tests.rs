@@ -265,6 +265,20 @@ async fn diff_sees_committed_uncommitted_and_untracked_changes_without_staging()
     assert!(matches!(err, GitError::Refused(_)), "{err}");
 }
 
+/// An edit in the same clock tick as the worktree's index was written (an agent's first
+/// edit right after its worktree was made, same size) is in the diff: the temporary index
+/// keeps the index's time, so git does not trust the file's unchanged-looking stat.
+#[tokio::test]
+async fn an_edit_right_after_the_worktree_was_made_is_seen() {
+    let (_dir, repo) = kiln();
+    for i in 0..40 {
+        let wt = session(&repo, &format!("quick{i}"));
+        edit_line(&wt, "f.txt", 3, "line X");
+        let lines = changed_lines(&wt, "main").await.unwrap();
+        assert_eq!(lines.get("f.txt"), Some(&vec![(3, 3)]), "attempt {i}");
+    }
+}
+
 #[tokio::test]
 async fn overlapping_sessions_are_found_line_by_line() {
     let (_dir, repo) = kiln();
