@@ -476,6 +476,41 @@ fn a_long_failure_is_shown_whole_on_a_page() {
     );
 }
 
+/// A failure page that comes up while a person types takes none of their keys: letters
+/// (`j`, `k`, `q` too) are typed, Backspace deletes, alt-a goes to the inbox, and the
+/// approval stays unanswered.
+#[test]
+fn a_page_that_comes_up_while_typing_takes_no_keys() {
+    let mut model = pending();
+    for c in "d12".chars() {
+        model.handle_key(key(KeyCode::Char(c)));
+    }
+    model.report_failure("changing the rule", &"no rule \"x\"; ".repeat(10));
+    assert!(matches!(model.overlay, Some(Overlay::Page { .. })));
+    model.handle_key(key(KeyCode::Backspace));
+    assert!(model.overlay.is_none());
+    assert_eq!(model.input.text(), "d1");
+    model.report_failure("changing the rule", &"no rule \"x\"; ".repeat(10));
+    for c in "jkq".chars() {
+        model.handle_key(key(KeyCode::Char(c)));
+    }
+    assert_eq!(model.input.text(), "d1jkq");
+    model.report_failure("changing the rule", &"no rule \"x\"; ".repeat(10));
+    let actions = model.handle_key(alt('a'));
+    assert!(model.overlay.is_none());
+    assert_eq!(model.zone, Zone::Inbox);
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Respond { .. })),
+        "{actions:?}"
+    );
+    // Its own keys: the arrows scroll it, Esc closes it.
+    model.report_failure("changing the rule", &"no rule \"x\"; ".repeat(10));
+    model.handle_key(key(KeyCode::Down));
+    assert!(matches!(model.overlay, Some(Overlay::Page { scroll: 1 })));
+    model.handle_key(key(KeyCode::Esc));
+    assert!(model.overlay.is_none());
+}
+
 #[test]
 fn a_crowded_status_bar_still_names_the_focused_and_waiting_sessions() {
     use crate::protocol::SessionState;

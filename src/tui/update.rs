@@ -398,6 +398,14 @@ impl Model {
             _ => {}
         }
         match (overlay, key.code) {
+            // A page comes up by itself (a failure in words): only Esc, Enter and the
+            // arrows are its own; every other key closes it and does what it would
+            // have done, so nothing typed while it came up is lost or swallowed.
+            (Overlay::Page { .. }, KeyCode::Esc | KeyCode::Enter) => self.close_overlay(),
+            (Overlay::Page { .. }, _) if !page_key(key) => {
+                self.close_overlay();
+                return self.handle_key(key);
+            }
             (_, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | '?')) => self.close_overlay(),
             (
                 Overlay::Help {
@@ -425,13 +433,13 @@ impl Model {
                     commands_first,
                 });
             }
-            (Overlay::Page { scroll }, KeyCode::Up | KeyCode::PageUp | KeyCode::Char('k')) => {
+            (Overlay::Page { scroll }, KeyCode::Up | KeyCode::PageUp) => {
                 let step = if key.code == KeyCode::PageUp { 10 } else { 1 };
                 self.overlay = Some(Overlay::Page {
                     scroll: scroll.saturating_sub(step),
                 });
             }
-            (Overlay::Page { scroll }, KeyCode::Down | KeyCode::PageDown | KeyCode::Char('j')) => {
+            (Overlay::Page { scroll }, KeyCode::Down | KeyCode::PageDown) => {
                 let step = if key.code == KeyCode::PageDown { 10 } else { 1 };
                 self.overlay = Some(Overlay::Page {
                     scroll: scroll.saturating_add(step),
@@ -709,4 +717,13 @@ impl Model {
         self.flash = Some(Flash::error(text));
         Vec::new()
     }
+}
+
+/// The keys a page keeps: scrolling it.
+fn page_key(key: KeyEvent) -> bool {
+    key.modifiers.is_empty()
+        && matches!(
+            key.code,
+            KeyCode::Up | KeyCode::Down | KeyCode::PageUp | KeyCode::PageDown
+        )
 }
