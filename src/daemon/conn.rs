@@ -16,6 +16,7 @@ use tokio::sync::{Mutex, broadcast, mpsc};
 use tokio::task::JoinHandle;
 
 mod dispatch;
+mod handle;
 
 use super::Shared;
 use crate::protocol::jsonrpc::{Id, Incoming, parse_line};

@@ -1,14 +1,17 @@
-//! The method table: every method the daemon serves, declared once with its name, who may
-//! call it, whether it is answered in order or on its own, its params in the documented
-//! order, and its params and result types. The daemon dispatches by these types and
-//! answers by the order, the client calls them (`Client::call::<M>`), and a test holds
-//! the table and PROTOCOL.md to each other.
+//! The method table: every method the daemon serves, declared once with its name, the
+//! function of [`Handler`] that answers it, who may call it (and why not, when a handle
+//! may not), whether it is answered in order or on its own, which daemon answers it in
+//! team mode, its params in the documented order, and its params and result types. The
+//! daemon implements [`Handler`] and answers through [`handle`], the client calls the
+//! methods by type (`Client::call::<M>`), and a test holds the table and PROTOCOL.md to
+//! each other.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::check::Check;
+use super::jsonrpc::ErrorObject;
 use super::params::*;
 use super::review::*;
 use super::types::*;
@@ -34,11 +37,22 @@ pub enum Order {
     Apart,
 }
 
+/// Which daemon answers a method in team mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Any daemon: it reads or writes only what the shared database holds.
+    Local,
+    /// For a session another daemon runs, that daemon (its owner): the call touches the
+    /// agent, its worktree or its state, and is forwarded there.
+    Owner,
+}
+
 /// One method of the protocol.
 pub trait Method {
     const NAME: &'static str;
     const ACCESS: Access;
     const ORDER: Order;
+    const ROUTE: Route;
     /// The params' names in the documented order: how positional params are named.
     const PARAMS: &'static [&'static str];
     type Params: Serialize + DeserializeOwned + Send + Sync + 'static;
@@ -51,11 +65,36 @@ pub struct Row {
     pub name: &'static str,
     pub access: Access,
     pub order: Order,
+    pub route: Route,
+    /// Why a session handle may not call an `Owner` method, when that needs more than
+    /// "may not call".
+    pub refusal: Option<&'static str>,
     pub params: &'static [&'static str],
 }
 
+/// A typed result as the JSON answer.
+fn answer<T: Serialize>(result: Result<T, ErrorObject>) -> Result<Value, ErrorObject> {
+    serde_json::to_value(result?).map_err(|e| ErrorObject::internal(e.to_string()))
+}
+
+/// `raw` as a method's params.
+fn read<T: DeserializeOwned>(raw: Value) -> Result<T, ErrorObject> {
+    serde_json::from_value(raw).map_err(|e| ErrorObject::invalid_params(format!("bad params: {e}")))
+}
+
+macro_rules! refusal {
+    () => {
+        None
+    };
+    ($why:literal) => {
+        Some($why)
+    };
+}
+
 macro_rules! methods {
-    ($( $(#[$doc:meta])* $ty:ident = $name:literal, $access:ident, $order:ident, [$($p:literal),*], $params:ty => $result:ty; )*) => {
+    ($( $(#[$doc:meta])* $ty:ident = $name:literal, $handler:ident,
+        $access:ident $(($why:literal))?, $order:ident, $route:ident,
+        [$($p:literal),*], $params:ty => $result:ty; )*) => {
         $(
             $(#[$doc])*
             pub struct $ty;
@@ -64,6 +103,7 @@ macro_rules! methods {
                 const NAME: &'static str = $name;
                 const ACCESS: Access = Access::$access;
                 const ORDER: Order = Order::$order;
+                const ROUTE: Route = Route::$route;
                 const PARAMS: &'static [&'static str] = &[$($p),*];
                 type Params = $params;
                 type Result = $result;
@@ -72,91 +112,122 @@ macro_rules! methods {
 
         /// Every method, in PROTOCOL.md's order.
         pub const TABLE: &[Row] = &[
-            $( Row { name: $name, access: Access::$access, order: Order::$order, params: &[$($p),*] }, )*
+            $( Row {
+                name: $name,
+                access: Access::$access,
+                order: Order::$order,
+                route: Route::$route,
+                refusal: refusal!($($why)?),
+                params: &[$($p),*],
+            }, )*
         ];
+
+        /// What answers the methods: one function per row of the table, so a row without
+        /// its handler does not compile.
+        pub trait Handler: Sync {
+            $(
+                fn $handler(
+                    &self,
+                    params: $params,
+                ) -> impl std::future::Future<Output = Result<$result, ErrorObject>> + Send;
+            )*
+        }
+
+        /// Answers the method `name` with `handler`: its params read as the row's
+        /// `Params`, its answer written from the row's `Result`.
+        pub async fn handle<H: Handler>(
+            handler: &H,
+            name: &str,
+            raw: Value,
+        ) -> Result<Value, ErrorObject> {
+            match name {
+                $( $name => answer(handler.$handler(read::<$params>(raw)?).await), )*
+                other => Err(ErrorObject::method_not_found(other)),
+            }
+        }
     };
 }
 
 methods! {
-    Ping = "ping", Open, InOrder, [], NoParams => Pong;
-    Handshake = "handshake", Open, InOrder, ["protocol_version", "client", "handle"],
+    Ping = "ping", ping, Open, InOrder, Local, [], NoParams => Pong;
+    Handshake = "handshake", handshake, Open, InOrder, Local, ["protocol_version", "client", "handle"],
         HandshakeParams => HandshakeResult;
-    SessionRegister = "session.register", Owner, InOrder, ["agent_type", "agent_name", "worktree"],
+    SessionRegister = "session.register", session_register, Owner, InOrder, Local, ["agent_type", "agent_name", "worktree"],
         RegisterParams => Registered;
-    SessionList = "session.list", Owner, InOrder, [], SessionListParams => Sessions;
-    SessionGet = "session.get", Session, InOrder, ["session_id"], SessionIdParams => SessionReply;
-    SessionHeartbeat = "session.heartbeat", Session, InOrder, ["session_id"], SessionIdParams => Done;
-    SessionDeregister = "session.deregister", Owner, InOrder, ["session_id", "reason", "exit_code"],
+    SessionList = "session.list", session_list, Owner("a session handle may not list other sessions; use session.get for its own"), InOrder, Local, [], SessionListParams => Sessions;
+    SessionGet = "session.get", session_get, Session, InOrder, Local, ["session_id"], SessionIdParams => SessionReply;
+    SessionHeartbeat = "session.heartbeat", session_heartbeat, Session, InOrder, Local, ["session_id"], SessionIdParams => Done;
+    SessionDeregister = "session.deregister", session_deregister, Owner, InOrder, Local, ["session_id", "reason", "exit_code"],
         DeregisterParams => Done;
-    SessionCreate = "session.create", Owner, InOrder,
+    SessionCreate = "session.create", session_create, Owner, InOrder, Local,
         ["agent", "worktree", "in_place", "task", "driver", "allow_read"],
         CreateSessionParams => Created;
-    SessionPrompt = "session.prompt", Owner, InOrder, ["session_id", "text"], PromptParams => PromptResult;
-    SessionCancel = "session.cancel", Owner, InOrder, ["session_id"], SessionIdParams => Done;
-    SessionStop = "session.stop", Owner, Apart, ["session_id"], SessionIdParams => SessionReply;
-    SessionDelete = "session.delete", Owner, Apart,
+    SessionPrompt = "session.prompt", session_prompt, Owner, InOrder, Owner, ["session_id", "text"], PromptParams => PromptResult;
+    SessionCancel = "session.cancel", session_cancel, Owner, InOrder, Owner, ["session_id"], SessionIdParams => Done;
+    SessionStop = "session.stop", session_stop, Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply;
+    SessionDelete = "session.delete", session_delete, Owner, Apart, Owner,
         ["session_id", "remove_worktree", "delete_branch", "force", "audit"],
         DeleteSessionParams => DeleteOutcome;
-    SessionPrune = "session.prune", Owner, Apart,
+    SessionPrune = "session.prune", session_prune, Owner, Apart, Local,
         ["remove_worktree", "delete_branch", "force", "audit"],
         RemoveOptions => PruneResult;
-    SessionExec = "session.exec", Owner, Apart, ["session_id", "command", "timeout_secs"],
+    SessionExec = "session.exec", session_exec, Owner, Apart, Owner, ["session_id", "command", "timeout_secs"],
         ExecParams => ExecResult;
-    SessionAudit = "session.audit", Owner, InOrder, ["session_id"], SessionIdParams => AuditLog;
-    SessionSecurity = "session.security", Owner, InOrder, ["session_id"],
+    SessionAudit = "session.audit", session_audit, Owner, InOrder, Owner, ["session_id"], SessionIdParams => AuditLog;
+    SessionSecurity = "session.security", session_security, Owner, InOrder, Owner, ["session_id"],
         SessionIdParams => SecurityReply;
-    SessionRule = "session.rule", Owner, InOrder, ["session_id", "rule", "enabled"],
+    SessionRule = "session.rule", session_rule, Owner, InOrder, Owner, ["session_id", "rule", "enabled"],
         SessionRuleParams => SecurityReply;
-    SessionRefine = "session.refine", Owner, Apart, ["session_id", "allow_read", "prompt"],
+    SessionRefine = "session.refine", session_refine, Owner, Apart, Owner, ["session_id", "allow_read", "prompt"],
         RefineParams => SessionReply;
-    SessionReset = "session.reset", Owner, Apart, ["session_id", "keep_disabled"],
+    SessionReset = "session.reset", session_reset, Owner, Apart, Owner, ["session_id", "keep_disabled"],
         ResetParams => Created;
-    SessionRestart = "session.restart", Owner, Apart, ["session_id"], SessionIdParams => SessionReply;
-    SessionResolve = "session.resolve", Owner, InOrder,
+    SessionRestart = "session.restart", session_restart, Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply;
+    SessionResolve = "session.resolve", session_resolve, Owner, InOrder, Local,
         ["channel", "source", "ref", "text", "agent", "driver", "words"], ResolveParams => ResolveResult;
-    SessionClose = "session.close", Owner, InOrder, ["session_id"], SessionIdParams => SessionReply;
-    CronList = "cron.list", Owner, InOrder, [], NoParams => CronJobs;
-    CronRunNow = "cron.run", Owner, Apart, ["id"], CronRunParams => CronRun;
-    SessionRename = "session.rename", Owner, InOrder, ["session_id", "name"],
+    SessionClose = "session.close", session_close, Owner, InOrder, Owner, ["session_id"], SessionIdParams => SessionReply;
+    CronList = "cron.list", cron_list, Owner, InOrder, Local, [], NoParams => CronJobs;
+    CronRunNow = "cron.run", cron_run, Owner, Apart, Local, ["id"], CronRunParams => CronRun;
+    SessionRename = "session.rename", session_rename, Owner, InOrder, Owner, ["session_id", "name"],
         RenameParams => SessionReply;
-    SessionFork = "session.fork", Owner, Apart, ["session_id", "worktree", "task"],
+    SessionFork = "session.fork", session_fork, Owner, Apart, Owner, ["session_id", "worktree", "task"],
         ForkParams => Created;
-    SessionDiff = "session.diff", Owner, Apart, ["session_id", "context"], DiffParams => DiffReply;
-    SessionCommit = "session.commit", Owner, Apart, ["session_id", "message"],
+    SessionDiff = "session.diff", session_diff, Owner, Apart, Owner, ["session_id", "context"], DiffParams => DiffReply;
+    SessionCommit = "session.commit", session_commit, Owner, Apart, Owner, ["session_id", "message"],
         CommitParams => CommitReply;
-    SessionMerge = "session.merge", Owner, Apart, ["session_id", "strategy", "message"],
+    SessionMerge = "session.merge", session_merge, Owner, Apart, Owner, ["session_id", "strategy", "message"],
         MergeParams => MergeReply;
-    SessionPr = "session.pr", Owner, Apart, ["session_id", "title", "body"], PrParams => PrReply;
-    SessionConflicts = "session.conflicts", Owner, InOrder, [], NoParams => ConflictReport;
-    RulesList = "rules.list", Owner, InOrder, ["session_id"], RulesParams => RulesReply;
-    SecretGet = "secret.get", Session, Apart, ["session_id", "name"], SecretParams => SecretReply;
-    SessionTranscript = "session.transcript", Owner, InOrder, ["session_id", "after", "limit"],
+    SessionPr = "session.pr", session_pr, Owner, Apart, Owner, ["session_id", "title", "body"], PrParams => PrReply;
+    SessionConflicts = "session.conflicts", session_conflicts, Owner, InOrder, Local, [], NoParams => ConflictReport;
+    RulesList = "rules.list", rules_list, Owner, InOrder, Local, ["session_id"], RulesParams => RulesReply;
+    SecretGet = "secret.get", secret_get, Session, Apart, Local, ["session_id", "name"], SecretParams => SecretReply;
+    SessionTranscript = "session.transcript", session_transcript, Owner, InOrder, Local, ["session_id", "after", "limit"],
         TranscriptParams => Entries;
-    InboxSend = "inbox.send", Session, InOrder, ["session_id", "msg_type", "title", "body", "options"],
+    InboxSend = "inbox.send", inbox_send, Session, InOrder, Local, ["session_id", "msg_type", "title", "body", "options"],
         SendParams => Sent;
-    InboxList = "inbox.list", Owner, InOrder, ["unread_only", "limit", "session_id"],
+    InboxList = "inbox.list", inbox_list, Owner, InOrder, Local, ["unread_only", "limit", "session_id"],
         ListParams => Messages;
-    InboxGet = "inbox.get", Session, InOrder, ["id"], IdParams => MessageReply;
-    InboxMarkRead = "inbox.mark_read", Owner, InOrder, ["ids"], IdsParams => Updated;
-    InboxRespond = "inbox.respond", Owner, InOrder, ["id", "response"], RespondParams => MessageReply;
-    InboxWait = "inbox.wait", Session, Apart, ["id", "timeout_secs"], WaitParams => MessageReply;
-    InboxClear = "inbox.clear", Owner, InOrder, [], NoParams => Deleted;
-    DbQuery = "db.query", Owner, InOrder, ["sql", "bindings"], QueryParams => QueryResult;
-    DbCheck = "db.check", Owner, Apart, [], NoParams => Check;
-    Subscribe = "subscribe", Owner, InOrder, ["topics"], SubscribeParams => Subscribed;
-    Unsubscribe = "unsubscribe", Owner, InOrder, [], NoParams => Subscribed;
-    DaemonStatusOf = "daemon.status", Owner, InOrder, [], NoParams => DaemonStatus;
-    DaemonShutdown = "daemon.shutdown", Owner, InOrder, [], NoParams => Stopping;
-    ContextGet = "context.get", Owner, InOrder, ["session_id"], SessionIdParams => ContextResult;
-    ContextPop = "context.pop", Owner, InOrder, ["session_id", "n"], ContextPopParams => ContextResult;
-    ContextCheckpoint = "context.checkpoint", Owner, InOrder, ["session_id", "name"],
+    InboxGet = "inbox.get", inbox_get, Session, InOrder, Local, ["id"], IdParams => MessageReply;
+    InboxMarkRead = "inbox.mark_read", inbox_mark_read, Owner, InOrder, Local, ["ids"], IdsParams => Updated;
+    InboxRespond = "inbox.respond", inbox_respond, Owner("an agent may not answer inbox messages: answers come from a human"), InOrder, Local, ["id", "response"], RespondParams => MessageReply;
+    InboxWait = "inbox.wait", inbox_wait, Session, Apart, Local, ["id", "timeout_secs"], WaitParams => MessageReply;
+    InboxClear = "inbox.clear", inbox_clear, Owner, InOrder, Local, [], NoParams => Deleted;
+    DbQuery = "db.query", db_query, Owner("a session handle may not query the database"), InOrder, Local, ["sql", "bindings"], QueryParams => QueryResult;
+    DbCheck = "db.check", db_check, Owner, Apart, Local, [], NoParams => Check;
+    Subscribe = "subscribe", subscribe, Owner, InOrder, Local, ["topics"], SubscribeParams => Subscribed;
+    Unsubscribe = "unsubscribe", unsubscribe, Owner, InOrder, Local, [], NoParams => Subscribed;
+    DaemonStatusOf = "daemon.status", daemon_status, Owner, InOrder, Local, [], NoParams => DaemonStatus;
+    DaemonShutdown = "daemon.shutdown", daemon_shutdown, Owner, InOrder, Local, [], NoParams => Stopping;
+    ContextGet = "context.get", context_get, Owner, InOrder, Owner, ["session_id"], SessionIdParams => ContextResult;
+    ContextPop = "context.pop", context_pop, Owner, InOrder, Owner, ["session_id", "n"], ContextPopParams => ContextResult;
+    ContextCheckpoint = "context.checkpoint", context_checkpoint, Owner, InOrder, Owner, ["session_id", "name"],
         ContextNameParams => ContextResult;
-    ContextRollback = "context.rollback", Owner, InOrder, ["session_id", "name"],
+    ContextRollback = "context.rollback", context_rollback, Owner, InOrder, Owner, ["session_id", "name"],
         ContextNameParams => ContextResult;
-    ContextReplaceTop = "context.replace_top", Owner, InOrder, ["session_id", "summary"],
+    ContextReplaceTop = "context.replace_top", context_replace_top, Owner, InOrder, Owner, ["session_id", "summary"],
         ContextReplaceParams => ContextResult;
-    ContextReset = "context.reset", Owner, InOrder, ["session_id"], SessionIdParams => ContextResult;
-    ContextSummarize = "context.summarize", Owner, InOrder, ["session_id", "summary"],
+    ContextReset = "context.reset", context_reset, Owner, InOrder, Owner, ["session_id"], SessionIdParams => ContextResult;
+    ContextSummarize = "context.summarize", context_summarize, Owner, InOrder, Owner, ["session_id", "summary"],
         ContextSummarizeParams => ContextResult;
 }
 
@@ -306,6 +377,22 @@ mod tests {
         let mut table: Vec<String> = TABLE.iter().map(|r| r.name.to_string()).collect();
         table.sort();
         assert_eq!(table, documented);
+    }
+
+    /// A call goes to the daemon that runs the session it names: a row routed to the
+    /// owner must name one, and a handle's refusal words are for owner-only rows.
+    #[test]
+    fn routes_and_refusals_fit_their_rows() {
+        for row in TABLE {
+            if row.route == Route::Owner {
+                assert!(row.params.contains(&"session_id"), "{}", row.name);
+            }
+            if row.refusal.is_some() {
+                assert_eq!(row.access, Access::Owner, "{}", row.name);
+            }
+        }
+        assert!(row(SessionPrompt::NAME).is_some_and(|r| r.route == Route::Owner));
+        assert!(row(InboxList::NAME).is_some_and(|r| r.route == Route::Local));
     }
 
     #[test]
