@@ -149,8 +149,9 @@ pub fn free_bytes(path: &std::path::Path) -> io::Result<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::other("path holds a NUL byte"))?;
-    // SAFETY: statvfs fills the zeroed struct; the path is a valid C string.
+    // SAFETY: statvfs is a plain struct of numbers; all zeros is a valid value.
     let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs fills the struct; the path is a valid C string.
     if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
         return Err(io::Error::last_os_error());
     }

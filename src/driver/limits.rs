@@ -57,6 +57,7 @@ impl Limits {
             let v1 = [("pids.max", n.to_string())];
             match limits.cgroup(&cgroups, "pids", name, &v1, &v1) {
                 Some(how) => limits.described.push(format!("pids {n} ({how})")),
+                // SAFETY: geteuid reads the process's effective user id; it cannot fail.
                 None if unsafe { libc::geteuid() } != 0 => {
                     limits.nproc = Some(n);
                     limits
@@ -155,6 +156,8 @@ impl Limits {
         move || {
             for fd in &procs {
                 // "0" is the writing process itself.
+                // SAFETY: writes one byte from a static buffer to a descriptor this
+                // closure's owner keeps open; write is async-signal-safe.
                 let n = unsafe { libc::write(*fd, b"0".as_ptr().cast(), 1) };
                 if n != 1 {
                     return Err(std::io::Error::last_os_error());
@@ -169,26 +172,33 @@ impl Limits {
                         rlim_cur: value,
                         rlim_max: value,
                     };
+                    // SAFETY: setrlimit reads the struct; it is async-signal-safe.
                     if unsafe { libc::setrlimit(resource, &limit) } != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
                 }
             }
             if let Some(n) = affinity {
+                // SAFETY: cpu_set_t is a plain bit set; all zeros is the empty set.
                 let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                // SAFETY: as above.
                 let mut current: libc::cpu_set_t = unsafe { std::mem::zeroed() };
                 let size = std::mem::size_of::<libc::cpu_set_t>();
+                // SAFETY: fills `current`, whose size is passed with it.
                 if unsafe { libc::sched_getaffinity(0, size, &mut current) } == 0 {
                     let mut taken = 0;
                     for cpu in 0..libc::CPU_SETSIZE as usize {
                         if taken == n {
                             break;
                         }
+                        // SAFETY: `cpu` is below CPU_SETSIZE, inside the set.
                         if unsafe { libc::CPU_ISSET(cpu, &current) } {
+                            // SAFETY: as above.
                             unsafe { libc::CPU_SET(cpu, &mut set) };
                             taken += 1;
                         }
                     }
+                    // SAFETY: reads `set`, whose size is passed with it.
                     if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
                         return Err(std::io::Error::last_os_error());
                     }

@@ -145,6 +145,7 @@ fn the_daemon_going_away_shows_a_banner_and_the_workbench_reconnects() {
     // The daemon dies; with the settings broken no new one can start, so the banner
     // stays up and cru keeps running.
     let pid = tk.daemon_pid().expect("a daemon");
+    // SAFETY: kill(2) on the test's own daemon; nothing else is touched.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let screen = term.wait_text("daemon gone");
     assert!(
