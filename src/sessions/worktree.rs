@@ -179,50 +179,43 @@ impl Sessions {
                 },
             );
         }
-        let removed = self
-            .remove_from_git(id, &repo, &worktree, &session, options, &mut outcome)
-            .await;
+        let removed = self.remove_from_git(&repo, &git).await;
         if let Err(e) = self.wb.git_removed(id).await {
             tracing::warn!(session = %id, "cannot note that the worktree and branch are dealt with: {e}");
         }
-        removed?;
+        (outcome.worktree_removed, outcome.branch_deleted) = removed.map_err(|(what, e)| {
+            WorkbenchError::Invalid(format!(
+                "session {id} was deleted, but {what} could not be removed: {e}"
+            ))
+        })?;
         Ok(outcome)
     }
 
-    /// The worktree and (when asked) the branch of a session whose records are gone.
+    /// Removes what a deletion still has to remove from git, under the git lock: the
+    /// worktree (when it is still there), then the branch. Whether each went, or what
+    /// could not be removed and why.
     async fn remove_from_git(
         &self,
-        id: &str,
         repo: &Path,
-        worktree: &Option<PathBuf>,
-        session: &Session,
-        options: &RemoveOptions,
-        outcome: &mut DeleteOutcome,
-    ) -> Result<()> {
-        let remove_worktree = options.remove_worktree || options.delete_branch;
-        if remove_worktree {
-            let _git = self.git.lock().await;
-            let left = |what: String, e: git::GitError| {
-                WorkbenchError::Invalid(format!(
-                    "session {id} was deleted, but {what} could not be removed: {e}"
-                ))
-            };
-            if let Some(path) = &worktree {
-                if path.exists() {
-                    git::remove_worktree(repo, path, options.force)
-                        .await
-                        .map_err(|e| left(format!("its worktree {}", path.display()), e))?;
-                    outcome.worktree_removed = true;
-                }
-                if let (true, Some(branch)) = (options.delete_branch, &session.branch) {
-                    git::delete_branch(repo, branch, options.force)
-                        .await
-                        .map_err(|e| left(format!("its branch {branch}"), e))?;
-                    outcome.branch_deleted = true;
-                }
-            }
+        git: &GitLeftovers,
+    ) -> std::result::Result<(bool, bool), (String, git::GitError)> {
+        let _git = self.git.lock().await;
+        let mut removed = (false, false);
+        if let Some(path) = git.worktree.as_deref().map(Path::new)
+            && path.exists()
+        {
+            git::remove_worktree(repo, path, git.force)
+                .await
+                .map_err(|e| (format!("its worktree {}", path.display()), e))?;
+            removed.0 = true;
         }
-        Ok(())
+        if let Some(branch) = &git.branch {
+            git::delete_branch(repo, branch, git.force)
+                .await
+                .map_err(|e| (format!("its branch {branch}"), e))?;
+            removed.1 = true;
+        }
+        Ok(removed)
     }
 
     /// Finishes deletions cut short (a kill -9) after their records went: their worktree
@@ -236,7 +229,7 @@ impl Sessions {
             }
         };
         let repo = self.wb.kiln().root().to_path_buf();
-        for (id, git) in leftovers {
+        for (id, mut git) in leftovers {
             // Another kiln's deletion (team mode shares the records): that daemon
             // finishes it.
             if git
@@ -246,20 +239,14 @@ impl Sessions {
             {
                 continue;
             }
+            // A branch already gone (the kill came after it) is done.
+            if let Some(branch) = &git.branch
+                && !git::branch_exists(&repo, branch).await
             {
-                let _git = self.git.lock().await;
-                if let Some(path) = git.worktree.as_deref().map(Path::new)
-                    && path.exists()
-                    && let Err(e) = git::remove_worktree(&repo, path, git.force).await
-                {
-                    tracing::warn!(session = %id, "a deleted session's worktree {} could not be removed: {e}", path.display());
-                }
-                if let Some(branch) = &git.branch
-                    && git::branch_exists(&repo, branch).await
-                    && let Err(e) = git::delete_branch(&repo, branch, git.force).await
-                {
-                    tracing::warn!(session = %id, "a deleted session's branch {branch} could not be removed: {e}");
-                }
+                git.branch = None;
+            }
+            if let Err((what, e)) = self.remove_from_git(&repo, &git).await {
+                tracing::warn!(session = %id, "a deleted session's {what} could not be removed: {e}");
             }
             tracing::info!(session = %id, "finished a deletion cut short");
             if let Err(e) = self.wb.git_removed(&id).await {

@@ -76,19 +76,8 @@ impl Store {
         Ok(check)
     }
 
-    /// The records of `table` with keys from `from` (inclusive) to `to` (exclusive);
-    /// an open end when `None`.
-    async fn read_range(
-        &self,
-        table: &str,
-        from: Option<&str>,
-        to: Option<&str>,
-        fetch: Fetch,
-    ) -> Result<Vec<(String, Value)>> {
-        self.read_keys(table, from, to, fetch, None).await
-    }
-
-    /// As [`Store::read_range`], at most `limit` records, in key order.
+    /// The records of `table` with keys from `from` (inclusive) to `to` (exclusive), an
+    /// open end when `None`; at most `limit` of them, in key order.
     async fn read_keys(
         &self,
         table: &str,
@@ -126,7 +115,7 @@ impl Store {
     /// Whether the range reads without a damaged block (other errors are errors).
     async fn readable(&self, table: &str, from: Option<&str>, to: &Point) -> Result<bool> {
         match self
-            .read_range(table, from, Some(&to.key()), Fetch::Keys)
+            .read_keys(table, from, Some(&to.key()), Fetch::Keys, None)
             .await
         {
             Ok(_) => Ok(true),
@@ -189,7 +178,7 @@ impl Store {
             let before = if start.is_some_and(|s| good <= s) {
                 Vec::new()
             } else {
-                self.read_range(table, from.as_deref(), Some(&good.key()), fetch)
+                self.read_keys(table, from.as_deref(), Some(&good.key()), fetch, None)
                     .await?
             };
             let after = before
@@ -224,13 +213,13 @@ impl Store {
     /// doubling steps find a readable point, then halving finds the lowest.
     async fn past_damage(&self, table: &str, bad: &Point) -> Result<Option<Point>> {
         let readable_at = |p: Point| async move {
-            let next = p.plus(&Point::unit_doubled(0));
+            let next = p.plus(&Point::one());
             self.readable(table, Some(&p.key()), &next).await
         };
         let mut below = bad.clone();
-        let mut times = 0;
-        let above = loop {
-            let p = bad.plus(&Point::unit_doubled(times));
+        let mut step = Point::one();
+        let mut above = loop {
+            let p = bad.plus(&step);
             if readable_at(p.clone()).await? {
                 break p;
             }
@@ -238,9 +227,8 @@ impl Store {
                 return Ok(None);
             }
             below = p;
-            times += 1;
+            step = step.plus(&step);
         };
-        let mut above = above;
         loop {
             let mid = below.halfway_to(&above);
             if mid == below {

@@ -109,13 +109,10 @@ impl Point {
         Point(out)
     }
 
-    /// The step of one in the last digit, doubled `times` times.
-    pub(super) fn unit_doubled(times: u32) -> Point {
+    /// The step of one in the last digit.
+    pub(super) fn one() -> Point {
         let mut p = Point([0; LEN]);
         p.0[LEN - 1] = 1;
-        for _ in 0..times {
-            p = p.plus(&p.clone());
-        }
         p
     }
 
@@ -161,7 +158,7 @@ mod tests {
             assert!(a.key().as_str() <= pair[0], "{}", pair[0]);
             assert!(b.key().as_str() <= pair[1]);
             // The point after a key's floor is above the key.
-            assert!(a.plus(&Point::unit_doubled(0)).key().as_str() > pair[0]);
+            assert!(a.plus(&Point::one()).key().as_str() > pair[0]);
         }
         assert!(Point::lowest() < Point::highest());
         assert!(Point::highest().key().as_str() > "~~~");
@@ -173,14 +170,18 @@ mod tests {
         let b = Point::at_or_below("01Z");
         let m = a.halfway_to(&b);
         assert!(a < m && m < b);
-        let next = a.plus(&Point::unit_doubled(0));
+        let next = a.plus(&Point::one());
         assert_eq!(a.halfway_to(&next), a);
         assert_eq!(
             Point::lowest().halfway_to(&Point::highest()).0[0] as u32,
             (BASE - 1) / 2
         );
         assert_eq!(
-            Point::highest().plus(&Point::unit_doubled(3)),
+            Point::highest().plus(&{
+                let two = Point::one().plus(&Point::one());
+                let four = two.plus(&two);
+                four.plus(&four)
+            }),
             Point::highest()
         );
     }

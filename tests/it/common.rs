@@ -334,6 +334,15 @@ pub fn daemon_processes(kiln: &Path) -> Vec<u32> {
     pids
 }
 
+/// A loopback port free at the moment of asking.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Writes an executable script.
 pub fn write_script(path: &Path, text: &str) {
     use std::os::unix::fs::PermissionsExt;

@@ -1,19 +1,29 @@
 //! Failures that say why: an agent that cannot start names what its stderr said and, for
 //! a known agent, how to sign in; `cru agents --check` leaves no process behind.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use crucible::client::Client;
 use crucible::protocol::{MsgType, SessionState};
 
 use crate::common::*;
 use crate::sessions::{agent_kiln, create, wait_message, wait_state};
 
-fn script(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+/// A kiln whose agent profile `profile` runs `program`.
+fn kiln_running(program: &Path, profile: &str) -> TestKiln {
+    agent_kiln(&format!(
+        "[agents.{profile}]\ncommand = {:?}\n",
+        program.display().to_string()
+    ))
+}
+
+/// Starts a session of `profile` and waits for its start to fail: its id, and why.
+async fn failed_start(client: &Client, profile: &str, task: &str) -> (String, String) {
+    let s = create(client, profile, Some(task)).await;
+    let failed = wait_state(client, &s.id, SessionState::Error).await;
+    (s.id, failed.state_reason.unwrap_or_default())
 }
 
 #[tokio::test]
@@ -21,35 +31,28 @@ async fn an_agent_that_cannot_start_names_its_stderr_and_how_to_sign_in() {
     let dir = tempfile::tempdir().unwrap();
     // Named like Codex's adapter: it complains on stderr and ends before answering.
     let program = dir.path().join("codex-acp");
-    script(
+    write_script(
         &program,
         "#!/bin/sh\necho 'starting up' >&2\necho 'Error: no credentials found in ~/.codex' >&2\nexit 3\n",
     );
-    let tk = agent_kiln(&format!(
-        "[agents.unsigned]\ncommand = {:?}\n",
-        program.display().to_string()
-    ));
+    let tk = kiln_running(&program, "unsigned");
     let _guard = KillOnDrop(tk.kiln.clone());
     let client = tk.client().await;
-    let s = create(&client, "unsigned", Some("do the thing")).await;
-    let failed = wait_state(&client, &s.id, SessionState::Error).await;
-    let reason = failed.state_reason.unwrap_or_default();
+    let (id, reason) = failed_start(&client, "unsigned", "do the thing").await;
     assert!(
         reason.contains("Its stderr ends: starting up / Error: no credentials found in ~/.codex"),
         "{reason}"
     );
     assert!(reason.contains("codex login"), "{reason}");
     assert!(reason.contains("CODEX_API_KEY"), "{reason}");
-    let error = wait_message(&client, &s.id, MsgType::Error).await;
+    let error = wait_message(&client, &id, MsgType::Error).await;
     let body = error.body.unwrap_or_default();
     assert!(body.contains("no credentials found"), "{body}");
     assert!(!body.contains("code -32"), "{body}");
 
     // A second start quotes only what that start wrote.
-    script(&program, "#!/bin/sh\necho 'second try' >&2\nexit 1\n");
-    let again = create(&client, "unsigned", Some("again")).await;
-    let failed = wait_state(&client, &again.id, SessionState::Error).await;
-    let reason = failed.state_reason.unwrap_or_default();
+    write_script(&program, "#!/bin/sh\necho 'second try' >&2\nexit 1\n");
+    let (_, reason) = failed_start(&client, "unsigned", "again").await;
     assert!(reason.contains("Its stderr ends: second try"), "{reason}");
     assert!(!reason.contains("no credentials"), "{reason}");
 }
@@ -60,19 +63,14 @@ async fn an_agent_that_exits_while_a_helper_holds_its_output_still_says_why() {
     // Its helper keeps the agent's output open, so the connection never sees it end: the
     // exit alone must fail the start, with what stderr said.
     let program = dir.path().join("my-agent");
-    script(
+    write_script(
         &program,
         "#!/bin/sh\nsleep 8 &\necho 'config file is corrupt' >&2\nexit 2\n",
     );
-    let tk = agent_kiln(&format!(
-        "[agents.helper]\ncommand = {:?}\n",
-        program.display().to_string()
-    ));
+    let tk = kiln_running(&program, "helper");
     let _guard = KillOnDrop(tk.kiln.clone());
     let client = tk.client().await;
-    let s = create(&client, "helper", Some("go")).await;
-    let failed = wait_state(&client, &s.id, SessionState::Error).await;
-    let reason = failed.state_reason.unwrap_or_default();
+    let (_, reason) = failed_start(&client, "helper", "go").await;
     assert!(
         reason.starts_with("the agent exited with code 2"),
         "{reason}"
@@ -92,7 +90,7 @@ fn agents_check_leaves_no_process_behind() {
     let pids = dir.path().join("pids");
     // An npm-style wrapper: it starts a helper of its own, then the real agent.
     let agent = env!("CARGO_BIN_EXE_cru-scripted-agent");
-    script(
+    write_script(
         &bin.join("claude-agent-acp"),
         &format!(
             "#!/bin/sh\nsleep 300 &\necho $! >> {pids:?}\necho $$ >> {pids:?}\nexec {agent:?}\n"

@@ -184,14 +184,6 @@ async fn cron_list_without_a_daemon_shows_the_settings_jobs_and_says_so() {
     assert!(tk.daemon_pid().is_none(), "listing started a daemon");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The status of `POST /hooks/none` on `port`, or none when nothing listens there.
 async fn hook_status(port: u16) -> Option<u16> {
     reqwest::Client::new()

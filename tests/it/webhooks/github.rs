@@ -8,7 +8,7 @@ use std::os::unix::process::CommandExt;
 
 use serde_json::{Value, json};
 
-use super::{Hook, SECRET, free_port, hook_kiln, listening, sessions, sign, wait_done, wait_said};
+use super::{Hook, SECRET, hook_kiln, listening, sessions, sign, wait_done, wait_said};
 use crate::common::*;
 
 impl Hook {
