@@ -12,6 +12,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 
+#[path = "../tests/equipment/built.rs"]
+mod built;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,7 +25,19 @@ use crucible::protocol::{Session, SessionState};
 use serde_json::json;
 
 const CRU: &str = env!("CARGO_BIN_EXE_cru");
-const AGENT: &str = env!("CARGO_BIN_EXE_cru-scripted-agent");
+/// The scripted ACP agent (test equipment, an example of this package), built on first use
+/// in this benchmark's profile.
+fn scripted_agent() -> &'static str {
+    static AGENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    AGENT.get_or_init(|| {
+        built::example(
+            std::path::Path::new(env!("CARGO_BIN_EXE_cru")),
+            "cru-scripted-agent",
+        )
+        .to_string_lossy()
+        .into_owned()
+    })
+}
 
 fn git(dir: &Path, args: &[&str]) {
     let ok = Command::new("git")
@@ -108,7 +123,10 @@ fn main() {
     let root = dir.path().canonicalize().unwrap();
     std::fs::write(
         root.join(".crucible.toml"),
-        format!("[daemon]\ngrace_period_secs = 60\n\n[agents.scripted]\ncommand = {AGENT:?}\n"),
+        format!(
+            "[daemon]\ngrace_period_secs = 60\n\n[agents.scripted]\ncommand = {:?}\n",
+            scripted_agent()
+        ),
     )
     .unwrap();
     git(&root, &["init", "-q", "-b", "main"]);

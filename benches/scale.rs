@@ -50,6 +50,9 @@ mod kiln;
 #[path = "support/ship.rs"]
 mod ship;
 
+#[path = "../tests/equipment/built.rs"]
+mod built;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -76,7 +79,19 @@ fn cru() -> &'static Path {
     static CRU: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     CRU.get_or_init(|| ship::cru_to_measure(env!("CARGO_BIN_EXE_cru")))
 }
-const AGENT: &str = env!("CARGO_BIN_EXE_cru-scripted-agent");
+/// The scripted ACP agent (test equipment, an example of this package), built on first use
+/// in this benchmark's profile.
+fn scripted_agent() -> &'static str {
+    static AGENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    AGENT.get_or_init(|| {
+        built::example(
+            std::path::Path::new(env!("CARGO_BIN_EXE_cru")),
+            "cru-scripted-agent",
+        )
+        .to_string_lossy()
+        .into_owned()
+    })
+}
 
 const DEFAULT_SECS: u64 = 20;
 const DEFAULT_SESSIONS: usize = 100;
@@ -1054,7 +1069,8 @@ impl Lab {
         let made = kiln::temp_kiln(
             "cru-bench-scale",
             &format!(
-                "[daemon]\ngrace_period_secs = 600\n\n[agents.scripted]\ncommand = {AGENT:?}\n"
+                "[daemon]\ngrace_period_secs = 600\n\n[agents.scripted]\ncommand = {:?}\n",
+                scripted_agent()
             ),
         )?;
         Ok(Self {

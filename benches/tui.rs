@@ -33,6 +33,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 
+#[path = "../tests/equipment/built.rs"]
+mod built;
 #[path = "support/figures.rs"]
 mod figures;
 #[path = "support/kiln.rs"]

@@ -1,5 +1,6 @@
 //! The layer order written in `src/lib.rs` is the code's: every `crate::…` path in a
-//! module's code (its tests aside) names the module itself or one listed before it.
+//! module's code (its tests aside) names the module itself or one listed before it; and
+//! inside a module, no files import each other in a loop.
 
 use std::path::{Path, PathBuf};
 
@@ -111,5 +112,208 @@ fn every_module_uses_only_the_layers_before_it() {
         wrong.is_empty(),
         "against the layer order in src/lib.rs:\n{}",
         wrong.join("\n")
+    );
+}
+
+/// The crate's modules, from `src/lib.rs` down through every `mod` declaration that is not
+/// test code: module path (`["tui", "view", "inbox"]`) → its file.
+fn module_files() -> Vec<(Vec<String>, PathBuf)> {
+    let mut out = Vec::new();
+    let mut todo = vec![(Vec::<String>::new(), src().join("lib.rs"))];
+    while let Some((module, file)) = todo.pop() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let own_dir = file.parent().unwrap().to_path_buf();
+        let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let children_dir = if stem == "mod" || stem == "lib" {
+            own_dir.clone()
+        } else {
+            own_dir.join(&stem)
+        };
+        let mut attributes: Vec<&str> = Vec::new();
+        for line in text.lines().map(str::trim) {
+            if line.starts_with("#[") {
+                attributes.push(line);
+                continue;
+            }
+            let declared = line
+                .strip_prefix("pub mod ")
+                .or_else(|| line.strip_prefix("pub(crate) mod "))
+                .or_else(|| line.strip_prefix("pub(super) mod "))
+                .or_else(|| line.strip_prefix("mod "))
+                .and_then(|rest| rest.strip_suffix(';'));
+            let is_test = attributes.iter().any(|a| a.contains("cfg(test)"));
+            let path_attr = attributes
+                .iter()
+                .find_map(|a| a.strip_prefix("#[path = \"")?.strip_suffix("\"]"));
+            attributes.clear();
+            let Some(name) = declared else { continue };
+            if is_test {
+                continue;
+            }
+            let child = match path_attr {
+                Some(p) => own_dir.join(p),
+                None if children_dir.join(format!("{name}.rs")).exists() => {
+                    children_dir.join(format!("{name}.rs"))
+                }
+                None => children_dir.join(name).join("mod.rs"),
+            };
+            let mut path = module.clone();
+            path.push(name.to_string());
+            todo.push((path, child));
+        }
+        out.push((module, file));
+    }
+    out
+}
+
+/// A file's code up to its tests, without comments.
+fn code_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    code.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .filter(|l| {
+            !l.trim_start().starts_with("pub use ")
+                && !l.trim_start().starts_with("pub(crate) use ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The paths a file's code names, each as segments from the crate root: `crate::a::b`,
+/// `super::…`, `self::…` and `child::…` for a module the file declares. `use` groups
+/// (`use super::{a, b::C}`) are expanded one level.
+fn named_paths(code: &str, module: &[String], children: &[String]) -> Vec<Vec<String>> {
+    let mut expanded = String::new();
+    for piece in code.split(';') {
+        let trimmed = piece.trim_start();
+        match (trimmed.strip_prefix("use "), piece.find("::{")) {
+            (Some(_), Some(open)) => {
+                let head = &piece[..open];
+                let head = head.trim_start().trim_start_matches("use ");
+                let inner = piece[open + 3..].trim_end().trim_end_matches('}');
+                for item in inner.split(',') {
+                    expanded.push_str(&format!(" {head}::{} ", item.trim()));
+                }
+            }
+            _ => expanded.push_str(piece),
+        }
+        expanded.push(' ');
+    }
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut paths = Vec::new();
+    for token in expanded.split(|c: char| !word(c)) {
+        let segments: Vec<&str> = token.split("::").filter(|s| !s.is_empty()).collect();
+        let Some((&first, rest)) = segments.split_first() else {
+            continue;
+        };
+        if rest.is_empty() || !token.contains("::") {
+            continue;
+        }
+        let mut base: Vec<String> = match first {
+            "crate" => Vec::new(),
+            "self" => module.to_vec(),
+            "super" => module[..module.len().saturating_sub(1)].to_vec(),
+            child if children.iter().any(|c| c == child) => {
+                let mut m = module.to_vec();
+                m.push(child.to_string());
+                m
+            }
+            _ => continue,
+        };
+        let mut rest = rest;
+        while let Some((&"super", more)) = rest.split_first() {
+            base.pop();
+            rest = more;
+        }
+        base.extend(rest.iter().map(|s| s.to_string()));
+        paths.push(base);
+    }
+    paths
+}
+
+/// Inside a layer too, imports run one way: no file names another whose code names it back,
+/// directly or through others (a file naming the modules above it, which contain it, aside).
+#[test]
+fn no_files_import_each_other_in_a_loop() {
+    let modules = module_files();
+    let file_of = |path: &[String]| -> Option<usize> {
+        (1..=path.len())
+            .rev()
+            .find_map(|n| modules.iter().position(|(m, _)| m.as_slice() == &path[..n]))
+    };
+    // file → the files whose modules its code names, its own and those above it aside.
+    let mut edges: Vec<Vec<usize>> = vec![Vec::new(); modules.len()];
+    for (i, (module, file)) in modules.iter().enumerate() {
+        let children: Vec<String> = modules
+            .iter()
+            .filter(|(m, _)| m.len() == module.len() + 1 && m.starts_with(module))
+            .map(|(m, _)| m[module.len()].clone())
+            .collect();
+        for path in named_paths(&code_of(file), module, &children) {
+            // A module is part of the modules above it: naming them is not an import.
+            if let Some(j) = file_of(&path)
+                && !module.starts_with(&modules[j].0)
+                && !edges[i].contains(&j)
+            {
+                edges[i].push(j);
+            }
+        }
+    }
+    // Every file that reaches itself again, with the loop it takes (breadth first).
+    let mut loops = Vec::new();
+    for start in 0..modules.len() {
+        let mut came_from: Vec<Option<usize>> = vec![None; modules.len()];
+        let mut queue = std::collections::VecDeque::from([start]);
+        let mut found = None;
+        while let Some(at) = queue.pop_front() {
+            for &next in &edges[at] {
+                if next == start {
+                    found = Some(at);
+                    break;
+                }
+                if came_from[next].is_none() {
+                    came_from[next] = Some(at);
+                    queue.push_back(next);
+                }
+            }
+            if found.is_some() {
+                break;
+            }
+        }
+        let Some(mut at) = found else { continue };
+        let mut chain = vec![start];
+        while at != start {
+            chain.push(at);
+            at = came_from[at].unwrap();
+        }
+        chain.push(start);
+        chain.reverse();
+        let names: Vec<String> = chain
+            .iter()
+            .map(|&f| {
+                modules[f]
+                    .1
+                    .strip_prefix(src())
+                    .unwrap()
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        let mut members = chain.clone();
+        members.sort();
+        members.dedup();
+        if !loops
+            .iter()
+            .any(|(m, _): &(Vec<usize>, String)| *m == members)
+        {
+            loops.push((members, names.join(" -> ")));
+        }
+    }
+    let loops: Vec<String> = loops.into_iter().map(|(_, text)| text).collect();
+    assert!(
+        loops.is_empty(),
+        "files that import each other in a loop:\n{}",
+        loops.join("\n")
     );
 }

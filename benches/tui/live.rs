@@ -16,7 +16,19 @@ use crate::table::{Stats, Table, ms};
 use crate::{SESSIONS, Settings, kiln};
 
 pub const CRU: &str = env!("CARGO_BIN_EXE_cru");
-const AGENT: &str = env!("CARGO_BIN_EXE_cru-scripted-agent");
+/// The scripted ACP agent (test equipment, an example of this package), built on first use
+/// in this benchmark's profile.
+fn scripted_agent() -> &'static str {
+    static AGENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    AGENT.get_or_init(|| {
+        crate::built::example(
+            std::path::Path::new(env!("CARGO_BIN_EXE_cru")),
+            "cru-scripted-agent",
+        )
+        .to_string_lossy()
+        .into_owned()
+    })
+}
 
 /// The real terminal's size.
 const SCREEN: (u16, u16) = (120, 30);
@@ -315,7 +327,8 @@ impl Lab {
         let made = kiln::temp_kiln(
             "cru-bench-tui",
             &format!(
-                "[daemon]\ngrace_period_secs = 600\n\n[agents.scripted]\ncommand = {AGENT:?}\n"
+                "[daemon]\ngrace_period_secs = 600\n\n[agents.scripted]\ncommand = {:?}\n",
+                scripted_agent()
             ),
         )?;
         Ok(Self {

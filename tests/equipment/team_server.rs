@@ -5,12 +5,11 @@
 
 #![allow(dead_code)] // shared by the tests and the benchmark, which each use a part of it
 
-#[path = "cargo_env.rs"]
-mod cargo_env;
+#[path = "built.rs"]
+mod built;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// How long the server may take to listen.
@@ -19,38 +18,7 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 /// The server binary, built once per process (whoever asks first waits for the build).
 /// `cru` is the crucible binary of this build: the server goes into its target folder.
 pub fn server_binary(cru: &Path) -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            // <target>/<profile>/cru → <target>
-            let target = cru
-                .parent()
-                .and_then(Path::parent)
-                .expect("the target folder")
-                .to_path_buf();
-            let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut command = Command::new(cargo);
-            cargo_env::as_from_a_shell(&mut command, &target);
-            command
-                .args([
-                    "build",
-                    "--locked",
-                    "--quiet",
-                    "--example",
-                    "cru-surreal-server",
-                ])
-                .arg("--manifest-path")
-                .arg(manifest)
-                .env("CARGO_TARGET_DIR", &target);
-            let status = command.status().expect("run cargo build for the server");
-            assert!(status.success(), "building the SurrealDB server failed");
-            target
-                .join("debug")
-                .join("examples")
-                .join("cru-surreal-server")
-        })
-        .clone()
+    built::debug_example(cru, "cru-surreal-server")
 }
 
 pub struct Server {

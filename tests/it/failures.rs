@@ -89,7 +89,7 @@ fn agents_check_leaves_no_process_behind() {
     std::fs::create_dir_all(&bin).unwrap();
     let pids = dir.path().join("pids");
     // An npm-style wrapper: it starts a helper of its own, then the real agent.
-    let agent = env!("CARGO_BIN_EXE_cru-scripted-agent");
+    let agent = scripted_agent();
     write_script(
         &bin.join("claude-agent-acp"),
         &format!(

@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 
 mod agents;
+#[path = "../equipment/built.rs"]
+mod built;
 mod cli;
 mod client_env;
 mod command_agents;

@@ -13,8 +13,6 @@ use crucible::protocol::{MsgType, Session};
 use crate::common::*;
 use crate::sessions::{agent_kiln, wait_message};
 
-const AGENT: &str = env!("CARGO_BIN_EXE_cru-scripted-agent");
-
 /// A root folder whose `/usr` (and the usual links into it) the host lends.
 fn rootfs(dir: &Path) -> PathBuf {
     let root = dir.join("rootfs");
@@ -82,7 +80,11 @@ fn unavailable(conf: &Path, root: &Path) -> Option<String> {
 /// `cru session new --driver podman` of `root` with the host's `/usr` and the scripted
 /// agent's folder lent read-only, and `args`.
 fn contained(tk: &TestKiln, root: &Path, args: &[&str]) -> Session {
-    let agent_dir = PathBuf::from(AGENT).parent().unwrap().display().to_string();
+    let agent_dir = PathBuf::from(scripted_agent())
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
     let agent_mount = format!("{agent_dir}:{agent_dir}:ro");
     let mut all = vec![
         "session",

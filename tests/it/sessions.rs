@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 
-const AGENT: &str = env!("CARGO_BIN_EXE_cru-scripted-agent");
 pub(crate) const LONG: Duration = Duration::from_secs(60);
 
 pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
@@ -37,10 +36,11 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
 /// A kiln that is a git repository with one commit on `main`, and agent profiles for
 /// the scripted agent: `scripted` (cannot resume), `loader` (can), plus `extra`.
 pub(crate) fn agent_kiln(extra: &str) -> TestKiln {
+    let agent = scripted_agent();
     let settings = format!(
         "[daemon]\ngrace_period_secs = 60\n\n\
-         [agents.scripted]\ncommand = {AGENT:?}\n\n\
-         [agents.loader]\ncommand = {AGENT:?}\nargs = [\"--load\"]\n\n{extra}"
+         [agents.scripted]\ncommand = {agent:?}\n\n\
+         [agents.loader]\ncommand = {agent:?}\nargs = [\"--load\"]\n\n{extra}"
     );
     let tk = TestKiln::with_settings(&settings);
     git(tk.root(), &["init", "-q", "-b", "main"]);

@@ -11,15 +11,13 @@ use crate::common::*;
 use crate::sessions::git;
 use crate::tmux::Tmux;
 
-const AGENT: &str = env!("CARGO_BIN_EXE_cru-scripted-agent");
-
 /// A folder to be the whole `PATH`: the scripted agent as `claude-agent-acp`, and the
 /// programs crucible itself calls (`git`, `sh`, `cru`). Nothing else is found, so no
 /// other agent installed on the machine changes what `/new` picks.
 fn path_with_claude(dir: &Path) -> String {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    symlink(AGENT, bin.join("claude-agent-acp")).unwrap();
+    symlink(scripted_agent(), bin.join("claude-agent-acp")).unwrap();
     symlink(CRU, bin.join("cru")).unwrap();
     for program in ["git", "sh"] {
         let found = Command::new("sh")

@@ -1,0 +1,71 @@
+//! Test equipment built on first use: an example of this package (`cargo build --example
+//! NAME`), in the profile of the `cru` under test and into its target folder. Equipment is
+//! an example rather than a binary so that `cargo install --path .` installs `cru` alone.
+
+#![allow(dead_code)] // shared by the tests and the benchmarks, which each use a part of it
+
+#[path = "cargo_env.rs"]
+mod cargo_env;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, PoisonError};
+
+/// The example `name` in the profile of `cru`, the crucible binary of this build
+/// (`<target>/<profile folder>/cru`); `cargo bench` builds in the bench profile, whose
+/// folder is `release`.
+pub fn example(cru: &Path, name: &str) -> PathBuf {
+    let profile_dir = cru.parent().expect("the profile folder");
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("release") => "bench",
+        _ => "dev",
+    };
+    build(target_of(cru), profile, name)
+}
+
+/// The example `name` in the dev profile, whatever the profile of `cru`: equipment that
+/// would take long to build optimised.
+pub fn debug_example(cru: &Path, name: &str) -> PathBuf {
+    build(target_of(cru), "dev", name)
+}
+
+fn target_of(cru: &Path) -> &Path {
+    cru.parent()
+        .and_then(Path::parent)
+        .expect("the target folder")
+}
+
+/// Builds once per process (whoever asks first waits for the build).
+fn build(target: &Path, profile: &str, name: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<((String, String), PathBuf)>> = Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
+    let key = (profile.to_string(), name.to_string());
+    if let Some((_, path)) = built.iter().find(|(k, _)| *k == key) {
+        return path.clone();
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    cargo_env::as_from_a_shell(&mut command, target);
+    command
+        .args([
+            "build",
+            "--locked",
+            "--quiet",
+            "--profile",
+            profile,
+            "--example",
+            name,
+        ])
+        .arg("--manifest-path")
+        .arg(manifest)
+        .env("CARGO_TARGET_DIR", target);
+    let status = command
+        .status()
+        .expect("run cargo build for test equipment");
+    assert!(status.success(), "building the {name} example failed");
+    let folder = if profile == "dev" { "debug" } else { "release" };
+    let path = target.join(folder).join("examples").join(name);
+    built.push((key, path.clone()));
+    path
+}
