@@ -29,7 +29,10 @@ fn declared_modules() -> Vec<String> {
     let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
     let mut modules: Vec<String> = lib
         .lines()
-        .filter_map(|l| l.strip_prefix("pub mod "))
+        .filter_map(|l| {
+            l.strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("pub(crate) mod "))
+        })
         .map(|m| m.trim_end_matches(';').to_string())
         .collect();
     modules.sort();
