@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{DriverKind, DriverOptions, DriverSpec};
+use crate::protocol::{DriverKind, DriverOptions, DriverSpec, SpecError};
 
 mod builtin;
 mod channels;
@@ -81,6 +81,19 @@ pub struct DriversConfig {
     pub podman: DriverOptions,
 }
 
+impl DriversConfig {
+    /// `[drivers.<kind>]`: the defaults of a driver that makes an environment; none for
+    /// the others.
+    pub fn section(&self, kind: DriverKind) -> DriverOptions {
+        match kind {
+            DriverKind::Sandbox => self.sandbox.clone(),
+            DriverKind::Ssh => self.ssh.clone(),
+            DriverKind::Podman => self.podman.clone(),
+            DriverKind::Local => DriverOptions::default(),
+        }
+    }
+}
+
 impl Default for DriversConfig {
     fn default() -> Self {
         Self {
@@ -105,15 +118,9 @@ impl Config {
         &self,
         profile: &AgentProfile,
         asked: &DriverOptions,
-    ) -> Result<DriverSpec, String> {
+    ) -> Result<DriverSpec, SpecError> {
         let kind = asked.driver.or(profile.driver).unwrap_or_default();
-        let section = match kind {
-            DriverKind::Local => DriverOptions::default(),
-            DriverKind::Sandbox => self.drivers.sandbox.clone(),
-            DriverKind::Ssh => self.drivers.ssh.clone(),
-            DriverKind::Podman => self.drivers.podman.clone(),
-        };
-        let mut merged = asked.over(&section);
+        let mut merged = asked.over(&self.drivers.section(kind));
         merged.driver = Some(kind);
         merged.resolve()
     }

@@ -63,13 +63,13 @@ pub(super) fn check_env(
     asked: &DriverOptions,
     given: Option<&ClientEnv>,
 ) -> Result<(), String> {
-    let (_, missing) = values(&spec.env, given);
+    let (_, missing) = values(spec.env(), given);
     if missing.is_empty() {
         return Ok(());
     }
     let words: Vec<String> = missing
         .iter()
-        .map(|name| wording::env_asked(name, asked.env.contains(name), spec.kind.as_str()))
+        .map(|name| wording::env_asked(name, asked.env.contains(name), spec.kind().as_str()))
         .collect();
     Err(wording::env_missing(&words, given))
 }
@@ -134,7 +134,7 @@ pub(super) fn locate(
     kind: DriverKind,
     given: Option<&ClientEnv>,
 ) -> Result<AgentProfile, String> {
-    let here = matches!(kind, DriverKind::Local | DriverKind::Sandbox);
+    let here = !kind.runs_apart();
     let bare = !profile.command.is_empty() && !profile.command.contains('/');
     if profile.kind == AgentKind::Internal || !here || !bare {
         return Ok(profile);
@@ -168,11 +168,10 @@ mod tests {
     }
 
     fn sandbox(env: &[&str]) -> DriverSpec {
-        DriverSpec {
-            kind: DriverKind::Sandbox,
+        DriverSpec::Sandbox(crate::protocol::Confinement {
             env: env.iter().map(|n| n.to_string()).collect(),
             ..Default::default()
-        }
+        })
     }
 
     #[test]
