@@ -122,7 +122,9 @@ pub(super) fn profile(
     name: &str,
     given: Option<&ClientEnv>,
 ) -> Result<AgentProfile, String> {
-    config.profile_found(name, &|program| find(program, given), &looked(given))
+    config
+        .profile_found(name, &|program| find(program, given), &looked(given))
+        .map_err(|e| e.to_string())
 }
 
 /// `profile` with its program where it was found, when it runs on this machine (the

@@ -199,27 +199,23 @@ impl Sessions {
         let spec = config
             .driver_spec(&profile, &params.driver)
             .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let kind = spec.kind();
         given::check_env(&spec, &params.driver, given.as_deref())
             .and_then(|()| given::check_api_key(&params.agent, &profile, given.as_deref()))
             .map_err(WorkbenchError::Invalid)?;
-        given::locate(
-            &params.agent,
-            profile.clone(),
-            spec.kind(),
-            given.as_deref(),
-        )
-        .map_err(WorkbenchError::Invalid)?;
-        if spec.kind().runs_apart() {
+        given::locate(&params.agent, profile.clone(), kind, given.as_deref())
+            .map_err(WorkbenchError::Invalid)?;
+        if kind.runs_apart() {
             if profile.kind == AgentKind::Internal {
                 return Err(WorkbenchError::Invalid(format!(
                     "crucible's own agent runs in the daemon: use the local or sandbox driver, not {}",
-                    spec.kind()
+                    kind
                 )));
             }
             if params.in_place {
                 return Err(WorkbenchError::Invalid(format!(
                     "the {} driver works in a worktree of its own, not in place",
-                    spec.kind()
+                    kind
                 )));
             }
         }
