@@ -18,7 +18,7 @@ pub use spec::{Confinement, DriverSpec, PodmanOptions, SshOptions};
 /// Why driver options cannot be used: each names what to give instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
-    #[error("unknown driver {0:?}: use local, sandbox, ssh or podman")]
+    #[error("unknown driver {0:?}: use {names}", names = DriverKind::names())]
     UnknownDriver(String),
     #[error("unknown network {0:?}: use none or host")]
     UnknownNetwork(String),
@@ -92,6 +92,16 @@ impl DriverKind {
             .into_iter()
             .find(|k| k.as_str() == text)
             .ok_or_else(|| SpecError::UnknownDriver(text.to_string()))
+    }
+
+    /// Every kind's name, for people: `local, sandbox, ssh or podman`.
+    pub fn names() -> String {
+        let names: Vec<&str> = Self::ALL.iter().map(|k| k.as_str()).collect();
+        match names.split_last() {
+            Some((last, [])) => (*last).to_string(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
     }
 
     /// Whether the agent is confined (sandbox, podman): mounts, a network of its own
