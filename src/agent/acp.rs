@@ -286,7 +286,7 @@ pub(super) async fn converse(
                     return responder.respond_with_error(fs_error(why));
                 }
                 let read = match remote {
-                    Some(remote) => remote.read(&real.to_string_lossy()).await,
+                    Some(remote) => remote.read(&real.to_string_lossy()).await.map_err(|e| e.to_string()),
                     None => tokio::fs::read_to_string(&real).await.map_err(|e| e.to_string()),
                 };
                 match read {
@@ -312,7 +312,7 @@ pub(super) async fn converse(
                     return responder.respond_with_error(fs_error(why));
                 }
                 let written = match remote {
-                    Some(remote) => remote.write(&real.to_string_lossy(), &request.content).await,
+                    Some(remote) => remote.write(&real.to_string_lossy(), &request.content).await.map_err(|e| e.to_string()),
                     None => {
                         let local = async {
                             if let Some(parent) = real.parent() {

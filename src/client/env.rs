@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::kiln::Kiln;
+use crate::protocol::DriverOptions;
 use crate::protocol::client_env::{self, ClientEnv};
-use crate::protocol::{DriverKind, DriverOptions};
 
 /// Adds this process's [`ClientEnv`] to `session.create` params (an object) that carry
 /// none, for a daemon of the kiln at `kiln`.
@@ -46,10 +46,10 @@ fn asked_names(fields: &serde_json::Map<String, Value>, kiln: &Path) -> Vec<Stri
             AgentProfile::acp("", &[])
         });
         let kind = asked.driver.or(profile.driver).unwrap_or_default();
-        if kind != DriverKind::Local
+        if kind.passes_env()
             && let Ok(spec) = config.driver_spec(&profile, &asked)
         {
-            names = spec.env;
+            names = spec.env().to_vec();
         }
         // Crucible's own agent reads its API key in the daemon.
         if profile.kind == AgentKind::Internal

@@ -8,6 +8,25 @@ use serde::Serialize;
 
 use super::{AgentKind, AgentProfile, Config};
 
+/// Why no profile of a name can be used; each says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    /// A built-in profile whose program is not found (`looked`: where, after "not on
+    /// PATH").
+    #[error(
+        "the built-in profile {name} runs {command}, which is not on PATH{looked}: install it ({install}) or set `command` in [agents.{name}]"
+    )]
+    NotInstalled {
+        name: String,
+        command: &'static str,
+        install: &'static str,
+        looked: String,
+    },
+    /// No profile of that name (`known`: the ones there are).
+    #[error("no agent profile {name:?}; {known} (cru agents lists every one)")]
+    Unknown { name: String, known: String },
+}
+
 /// A well-known ACP agent: the profile name it gets, how it is started, how to get it.
 pub struct Known {
     pub name: &'static str,
@@ -101,7 +120,7 @@ impl AgentProfile {
             command: command.to_string(),
             args: args.iter().map(|a| a.to_string()).collect(),
             env: Default::default(),
-            startup_timeout_secs: super::default_startup_timeout(),
+            startup_timeout_secs: super::profiles::default_startup_timeout(),
             base_url: String::new(),
             model: String::new(),
             api_key_env: None,
@@ -122,7 +141,7 @@ pub type Finder<'a> = &'a dyn Fn(&str) -> Option<PathBuf>;
 impl Config {
     /// The profile called `name`: the settings' own, else a built-in one whose program
     /// is on `PATH`. The error says what to do.
-    pub fn profile(&self, name: &str) -> Result<AgentProfile, String> {
+    pub fn profile(&self, name: &str) -> Result<AgentProfile, ProfileError> {
         self.profile_with(name, &crate::sys::on_path)
     }
 
@@ -138,7 +157,7 @@ impl Config {
         self.startable_with(&crate::sys::on_path)
     }
 
-    fn profile_with(&self, name: &str, find: Finder) -> Result<AgentProfile, String> {
+    fn profile_with(&self, name: &str, find: Finder) -> Result<AgentProfile, ProfileError> {
         self.profile_found(name, find, "")
     }
 
@@ -149,17 +168,19 @@ impl Config {
         name: &str,
         find: Finder,
         looked: &str,
-    ) -> Result<AgentProfile, String> {
+    ) -> Result<AgentProfile, ProfileError> {
         if let Some(profile) = self.agents.get(name) {
             return Ok(profile.clone());
         }
         if let Some(known) = KNOWN.iter().find(|k| k.name == name) {
             return match find(known.command) {
                 Some(_) => Ok(AgentProfile::acp(known.command, known.args)),
-                None => Err(format!(
-                    "the built-in profile {name} runs {}, which is not on PATH{looked}: install it ({}) or set `command` in [agents.{name}]",
-                    known.command, known.install
-                )),
+                None => Err(ProfileError::NotInstalled {
+                    name: name.to_string(),
+                    command: known.command,
+                    install: known.install,
+                    looked: looked.to_string(),
+                }),
             };
         }
         let configured: Vec<&str> = self.agents.keys().map(String::as_str).collect();
@@ -179,10 +200,10 @@ impl Config {
         if known.is_empty() {
             known.push("none found".into());
         }
-        Err(format!(
-            "no agent profile {name:?}; {} (cru agents lists every one)",
-            known.join("; ")
-        ))
+        Err(ProfileError::Unknown {
+            name: name.to_string(),
+            known: known.join("; "),
+        })
     }
 
     fn profiles_with(&self, find: Finder) -> Vec<ProfileEntry> {
@@ -252,7 +273,7 @@ mod tests {
             let claude = config.profile_with("claude", find).unwrap();
             assert_eq!(claude.command, "claude-agent-acp");
             assert_eq!(config.startable_with(find), ["claude"]);
-            let codex = config.profile_with("codex", find).unwrap_err();
+            let codex = config.profile_with("codex", find).unwrap_err().to_string();
             assert!(
                 codex.contains("codex-acp") && codex.contains("npm install"),
                 "{codex}"
@@ -276,7 +297,7 @@ mod tests {
             assert_eq!(list[0].source, ProfileSource::Settings);
             // Settings that name profiles are what /new chooses among.
             assert_eq!(config.startable_with(find), ["claude"]);
-            let unknown = config.profile_with("nope", find).unwrap_err();
+            let unknown = config.profile_with("nope", find).unwrap_err().to_string();
             assert!(unknown.contains("configured: claude "), "{unknown}");
             assert!(unknown.contains("cru agents"), "{unknown}");
         }

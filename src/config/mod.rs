@@ -7,14 +7,23 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{DriverKind, DriverOptions, DriverSpec};
-
 mod builtin;
 mod channels;
-pub use builtin::{Finder, KNOWN, Known, ProfileEntry, ProfileSource};
+mod drivers;
+mod profiles;
+mod settings;
+mod validate;
+pub use builtin::{Finder, KNOWN, Known, ProfileEntry, ProfileError, ProfileSource};
 pub use channels::{
     ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
 };
+pub use drivers::DriversConfig;
+pub use profiles::{AgentKind, AgentProfile};
+pub use settings::{
+    Attention, DaemonConfig, InboxConfig, MAX_LIST_LIMIT, StoreAuth, StoreConfig, TuiConfig,
+};
+pub use validate::InvalidSettings;
+use validate::is_name;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -69,294 +78,12 @@ pub struct SecretSource {
     pub env: Option<String>,
 }
 
-/// `[drivers]`: defaults per driver, under what a session asks for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DriversConfig {
-    /// A sandbox, ssh or podman environment idle this long is torn down (the worktree
-    /// and transcript stay) and made again by the next prompt.
-    pub idle_timeout_minutes: f64,
-    pub sandbox: DriverOptions,
-    pub ssh: DriverOptions,
-    pub podman: DriverOptions,
-}
-
-impl Default for DriversConfig {
-    fn default() -> Self {
-        Self {
-            idle_timeout_minutes: 15.0,
-            sandbox: DriverOptions::default(),
-            ssh: DriverOptions::default(),
-            podman: DriverOptions::default(),
-        }
-    }
-}
-
 impl Config {
     /// The webhook named `name`.
     pub fn webhook(&self, name: &str) -> Option<&WebhookConfig> {
         self.webhooks.iter().find(|h| h.name == name)
     }
 
-    /// The driver a session of `profile` gets when it asks for `asked`: the driver named
-    /// in `asked`, else the profile's, else `local`; options from `asked` over
-    /// `[drivers.<name>]`.
-    pub fn driver_spec(
-        &self,
-        profile: &AgentProfile,
-        asked: &DriverOptions,
-    ) -> Result<DriverSpec, String> {
-        let kind = asked.driver.or(profile.driver).unwrap_or_default();
-        let section = match kind {
-            DriverKind::Local => DriverOptions::default(),
-            DriverKind::Sandbox => self.drivers.sandbox.clone(),
-            DriverKind::Ssh => self.drivers.ssh.clone(),
-            DriverKind::Podman => self.drivers.podman.clone(),
-        };
-        let mut merged = asked.over(&section);
-        merged.driver = Some(kind);
-        merged.resolve()
-    }
-}
-
-/// `[tui]`: the workbench's look, keys and attention signal. Applied live.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TuiConfig {
-    /// A built-in theme (`dark`, `light`) or a `<name>.toml` in `<kiln>/themes/` or the
-    /// user's `themes/` settings folder, which win over the built-in ones.
-    pub theme: String,
-    /// How a session that needs you announces itself when it is not focused.
-    pub attention: Attention,
-    /// The agent profile `/new` uses when none is given; empty: the only profile, if
-    /// there is exactly one.
-    pub default_agent: String,
-    /// Key bindings over the defaults: action name → key, e.g. `next_waiting = "alt-w"`.
-    pub keys: toml::Table,
-    /// A working session with no agent output for this long shows how long it has been
-    /// quiet.
-    pub stall_secs: u64,
-}
-
-impl Default for TuiConfig {
-    fn default() -> Self {
-        Self {
-            theme: "dark".into(),
-            attention: Attention::Bell,
-            default_agent: String::new(),
-            keys: toml::Table::new(),
-            stall_secs: 120,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Attention {
-    /// The terminal bell.
-    #[default]
-    Bell,
-    /// An OSC 9 desktop notification (iTerm2, WezTerm, kitty, foot, Windows Terminal…).
-    Osc9,
-    None,
-}
-
-/// How crucible starts one kind of agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentProfile {
-    /// How crucible talks to the agent.
-    #[serde(rename = "type", default)]
-    pub kind: AgentKind,
-    /// The program, found on `PATH` unless it is a path (`acp` and `command` only).
-    #[serde(default)]
-    pub command: String,
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Added to the environment the agent inherits from the daemon.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// How long the agent may take to answer `initialize` and open its session.
-    #[serde(default = "default_startup_timeout")]
-    pub startup_timeout_secs: u64,
-    /// `internal` only: the API root of an OpenAI-compatible chat-completions endpoint,
-    /// e.g. `http://localhost:11434/v1` (Ollama).
-    #[serde(default)]
-    pub base_url: String,
-    /// `internal` only: the model to ask.
-    #[serde(default)]
-    pub model: String,
-    /// `internal` only: the environment variable holding the API key, sent as a bearer
-    /// token; none is sent when unset.
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// `internal` only: the system prompt (the bottom of the context stack); a built-in
-    /// one describing the tools and the worktree when unset.
-    #[serde(default)]
-    pub system_prompt: Option<String>,
-    /// `internal` only: write files without asking (otherwise every write is an
-    /// `approval_required` message).
-    #[serde(default)]
-    pub allow_writes: bool,
-    /// `internal` only: run commands without asking.
-    #[serde(default)]
-    pub allow_commands: bool,
-    /// `internal` only: seed 003's tool-error policy: a failed tool result is popped and
-    /// replaced by the error message alone (`pop(1)` + inject the error).
-    #[serde(default)]
-    pub recover_tool_errors: bool,
-    /// Where this profile's sessions run unless a session asks otherwise (`local`).
-    #[serde(default)]
-    pub driver: Option<DriverKind>,
-    /// `internal` only: the model writes the session's context summary after every turn
-    /// (and for `summarize`); `false` uses the deterministic summary and saves a request.
-    #[serde(default = "default_true")]
-    pub model_summaries: bool,
-}
-
-fn default_true() -> bool {
-    true
-}
-
-fn default_startup_timeout() -> u64 {
-    60
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AgentKind {
-    /// The Agent Client Protocol over the agent's stdin and stdout.
-    #[default]
-    Acp,
-    /// A plain program run once per prompt: the prompt on its stdin, its stdout the
-    /// reply, its exit the end of the turn.
-    Command,
-    /// Crucible's own agent loop over an OpenAI-compatible chat endpoint.
-    Internal,
-}
-
-impl AgentKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentKind::Acp => "acp",
-            AgentKind::Command => "command",
-            AgentKind::Internal => "internal",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DaemonConfig {
-    /// Seconds the daemon stays up after its last client leaves and no agent runs.
-    pub grace_period_secs: u64,
-    /// How often clients are expected to heartbeat their sessions.
-    pub heartbeat_interval_secs: u64,
-    /// A registered session that has not heartbeat for this long is cleaned up.
-    pub session_timeout_secs: u64,
-    /// How long a registered session's termination record (why and when it ended, its
-    /// exit code) is kept for `cru session status` after it ends.
-    pub ended_session_ttl_secs: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct InboxConfig {
-    /// How many messages `inbox.list` returns when no limit is given.
-    pub default_limit: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct StoreConfig {
-    /// Where the database lives: empty for the embedded `surrealkv://<kiln>/.crucible/db`,
-    /// `mem://` for a throwaway in-memory store, or `ws://host:port` for a SurrealDB server.
-    pub url: String,
-    pub namespace: String,
-    pub database: String,
-    /// For a server: user to sign in as, at the level `auth` names; the password is read
-    /// from the environment variable named by `password_env`.
-    pub username: Option<String>,
-    pub password_env: Option<String>,
-    /// The level the user is defined at: `root`, `namespace` or `database`.
-    pub auth: StoreAuth,
-    /// For `wss://`: a PEM file of the certificate authority to trust besides the
-    /// usual public ones (a team's own CA).
-    pub ca_file: Option<PathBuf>,
-    /// For a server: how long a request may go unanswered before the daemon says the
-    /// server is unreachable and refuses writes until it is back.
-    pub timeout_secs: u64,
-    /// Team mode: how long a daemon holds its sessions without renewing its lease. After
-    /// that, another daemon takes them over.
-    pub lease_secs: u64,
-    /// Upper bound of the embedded engine's block cache, in MiB.
-    pub cache_mb: u64,
-    /// Upper bound of the embedded engine's in-memory write buffer, in MiB.
-    pub write_buffer_mb: u64,
-    /// Free disk space, in MiB, below which the embedded engine takes no new writes (and
-    /// does not open): room for its own flushes and recovery, so a full disk is an error
-    /// for new writes and never damage to stored ones.
-    pub reserve_mb: u64,
-}
-
-impl Default for DaemonConfig {
-    fn default() -> Self {
-        Self {
-            grace_period_secs: 5,
-            heartbeat_interval_secs: 30,
-            session_timeout_secs: 300,
-            ended_session_ttl_secs: 86_400,
-        }
-    }
-}
-
-impl Default for InboxConfig {
-    fn default() -> Self {
-        Self { default_limit: 50 }
-    }
-}
-
-/// The level a database user is defined at (SurrealDB's root, namespace and database
-/// users).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StoreAuth {
-    #[default]
-    Root,
-    Namespace,
-    Database,
-}
-
-impl StoreConfig {
-    /// Whether the store is a SurrealDB server (team mode).
-    pub fn is_server(&self) -> bool {
-        self.url.starts_with("ws://") || self.url.starts_with("wss://")
-    }
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        Self {
-            url: String::new(),
-            namespace: "crucible".into(),
-            database: "kiln".into(),
-            username: None,
-            password_env: None,
-            auth: StoreAuth::Root,
-            ca_file: None,
-            timeout_secs: 10,
-            lease_secs: 15,
-            cache_mb: 8,
-            write_buffer_mb: 8,
-            reserve_mb: 64,
-        }
-    }
-}
-
-/// The most messages one `inbox.list` may return.
-pub const MAX_LIST_LIMIT: u32 = 10_000;
-
-impl Config {
     /// Loads the layered settings for a kiln.
     pub fn load(kiln_settings: &Path) -> Result<Self, ConfigError> {
         let layers: Vec<Option<PathBuf>> = settings_files(kiln_settings)
@@ -381,9 +108,9 @@ impl Config {
                     });
                 }
             };
-            let table = Self::parse_layer(&text).map_err(|message| ConfigError::Invalid {
+            let table = Self::parse_layer(&text).map_err(|e| ConfigError::Invalid {
                 path: path.clone(),
-                message,
+                message: e.to_string(),
             })?;
             merge(&mut merged, table);
         }
@@ -394,105 +121,19 @@ impl Config {
                     path: PathBuf::from("(merged settings)"),
                     message: e.message().to_string(),
                 })?;
-        config.validate().map_err(|message| ConfigError::Invalid {
+        config.validate().map_err(|e| ConfigError::Invalid {
             path: PathBuf::from("(merged settings)"),
-            message,
+            message: e.to_string(),
         })?;
         Ok(config)
     }
 
     /// Parses and checks one file on its own, so an error names the file it is in.
-    pub fn parse_layer(text: &str) -> Result<toml::Table, String> {
-        let table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
-        let alone: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse_layer(text: &str) -> Result<toml::Table, InvalidSettings> {
+        let table: toml::Table = toml::from_str(text)?;
+        let alone: Config = toml::from_str(text)?;
         alone.validate()?;
         Ok(table)
-    }
-
-    /// Checks values that types alone cannot.
-    pub fn validate(&self) -> Result<(), String> {
-        let d = &self.daemon;
-        if d.heartbeat_interval_secs == 0 {
-            return Err("daemon.heartbeat_interval_secs must be at least 1".into());
-        }
-        if d.session_timeout_secs <= d.heartbeat_interval_secs {
-            return Err(format!(
-                "daemon.session_timeout_secs ({}) must be longer than daemon.heartbeat_interval_secs ({})",
-                d.session_timeout_secs, d.heartbeat_interval_secs
-            ));
-        }
-        if !(1..=MAX_LIST_LIMIT).contains(&self.inbox.default_limit) {
-            return Err(format!(
-                "inbox.default_limit must be between 1 and {MAX_LIST_LIMIT}"
-            ));
-        }
-        let url = self.store.url.as_str();
-        if !(url.is_empty()
-            || url.starts_with("mem://")
-            || url.starts_with("surrealkv://")
-            || url.starts_with("ws://")
-            || url.starts_with("wss://"))
-        {
-            return Err(format!(
-                "store.url {url:?} is not supported: use \"\" (embedded), \"mem://\", \"surrealkv://PATH\", \"ws://HOST:PORT\" or \"wss://HOST:PORT\""
-            ));
-        }
-        if self.store.is_server() && (self.store.timeout_secs == 0 || self.store.lease_secs < 3) {
-            return Err(
-                "store.timeout_secs must be at least 1 and store.lease_secs at least 3".into(),
-            );
-        }
-        self.channels.http.address()?;
-        if self.notify.max_per_minute == 0 || self.notify.timeout_secs == 0 {
-            return Err("notify.max_per_minute and notify.timeout_secs must be at least 1".into());
-        }
-        if self.channels.http.max_body_kb == 0 {
-            return Err("channels.http.max_body_kb must be at least 1".into());
-        }
-        for (i, job) in self.cron.iter().enumerate() {
-            job.validate()?;
-            if self.cron[..i].iter().any(|j| j.id == job.id) {
-                return Err(format!("cron: two jobs have the id {:?}", job.id));
-            }
-        }
-        for (i, hook) in self.webhooks.iter().enumerate() {
-            hook.validate()?;
-            if self.webhooks[..i].iter().any(|h| h.name == hook.name) {
-                return Err(format!("webhooks: two hooks are named {:?}", hook.name));
-            }
-        }
-        if self.store.cache_mb == 0 || self.store.write_buffer_mb == 0 {
-            return Err("store.cache_mb and store.write_buffer_mb must be at least 1".into());
-        }
-        for (name, profile) in &self.agents {
-            if !is_name(name) {
-                return Err(format!(
-                    "agents.{name}: a profile name may use only letters, digits, '-' and '_'"
-                ));
-            }
-            if profile.kind == AgentKind::Internal {
-                if profile.base_url.trim().is_empty() || profile.model.trim().is_empty() {
-                    return Err(format!(
-                        "agents.{name}: an internal agent needs base_url and model"
-                    ));
-                }
-                if !(profile.base_url.starts_with("http://")
-                    || profile.base_url.starts_with("https://"))
-                {
-                    return Err(format!(
-                        "agents.{name}.base_url must start with http:// or https://"
-                    ));
-                }
-            } else if profile.command.trim().is_empty() {
-                return Err(format!("agents.{name}.command must not be empty"));
-            }
-            if profile.startup_timeout_secs == 0 {
-                return Err(format!(
-                    "agents.{name}.startup_timeout_secs must be at least 1"
-                ));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -508,14 +149,6 @@ pub fn settings_files(kiln_settings: &Path) -> Vec<PathBuf> {
 
 pub fn user_settings_path() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "crucible").map(|d| d.config_dir().join("config.toml"))
-}
-
-/// A name settings give things (profiles, hooks, jobs): letters, digits, `-` and `_`.
-fn is_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 fn merge(into: &mut toml::Table, from: toml::Table) {
@@ -540,7 +173,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_match_seed_003() {
+    fn defaults_are_the_documented_ones() {
         let c = Config::default();
         assert_eq!(c.daemon.grace_period_secs, 5);
         assert_eq!(c.daemon.heartbeat_interval_secs, 30);
@@ -594,7 +227,7 @@ mod tests {
             ("[agents.\"a b\"]\ncommand = \"a\"\n", "profile name"),
             ("[agents.x]\ncommand = \"a\"\nargz = []\n", "argz"),
         ] {
-            let err = Config::parse_layer(text).unwrap_err();
+            let err = Config::parse_layer(text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text:?} gave {err}");
         }
     }

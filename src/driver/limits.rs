@@ -7,7 +7,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use crate::protocol::DriverSpec;
+use crate::protocol::Confinement;
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
@@ -30,7 +30,7 @@ pub struct Limits {
 impl Limits {
     /// Puts the spec's limits in force for processes started with [`Limits::pre_exec`];
     /// `name` names the cgroups (unique per environment).
-    pub fn apply(spec: &DriverSpec, name: &str) -> Limits {
+    pub fn apply(spec: &Confinement, name: &str) -> Limits {
         let mut limits = Limits::default();
         let cgroups = Cgroups::discover();
         if let Some(mb) = spec.memory {
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn a_spec_without_limits_applies_none() {
-        let limits = Limits::apply(&DriverSpec::default(), "crucible-test-none");
+        let limits = Limits::apply(&Confinement::default(), "crucible-test-none");
         assert!(limits.described().is_empty());
         assert!(limits.procs.is_empty());
     }

@@ -1,4 +1,4 @@
-//! Drivers (seed 004): where a session's agent runs and how it is reached. A driver
+//! Drivers: where a session's agent runs and how it is reached. A driver
 //! provisions the session's environment, starts programs in it (the agent, with its
 //! stdio; a debugging command for `cru session exec`), says which limits are in force,
 //! and tears it down. ACP file requests are served by the daemon on the session's files,
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use tokio::process::Command;
 
 use crate::kiln::Kiln;
-use crate::protocol::{DriverKind, DriverSpec, env};
+use crate::protocol::{Confinement, DriverSpec, SshOptions, env};
 
 pub use limits::Limits;
 
@@ -52,8 +52,12 @@ pub struct Setup<'a> {
 /// The remote place of an ssh session, from its recorded spec; no connection is made
 /// until it is used. `None` for every other driver.
 pub fn remote_of(spec: &DriverSpec, kiln: &Kiln, session_id: &str) -> Option<ssh::Remote> {
-    match (spec.kind, &spec.host, &spec.remote_path) {
-        (DriverKind::Ssh, Some(host), Some(repo)) => Some(ssh::Remote::new(
+    match spec {
+        DriverSpec::Ssh(SshOptions {
+            host,
+            remote_path: Some(repo),
+            ..
+        }) => Some(ssh::Remote::new(
             host,
             repo,
             session_id,
@@ -80,7 +84,7 @@ pub struct Environment {
 
 enum Inner {
     Local,
-    Sandbox(sandbox::Layout),
+    Sandbox(sandbox::Layout, Confinement),
     Ssh(ssh::Remote),
     Podman(podman::Container),
 }
@@ -99,7 +103,7 @@ impl Environment {
             Inner::Local => path::cru_folder(kiln)
                 .map(|bin| path::ahead(&bin, search.as_deref()))
                 .or_else(|| search.clone()),
-            Inner::Sandbox(_) => Some(path::ahead(
+            Inner::Sandbox(..) => Some(path::ahead(
                 Path::new(sandbox::BIN_INSIDE),
                 Some(
                     search
@@ -124,24 +128,25 @@ impl Environment {
         setup: Setup<'_>,
         search: Option<&OsStr>,
     ) -> Result<(Inner, Limits), DriverError> {
-        match spec.kind {
-            DriverKind::Local => Ok((Inner::Local, Limits::default())),
-            DriverKind::Sandbox => {
+        match spec {
+            DriverSpec::Local => Ok((Inner::Local, Limits::default())),
+            DriverSpec::Sandbox(confinement) => {
                 tokio::task::spawn_blocking(sandbox::check)
                     .await
                     .map_err(|e| DriverError::Setup(e.to_string()))??;
                 let layout = sandbox_layout(setup, search).await?;
                 // Checked now, so a bad mount fails `session new`, not the first start.
-                sandbox::arguments(spec, &layout)?;
-                let limits = Limits::apply(spec, &cgroup_name(&layout.cwd));
-                Ok((Inner::Sandbox(layout), limits))
+                sandbox::arguments(confinement, &layout)?;
+                let limits = Limits::apply(confinement, &cgroup_name(&layout.cwd));
+                Ok((Inner::Sandbox(layout, confinement.clone()), limits))
             }
-            DriverKind::Ssh => {
-                let (Some(host), Some(repo)) = (&spec.host, &spec.remote_path) else {
-                    return Err(DriverError::Setup(
-                        "the ssh driver needs --host USER@HOST and --remote-path (the repository's clone there)".into(),
-                    ));
+            DriverSpec::Ssh(options) => {
+                let (host, Some(repo)) = (&options.host, &options.remote_path) else {
+                    return Err(needs_host_and_path());
                 };
+                if host.is_empty() {
+                    return Err(needs_host_and_path());
+                }
                 let remote = ssh::Remote::new(
                     host,
                     repo,
@@ -152,7 +157,7 @@ impl Environment {
                 remote.provision(setup.cwd).await?;
                 Ok((Inner::Ssh(remote), Limits::default()))
             }
-            DriverKind::Podman => {
+            DriverSpec::Podman(options) => {
                 tokio::task::spawn_blocking(podman::check)
                     .await
                     .map_err(|e| DriverError::Setup(e.to_string()))??;
@@ -168,8 +173,9 @@ impl Environment {
                     git_dir,
                     socket: setup.kiln.agent_socket_path(),
                     cru: std::env::current_exe().ok(),
+                    options: options.clone(),
                 };
-                container.arguments(spec, &spec.env)?;
+                container.arguments(spec.env())?;
                 Ok((Inner::Podman(container), Limits::default()))
             }
         }
@@ -182,7 +188,7 @@ impl Environment {
     /// The limits in force, one line each.
     pub fn limits(&self) -> Vec<String> {
         match &self.inner {
-            Inner::Podman(_) => podman::Container::limits(&self.spec),
+            Inner::Podman(container) => container.limits(),
             _ => self.limits.described().to_vec(),
         }
     }
@@ -193,7 +199,7 @@ impl Environment {
     pub fn agent_vars(&self, vars: &[(String, String)]) -> Vec<(String, String)> {
         let socket = match &self.inner {
             Inner::Local => return vars.to_vec(),
-            Inner::Sandbox(_) => sandbox::SOCKET_INSIDE.to_string(),
+            Inner::Sandbox(..) => sandbox::SOCKET_INSIDE.to_string(),
             Inner::Ssh(remote) => remote.socket.clone(),
             Inner::Podman(_) => podman::SOCKET_INSIDE.to_string(),
         };
@@ -215,7 +221,7 @@ impl Environment {
     pub fn cru_program(&self) -> Option<PathBuf> {
         match &self.inner {
             Inner::Local => std::env::current_exe().ok(),
-            Inner::Sandbox(_) => Some(PathBuf::from(format!("{}/cru", sandbox::BIN_INSIDE))),
+            Inner::Sandbox(..) => Some(PathBuf::from(format!("{}/cru", sandbox::BIN_INSIDE))),
             // Installed there like the agent itself.
             Inner::Ssh(_) => Some(PathBuf::from("cru")),
             Inner::Podman(_) => Some(PathBuf::from(podman::CRU_INSIDE)),
@@ -290,11 +296,11 @@ impl Environment {
             }
             Inner::Podman(container) => {
                 let vars = self.agent_vars(vars);
-                let mut names = self.spec.env.clone();
+                let mut names = self.spec.env().to_vec();
                 names.extend(vars.iter().map(|(name, _)| name.clone()));
                 let mut command = Command::new("podman");
                 command
-                    .args(container.arguments(&self.spec, &names)?)
+                    .args(container.arguments(&names)?)
                     .arg(program)
                     .args(args)
                     // podman reads the values of `--env NAME` from its own environment.
@@ -311,7 +317,7 @@ impl Environment {
                 command.envs(vars.iter().cloned()).current_dir(cwd);
                 Ok(command)
             }
-            Inner::Sandbox(layout) => {
+            Inner::Sandbox(layout, confinement) => {
                 // Inside, a bare name would be looked up on a PATH of other folders.
                 let resolved = match program.to_str() {
                     Some(name) if !name.contains('/') => {
@@ -320,7 +326,7 @@ impl Environment {
                     _ => None,
                 };
                 let program = resolved.as_deref().unwrap_or(program);
-                let mut bwrap_args = sandbox::arguments(&self.spec, layout)?;
+                let mut bwrap_args = sandbox::arguments(confinement, layout)?;
                 if cwd != layout.cwd {
                     let at = bwrap_args.len().saturating_sub(1);
                     bwrap_args[at] = cwd.to_string_lossy().into_owned();
@@ -349,6 +355,13 @@ impl Environment {
             }
         }
     }
+}
+
+fn needs_host_and_path() -> DriverError {
+    DriverError::Setup(
+        "the ssh driver needs --host USER@HOST and --remote-path (the repository's clone there)"
+            .into(),
+    )
 }
 
 /// One name per environment for its cgroups.

@@ -12,7 +12,7 @@ use std::process::Stdio;
 use tokio::process::Command;
 
 use super::DriverError;
-use crate::protocol::{DriverSpec, Network};
+use crate::protocol::{Network, PodmanOptions};
 
 pub const WORKSPACE: &str = "/workspace";
 pub const SOCKET_INSIDE: &str = "/run/crucible/agent.sock";
@@ -28,19 +28,20 @@ pub struct Container {
     pub git_dir: Option<PathBuf>,
     pub socket: PathBuf,
     pub cru: Option<PathBuf>,
+    /// The image and what confines the container.
+    pub options: PodmanOptions,
 }
 
 impl Container {
     /// `podman run`'s arguments up to and including the image; the program follows.
-    pub fn arguments(
-        &self,
-        spec: &DriverSpec,
-        names: &[String],
-    ) -> Result<Vec<String>, DriverError> {
-        let image = spec
-            .image
-            .clone()
-            .ok_or_else(|| DriverError::Setup("the podman driver needs --image IMAGE".into()))?;
+    pub fn arguments(&self, names: &[String]) -> Result<Vec<String>, DriverError> {
+        let image = self.options.image.clone();
+        if image.is_empty() {
+            return Err(DriverError::Setup(
+                "the podman driver needs --image IMAGE".into(),
+            ));
+        }
+        let spec = &self.options.confinement;
         let mut a: Vec<String> = ["run", "--rm", "-i", "--init"]
             .iter()
             .map(|s| s.to_string())
@@ -107,7 +108,8 @@ impl Container {
     }
 
     /// The limits podman puts in force, as asked.
-    pub fn limits(spec: &DriverSpec) -> Vec<String> {
+    pub fn limits(&self) -> Vec<String> {
+        let spec = &self.options.confinement;
         let mut out = Vec::new();
         if let Some(mb) = spec.memory {
             out.push(format!("memory {mb} MiB (podman --memory)"));
@@ -165,33 +167,35 @@ pub fn check() -> Result<(), DriverError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{DriverKind, Mount};
+    use crate::protocol::{Confinement, Mount};
 
     #[test]
     fn the_run_line_holds_the_spec_and_no_values() {
         let dir = tempfile::tempdir().unwrap();
+        let options = PodmanOptions {
+            image: "docker.io/library/node:22".into(),
+            confinement: Confinement {
+                memory: Some(2048),
+                cpus: Some(2),
+                pids: Some(256),
+                env: vec!["API_KEY".into()],
+                mounts: vec![Mount {
+                    source: dir.path().display().to_string(),
+                    target: Some("/cache".into()),
+                    read_only: true,
+                }],
+                ..Default::default()
+            },
+        };
         let container = Container {
             session_id: "S1".into(),
             cwd: "/k/.crucible/worktrees/s1".into(),
             git_dir: Some("/k/.git".into()),
             socket: "/k/.crucible/agent.sock".into(),
             cru: Some("/usr/bin/cru".into()),
+            options: options.clone(),
         };
-        let spec = DriverSpec {
-            kind: DriverKind::Podman,
-            image: Some("docker.io/library/node:22".into()),
-            memory: Some(2048),
-            cpus: Some(2),
-            pids: Some(256),
-            env: vec!["API_KEY".into()],
-            mounts: vec![Mount {
-                source: dir.path().display().to_string(),
-                target: Some("/cache".into()),
-                read_only: true,
-            }],
-            ..Default::default()
-        };
-        let args = container.arguments(&spec, &spec.env).unwrap();
+        let args = container.arguments(&options.confinement.env).unwrap();
         let has = |s: &str| args.iter().any(|a| a == s);
         assert!(has("--network=none"));
         assert!(has("--volume=/k/.crucible/worktrees/s1:/workspace"));

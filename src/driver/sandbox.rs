@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::sync::OnceLock;
 
 use super::DriverError;
-use crate::protocol::{DriverSpec, Network};
+use crate::protocol::{Confinement, Network};
 
 /// Where the agent socket and the `cru` binary appear inside.
 pub const SOCKET_INSIDE: &str = "/run/crucible/agent.sock";
@@ -71,7 +71,7 @@ pub struct Layout {
 }
 
 /// `bwrap`'s arguments up to (not including) the program.
-pub fn arguments(spec: &DriverSpec, layout: &Layout) -> Result<Vec<String>, DriverError> {
+pub fn arguments(spec: &Confinement, layout: &Layout) -> Result<Vec<String>, DriverError> {
     let mut a: Vec<String> = ["--die-with-parent", "--new-session", "--unshare-all"]
         .map(String::from)
         .to_vec();
@@ -209,14 +209,12 @@ fn under_system(folder: &Path) -> bool {
 /// Checks once per daemon that `bwrap` exists and can make a sandbox here; the error
 /// names the package, or what the kernel refused.
 pub fn check() -> Result<(), DriverError> {
-    static RESULT: OnceLock<Result<(), String>> = OnceLock::new();
-    RESULT
-        .get_or_init(probe)
-        .clone()
-        .map_err(DriverError::Unavailable)
+    static RESULT: OnceLock<Result<(), DriverError>> = OnceLock::new();
+    RESULT.get_or_init(probe).clone()
 }
 
-fn probe() -> Result<(), String> {
+fn probe() -> Result<(), DriverError> {
+    let unavailable = |why: String| Err(DriverError::Unavailable(why));
     let mut args: Vec<String> = vec!["--unshare-all".into(), "--die-with-parent".into()];
     args.extend(system_folders());
     args.extend(["--".into(), "true".into()]);
@@ -227,12 +225,12 @@ fn probe() -> Result<(), String> {
         .stderr(Stdio::piped())
         .output();
     match output {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => unavailable(
             "the sandbox driver needs bubblewrap (`bwrap`), which is not installed: install the `bubblewrap` package (apt install bubblewrap, dnf install bubblewrap)".into(),
         ),
-        Err(e) => Err(format!("cannot run bwrap: {e}")),
+        Err(e) => unavailable(format!("cannot run bwrap: {e}")),
         Ok(out) if out.status.success() => Ok(()),
-        Ok(out) => Err(format!(
+        Ok(out) => unavailable(format!(
             "bubblewrap cannot make a sandbox on this machine ({}): the kernel may refuse user namespaces (see sysctl user.max_user_namespaces and kernel.unprivileged_userns_clone)",
             String::from_utf8_lossy(&out.stderr).trim()
         )),
@@ -242,7 +240,7 @@ fn probe() -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{DriverKind, Mount};
+    use crate::protocol::Mount;
 
     fn layout() -> Layout {
         Layout {
@@ -266,10 +264,7 @@ mod tests {
 
     #[test]
     fn binds_only_what_the_session_needs() {
-        let spec = DriverSpec {
-            kind: DriverKind::Sandbox,
-            ..Default::default()
-        };
+        let spec = Confinement::default();
         let args = arguments(&spec, &layout()).unwrap();
         let rw = pairs(&args, "--bind");
         assert!(rw.contains(&(
@@ -298,8 +293,7 @@ mod tests {
     #[test]
     fn network_host_and_mounts_when_asked() {
         let dir = tempfile::tempdir().unwrap();
-        let spec = DriverSpec {
-            kind: DriverKind::Sandbox,
+        let spec = Confinement {
             network: Network::Host,
             mounts: vec![Mount {
                 source: dir.path().display().to_string(),
@@ -315,7 +309,7 @@ mod tests {
             .display()
             .to_string();
         assert!(pairs(&args, "--ro-bind").contains(&(source, "/data".into())));
-        let missing = DriverSpec {
+        let missing = Confinement {
             mounts: vec![Mount::parse("/no/such/folder").unwrap()],
             ..spec
         };
@@ -363,7 +357,7 @@ mod tests {
 
     #[test]
     fn an_in_place_session_does_not_see_the_state_folder() {
-        let spec = DriverSpec::default();
+        let spec = Confinement::default();
         let mut l = layout();
         l.cwd = "/k".into();
         let args = arguments(&spec, &l).unwrap();

@@ -1,4 +1,4 @@
-//! The `ssh` driver: the agent runs on another machine (seed 004 "SSH"). Crucible uses
+//! The `ssh` driver: the agent runs on another machine. Crucible uses
 //! the system `ssh` (or the command in `CRU_SSH`, e.g. `ssh -F ~/.ssh/crucible`) with
 //! the user's config and agent; no key is ever in crucible's settings. The session's
 //! branch is pushed to the repository clone at `remote_path` over the same connection
@@ -319,14 +319,12 @@ impl Remote {
     }
 
     /// Reads a file there.
-    pub async fn read(&self, path: &str) -> Result<String, String> {
-        self.run(&format!("cat -- {}", quote(path)), None)
-            .await
-            .map_err(|e| e.to_string())
+    pub async fn read(&self, path: &str) -> Result<String, DriverError> {
+        self.run(&format!("cat -- {}", quote(path)), None).await
     }
 
     /// Writes a file there, making its folder.
-    pub async fn write(&self, path: &str, content: &str) -> Result<(), String> {
+    pub async fn write(&self, path: &str, content: &str) -> Result<(), DriverError> {
         let parent = Path::new(path)
             .parent()
             .map(|p| p.to_string_lossy().into_owned())
@@ -335,7 +333,6 @@ impl Remote {
         self.run(&script, Some(content.as_bytes()))
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
     }
 
     /// What an exit of the ssh client means.

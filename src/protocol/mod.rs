@@ -16,7 +16,10 @@ pub mod types;
 
 pub use client_env::ClientEnv;
 pub use diff::*;
-pub use driver::{DriverKind, DriverOptions, DriverSpec, Mount, Network};
+pub use driver::{
+    Confinement, DriverKind, DriverOptions, DriverSpec, Mount, Network, PodmanOptions, SpecError,
+    SshOptions,
+};
 pub use handle::Handle;
 pub use jsonrpc::{ErrorObject, Id, Notification, Request, Response, code};
 pub use methods::ContextCall;

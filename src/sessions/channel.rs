@@ -205,7 +205,7 @@ impl Sessions {
             .unwrap_or("(nothing yet)");
         let verdict = match config.profile(name) {
             Ok(profile) => super::drift::classify(name, &profile, summary, text).await,
-            Err(why) => Err(why),
+            Err(why) => Err(why.to_string()),
         };
         match verdict {
             Ok(v) => {

@@ -30,7 +30,7 @@ impl Sessions {
         let cwd = PathBuf::from(context::folder(&self.wb, &session));
         let spec = session.driver.clone().unwrap_or_default();
         let given = self.given(id);
-        let (passed, _) = super::given::values(&spec.env, given.as_deref());
+        let (passed, _) = super::given::values(spec.env(), given.as_deref());
         let environment = Environment::provision(
             &spec,
             driver::Setup {

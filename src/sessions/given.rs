@@ -63,13 +63,13 @@ pub(super) fn check_env(
     asked: &DriverOptions,
     given: Option<&ClientEnv>,
 ) -> Result<(), String> {
-    let (_, missing) = values(&spec.env, given);
+    let (_, missing) = values(spec.env(), given);
     if missing.is_empty() {
         return Ok(());
     }
     let words: Vec<String> = missing
         .iter()
-        .map(|name| wording::env_asked(name, asked.env.contains(name), spec.kind.as_str()))
+        .map(|name| wording::env_asked(name, asked.env.contains(name), spec.kind().as_str()))
         .collect();
     Err(wording::env_missing(&words, given))
 }
@@ -122,7 +122,9 @@ pub(super) fn profile(
     name: &str,
     given: Option<&ClientEnv>,
 ) -> Result<AgentProfile, String> {
-    config.profile_found(name, &|program| find(program, given), &looked(given))
+    config
+        .profile_found(name, &|program| find(program, given), &looked(given))
+        .map_err(|e| e.to_string())
 }
 
 /// `profile` with its program where it was found, when it runs on this machine (the
@@ -134,7 +136,7 @@ pub(super) fn locate(
     kind: DriverKind,
     given: Option<&ClientEnv>,
 ) -> Result<AgentProfile, String> {
-    let here = matches!(kind, DriverKind::Local | DriverKind::Sandbox);
+    let here = !kind.runs_apart();
     let bare = !profile.command.is_empty() && !profile.command.contains('/');
     if profile.kind == AgentKind::Internal || !here || !bare {
         return Ok(profile);
@@ -168,11 +170,10 @@ mod tests {
     }
 
     fn sandbox(env: &[&str]) -> DriverSpec {
-        DriverSpec {
-            kind: DriverKind::Sandbox,
+        DriverSpec::Sandbox(crate::protocol::Confinement {
             env: env.iter().map(|n| n.to_string()).collect(),
             ..Default::default()
-        }
+        })
     }
 
     #[test]

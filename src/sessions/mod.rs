@@ -37,11 +37,11 @@ use crate::audit::{Audit, AuditEvent};
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::driver::{self, Environment};
 use crate::git;
+use crate::protocol::env;
 use crate::protocol::{
     ClientEnv, CreateSessionParams, DeleteOutcome, Event, PruneResult, RemoveOptions, Session,
     SessionState, Skipped,
 };
-use crate::protocol::{DriverKind, env};
 use crate::workbench::{Workbench, WorkbenchError, display_name, now_rfc3339};
 
 use crate::markdown::MarkdownLog;
@@ -198,23 +198,24 @@ impl Sessions {
         }
         let spec = config
             .driver_spec(&profile, &params.driver)
-            .map_err(WorkbenchError::Invalid)?;
+            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let kind = spec.kind();
         given::check_env(&spec, &params.driver, given.as_deref())
             .and_then(|()| given::check_api_key(&params.agent, &profile, given.as_deref()))
             .map_err(WorkbenchError::Invalid)?;
-        given::locate(&params.agent, profile.clone(), spec.kind, given.as_deref())
+        given::locate(&params.agent, profile.clone(), kind, given.as_deref())
             .map_err(WorkbenchError::Invalid)?;
-        if matches!(spec.kind, DriverKind::Ssh | DriverKind::Podman) {
+        if kind.runs_apart() {
             if profile.kind == AgentKind::Internal {
                 return Err(WorkbenchError::Invalid(format!(
                     "crucible's own agent runs in the daemon: use the local or sandbox driver, not {}",
-                    spec.kind
+                    kind
                 )));
             }
             if params.in_place {
                 return Err(WorkbenchError::Invalid(format!(
                     "the {} driver works in a worktree of its own, not in place",
-                    spec.kind
+                    kind
                 )));
             }
         }
@@ -319,9 +320,11 @@ impl Sessions {
         let spec = session.driver.clone().unwrap_or_default();
         let session_id = session.id.clone();
         let given = self.given(&session_id);
-        let (passed, missing) = given::values(&spec.env, given.as_deref());
-        let profile = given::locate(profile_name, profile, spec.kind, given.as_deref())?;
-        let idle_after = (spec.kind != DriverKind::Local)
+        let (passed, missing) = given::values(spec.env(), given.as_deref());
+        let profile = given::locate(profile_name, profile, spec.kind(), given.as_deref())?;
+        let idle_after = spec
+            .kind()
+            .makes_environment()
             .then(|| {
                 let minutes = Config::load(&kiln.settings_path())
                     .map(|c| c.drivers.idle_timeout_minutes)
@@ -348,11 +351,11 @@ impl Sessions {
         audit.record(
             &session.id,
             AuditEvent::Start {
-                driver: spec.kind.to_string(),
-                mounts: spec.mounts.iter().map(|m| m.to_string()).collect(),
-                network: spec.network.as_str().to_string(),
+                driver: spec.kind().to_string(),
+                mounts: spec.mounts().iter().map(|m| m.to_string()).collect(),
+                network: spec.network().as_str().to_string(),
                 limits: environment.limits(),
-                env: spec.env.clone(),
+                env: spec.env().to_vec(),
             },
         );
         if session.limits != environment.limits() {

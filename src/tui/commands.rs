@@ -780,11 +780,11 @@ mod tests {
         };
         assert_eq!(task.as_deref(), Some("fix it"));
         let spec = driver.resolve().unwrap();
-        assert_eq!(spec.kind, DriverKind::Sandbox);
-        assert_eq!(spec.network, Network::Host);
-        assert_eq!(spec.env, ["API_KEY", "OTHER"]);
-        assert_eq!((spec.memory, spec.pids), (Some(512), Some(64)));
-        assert!(spec.mounts[0].read_only);
+        assert_eq!(spec.kind(), DriverKind::Sandbox);
+        assert_eq!(spec.network(), Network::Host);
+        assert_eq!(spec.env(), ["API_KEY", "OTHER"]);
+        assert_eq!((spec.memory(), spec.pids()), (Some(512), Some(64)));
+        assert!(spec.mounts()[0].read_only);
         assert!(
             parse("/new --driver vm")
                 .unwrap_err()

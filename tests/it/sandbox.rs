@@ -200,8 +200,8 @@ async fn a_sandboxed_script_keeps_to_its_worktree_and_reaches_only_its_own_inbox
     );
     let s: Session = serde_json::from_value(created).unwrap();
     let spec = s.driver.clone().expect("the driver is recorded");
-    assert_eq!(spec.kind.as_str(), "sandbox");
-    assert_eq!(spec.env, [SECRET_NAME]);
+    assert_eq!(spec.kind().as_str(), "sandbox");
+    assert_eq!(spec.env(), [SECRET_NAME]);
 
     let question = wait_message(&client, &s.id, MsgType::DecisionNeeded).await;
     assert_eq!(question.title, "Which way?");

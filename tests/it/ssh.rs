@@ -247,7 +247,7 @@ async fn an_ssh_session_runs_its_agent_over_there_and_a_cut_connection_is_an_err
     let client = tk.client().await;
     let resumed = crate::sessions::session(&client, &s.id).await;
     assert_eq!(
-        resumed.driver.as_ref().map(|d| d.kind.as_str()),
+        resumed.driver.as_ref().map(|d| d.kind().as_str()),
         Some("ssh"),
         "the driver is kept across restarts: a resumed agent never runs elsewhere"
     );

@@ -8,8 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
 
-use crate::protocol::driver::MountText;
-use crate::protocol::{CreateSessionParams, DriverKind, DriverOptions, Mount, Network};
+use crate::protocol::{CreateSessionParams, DriverOptions};
 
 #[derive(Debug, Args)]
 pub(super) struct NewArgs {
@@ -25,108 +24,68 @@ pub(super) struct NewArgs {
     /// The first prompt.
     #[arg(long)]
     task: Option<String>,
-    /// Where the agent runs: local (as you, the default), sandbox (bubblewrap, default
-    /// deny), ssh or podman.
-    #[arg(long, value_parser = DriverKind::parse)]
-    driver: Option<DriverKind>,
-    /// A host path to show inside, read-write unless `:ro` (repeatable).
-    #[arg(long = "mount", value_name = "SRC[:DST][:ro]", value_parser = Mount::parse)]
-    mounts: Vec<Mount>,
-    /// none (the default for sandbox and podman) or host.
-    #[arg(long, value_parser = Network::parse)]
-    network: Option<Network>,
-    /// Pass this variable to the agent (by name; repeatable): its value from this shell,
-    /// else from the daemon's environment; never written anywhere.
-    #[arg(long = "env", value_name = "NAME")]
-    env: Vec<String>,
-    /// Memory limit in MiB.
-    #[arg(long, value_name = "MB")]
-    memory: Option<u64>,
-    /// CPU limit, whole CPUs.
-    #[arg(long, value_name = "N")]
-    cpus: Option<u32>,
-    /// Process limit.
-    #[arg(long, value_name = "N")]
-    pids: Option<u64>,
-    /// podman: the image.
-    #[arg(long)]
-    image: Option<String>,
-    /// ssh: USER@HOST (your ssh config and agent are used).
-    #[arg(long, value_name = "USER@HOST")]
-    host: Option<String>,
-    /// ssh: the repository's clone on the host.
-    #[arg(long, value_name = "PATH")]
-    remote_path: Option<String>,
-    /// Seed 002's read manifest: reads outside these globs (relative to the worktree)
-    /// end the session with CONTEXT_MISS (repeatable).
+    #[command(flatten)]
+    driver: DriverOptions,
+    /// The read manifest: reads outside these globs (relative to the worktree) end the
+    /// session with CONTEXT_MISS (repeatable).
     #[arg(long = "allow-read", value_name = "GLOB")]
     allow_read: Vec<String>,
-    /// Read the session from a TOML file: agent, task, worktree, in_place, driver and
-    /// the driver options above (mounts as a list of "SRC[:DST][:ro]").
+    /// Read the session from a TOML file: agent, task, worktree, in_place, allow_read,
+    /// driver and the driver options above (mounts as a list of "SRC[:DST][:ro]").
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     file: Option<PathBuf>,
     #[arg(long)]
     pub(super) json: bool,
 }
 
-/// A session file (`-c FILE`): the start of session templates.
+/// A session file (`-c FILE`): the start of session templates. Its driver keys are
+/// [`DriverOptions`]'s, as on the command line.
+#[derive(Debug, Default)]
+struct SessionFile {
+    session: SessionKeys,
+    driver: DriverOptions,
+}
+
+/// A session file's keys that are not driver options.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-struct SessionFile {
+struct SessionKeys {
     agent: Option<String>,
     task: Option<String>,
     worktree: Option<String>,
     in_place: bool,
     allow_read: Vec<String>,
-    driver: Option<DriverKind>,
-    mounts: Vec<MountText>,
-    network: Option<Network>,
-    env: Vec<String>,
-    memory: Option<u64>,
-    cpus: Option<u32>,
-    pids: Option<u64>,
-    image: Option<String>,
-    host: Option<String>,
-    remote_path: Option<String>,
 }
 
 impl SessionFile {
-    fn driver(&self) -> DriverOptions {
-        DriverOptions {
-            driver: self.driver,
-            mounts: self.mounts.clone(),
-            network: self.network,
-            env: self.env.clone(),
-            memory: self.memory,
-            cpus: self.cpus,
-            pids: self.pids,
-            image: self.image.clone(),
-            host: self.host.clone(),
-            remote_path: self.remote_path.clone(),
+    const SESSION_KEYS: [&str; 5] = ["agent", "task", "worktree", "in_place", "allow_read"];
+
+    fn parse(text: &str) -> Result<SessionFile, toml::de::Error> {
+        let mut driver: toml::Table = toml::from_str(text)?;
+        let mut session = toml::Table::new();
+        for key in Self::SESSION_KEYS {
+            if let Some(value) = driver.remove(key) {
+                session.insert(key.to_string(), value);
+            }
         }
+        Ok(SessionFile {
+            session: session.try_into()?,
+            driver: driver.try_into()?,
+        })
     }
 }
 
 impl NewArgs {
     /// The request, from the session file (if any) under the flags.
     pub(super) fn params(self: Box<Self>) -> anyhow::Result<CreateSessionParams> {
-        let file = match &self.file {
+        let SessionFile {
+            session: file,
+            driver: file_driver,
+        } = match &self.file {
             Some(path) => read_file(path)?,
             None => SessionFile::default(),
         };
-        let flags = DriverOptions {
-            driver: self.driver,
-            mounts: self.mounts.into_iter().map(MountText).collect(),
-            network: self.network,
-            env: self.env,
-            memory: self.memory,
-            cpus: self.cpus,
-            pids: self.pids,
-            image: self.image,
-            host: self.host,
-            remote_path: self.remote_path,
-        };
-        let mut driver = flags.over(&file.driver());
+        let mut driver = self.driver.over(&file_driver);
         // Host paths are sent absolute: the daemon runs elsewhere.
         for mount in &mut driver.mounts {
             mount.0.source = absolute(&mount.0.source);
@@ -156,7 +115,7 @@ impl NewArgs {
 fn read_file(path: &Path) -> anyhow::Result<SessionFile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the session file {}", path.display()))?;
-    toml::from_str(&text)
+    SessionFile::parse(&text)
         .map_err(|e| anyhow::anyhow!("invalid session file {}: {e}", path.display()))
 }
 
@@ -170,6 +129,7 @@ fn absolute(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{DriverKind, Network};
     use clap::Parser;
 
     #[derive(Parser)]
@@ -203,12 +163,12 @@ mod tests {
         assert_eq!(params.agent, "claude");
         assert_eq!(params.task.as_deref(), Some("fix it"));
         let spec = params.driver.resolve().unwrap();
-        assert_eq!(spec.kind, DriverKind::Sandbox);
-        assert_eq!(spec.memory, Some(128));
-        assert_eq!(spec.env, ["A", "B"]);
-        assert_eq!(spec.network, Network::Host);
-        assert_eq!(spec.mounts[0].inside(), "/data");
-        assert!(spec.mounts[0].read_only);
+        assert_eq!(spec.kind(), DriverKind::Sandbox);
+        assert_eq!(spec.memory(), Some(128));
+        assert_eq!(spec.env(), ["A", "B"]);
+        assert_eq!(spec.network(), Network::Host);
+        assert_eq!(spec.mounts()[0].inside(), "/data");
+        assert!(spec.mounts()[0].read_only);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub(super) fn print_status(kiln: &Kiln, s: &Session) {
         pairs.push(("driver", driver.summary()));
         if !s.limits.is_empty() {
             pairs.push(("limits", s.limits.join("; ")));
-        } else if driver.kind != crate::protocol::DriverKind::Local {
+        } else if driver.kind() != crate::protocol::DriverKind::Local {
             pairs.push(("limits", "none".into()));
         }
     }

@@ -366,7 +366,7 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
 /// `sandbox (network none, …) · limits …` for a session not run as the user.
 fn contained(session: &crate::protocol::Session) -> Option<String> {
     let driver = session.driver.as_ref()?;
-    if driver.kind == crate::protocol::DriverKind::Local {
+    if driver.kind() == crate::protocol::DriverKind::Local {
         return None;
     }
     let mut text = format!("driver {}", driver.summary());

@@ -424,7 +424,7 @@ fn context_pane_shows_the_stack_top_first_with_checkpoints_and_the_last_change()
 #[test]
 fn audit_overlay_shows_the_focused_sessions_log_and_contained_sessions_their_driver() {
     use crate::protocol::audit::{AuditEvent, AuditRecord};
-    use crate::protocol::{AuditLog, DriverKind, DriverSpec};
+    use crate::protocol::{AuditLog, Confinement, DriverSpec};
     let mut model = fixture::model();
     let focused = model.focused_session().unwrap().id.clone();
     for c in "/audit".chars() {
@@ -472,11 +472,10 @@ fn audit_overlay_shows_the_focused_sessions_log_and_contained_sessions_their_dri
 
     // The sessions overlay says where a contained session runs.
     let mut model = fixture::model();
-    model.sessions[0].driver = Some(DriverSpec {
-        kind: DriverKind::Sandbox,
+    model.sessions[0].driver = Some(DriverSpec::Sandbox(Confinement {
         memory: Some(128),
         ..Default::default()
-    });
+    }));
     model.sessions[0].limits = vec!["memory 128 MiB (cgroup v1)".into()];
     model.overlay = Some(crate::tui::model::Overlay::Sessions);
     let shown = screen(&model, 120, 30);

@@ -1,0 +1,132 @@
+//! What settings types alone cannot check: ranges, the store's address, the channels'
+//! own rules, and the agent profiles.
+
+use super::{AgentKind, Config, MAX_LIST_LIMIT};
+
+/// Why settings are refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidSettings {
+    /// Not TOML, or a key or value of the wrong kind.
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    /// A value out of its range or against another, and why.
+    #[error("{0}")]
+    Value(String),
+}
+
+impl Config {
+    /// Checks values that types alone cannot.
+    pub fn validate(&self) -> Result<(), InvalidSettings> {
+        let d = &self.daemon;
+        if d.heartbeat_interval_secs == 0 {
+            return Err(InvalidSettings::Value(
+                "daemon.heartbeat_interval_secs must be at least 1".into(),
+            ));
+        }
+        if d.session_timeout_secs <= d.heartbeat_interval_secs {
+            return Err(InvalidSettings::Value(format!(
+                "daemon.session_timeout_secs ({}) must be longer than daemon.heartbeat_interval_secs ({})",
+                d.session_timeout_secs, d.heartbeat_interval_secs
+            )));
+        }
+        if !(1..=MAX_LIST_LIMIT).contains(&self.inbox.default_limit) {
+            return Err(InvalidSettings::Value(format!(
+                "inbox.default_limit must be between 1 and {MAX_LIST_LIMIT}"
+            )));
+        }
+        let url = self.store.url.as_str();
+        if !(url.is_empty()
+            || url.starts_with("mem://")
+            || url.starts_with("surrealkv://")
+            || url.starts_with("ws://")
+            || url.starts_with("wss://"))
+        {
+            return Err(InvalidSettings::Value(format!(
+                "store.url {url:?} is not supported: use \"\" (embedded), \"mem://\", \"surrealkv://PATH\", \"ws://HOST:PORT\" or \"wss://HOST:PORT\""
+            )));
+        }
+        if self.store.is_server() && (self.store.timeout_secs == 0 || self.store.lease_secs < 3) {
+            return Err(InvalidSettings::Value(
+                "store.timeout_secs must be at least 1 and store.lease_secs at least 3".into(),
+            ));
+        }
+        self.channels.http.address().map_err(invalid)?;
+        if self.notify.max_per_minute == 0 || self.notify.timeout_secs == 0 {
+            return Err(InvalidSettings::Value(
+                "notify.max_per_minute and notify.timeout_secs must be at least 1".into(),
+            ));
+        }
+        if self.channels.http.max_body_kb == 0 {
+            return Err(InvalidSettings::Value(
+                "channels.http.max_body_kb must be at least 1".into(),
+            ));
+        }
+        for (i, job) in self.cron.iter().enumerate() {
+            job.validate().map_err(invalid)?;
+            if self.cron[..i].iter().any(|j| j.id == job.id) {
+                return Err(InvalidSettings::Value(format!(
+                    "cron: two jobs have the id {:?}",
+                    job.id
+                )));
+            }
+        }
+        for (i, hook) in self.webhooks.iter().enumerate() {
+            hook.validate().map_err(invalid)?;
+            if self.webhooks[..i].iter().any(|h| h.name == hook.name) {
+                return Err(InvalidSettings::Value(format!(
+                    "webhooks: two hooks are named {:?}",
+                    hook.name
+                )));
+            }
+        }
+        if self.store.cache_mb == 0 || self.store.write_buffer_mb == 0 {
+            return Err(InvalidSettings::Value(
+                "store.cache_mb and store.write_buffer_mb must be at least 1".into(),
+            ));
+        }
+        for (name, profile) in &self.agents {
+            if !is_name(name) {
+                return Err(InvalidSettings::Value(format!(
+                    "agents.{name}: a profile name may use only letters, digits, '-' and '_'"
+                )));
+            }
+            if profile.kind == AgentKind::Internal {
+                if profile.base_url.trim().is_empty() || profile.model.trim().is_empty() {
+                    return Err(InvalidSettings::Value(format!(
+                        "agents.{name}: an internal agent needs base_url and model"
+                    )));
+                }
+                if !(profile.base_url.starts_with("http://")
+                    || profile.base_url.starts_with("https://"))
+                {
+                    return Err(InvalidSettings::Value(format!(
+                        "agents.{name}.base_url must start with http:// or https://"
+                    )));
+                }
+            } else if profile.command.trim().is_empty() {
+                return Err(InvalidSettings::Value(format!(
+                    "agents.{name}.command must not be empty"
+                )));
+            }
+            if profile.startup_timeout_secs == 0 {
+                return Err(InvalidSettings::Value(format!(
+                    "agents.{name}.startup_timeout_secs must be at least 1"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A name settings give things (profiles, hooks, jobs): letters, digits, `-` and `_`.
+pub(super) fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// A check's reason, whatever its type.
+fn invalid(why: impl ToString) -> InvalidSettings {
+    InvalidSettings::Value(why.to_string())
+}

@@ -1,0 +1,282 @@
+//! Where a session's agent runs and with what: the driver kinds and what each can do,
+//! the options a user gives (`cru session new --driver …`, `/new`, a session file,
+//! `[drivers.<name>]`, see [`options`]) and the resolved spec a session records (see
+//! [`spec`]). Only environment variable *names* are ever kept: their values come from
+//! the environment of the process that asked for the session (held in the daemon's
+//! memory, see [`super::client_env`]), else from the daemon's, when the agent starts.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+pub mod options;
+pub mod spec;
+
+pub use options::{DriverOptions, NewWords, parse_new_words};
+pub use spec::{Confinement, DriverSpec, PodmanOptions, SshOptions};
+
+/// Why driver options cannot be used: each names what to give instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("unknown driver {0:?}: use {names}", names = DriverKind::names())]
+    UnknownDriver(String),
+    #[error("unknown network {0:?}: use none or host")]
+    UnknownNetwork(String),
+    #[error("bad mount {0:?}: use SRC[:DST][:ro]")]
+    BadMount(String),
+    #[error("bad mount {0:?}: the place inside must be an absolute path")]
+    RelativeMount(String),
+    #[error("needs a whole number, not {0:?}")]
+    NotWhole(String),
+    /// Never echoes the entry: what follows the `=` may be a secret.
+    #[error("an env entry holds '=': pass variable names only; values come from your environment")]
+    EnvValue,
+    #[error(
+        "{0:?} is not an environment variable name (pass names; values come from your environment)"
+    )]
+    NotAName(String),
+    #[error("a limit of 0 would stop the agent from starting")]
+    ZeroLimit,
+    #[error(
+        "the local driver runs the agent as you, unconfined: mounts, network, env and limits need --driver sandbox, ssh or podman"
+    )]
+    Unconfined,
+    /// A driver without an option it cannot run without (`what`: the flag to give).
+    #[error("the {driver} driver needs {what}")]
+    Needs {
+        driver: DriverKind,
+        what: &'static str,
+    },
+}
+
+/// Lets parsers whose errors are text use `?` on these errors.
+impl From<SpecError> for String {
+    fn from(e: SpecError) -> String {
+        e.to_string()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriverKind {
+    /// On the host, as the user (no isolation).
+    #[default]
+    Local,
+    /// On the host in a default-deny bubblewrap sandbox.
+    Sandbox,
+    /// On another machine over the system's `ssh`.
+    Ssh,
+    /// In a podman container.
+    Podman,
+}
+
+impl DriverKind {
+    pub const ALL: [DriverKind; 4] = [
+        DriverKind::Local,
+        DriverKind::Sandbox,
+        DriverKind::Ssh,
+        DriverKind::Podman,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriverKind::Local => "local",
+            DriverKind::Sandbox => "sandbox",
+            DriverKind::Ssh => "ssh",
+            DriverKind::Podman => "podman",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self, SpecError> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == text)
+            .ok_or_else(|| SpecError::UnknownDriver(text.to_string()))
+    }
+
+    /// Every kind's name, for people: `local, sandbox, ssh or podman`.
+    pub fn names() -> String {
+        let names: Vec<&str> = Self::ALL.iter().map(|k| k.as_str()).collect();
+        match names.split_last() {
+            Some((last, [])) => (*last).to_string(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+
+    /// Whether the agent is confined (sandbox, podman): mounts, a network of its own
+    /// (none unless asked) and limits apply. The others run it with the host's network.
+    pub fn confines(self) -> bool {
+        matches!(self, DriverKind::Sandbox | DriverKind::Podman)
+    }
+
+    /// Whether the agent gets only the variables named for it (every driver but local,
+    /// whose agent inherits the daemon's environment).
+    pub fn passes_env(self) -> bool {
+        self != DriverKind::Local
+    }
+
+    /// Whether the agent runs apart from this machine's files and programs (ssh: another
+    /// machine; podman: a container): its program is found there, not on this `PATH`;
+    /// it needs a worktree of its own; crucible's own agent, which runs in the daemon,
+    /// cannot use it.
+    pub fn runs_apart(self) -> bool {
+        matches!(self, DriverKind::Ssh | DriverKind::Podman)
+    }
+
+    /// Whether the driver makes an environment per session that is torn down when idle
+    /// and made again by the next prompt (every driver but local), and so has a
+    /// `[drivers.<name>]` section of defaults.
+    pub fn makes_environment(self) -> bool {
+        self != DriverKind::Local
+    }
+}
+
+impl fmt::Display for DriverKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// Its own network namespace: not even the host's loopback.
+    #[default]
+    None,
+    /// The host's network.
+    Host,
+}
+
+impl Network {
+    pub fn parse(text: &str) -> Result<Self, SpecError> {
+        match text {
+            "none" => Ok(Network::None),
+            "host" => Ok(Network::Host),
+            other => Err(SpecError::UnknownNetwork(other.to_string())),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Host => "host",
+        }
+    }
+}
+
+/// `SRC[:DST][:ro]`: a host path made visible inside, read-write unless `ro`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    pub source: String,
+    /// Where it appears inside; the same path when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+impl Mount {
+    pub fn parse(text: &str) -> Result<Self, SpecError> {
+        let mut parts: Vec<&str> = text.split(':').collect();
+        let read_only = match parts.last() {
+            Some(&"ro") if parts.len() > 1 => {
+                parts.pop();
+                true
+            }
+            Some(&"rw") if parts.len() > 1 => {
+                parts.pop();
+                false
+            }
+            _ => false,
+        };
+        let (source, target) = match parts.as_slice() {
+            [source] => (*source, None),
+            [source, target] => (*source, Some(*target)),
+            _ => return Err(SpecError::BadMount(text.to_string())),
+        };
+        if source.is_empty() || target.is_some_and(str::is_empty) {
+            return Err(SpecError::BadMount(text.to_string()));
+        }
+        if target.is_some_and(|t| !t.starts_with('/')) {
+            return Err(SpecError::RelativeMount(text.to_string()));
+        }
+        Ok(Mount {
+            source: source.to_string(),
+            target: target.map(str::to_string),
+            read_only,
+        })
+    }
+
+    /// Where it appears inside.
+    pub fn inside(&self) -> &str {
+        self.target.as_deref().unwrap_or(&self.source)
+    }
+}
+
+impl fmt::Display for Mount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source)?;
+        if let Some(target) = &self.target {
+            write!(f, ":{target}")?;
+        }
+        f.write_str(if self.read_only { ":ro" } else { ":rw" })
+    }
+}
+
+impl Serialize for MountText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for MountText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Mount::parse(&text)
+            .map(MountText)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A mount written as `SRC[:DST][:ro]`, as settings, session files and flags spell it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountText(pub Mount);
+
+impl MountText {
+    pub fn parse(text: &str) -> Result<Self, SpecError> {
+        Mount::parse(text).map(MountText)
+    }
+}
+
+/// A whole number as a flag gives it.
+pub fn whole<T: std::str::FromStr>(text: &str) -> Result<T, SpecError> {
+    text.parse()
+        .map_err(|_| SpecError::NotWhole(text.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts_parse_as_the_cli_spells_them() {
+        let m = Mount::parse("/data").unwrap();
+        assert_eq!(
+            (m.source.as_str(), m.inside(), m.read_only),
+            ("/data", "/data", false)
+        );
+        let m = Mount::parse("/data:ro").unwrap();
+        assert_eq!((m.inside(), m.read_only), ("/data", true));
+        let m = Mount::parse("./cache:/cache").unwrap();
+        assert_eq!(
+            (m.source.as_str(), m.inside(), m.read_only),
+            ("./cache", "/cache", false)
+        );
+        let m = Mount::parse("/a:/b:ro").unwrap();
+        assert_eq!((m.inside(), m.read_only), ("/b", true));
+        assert!(Mount::parse("/a:relative").is_err());
+        assert!(Mount::parse("/a:/b:/c").is_err());
+        assert!(Mount::parse(":/b").is_err());
+    }
+}
