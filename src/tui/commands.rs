@@ -1,10 +1,11 @@
 //! The slash commands: one static table ([`COMMANDS`]) drives parsing, `/help` and Tab
 //! completion, so the three never disagree.
 
+mod new;
+
 use crate::context::ContextOp;
 use crate::protocol::ContextCall;
-use crate::protocol::driver::MountText;
-use crate::protocol::{DriverKind, DriverOptions, MergeStrategy, Mount, Network, RemoveOptions};
+use crate::protocol::{DriverOptions, MergeStrategy, RemoveOptions};
 
 /// One slash command as the table describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,22 +35,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec(
         "new",
         &[],
-        "[--worktree <path>] [--agent <type>] [--driver local|sandbox|ssh|podman] [--mount <src[:dst][:ro]>] [--network none|host] [--env <NAME>] [--memory <MB>] [--cpus <n>] [--pids <n>] [--image <image>] [--host <user@host>] [--remote-path <path>] [task…]",
+        new::SYNOPSIS,
         "create a session and focus it",
-        &[
-            "--worktree",
-            "--agent",
-            "--driver",
-            "--mount",
-            "--network",
-            "--env",
-            "--memory",
-            "--cpus",
-            "--pids",
-            "--image",
-            "--host",
-            "--remote-path",
-        ],
+        new::COMPLETED_FLAGS,
     ),
     spec(
         "answer",
@@ -448,7 +436,7 @@ pub fn parse(line: &str) -> Result<SlashCommand, CommandError> {
         },
         "answer" if rest.is_empty() => Err(bad("needs an option number or text")),
         "answer" => Ok(SlashCommand::Answer(rest.to_string())),
-        "new" => parse_new(rest).map_err(|p| bad(&p)),
+        "new" => new::parse_new(rest).map_err(|p| bad(&p)),
         "context" => parse_context(rest)
             .map(SlashCommand::Context)
             .map_err(|p| bad(&p)),
@@ -492,72 +480,6 @@ fn parse_fork(rest: &str) -> Result<SlashCommand, String> {
     Ok(SlashCommand::Fork {
         worktree,
         task: (!task.is_empty()).then(|| task.join(" ")),
-    })
-}
-
-fn parse_new(rest: &str) -> Result<SlashCommand, String> {
-    let (mut worktree, mut agent, mut task) = (None, None, Vec::new());
-    let mut driver = DriverOptions::default();
-    let mut words = rest.split_whitespace();
-    while let Some(word) = words.next() {
-        let (flag, inline) = match word.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (word, None),
-        };
-        if !flag.starts_with('-') || !task.is_empty() {
-            task.push(word);
-            continue;
-        }
-        const FLAGS: &[&str] = &[
-            "--worktree",
-            "-w",
-            "--agent",
-            "-a",
-            "--driver",
-            "--mount",
-            "--network",
-            "--env",
-            "--memory",
-            "--cpus",
-            "--pids",
-            "--image",
-            "--host",
-            "--remote-path",
-        ];
-        if !FLAGS.contains(&flag) {
-            return Err(format!("unknown option {flag}"));
-        }
-        let value = inline
-            .or_else(|| words.next().map(String::from))
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| format!("{flag} needs a value"))?;
-        let number = |v: &str| {
-            v.parse::<u64>()
-                .map_err(|_| format!("{flag} needs a whole number, not {v:?}"))
-        };
-        match flag {
-            "--worktree" | "-w" => worktree = Some(value),
-            "--agent" | "-a" => agent = Some(value),
-            "--driver" => driver.driver = Some(DriverKind::parse(&value)?),
-            "--mount" => driver.mounts.push(MountText(Mount::parse(&value)?)),
-            "--network" => driver.network = Some(Network::parse(&value)?),
-            "--env" => driver.env.push(value),
-            "--memory" => driver.memory = Some(number(&value)?),
-            "--cpus" => {
-                let n = number(&value)?;
-                driver.cpus = Some(u32::try_from(n).map_err(|_| format!("--cpus {n}: too many"))?);
-            }
-            "--pids" => driver.pids = Some(number(&value)?),
-            "--image" => driver.image = Some(value),
-            "--host" => driver.host = Some(value),
-            _ => driver.remote_path = Some(value),
-        }
-    }
-    Ok(SlashCommand::New {
-        worktree,
-        agent,
-        task: (!task.is_empty()).then(|| task.join(" ")),
-        driver,
     })
 }
 
@@ -711,6 +633,7 @@ fn common_prefix<'a>(words: &[&'a str]) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{DriverKind, Network};
 
     #[test]
     fn names_and_aliases_parse() {
