@@ -2,7 +2,6 @@
 //! go in through [`Model::apply`] and [`Model::sync`], and what the runtime must do comes
 //! back as [`Action`]s. Key handling is in `update.rs`, drawing in `view/`.
 
-use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -19,7 +18,6 @@ use super::input::Input;
 use super::keymap::Keymap;
 use super::review::{DiffView, ReviewComment};
 use super::transcript::Transcript;
-use super::view::WrapCache;
 
 /// The longest failure shown as a flash alone; a longer one gets a page too.
 const LONGEST_FLASH: usize = 100;
@@ -128,8 +126,8 @@ impl Activity {
     }
 }
 
-/// How far the focused transcript can scroll, as last drawn (the view reports it, so that
-/// scrolling stops at the top).
+/// How far the focused transcript can scroll, as last drawn (the view returns it and the
+/// runtime passes it to the model, so that scrolling stops at the top).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ScrollExtent {
     /// Rows above the bottom that can be scrolled to.
@@ -165,9 +163,9 @@ pub struct Model {
     pub(super) keymap: Keymap,
     /// Rows scrolled up from the bottom of the focused transcript; 0 follows the tail.
     pub(super) scroll: u16,
-    pub(super) scroll_extent: Cell<ScrollExtent>,
-    /// The focused transcript's wrapped lines, kept between frames.
-    pub(super) wrapped: RefCell<WrapCache>,
+    /// How far the focused transcript could scroll in the last frame, as the runtime
+    /// passed it ([`Model::set_scroll_extent`]).
+    pub(super) scroll_extent: ScrollExtent,
     pub(super) show_thoughts: bool,
     /// Context stacks read for the context pane, by session.
     pub(super) contexts: HashMap<String, ContextView>,
@@ -226,8 +224,7 @@ impl Model {
             host: crate::sys::host_name(),
             keymap,
             scroll: 0,
-            scroll_extent: Cell::new(ScrollExtent::default()),
-            wrapped: RefCell::new(WrapCache::default()),
+            scroll_extent: ScrollExtent::default(),
             show_thoughts: false,
             contexts: HashMap::new(),
             page: None,
@@ -423,6 +420,12 @@ impl Model {
         } else {
             Vec::new()
         }
+    }
+
+    /// How far the focused transcript could scroll in the frame just drawn; scrolling keys
+    /// and the wheel stay within it.
+    pub fn set_scroll_extent(&mut self, extent: ScrollExtent) {
+        self.scroll_extent = extent;
     }
 
     pub fn set_connection(&mut self, connection: Connection) {
@@ -765,29 +768,4 @@ fn concerned_session(event: &Event) -> Option<String> {
         Event::InboxCreated(m) | Event::InboxUpdated(m) => Some(m.session_id.clone()),
         _ => None,
     }
-}
-
-/// A cost for people: `$0.42` for US dollars, `1.5 credits` otherwise.
-pub fn cost_text(amount: f64, unit: &str) -> String {
-    if unit.eq_ignore_ascii_case("USD") {
-        format!("${amount:.2}")
-    } else {
-        format!("{amount:.2} {unit}")
-    }
-}
-
-/// Context use and cost in one short phrase: `48k/200k tokens · $0.42`.
-pub fn usage_text(usage: &crate::protocol::Usage) -> String {
-    let tokens = |n: u64| {
-        if n >= 1000 {
-            format!("{}k", n / 1000)
-        } else {
-            n.to_string()
-        }
-    };
-    let mut text = format!("{}/{} tokens", tokens(usage.used), tokens(usage.size));
-    if let (Some(cost), Some(unit)) = (usage.cost, &usage.currency) {
-        text.push_str(&format!(" · {}", cost_text(cost, unit)));
-    }
-    text
 }
