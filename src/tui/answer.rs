@@ -8,7 +8,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::action::Action;
 use super::inbox::is_open;
-use super::model::{Flash, Model};
+use super::model::{Confirm, Flash, Model};
 use crate::protocol::{InboxMessage, MsgType};
 
 /// How the human answers a message.
@@ -19,17 +19,6 @@ pub(super) enum Choice {
     Approve,
     Deny,
     Text(String),
-}
-
-/// An answer to an approval a rule asked for, waiting for `y`: the confirmation names the
-/// operation, so what is approved is on the screen when it is approved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Confirm {
-    pub message_id: String,
-    /// The option the answer picks.
-    pub response: String,
-    pub rule: String,
-    pub operation: String,
 }
 
 impl Model {
