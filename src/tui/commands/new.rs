@@ -1,7 +1,8 @@
 //! `/new`'s flags: the synopsis `/help` shows, the flags Tab completes, and the parser that
 //! reads them (the same flags `cru session new` takes).
 
-use super::SlashCommand;
+use super::command::SlashCommand;
+use super::error::ArgsError;
 use crate::protocol::driver::MountText;
 use crate::protocol::{DriverKind, DriverOptions, Mount, Network};
 
@@ -24,7 +25,9 @@ pub const COMPLETED_FLAGS: &[&str] = &[
     "--remote-path",
 ];
 
-pub fn parse_new(rest: &str) -> Result<SlashCommand, String> {
+/// `[--worktree <path>] [--agent <type>] [driver options…] [task…]`: flags until the task
+/// begins, then the rest is the task.
+pub fn parse_new(rest: &str) -> Result<SlashCommand, ArgsError> {
     let (mut worktree, mut agent, mut task) = (None, None, Vec::new());
     let mut driver = DriverOptions::default();
     let mut words = rest.split_whitespace();
@@ -54,27 +57,35 @@ pub fn parse_new(rest: &str) -> Result<SlashCommand, String> {
             "--remote-path",
         ];
         if !FLAGS.contains(&flag) {
-            return Err(format!("unknown option {flag}"));
+            return Err(ArgsError::UnknownOption(flag.to_string()));
         }
         let value = inline
             .or_else(|| words.next().map(String::from))
             .filter(|v| !v.is_empty())
-            .ok_or_else(|| format!("{flag} needs a value"))?;
+            .ok_or_else(|| ArgsError::NeedsValue(flag.to_string()))?;
         let number = |v: &str| {
-            v.parse::<u64>()
-                .map_err(|_| format!("{flag} needs a whole number, not {v:?}"))
+            v.parse::<u64>().map_err(|_| ArgsError::NotANumber {
+                flag: flag.to_string(),
+                value: v.to_string(),
+            })
         };
         match flag {
             "--worktree" | "-w" => worktree = Some(value),
             "--agent" | "-a" => agent = Some(value),
-            "--driver" => driver.driver = Some(DriverKind::parse(&value)?),
-            "--mount" => driver.mounts.push(MountText(Mount::parse(&value)?)),
-            "--network" => driver.network = Some(Network::parse(&value)?),
+            "--driver" => {
+                driver.driver = Some(DriverKind::parse(&value).map_err(ArgsError::Driver)?)
+            }
+            "--mount" => driver
+                .mounts
+                .push(MountText(Mount::parse(&value).map_err(ArgsError::Driver)?)),
+            "--network" => {
+                driver.network = Some(Network::parse(&value).map_err(ArgsError::Driver)?)
+            }
             "--env" => driver.env.push(value),
             "--memory" => driver.memory = Some(number(&value)?),
             "--cpus" => {
                 let n = number(&value)?;
-                driver.cpus = Some(u32::try_from(n).map_err(|_| format!("--cpus {n}: too many"))?);
+                driver.cpus = Some(u32::try_from(n).map_err(|_| ArgsError::TooManyCpus(n))?);
             }
             "--pids" => driver.pids = Some(number(&value)?),
             "--image" => driver.image = Some(value),
