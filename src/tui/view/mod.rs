@@ -71,10 +71,10 @@ pub fn render(frame: &mut Frame, model: &Model, state: &mut ViewState, theme: &T
     if let Some(rect) = areas.banner {
         banner(frame, rect, model, theme);
     }
-    if let Some(rect) = areas.transcript {
-        if let Some(extent) = transcript::render(frame, rect, model, &mut state.wrapped, theme) {
-            state.scroll_extent = extent;
-        }
+    if let Some(rect) = areas.transcript
+        && let Some(extent) = transcript::render(frame, rect, model, &mut state.wrapped, theme)
+    {
+        state.scroll_extent = extent;
     }
     if let Some(rect) = areas.inbox {
         inbox::render(frame, rect, model, theme);
