@@ -170,7 +170,7 @@ fn a_typo_gets_a_suggestion() {
 #[test]
 fn tab_completes_a_unique_prefix_and_lists_ambiguous_ones() {
     assert_eq!(complete("/inb").line.as_deref(), Some("/inbox "));
-    // `/session` (seed 000) and `/sessions`: the common prefix, then both.
+    // `/session` (the security state) and `/sessions`: the common prefix, then both.
     let both = complete("/ses");
     assert_eq!(both.line.as_deref(), Some("/session"));
     assert_eq!(both.candidates, vec!["/sessions", "/session"]);

@@ -350,7 +350,7 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
                 dim(theme),
             ));
         }
-        // The context summary (seed 001), on one line under its session.
+        // The context summary the session keeps of its turns, on one line under its session.
         if let Some(summary) = &session.context_summary {
             let text = format!(
                 "        {} turn(s) · {}",

@@ -1,4 +1,4 @@
-//! The one-line status bar of seed 003:
+//! The one-line status bar:
 //! `▸[1] feat/auth/claude ●working  ![2] fix/flaky/codex ●waiting | 2 | /sessions`.
 //! `▸` marks the focused session, `!` one that started waiting while not focused. When the
 //! line is too narrow it drops state labels (those of the focused and waiting sessions
