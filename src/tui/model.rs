@@ -12,7 +12,7 @@ use crate::protocol::{
 
 use super::action::Action;
 use super::inbox::Inbox;
-use super::input::Input;
+use super::input::PromptEditor;
 use super::keymap::Keymap;
 use super::review::{DiffView, ReviewComment};
 use super::transcript::Transcript;
@@ -40,7 +40,7 @@ pub struct Model {
     pub(super) panes: Panes,
     pub(super) zone: Zone,
     pub(super) overlay: Option<Overlay>,
-    pub(super) input: Input,
+    pub(super) input: PromptEditor,
     pub(super) flash: Option<Flash>,
     pub(super) connection: Connection,
     /// What the daemon's database cannot read back (its first damaged stretch).
@@ -95,7 +95,7 @@ impl Model {
             },
             zone: Zone::Input,
             overlay: None,
-            input: Input::default(),
+            input: PromptEditor::default(),
             flash: None,
             connection: Connection::Connected,
             store_down: None,
