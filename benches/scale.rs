@@ -66,7 +66,7 @@ use crucible::protocol::methods as m;
 use crucible::protocol::{
     CreateSessionParams, Event, ListParams, Notification, TranscriptEntry, TranscriptParams,
 };
-use crucible::tui::{Action, Keymap, Model, Theme, render};
+use crucible::tui::{Action, Keymap, Model, Theme, ViewState, render};
 use figures::{Stats, env_number, load_average, ms, proc_stat};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -792,6 +792,7 @@ struct Follower {
     client: Arc<Client>,
     notes: mpsc::UnboundedReceiver<Notification>,
     model: Model,
+    view: ViewState,
     theme: Theme,
     terminal: Terminal<TestBackend>,
     record: Arc<Mutex<Record>>,
@@ -815,6 +816,7 @@ impl Follower {
             client: Arc::new(client),
             notes,
             model: Model::new(Keymap::default()),
+            view: ViewState::default(),
             theme: Theme::default(),
             terminal,
             record,
@@ -930,10 +932,11 @@ impl Follower {
 
     fn draw(&mut self) -> Result<()> {
         let start = Instant::now();
-        let (model, theme) = (&self.model, &self.theme);
+        let (model, view, theme) = (&self.model, &mut self.view, &self.theme);
         self.terminal
-            .draw(|frame| render(frame, model, theme))
+            .draw(|frame| render(frame, model, view, theme))
             .context("drawing into a TestBackend")?;
+        self.model.set_scroll_extent(self.view.scroll_extent());
         let took = start.elapsed();
         let at = unix_ns();
         let mut record = self.record.lock().unwrap();

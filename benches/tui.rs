@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use crucible::protocol::{EntryKind, Event, InboxMessage, OutputChunk, Session, TranscriptEntry};
-use crucible::tui::{Keymap, Model, TRANSCRIPT_CAP, Theme, render};
+use crucible::tui::{Keymap, Model, TRANSCRIPT_CAP, Theme, ViewState, render};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::json;
@@ -242,6 +242,7 @@ fn run() -> Result<()> {
 /// A model with `SESSIONS` sessions, a stream of their output, and a test terminal.
 struct InProcess {
     model: Model,
+    view: ViewState,
     theme: Theme,
     terminal: Terminal<TestBackend>,
     stream: Stream,
@@ -268,6 +269,7 @@ impl InProcess {
         let terminal = Terminal::new(TestBackend::new(width, height)).context("a test terminal")?;
         let mut bench = Self {
             model,
+            view: ViewState::default(),
             theme,
             terminal,
             stream,
@@ -292,10 +294,11 @@ impl InProcess {
     }
 
     fn draw(&mut self) {
-        let (model, theme) = (&self.model, &self.theme);
+        let (model, view, theme) = (&self.model, &mut self.view, &self.theme);
         self.terminal
-            .draw(|frame| render(frame, model, theme))
+            .draw(|frame| render(frame, model, view, theme))
             .expect("drawing into a TestBackend cannot fail");
+        self.model.set_scroll_extent(self.view.scroll_extent());
     }
 
     fn stream_line(&mut self) {

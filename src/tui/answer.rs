@@ -8,7 +8,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::action::Action;
 use super::inbox::is_open;
-use super::model::{Flash, Model};
+use super::model::{Confirm, Flash, Model};
 use crate::protocol::{InboxMessage, MsgType};
 
 /// How the human answers a message.
@@ -19,17 +19,6 @@ pub(super) enum Choice {
     Approve,
     Deny,
     Text(String),
-}
-
-/// An answer to an approval a rule asked for, waiting for `y`: the confirmation names the
-/// operation, so what is approved is on the screen when it is approved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Confirm {
-    pub message_id: String,
-    /// The option the answer picks.
-    pub response: String,
-    pub rule: String,
-    pub operation: String,
 }
 
 impl Model {
@@ -67,7 +56,7 @@ impl Model {
         };
         let response = match response_for(message, choice) {
             Ok(response) => response,
-            Err(why) => return self.refuse(why),
+            Err(why) => return self.refuse(why.to_string()),
         };
         if let Some(rule) = &message.rule {
             let denial = message.answer_for("deny");
@@ -114,7 +103,7 @@ impl Model {
         if !is_open(message) {
             // Answered elsewhere, or withdrawn, while the confirmation was shown.
             let why = response_for(message, Choice::Text(response)).err();
-            return self.refuse(why.unwrap_or_default());
+            return self.refuse(why.map(|e| e.to_string()).unwrap_or_default());
         }
         self.flash = Some(Flash::info(format!(
             "answered \"{}\": {response}",
@@ -136,34 +125,60 @@ impl Model {
     }
 }
 
+/// Why a choice cannot answer a message; `Display` is what the user is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum AnswerError {
+    /// Needs no answer, was withdrawn, or is already answered.
+    #[error("\"{title}\" {state}")]
+    Closed { title: String, state: &'static str },
+    #[error("\"{title}\" takes a free answer: /answer <text> (you chose {chosen})")]
+    FreeAnswer { title: String, chosen: usize },
+    #[error("choose 1–{count}")]
+    NoSuchOption { count: usize },
+    #[error("a decision, not an approval: choose 1–{count}")]
+    NotAnApproval { count: usize },
+    #[error("no option approves: choose 1–{count}")]
+    NoneApproves { count: usize },
+    #[error("no option denies: choose 1–{count}")]
+    NoneDenies { count: usize },
+    #[error("answer one of: {}", .options.join(", "))]
+    NotAnOption { options: Vec<String> },
+}
+
 /// The response a choice makes for a message, or why it cannot answer it.
-fn response_for(message: &InboxMessage, choice: Choice) -> Result<String, String> {
+fn response_for(message: &InboxMessage, choice: Choice) -> Result<String, AnswerError> {
     if !is_open(message) {
         let state = match (message.msg_type.blocks(), message.withdrawn) {
             (false, _) => "needs no answer",
             (true, true) => "was withdrawn",
             (true, false) => "is already answered",
         };
-        return Err(format!("\"{}\" {state}", message.title));
+        return Err(AnswerError::Closed {
+            title: message.title.clone(),
+            state,
+        });
     }
     let options = message.accepted_answers().unwrap_or_default();
-    let range = format!("choose 1–{}", options.len());
+    let count = options.len();
     match choice {
-        Choice::Option(n) if options.is_empty() => Err(format!(
-            "\"{}\" takes a free answer: /answer <text> (you chose {n})",
-            message.title
-        )),
-        Choice::Option(n) => options.get(n.wrapping_sub(1)).cloned().ok_or(range),
+        Choice::Option(n) if options.is_empty() => Err(AnswerError::FreeAnswer {
+            title: message.title.clone(),
+            chosen: n,
+        }),
+        Choice::Option(n) => options
+            .get(n.wrapping_sub(1))
+            .cloned()
+            .ok_or(AnswerError::NoSuchOption { count }),
         Choice::Approve | Choice::Deny if message.msg_type != MsgType::ApprovalRequired => {
-            Err(format!("a decision, not an approval: {range}"))
+            Err(AnswerError::NotAnApproval { count })
         }
         // By the options' ACP kinds where the agent gave them, else their words.
         Choice::Approve => message
             .answer_for("approve")
-            .ok_or(format!("no option approves: {range}")),
+            .ok_or(AnswerError::NoneApproves { count }),
         Choice::Deny => message
             .answer_for("deny")
-            .ok_or(format!("no option denies: {range}")),
+            .ok_or(AnswerError::NoneDenies { count }),
         Choice::Text(text) if options.is_empty() => Ok(text),
         Choice::Text(text) => match text.trim().parse::<usize>() {
             Ok(n) => response_for(message, Choice::Option(n)),
@@ -171,7 +186,9 @@ fn response_for(message: &InboxMessage, choice: Choice) -> Result<String, String
                 .iter()
                 .find(|o| o.eq_ignore_ascii_case(text.trim()))
                 .cloned()
-                .ok_or_else(|| format!("answer one of: {}", options.join(", "))),
+                .ok_or_else(|| AnswerError::NotAnOption {
+                    options: options.clone(),
+                }),
         },
     }
 }

@@ -547,7 +547,7 @@ fn render_to_text(model: &Model, width: u16, height: u16) -> String {
     let backend = ratatui::backend::TestBackend::new(width, height);
     let mut terminal = ratatui::Terminal::new(backend).unwrap();
     terminal
-        .draw(|frame| render(frame, model, &Theme::plain()))
+        .draw(|frame| render(frame, model, &mut ViewState::default(), &Theme::plain()))
         .unwrap();
     let buffer = terminal.backend().buffer().clone();
     (0..height)

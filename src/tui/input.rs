@@ -5,8 +5,10 @@ use ratatui_textarea::TextArea;
 /// The most inputs remembered.
 const HISTORY_CAP: usize = 500;
 
+/// The prompt being written: its lines, and the history of what was sent, walked with the
+/// history keys.
 #[derive(Debug, Clone, Default)]
-pub struct Input {
+pub struct PromptEditor {
     pub(super) area: TextArea<'static>,
     history: Vec<String>,
     /// The history entry shown, counted from the newest.
@@ -15,7 +17,7 @@ pub struct Input {
     draft: String,
 }
 
-impl Input {
+impl PromptEditor {
     pub fn text(&self) -> String {
         self.area.lines().join("\n")
     }
@@ -99,7 +101,7 @@ mod tests {
 
     #[test]
     fn history_walks_back_and_returns_to_the_draft() {
-        let mut input = Input::default();
+        let mut input = PromptEditor::default();
         for text in ["one", "two"] {
             input.set_text(text);
             input.take();
@@ -119,7 +121,7 @@ mod tests {
 
     #[test]
     fn take_empties_and_skips_repeats() {
-        let mut input = Input::default();
+        let mut input = PromptEditor::default();
         input.set_text("a\nb");
         assert!(!input.is_single_line());
         assert_eq!(input.take(), "a\nb");

@@ -15,8 +15,9 @@
 //! 4. Perform the returned [`Action`]s; hand `session.transcript` results to
 //!    [`Model::load_transcript`], the id `session.create` returns to
 //!    [`Model::focus_session_id`], and failures to [`Model::report`].
-//! 5. Redraw with [`render`] when something changed; [`Model::set_connection`] shows or
-//!    hides the daemon-gone banner.
+//! 5. Redraw with [`render`] when something changed, passing the [`ViewState`] the runtime
+//!    keeps between frames, then hand its scroll extent to [`Model::set_scroll_extent`];
+//!    [`Model::set_connection`] shows or hides the daemon-gone banner.
 
 mod action;
 mod answer;
@@ -42,7 +43,7 @@ mod tests;
 pub use action::Action;
 pub use inbox::{Inbox, is_open};
 pub use keymap::{KeyAction, Keymap, KeymapError};
-pub use model::{Activity, Connection, Flash, Model, Overlay, Panes, Zone};
+pub use model::{Activity, Connection, Flash, Model, Overlay, Panes, ScrollExtent, Zone};
 pub use theme::{Role, Theme, ThemeError};
 pub use transcript::{Streamed, TRANSCRIPT_CAP, Transcript};
-pub use view::{MIN_HEIGHT, MIN_WIDTH, render};
+pub use view::{MIN_HEIGHT, MIN_WIDTH, ViewState, render};

@@ -1,142 +1,29 @@
 //! The workbench's state and how daemon events change it. Everything here is pure: events
 //! go in through [`Model::apply`] and [`Model::sync`], and what the runtime must do comes
-//! back as [`Action`]s. Key handling is in `update.rs`, drawing in `view/`.
+//! back as [`Action`]s. Key handling is in `update.rs`, drawing in `view/`; the pages and
+//! flashes the model shows are in `model/pages.rs`, quiet sessions in `model/quiet.rs`.
 
-use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use crate::context::ContextStack;
 use crate::protocol::{
-    AuditLog, ConflictReport, ContextResult, Event, InboxMessage, Session, SessionState,
-    TranscriptEntry,
+    ConflictReport, ContextResult, Event, InboxMessage, Session, SessionState, TranscriptEntry,
 };
 
 use super::action::Action;
-use super::answer::Confirm;
 use super::inbox::Inbox;
-use super::input::Input;
+use super::input::PromptEditor;
 use super::keymap::Keymap;
 use super::review::{DiffView, ReviewComment};
 use super::transcript::Transcript;
-use super::view::WrapCache;
 
-/// The longest failure shown as a flash alone; a longer one gets a page too.
-const LONGEST_FLASH: usize = 100;
+mod fields;
+mod pages;
+mod quiet;
 
-/// What has the keyboard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Zone {
-    Input,
-    Inbox,
-}
-
-/// A full-screen overlay over the workbench.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Overlay {
-    /// Bindings and commands; `scroll` is the first row shown. `/help` puts the
-    /// commands first, F1 and `?` the keys.
-    Help {
-        scroll: u16,
-        commands_first: bool,
-    },
-    Sessions,
-    /// A read-only page ([`Model::page`]: an audit log, the rules, the security state, the
-    /// context summary); `scroll` is the first row.
-    Page {
-        scroll: u16,
-    },
-    /// A session's changes ([`Model::diff`]), with a cursor for review comments.
-    Diff,
-}
-
-/// Which side panes are shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Panes {
-    pub inbox: bool,
-    pub context: bool,
-}
-
-/// The link to the daemon, as the runtime reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Connection {
-    /// Not connected yet: the screen is drawn before the daemon answers.
-    Connecting,
-    Connected,
-    /// The daemon went away; the runtime is reconnecting.
-    Lost {
-        reason: String,
-    },
-}
-
-/// A one-line message to the user, shown until the next key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Flash {
-    pub text: String,
-    pub is_error: bool,
-}
-
-impl Flash {
-    pub fn info(text: impl Into<String>) -> Self {
-        Self {
-            text: text.into(),
-            is_error: false,
-        }
-    }
-
-    pub fn error(text: impl Into<String>) -> Self {
-        Self {
-            text: text.into(),
-            is_error: true,
-        }
-    }
-}
-
-/// A session's state as the status bar shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activity {
-    Starting,
-    Working,
-    Waiting,
-    Done,
-    /// The last turn was cancelled.
-    Cancelled,
-    Stopped,
-    /// Idle long enough that its environment was torn down; a prompt brings it back.
-    Parked,
-    Error,
-    /// A self-registered session with a recent heartbeat.
-    Active,
-    /// A self-registered session without one.
-    Idle,
-}
-
-impl Activity {
-    pub fn label(self) -> &'static str {
-        match self {
-            Activity::Starting => "starting",
-            Activity::Working => "working",
-            Activity::Waiting => "waiting",
-            Activity::Done => "done",
-            Activity::Cancelled => "cancelled",
-            Activity::Stopped => "stopped",
-            Activity::Parked => "parked",
-            Activity::Error => "error",
-            Activity::Active => "active",
-            Activity::Idle => "idle",
-        }
-    }
-}
-
-/// How far the focused transcript can scroll, as last drawn (the view reports it, so that
-/// scrolling stops at the top).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ScrollExtent {
-    /// Rows above the bottom that can be scrolled to.
-    pub max: u16,
-    /// Rows visible.
-    pub page: u16,
-}
+pub use fields::{
+    Activity, Confirm, Connection, ContextView, Flash, Overlay, Panes, ScrollExtent, Zone,
+};
 
 /// The whole state of the workbench.
 #[derive(Debug)]
@@ -153,21 +40,21 @@ pub struct Model {
     pub(super) panes: Panes,
     pub(super) zone: Zone,
     pub(super) overlay: Option<Overlay>,
-    pub(super) input: Input,
+    pub(super) input: PromptEditor,
     pub(super) flash: Option<Flash>,
     pub(super) connection: Connection,
-    /// Team mode: why the daemon cannot reach its database server, while it cannot.
     /// What the daemon's database cannot read back (its first damaged stretch).
     pub(super) store_damaged: Option<String>,
+    /// Team mode: why the daemon cannot reach its database server, while it cannot.
     pub(super) store_down: Option<String>,
     /// This machine: sessions that run on another (team mode) say where.
     pub(super) host: String,
     pub(super) keymap: Keymap,
     /// Rows scrolled up from the bottom of the focused transcript; 0 follows the tail.
     pub(super) scroll: u16,
-    pub(super) scroll_extent: Cell<ScrollExtent>,
-    /// The focused transcript's wrapped lines, kept between frames.
-    pub(super) wrapped: RefCell<WrapCache>,
+    /// How far the focused transcript could scroll in the last frame, as the runtime
+    /// passed it ([`Model::set_scroll_extent`]).
+    pub(super) scroll_extent: ScrollExtent,
     pub(super) show_thoughts: bool,
     /// Context stacks read for the context pane, by session.
     pub(super) contexts: HashMap<String, ContextView>,
@@ -193,16 +80,6 @@ pub struct Model {
     pub(super) held: Vec<String>,
 }
 
-/// A session's context stack as the context pane shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ContextView {
-    pub stack: ContextStack,
-    /// The last operation or push, in one line (`pop 2: removed #5 agent, …`).
-    pub last_change: Option<String>,
-    /// The next prompt opens a fresh ACP session seeded with the stack.
-    pub fresh_start: bool,
-}
-
 impl Model {
     pub fn new(keymap: Keymap) -> Self {
         Self {
@@ -218,7 +95,7 @@ impl Model {
             },
             zone: Zone::Input,
             overlay: None,
-            input: Input::default(),
+            input: PromptEditor::default(),
             flash: None,
             connection: Connection::Connected,
             store_down: None,
@@ -226,8 +103,7 @@ impl Model {
             host: crate::sys::host_name(),
             keymap,
             scroll: 0,
-            scroll_extent: Cell::new(ScrollExtent::default()),
-            wrapped: RefCell::new(WrapCache::default()),
+            scroll_extent: ScrollExtent::default(),
             show_thoughts: false,
             contexts: HashMap::new(),
             page: None,
@@ -240,26 +116,6 @@ impl Model {
             confirm: None,
             held: Vec::new(),
         }
-    }
-
-    /// Shows a session's audit log (read for `/audit`).
-    pub fn show_audit(&mut self, log: AuditLog) {
-        let name = self
-            .sessions
-            .iter()
-            .find(|s| s.id == log.session_id)
-            .map_or(log.session_id.clone(), |s| s.display_name.clone());
-        let lines: Vec<String> = log.records.iter().map(|r| r.line()).collect();
-        self.show_page(format!("audit of {name}"), lines);
-    }
-
-    /// Shows a read-only page over the screen.
-    pub fn show_page(&mut self, title: String, mut lines: Vec<String>) {
-        if lines.is_empty() {
-            lines.push("nothing yet".into());
-        }
-        self.page = Some((title, lines));
-        self.overlay = Some(Overlay::Page { scroll: 0 });
     }
 
     /// Replaces sessions and inbox with a fresh read (on connect, reconnect, or after
@@ -425,6 +281,12 @@ impl Model {
         }
     }
 
+    /// How far the focused transcript could scroll in the frame just drawn; scrolling keys
+    /// and the wheel stay within it.
+    pub fn set_scroll_extent(&mut self, extent: ScrollExtent) {
+        self.scroll_extent = extent;
+    }
+
     pub fn set_connection(&mut self, connection: Connection) {
         self.connection = connection;
     }
@@ -442,78 +304,9 @@ impl Model {
             (!health.connected).then(|| health.error.unwrap_or_else(|| "no answer".into()));
     }
 
-    /// Shows a message until the next key (e.g. an action that failed).
-    pub fn report(&mut self, flash: Flash) {
-        self.flash = Some(flash);
-    }
-
-    /// Reports that `what` failed and why, whole: a short reason in one line, a longer
-    /// one (a merge's conflicts, an agent's last words) on a page that scrolls.
-    pub fn report_failure(&mut self, what: &str, why: &str) {
-        let why = why.trim();
-        let one_line = format!("{what} failed: {why}");
-        if !why.contains('\n') && one_line.chars().count() <= LONGEST_FLASH {
-            self.flash = Some(Flash::error(one_line));
-            return;
-        }
-        let first = why.lines().next().unwrap_or_default();
-        self.flash = Some(Flash::error(format!("{what} failed: {first}")));
-        self.show_page(
-            format!("{what} failed"),
-            why.lines().map(str::to_string).collect(),
-        );
-    }
-
     /// Replaces the key bindings (the config changed).
     pub fn set_keymap(&mut self, keymap: Keymap) {
         self.keymap = keymap;
-    }
-
-    /// Opens the diff overlay on a session's changes.
-    pub fn show_diff(&mut self, reply: &crate::protocol::DiffReply) {
-        if reply.diff.files.is_empty() {
-            self.flash = Some(Flash::info(format!(
-                "no changes on {} against {}",
-                reply.branch, reply.base_branch
-            )));
-            return;
-        }
-        self.diff = Some(DiffView::new(reply));
-        self.overlay = Some(Overlay::Diff);
-    }
-
-    /// The radar as a page: each pair of sessions and the files (and lines) both change.
-    pub fn show_conflicts(&mut self) {
-        let name = |id: &str| match self.number_of(id) {
-            Some(n) => format!("[{n}] {}", self.sessions[n - 1].display_name),
-            None => id.to_string(),
-        };
-        let mut lines = Vec::new();
-        for pair in &self.conflicts.pairs {
-            lines.push(format!("{}  ×  {}", name(&pair.a), name(&pair.b)));
-            for file in &pair.files {
-                let ranges: Vec<String> = file
-                    .lines
-                    .iter()
-                    .map(|(a, b)| {
-                        if a == b {
-                            a.to_string()
-                        } else {
-                            format!("{a}-{b}")
-                        }
-                    })
-                    .collect();
-                lines.push(if ranges.is_empty() {
-                    format!("    {} (different lines)", file.path)
-                } else {
-                    format!("    {} lines {}", file.path, ranges.join(", "))
-                });
-            }
-        }
-        if lines.is_empty() {
-            lines.push("no two sessions change the same files".into());
-        }
-        self.show_page("conflicts".into(), lines);
     }
 
     /// What the sessions cost so far, by unit (`USD`, `credits`…), from the usage
@@ -530,48 +323,6 @@ impl Model {
             }
         }
         totals
-    }
-
-    pub fn set_stall_after(&mut self, after: Duration) {
-        self.stall_after = after;
-    }
-
-    /// How long a working session has been quiet, once that is at least `tui.stall_secs`.
-    pub fn stalled_for(&self, session_id: &str, now: Instant) -> Option<Duration> {
-        let quiet = now.checked_duration_since(*self.quiet_since.get(session_id)?)?;
-        (quiet >= self.stall_after).then_some(quiet)
-    }
-
-    /// When the next stall shows or its minutes change: the runtime draws again then
-    /// (nothing is drawn on a timer otherwise).
-    pub fn next_stall_change(&self, now: Instant) -> Option<Instant> {
-        self.quiet_since
-            .values()
-            .map(|since| {
-                let shows = *since + self.stall_after;
-                if shows > now {
-                    shows
-                } else {
-                    // The next whole minute of quiet.
-                    let quiet = now.duration_since(*since).as_secs();
-                    *since + Duration::from_secs((quiet / 60 + 1) * 60)
-                }
-            })
-            .min()
-    }
-
-    /// Notes that a session said something (or stopped working).
-    fn heard(&mut self, session_id: &str) {
-        let working = self
-            .session(session_id)
-            .and_then(|s| s.state)
-            .is_some_and(|s| matches!(s, SessionState::Working | SessionState::Starting));
-        if working {
-            self.quiet_since
-                .insert(session_id.to_string(), Instant::now());
-        } else {
-            self.quiet_since.remove(session_id);
-        }
     }
 
     /// The radar as the daemon last reported it.
@@ -765,29 +516,4 @@ fn concerned_session(event: &Event) -> Option<String> {
         Event::InboxCreated(m) | Event::InboxUpdated(m) => Some(m.session_id.clone()),
         _ => None,
     }
-}
-
-/// A cost for people: `$0.42` for US dollars, `1.5 credits` otherwise.
-pub fn cost_text(amount: f64, unit: &str) -> String {
-    if unit.eq_ignore_ascii_case("USD") {
-        format!("${amount:.2}")
-    } else {
-        format!("{amount:.2} {unit}")
-    }
-}
-
-/// Context use and cost in one short phrase: `48k/200k tokens · $0.42`.
-pub fn usage_text(usage: &crate::protocol::Usage) -> String {
-    let tokens = |n: u64| {
-        if n >= 1000 {
-            format!("{}k", n / 1000)
-        } else {
-            n.to_string()
-        }
-    };
-    let mut text = format!("{}/{} tokens", tokens(usage.used), tokens(usage.size));
-    if let (Some(cost), Some(unit)) = (usage.cost, &usage.currency) {
-        text.push_str(&format!(" · {}", cost_text(cost, unit)));
-    }
-    text
 }

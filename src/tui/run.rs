@@ -27,7 +27,7 @@ mod settings;
 use link::{Embedded, Link};
 use settings::{Screen, Settings, watch_settings};
 
-use super::{Action, Connection, Flash, Model, render};
+use super::{Action, Connection, Flash, Model, ViewState, render};
 use crate::client::Client;
 use crate::client::ClientError;
 use crate::config::{Attention, Config};
@@ -115,6 +115,8 @@ struct Runtime {
     kiln: Kiln,
     settings: Settings,
     model: Model,
+    /// What drawing remembers between frames.
+    view: ViewState,
     link: Option<Link>,
     embedded: bool,
     outcomes: (
@@ -135,11 +137,19 @@ impl Runtime {
             kiln,
             settings,
             model,
+            view: ViewState::default(),
             link: None,
             embedded,
             outcomes: mpsc::unbounded_channel(),
             loading: HashSet::new(),
         }
+    }
+
+    /// Draws a frame, then tells the model how far the transcript can scroll in it.
+    fn draw(&mut self, terminal: &mut Terminal<CrosstermBackend<Stdout>>) -> std::io::Result<()> {
+        terminal.draw(|frame| render(frame, &self.model, &mut self.view, &self.settings.theme))?;
+        self.model.set_scroll_extent(self.view.scroll_extent());
+        Ok(())
     }
 
     /// Runs until the user quits. `connect` is the first connection: the screen is drawn
@@ -149,7 +159,7 @@ impl Runtime {
         terminal: &mut Terminal<CrosstermBackend<Stdout>>,
         connect: futures::future::BoxFuture<'_, anyhow::Result<Link>>,
     ) -> anyhow::Result<()> {
-        terminal.draw(|frame| render(frame, &self.model, &self.settings.theme))?;
+        self.draw(terminal)?;
         let mut connect = connect;
         let mut connecting = true;
         let (settings_tx, mut settings_rx) = mpsc::unbounded_channel();
@@ -162,7 +172,7 @@ impl Runtime {
         let mut quit = false;
 
         while !quit {
-            terminal.draw(|frame| render(frame, &self.model, &self.settings.theme))?;
+            self.draw(terminal)?;
             let connected = self.link.is_some();
             // A quiet working session is drawn again when its stall shows (or its minutes
             // change); nothing else wakes the loop on a timer.

@@ -488,9 +488,7 @@ fn a_flash_lasts_until_the_next_key() {
 #[test]
 fn scrolling_stops_at_what_was_drawn() {
     let mut model = three_sessions();
-    model
-        .scroll_extent
-        .set(model::ScrollExtent { max: 15, page: 10 });
+    model.set_scroll_extent(model::ScrollExtent { max: 15, page: 10 });
     model.handle_key(key(KeyCode::PageUp));
     assert_eq!(model.scroll, 8);
     model.handle_key(key(KeyCode::PageUp));

@@ -540,14 +540,14 @@ impl Model {
 
     /// Scrolls the transcript by pages: up for positive `pages`.
     fn scroll_by(&mut self, pages: i32) -> Vec<Action> {
-        let page = self.scroll_extent.get().page;
+        let page = self.scroll_extent.page;
         self.scroll_rows(pages * i32::from(page.saturating_sub(2).max(1)));
         Vec::new()
     }
 
     /// Scrolls the transcript by rows, up for positive `rows`, within what was drawn.
     fn scroll_rows(&mut self, rows: i32) {
-        let max = i32::from(self.scroll_extent.get().max);
+        let max = i32::from(self.scroll_extent.max);
         let target = (i32::from(self.scroll) + rows).clamp(0, max);
         self.scroll = u16::try_from(target).unwrap_or(0);
     }

@@ -49,13 +49,6 @@ pub enum SpecError {
     },
 }
 
-/// Lets parsers whose errors are text use `?` on these errors.
-impl From<SpecError> for String {
-    fn from(e: SpecError) -> String {
-        e.to_string()
-    }
-}
-
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DriverKind {

@@ -8,7 +8,8 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
-use super::{clip, dim, pane};
+use super::style::{dim, pane};
+use super::text::clip;
 use crate::tui::model::Model;
 use crate::tui::review::RowKind;
 use crate::tui::theme::{Role, Theme};

@@ -7,7 +7,8 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::{clip, clock, dim, pane, width, wrap};
+use super::style::{dim, pane};
+use super::text::{clip, clock, width, wrap};
 use crate::protocol::{InboxMessage, MsgType};
 use crate::tui::inbox::is_open;
 use crate::tui::keymap::KeyAction;

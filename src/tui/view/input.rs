@@ -7,7 +7,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph};
 
-use super::{clip, dim, pane, wrap};
+use super::style::{dim, pane};
+use super::text::{self, clip, wrap};
 use crate::protocol::MsgType;
 use crate::tui::keymap::KeyAction;
 use crate::tui::model::{Model, Zone};
@@ -154,7 +155,7 @@ fn pack(chunks: &[String], width: usize) -> Vec<String> {
     let mut row = String::new();
     for chunk in chunks {
         let gap = if row.is_empty() { 0 } else { 2 };
-        if super::width(&row) + gap + super::width(chunk) <= width {
+        if text::width(&row) + gap + text::width(chunk) <= width {
             if gap > 0 {
                 row.push_str("  ");
             }

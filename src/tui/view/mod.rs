@@ -1,26 +1,31 @@
 //! Drawing: [`render`] paints the whole workbench from a [`Model`] and a [`Theme`]. Each
 //! component is a function of the model in its own file; colours come from theme roles.
+//! What drawing remembers between frames is a [`ViewState`] the runtime owns and passes
+//! in, so the model stays plain data.
 
 mod diff;
 mod inbox;
 mod input;
 mod overlay;
 mod status_bar;
-
-pub(super) use status_bar::session_at;
+mod style;
 #[cfg(test)]
 mod tests;
+mod text;
 mod transcript;
-pub(super) use transcript::WrapCache;
+
+pub(super) use status_bar::session_at;
+use transcript::WrapCache;
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Modifier, Style};
-use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::style::Modifier;
+use ratatui::text::Line;
+use ratatui::widgets::Paragraph;
 
-use super::model::{Activity, Connection, Model, Overlay, Zone};
+use super::model::{Connection, Model, Overlay, ScrollExtent, Zone};
 use super::theme::{Role, Theme};
+use text::clip;
 
 /// The smallest terminal the workbench draws in; below it, a "too small" notice.
 pub const MIN_WIDTH: u16 = 40;
@@ -38,8 +43,25 @@ pub struct Areas {
     pub status_bar: Rect,
 }
 
-/// Draws the workbench.
-pub fn render(frame: &mut Frame, model: &Model, theme: &Theme) {
+/// What drawing remembers between frames: the focused transcript's wrapped lines, and how
+/// far that transcript could scroll in the last frame. The runtime owns it beside the
+/// [`Model`] and hands it to every [`render`].
+#[derive(Debug, Default)]
+pub struct ViewState {
+    wrapped: WrapCache,
+    scroll_extent: ScrollExtent,
+}
+
+impl ViewState {
+    /// How far the focused transcript could scroll as last drawn; the runtime gives it to
+    /// [`Model::set_scroll_extent`] after each frame, so that scrolling stops at the top.
+    pub fn scroll_extent(&self) -> ScrollExtent {
+        self.scroll_extent
+    }
+}
+
+/// Draws the workbench; `state` carries what the last frame left for this one.
+pub fn render(frame: &mut Frame, model: &Model, state: &mut ViewState, theme: &Theme) {
     let area = frame.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         too_small(frame, area, theme);
@@ -49,8 +71,10 @@ pub fn render(frame: &mut Frame, model: &Model, theme: &Theme) {
     if let Some(rect) = areas.banner {
         banner(frame, rect, model, theme);
     }
-    if let Some(rect) = areas.transcript {
-        transcript::render(frame, rect, model, theme);
+    if let Some(rect) = areas.transcript
+        && let Some(extent) = transcript::render(frame, rect, model, &mut state.wrapped, theme)
+    {
+        state.scroll_extent = extent;
     }
     if let Some(rect) = areas.inbox {
         inbox::render(frame, rect, model, theme);
@@ -243,146 +267,5 @@ fn held(model: &Model) -> String {
         0 => String::new(),
         1 => " · 1 line held until connected".into(),
         n => format!(" · {n} lines held until connected"),
-    }
-}
-
-/// A bordered block, highlighted when it has the keyboard.
-fn pane<'a>(title: impl Into<Line<'a>>, focused: bool, theme: &Theme) -> Block<'a> {
-    let border = if focused {
-        Role::BorderFocused
-    } else {
-        Role::Border
-    };
-    Block::bordered()
-        .border_style(theme.style(border))
-        .title(title)
-        .title_style(theme.style(Role::Text).add_modifier(Modifier::BOLD))
-}
-
-/// The colour role of a session's activity.
-fn activity_role(activity: Activity) -> Role {
-    match activity {
-        Activity::Starting | Activity::Working | Activity::Active => Role::SessionWorking,
-        Activity::Waiting => Role::SessionWaiting,
-        Activity::Done => Role::SessionDone,
-        Activity::Cancelled | Activity::Stopped | Activity::Parked | Activity::Idle => {
-            Role::SessionIdle
-        }
-        Activity::Error => Role::SessionError,
-    }
-}
-
-/// How long a session has been quiet: `2m`, `1h05m`.
-fn quiet_text(quiet: std::time::Duration) -> String {
-    let minutes = quiet.as_secs() / 60;
-    if minutes >= 60 {
-        format!("{}h{:02}m", minutes / 60, minutes % 60)
-    } else {
-        format!("{minutes}m")
-    }
-}
-
-/// Display width of a string.
-fn width(text: &str) -> usize {
-    Span::raw(text).width()
-}
-
-/// Cuts a string to `max` columns, ending in `…` when cut.
-fn clip(text: &str, max: usize) -> String {
-    if width(text) <= max {
-        return text.to_string();
-    }
-    let mut out = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let w = width(c.encode_utf8(&mut [0; 4]));
-        if used + w + 1 > max {
-            break;
-        }
-        out.push(c);
-        used += w;
-    }
-    if max > 0 {
-        out.push('…');
-    }
-    out
-}
-
-/// Word-wraps text to `max` columns (long words are split).
-fn wrap(text: &str, max: usize) -> Vec<String> {
-    let max = max.max(1);
-    let mut rows = Vec::new();
-    for line in text.replace('\t', "    ").split('\n') {
-        let mut row = String::new();
-        let mut used = 0;
-        for word in line.split(' ') {
-            let w = width(word);
-            let gap = usize::from(!row.is_empty());
-            if used + gap + w <= max {
-                if gap == 1 {
-                    row.push(' ');
-                }
-                row.push_str(word);
-                used += gap + w;
-                continue;
-            }
-            if !row.is_empty() {
-                rows.push(std::mem::take(&mut row));
-                used = 0;
-            }
-            for c in word.chars() {
-                let cw = width(c.encode_utf8(&mut [0; 4]));
-                if used + cw > max {
-                    rows.push(std::mem::take(&mut row));
-                    used = 0;
-                }
-                row.push(c);
-                used += cw;
-            }
-        }
-        rows.push(row);
-    }
-    rows
-}
-
-/// `HH:MM` of an RFC 3339 time, in the offset it was written with.
-fn clock(timestamp: &str) -> String {
-    chrono::DateTime::parse_from_rfc3339(timestamp)
-        .map(|t| t.format("%H:%M").to_string())
-        .unwrap_or_default()
-}
-
-/// Style of text that is secondary.
-fn dim(theme: &Theme) -> Style {
-    theme.style(Role::TextDim)
-}
-
-/// The mark of a session a channel started: ◷ a cron job, ↯ a webhook (or another).
-fn channel_icon(kind: &str) -> &'static str {
-    match kind {
-        "cron" => "◷",
-        _ => "↯",
-    }
-}
-
-#[cfg(test)]
-mod unit_tests {
-    use super::*;
-
-    #[test]
-    fn wrap_breaks_at_spaces_and_splits_long_words() {
-        assert_eq!(
-            wrap("the quick brown fox", 9),
-            vec!["the quick", "brown fox"]
-        );
-        assert_eq!(wrap("abcdefghij", 4), vec!["abcd", "efgh", "ij"]);
-        assert_eq!(wrap("a\n\nb", 10), vec!["a", "", "b"]);
-    }
-
-    #[test]
-    fn clip_marks_what_it_cut() {
-        assert_eq!(clip("feat/auth/claude", 8), "feat/au…");
-        assert_eq!(clip("short", 8), "short");
-        assert_eq!(clock("2026-11-02T10:07:00Z"), "10:07");
     }
 }

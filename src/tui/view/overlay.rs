@@ -7,7 +7,8 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
-use super::{activity_role, clip, dim, pane, width, wrap};
+use super::style::{activity_role, dim, pane};
+use super::text::{channel_icon, clip, width, wrap};
 use crate::tui::commands::COMMANDS;
 use crate::tui::inbox::is_open;
 use crate::tui::keymap::{BINDINGS, KeyAction, Scope};
@@ -316,7 +317,7 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
                 clip(
                     &format!(
                         "        {} {} ({}{closed})",
-                        super::channel_icon(&tag.kind),
+                        channel_icon(&tag.kind),
                         tag.label(),
                         tag.reason.as_str()
                     ),
@@ -349,7 +350,7 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
                 dim(theme),
             ));
         }
-        // The context summary (seed 001), on one line under its session.
+        // The context summary the session keeps of its turns, on one line under its session.
         if let Some(summary) = &session.context_summary {
             let text = format!(
                 "        {} turn(s) · {}",

@@ -1,4 +1,4 @@
-//! The one-line status bar of seed 003:
+//! The one-line status bar:
 //! `▸[1] feat/auth/claude ●working  ![2] fix/flaky/codex ●waiting | 2 | /sessions`.
 //! `▸` marks the focused session, `!` one that started waiting while not focused. When the
 //! line is too narrow it drops state labels (those of the focused and waiting sessions
@@ -12,7 +12,8 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{activity_role, clip};
+use super::style::activity_role;
+use super::text::{channel_icon, clip, cost_text, quiet_text};
 use crate::tui::model::{Activity, Connection, Model};
 use crate::tui::theme::{Role, Theme};
 
@@ -100,7 +101,7 @@ fn tail<'a>(model: &Model, theme: &Theme) -> Vec<Span<'a>> {
     .into_iter()
     .chain(model.total_cost().into_iter().map(|(unit, amount)| {
         Span::styled(
-            format!("{} | ", crate::tui::model::cost_text(amount, &unit)),
+            format!("{} | ", cost_text(amount, &unit)),
             theme.style(Role::TextDim),
         )
     }))
@@ -264,7 +265,7 @@ fn segment<'a>(model: &Model, theme: &Theme, index: usize, detail: Detail) -> Ve
     // Started from outside: ◷ by a cron job, ↯ by a webhook.
     if let Some(tag) = &session.channel {
         spans.push(Span::styled(
-            super::channel_icon(&tag.kind),
+            channel_icon(&tag.kind),
             theme.style(Role::TextDim),
         ));
     }
@@ -287,7 +288,7 @@ fn segment<'a>(model: &Model, theme: &Theme, index: usize, detail: Detail) -> Ve
             spans.push(Span::styled(format!("●{} ", activity.label()), state));
             if let Some(quiet) = model.stalled_for(&session.id, std::time::Instant::now()) {
                 spans.push(Span::styled(
-                    format!("quiet {} ", super::quiet_text(quiet)),
+                    format!("quiet {} ", quiet_text(quiet)),
                     theme.style(Role::SessionWaiting),
                 ));
             }

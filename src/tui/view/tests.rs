@@ -21,7 +21,19 @@ fn draw(width: u16, height: u16, paint: impl FnOnce(&mut Frame)) -> String {
 }
 
 fn screen(model: &Model, width: u16, height: u16) -> String {
-    draw(width, height, |f| render(f, model, &Theme::default()))
+    draw(width, height, |f| {
+        render(f, model, &mut ViewState::default(), &Theme::default())
+    })
+}
+
+/// Draws as the runtime does: then tells the model how far the transcript can scroll.
+fn screen_then_scroll_extent(model: &mut Model, width: u16, height: u16) -> String {
+    let mut state = ViewState::default();
+    let text = draw(width, height, |f| {
+        render(f, model, &mut state, &Theme::default())
+    });
+    model.set_scroll_extent(state.scroll_extent());
+    text
 }
 
 fn press(model: &mut Model, code: KeyCode, modifiers: KeyModifiers) {
@@ -167,7 +179,13 @@ fn status_bar_colours_come_from_the_theme() {
 fn transcript_folds_thoughts_and_shows_tools_and_plans() {
     let model = fixture::model();
     let text = draw(60, 18, |f| {
-        transcript::render(f, f.area(), &model, &Theme::default())
+        transcript::render(
+            f,
+            f.area(),
+            &model,
+            &mut WrapCache::default(),
+            &Theme::default(),
+        );
     });
     assert!(text.contains("▸ thought (3 lines)"), "{text}");
     assert!(text.contains("✓ Run cargo test (completed)"), "{text}");
@@ -183,15 +201,24 @@ fn transcript_folds_thoughts_and_shows_tools_and_plans() {
 fn transcript_unfolded_and_scrolled() {
     let mut model = fixture::model();
     press(&mut model, KeyCode::Char('t'), KeyModifiers::ALT);
-    let paint = |model: &Model| {
-        draw(60, 10, |f| {
-            transcript::render(f, f.area(), model, &Theme::default())
-        })
+    let paint = |model: &mut Model| {
+        let mut extent = None;
+        let text = draw(60, 10, |f| {
+            extent = transcript::render(
+                f,
+                f.area(),
+                model,
+                &mut WrapCache::default(),
+                &Theme::default(),
+            );
+        });
+        model.set_scroll_extent(extent.unwrap_or_default());
+        text
     };
-    let tail = paint(&model);
+    let tail = paint(&mut model);
     assert!(tail.contains("│cookies?"), "follows the tail: {tail}");
     press(&mut model, KeyCode::PageUp, KeyModifiers::NONE);
-    let scrolled = paint(&model);
+    let scrolled = paint(&mut model);
     assert!(scrolled.contains("The API uses axum."), "{scrolled}");
     assert!(scrolled.contains("more rows · pagedown"), "{scrolled}");
     assert_snapshot!(scrolled);
@@ -224,7 +251,13 @@ fn transcript_shows_errors_permissions_and_turn_ends() {
         ],
     );
     let text = draw(60, 12, |f| {
-        transcript::render(f, f.area(), &model, &Theme::default())
+        transcript::render(
+            f,
+            f.area(),
+            &model,
+            &mut WrapCache::default(),
+            &Theme::default(),
+        );
     });
     assert!(
         text.contains("? permission asked: Write src/auth.rs"),
@@ -375,7 +408,7 @@ fn a_click_on_the_status_bar_focuses_that_session_and_the_wheel_scrolls() {
     assert!(matches!(&actions[..], [Action::LoadTranscript { .. }]));
     // Back on session 1, the wheel scrolls its transcript up, as far as it goes.
     model.handle_key(KeyEvent::new(KeyCode::Char('1'), KeyModifiers::ALT));
-    self::screen(&model, 80, 16);
+    screen_then_scroll_extent(&mut model, 80, 16);
     model.handle_mouse(
         mouse(MouseEventKind::ScrollUp, 5, 3),
         Rect::new(0, 0, 80, 16),
@@ -609,9 +642,11 @@ fn a_transcript_wrapped_over_many_frames_draws_as_one_wrapped_afresh() {
     let mut model = fixture::model();
     let session = model.focused_session().unwrap().clone();
     // Draws with the lines kept from earlier frames, then with nothing kept: the same.
-    let check = |model: &Model, width: u16, what: &str| {
-        let kept = screen(model, width, 30);
-        *model.wrapped.borrow_mut() = WrapCache::default();
+    let mut kept_state = ViewState::default();
+    let mut check = |model: &Model, width: u16, what: &str| {
+        let kept = draw(width, 30, |f| {
+            render(f, model, &mut kept_state, &Theme::default())
+        });
         let fresh = screen(model, width, 30);
         assert_eq!(kept, fresh, "after {what}");
     };

@@ -8,7 +8,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
-use super::{activity_role, dim, pane, wrap};
+use super::style::{activity_role, dim, pane};
+use super::text::{quiet_text, usage_text, wrap};
 use crate::protocol::{EntryKind, TranscriptEntry};
 use crate::tui::keymap::KeyAction;
 use crate::tui::model::{Model, ScrollExtent, Zone};
@@ -37,7 +38,15 @@ impl Row {
     }
 }
 
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+/// Draws the focused transcript, wrapping only what `cache` does not hold yet, and returns
+/// how far it can scroll as drawn (nothing when no session is focused).
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    model: &Model,
+    cache: &mut WrapCache,
+    theme: &Theme,
+) -> Option<ScrollExtent> {
     let Some(session) = model.focused_session() else {
         let block = pane(" transcript ", false, theme);
         let hint = Paragraph::new(model.how_to_start())
@@ -45,7 +54,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
             .wrap(Wrap { trim: true })
             .block(block);
         frame.render_widget(hint, area);
-        return;
+        return None;
     };
     let number = model.number_of(&session.id).unwrap_or_default();
     let activity = model.activity(session);
@@ -60,13 +69,13 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     }
     if let Some(quiet) = model.stalled_for(&session.id, std::time::Instant::now()) {
         title.push(Span::styled(
-            format!("· quiet {} ", super::quiet_text(quiet)),
+            format!("· quiet {} ", quiet_text(quiet)),
             theme.style(crate::tui::theme::Role::SessionWaiting),
         ));
     }
     if let Some(usage) = &session.usage {
         title.push(Span::styled(
-            format!("· {} ", crate::tui::model::usage_text(usage)),
+            format!("· {} ", usage_text(usage)),
             dim(theme),
         ));
     }
@@ -74,7 +83,6 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let mut block = pane(title, model.zone == Zone::Input, theme);
     let inner = block.inner(area);
     let width = usize::from(inner.width);
-    let mut cache = model.wrapped.borrow_mut();
     let mut streamed = Vec::new();
     match model.transcript(&session.id) {
         Some(transcript) => {
@@ -91,10 +99,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let height = usize::from(inner.height);
     let max = total.saturating_sub(height);
     let offset = usize::from(model.scroll).min(max);
-    model.scroll_extent.set(ScrollExtent {
+    let extent = ScrollExtent {
         max: u16::try_from(max).unwrap_or(u16::MAX),
         page: inner.height,
-    });
+    };
     if offset > 0 {
         block = block.title_bottom(
             Line::styled(
@@ -124,6 +132,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     shown.reverse();
     frame.render_widget(block, area);
     frame.render_widget(Paragraph::new(shown), inner);
+    Some(extent)
 }
 
 /// What the transcript pane drew of each stored entry of the focused session, kept between

@@ -1,0 +1,140 @@
+//! The shapes of the model's fields: what has the keyboard, the overlays and side panes,
+//! the link to the daemon, flashes, a session's activity, the transcript's scroll extent,
+//! the context pane's data and an approval waiting for `y`.
+
+use crate::context::ContextStack;
+
+/// What has the keyboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Zone {
+    Input,
+    Inbox,
+}
+
+/// A full-screen overlay over the workbench.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlay {
+    /// Bindings and commands; `scroll` is the first row shown. `/help` puts the
+    /// commands first, F1 and `?` the keys.
+    Help {
+        scroll: u16,
+        commands_first: bool,
+    },
+    Sessions,
+    /// A read-only page ([`Model::page`]: an audit log, the rules, the security state, the
+    /// context summary); `scroll` is the first row.
+    Page {
+        scroll: u16,
+    },
+    /// A session's changes ([`Model::diff`]), with a cursor for review comments.
+    Diff,
+}
+
+/// Which side panes are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Panes {
+    pub inbox: bool,
+    pub context: bool,
+}
+
+/// The link to the daemon, as the runtime reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
+    /// Not connected yet: the screen is drawn before the daemon answers.
+    Connecting,
+    Connected,
+    /// The daemon went away; the runtime is reconnecting.
+    Lost {
+        reason: String,
+    },
+}
+
+/// A one-line message to the user, shown until the next key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flash {
+    pub text: String,
+    pub is_error: bool,
+}
+
+impl Flash {
+    pub fn info(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: false,
+        }
+    }
+
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// A session's state as the status bar shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    Starting,
+    Working,
+    Waiting,
+    Done,
+    /// The last turn was cancelled.
+    Cancelled,
+    Stopped,
+    /// Idle long enough that its environment was torn down; a prompt brings it back.
+    Parked,
+    Error,
+    /// A self-registered session with a recent heartbeat.
+    Active,
+    /// A self-registered session without one.
+    Idle,
+}
+
+impl Activity {
+    pub fn label(self) -> &'static str {
+        match self {
+            Activity::Starting => "starting",
+            Activity::Working => "working",
+            Activity::Waiting => "waiting",
+            Activity::Done => "done",
+            Activity::Cancelled => "cancelled",
+            Activity::Stopped => "stopped",
+            Activity::Parked => "parked",
+            Activity::Error => "error",
+            Activity::Active => "active",
+            Activity::Idle => "idle",
+        }
+    }
+}
+
+/// How far the focused transcript can scroll, as last drawn (the view returns it and the
+/// runtime passes it to the model, so that scrolling stops at the top).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScrollExtent {
+    /// Rows above the bottom that can be scrolled to.
+    pub max: u16,
+    /// Rows visible.
+    pub page: u16,
+}
+
+/// A session's context stack as the context pane shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextView {
+    pub stack: ContextStack,
+    /// The last operation or push, in one line (`pop 2: removed #5 agent, …`).
+    pub last_change: Option<String>,
+    /// The next prompt opens a fresh ACP session seeded with the stack.
+    pub fresh_start: bool,
+}
+
+/// An answer to an approval a rule asked for, waiting for `y`: the confirmation names the
+/// operation, so what is approved is on the screen when it is approved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirm {
+    pub message_id: String,
+    /// The option the answer picks.
+    pub response: String,
+    pub rule: String,
+    pub operation: String,
+}
