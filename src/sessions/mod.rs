@@ -10,8 +10,10 @@
 
 mod actor;
 mod channel;
+mod command;
 mod context;
 mod control;
+mod credential;
 mod cron;
 mod drift;
 mod exec;
@@ -47,7 +49,8 @@ use crate::workbench::{Workbench, WorkbenchError, display_name, now_rfc3339};
 use crate::markdown::MarkdownLog;
 pub use context::{PREAMBLE_HEADER, preamble};
 
-use actor::{Actor, Command};
+use actor::{Actor, ActorSetup};
+use command::Command;
 use transcript::TranscriptWriter;
 
 pub type Result<T> = std::result::Result<T, WorkbenchError>;
@@ -419,7 +422,7 @@ impl Sessions {
             handle,
             events,
             commands,
-            actor::Setup {
+            ActorSetup {
                 profile,
                 system,
                 resumed_from: resume.map(|r| r.previous),
