@@ -15,6 +15,7 @@
 //! an approved operation are effects.
 
 mod approvals;
+mod doings;
 mod effect;
 mod gating;
 mod input;
@@ -30,7 +31,8 @@ use crate::protocol::{EntryKind, Flagged, MsgType, SessionState, Usage};
 use approvals::Approval;
 #[cfg(test)]
 use approvals::inbox_choices;
-use gating::{ALLOW, Gated, Waiter};
+use doings::file;
+use gating::{ALLOW, Gated, Waiter, set_rule};
 
 pub(super) use effect::{Effect, Line, RecordChange, Reply};
 pub(super) use gating::{GateReply, GateRequest};
@@ -190,10 +192,6 @@ impl Machine {
             }),
             SessionInput::Kept { kind, text } => self.kept(kind, &text),
             SessionInput::ToolCall { id, title, status } => {
-                fx.push(Effect::Audit(AuditEvent::ToolCall {
-                    tool: title.clone(),
-                    status: Some(status.clone()),
-                }));
                 self.tool_call(&mut fx, id, title, status)
             }
             SessionInput::ToolUpdate { id, title, status } => {
@@ -213,36 +211,11 @@ impl Machine {
                 name,
                 approved,
             } => self.credential(&mut fx, key, name, approved),
-            SessionInput::Skills(skills) => {
-                if self.skills != skills {
-                    self.skills = skills.clone();
-                    fx.push(Effect::Record(RecordChange::Skills(skills)));
-                    fx.push(Effect::Save);
-                }
-            }
-            SessionInput::Usage(usage) => {
-                if self.usage.as_ref() != Some(&usage) {
-                    self.usage = Some(usage.clone());
-                    fx.push(Effect::Record(RecordChange::Usage(usage)));
-                    fx.push(Effect::Save);
-                }
-            }
-            SessionInput::SetRule { rule, enabled } => {
-                fx.push(Effect::Record(RecordChange::Rule { rule, enabled }));
-                fx.push(Effect::Save);
-                fx.push(Effect::Reply(Reply::Security));
-            }
+            SessionInput::Skills(skills) => self.skills(&mut fx, skills),
+            SessionInput::Usage(usage) => self.usage(&mut fx, usage),
+            SessionInput::SetRule { rule, enabled } => set_rule(&mut fx, rule, enabled),
             SessionInput::Posted { key, result } => self.posted(&mut fx, key, result),
-            SessionInput::File { op, path, refused } => {
-                fx.push(Effect::Audit(file_audit(op, &path, &refused)));
-                let (text, status) = match refused {
-                    None => (path, op.to_string()),
-                    Some(why) => (why, format!("{op} refused")),
-                };
-                fx.push(Effect::Append(
-                    Line::new(EntryKind::File).text(text).status(status),
-                ));
-            }
+            SessionInput::File { op, path, refused } => file(&mut fx, op, path, refused),
             SessionInput::TurnEnded(ended) => self.turn_ended(&mut fx, ended),
             SessionInput::StartFailed(why) => self.start_failed(&mut fx, why),
             SessionInput::SessionRenewed { acp_session_id } => {
@@ -412,52 +385,6 @@ impl Machine {
         }
     }
 
-    fn tool_call(&mut self, fx: &mut Effects, id: String, title: String, status: String) {
-        if !self.feeds_itself() && !self.tool_titles.contains_key(&id) {
-            self.push_said(fx);
-            self.tool_titles.insert(id.clone(), title.clone());
-            fx.push(Effect::Push(Message::ToolCall {
-                call_id: id.clone(),
-                tool: title.clone(),
-                arguments: String::new(),
-            }));
-        }
-        let line = Line::new(EntryKind::ToolCall).text(title).tool(id);
-        fx.push(Effect::Append(line.status(status)));
-    }
-
-    fn tool_update(
-        &mut self,
-        fx: &mut Effects,
-        id: String,
-        title: Option<String>,
-        status: Option<String>,
-    ) {
-        let finished = matches!(status.as_deref(), Some("completed" | "failed"));
-        if !self.feeds_itself()
-            && finished
-            && let Some(tool) = self.tool_titles.get(&id).cloned()
-            && self.tool_results.insert(id.clone())
-        {
-            let ok = status.as_deref() == Some("completed");
-            let text = title
-                .clone()
-                .unwrap_or_else(|| if ok { "completed" } else { "failed" }.to_string());
-            fx.push(Effect::Push(Message::ToolResult {
-                call_id: id.clone(),
-                tool,
-                ok,
-                text,
-            }));
-        }
-        fx.push(Effect::Append(Line {
-            kind: EntryKind::ToolUpdate,
-            text: title,
-            tool_call_id: Some(id),
-            status,
-        }));
-    }
-
     fn turn_ended(&mut self, fx: &mut Effects, ended: Result<String, TurnFailure>) {
         if !matches!(self.phase, Phase::Turn(_)) {
             // Not in a turn: nothing to end (agents end only the turns they were given).
@@ -578,24 +505,6 @@ impl Machine {
             fx.push(Effect::Post(notice));
         }
         fx.push(Effect::Finish);
-    }
-}
-
-/// What a file operation of the agent adds to the audit log.
-fn file_audit(op: &str, path: &str, refused: &Option<String>) -> AuditEvent {
-    let (path, allowed, reason) = (path.to_string(), refused.is_none(), refused.clone());
-    if op == "write" {
-        AuditEvent::FileWrite {
-            path,
-            allowed,
-            reason,
-        }
-    } else {
-        AuditEvent::FileRead {
-            path,
-            allowed,
-            reason,
-        }
     }
 }
 

@@ -17,6 +17,9 @@ mod during_a_turn;
 #[path = "machine_park_tests.rs"]
 mod parking;
 
+#[path = "machine_gate_tests.rs"]
+mod gating;
+
 const PID: u32 = 7;
 const TITLE: &str = "Write a.txt";
 const EXIT: &str = "exited with code 1";
@@ -335,7 +338,6 @@ fn phase_name(phase: &Phase) -> &'static str {
 
 fn starting_up() -> Vec<Case> {
     use SessionState::*;
-    let stopped = format!("stopped; the agent {EXIT}");
     vec![
         case(
             "start: the agent's pid, starting, the context stack, what is open",
@@ -412,6 +414,13 @@ fn starting_up() -> Vec<Case> {
             ],
         )
         .ends("ended"),
+    ]
+}
+
+fn stopping_while_starting() -> Vec<Case> {
+    use SessionState::*;
+    let stopped = format!("stopped; the agent {EXIT}");
+    vec![
         case(
             "a prompt after a failed start still queues until the exit (as before)",
             plus(started(), [start_failed("no such program")]),
@@ -555,15 +564,22 @@ fn resuming_after_a_restart() -> Vec<Case> {
 fn transitions() {
     let tables = [
         starting_up(),
+        stopping_while_starting(),
         resuming_after_a_restart(),
         parking::parking(),
         during_a_turn::turns(),
+        during_a_turn::cancels_and_failures(),
         during_a_turn::store_failures(),
         during_a_turn::approvals(),
         during_a_turn::questions(),
         during_a_turn::the_context_stack(),
         during_a_turn::the_transcript(),
         during_a_turn::endings(),
+        gating::rule_outcomes(),
+        gating::human_answers(),
+        gating::permissions(),
+        gating::credentials_and_rules(),
+        gating::the_agents_own_doings(),
     ];
     let mut wrong = Vec::new();
     let mut count = 0;

@@ -12,11 +12,6 @@ pub(super) fn turns() -> Vec<Case> {
         kind: EntryKind::Thought,
         text: "hmm".into(),
     };
-    let chunk = || SessionInput::Chunk {
-        kind: EntryKind::Message,
-        text: "hi".into(),
-        message_id: Some("r1".into()),
-    };
     vec![
         case(
             "a prompt when idle starts a turn",
@@ -113,6 +108,16 @@ pub(super) fn turns() -> Vec<Case> {
             ],
         )
         .ends("idle"),
+    ]
+}
+
+pub(super) fn cancels_and_failures() -> Vec<Case> {
+    let chunk = || SessionInput::Chunk {
+        kind: EntryKind::Message,
+        text: "hi".into(),
+        message_id: Some("r1".into()),
+    };
+    vec![
         case(
             "cancel during a turn asks the agent to end it",
             working("go"),

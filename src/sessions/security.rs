@@ -106,7 +106,7 @@ impl Sessions {
         })
     }
 
-    /// Seed 000's `/reset`: a new session for the same worktree, agent profile and
+    /// `/reset`: a new session for the same worktree, agent profile and
     /// driver, with a fresh agent and an empty security state (the disabled rules kept
     /// if asked); the old one is stopped with reason `reset`, its transcript and audit
     /// log kept.
@@ -169,7 +169,7 @@ impl Sessions {
         done.await.ok().flatten()
     }
 
-    /// Seed 002's refinement: widens the read manifest of a session a context miss
+    /// A refinement: widens the read manifest of a session a context miss
     /// stopped and starts its agent again (its own session reloaded where it can), with
     /// `prompt` first. At most [`MAX_REFINEMENT_ATTEMPTS`] per work item.
     pub async fn refine(

@@ -73,15 +73,7 @@ impl Actor {
                 let result = sent.map(|m| m.id);
                 self.step(SessionInput::Posted { key, result });
             }
-            Effect::Judge(request) => {
-                let operation = request.operation();
-                let (judgement, changed) = self.gate.judge(&operation, &mut self.session.security);
-                self.step(SessionInput::Judged {
-                    request,
-                    judgement,
-                    changed,
-                });
-            }
+            Effect::Judge(request) => self.judge(request),
             Effect::ReplyGate { key, reply } => self.reply_gate(key, reply),
             Effect::Grant { key, name } => self.grant(key, name),
             Effect::Audit(event) => self.audit.record(&id, event),
@@ -126,22 +118,16 @@ impl Actor {
                 Ok(open) => self.step(SessionInput::Open(open)),
                 Err(e) => tracing::warn!("cannot read open messages: {e}"),
             },
-            Effect::ReadAnswers(ids) => {
-                let mut answers = Vec::new();
-                for id in ids {
-                    if let Ok(message) = self.wb.get_message(&id).await {
-                        answers.push((id, message.response));
-                    }
-                }
-                self.step(SessionInput::Closed(answers));
-            }
+            Effect::ReadAnswers(ids) => self.read_answers(ids).await,
             Effect::Reply(reply) => self.reply(reply),
             Effect::Finish => self.finished = true,
         }
     }
 
     fn record(&mut self, change: RecordChange) {
-        let security = &mut self.session.security;
+        let Some(change) = change.apply_security(&mut self.session.security) else {
+            return;
+        };
         match change {
             RecordChange::AcpSession(acp_session_id) => {
                 self.session.acp_session_id = Some(acp_session_id);
@@ -154,25 +140,10 @@ impl Actor {
             }
             RecordChange::Skills(skills) => self.session.skills = skills,
             RecordChange::Usage(usage) => self.session.usage = Some(usage),
-            RecordChange::Rule { rule, enabled } => {
-                security.disabled.retain(|d| d != &rule);
-                if !enabled {
-                    security.disabled.push(rule);
-                }
-            }
-            RecordChange::OperationApproved {
-                fingerprint,
-                description,
-            } => {
-                security
-                    .approved_operations
-                    .insert(fingerprint, description);
-            }
-            RecordChange::CredentialApproved(name) => {
-                if !security.approved_credentials.contains(&name) {
-                    security.approved_credentials.push(name);
-                }
-            }
+            // Applied to the security state above.
+            RecordChange::Rule { .. }
+            | RecordChange::OperationApproved { .. }
+            | RecordChange::CredentialApproved(_) => {}
         }
     }
 
@@ -196,6 +167,28 @@ impl Actor {
                 }
             }
         }
+    }
+
+    /// The rules' judgement of a request, for the machine.
+    fn judge(&mut self, request: GateRequest) {
+        let operation = request.operation();
+        let (judgement, changed) = self.gate.judge(&operation, &mut self.session.security);
+        self.step(SessionInput::Judged {
+            request,
+            judgement,
+            changed,
+        });
+    }
+
+    /// The answers of messages no longer open, for the machine.
+    async fn read_answers(&mut self, ids: Vec<String>) {
+        let mut answers = Vec::new();
+        for id in ids {
+            if let Ok(message) = self.wb.get_message(&id).await {
+                answers.push((id, message.response));
+            }
+        }
+        self.step(SessionInput::Closed(answers));
     }
 
     /// Answers whoever waits on a request for the gate.

@@ -3,7 +3,7 @@
 use super::{GateReply, GateRequest, Key};
 use crate::audit::AuditEvent;
 use crate::context::Message;
-use crate::protocol::{EntryKind, Flagged, SessionState, Usage};
+use crate::protocol::{EntryKind, Flagged, SecurityState, SessionState, Usage};
 use crate::sessions::wording::Notice;
 
 /// What the actor carries out.
@@ -106,6 +106,36 @@ pub(in crate::sessions) enum RecordChange {
     Ended {
         exit_code: Option<i32>,
     },
+}
+
+impl RecordChange {
+    /// Applies a change of the session's security state to it; any other change is
+    /// given back.
+    pub fn apply_security(self, security: &mut SecurityState) -> Option<Self> {
+        match self {
+            Self::Rule { rule, enabled } => {
+                security.disabled.retain(|d| d != &rule);
+                if !enabled {
+                    security.disabled.push(rule);
+                }
+            }
+            Self::OperationApproved {
+                fingerprint,
+                description,
+            } => {
+                security
+                    .approved_operations
+                    .insert(fingerprint, description);
+            }
+            Self::CredentialApproved(name) => {
+                if !security.approved_credentials.contains(&name) {
+                    security.approved_credentials.push(name);
+                }
+            }
+            other => return Some(other),
+        }
+        None
+    }
 }
 
 /// The answer to a command.

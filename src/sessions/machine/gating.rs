@@ -351,6 +351,14 @@ impl Machine {
     }
 }
 
+/// `/disable` (or enable again) of a rule for the session: recorded, and the security
+/// state it leaves answered.
+pub(super) fn set_rule(fx: &mut Effects, rule: String, enabled: bool) {
+    fx.push(Effect::Record(RecordChange::Rule { rule, enabled }));
+    fx.push(Effect::Save);
+    fx.push(Effect::Reply(Reply::Security));
+}
+
 /// A request that may be asked in the inbox.
 struct Asked {
     key: Key,
