@@ -32,7 +32,7 @@ use approvals::Approval;
 #[cfg(test)]
 use approvals::inbox_choices;
 use doings::file;
-use gating::{ALLOW, Gated, Waiter, set_rule};
+use gating::set_rule;
 
 pub(super) use effect::{Effect, Line, RecordChange, Reply};
 pub(super) use gating::{GateReply, GateRequest};

@@ -1,6 +1,7 @@
 //! The approvals the agent waits on, asked in the inbox: how a request is posted,
 //! what an answer (or its withdrawal) chooses, and the options as the inbox shows them.
 
+use super::gating::{ALLOW, Asking, GateReply, Gated, Waiter};
 use super::*;
 use crate::workbench::WorkbenchError;
 
@@ -128,16 +129,6 @@ impl Machine {
             fx.push(Effect::Append(line.status(wording::WITHDRAWN)));
         }
     }
-}
-
-/// What a permission request asks, besides its options.
-pub(super) struct Asking {
-    pub title: String,
-    pub tool_call_id: String,
-    /// Why crucible asks (a rule's reason).
-    pub reason: Option<String>,
-    /// The rule that asked and the operation, when a rule asks.
-    pub flagged: Option<Flagged>,
 }
 
 /// The answer to an approval: what the chosen option grants and remembers, the audit

@@ -5,7 +5,6 @@
 //! rule's reason, and a read outside the manifest ends the session. Here too: what
 //! answering an approval grants and remembers, and the credentials an agent asks for.
 
-use super::approvals::Asking;
 use super::*;
 use crate::agent::OptionKind;
 use crate::rules::Operation;
@@ -357,6 +356,16 @@ pub(super) fn set_rule(fx: &mut Effects, rule: String, enabled: bool) {
     fx.push(Effect::Record(RecordChange::Rule { rule, enabled }));
     fx.push(Effect::Save);
     fx.push(Effect::Reply(Reply::Security));
+}
+
+/// What a permission request asks, besides its options.
+pub(super) struct Asking {
+    pub title: String,
+    pub tool_call_id: String,
+    /// Why crucible asks (a rule's reason).
+    pub reason: Option<String>,
+    /// The rule that asked and the operation, when a rule asks.
+    pub flagged: Option<Flagged>,
 }
 
 /// A request that may be asked in the inbox.
