@@ -237,7 +237,7 @@ pub(super) async fn converse(
                     .map(|o| PermissionChoice {
                         id: o.option_id.0.to_string(),
                         name: o.name.clone(),
-                        kind: wire_name(&o.kind),
+                        kind: OptionKind::from_wire(&wire_name(&o.kind)),
                     })
                     .collect();
                 let title = request

@@ -32,7 +32,8 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::agent::{
-    AgentEvent, AgentHandle, Firewall, Launch, Order, PermissionChoice, SessionLink, TurnFailure,
+    AgentEvent, AgentHandle, Firewall, Launch, OptionKind, Order, PermissionChoice, SessionLink,
+    TurnFailure,
 };
 use crate::config::AgentProfile;
 use crate::context::Message;
@@ -483,12 +484,12 @@ impl Agent {
                 PermissionChoice {
                     id: "allow".into(),
                     name: "allow".into(),
-                    kind: "allow_once".into(),
+                    kind: OptionKind::AllowOnce,
                 },
                 PermissionChoice {
                     id: "reject".into(),
                     name: "reject".into(),
-                    kind: "reject_once".into(),
+                    kind: OptionKind::RejectOnce,
                 },
             ],
             reply,

@@ -128,12 +128,53 @@ pub trait SessionLink: Send + Sync {
     ) -> futures::future::BoxFuture<'_, Result<Option<String>, String>>;
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PermissionChoice {
     pub id: String,
     pub name: String,
-    /// `allow_once`, `allow_always`, `reject_once` or `reject_always`.
-    pub kind: String,
+    pub kind: OptionKind,
+}
+
+/// What choosing a permission option means, as ACP names it (`allow_once`,
+/// `allow_always`, `reject_once`, `reject_always`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptionKind {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+    /// A kind this crucible does not know: neither allows nor rejects.
+    #[serde(other)]
+    Unknown,
+}
+
+impl OptionKind {
+    /// The kind from its wire name; a name not known is [`OptionKind::Unknown`].
+    pub fn from_wire(name: &str) -> Self {
+        serde_json::from_value(serde_json::Value::String(name.into())).unwrap_or(Self::Unknown)
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AllowOnce => "allow_once",
+            Self::AllowAlways => "allow_always",
+            Self::RejectOnce => "reject_once",
+            Self::RejectAlways => "reject_always",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// Choosing it lets the operation run (once or always).
+    pub fn allows(self) -> bool {
+        matches!(self, Self::AllowOnce | Self::AllowAlways)
+    }
+
+    /// Choosing it refuses the operation (once or always).
+    pub fn rejects(self) -> bool {
+        matches!(self, Self::RejectOnce | Self::RejectAlways)
+    }
 }
 
 #[derive(Debug)]

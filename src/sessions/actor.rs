@@ -1,29 +1,33 @@
 //! One running session: the task that owns its agent. It serialises everything that
 //! happens to the session (agent events, human commands, inbox answers), so its state,
 //! transcript and messages never race each other. What each of those means for the
-//! session is decided by its [`Machine`]; this loop feeds it and carries out the effects
-//! it returns: the store, the inbox, the context stack, the agent.
+//! session, the approval gate included, is decided by its [`Machine`]; this loop feeds
+//! it and carries out the effects it returns ([`effects`]): the store, the inbox, the
+//! context stack, the audit log, the rules, the agent.
+
+mod effects;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 
+use super::command::Command;
 use super::context::{preamble, summary};
-use super::gate::{Gate, Judgement};
-
-#[path = "actor_gate.rs"]
-mod gate_side;
-use super::machine::{self, Change, Effect, Input, Key, Line, Machine, Reply};
+use super::credential::CredentialError;
+use super::gate::Gate;
+use super::machine::{
+    Effect, GateRequest, Key, Machine, MachineSetup, RecordChange, Reply, SessionInput,
+};
 use super::transcript::TranscriptWriter;
 use super::wording::{self, Notice};
-use crate::agent::{AgentEvent, AgentHandle, PermissionChoice};
+use crate::agent::{AgentEvent, AgentHandle};
 use crate::audit::{Audit, AuditEvent};
 use crate::config::AgentProfile;
 use crate::context::ContextOp;
 use crate::context::Message;
-use crate::protocol::{EntryKind, InboxMessage, MsgType, SendParams, Session, SessionState};
-use crate::rules::Operation;
+use crate::protocol::{SecurityState, Session, SessionState};
 use crate::workbench::{ContextState, Workbench, now_rfc3339};
 
 /// How many lines of an agent's stderr an error message quotes, read from at most this
@@ -31,40 +35,18 @@ use crate::workbench::{ContextState, Workbench, now_rfc3339};
 const STDERR_TAIL_LINES: usize = 20;
 const STDERR_TAIL_BYTES: u64 = 16 * 1024;
 
-pub(super) enum Command {
-    /// A prompt; answered with whether it had to queue.
-    Prompt {
-        text: String,
-        ack: oneshot::Sender<bool>,
-    },
-    Cancel {
-        ack: oneshot::Sender<()>,
-    },
-    /// Ends the agent. `shutdown`: the daemon is going away, so the session keeps its
-    /// state for the next daemon to resume.
-    Stop {
-        ack: oneshot::Sender<()>,
-        shutdown: bool,
-    },
-    /// A blocking message of this session was created or answered.
-    Inbox(Box<InboxMessage>),
-    /// Inbox events were missed: re-read what is open.
-    Resync,
-    /// Switch a rule off (or on again) for this session.
-    SetRule {
-        rule: String,
-        enabled: bool,
-        ack: oneshot::Sender<crate::protocol::SecurityState>,
-    },
-    /// The agent asks for approval itself (`cru approve`): the rules' word, if any.
-    JudgeApproval {
-        title: String,
-        ack: oneshot::Sender<Option<bool>>,
-    },
-    /// The agent asks for a credential: approved once per session by the human.
-    Secret {
+/// Who waits on a request for the approval gate, and the channel the answer goes on.
+enum Waiting {
+    /// An operation crucible runs or serves for the agent.
+    Operation(oneshot::Sender<Result<(), String>>),
+    /// The agent's permission request: the option chosen, or none.
+    Permission(oneshot::Sender<Option<String>>),
+    /// An approval the agent asks for itself: the rules' word, if any.
+    Approval(oneshot::Sender<Option<bool>>),
+    /// A credential.
+    Credential {
         name: String,
-        ack: oneshot::Sender<Result<String, String>>,
+        ack: oneshot::Sender<Result<String, CredentialError>>,
     },
 }
 
@@ -80,24 +62,18 @@ pub(super) struct Actor {
     machine: Machine,
     /// Effects still to carry out, in order.
     todo: VecDeque<Effect>,
-    /// The agent's permission requests waiting for an answer, by the machine's key.
-    permissions: HashMap<Key, oneshot::Sender<Option<String>>>,
+    /// Requests for the gate waiting for an answer, by the key the machine knows them by.
+    waiting: HashMap<Key, Waiting>,
     next_key: Key,
     /// The acknowledgement the command being handled waits for.
     prompt_ack: Option<oneshot::Sender<bool>>,
     cancel_ack: Option<oneshot::Sender<()>>,
+    rule_ack: Option<oneshot::Sender<SecurityState>>,
     /// Everyone waiting for the agent to be gone.
     stoppers: Vec<oneshot::Sender<()>>,
     finished: bool,
     audit: Audit,
     gate: Gate,
-    /// Approvals waiting, by key: the operation, and the options that approve it for
-    /// the rest of the session.
-    gated: HashMap<Key, (Operation, Vec<String>)>,
-    /// Credentials asked for, by approval key: the name and who waits for the value.
-    secrets: HashMap<Key, (String, oneshot::Sender<Result<String, String>>)>,
-    /// Set once crucible ends the session (a context miss): nothing more goes through.
-    ended_by: Option<String>,
     /// How long the session may sit complete before its environment is torn down
     /// (`None`: never, as for the local driver).
     idle_after: Option<std::time::Duration>,
@@ -106,7 +82,7 @@ pub(super) struct Actor {
 }
 
 /// How an actor starts.
-pub(super) struct Setup {
+pub(super) struct ActorSetup {
     pub profile: AgentProfile,
     pub system: String,
     /// Set when resuming after a restart: the state the session had then.
@@ -126,9 +102,9 @@ impl Actor {
         agent: AgentHandle,
         events: mpsc::UnboundedReceiver<AgentEvent>,
         commands: mpsc::UnboundedReceiver<Command>,
-        setup: Setup,
+        setup: ActorSetup,
     ) -> Self {
-        let Setup {
+        let ActorSetup {
             profile,
             system,
             resumed_from,
@@ -142,12 +118,14 @@ impl Actor {
         let mut worktrees = vec![folder];
         worktrees.extend(agent_cwd);
         let gate = Gate::new(rules, worktrees);
-        let machine = Machine::new(machine::Setup {
+        let machine = Machine::new(MachineSetup {
             kind: profile.kind,
             agent_pid: agent.pid,
             state: session.state,
             resumed_from,
             first_prompt,
+            skills: session.skills.clone(),
+            usage: session.usage.clone(),
         });
         Self {
             wb,
@@ -159,17 +137,15 @@ impl Actor {
             system,
             machine,
             todo: VecDeque::new(),
-            permissions: HashMap::new(),
+            waiting: HashMap::new(),
             next_key: 0,
             prompt_ack: None,
             cancel_ack: None,
+            rule_ack: None,
             stoppers: Vec::new(),
             finished: false,
             audit,
             gate,
-            gated: HashMap::new(),
-            secrets: HashMap::new(),
-            ended_by: None,
             idle_after,
             idle_since: None,
         }
@@ -179,10 +155,16 @@ impl Actor {
         &self.session.id
     }
 
-    pub async fn run(mut self) {
+    /// Runs the session until its agent is gone; what it logs carries the session's id.
+    pub async fn run(self) {
+        let span = tracing::info_span!("session", session = %self.session.id);
+        self.serve().instrument(span).await;
+    }
+
+    async fn serve(mut self) {
         let mut transcript = TranscriptWriter::open(&self.wb, &self.session).await;
         let t = &mut transcript;
-        self.feed(t, Input::Start).await;
+        self.feed(t, SessionInput::Start).await;
         while !self.finished {
             let idle_deadline = self
                 .idle_after
@@ -191,7 +173,7 @@ impl Actor {
             tokio::select! {
                 _ = tokio::time::sleep_until(idle_deadline.unwrap_or_else(tokio::time::Instant::now)), if idle_deadline.is_some() => {
                     self.idle_since = None;
-                    self.feed(t, Input::Park).await;
+                    self.feed(t, SessionInput::Park).await;
                 }
                 event = self.events.recv() => {
                     let Some(event) = event else { break };
@@ -200,12 +182,13 @@ impl Actor {
                     }
                 }
                 Some(command) = self.commands.recv() => {
-                    if let Some(input) = self.on_command(command).await {
+                    if let Some(input) = self.on_command(command) {
                         self.feed(t, input).await;
                     }
                     // Every command is answered by now; an ack left over means "not running".
                     self.prompt_ack = None;
                     self.cancel_ack = None;
+                    self.rule_ack = None;
                 }
             }
         }
@@ -221,56 +204,35 @@ impl Actor {
         }
     }
 
-    /// What an agent event adds to the audit log.
-    fn audit_event(&self, event: &AgentEvent) {
-        let record = match event {
-            AgentEvent::ToolCall { title, status, .. } => AuditEvent::ToolCall {
-                tool: title.clone(),
-                status: Some(status.clone()),
-            },
-            AgentEvent::Permission { title, .. } => AuditEvent::PermissionAsked {
-                title: title.clone(),
-                message_id: None,
-            },
-            AgentEvent::File { op, path, refused } => {
-                let (path, allowed, reason) = (path.clone(), refused.is_none(), refused.clone());
-                if *op == "write" {
-                    AuditEvent::FileWrite {
-                        path,
-                        allowed,
-                        reason,
-                    }
-                } else {
-                    AuditEvent::FileRead {
-                        path,
-                        allowed,
-                        reason,
-                    }
-                }
-            }
-            _ => return,
-        };
-        self.audit.record(&self.session.id, record);
-    }
-
     /// Steps the machine and carries out the effects, with those of any answer (what an
     /// effect found out) ahead of the ones still waiting.
-    async fn feed(&mut self, t: &mut TranscriptWriter, input: Input) {
+    async fn feed(&mut self, t: &mut TranscriptWriter, input: SessionInput) {
         self.step(input);
         while let Some(effect) = self.todo.pop_front() {
             self.perform(t, effect).await;
         }
     }
 
-    fn step(&mut self, input: Input) {
+    fn step(&mut self, input: SessionInput) {
         for effect in self.machine.step(input).into_iter().rev() {
             self.todo.push_front(effect);
         }
     }
 
+    /// Keeps the channel of a request for the gate; the key the machine knows it by.
+    fn wait(&mut self, waiting: Waiting) -> Key {
+        let key = self.next_key;
+        self.next_key += 1;
+        self.waiting.insert(key, waiting);
+        key
+    }
+
     /// The machine's input for an agent event.
-    async fn on_event(&mut self, t: &mut TranscriptWriter, event: AgentEvent) -> Option<Input> {
-        self.audit_event(&event);
+    async fn on_event(
+        &mut self,
+        t: &mut TranscriptWriter,
+        event: AgentEvent,
+    ) -> Option<SessionInput> {
         Some(match event {
             AgentEvent::Ready {
                 acp_session_id,
@@ -278,9 +240,9 @@ impl Actor {
                 agent_name,
             } => {
                 if let Some(name) = agent_name {
-                    tracing::info!(session = %self.session.id, agent = %name, "agent ready");
+                    tracing::info!(agent = %name, "agent ready");
                 }
-                Input::Ready {
+                SessionInput::Ready {
                     acp_session_id,
                     resumed,
                 }
@@ -289,7 +251,7 @@ impl Actor {
                 kind,
                 text,
                 message_id,
-            } => Input::Chunk {
+            } => SessionInput::Chunk {
                 kind,
                 text,
                 message_id,
@@ -300,28 +262,21 @@ impl Actor {
                 status,
                 operation,
             } => {
-                self.flag(&operation).await;
-                Input::ToolCall { id, title, status }
+                // Rules still see what the agent runs by itself.
+                self.feed(t, SessionInput::Gate(GateRequest::Ran(operation)))
+                    .await;
+                SessionInput::ToolCall { id, title, status }
             }
             AgentEvent::Gate { operation, reply } => {
-                return self.gate_operation(t, operation, reply).await;
+                let key = self.wait(Waiting::Operation(reply));
+                SessionInput::Gate(GateRequest::Operation { key, operation })
             }
-            AgentEvent::ToolUpdate { id, title, status } => Input::ToolUpdate { id, title, status },
-            AgentEvent::Plan(plan) => Input::Plan(plan),
-            AgentEvent::Skills(skills) => {
-                if self.session.skills != skills {
-                    self.session.skills = skills;
-                    self.save().await;
-                }
-                return None;
+            AgentEvent::ToolUpdate { id, title, status } => {
+                SessionInput::ToolUpdate { id, title, status }
             }
-            AgentEvent::Usage(usage) => {
-                if self.session.usage.as_ref() != Some(&usage) {
-                    self.session.usage = Some(usage);
-                    self.save().await;
-                }
-                return None;
-            }
+            AgentEvent::Plan(plan) => SessionInput::Plan(plan),
+            AgentEvent::Skills(skills) => SessionInput::Skills(skills),
+            AgentEvent::Usage(usage) => SessionInput::Usage(usage),
             AgentEvent::Permission {
                 title,
                 tool_call_id,
@@ -329,261 +284,84 @@ impl Actor {
                 operation,
                 reply,
             } => {
-                return self
-                    .gate_permission(t, title, tool_call_id, options, operation, reply)
-                    .await;
+                let key = self.wait(Waiting::Permission(reply));
+                SessionInput::Gate(GateRequest::Permission {
+                    key,
+                    title,
+                    tool_call_id,
+                    options,
+                    operation,
+                })
             }
-            AgentEvent::File { op, path, refused } => Input::File { op, path, refused },
+            AgentEvent::File { op, path, refused } => SessionInput::File { op, path, refused },
             AgentEvent::TurnEnded(ended) => {
                 // The message streaming in ends with the turn; the turn must know whether
                 // it could be stored.
                 self.flush(t).await;
-                Input::TurnEnded(ended)
+                SessionInput::TurnEnded(ended)
             }
-            AgentEvent::StartFailed(why) => Input::StartFailed(why),
+            AgentEvent::StartFailed(why) => SessionInput::StartFailed(why),
             AgentEvent::SessionRenewed { acp_session_id } => {
-                Input::SessionRenewed { acp_session_id }
+                SessionInput::SessionRenewed { acp_session_id }
             }
-            AgentEvent::Process(pid) => Input::Process(pid),
+            AgentEvent::Process(pid) => SessionInput::Process(pid),
             AgentEvent::Exited { status, code } => {
                 self.flush(t).await;
-                Input::Exited { status, code }
+                SessionInput::Exited { status, code }
             }
         })
     }
 
     /// The machine's input for a command, if it concerns this session.
-    async fn on_command(&mut self, command: Command) -> Option<Input> {
+    fn on_command(&mut self, command: Command) -> Option<SessionInput> {
         Some(match command {
             Command::Prompt { text, ack } => {
                 self.prompt_ack = Some(ack);
-                Input::Prompt(text)
+                SessionInput::Prompt(text)
             }
             Command::Cancel { ack } => {
                 self.cancel_ack = Some(ack);
-                Input::Cancel
+                SessionInput::Cancel
             }
             Command::Stop { ack, shutdown } => {
                 self.stoppers.push(ack);
-                Input::Stop { shutdown }
+                SessionInput::Stop { shutdown }
             }
             Command::Inbox(message) => {
                 if message.session_id != self.session.id {
                     return None;
                 }
                 if message.responded {
-                    Input::Answered {
+                    SessionInput::Answered {
                         id: message.id,
                         response: message.response,
                     }
                 } else {
-                    Input::Opened(message.id)
+                    SessionInput::Opened(message.id)
                 }
             }
-            Command::Resync => Input::Resync,
+            Command::Resync => SessionInput::Resync,
             Command::SetRule { rule, enabled, ack } => {
-                self.set_rule(rule, enabled, ack).await;
-                return None;
+                self.rule_ack = Some(ack);
+                SessionInput::SetRule { rule, enabled }
             }
             Command::JudgeApproval { title, ack } => {
-                self.judge_approval(title, ack).await;
-                return None;
+                let key = self.wait(Waiting::Approval(ack));
+                SessionInput::Gate(GateRequest::Approval { key, title })
             }
-            Command::Secret { name, ack } => return self.secret(name, ack),
+            Command::Secret { name, ack } => {
+                let approved = self.session.security.approved_credentials.contains(&name);
+                let key = self.wait(Waiting::Credential {
+                    name: name.clone(),
+                    ack,
+                });
+                SessionInput::Credential {
+                    key,
+                    name,
+                    approved,
+                }
+            }
         })
-    }
-
-    async fn perform(&mut self, t: &mut TranscriptWriter, effect: Effect) {
-        let id = self.session.id.clone();
-        match effect {
-            Effect::Record(change) => self.record(change),
-            Effect::SetState { state, reason } => {
-                self.idle_since = state.is_resting().then(tokio::time::Instant::now);
-                self.audit.record(
-                    &id,
-                    AuditEvent::State {
-                        state: state.as_str().to_string(),
-                        reason: reason.clone(),
-                    },
-                );
-                t.state(&self.wb, state, reason.as_deref()).await;
-                self.check(t);
-                self.session.state = Some(state);
-                self.session.state_reason = reason;
-                self.session.updated_at = Some(now_rfc3339());
-                self.save().await;
-            }
-            Effect::Save => self.save().await,
-            Effect::RecordTurn => {
-                self.session.turn_count += 1;
-                if let Some(state) = self.context().await {
-                    let text = summary(Some(&self.profile), state.stack.entries()).await;
-                    self.session.context_summary = Some(text);
-                }
-                self.save().await;
-            }
-            Effect::Append(line) => {
-                t.append(&self.wb, line).await;
-                self.check(t);
-            }
-            Effect::Stream {
-                kind,
-                text,
-                message_id,
-            } => {
-                let text = t.chunk(&self.wb, kind, text, message_id).await;
-                self.check(t);
-                self.step(Input::Kept { kind, text });
-            }
-            Effect::Post(notice) => self.post(notice).await,
-            Effect::Ask {
-                key,
-                title,
-                body,
-                options,
-                kinds,
-                flagged,
-            } => {
-                let sent = self
-                    .wb
-                    .send(SendParams {
-                        session_id: id,
-                        msg_type: MsgType::ApprovalRequired,
-                        title,
-                        body: Some(body),
-                        options,
-                        option_kinds: kinds,
-                        flagged,
-                    })
-                    .await;
-                let result = sent.map(|m| m.id).map_err(|e| e.to_string());
-                self.step(Input::Posted { key, result });
-            }
-            Effect::AnswerPermission { key, option } => {
-                if let Some((name, ack)) = self.secrets.remove(&key) {
-                    if option.as_deref() == Some("allow") {
-                        let approved = &mut self.session.security.approved_credentials;
-                        if !approved.contains(&name) {
-                            approved.push(name.clone());
-                        }
-                        self.save().await;
-                        let settings = self.wb.kiln().settings_path();
-                        tokio::spawn(async move {
-                            let _ = ack
-                                .send(crate::sessions::security::resolve(&settings, &name).await);
-                        });
-                    } else {
-                        let _ = ack.send(Err(format!("the credential {name} was not given")));
-                    }
-                }
-                if let Some((operation, remembered)) = self.gated.remove(&key)
-                    && option.as_ref().is_some_and(|o| remembered.contains(o))
-                {
-                    self.session
-                        .security
-                        .approved_operations
-                        .insert(operation.fingerprint(), operation.describe());
-                    self.save().await;
-                }
-                let (answer, by) = match &option {
-                    Some(chosen) => (chosen.clone(), "human (inbox)"),
-                    None => ("none".to_string(), "nobody: withdrawn or cancelled"),
-                };
-                self.audit.record(
-                    &id,
-                    AuditEvent::PermissionAnswered {
-                        answer,
-                        by: by.into(),
-                    },
-                );
-                if let Some(reply) = self.permissions.remove(&key) {
-                    let _ = reply.send(option);
-                }
-            }
-            Effect::Withdraw { message_id, note } => {
-                if let Err(e) = self.wb.withdraw(&message_id, &note).await {
-                    tracing::warn!(message = %message_id, "cannot withdraw an approval: {e}");
-                }
-            }
-            Effect::WithdrawOpen { note } => {
-                if let Err(e) = self.wb.withdraw_open(&id, &note).await {
-                    tracing::warn!(session = %id, "cannot withdraw open questions: {e}");
-                }
-            }
-            Effect::OpenContext => {
-                self.context().await;
-            }
-            Effect::Push(message) => self.push(message).await,
-            Effect::Prompt { text, renew } => {
-                self.audit
-                    .record(&id, AuditEvent::Prompt { text: text.clone() });
-                self.prompt(text, renew).await
-            }
-            Effect::CancelTurn => self.agent.cancel(),
-            Effect::StopAgent => self.agent.stop(),
-            Effect::RevokeHandles => {
-                if let Err(e) = self.wb.revoke_handles(&id).await {
-                    tracing::error!(session = %id, "cannot revoke the handle: {e}");
-                }
-            }
-            Effect::SeedFresh => {
-                let system = self.system.clone();
-                if let Err(e) = self.wb.mark_fresh_start(&id, move || system).await {
-                    self.failed_to_store("mark the context for a fresh agent session", e);
-                }
-            }
-            Effect::ClearFreshStart => {
-                if let Err(e) = self.wb.clear_fresh_start(&id).await {
-                    tracing::error!(session = %id, "cannot record the fresh session: {e}");
-                }
-            }
-            Effect::ReadOpen => match self.wb.open_blocking(&id).await {
-                Ok(open) => self.step(Input::Open(open)),
-                Err(e) => tracing::warn!(session = %id, "cannot read open messages: {e}"),
-            },
-            Effect::ReadAnswers(ids) => {
-                let mut answers = Vec::new();
-                for id in ids {
-                    if let Ok(message) = self.wb.get_message(&id).await {
-                        answers.push((id, message.response));
-                    }
-                }
-                self.step(Input::Closed(answers));
-            }
-            Effect::Reply(reply) => self.reply(reply),
-            Effect::Finish => self.finished = true,
-        }
-    }
-
-    fn record(&mut self, change: Change) {
-        match change {
-            Change::AcpSession(acp_session_id) => {
-                self.session.acp_session_id = Some(acp_session_id);
-            }
-            Change::AgentPid(pid) => self.session.agent_pid = Some(pid),
-            Change::Ended { exit_code } => {
-                self.session.agent_pid = None;
-                self.session.ended_at = Some(now_rfc3339());
-                self.session.exit_code = exit_code;
-            }
-        }
-    }
-
-    fn reply(&mut self, reply: Reply) {
-        match reply {
-            Reply::Started | Reply::Queued => {
-                if let Some(ack) = self.prompt_ack.take() {
-                    let _ = ack.send(reply == Reply::Queued);
-                }
-            }
-            // Dropping the ack tells the caller the agent is not running.
-            Reply::NotRunning => self.prompt_ack = None,
-            Reply::Cancelled => {
-                if let Some(ack) = self.cancel_ack.take() {
-                    let _ = ack.send(());
-                }
-            }
-        }
     }
 
     /// Ends the message streaming in.
@@ -595,14 +373,14 @@ impl Actor {
     /// Tells the machine when the transcript could not store an entry.
     fn check(&mut self, t: &mut TranscriptWriter) {
         if let Some(why) = t.take_failure() {
-            self.step(Input::StoreFailed(why));
+            self.step(SessionInput::StoreFailed(why));
         }
     }
 
     /// Tells the machine a store write failed.
     fn failed_to_store(&mut self, what: &str, e: impl std::fmt::Display) {
-        tracing::error!(session = %self.session.id, "cannot {what}: {e}");
-        self.step(Input::StoreFailed(wording::store_failed(what, e)));
+        tracing::error!("cannot {what}: {e}");
+        self.step(SessionInput::StoreFailed(wording::store_failed(what, e)));
     }
 
     async fn save(&mut self) {
@@ -671,7 +449,7 @@ impl Actor {
         match self.wb.context(&self.session.id, move || system).await {
             Ok(state) => Some(state),
             Err(e) => {
-                tracing::error!(session = %self.session.id, "cannot read the context stack: {e}");
+                tracing::error!("cannot read the context stack: {e}");
                 None
             }
         }

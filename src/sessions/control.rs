@@ -49,7 +49,7 @@ impl Sessions {
             failed.state_reason = Some(format!("the restart failed: {why}"));
             failed.updated_at = Some(now_rfc3339());
             self.wb.save_managed(&failed).await?;
-            return Err(WorkbenchError::Invalid(why));
+            return Err(WorkbenchError::Invalid(why.to_string()));
         }
         self.wb.get_session(id)
     }

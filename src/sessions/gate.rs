@@ -1,8 +1,10 @@
-//! The approval gate (seed 000): every operation an agent asks for, or that crucible
+//! The approval gate's judgement: every operation an agent asks for, or that crucible
 //! runs or serves for it, is judged by the kiln's rules against the session's security
-//! state before it happens. The rules are the daemon's [`RuleBook`]: read again when a
-//! file changes, so a change applies to the next operation; a bad file keeps the last
-//! good set, and with no good set at all the gate refuses.
+//! state before it happens. What the judgement means for the session is decided by the
+//! session machine (`machine/gating.rs`), to which it is an input. The rules are the
+//! daemon's [`RuleBook`]: read again when a file changes, so a change applies to the next
+//! operation; a bad file keeps the last good set, and with no good set at all the gate
+//! refuses.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,7 +27,7 @@ pub(super) enum Judgement {
     Approved,
     /// A rule refuses it (or [`NO_RULES`]: there are no rules to judge it by).
     Denied { rule: String, reason: String },
-    /// Seed 002: a read outside the session's read manifest ends the session.
+    /// A read outside the session's read manifest: it ends the session.
     ContextMiss { path: String, reason: String },
     /// A rule asks the human: the approval's title and body.
     Ask {

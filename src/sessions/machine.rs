@@ -1,5 +1,5 @@
 //! The lifecycle of one running session as a pure state machine: [`Machine::step`] takes
-//! one [`Input`] (what the agent did, what a person asked, what the store answered) and
+//! one [`SessionInput`] (what the agent did, what a person asked, what the store answered) and
 //! returns the [`Effect`]s to carry out, in order. It does no I/O: no awaits, no store,
 //! no channels. The actor ([`super::actor`]) feeds it and carries the effects out.
 //!
@@ -7,22 +7,36 @@
 //! ([`Effect::Stream`]), the id the inbox gave an approval ([`Effect::Ask`]), which
 //! messages are still open ([`Effect::ReadOpen`], [`Effect::ReadAnswers`]). The answer
 //! comes back as the next input, before the remaining effects are carried out. A store
-//! write that fails comes back as [`Input::StoreFailed`]: the first one since the last
+//! write that fails comes back as [`SessionInput::StoreFailed`]: the first one since the last
 //! turn ended makes that turn end in `error`, never `complete`.
+//!
+//! The approval gate is part of it ([`gating`]): the rules' judgement of what the agent
+//! asks for is an input, and replying, auditing, granting a credential and remembering
+//! an approved operation are effects.
 
+mod approvals;
+mod doings;
 mod effect;
+mod gating;
 mod input;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use super::wording;
 use crate::agent::{PermissionChoice, TurnFailure};
+use crate::audit::AuditEvent;
 use crate::config::AgentKind;
 use crate::context::Message;
-use crate::protocol::{EntryKind, Flagged, SessionState};
+use crate::protocol::{EntryKind, Flagged, MsgType, SessionState, Usage};
+use approvals::Approval;
+#[cfg(test)]
+use approvals::inbox_choices;
+use doings::file;
+use gating::set_rule;
 
-pub(super) use effect::{Change, Effect, Line, Reply};
-pub(super) use input::Input;
+pub(super) use effect::{Effect, Line, RecordChange, Reply};
+pub(super) use gating::{GateReply, GateRequest};
+pub(super) use input::SessionInput;
 
 /// How much of a reply is kept for the `task_complete` message.
 const REPLY_BYTES: usize = 64 * 1024;
@@ -67,7 +81,7 @@ pub(super) enum Stop {
 }
 
 /// How a machine starts.
-pub(super) struct Setup {
+pub(super) struct MachineSetup {
     pub kind: AgentKind,
     /// The agent's process.
     pub agent_pid: u32,
@@ -77,16 +91,9 @@ pub(super) struct Setup {
     pub resumed_from: Option<SessionState>,
     /// A prompt to start on as soon as the agent is ready.
     pub first_prompt: Option<String>,
-}
-
-/// A permission request of the agent, asked in the inbox.
-#[derive(Debug)]
-struct Approval {
-    key: Key,
-    title: String,
-    /// (option as shown in the inbox, ACP option id)
-    /// (option as shown in the inbox, ACP option id, ACP kind)
-    choices: Vec<(String, String, String)>,
+    /// The skills and usage the session record has now.
+    pub skills: Vec<String>,
+    pub usage: Option<Usage>,
 }
 
 /// A running session's state. The phase says where its agent is; a stop can be asked
@@ -116,14 +123,18 @@ pub(super) struct Machine {
     tool_results: HashSet<String>,
     /// The first failed store write since the last turn ended.
     failure: Option<String>,
-    /// Why crucible ended the session, for [`Stop::Terminated`].
+    /// Why crucible ended the session, for [`Stop::Terminated`]; once set, nothing more
+    /// goes through the gate.
     terminated: Option<String>,
+    /// The skills and usage the agent last told, as the session record has them.
+    skills: Vec<String>,
+    usage: Option<Usage>,
 }
 
 type Effects = Vec<Effect>;
 
 impl Machine {
-    pub fn new(setup: Setup) -> Self {
+    pub fn new(setup: MachineSetup) -> Self {
         Self {
             kind: setup.kind,
             agent_pid: setup.agent_pid,
@@ -140,6 +151,8 @@ impl Machine {
             tool_titles: HashMap::new(),
             tool_results: HashSet::new(),
             failure: None,
+            skills: setup.skills,
+            usage: setup.usage,
         }
     }
 
@@ -150,11 +163,11 @@ impl Machine {
     }
 
     /// What `input` changes, and the effects to carry out for it, in order.
-    pub fn step(&mut self, input: Input) -> Effects {
+    pub fn step(&mut self, input: SessionInput) -> Effects {
         let mut fx = Vec::new();
         match input {
-            Input::Start => {
-                fx.push(Effect::Record(Change::AgentPid(self.agent_pid)));
+            SessionInput::Start => {
+                fx.push(Effect::Record(RecordChange::AgentPid(self.agent_pid)));
                 let reason = self.resumed_from.map(|from| match from {
                     SessionState::Parked => wording::UNPARKING.to_string(),
                     SessionState::Stopped => wording::RESTARTING.to_string(),
@@ -164,11 +177,11 @@ impl Machine {
                 fx.push(Effect::OpenContext);
                 fx.push(Effect::ReadOpen);
             }
-            Input::Ready {
+            SessionInput::Ready {
                 acp_session_id,
                 resumed,
             } => self.ready(&mut fx, acp_session_id, resumed),
-            Input::Chunk {
+            SessionInput::Chunk {
                 kind,
                 text,
                 message_id,
@@ -177,80 +190,69 @@ impl Machine {
                 text,
                 message_id,
             }),
-            Input::Kept { kind, text } => self.kept(kind, &text),
-            Input::ToolCall { id, title, status } => self.tool_call(&mut fx, id, title, status),
-            Input::ToolUpdate { id, title, status } => self.tool_update(&mut fx, id, title, status),
-            Input::Plan(plan) => fx.push(Effect::Append(Line::new(EntryKind::Plan).text(plan))),
-            Input::Permission {
+            SessionInput::Kept { kind, text } => self.kept(kind, &text),
+            SessionInput::ToolCall { id, title, status } => {
+                self.tool_call(&mut fx, id, title, status)
+            }
+            SessionInput::ToolUpdate { id, title, status } => {
+                self.tool_update(&mut fx, id, title, status)
+            }
+            SessionInput::Plan(plan) => {
+                fx.push(Effect::Append(Line::new(EntryKind::Plan).text(plan)))
+            }
+            SessionInput::Gate(request) => self.gate(&mut fx, request),
+            SessionInput::Judged {
+                request,
+                judgement,
+                changed,
+            } => self.judged(&mut fx, request, judgement, changed),
+            SessionInput::Credential {
                 key,
-                title,
-                tool_call_id,
-                options,
-                reason,
-                flagged,
-            } => {
-                let asking = Asking {
-                    title,
-                    tool_call_id,
-                    reason,
-                    flagged,
-                };
-                self.permission(&mut fx, key, &options, asking)
-            }
-            Input::Posted { key, result } => self.posted(&mut fx, key, result),
-            Input::File { op, path, refused } => {
-                let (text, status) = match refused {
-                    None => (path, op.to_string()),
-                    Some(why) => (why, format!("{op} refused")),
-                };
-                fx.push(Effect::Append(
-                    Line::new(EntryKind::File).text(text).status(status),
-                ));
-            }
-            Input::TurnEnded(ended) => self.turn_ended(&mut fx, ended),
-            Input::StartFailed(why) => self.start_failed(&mut fx, why),
-            Input::SessionRenewed { acp_session_id } => {
-                fx.push(Effect::Record(Change::AcpSession(acp_session_id)));
+                name,
+                approved,
+            } => self.credential(&mut fx, key, name, approved),
+            SessionInput::Skills(skills) => self.skills(&mut fx, skills),
+            SessionInput::Usage(usage) => self.usage(&mut fx, usage),
+            SessionInput::SetRule { rule, enabled } => set_rule(&mut fx, rule, enabled),
+            SessionInput::Posted { key, result } => self.posted(&mut fx, key, result),
+            SessionInput::File { op, path, refused } => file(&mut fx, op, path, refused),
+            SessionInput::TurnEnded(ended) => self.turn_ended(&mut fx, ended),
+            SessionInput::StartFailed(why) => self.start_failed(&mut fx, why),
+            SessionInput::SessionRenewed { acp_session_id } => {
+                fx.push(Effect::Record(RecordChange::AcpSession(acp_session_id)));
                 fx.push(Effect::Save);
                 fx.push(Effect::ClearFreshStart);
             }
-            Input::Process(pid) => {
+            SessionInput::Process(pid) => {
                 let pid = pid.unwrap_or(self.agent_pid);
-                fx.push(Effect::Record(Change::AgentPid(pid)));
+                fx.push(Effect::Record(RecordChange::AgentPid(pid)));
                 fx.push(Effect::Save);
             }
-            Input::Exited { status, code } => self.exited(&mut fx, &status, code),
-            Input::Prompt(text) => self.prompt(&mut fx, text),
-            Input::Cancel => self.cancel(&mut fx),
-            Input::Stop { shutdown } => self.stop(&mut fx, shutdown),
-            Input::Terminate(reason) => {
-                if self.stop.is_none() && self.phase != Phase::Ended {
-                    self.stop = Some(Stop::Terminated);
-                    self.terminated = Some(reason);
-                    fx.push(Effect::StopAgent);
-                }
-            }
-            Input::Park => {
+            SessionInput::Exited { status, code } => self.exited(&mut fx, &status, code),
+            SessionInput::Prompt(text) => self.prompt(&mut fx, text),
+            SessionInput::Cancel => self.cancel(&mut fx),
+            SessionInput::Stop { shutdown } => self.stop(&mut fx, shutdown),
+            SessionInput::Park => {
                 // Only an idle session with nothing open is parked.
                 if self.phase == Phase::Idle && self.blocking.is_empty() && self.stop.is_none() {
                     self.stop = Some(Stop::Park);
                     fx.push(Effect::StopAgent);
                 }
             }
-            Input::Opened(id) => {
+            SessionInput::Opened(id) => {
                 self.blocking.insert(id);
                 self.settle(&mut fx);
             }
-            Input::Answered { id, response } => self.answered(&mut fx, &id, response),
-            Input::Resync => fx.push(Effect::ReadOpen),
-            Input::Open(open) => self.open(&mut fx, open),
-            Input::Closed(answers) => {
+            SessionInput::Answered { id, response } => self.answered(&mut fx, &id, response),
+            SessionInput::Resync => fx.push(Effect::ReadOpen),
+            SessionInput::Open(open) => self.open(&mut fx, open),
+            SessionInput::Closed(answers) => {
                 for (id, response) in answers {
                     self.answered(&mut fx, &id, response);
                 }
                 self.settle(&mut fx);
             }
-            Input::StoreFailed(why) => {
+            SessionInput::StoreFailed(why) => {
                 self.failure.get_or_insert(why);
             }
         }
@@ -282,7 +284,7 @@ impl Machine {
             return;
         }
         self.phase = Phase::Idle;
-        fx.push(Effect::Record(Change::AcpSession(acp_session_id)));
+        fx.push(Effect::Record(RecordChange::AcpSession(acp_session_id)));
         if let Some(from @ (SessionState::Parked | SessionState::Stopped)) = self.resumed_from {
             // Made again on purpose (for the prompt waiting in the queue, or restarted by
             // the human): no news for the inbox.
@@ -380,164 +382,6 @@ impl Machine {
         let text = std::mem::take(&mut self.unsaid);
         if !text.trim().is_empty() {
             fx.push(Effect::Push(Message::Agent { text }));
-        }
-    }
-
-    fn tool_call(&mut self, fx: &mut Effects, id: String, title: String, status: String) {
-        if !self.feeds_itself() && !self.tool_titles.contains_key(&id) {
-            self.push_said(fx);
-            self.tool_titles.insert(id.clone(), title.clone());
-            fx.push(Effect::Push(Message::ToolCall {
-                call_id: id.clone(),
-                tool: title.clone(),
-                arguments: String::new(),
-            }));
-        }
-        let line = Line::new(EntryKind::ToolCall).text(title).tool(id);
-        fx.push(Effect::Append(line.status(status)));
-    }
-
-    fn tool_update(
-        &mut self,
-        fx: &mut Effects,
-        id: String,
-        title: Option<String>,
-        status: Option<String>,
-    ) {
-        let finished = matches!(status.as_deref(), Some("completed" | "failed"));
-        if !self.feeds_itself()
-            && finished
-            && let Some(tool) = self.tool_titles.get(&id).cloned()
-            && self.tool_results.insert(id.clone())
-        {
-            let ok = status.as_deref() == Some("completed");
-            let text = title
-                .clone()
-                .unwrap_or_else(|| if ok { "completed" } else { "failed" }.to_string());
-            fx.push(Effect::Push(Message::ToolResult {
-                call_id: id.clone(),
-                tool,
-                ok,
-                text,
-            }));
-        }
-        fx.push(Effect::Append(Line {
-            kind: EntryKind::ToolUpdate,
-            text: title,
-            tool_call_id: Some(id),
-            status,
-        }));
-    }
-
-    /// The agent waits for permission: asked in the inbox, where its answer comes from.
-    fn permission(
-        &mut self,
-        fx: &mut Effects,
-        key: Key,
-        options: &[PermissionChoice],
-        asking: Asking,
-    ) {
-        let Asking {
-            title,
-            tool_call_id,
-            reason,
-            flagged,
-        } = asking;
-        let line = Line::new(EntryKind::Permission).text(&title);
-        fx.push(Effect::Append(line.tool(tool_call_id)));
-        let choices = inbox_choices(options);
-        let body = match reason {
-            Some(reason) => format!("{reason}\n\n{}", wording::approval_body(options)),
-            None => wording::approval_body(options),
-        };
-        fx.push(Effect::Ask {
-            key,
-            title: title.clone(),
-            body,
-            options: (!choices.is_empty())
-                .then(|| choices.iter().map(|(shown, _, _)| shown.clone()).collect()),
-            kinds: (!choices.is_empty())
-                .then(|| choices.iter().map(|(_, _, kind)| kind.clone()).collect()),
-            flagged,
-        });
-        let approval = Approval {
-            key,
-            title,
-            choices,
-        };
-        self.posting.insert(key, approval);
-    }
-
-    fn posted(&mut self, fx: &mut Effects, key: Key, result: Result<String, String>) {
-        let Some(approval) = self.posting.remove(&key) else {
-            return;
-        };
-        match result {
-            Ok(message_id) => {
-                self.blocking.insert(message_id.clone());
-                self.approvals.push((message_id, approval));
-                self.settle(fx);
-            }
-            Err(e) => {
-                fx.push(Effect::AnswerPermission { key, option: None });
-                let why = wording::approval_not_posted(&e);
-                fx.push(Effect::Append(Line::new(EntryKind::Error).text(why)));
-            }
-        }
-    }
-
-    /// The blocking messages open now: those no longer open were answered meanwhile.
-    fn open(&mut self, fx: &mut Effects, open: Vec<String>) {
-        let open: BTreeSet<String> = open.into_iter().collect();
-        let closed: Vec<String> = self.blocking.difference(&open).cloned().collect();
-        self.blocking = open;
-        if closed.is_empty() {
-            self.settle(fx);
-        } else {
-            fx.push(Effect::ReadAnswers(closed));
-        }
-    }
-
-    /// An answer to one of this session's blocking messages.
-    fn answered(&mut self, fx: &mut Effects, id: &str, response: Option<String>) {
-        self.blocking.remove(id);
-        if let Some(at) = self.approvals.iter().position(|(m, _)| m == id) {
-            let (_, approval) = self.approvals.remove(at);
-            let response = response.unwrap_or_default();
-            let chosen = approval
-                .choices
-                .iter()
-                .find(|(shown, _, _)| *shown == response)
-                .map(|(_, option, _)| option.clone());
-            let status = if chosen.is_some() {
-                response
-            } else {
-                wording::WITHDRAWN.into()
-            };
-            fx.push(Effect::AnswerPermission {
-                key: approval.key,
-                option: chosen,
-            });
-            let line = Line::new(EntryKind::Permission).text(approval.title);
-            fx.push(Effect::Append(line.status(status)));
-        }
-        self.settle(fx);
-    }
-
-    /// Refuses every approval the agent waits on and closes its inbox message.
-    fn withdraw_approvals(&mut self, fx: &mut Effects, why: &str) {
-        for (message_id, approval) in std::mem::take(&mut self.approvals) {
-            fx.push(Effect::AnswerPermission {
-                key: approval.key,
-                option: None,
-            });
-            self.blocking.remove(&message_id);
-            fx.push(Effect::Withdraw {
-                message_id,
-                note: wording::withdrawn(why),
-            });
-            let line = Line::new(EntryKind::Permission).text(approval.title);
-            fx.push(Effect::Append(line.status(wording::WITHDRAWN)));
         }
     }
 
@@ -639,7 +483,7 @@ impl Machine {
             note: wording::withdrawn(why),
         });
         self.blocking.clear();
-        fx.push(Effect::Record(Change::Ended { exit_code: code }));
+        fx.push(Effect::Record(RecordChange::Ended { exit_code: code }));
         if self.stop == Some(Stop::Requested) {
             self.set_state(fx, SessionState::Stopped, Some(wording::stopped(status)));
         } else if self.stop == Some(Stop::Terminated) {
@@ -662,40 +506,6 @@ impl Machine {
         }
         fx.push(Effect::Finish);
     }
-}
-
-/// What a permission request asks, besides its options.
-struct Asking {
-    title: String,
-    tool_call_id: String,
-    /// Why crucible asks (a rule's reason).
-    reason: Option<String>,
-    /// The rule that asked and the operation, when a rule asks.
-    flagged: Option<Flagged>,
-}
-
-/// The options an approval shows: the agent's option names, made unique when two
-/// differ only in case, each with the ACP option id it stands for and its kind.
-fn inbox_choices(options: &[PermissionChoice]) -> Vec<(String, String, String)> {
-    let mut seen = HashSet::new();
-    options
-        .iter()
-        .filter(|o| !o.name.trim().is_empty() || !o.id.is_empty())
-        .map(|o| {
-            let name = if o.name.trim().is_empty() {
-                o.id.clone()
-            } else {
-                o.name.trim().to_string()
-            };
-            let shown = if seen.insert(name.to_lowercase()) {
-                name
-            } else {
-                format!("{name} ({})", o.id)
-            };
-            seen.insert(shown.to_lowercase());
-            (shown, o.id.clone(), o.kind.clone())
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -14,27 +14,27 @@ pub(super) fn parking() -> Vec<Case> {
         case(
             "idle too long: the agent is stopped to park",
             idle(),
-            Input::Park,
+            SessionInput::Park,
             vec![Effect::StopAgent],
         )
         .ends("idle"),
         case(
             "a turn running is never parked",
             working("go"),
-            Input::Park,
+            SessionInput::Park,
             vec![],
         )
         .ends("turn"),
         case(
             "a question open is never parked",
-            plus(idle(), [Input::Opened("q1".into())]),
-            Input::Park,
+            plus(idle(), [SessionInput::Opened("q1".into())]),
+            SessionInput::Park,
             vec![],
         )
         .ends("idle"),
         case(
             "the parked agent's exit: parked, and nothing for the inbox",
-            plus(idle(), [Input::Park]),
+            plus(idle(), [SessionInput::Park]),
             exited(),
             vec![
                 Effect::RevokeHandles,
@@ -48,9 +48,9 @@ pub(super) fn parking() -> Vec<Case> {
         case(
             "made again: starting, saying so",
             vec![],
-            Input::Start,
+            SessionInput::Start,
             vec![
-                Effect::Record(Change::AgentPid(PID)),
+                Effect::Record(RecordChange::AgentPid(PID)),
                 set(Starting, wording::UNPARKING),
                 Effect::OpenContext,
                 Effect::ReadOpen,

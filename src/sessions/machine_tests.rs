@@ -5,7 +5,10 @@
 //! in `machine_turn_tests.rs`.
 
 use super::*;
+use crate::agent::OptionKind;
 use crate::protocol::MsgType;
+use crate::rules::Operation;
+use crate::sessions::gate::Judgement;
 use crate::sessions::wording::Notice;
 
 #[path = "machine_turn_tests.rs"]
@@ -14,17 +17,22 @@ mod during_a_turn;
 #[path = "machine_park_tests.rs"]
 mod parking;
 
+#[path = "machine_gate_tests.rs"]
+mod gating;
+
 const PID: u32 = 7;
 const TITLE: &str = "Write a.txt";
 const EXIT: &str = "exited with code 1";
 
 fn machine(kind: AgentKind, resumed_from: Option<SessionState>, first: Option<&str>) -> Machine {
-    Machine::new(Setup {
+    Machine::new(MachineSetup {
         kind,
         agent_pid: PID,
         state: Some(SessionState::Creating),
         resumed_from,
         first_prompt: first.map(String::from),
+        skills: Vec::new(),
+        usage: None,
     })
 }
 
@@ -38,104 +46,113 @@ fn resuming(from: SessionState) -> Machine {
 
 // Inputs.
 
-fn ready(resumed: bool) -> Input {
+fn ready(resumed: bool) -> SessionInput {
     let acp_session_id = "acp-1".into();
-    Input::Ready {
+    SessionInput::Ready {
         acp_session_id,
         resumed,
     }
 }
 
-fn prompt(text: &str) -> Input {
-    Input::Prompt(text.into())
+fn prompt(text: &str) -> SessionInput {
+    SessionInput::Prompt(text.into())
 }
 
-fn said(text: &str) -> Input {
+fn said(text: &str) -> SessionInput {
     let kind = EntryKind::Message;
     let text = text.into();
-    Input::Kept { kind, text }
+    SessionInput::Kept { kind, text }
 }
 
-fn ask(key: Key) -> Input {
-    let choice = |id: &str, name: &str, kind: &str| PermissionChoice {
+/// The agent's permission request `key`, which no rule has a word on.
+fn ask(key: Key) -> SessionInput {
+    let choice = |id: &str, name: &str, kind| PermissionChoice {
         id: id.into(),
         name: name.into(),
-        kind: kind.into(),
+        kind,
     };
-    Input::Permission {
+    let request = GateRequest::Permission {
         key,
         title: TITLE.into(),
-        reason: None,
-        flagged: None,
         tool_call_id: "t1".into(),
         options: vec![
-            choice("allow", "Allow", "allow_once"),
-            choice("reject", "Reject", "reject_once"),
+            choice("allow", "Allow", OptionKind::AllowOnce),
+            choice("reject", "Reject", OptionKind::RejectOnce),
         ],
+        operation: Operation::default(),
+    };
+    let (judgement, changed) = (Judgement::Free, false);
+    SessionInput::Judged {
+        request,
+        judgement,
+        changed,
     }
 }
 
-fn posted(key: Key, message_id: &str) -> Input {
+fn posted(key: Key, message_id: &str) -> SessionInput {
     let result = Ok(message_id.into());
-    Input::Posted { key, result }
+    SessionInput::Posted { key, result }
 }
 
-fn answered(id: &str, response: &str) -> Input {
+fn answered(id: &str, response: &str) -> SessionInput {
     let (id, response) = (id.into(), Some(response.into()));
-    Input::Answered { id, response }
+    SessionInput::Answered { id, response }
 }
 
-fn ended(reason: &str) -> Input {
-    Input::TurnEnded(Ok(reason.into()))
+fn ended(reason: &str) -> SessionInput {
+    SessionInput::TurnEnded(Ok(reason.into()))
 }
 
-fn failed(why: &str) -> Input {
-    Input::TurnEnded(Err(TurnFailure::Failed(why.into())))
+fn failed(why: &str) -> SessionInput {
+    SessionInput::TurnEnded(Err(TurnFailure::Failed(why.into())))
 }
 
-fn lost() -> Input {
-    Input::TurnEnded(Err(TurnFailure::Lost))
+fn lost() -> SessionInput {
+    SessionInput::TurnEnded(Err(TurnFailure::Lost))
 }
 
-fn exited() -> Input {
+fn exited() -> SessionInput {
     let status = EXIT.into();
-    Input::Exited {
+    SessionInput::Exited {
         status,
         code: Some(1),
     }
 }
 
-fn stop(shutdown: bool) -> Input {
-    Input::Stop { shutdown }
+fn stop(shutdown: bool) -> SessionInput {
+    SessionInput::Stop { shutdown }
 }
 
-fn store_failed(why: &str) -> Input {
-    Input::StoreFailed(why.into())
+fn store_failed(why: &str) -> SessionInput {
+    SessionInput::StoreFailed(why.into())
 }
 
-fn start_failed(why: &str) -> Input {
-    Input::StartFailed(why.into())
+fn start_failed(why: &str) -> SessionInput {
+    SessionInput::StartFailed(why.into())
 }
 
 /// Where the machines of the table start from.
-fn started() -> Vec<Input> {
-    vec![Input::Start, Input::Open(vec![])]
+fn started() -> Vec<SessionInput> {
+    vec![SessionInput::Start, SessionInput::Open(vec![])]
 }
 
-fn idle() -> Vec<Input> {
+fn idle() -> Vec<SessionInput> {
     plus(started(), [ready(false)])
 }
 
-fn working(text: &str) -> Vec<Input> {
+fn working(text: &str) -> Vec<SessionInput> {
     plus(idle(), [prompt(text)])
 }
 
 /// A turn waiting on approval `m1` (request 1).
-fn waiting() -> Vec<Input> {
+fn waiting() -> Vec<SessionInput> {
     plus(working("go"), [ask(1), posted(1, "m1")])
 }
 
-fn plus(mut given: Vec<Input>, more: impl IntoIterator<Item = Input>) -> Vec<Input> {
+fn plus(
+    mut given: Vec<SessionInput>,
+    more: impl IntoIterator<Item = SessionInput>,
+) -> Vec<SessionInput> {
     given.extend(more);
     given
 }
@@ -167,20 +184,29 @@ fn permission(status: &str) -> Effect {
 }
 
 fn acp_recorded() -> Effect {
-    Effect::Record(Change::AcpSession("acp-1".into()))
+    Effect::Record(RecordChange::AcpSession("acp-1".into()))
 }
 
 fn gone() -> Effect {
-    Effect::Record(Change::Ended { exit_code: Some(1) })
+    Effect::Record(RecordChange::Ended { exit_code: Some(1) })
 }
 
 fn reply(reply: Reply) -> Effect {
     Effect::Reply(reply)
 }
 
-fn answer(key: Key, option: Option<&str>) -> Effect {
+/// The agent's permission request `key` answered with `option` (`None`: refused).
+fn answer(key: Key, option: Option<&str>) -> Vec<Effect> {
     let option = option.map(String::from);
-    Effect::AnswerPermission { key, option }
+    let (answer, by) = match &option {
+        Some(chosen) => (chosen.clone(), "human (inbox)".to_string()),
+        None => ("none".into(), "nobody: withdrawn or cancelled".into()),
+    };
+    let reply = GateReply::Choose(option);
+    vec![
+        Effect::Audit(AuditEvent::PermissionAnswered { answer, by }),
+        Effect::ReplyGate { key, reply },
+    ]
 }
 
 fn withdraw_open(why: &str) -> Effect {
@@ -199,11 +225,13 @@ fn starts(text: &str) -> Vec<Effect> {
 /// Approval `m1` (request 1) withdrawn for `why`.
 fn withdrawn(why: &str) -> Vec<Effect> {
     let (message_id, note) = ("m1".into(), format!("withdrawn: {why}"));
-    vec![
+    cat([
         answer(1, None),
-        Effect::Withdraw { message_id, note },
-        permission("withdrawn"),
-    ]
+        vec![
+            Effect::Withdraw { message_id, note },
+            permission("withdrawn"),
+        ],
+    ])
 }
 
 fn notice(msg_type: MsgType, title: &str, body: &str, stderr_tail: bool) -> Effect {
@@ -260,14 +288,19 @@ fn cat(parts: impl IntoIterator<Item = Vec<Effect>>) -> Vec<Effect> {
 struct Case {
     name: &'static str,
     machine: Machine,
-    given: Vec<Input>,
-    when: Input,
+    given: Vec<SessionInput>,
+    when: SessionInput,
     then: Vec<Effect>,
     phase: &'static str,
 }
 
 /// A transition of an ACP agent's session (see [`Case::on`] for others).
-fn case(name: &'static str, given: Vec<Input>, when: Input, then: Vec<Effect>) -> Case {
+fn case(
+    name: &'static str,
+    given: Vec<SessionInput>,
+    when: SessionInput,
+    then: Vec<Effect>,
+) -> Case {
     let machine = acp();
     let phase = "";
     Case {
@@ -305,14 +338,13 @@ fn phase_name(phase: &Phase) -> &'static str {
 
 fn starting_up() -> Vec<Case> {
     use SessionState::*;
-    let stopped = format!("stopped; the agent {EXIT}");
     vec![
         case(
             "start: the agent's pid, starting, the context stack, what is open",
             vec![],
-            Input::Start,
+            SessionInput::Start,
             vec![
-                Effect::Record(Change::AgentPid(PID)),
+                Effect::Record(RecordChange::AgentPid(PID)),
                 settle(Starting),
                 Effect::OpenContext,
                 Effect::ReadOpen,
@@ -347,7 +379,7 @@ fn starting_up() -> Vec<Case> {
         .ends("starting"),
         case(
             "a cancel while starting drops the queued prompt",
-            plus(started(), [prompt("later"), Input::Cancel]),
+            plus(started(), [prompt("later"), SessionInput::Cancel]),
             ready(false),
             vec![acp_recorded(), set(Complete, "ready for a prompt")],
         )
@@ -382,6 +414,13 @@ fn starting_up() -> Vec<Case> {
             ],
         )
         .ends("ended"),
+    ]
+}
+
+fn stopping_while_starting() -> Vec<Case> {
+    use SessionState::*;
+    let stopped = format!("stopped; the agent {EXIT}");
+    vec![
         case(
             "a prompt after a failed start still queues until the exit (as before)",
             plus(started(), [start_failed("no such program")]),
@@ -462,9 +501,9 @@ fn resuming_after_a_restart() -> Vec<Case> {
         case(
             "resuming: starting, with the reason",
             vec![],
-            Input::Start,
+            SessionInput::Start,
             vec![
-                Effect::Record(Change::AgentPid(PID)),
+                Effect::Record(RecordChange::AgentPid(PID)),
                 set(Starting, "resuming after a daemon restart"),
                 Effect::OpenContext,
                 Effect::ReadOpen,
@@ -525,15 +564,22 @@ fn resuming_after_a_restart() -> Vec<Case> {
 fn transitions() {
     let tables = [
         starting_up(),
+        stopping_while_starting(),
         resuming_after_a_restart(),
         parking::parking(),
         during_a_turn::turns(),
+        during_a_turn::cancels_and_failures(),
         during_a_turn::store_failures(),
         during_a_turn::approvals(),
         during_a_turn::questions(),
         during_a_turn::the_context_stack(),
         during_a_turn::the_transcript(),
         during_a_turn::endings(),
+        gating::rule_outcomes(),
+        gating::human_answers(),
+        gating::permissions(),
+        gating::credentials_and_rules(),
+        gating::the_agents_own_doings(),
     ];
     let mut wrong = Vec::new();
     let mut count = 0;
@@ -581,7 +627,7 @@ fn inbox_choices_are_unique_and_map_back() {
     let choice = |id: &str, name: &str| PermissionChoice {
         id: id.into(),
         name: name.into(),
-        kind: "allow_once".into(),
+        kind: OptionKind::AllowOnce,
     };
     let choices = inbox_choices(&[
         choice("a", "Allow"),

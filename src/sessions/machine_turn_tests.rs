@@ -4,17 +4,13 @@
 //! `machine_tests.rs`, with the helpers used here.
 
 use super::*;
+use crate::workbench::WorkbenchError;
 
 pub(super) fn turns() -> Vec<Case> {
     use SessionState::*;
-    let thought = Input::Kept {
+    let thought = SessionInput::Kept {
         kind: EntryKind::Thought,
         text: "hmm".into(),
-    };
-    let chunk = || Input::Chunk {
-        kind: EntryKind::Message,
-        text: "hi".into(),
-        message_id: Some("r1".into()),
     };
     vec![
         case(
@@ -103,7 +99,7 @@ pub(super) fn turns() -> Vec<Case> {
         .ends("idle"),
         case(
             "a cancelled turn ends as cancelled, without a done message",
-            plus(working("go"), [Input::Cancel]),
+            plus(working("go"), [SessionInput::Cancel]),
             ended("cancelled"),
             vec![
                 Effect::RecordTurn,
@@ -112,17 +108,27 @@ pub(super) fn turns() -> Vec<Case> {
             ],
         )
         .ends("idle"),
+    ]
+}
+
+pub(super) fn cancels_and_failures() -> Vec<Case> {
+    let chunk = || SessionInput::Chunk {
+        kind: EntryKind::Message,
+        text: "hi".into(),
+        message_id: Some("r1".into()),
+    };
+    vec![
         case(
             "cancel during a turn asks the agent to end it",
             working("go"),
-            Input::Cancel,
+            SessionInput::Cancel,
             vec![Effect::CancelTurn, reply(Reply::Cancelled)],
         )
         .ends("turn"),
         case(
             "cancel when idle only answers",
             idle(),
-            Input::Cancel,
+            SessionInput::Cancel,
             vec![reply(Reply::Cancelled)],
         )
         .ends("idle"),
@@ -326,35 +332,37 @@ pub(super) fn approvals() -> Vec<Case> {
         case(
             "an approval that cannot be posted is refused",
             plus(working("go"), [ask(1)]),
-            Input::Posted {
+            SessionInput::Posted {
                 key: 1,
-                result: Err("disk full".into()),
+                result: Err(WorkbenchError::Invalid("disk full".into())),
             },
-            vec![answer(1, None), line(EntryKind::Error, not_posted)],
+            cat([answer(1, None), vec![line(EntryKind::Error, not_posted)]]),
         )
         .ends("turn"),
         case(
             "an answered approval gives the agent the option chosen",
             waiting(),
             answered("m1", "Allow"),
-            vec![
+            cat([
                 answer(1, Some("allow")),
-                permission("Allow"),
-                settle(Working),
-            ],
+                vec![permission("Allow"), settle(Working)],
+            ]),
         )
         .ends("turn"),
         case(
             "an answer that is no option refuses",
             waiting(),
             answered("m1", "maybe"),
-            vec![answer(1, None), permission("withdrawn"), settle(Working)],
+            cat([
+                answer(1, None),
+                vec![permission("withdrawn"), settle(Working)],
+            ]),
         )
         .ends("turn"),
         case(
             "cancel while waiting: approvals withdrawn, working until the turn ends",
             waiting(),
-            Input::Cancel,
+            SessionInput::Cancel,
             cat([
                 vec![Effect::CancelTurn],
                 withdrawn("the turn was cancelled"),
@@ -389,8 +397,8 @@ pub(super) fn approvals() -> Vec<Case> {
 
 pub(super) fn questions() -> Vec<Case> {
     use SessionState::*;
-    let opened = |id: &str| Input::Opened(id.into());
-    let open = |ids: &[&str]| Input::Open(ids.iter().map(|id| id.to_string()).collect());
+    let opened = |id: &str| SessionInput::Opened(id.into());
+    let open = |ids: &[&str]| SessionInput::Open(ids.iter().map(|id| id.to_string()).collect());
     vec![
         case(
             "a question the agent asked makes the session wait",
@@ -416,7 +424,7 @@ pub(super) fn questions() -> Vec<Case> {
         case(
             "a resync reads what is open",
             waiting(),
-            Input::Resync,
+            SessionInput::Resync,
             vec![Effect::ReadOpen],
         )
         .ends("turn"),
@@ -430,8 +438,8 @@ pub(super) fn questions() -> Vec<Case> {
         case(
             "answers read on a resync are handled as answers",
             plus(waiting(), [opened("q1"), open(&["q1"])]),
-            Input::Closed(vec![("m1".into(), Some("Allow".into()))]),
-            vec![answer(1, Some("allow")), permission("Allow")],
+            SessionInput::Closed(vec![("m1".into(), Some("Allow".into()))]),
+            cat([answer(1, Some("allow")), vec![permission("Allow")]]),
         )
         .ends("turn"),
         case(
@@ -445,12 +453,12 @@ pub(super) fn questions() -> Vec<Case> {
 }
 
 pub(super) fn the_context_stack() -> Vec<Case> {
-    let tool_call = |id: &str, status: &str| Input::ToolCall {
+    let tool_call = |id: &str, status: &str| SessionInput::ToolCall {
         id: id.into(),
         title: "Read a.txt".into(),
         status: status.into(),
     };
-    let tool_done = |id: &str| Input::ToolUpdate {
+    let tool_done = |id: &str| SessionInput::ToolUpdate {
         id: id.into(),
         title: None,
         status: Some("completed".into()),
@@ -458,6 +466,10 @@ pub(super) fn the_context_stack() -> Vec<Case> {
     let call_line = |status: &str| {
         let line = Line::new(EntryKind::ToolCall).text("Read a.txt").tool("c1");
         Effect::Append(line.status(status))
+    };
+    let audited = |status: &str| {
+        let (tool, status) = ("Read a.txt".into(), Some(status.into()));
+        Effect::Audit(AuditEvent::ToolCall { tool, status })
     };
     let done_line = || {
         Effect::Append(
@@ -472,6 +484,7 @@ pub(super) fn the_context_stack() -> Vec<Case> {
             plus(working("go"), [said("Let me look.")]),
             tool_call("c1", "pending"),
             vec![
+                audited("pending"),
                 Effect::Push(Message::Agent {
                     text: "Let me look.".into(),
                 }),
@@ -488,7 +501,7 @@ pub(super) fn the_context_stack() -> Vec<Case> {
             "a tool call seen again is not pushed again",
             plus(working("go"), [tool_call("c1", "pending")]),
             tool_call("c1", "in_progress"),
-            vec![call_line("in_progress")],
+            vec![audited("in_progress"), call_line("in_progress")],
         )
         .ends("turn"),
         case(
@@ -517,7 +530,7 @@ pub(super) fn the_context_stack() -> Vec<Case> {
             "the internal agent feeds its own stack",
             plus(working("go"), [said("Let me look.")]),
             tool_call("c1", "pending"),
-            vec![call_line("pending")],
+            vec![audited("pending"), call_line("pending")],
         )
         .on(machine(AgentKind::Internal, None, None))
         .ends("turn"),
@@ -537,11 +550,11 @@ pub(super) fn the_context_stack() -> Vec<Case> {
         case(
             "a renewed agent session is recorded and the fresh start cleared",
             working("go"),
-            Input::SessionRenewed {
+            SessionInput::SessionRenewed {
                 acp_session_id: "acp-2".into(),
             },
             vec![
-                Effect::Record(Change::AcpSession("acp-2".into())),
+                Effect::Record(RecordChange::AcpSession("acp-2".into())),
                 Effect::Save,
                 Effect::ClearFreshStart,
             ],
@@ -551,7 +564,7 @@ pub(super) fn the_context_stack() -> Vec<Case> {
 }
 
 pub(super) fn the_transcript() -> Vec<Case> {
-    let refused = Input::File {
+    let refused = SessionInput::File {
         op: "write",
         path: "/etc/passwd".into(),
         refused: Some("outside the session's folder".into()),
@@ -563,7 +576,7 @@ pub(super) fn the_transcript() -> Vec<Case> {
         case(
             "a plan goes to the transcript",
             working("go"),
-            Input::Plan("[pending] read".into()),
+            SessionInput::Plan("[pending] read".into()),
             vec![line(EntryKind::Plan, "[pending] read")],
         )
         .ends("turn"),
@@ -571,21 +584,28 @@ pub(super) fn the_transcript() -> Vec<Case> {
             "a file the firewall refused",
             working("go"),
             refused,
-            vec![Effect::Append(refused_line)],
+            vec![
+                Effect::Audit(AuditEvent::FileWrite {
+                    path: "/etc/passwd".into(),
+                    allowed: false,
+                    reason: Some("outside the session's folder".into()),
+                }),
+                Effect::Append(refused_line),
+            ],
         )
         .ends("turn"),
         case(
             "the process doing the work is recorded",
             working("go"),
-            Input::Process(Some(42)),
-            vec![Effect::Record(Change::AgentPid(42)), Effect::Save],
+            SessionInput::Process(Some(42)),
+            vec![Effect::Record(RecordChange::AgentPid(42)), Effect::Save],
         )
         .ends("turn"),
         case(
             "when it ends, the agent's own pid again",
             working("go"),
-            Input::Process(None),
-            vec![Effect::Record(Change::AgentPid(PID)), Effect::Save],
+            SessionInput::Process(None),
+            vec![Effect::Record(RecordChange::AgentPid(PID)), Effect::Save],
         )
         .ends("turn"),
     ]

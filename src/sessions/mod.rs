@@ -10,18 +10,22 @@
 
 mod actor;
 mod channel;
+mod command;
 mod context;
 mod control;
+mod credential;
 mod cron;
 mod drift;
 mod exec;
 mod gate;
 mod given;
+mod inbox_news;
 mod land;
 mod machine;
 mod radar;
 mod rule_files;
 mod security;
+mod spawn;
 mod transcript;
 mod wording;
 mod worktree;
@@ -32,12 +36,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
-use crate::agent::{self, AgentHandle, Launch};
-use crate::audit::{Audit, AuditEvent};
-use crate::config::{AgentKind, AgentProfile, Config};
+use crate::config::{AgentKind, Config};
 use crate::driver::{self, Environment};
 use crate::git;
-use crate::protocol::env;
 use crate::protocol::{
     ClientEnv, CreateSessionParams, DeleteOutcome, Event, PruneResult, RemoveOptions, Session,
     SessionState, Skipped,
@@ -47,7 +48,8 @@ use crate::workbench::{Workbench, WorkbenchError, display_name, now_rfc3339};
 use crate::markdown::MarkdownLog;
 pub use context::{PREAMBLE_HEADER, preamble};
 
-use actor::{Actor, Command};
+use command::Command;
+use spawn::Resume;
 use transcript::TranscriptWriter;
 
 pub type Result<T> = std::result::Result<T, WorkbenchError>;
@@ -103,7 +105,7 @@ impl Sessions {
             rules: Arc::new(rule_files::RuleBook::new(wb.kiln().clone())),
             live_settings: std::sync::OnceLock::new(),
         });
-        tokio::spawn(route_inbox_events(
+        tokio::spawn(inbox_news::route_inbox_events(
             Arc::downgrade(&sessions),
             wb.subscribe(),
         ));
@@ -298,168 +300,10 @@ impl Sessions {
                 placement.undo(kiln.root()).await;
                 let _ = self.wb.remove_managed(&id, &Default::default()).await;
                 let _ = std::fs::remove_file(MarkdownLog::path_for(&kiln.sessions_dir(), &id));
-                return Err(WorkbenchError::Invalid(why));
+                return Err(WorkbenchError::Invalid(why.to_string()));
             }
         }
         self.wb.get_session(&id)
-    }
-
-    /// Starts the agent, with a fresh handle, and the actor that owns it.
-    async fn spawn_actor(
-        self: &Arc<Self>,
-        mut session: Session,
-        profile_name: &str,
-        profile: AgentProfile,
-        resume: Option<Resume>,
-        first_prompt: Option<String>,
-    ) -> std::result::Result<(), String> {
-        let kiln = self.wb.kiln();
-        let folder = context::folder(&self.wb, &session);
-        let system = context::system_entry(&session, Some(&profile), &folder);
-        let cwd = PathBuf::from(folder);
-        let spec = session.driver.clone().unwrap_or_default();
-        let session_id = session.id.clone();
-        let given = self.given(&session_id);
-        let (passed, missing) = given::values(spec.env(), given.as_deref());
-        let profile = given::locate(profile_name, profile, spec.kind(), given.as_deref())?;
-        let idle_after = spec
-            .kind()
-            .makes_environment()
-            .then(|| {
-                let minutes = Config::load(&kiln.settings_path())
-                    .map(|c| c.drivers.idle_timeout_minutes)
-                    .unwrap_or(self.wb.config().drivers.idle_timeout_minutes);
-                (minutes > 0.0).then(|| std::time::Duration::from_secs_f64(minutes * 60.0))
-            })
-            .flatten();
-        let environment = Environment::provision(
-            &spec,
-            driver::Setup {
-                kiln,
-                session_id: &session.id,
-                cwd: &cwd,
-                program: (profile.kind != AgentKind::Internal).then_some(profile.command.as_str()),
-                passed,
-                path: given.as_ref().and_then(|g| g.path.as_deref()),
-            },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        let environment = Arc::new(environment);
-        let agent_cwd = Some(environment.agent_cwd(&cwd)).filter(|c| c != &cwd);
-        let audit = Audit::new(kiln);
-        audit.record(
-            &session.id,
-            AuditEvent::Start {
-                driver: spec.kind().to_string(),
-                mounts: spec.mounts().iter().map(|m| m.to_string()).collect(),
-                network: spec.network().as_str().to_string(),
-                limits: environment.limits(),
-                env: spec.env().to_vec(),
-            },
-        );
-        if session.limits != environment.limits() {
-            session.limits = environment.limits();
-            self.wb
-                .save_managed(&session)
-                .await
-                .map_err(|e| format!("cannot record the session's limits: {e}"))?;
-        }
-        let (events_tx, events) = mpsc::unbounded_channel();
-        let handle = self
-            .wb
-            .issue_handle(&session.id)
-            .await
-            .map_err(|e| format!("cannot issue a session handle: {e}"))?;
-        let launch = Launch {
-            profile_name: profile_name.to_string(),
-            profile: profile.clone(),
-            cwd,
-            denied: vec![kiln.state_dir()],
-            env: vec![
-                (SESSION_ENV.into(), session.id.clone()),
-                (env::HANDLE.into(), handle.expose().to_string()),
-                (env::KILN.into(), kiln.root().display().to_string()),
-                (
-                    env::SOCKET.into(),
-                    kiln.agent_socket_path().display().to_string(),
-                ),
-            ],
-            stderr_log: kiln
-                .sessions_dir()
-                .join(format!("{}.stderr.log", session.id)),
-            resume: resume.as_ref().and_then(|r| r.acp_session_id.clone()),
-            // Made again on purpose (unparked, restarted): a fresh agent session seeded
-            // with the stack when the old one cannot be loaded.
-            fresh_if_unresumable: resume.as_ref().is_some_and(|r| {
-                matches!(r.previous, SessionState::Parked | SessionState::Stopped)
-            }),
-            link: (profile.kind == AgentKind::Internal).then(|| {
-                Arc::new(context::Link {
-                    wb: Arc::clone(&self.wb),
-                    session_id: session.id.clone(),
-                    system: system.clone(),
-                }) as Arc<dyn agent::SessionLink>
-            }),
-            environment: Arc::clone(&environment),
-            api_key: given::api_key(&profile, given.as_deref()),
-        };
-        let handle: AgentHandle = match agent::launch(launch, events_tx) {
-            Ok(handle) => handle,
-            Err(why) => {
-                let _ = self.wb.revoke_handles(&session.id).await;
-                return Err(why);
-            }
-        };
-        let (tx, commands) = mpsc::unbounded_channel();
-        self.lock().insert(session.id.clone(), tx);
-        self.environments_lock()
-            .insert(session.id.clone(), Arc::clone(&environment));
-        self.running.send_modify(|n| *n += 1);
-        let actor = Actor::new(
-            Arc::clone(&self.wb),
-            session,
-            handle,
-            events,
-            commands,
-            actor::Setup {
-                profile,
-                system,
-                resumed_from: resume.map(|r| r.previous),
-                first_prompt,
-                idle_after,
-                agent_cwd,
-                rules: Arc::clone(&self.rules),
-            },
-        );
-        let me = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let id = actor.id().to_string();
-            actor.run().await;
-            if let Some(me) = me.upgrade() {
-                me.lock().remove(&id);
-                let environment = me.environments_lock().remove(&id);
-                if let Some(environment) = environment {
-                    environment.close().await;
-                }
-                if let Ok(ended) = me.wb.get_session(&id)
-                    && ended
-                        .state_reason
-                        .as_deref()
-                        .is_some_and(|r| r.starts_with("CONTEXT_MISS"))
-                {
-                    me.ask_to_refine(&ended).await;
-                }
-                me.running.send_modify(|n| *n = n.saturating_sub(1));
-            }
-        });
-        if !missing.is_empty() {
-            let notice = wording::started_without(&missing);
-            if let Err(e) = self.wb.send(notice.into_params(&session_id)).await {
-                tracing::warn!(session = %session_id, "cannot say which variables are missing: {e}");
-            }
-        }
-        Ok(())
     }
 
     /// Sends a prompt now, or queues it behind the running turn. True when queued. A
@@ -512,7 +356,7 @@ impl Sessions {
             let mut parked = session;
             parked.state_reason = Some(format!("{}; the last try failed: {why}", wording::PARKED));
             self.wb.save_managed(&parked).await?;
-            return Err(WorkbenchError::Invalid(why));
+            return Err(WorkbenchError::Invalid(why.to_string()));
         }
         Ok(())
     }
@@ -634,7 +478,7 @@ impl Sessions {
                 .spawn_actor(starting.clone(), &name, profile, Some(resume), None)
                 .await
             {
-                self.mark_lost(starting, why).await;
+                self.mark_lost(starting, why.to_string()).await;
             }
         }
     }
@@ -712,66 +556,10 @@ async fn take_over(
     }
 }
 
-/// What a resumed actor needs to know.
-struct Resume {
-    /// The agent's own session to load (none for agents that keep none).
-    acp_session_id: Option<String>,
-    previous: SessionState,
-}
-
 fn not_running(session: &Session) -> WorkbenchError {
     WorkbenchError::Conflict(format!(
         "session {} has no running agent (it is {}); create a new session to continue",
         session.id,
         session.state.map_or("unmanaged", SessionState::as_str)
     ))
-}
-
-/// Tells each actor when a blocking message of its session opens or closes, which is
-/// what moves it between working and waiting, and answers its permission requests.
-async fn route_inbox_events(
-    sessions: std::sync::Weak<Sessions>,
-    mut events: broadcast::Receiver<std::sync::Arc<Event>>,
-) {
-    loop {
-        let event = events.recv().await;
-        let Some(sessions) = sessions.upgrade() else {
-            return;
-        };
-        match event.as_deref() {
-            Ok(Event::InboxUpdated(m))
-                if m.title.starts_with("Context miss:")
-                    && m.response.as_deref() == Some("Widen and restart") =>
-            {
-                let path = m
-                    .body
-                    .as_deref()
-                    .and_then(|b| b.lines().find_map(|l| l.strip_prefix("path: ")))
-                    .map(str::to_string);
-                if let Some(path) = path {
-                    let sessions = std::sync::Arc::clone(&sessions);
-                    let session_id = m.session_id.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = sessions.refine(&session_id, vec![path], None).await {
-                            tracing::warn!(session = %session_id, "cannot refine: {e}");
-                        }
-                    });
-                }
-            }
-            Ok(Event::InboxCreated(m)) | Ok(Event::InboxUpdated(m)) => {
-                if m.msg_type.blocks()
-                    && let Some(actor) = sessions.actor(&m.session_id)
-                {
-                    let _ = actor.send(Command::Inbox(Box::new(m.clone())));
-                }
-            }
-            Ok(_) => {}
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                for actor in sessions.lock().values() {
-                    let _ = actor.send(Command::Resync);
-                }
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        }
-    }
 }

@@ -3,17 +3,12 @@
 //! the credentials an agent asks for (`secret.get`), whose values come from the daemon's
 //! environment or a configured command and are never stored or logged.
 
-use std::time::Duration;
-
 use tokio::sync::oneshot;
 
-use super::actor::Command;
+use super::command::Command;
 use super::{Result, Sessions};
-use crate::config::Config;
 use crate::protocol::{RuleInfo, RulesFileError, RulesReply, SecurityReply, SecurityState};
 use crate::workbench::WorkbenchError;
-
-const SECRET_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Sessions {
     pub fn security(&self, id: &str) -> Result<SecurityReply> {
@@ -111,7 +106,7 @@ impl Sessions {
         })
     }
 
-    /// Seed 000's `/reset`: a new session for the same worktree, agent profile and
+    /// `/reset`: a new session for the same worktree, agent profile and
     /// driver, with a fresh agent and an empty security state (the disabled rules kept
     /// if asked); the old one is stopped with reason `reset`, its transcript and audit
     /// log kept.
@@ -174,7 +169,7 @@ impl Sessions {
         done.await.ok().flatten()
     }
 
-    /// Seed 002's refinement: widens the read manifest of a session a context miss
+    /// A refinement: widens the read manifest of a session a context miss
     /// stopped and starts its agent again (its own session reloaded where it can), with
     /// `prompt` first. At most [`MAX_REFINEMENT_ATTEMPTS`] per work item.
     pub async fn refine(
@@ -277,44 +272,6 @@ impl Sessions {
             .map_err(|_| super::not_running(&session))?;
         done.await
             .map_err(|_| super::not_running(&session))?
-            .map_err(WorkbenchError::Invalid)
+            .map_err(|e| WorkbenchError::Invalid(e.to_string()))
     }
-}
-
-/// The value of a credential: its configured command's output, its configured variable,
-/// or the daemon's variable of that name.
-pub(super) async fn resolve(
-    settings: &std::path::Path,
-    name: &str,
-) -> std::result::Result<String, String> {
-    let source = Config::load(settings)
-        .ok()
-        .and_then(|c| c.secrets.get(name).cloned());
-    resolve_with(name, source.as_ref()).await
-}
-
-async fn resolve_with(
-    name: &str,
-    source: Option<&crate::config::SecretSource>,
-) -> std::result::Result<String, String> {
-    if let Some(command) = source.and_then(|s| s.command.as_deref()) {
-        let run = tokio::process::Command::new("sh")
-            .arg("-c")
-            .arg(command)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output();
-        let out = tokio::time::timeout(SECRET_TIMEOUT, run)
-            .await
-            .map_err(|_| format!("the command for {name} did not finish in time"))?
-            .map_err(|e| format!("cannot run the command for {name}: {e}"))?;
-        if !out.status.success() {
-            return Err(format!("the command for {name} failed ({})", out.status));
-        }
-        let text = String::from_utf8(out.stdout)
-            .map_err(|_| format!("the command for {name} printed no text"))?;
-        return Ok(text.trim_end_matches(['\n', '\r']).to_string());
-    }
-    let var = source.and_then(|s| s.env.as_deref()).unwrap_or(name);
-    std::env::var(var).map_err(|_| format!("{var} is not set in crucible's environment"))
 }

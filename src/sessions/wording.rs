@@ -124,7 +124,7 @@ pub fn resumed(interrupted: bool) -> (String, Notice) {
 pub fn approval_body(options: &[PermissionChoice]) -> String {
     let listed: Vec<String> = options
         .iter()
-        .map(|o| format!("{} ({})", o.name, o.kind.replace('_', " ")))
+        .map(|o| format!("{} ({})", o.name, o.kind.as_str().replace('_', " ")))
         .collect();
     format!(
         "The agent asks for permission and waits for your answer.\nOptions: {}",
@@ -313,4 +313,13 @@ pub fn store_failed(what: &str, error: impl std::fmt::Display) -> String {
 /// The failure a turn ends with when a transcript entry could not be stored.
 pub fn transcript_failed(error: impl std::fmt::Display) -> String {
     format!("a transcript entry could not be stored: {error}")
+}
+
+/// Why an approval for a credential is asked, above its options.
+pub fn credential_reason(name: &str) -> String {
+    format!(
+        "The agent asks for the credential {name}. Allowing gives it the value \
+         (from crucible's environment or its configured command) for the rest of \
+         this session; crucible never stores or logs it."
+    )
 }

@@ -1,15 +1,16 @@
 //! What the session machine asks the actor to carry out.
 
-use super::Key;
+use super::{GateReply, GateRequest, Key};
+use crate::audit::AuditEvent;
 use crate::context::Message;
-use crate::protocol::{EntryKind, Flagged, SessionState};
+use crate::protocol::{EntryKind, Flagged, SecurityState, SessionState, Usage};
 use crate::sessions::wording::Notice;
 
 /// What the actor carries out.
 #[derive(Debug, Clone, PartialEq)]
 pub(in crate::sessions) enum Effect {
     /// Changes the session record without saving it; the next save stores it.
-    Record(Change),
+    Record(RecordChange),
     /// A `state` transcript entry, then the record's state and reason, saved.
     SetState {
         state: SessionState,
@@ -21,7 +22,7 @@ pub(in crate::sessions) enum Effect {
     RecordTurn,
     /// Appends a transcript entry (ending the message streaming in).
     Append(Line),
-    /// Streams agent text into the transcript; answered with [`Input::Kept`].
+    /// Streams agent text into the transcript; answered with [`SessionInput::Kept`].
     Stream {
         kind: EntryKind,
         text: String,
@@ -29,7 +30,7 @@ pub(in crate::sessions) enum Effect {
     },
     /// Sends an inbox message of this session.
     Post(Notice),
-    /// Posts the approval the agent waits for; answered with [`Input::Posted`].
+    /// Posts the approval the agent waits for; answered with [`SessionInput::Posted`].
     Ask {
         key: Key,
         title: String,
@@ -40,8 +41,14 @@ pub(in crate::sessions) enum Effect {
         /// The rule that asked and the operation, when a rule asks.
         flagged: Option<Flagged>,
     },
-    /// Answers the agent's permission request: an option id, or `None` to refuse.
-    AnswerPermission { key: Key, option: Option<String> },
+    /// Has the rules judge a request; answered with [`SessionInput::Judged`].
+    Judge(GateRequest),
+    /// Answers whoever waits on gated request `key`.
+    ReplyGate { key: Key, reply: GateReply },
+    /// Gives the credential asked for as request `key` (approved for the session).
+    Grant { key: Key, name: String },
+    /// Adds a record to the session's audit log.
+    Audit(AuditEvent),
     /// Closes one inbox message with a note.
     Withdraw { message_id: String, note: String },
     /// Closes every open blocking message of the session with a note.
@@ -56,7 +63,7 @@ pub(in crate::sessions) enum Effect {
     Prompt { text: String, renew: bool },
     /// Asks the agent to end its turn.
     CancelTurn,
-    /// Ends the agent; [`Input::Exited`] follows.
+    /// Ends the agent; [`SessionInput::Exited`] follows.
     StopAgent,
     /// Revokes the session's handles: the agent's handle dies with it.
     RevokeHandles,
@@ -65,9 +72,9 @@ pub(in crate::sessions) enum Effect {
     /// The context stack asks for a fresh agent session (seeded with the stack): the
     /// agent could not take back the one it had.
     SeedFresh,
-    /// Reads the session's open blocking messages; answered with [`Input::Open`].
+    /// Reads the session's open blocking messages; answered with [`SessionInput::Open`].
     ReadOpen,
-    /// Reads the answers of these messages; answered with [`Input::Closed`].
+    /// Reads the answers of these messages; answered with [`SessionInput::Closed`].
     ReadAnswers(Vec<String>),
     /// Answers the person whose command is being handled.
     Reply(Reply),
@@ -77,13 +84,58 @@ pub(in crate::sessions) enum Effect {
 
 /// A change to the session record.
 #[derive(Debug, Clone, PartialEq)]
-pub(in crate::sessions) enum Change {
+pub(in crate::sessions) enum RecordChange {
     AcpSession(String),
     AgentPid(u32),
+    Skills(Vec<String>),
+    Usage(Usage),
+    /// A rule switched off (or on again) for the session.
+    Rule {
+        rule: String,
+        enabled: bool,
+    },
+    /// An operation approved for the rest of the session (its fingerprint, and what it
+    /// is in words).
+    OperationApproved {
+        fingerprint: String,
+        description: String,
+    },
+    /// A credential approved for the rest of the session.
+    CredentialApproved(String),
     /// The agent ended: no pid, the end time, its exit code.
     Ended {
         exit_code: Option<i32>,
     },
+}
+
+impl RecordChange {
+    /// Applies a change of the session's security state to it; any other change is
+    /// given back.
+    pub fn apply_security(self, security: &mut SecurityState) -> Option<Self> {
+        match self {
+            Self::Rule { rule, enabled } => {
+                security.disabled.retain(|d| d != &rule);
+                if !enabled {
+                    security.disabled.push(rule);
+                }
+            }
+            Self::OperationApproved {
+                fingerprint,
+                description,
+            } => {
+                security
+                    .approved_operations
+                    .insert(fingerprint, description);
+            }
+            Self::CredentialApproved(name) => {
+                if !security.approved_credentials.contains(&name) {
+                    security.approved_credentials.push(name);
+                }
+            }
+            other => return Some(other),
+        }
+        None
+    }
 }
 
 /// The answer to a command.
@@ -96,6 +148,8 @@ pub(in crate::sessions) enum Reply {
     /// The agent is not running (it is being stopped): nothing was done.
     NotRunning,
     Cancelled,
+    /// The session's security state, after a rule was switched.
+    Security,
 }
 
 /// One transcript entry to write; its number and time are the writer's.

@@ -1,13 +1,15 @@
 //! What the session machine is told: what the agent did, what people asked, and the
 //! answers to the effects that ask something.
 
-use super::Key;
-use crate::agent::{PermissionChoice, TurnFailure};
-use crate::protocol::{EntryKind, Flagged};
+use super::{GateRequest, Key};
+use crate::agent::TurnFailure;
+use crate::protocol::{EntryKind, Usage};
+use crate::sessions::gate::Judgement;
+use crate::workbench::WorkbenchError;
 
 /// What happens to the session.
 #[derive(Debug)]
-pub(in crate::sessions) enum Input {
+pub(in crate::sessions) enum SessionInput {
     /// The actor begins; the agent's process was just launched.
     Start,
 
@@ -32,16 +34,13 @@ pub(in crate::sessions) enum Input {
         status: Option<String>,
     },
     Plan(String),
-    Permission {
-        key: Key,
-        title: String,
-        tool_call_id: String,
-        options: Vec<PermissionChoice>,
-        /// Why crucible asks (a rule's reason), above the options.
-        reason: Option<String>,
-        /// The rule that asked and the operation, when a rule asks.
-        flagged: Option<Flagged>,
-    },
+    /// The agent's skills (its slash commands) as it tells them now.
+    Skills(Vec<String>),
+    /// The agent's context window use and cost.
+    Usage(Usage),
+    /// Something for the approval gate: what the agent asks for, what crucible runs or
+    /// serves for it, or what it ran by itself.
+    Gate(GateRequest),
     File {
         op: &'static str,
         path: String,
@@ -69,8 +68,18 @@ pub(in crate::sessions) enum Input {
     },
     /// Idle too long: tear the environment down, keep the session.
     Park,
-    /// Crucible ends the session (a context miss), with the reason.
-    Terminate(String),
+    /// Switch a rule off (or on again) for this session.
+    SetRule {
+        rule: String,
+        enabled: bool,
+    },
+    /// The agent asks for a credential, numbered `key`; `approved`: approved before in
+    /// this session.
+    Credential {
+        key: Key,
+        name: String,
+        approved: bool,
+    },
     /// A blocking inbox message of this session opened (a question the agent asked).
     Opened(String),
     /// One was answered or withdrawn.
@@ -87,10 +96,17 @@ pub(in crate::sessions) enum Input {
         kind: EntryKind,
         text: String,
     },
+    /// The rules' judgement of a request for the gate ([`Effect::Judge`]); `changed`:
+    /// the session's security state changed (a rule activated on it).
+    Judged {
+        request: GateRequest,
+        judgement: Judgement,
+        changed: bool,
+    },
     /// The approval of request `key` was posted with this message id, or could not be.
     Posted {
         key: Key,
-        result: Result<String, String>,
+        result: Result<String, WorkbenchError>,
     },
     /// The session's open blocking messages ([`Effect::ReadOpen`]).
     Open(Vec<String>),

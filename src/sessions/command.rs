@@ -1,0 +1,45 @@
+//! What the daemon tells a running session's actor: a prompt, a cancel or stop, inbox
+//! news, a rule switched, and the approvals and credentials its agent asks for through
+//! crucible. Each carries the channel its answer goes back on.
+
+use tokio::sync::oneshot;
+
+use super::credential::CredentialError;
+use crate::protocol::{InboxMessage, SecurityState};
+
+pub(super) enum Command {
+    /// A prompt; answered with whether it had to queue.
+    Prompt {
+        text: String,
+        ack: oneshot::Sender<bool>,
+    },
+    Cancel {
+        ack: oneshot::Sender<()>,
+    },
+    /// Ends the agent. `shutdown`: the daemon is going away, so the session keeps its
+    /// state for the next daemon to resume.
+    Stop {
+        ack: oneshot::Sender<()>,
+        shutdown: bool,
+    },
+    /// A blocking message of this session was created or answered.
+    Inbox(Box<InboxMessage>),
+    /// Inbox events were missed: re-read what is open.
+    Resync,
+    /// Switch a rule off (or on again) for this session.
+    SetRule {
+        rule: String,
+        enabled: bool,
+        ack: oneshot::Sender<SecurityState>,
+    },
+    /// The agent asks for approval itself (`cru approve`): the rules' word, if any.
+    JudgeApproval {
+        title: String,
+        ack: oneshot::Sender<Option<bool>>,
+    },
+    /// The agent asks for a credential: approved once per session by the human.
+    Secret {
+        name: String,
+        ack: oneshot::Sender<Result<String, CredentialError>>,
+    },
+}

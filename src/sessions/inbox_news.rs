@@ -1,0 +1,58 @@
+//! Inbox news for the running sessions: each actor is told when a blocking message of
+//! its session opens or closes, and told to read what is open again when news was
+//! missed.
+
+use tokio::sync::broadcast;
+
+use super::Sessions;
+use super::command::Command;
+use crate::protocol::Event;
+
+/// Tells each actor when a blocking message of its session opens or closes, which is
+/// what moves it between working and waiting, and answers its permission requests.
+pub(super) async fn route_inbox_events(
+    sessions: std::sync::Weak<Sessions>,
+    mut events: broadcast::Receiver<std::sync::Arc<Event>>,
+) {
+    loop {
+        let event = events.recv().await;
+        let Some(sessions) = sessions.upgrade() else {
+            return;
+        };
+        match event.as_deref() {
+            Ok(Event::InboxUpdated(m))
+                if m.title.starts_with("Context miss:")
+                    && m.response.as_deref() == Some("Widen and restart") =>
+            {
+                let path = m
+                    .body
+                    .as_deref()
+                    .and_then(|b| b.lines().find_map(|l| l.strip_prefix("path: ")))
+                    .map(str::to_string);
+                if let Some(path) = path {
+                    let sessions = std::sync::Arc::clone(&sessions);
+                    let session_id = m.session_id.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = sessions.refine(&session_id, vec![path], None).await {
+                            tracing::warn!(session = %session_id, "cannot refine: {e}");
+                        }
+                    });
+                }
+            }
+            Ok(Event::InboxCreated(m)) | Ok(Event::InboxUpdated(m)) => {
+                if m.msg_type.blocks()
+                    && let Some(actor) = sessions.actor(&m.session_id)
+                {
+                    let _ = actor.send(Command::Inbox(Box::new(m.clone())));
+                }
+            }
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                for actor in sessions.lock().values() {
+                    let _ = actor.send(Command::Resync);
+                }
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}

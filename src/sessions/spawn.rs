@@ -1,0 +1,216 @@
+//! Starting a session's agent: its driver's environment provisioned, a fresh handle,
+//! the agent launched with the session's variables, and the actor that owns it run
+//! until the agent is gone (then the environment closed, and after a context miss the
+//! question whether to widen the manifest asked).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::actor::{Actor, ActorSetup};
+use super::{Sessions, context, given, wording};
+use crate::agent::{self, AgentHandle, Launch};
+use crate::audit::{Audit, AuditEvent};
+use crate::config::{AgentKind, AgentProfile, Config};
+use crate::driver::{self, DriverError, Environment};
+use crate::kiln::Kiln;
+use crate::protocol::env::{self, SESSION as SESSION_ENV};
+use crate::protocol::{DriverKind, Session, SessionState};
+use crate::workbench::WorkbenchError;
+
+/// What a resumed actor needs to know.
+pub(super) struct Resume {
+    /// The agent's own session to load (none for agents that keep none).
+    pub acp_session_id: Option<String>,
+    pub previous: SessionState,
+}
+
+/// Why a session's agent could not be started.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SpawnError {
+    /// The agent's program cannot be found or launched (the reason in words).
+    #[error("{0}")]
+    Agent(String),
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    #[error("cannot record the session's limits: {0}")]
+    Limits(WorkbenchError),
+    #[error("cannot issue a session handle: {0}")]
+    Handle(WorkbenchError),
+}
+
+impl Sessions {
+    /// Starts the agent, with a fresh handle, and the actor that owns it.
+    pub(super) async fn spawn_actor(
+        self: &Arc<Self>,
+        mut session: Session,
+        profile_name: &str,
+        profile: AgentProfile,
+        resume: Option<Resume>,
+        first_prompt: Option<String>,
+    ) -> std::result::Result<(), SpawnError> {
+        let kiln = self.wb.kiln();
+        let folder = context::folder(&self.wb, &session);
+        let system = context::system_entry(&session, Some(&profile), &folder);
+        let cwd = PathBuf::from(folder);
+        let spec = session.driver.clone().unwrap_or_default();
+        let session_id = session.id.clone();
+        let given = self.given(&session_id);
+        let (passed, missing) = given::values(spec.env(), given.as_deref());
+        let profile = given::locate(profile_name, profile, spec.kind(), given.as_deref())
+            .map_err(SpawnError::Agent)?;
+        let idle_after = self.idle_after(spec.kind());
+        let environment = Environment::provision(
+            &spec,
+            driver::Setup {
+                kiln,
+                session_id: &session.id,
+                cwd: &cwd,
+                program: (profile.kind != AgentKind::Internal).then_some(profile.command.as_str()),
+                passed,
+                path: given.as_ref().and_then(|g| g.path.as_deref()),
+            },
+        )
+        .await?;
+        let environment = Arc::new(environment);
+        let agent_cwd = Some(environment.agent_cwd(&cwd)).filter(|c| c != &cwd);
+        let audit = Audit::new(kiln);
+        audit.record(
+            &session.id,
+            AuditEvent::Start {
+                driver: spec.kind().to_string(),
+                mounts: spec.mounts().iter().map(|m| m.to_string()).collect(),
+                network: spec.network().as_str().to_string(),
+                limits: environment.limits(),
+                env: spec.env().to_vec(),
+            },
+        );
+        if session.limits != environment.limits() {
+            session.limits = environment.limits();
+            self.wb
+                .save_managed(&session)
+                .await
+                .map_err(SpawnError::Limits)?;
+        }
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let handle = self
+            .wb
+            .issue_handle(&session.id)
+            .await
+            .map_err(SpawnError::Handle)?;
+        let launch = Launch {
+            profile_name: profile_name.to_string(),
+            profile: profile.clone(),
+            cwd,
+            denied: vec![kiln.state_dir()],
+            env: agent_env(kiln, &session.id, handle.expose()),
+            stderr_log: kiln
+                .sessions_dir()
+                .join(format!("{}.stderr.log", session.id)),
+            resume: resume.as_ref().and_then(|r| r.acp_session_id.clone()),
+            // Made again on purpose (unparked, restarted): a fresh agent session seeded
+            // with the stack when the old one cannot be loaded.
+            fresh_if_unresumable: resume.as_ref().is_some_and(|r| {
+                matches!(r.previous, SessionState::Parked | SessionState::Stopped)
+            }),
+            link: (profile.kind == AgentKind::Internal).then(|| {
+                Arc::new(context::Link {
+                    wb: Arc::clone(&self.wb),
+                    session_id: session.id.clone(),
+                    system: system.clone(),
+                }) as Arc<dyn agent::SessionLink>
+            }),
+            environment: Arc::clone(&environment),
+            api_key: given::api_key(&profile, given.as_deref()),
+        };
+        let handle: AgentHandle = match agent::launch(launch, events_tx) {
+            Ok(handle) => handle,
+            Err(why) => {
+                let _ = self.wb.revoke_handles(&session.id).await;
+                return Err(SpawnError::Agent(why));
+            }
+        };
+        let (tx, commands) = mpsc::unbounded_channel();
+        self.lock().insert(session.id.clone(), tx);
+        self.environments_lock()
+            .insert(session.id.clone(), Arc::clone(&environment));
+        self.running.send_modify(|n| *n += 1);
+        let actor = Actor::new(
+            Arc::clone(&self.wb),
+            session,
+            handle,
+            events,
+            commands,
+            ActorSetup {
+                profile,
+                system,
+                resumed_from: resume.map(|r| r.previous),
+                first_prompt,
+                idle_after,
+                agent_cwd,
+                rules: Arc::clone(&self.rules),
+            },
+        );
+        self.run_actor(actor);
+        if !missing.is_empty() {
+            let notice = wording::started_without(&missing);
+            if let Err(e) = self.wb.send(notice.into_params(&session_id)).await {
+                tracing::warn!(session = %session_id, "cannot say which variables are missing: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the actor; once it ends, the session's environment goes and a context miss
+    /// asks whether to widen the manifest.
+    fn run_actor(self: &Arc<Self>, actor: Actor) {
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let id = actor.id().to_string();
+            actor.run().await;
+            if let Some(me) = me.upgrade() {
+                me.lock().remove(&id);
+                let environment = me.environments_lock().remove(&id);
+                if let Some(environment) = environment {
+                    environment.close().await;
+                }
+                if let Ok(ended) = me.wb.get_session(&id)
+                    && ended
+                        .state_reason
+                        .as_deref()
+                        .is_some_and(|r| r.starts_with("CONTEXT_MISS"))
+                {
+                    me.ask_to_refine(&ended).await;
+                }
+                me.running.send_modify(|n| *n = n.saturating_sub(1));
+            }
+        });
+    }
+
+    /// How long a session of a driver other than local may sit complete before its
+    /// environment is torn down (`None`: never, or a driver that makes none).
+    fn idle_after(&self, kind: DriverKind) -> Option<std::time::Duration> {
+        if !kind.makes_environment() {
+            return None;
+        }
+        let kiln = self.wb.kiln();
+        let minutes = Config::load(&kiln.settings_path())
+            .map(|c| c.drivers.idle_timeout_minutes)
+            .unwrap_or(self.wb.config().drivers.idle_timeout_minutes);
+        (minutes > 0.0).then(|| std::time::Duration::from_secs_f64(minutes * 60.0))
+    }
+}
+
+/// The variables crucible gives an agent: its session, handle, kiln and socket.
+fn agent_env(kiln: &Kiln, session_id: &str, handle: &str) -> Vec<(String, String)> {
+    vec![
+        (SESSION_ENV.into(), session_id.to_string()),
+        (env::HANDLE.into(), handle.to_string()),
+        (env::KILN.into(), kiln.root().display().to_string()),
+        (
+            env::SOCKET.into(),
+            kiln.agent_socket_path().display().to_string(),
+        ),
+    ]
+}
