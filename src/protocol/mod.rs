@@ -19,7 +19,7 @@ pub use diff::*;
 pub use driver::{DriverKind, DriverOptions, DriverSpec, Mount, Network};
 pub use handle::Handle;
 pub use jsonrpc::{ErrorObject, Id, Notification, Request, Response, code};
-pub use methods::ContextCall;
+
 pub use params::*;
 pub use review::*;
 pub use types::*;

@@ -15,7 +15,11 @@ use super::keymap::{KeyAction, Scope};
 use super::model::{Connection, Flash, Model, Overlay, Zone};
 use super::review::{ReviewComment, review_prompt};
 use super::view;
-use crate::protocol::ContextCall;
+use crate::protocol::methods::{NoParams, Request};
+use crate::protocol::{
+    CommitParams, CreateSessionParams, DeleteSessionParams, DiffParams, ForkParams, IdsParams,
+    MergeParams, PrParams, RenameParams, ResetParams, RulesParams, SessionRuleParams,
+};
 
 /// Rows one notch of the mouse wheel scrolls.
 const WHEEL_ROWS: i32 = 3;
@@ -151,36 +155,36 @@ impl Model {
                 agent,
                 task,
                 driver,
-            } => vec![Action::CreateSession {
+            } => vec![Action::Call(Request::SessionCreate(CreateSessionParams {
+                // Empty: the runtime starts the configured default agent.
+                agent: agent.unwrap_or_default(),
                 worktree,
-                agent,
+                in_place: false,
                 task,
                 driver,
-            }],
+                allow_read: Vec::new(),
+                channel: None,
+            }))],
             SlashCommand::Answer(text) => match self.answer_target() {
                 Some(id) => self.answer(&id, Choice::Text(text)),
                 None => self.refuse("nothing to answer: no open decision or approval here"),
             },
             SlashCommand::Context(op) => match self.focused.clone() {
-                Some(session_id) if op == ContextCall::Get => {
-                    self.panes.context = true;
-                    vec![Action::LoadContext { session_id }]
-                }
                 Some(session_id) => {
                     self.panes.context = true;
-                    vec![Action::Context { session_id, op }]
+                    vec![Action::context(session_id, op)]
                 }
                 None => self.refuse("no session focused"),
             },
             SlashCommand::Audit => match self.focused.clone() {
-                Some(session_id) => vec![Action::LoadAudit { session_id }],
+                Some(session_id) => vec![Action::on_session(Request::SessionAudit, session_id)],
                 None => self.refuse("no session focused"),
             },
-            SlashCommand::Rules => vec![Action::LoadRules {
+            SlashCommand::Rules => vec![Action::Call(Request::RulesList(RulesParams {
                 session_id: self.focused.clone(),
-            }],
+            }))],
             SlashCommand::Session => match self.focused.clone() {
-                Some(session_id) => vec![Action::LoadSecurity { session_id }],
+                Some(session_id) => vec![Action::on_session(Request::SessionSecurity, session_id)],
                 None => self.refuse("no session focused"),
             },
             SlashCommand::Memory => match self.focused_session().cloned() {
@@ -195,11 +199,11 @@ impl Model {
                 None => self.refuse("no session focused"),
             },
             SlashCommand::Cancel => match self.focused.clone() {
-                Some(session_id) => vec![Action::Cancel { session_id }],
+                Some(session_id) => vec![Action::on_session(Request::SessionCancel, session_id)],
                 None => self.refuse("no session focused"),
             },
             SlashCommand::Stop => match self.focused.clone() {
-                Some(session_id) => vec![Action::Stop { session_id }],
+                Some(session_id) => vec![Action::on_session(Request::SessionStop, session_id)],
                 None => self.refuse("no session focused"),
             },
             SlashCommand::Skills => match self.focused_session().cloned() {
@@ -210,44 +214,68 @@ impl Model {
                 None => self.refuse("no session focused"),
             },
             SlashCommand::Rule { rule, enabled } => match self.focused.clone() {
-                Some(session_id) => vec![Action::SetRule {
+                Some(session_id) => vec![Action::Call(Request::SessionRule(SessionRuleParams {
                     session_id,
                     rule,
                     enabled,
-                }],
+                }))],
                 None => self.refuse("no session focused"),
             },
-            SlashCommand::Restart => self.on_focused(|session_id| Action::Restart { session_id }),
-            SlashCommand::Diff => self.on_focused(|session_id| Action::LoadDiff { session_id }),
+            SlashCommand::Restart => self
+                .on_focused(|session_id| Action::on_session(Request::SessionRestart, session_id)),
+            SlashCommand::Diff => self.on_focused(diff),
             SlashCommand::Review(op) => self.review(op),
-            SlashCommand::Commit(message) => self.on_focused(|session_id| Action::Commit {
-                session_id,
-                message,
+            SlashCommand::Commit(message) => self.on_focused(|session_id| {
+                Request::SessionCommit(CommitParams {
+                    session_id,
+                    message,
+                })
+                .into()
             }),
-            SlashCommand::Merge(strategy) => self.on_focused(|session_id| Action::Merge {
-                session_id,
-                strategy,
+            SlashCommand::Merge(strategy) => self.on_focused(|session_id| {
+                Request::SessionMerge(MergeParams {
+                    session_id,
+                    strategy,
+                    message: None,
+                })
+                .into()
             }),
-            SlashCommand::Pr => self.on_focused(|session_id| Action::Pr { session_id }),
-            SlashCommand::Conflicts => vec![Action::LoadConflicts],
-            SlashCommand::Delete(options) => self.on_focused(|session_id| Action::Delete {
-                session_id,
-                options,
+            SlashCommand::Pr => self.on_focused(|session_id| {
+                Request::SessionPr(PrParams {
+                    session_id,
+                    title: None,
+                    body: None,
+                })
+                .into()
             }),
-            SlashCommand::Prune(options) => vec![Action::Prune { options }],
-            SlashCommand::Rename(name) => {
-                self.on_focused(|session_id| Action::Rename { session_id, name })
-            }
-            SlashCommand::Fork { worktree, task } => self.on_focused(|session_id| Action::Fork {
-                session_id,
-                worktree,
-                task,
+            SlashCommand::Conflicts => vec![Request::SessionConflicts(NoParams {}).into()],
+            SlashCommand::Delete(options) => self.on_focused(|session_id| {
+                Request::SessionDelete(DeleteSessionParams {
+                    session_id,
+                    options,
+                })
+                .into()
+            }),
+            SlashCommand::Prune(options) => vec![Request::SessionPrune(options).into()],
+            SlashCommand::Rename(name) => self.on_focused(|session_id| {
+                Request::SessionRename(RenameParams { session_id, name }).into()
+            }),
+            SlashCommand::Fork { worktree, task } => self.on_focused(|session_id| {
+                Request::SessionFork(ForkParams {
+                    session_id,
+                    worktree,
+                    task,
+                })
+                .into()
             }),
             SlashCommand::Reset { keep_disabled } => match self.focused.clone() {
-                Some(session_id) => vec![Action::Reset {
-                    session_id,
-                    keep_disabled,
-                }],
+                Some(session_id) => vec![
+                    Request::SessionReset(ResetParams {
+                        session_id,
+                        keep_disabled,
+                    })
+                    .into(),
+                ],
                 None => self.refuse("no session focused"),
             },
             SlashCommand::Approve => self.answer_approval(Choice::Approve),
@@ -313,13 +341,14 @@ impl Model {
             KeyAction::InboxOpen => self.open_selected(),
             KeyAction::Approve => self.answer_opened(Choice::Approve),
             KeyAction::Deny => self.answer_opened(Choice::Deny),
-            KeyAction::Diff => self.on_focused(|session_id| Action::LoadDiff { session_id }),
+            KeyAction::Diff => self.on_focused(diff),
             KeyAction::CancelTurn if !self.input.is_empty() => Vec::new(),
             KeyAction::CancelTurn => match self.focused_session() {
                 Some(session) if session.state.is_some_and(SessionState::is_busy) => {
-                    vec![Action::Cancel {
-                        session_id: session.id.clone(),
-                    }]
+                    vec![Action::on_session(
+                        Request::SessionCancel,
+                        session.id.clone(),
+                    )]
                 }
                 // Nothing to cancel: Esc stays harmless.
                 _ => Vec::new(),
@@ -628,7 +657,7 @@ impl Model {
             .filter(|t| t.starts_with('/'))
             .map_or(text.clone(), String::from);
         self.scroll = 0;
-        vec![Action::Prompt { session_id, text }]
+        vec![Action::prompt(session_id, text)]
     }
 
     fn complete(&mut self) -> Vec<Action> {
@@ -653,9 +682,12 @@ impl Model {
 
     fn open_selected(&mut self) -> Vec<Action> {
         match self.inbox.open_selected() {
-            Some(m) if !m.read => vec![Action::MarkRead {
-                ids: vec![m.id.clone()],
-            }],
+            Some(m) if !m.read => vec![
+                Request::InboxMarkRead(IdsParams {
+                    ids: vec![m.id.clone()],
+                })
+                .into(),
+            ],
             _ => Vec::new(),
         }
     }
@@ -697,10 +729,7 @@ impl Model {
             }
             ReviewOp::Send => {
                 self.comments.remove(&session_id);
-                vec![Action::Prompt {
-                    session_id,
-                    text: review_prompt(&comments),
-                }]
+                vec![Action::prompt(session_id, review_prompt(&comments))]
             }
         }
     }
@@ -726,4 +755,13 @@ fn page_key(key: KeyEvent) -> bool {
             key.code,
             KeyCode::Up | KeyCode::Down | KeyCode::PageUp | KeyCode::PageDown
         )
+}
+
+/// `session.diff` of a session, shown in the diff view.
+fn diff(session_id: String) -> Action {
+    Request::SessionDiff(DiffParams {
+        session_id,
+        context: None,
+    })
+    .into()
 }

@@ -5,6 +5,7 @@ mod diff;
 mod inbox;
 mod input;
 mod overlay;
+pub(super) mod pages;
 mod status_bar;
 
 pub(super) use status_bar::session_at;
