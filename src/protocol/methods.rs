@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::check::Check;
+use super::context::*;
 use super::jsonrpc::ErrorObject;
 use super::params::*;
 use super::review::*;

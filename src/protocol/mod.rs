@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod check;
 pub mod client_env;
+pub mod context;
 pub mod diff;
 pub mod driver;
 pub mod env;
@@ -15,11 +16,11 @@ pub mod review;
 pub mod types;
 
 pub use client_env::ClientEnv;
+pub use context::*;
 pub use diff::*;
 pub use driver::{DriverKind, DriverOptions, DriverSpec, Mount, Network};
 pub use handle::Handle;
 pub use jsonrpc::{ErrorObject, Id, Notification, Request, Response, code};
-
 pub use params::*;
 pub use review::*;
 pub use types::*;

@@ -10,16 +10,17 @@ use crate::protocol::SessionState;
 
 use super::action::Action;
 use super::answer::Choice;
-use super::commands::{self, ReviewOp, SlashCommand};
+use super::commands::{self, SlashCommand};
 use super::keymap::{KeyAction, Scope};
 use super::model::{Connection, Flash, Model, Overlay, Zone};
-use super::review::{ReviewComment, review_prompt};
+use super::review::ReviewComment;
 use super::view;
-use crate::protocol::methods::{NoParams, Request};
-use crate::protocol::{
-    CommitParams, CreateSessionParams, DeleteSessionParams, DiffParams, ForkParams, IdsParams,
-    MergeParams, PrParams, RenameParams, ResetParams, RulesParams, SessionRuleParams,
-};
+use crate::protocol::IdsParams;
+use crate::protocol::methods::Request;
+
+mod slash;
+
+use slash::diff;
 
 /// Rows one notch of the mouse wheel scrolls.
 const WHEEL_ROWS: i32 = 3;
@@ -132,156 +133,6 @@ impl Model {
     pub fn handle_paste(&mut self, text: &str) {
         self.zone = Zone::Input;
         self.input.area.insert_str(text.replace("\r\n", "\n"));
-    }
-
-    /// Runs a parsed slash command.
-    pub fn handle_command(&mut self, command: SlashCommand) -> Vec<Action> {
-        match command {
-            SlashCommand::Sessions => self.toggle_overlay(Overlay::Sessions),
-            SlashCommand::Help => self.toggle_overlay(Overlay::Help {
-                scroll: 0,
-                commands_first: true,
-            }),
-            SlashCommand::Inbox => {
-                self.panes.inbox = true;
-                self.zone = Zone::Inbox;
-                Vec::new()
-            }
-            SlashCommand::Goto(n) => self.goto(n),
-            SlashCommand::Next => self.cycle(1),
-            SlashCommand::Prev => self.cycle(-1),
-            SlashCommand::New {
-                worktree,
-                agent,
-                task,
-                driver,
-            } => vec![Action::Call(Request::SessionCreate(CreateSessionParams {
-                // Empty: the runtime starts the configured default agent.
-                agent: agent.unwrap_or_default(),
-                worktree,
-                in_place: false,
-                task,
-                driver,
-                allow_read: Vec::new(),
-                channel: None,
-            }))],
-            SlashCommand::Answer(text) => match self.answer_target() {
-                Some(id) => self.answer(&id, Choice::Text(text)),
-                None => self.refuse("nothing to answer: no open decision or approval here"),
-            },
-            SlashCommand::Context(op) => match self.focused.clone() {
-                Some(session_id) => {
-                    self.panes.context = true;
-                    vec![Action::context(session_id, op)]
-                }
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Audit => match self.focused.clone() {
-                Some(session_id) => vec![Action::on_session(Request::SessionAudit, session_id)],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Rules => vec![Action::Call(Request::RulesList(RulesParams {
-                session_id: self.focused.clone(),
-            }))],
-            SlashCommand::Session => match self.focused.clone() {
-                Some(session_id) => vec![Action::on_session(Request::SessionSecurity, session_id)],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Memory => match self.focused_session().cloned() {
-                Some(s) => {
-                    let lines = s
-                        .context_summary
-                        .map(|t| t.lines().map(str::to_string).collect())
-                        .unwrap_or_default();
-                    self.show_page(format!("memory of {}", s.display_name), lines);
-                    Vec::new()
-                }
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Cancel => match self.focused.clone() {
-                Some(session_id) => vec![Action::on_session(Request::SessionCancel, session_id)],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Stop => match self.focused.clone() {
-                Some(session_id) => vec![Action::on_session(Request::SessionStop, session_id)],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Skills => match self.focused_session().cloned() {
-                Some(s) => {
-                    self.show_page(format!("skills of {}", s.display_name), s.skills);
-                    Vec::new()
-                }
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Rule { rule, enabled } => match self.focused.clone() {
-                Some(session_id) => vec![Action::Call(Request::SessionRule(SessionRuleParams {
-                    session_id,
-                    rule,
-                    enabled,
-                }))],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Restart => self
-                .on_focused(|session_id| Action::on_session(Request::SessionRestart, session_id)),
-            SlashCommand::Diff => self.on_focused(diff),
-            SlashCommand::Review(op) => self.review(op),
-            SlashCommand::Commit(message) => self.on_focused(|session_id| {
-                Request::SessionCommit(CommitParams {
-                    session_id,
-                    message,
-                })
-                .into()
-            }),
-            SlashCommand::Merge(strategy) => self.on_focused(|session_id| {
-                Request::SessionMerge(MergeParams {
-                    session_id,
-                    strategy,
-                    message: None,
-                })
-                .into()
-            }),
-            SlashCommand::Pr => self.on_focused(|session_id| {
-                Request::SessionPr(PrParams {
-                    session_id,
-                    title: None,
-                    body: None,
-                })
-                .into()
-            }),
-            SlashCommand::Conflicts => vec![Request::SessionConflicts(NoParams {}).into()],
-            SlashCommand::Delete(options) => self.on_focused(|session_id| {
-                Request::SessionDelete(DeleteSessionParams {
-                    session_id,
-                    options,
-                })
-                .into()
-            }),
-            SlashCommand::Prune(options) => vec![Request::SessionPrune(options).into()],
-            SlashCommand::Rename(name) => self.on_focused(|session_id| {
-                Request::SessionRename(RenameParams { session_id, name }).into()
-            }),
-            SlashCommand::Fork { worktree, task } => self.on_focused(|session_id| {
-                Request::SessionFork(ForkParams {
-                    session_id,
-                    worktree,
-                    task,
-                })
-                .into()
-            }),
-            SlashCommand::Reset { keep_disabled } => match self.focused.clone() {
-                Some(session_id) => vec![
-                    Request::SessionReset(ResetParams {
-                        session_id,
-                        keep_disabled,
-                    })
-                    .into(),
-                ],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Approve => self.answer_approval(Choice::Approve),
-            SlashCommand::Deny => self.answer_approval(Choice::Deny),
-            SlashCommand::Quit => vec![Action::Quit],
-        }
     }
 
     fn perform(&mut self, action: KeyAction) -> Vec<Action> {
@@ -703,45 +554,6 @@ impl Model {
         self.open_selected()
     }
 
-    /// `/review`: the focused session's comments listed, sent as one prompt, or dropped.
-    fn review(&mut self, op: ReviewOp) -> Vec<Action> {
-        let Some(session_id) = self.focused.clone() else {
-            return self.refuse("no session focused");
-        };
-        let comments = self.comments.get(&session_id).cloned().unwrap_or_default();
-        if comments.is_empty() {
-            return self.refuse("no review comments: open /diff and press c on a line");
-        }
-        match op {
-            ReviewOp::List => {
-                let lines = comments
-                    .iter()
-                    .map(|c| format!("{}: {}", c.place(), c.text))
-                    .collect();
-                self.page = Some((format!("{} review comment(s)", comments.len()), lines));
-                self.overlay = Some(Overlay::Page { scroll: 0 });
-                Vec::new()
-            }
-            ReviewOp::Clear => {
-                self.comments.remove(&session_id);
-                self.flash = Some(Flash::info("review comments dropped"));
-                Vec::new()
-            }
-            ReviewOp::Send => {
-                self.comments.remove(&session_id);
-                vec![Action::prompt(session_id, review_prompt(&comments))]
-            }
-        }
-    }
-
-    /// `make`'s action for the focused session, or a refusal when none is focused.
-    fn on_focused(&mut self, make: impl FnOnce(String) -> Action) -> Vec<Action> {
-        match self.focused.clone() {
-            Some(session_id) => vec![make(session_id)],
-            None => self.refuse("no session focused"),
-        }
-    }
-
     pub(super) fn refuse(&mut self, text: impl Into<String>) -> Vec<Action> {
         self.flash = Some(Flash::error(text));
         Vec::new()
@@ -755,13 +567,4 @@ fn page_key(key: KeyEvent) -> bool {
             key.code,
             KeyCode::Up | KeyCode::Down | KeyCode::PageUp | KeyCode::PageDown
         )
-}
-
-/// `session.diff` of a session, shown in the diff view.
-fn diff(session_id: String) -> Action {
-    Request::SessionDiff(DiffParams {
-        session_id,
-        context: None,
-    })
-    .into()
 }
