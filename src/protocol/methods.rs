@@ -3,8 +3,8 @@
 //! may not), whether it is answered in order or on its own, which daemon answers it in
 //! team mode, its params in the documented order, and its params and result types. The
 //! daemon implements [`Handler`] and answers through [`handle`], the client calls the
-//! methods by type (`Client::call::<M>`), and a test holds the table and PROTOCOL.md to
-//! each other.
+//! methods by type (`Client::call::<M>`) or sends any [`Request`] (`Client::send`), and a
+//! test holds the table and PROTOCOL.md to each other.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
