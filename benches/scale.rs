@@ -913,7 +913,12 @@ impl Follower {
     /// actions are the user's and do not come up here.
     fn perform(&mut self, actions: Vec<Action>) {
         for action in actions {
-            if let Action::LoadTranscript { session_id, after } = action {
+            if let Action::Call(m::Request::SessionTranscript(TranscriptParams {
+                session_id,
+                after: Some(after),
+                ..
+            })) = action
+            {
                 let client = Arc::clone(&self.client);
                 let loaded = self.loads.0.clone();
                 tokio::spawn(async move {

@@ -196,56 +196,17 @@ impl Client {
         serde_json::from_value(value).map_err(|e| ClientError::Decode(format!("{}: {e}", M::NAME)))
     }
 
-    /// Runs one `context.*` method on a session's stack.
-    pub async fn context(
-        &self,
-        session_id: &str,
-        call: methods::ContextCall,
-    ) -> Result<crate::protocol::ContextResult> {
-        use crate::context::ContextOp as Op;
-        use crate::protocol::{
-            ContextNameParams, ContextPopParams, ContextReplaceParams, ContextSummarizeParams,
-        };
-        let session_id = session_id.to_string();
-        let plain = crate::protocol::SessionIdParams {
-            session_id: session_id.clone(),
-        };
-        let op = match call {
-            methods::ContextCall::Get => return self.call::<methods::ContextGet>(&plain).await,
-            methods::ContextCall::Apply(op) => op,
-        };
-        match op {
-            Op::Reset => self.call::<methods::ContextReset>(&plain).await,
-            Op::Summarize(summary) => {
-                self.call::<methods::ContextSummarize>(&ContextSummarizeParams {
-                    session_id,
-                    summary,
-                })
-                .await
-            }
-            Op::Pop(n) => {
-                self.call::<methods::ContextPop>(&ContextPopParams { session_id, n })
-                    .await
-            }
-            Op::Checkpoint(name) => {
-                self.call::<methods::ContextCheckpoint>(&ContextNameParams { session_id, name })
-                    .await
-            }
-            Op::Rollback(name) => {
-                self.call::<methods::ContextRollback>(&ContextNameParams { session_id, name })
-                    .await
-            }
-            Op::ReplaceTop(summary) => {
-                self.call::<methods::ContextReplaceTop>(&ContextReplaceParams {
-                    session_id,
-                    summary,
-                })
-                .await
-            }
-            Op::Push(_) | Op::ToolError(_) => Err(ClientError::Local(
-                "that context operation is the session's own; no method carries it".into(),
-            )),
-        }
+    /// Sends a request of the table, whichever method it is; the answer is read as its
+    /// row's result.
+    pub async fn send(&self, request: &methods::Request) -> Result<methods::Reply> {
+        let name = request.method();
+        let params = request
+            .params()
+            .map_err(|e| ClientError::Decode(e.to_string()))?;
+        let value = self.call_value(name, params).await?;
+        request
+            .reply(value)
+            .map_err(|e| ClientError::Decode(format!("{name}: {e}")))
     }
 
     /// Subscribes to change events, as raw notifications: `Event::from_notification`

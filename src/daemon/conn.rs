@@ -15,6 +15,7 @@ use tokio::net::unix::OwnedReadHalf;
 use tokio::sync::{Mutex, broadcast, mpsc};
 use tokio::task::JoinHandle;
 
+mod call;
 mod dispatch;
 mod handle;
 
@@ -281,11 +282,11 @@ async fn handle_item(
 async fn answer(conn: &Arc<Conn>, request: Request) -> Option<Response> {
     let outcome = match named_params(&request.method, request.params) {
         Ok(params) => dispatch::call(conn, &request.method, params).await,
-        Err(error) => Err(error),
+        Err(error) => {
+            tracing::debug!(method = %request.method, "request failed: {error}");
+            Err(error)
+        }
     };
-    if let Err(error) = &outcome {
-        tracing::debug!(method = %request.method, "request failed: {error}");
-    }
     request.id.map(|id| reply(id, outcome))
 }
 

@@ -3,19 +3,19 @@
 //! may not), whether it is answered in order or on its own, which daemon answers it in
 //! team mode, its params in the documented order, and its params and result types. The
 //! daemon implements [`Handler`] and answers through [`handle`], the client calls the
-//! methods by type (`Client::call::<M>`), and a test holds the table and PROTOCOL.md to
-//! each other.
+//! methods by type (`Client::call::<M>`) or sends any [`Request`] (`Client::send`), and a
+//! test holds the table and PROTOCOL.md to each other.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::check::Check;
+use super::context::*;
 use super::jsonrpc::ErrorObject;
 use super::params::*;
 use super::review::*;
 use super::types::*;
-use crate::context::ContextOp;
 
 /// Who may call a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +133,54 @@ macro_rules! methods {
             )*
         }
 
+        /// One call of a method of the table with its typed params: what a caller holds
+        /// to send a call without code of its own per method (`Client::send`), and what
+        /// the daemon reads a call into. As JSON, `{"method": name, "params": {…}}`.
+        #[derive(Debug, Clone, Serialize, Deserialize)]
+        #[serde(tag = "method", content = "params")]
+        pub enum Request {
+            $( #[serde(rename = $name)] $ty($params), )*
+        }
+
+        /// The answer to a [`Request`]: the variant of the same name, holding its row's
+        /// result type.
+        #[derive(Debug, Clone, Serialize)]
+        #[serde(untagged)]
+        pub enum Reply {
+            $( $ty($result), )*
+        }
+
+        impl Request {
+            /// The method's name on the wire.
+            pub fn method(&self) -> &'static str {
+                match self {
+                    $( Request::$ty(_) => $name, )*
+                }
+            }
+
+            /// The params as JSON, to send.
+            pub fn params(&self) -> Result<Value, serde_json::Error> {
+                match self {
+                    $( Request::$ty(p) => serde_json::to_value(p), )*
+                }
+            }
+
+            /// The daemon's answer to this request, read as its row's result.
+            pub fn reply(&self, value: Value) -> Result<Reply, serde_json::Error> {
+                match self {
+                    $( Request::$ty(_) => serde_json::from_value(value).map(Reply::$ty), )*
+                }
+            }
+
+            /// A call of the method `name` with the JSON params `raw`.
+            pub fn read(name: &str, raw: Value) -> Result<Request, ErrorObject> {
+                match name {
+                    $( $name => read::<$params>(raw).map(Request::$ty), )*
+                    other => Err(ErrorObject::method_not_found(other)),
+                }
+            }
+        }
+
         /// Answers the method `name` with `handler`: its params read as the row's
         /// `Params`, its answer written from the row's `Result`.
         pub async fn handle<H: Handler>(
@@ -140,9 +188,8 @@ macro_rules! methods {
             name: &str,
             raw: Value,
         ) -> Result<Value, ErrorObject> {
-            match name {
-                $( $name => answer(handler.$handler(read::<$params>(raw)?).await), )*
-                other => Err(ErrorObject::method_not_found(other)),
+            match Request::read(name, raw)? {
+                $( Request::$ty(p) => answer(handler.$handler(p).await), )*
             }
         }
     };
@@ -218,27 +265,36 @@ methods! {
     Unsubscribe = "unsubscribe", unsubscribe, Owner, InOrder, Local, [], NoParams => Subscribed;
     DaemonStatusOf = "daemon.status", daemon_status, Owner, InOrder, Local, [], NoParams => DaemonStatus;
     DaemonShutdown = "daemon.shutdown", daemon_shutdown, Owner, InOrder, Local, [], NoParams => Stopping;
+    ContextApply = "context.apply", context_apply, Owner, InOrder, Owner, ["session_id", "op"],
+        ContextApplyParams => ContextResult;
+    /// `context.apply` with `get` (kept under its own name).
     ContextGet = "context.get", context_get, Owner, InOrder, Owner, ["session_id"], SessionIdParams => ContextResult;
+    /// `context.apply` with `pop` (kept under its own name).
     ContextPop = "context.pop", context_pop, Owner, InOrder, Owner, ["session_id", "n"], ContextPopParams => ContextResult;
+    /// `context.apply` with `checkpoint` (kept under its own name).
     ContextCheckpoint = "context.checkpoint", context_checkpoint, Owner, InOrder, Owner, ["session_id", "name"],
         ContextNameParams => ContextResult;
+    /// `context.apply` with `rollback` (kept under its own name).
     ContextRollback = "context.rollback", context_rollback, Owner, InOrder, Owner, ["session_id", "name"],
         ContextNameParams => ContextResult;
+    /// `context.apply` with `replace_top` (kept under its own name).
     ContextReplaceTop = "context.replace_top", context_replace_top, Owner, InOrder, Owner, ["session_id", "summary"],
         ContextReplaceParams => ContextResult;
+    /// `context.apply` with `reset` (kept under its own name).
     ContextReset = "context.reset", context_reset, Owner, InOrder, Owner, ["session_id"], SessionIdParams => ContextResult;
+    /// `context.apply` with `summarize` (kept under its own name).
     ContextSummarize = "context.summarize", context_summarize, Owner, InOrder, Owner, ["session_id", "summary"],
         ContextSummarizeParams => ContextResult;
 }
 
-/// A `context.*` call from the command line or the TUI: look at the stack, or change it
-/// with one of the operations a method carries.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ContextCall {
-    Get,
-    Apply(ContextOp),
+/// Two requests are equal when they put the same call on the wire.
+impl PartialEq for Request {
+    fn eq(&self, other: &Self) -> bool {
+        self.method() == other.method() && self.params().ok() == other.params().ok()
+    }
 }
+
+impl Eq for Request {}
 
 /// The table's row for a method name.
 pub fn row(name: &str) -> Option<&'static Row> {
@@ -393,6 +449,55 @@ mod tests {
         }
         assert!(row(SessionPrompt::NAME).is_some_and(|r| r.route == Route::Owner));
         assert!(row(InboxList::NAME).is_some_and(|r| r.route == Route::Local));
+    }
+
+    /// Every row reads its calls into a [`Request`] of its own name, which sends under
+    /// that name again (generated from the table, so a row cannot lack one).
+    #[test]
+    fn every_row_has_a_request_of_its_name() {
+        for row in TABLE {
+            match Request::read(row.name, serde_json::json!({})) {
+                Ok(request) => assert_eq!(request.method(), row.name),
+                Err(e) => assert_eq!(
+                    e.code,
+                    crate::protocol::code::INVALID_PARAMS,
+                    "{}",
+                    row.name
+                ),
+            }
+        }
+        let raw = serde_json::json!({"session_id": "s1", "op": {"pop": 2}});
+        let request = Request::read(ContextApply::NAME, raw.clone()).unwrap();
+        assert_eq!(request.params().unwrap(), raw);
+        assert!(Request::read("context.nothing", raw).is_err());
+    }
+
+    /// `context.apply`'s `op` on the wire: `"get"`, or the operation as `ContextOp` writes it.
+    #[test]
+    fn context_apply_reads_get_and_every_operation() {
+        use crate::context::ContextOp;
+        let op = |v: serde_json::Value| serde_json::from_value::<ContextCall>(v).unwrap();
+        assert_eq!(op(serde_json::json!("get")), ContextCall::Get);
+        assert_eq!(
+            op(serde_json::json!("reset")),
+            ContextCall::Apply(ContextOp::Reset)
+        );
+        assert_eq!(
+            op(serde_json::json!({"pop": 2})),
+            ContextCall::Apply(ContextOp::Pop(2))
+        );
+        assert_eq!(
+            op(serde_json::json!({"summarize": null})),
+            ContextCall::Apply(ContextOp::Summarize(None))
+        );
+        assert_eq!(
+            serde_json::to_value(ContextCall::Apply(ContextOp::Checkpoint("a".into()))).unwrap(),
+            serde_json::json!({"checkpoint": "a"})
+        );
+        assert_eq!(
+            serde_json::to_value(ContextCall::Get).unwrap(),
+            serde_json::json!("get")
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod check;
 pub mod client_env;
+pub mod context;
 pub mod diff;
 pub mod driver;
 pub mod env;
@@ -15,6 +16,7 @@ pub mod review;
 pub mod types;
 
 pub use client_env::ClientEnv;
+pub use context::*;
 pub use diff::*;
 pub use driver::{
     Confinement, DriverKind, DriverOptions, DriverSpec, Mount, Network, PodmanOptions, SpecError,
@@ -22,7 +24,6 @@ pub use driver::{
 };
 pub use handle::Handle;
 pub use jsonrpc::{ErrorObject, Id, Notification, Request, Response, code};
-pub use methods::ContextCall;
 pub use params::*;
 pub use review::*;
 pub use types::*;

@@ -6,7 +6,6 @@ use serde_json::Value;
 
 use super::driver::DriverOptions;
 use super::types::{MsgType, StoreHealth, Topic};
-use crate::context::{Change, ContextStack};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HandshakeParams {
@@ -368,54 +367,6 @@ pub struct TranscriptParams {
     pub after: Option<u64>,
     #[serde(default)]
     pub limit: Option<u32>,
-}
-
-/// `context.pop`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ContextPopParams {
-    pub session_id: String,
-    /// How many entries to remove from the top.
-    pub n: usize,
-}
-
-/// `context.checkpoint` and `context.rollback`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ContextNameParams {
-    pub session_id: String,
-    pub name: String,
-}
-
-/// `context.replace_top`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ContextReplaceParams {
-    pub session_id: String,
-    pub summary: String,
-}
-
-/// `context.summarize`: `summary` is the text to collapse into; without it the session
-/// writes its own.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ContextSummarizeParams {
-    pub session_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary: Option<String>,
-}
-
-/// What every `context.*` method returns: the stack after the call and what changed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ContextResult {
-    pub session_id: String,
-    pub stack: ContextStack,
-    /// Set when the stack no longer matches what an ACP agent holds in its own session:
-    /// the next prompt opens a fresh ACP session seeded with the stack.
-    #[serde(default)]
-    pub fresh_start: bool,
-    /// Absent for `context.get`.
-    #[serde(default)]
-    pub change: Option<Change>,
-    /// The change in one line for people, e.g. `pop 2: removed #5 agent, #6 tool_result`.
-    #[serde(default)]
-    pub description: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

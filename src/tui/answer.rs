@@ -110,10 +110,12 @@ impl Model {
             message.title
         )));
         self.inbox.close();
-        vec![Action::Respond {
-            message_id: message_id.to_string(),
-            response,
-        }]
+        vec![Action::Call(
+            crate::protocol::methods::Request::InboxRespond(crate::protocol::RespondParams {
+                id: message_id.to_string(),
+                response,
+            }),
+        )]
     }
 
     fn not_approved(&mut self, confirm: &Confirm) -> Vec<Action> {

@@ -227,7 +227,7 @@ impl Model {
         actions
     }
 
-    /// Adds history from `session.transcript` (after [`Action::LoadTranscript`]).
+    /// Adds history from `session.transcript` (after a transcript [`Action`]).
     pub fn load_transcript(&mut self, session_id: &str, entries: Vec<TranscriptEntry>) {
         let transcript = self.transcript_mut(session_id);
         for entry in entries {
@@ -273,9 +273,10 @@ impl Model {
     /// Reads the session's stack again if the context pane shows it.
     pub(super) fn context_wanted(&self, session_id: &str) -> Vec<Action> {
         if self.panes.context && self.focused.as_deref() == Some(session_id) {
-            vec![Action::LoadContext {
-                session_id: session_id.to_string(),
-            }]
+            vec![Action::context(
+                session_id.to_string(),
+                crate::protocol::ContextCall::Get,
+            )]
         } else {
             Vec::new()
         }
@@ -436,10 +437,10 @@ impl Model {
         let transcript = self.transcript_mut(session_id);
         if !transcript.requested {
             transcript.requested = true;
-            actions.push(Action::LoadTranscript {
-                session_id: session_id.to_string(),
-                after: transcript.last_seq(),
-            });
+            actions.push(Action::transcript(
+                session_id.to_string(),
+                transcript.last_seq(),
+            ));
         }
         actions
     }

@@ -22,21 +22,19 @@ use ratatui::layout::Rect;
 use tokio::sync::mpsc;
 
 mod link;
+mod reply;
 mod settings;
 
 use link::{Embedded, Link};
+use reply::doing;
 use settings::{Screen, Settings, watch_settings};
 
 use super::{Action, Connection, Flash, Model, ViewState, render};
 use crate::client::Client;
-use crate::client::ClientError;
 use crate::config::{Attention, Config};
 use crate::kiln::Kiln;
-use crate::protocol::methods::{self as m, ContextCall, Method};
-use crate::protocol::{
-    ContextResult, CreateSessionParams, Event, IdsParams, ListParams, Notification, PromptParams,
-    RespondParams, TranscriptEntry, TranscriptParams,
-};
+use crate::protocol::methods::{self as m, Reply, Request};
+use crate::protocol::{Event, ListParams, Notification};
 
 /// How many messages the workbench reads when it (re)synchronises.
 const INBOX_WINDOW: u32 = 500;
@@ -86,26 +84,10 @@ pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
     outcome.map(|()| ExitCode::SUCCESS)
 }
 
-/// What a finished action tells the loop.
+/// What a finished call tells the loop.
 enum Outcome {
-    Created {
-        session_id: String,
-    },
-    Transcript {
-        session_id: String,
-        entries: Vec<TranscriptEntry>,
-    },
-    /// A stack read or changed; `announce` flashes what changed.
-    Context {
-        result: Box<ContextResult>,
-        announce: bool,
-    },
-    Audit(crate::protocol::AuditLog),
-    Diff(Box<crate::protocol::DiffReply>),
-    Conflicts(crate::protocol::ConflictReport),
-    /// A read-only page: its title and lines.
-    Page(String, Vec<String>),
-    Note(String),
+    /// The daemon answered `request` with `reply`.
+    Answered(Box<Request>, Box<Reply>),
     /// What failed, in words, and why.
     Failed(String, String),
 }
@@ -340,290 +322,58 @@ impl Runtime {
 
     fn on_outcome(&mut self, outcome: Outcome) {
         match outcome {
-            Outcome::Created { session_id } => {
-                let actions = self.model.focus_session_id(&session_id);
-                self.perform(actions);
-            }
-            Outcome::Transcript {
-                session_id,
-                entries,
-            } => {
-                self.loading.remove(&session_id);
-                self.model.load_transcript(&session_id, entries);
-            }
-            Outcome::Context { result, announce } => {
-                if announce && let Some(what) = &result.description {
-                    self.model.report(Flash::info(what.clone()));
-                }
-                self.model.load_context(*result);
-            }
-            Outcome::Audit(log) => self.model.show_audit(log),
-            Outcome::Diff(reply) => self.model.show_diff(&reply),
-            Outcome::Conflicts(report) => {
-                self.model.set_conflicts(report);
-                self.model.show_conflicts();
-            }
-            Outcome::Page(title, lines) => self.model.show_page(title, lines),
-            Outcome::Note(text) => self.model.report(Flash::info(text)),
+            Outcome::Answered(request, reply) => self.answered(*request, *reply),
             Outcome::Failed(what, why) => self.model.report_failure(&what, &why),
         }
     }
 
-    /// Starts the actions; results come back as outcomes. True on [`Action::Quit`].
+    /// Starts the actions; replies come back as outcomes. True on [`Action::Quit`].
     fn perform(&mut self, actions: Vec<Action>) -> bool {
         let mut quit = false;
         for action in actions {
             match action {
                 Action::Quit => quit = true,
                 Action::Bell { message } => self.attention(&message),
-                Action::Context { session_id, op } => self.context(&session_id, op, true),
-                Action::LoadContext { session_id } => {
-                    self.context(&session_id, ContextCall::Get, false)
-                }
-                Action::LoadRules { session_id } => self.call::<m::RulesList>(
-                    crate::protocol::RulesParams { session_id },
-                    |reply| Some(Outcome::Page("rules".into(), rules_page(&reply))),
-                ),
-                Action::LoadSecurity { session_id } => self.call::<m::SessionSecurity>(
-                    crate::protocol::SessionIdParams { session_id },
-                    |reply| {
-                        Some(Outcome::Page(
-                            "security state".into(),
-                            security_page(&reply.security),
-                        ))
-                    },
-                ),
-                Action::LoadDiff { session_id } => self.call::<m::SessionDiff>(
-                    crate::protocol::DiffParams {
-                        session_id,
-                        context: None,
-                    },
-                    |reply| Some(Outcome::Diff(Box::new(reply))),
-                ),
-                Action::Commit {
-                    session_id,
-                    message,
-                } => self.call::<m::SessionCommit>(
-                    crate::protocol::CommitParams {
-                        session_id,
-                        message,
-                    },
-                    |reply| {
-                        Some(Outcome::Note(match reply.commit {
-                            Some(commit) => format!("committed {}", commit.get(..12).unwrap_or(&commit)),
-                            None => "nothing to commit".into(),
-                        }))
-                    },
-                ),
-                Action::Merge {
-                    session_id,
-                    strategy,
-                } => self.call::<m::SessionMerge>(
-                    crate::protocol::MergeParams {
-                        session_id,
-                        strategy,
-                        message: None,
-                    },
-                    |reply| {
-                        Some(Outcome::Note(format!(
-                            "landed on {} (now {})",
-                            reply.into,
-                            reply.head.get(..12).unwrap_or(&reply.head)
-                        )))
-                    },
-                ),
-                Action::Pr { session_id } => self.call::<m::SessionPr>(
-                    crate::protocol::PrParams {
-                        session_id,
-                        title: None,
-                        body: None,
-                    },
-                    |reply| Some(Outcome::Note(format!("pull request: {}", reply.url))),
-                ),
-                Action::LoadConflicts => {
-                    self.call::<m::SessionConflicts>(m::NoParams {}, |report| {
-                        Some(Outcome::Conflicts(report))
-                    })
-                }
-                Action::Restart { session_id } => self.call::<m::SessionRestart>(
-                    crate::protocol::SessionIdParams { session_id },
-                    |_| Some(Outcome::Note("restarting the agent".into())),
-                ),
-                Action::Delete {
-                    session_id,
-                    options,
-                } => self.call::<m::SessionDelete>(
-                    crate::protocol::DeleteSessionParams {
-                        session_id,
-                        options,
-                    },
-                    |outcome| Some(Outcome::Note(deleted_note(&outcome))),
-                ),
-                Action::Prune { options } => {
-                    self.call::<m::SessionPrune>(options, |result| {
-                        let mut note = format!("pruned {} session(s)", result.deleted.len());
-                        if let Some(first) = result.skipped.first() {
-                            note.push_str(&format!(
-                                "; kept {} ({}: {})",
-                                result.skipped.len(),
-                                first.session_id,
-                                first.reason
-                            ));
-                        }
-                        Some(Outcome::Note(note))
-                    })
-                }
-                Action::Rename { session_id, name } => self.call::<m::SessionRename>(
-                    crate::protocol::RenameParams { session_id, name },
-                    |reply| Some(Outcome::Note(format!("renamed: {}", reply.session.display_name))),
-                ),
-                Action::Fork {
-                    session_id,
-                    worktree,
-                    task,
-                } => self.call::<m::SessionFork>(
-                    crate::protocol::ForkParams {
-                        session_id,
-                        worktree,
-                        task,
-                    },
-                    |created| {
-                        Some(Outcome::Created {
-                            session_id: created.session_id,
-                        })
-                    },
-                ),
-                Action::Reset {
-                    session_id,
-                    keep_disabled,
-                } => self.call::<m::SessionReset>(
-                    crate::protocol::ResetParams {
-                        session_id,
-                        keep_disabled,
-                    },
-                    |created| {
-                        Some(Outcome::Created {
-                            session_id: created.session_id,
-                        })
-                    },
-                ),
-                Action::SetRule {
-                    session_id,
-                    rule,
-                    enabled,
-                } => self.call::<m::SessionRule>(
-                    crate::protocol::SessionRuleParams {
-                        session_id,
-                        rule: rule.clone(),
-                        enabled,
-                    },
-                    move |_| {
-                        Some(Outcome::Note(if enabled {
-                            format!("rule {rule} is on again for this session")
-                        } else {
-                            format!("rule {rule} is off for this session: what it guarded now goes unasked")
-                        }))
-                    },
-                ),
-                Action::LoadAudit { session_id } => self.call::<m::SessionAudit>(
-                    crate::protocol::SessionIdParams { session_id },
-                    |log| Some(Outcome::Audit(log)),
-                ),
-                Action::CreateSession {
-                    worktree,
-                    agent,
-                    task,
-                    driver,
-                } => match self.agent_for(agent) {
-                    Ok(agent) => self.call::<m::SessionCreate>(
-                        CreateSessionParams {
-                            agent,
-                            worktree,
-                            task,
-                            driver,
-                            in_place: false,
-                            allow_read: Vec::new(),
-                            channel: None,
-                        },
-                        |created| {
-                            Some(Outcome::Created {
-                                session_id: created.session_id,
-                            })
-                        },
-                    ),
-                    Err(why) => self.model.report(Flash::error(why)),
-                },
-                Action::Cancel { session_id } => self.call::<m::SessionCancel>(
-                    crate::protocol::SessionIdParams { session_id },
-                    |_| Some(Outcome::Note("asked the agent to stop its turn".into())),
-                ),
-                Action::Stop { session_id } => self.call::<m::SessionStop>(
-                    crate::protocol::SessionIdParams { session_id },
-                    |reply| {
-                        Some(Outcome::Note(format!(
-                            "{} stopped; its worktree and transcript stay",
-                            reply.session.display_name
-                        )))
-                    },
-                ),
-                Action::Prompt { session_id, text } => {
-                    self.call::<m::SessionPrompt>(PromptParams { session_id, text }, |_| None)
-                }
-                Action::Respond {
-                    message_id,
-                    response,
-                } => self.call::<m::InboxRespond>(
-                    RespondParams {
-                        id: message_id,
-                        response,
-                    },
-                    |_| None,
-                ),
-                Action::MarkRead { ids } => {
-                    self.call::<m::InboxMarkRead>(IdsParams { ids }, |_| None)
-                }
-                Action::LoadTranscript { session_id, after } => {
-                    if self.loading.insert(session_id.clone()) {
-                        let id = session_id.clone();
-                        self.call::<m::SessionTranscript>(
-                            TranscriptParams {
-                                session_id,
-                                after: Some(after),
-                                limit: None,
-                            },
-                            move |page| {
-                                Some(Outcome::Transcript {
-                                    session_id: id,
-                                    entries: page.entries,
-                                })
-                            },
-                        );
-                    }
-                }
+                Action::Call(request) => self.send(request),
             }
         }
         quit
     }
 
-    /// Runs a context operation (or reads the stack for `Show`); `announce` flashes what
-    /// changed.
-    fn context(&mut self, session_id: &str, op: ContextCall, announce: bool) {
-        let session_id = session_id.to_string();
-        self.spawn("context", move |client| async move {
-            let result = client.context(&session_id, op).await?;
-            Ok(Some(Outcome::Context {
-                result: Box::new(result),
-                announce,
-            }))
+    /// Sends `request` in the background; its reply comes back as an outcome, a failure
+    /// as a flash saying what failed. A `session.create` without an agent starts the
+    /// configured default; a transcript already being read is not asked for again.
+    fn send(&mut self, mut request: Request) {
+        match &mut request {
+            Request::SessionCreate(p) if p.agent.is_empty() => match self.default_agent() {
+                Ok(agent) => p.agent = agent,
+                Err(why) => return self.model.report(Flash::error(why)),
+            },
+            Request::SessionTranscript(p) if !self.loading.insert(p.session_id.clone()) => {
+                return;
+            }
+            _ => {}
+        }
+        let Some(link) = self.link.as_ref() else {
+            self.model.report(Flash::error(
+                "not connected to the daemon; try again in a moment",
+            ));
+            return;
+        };
+        let client = Arc::clone(&link.client);
+        let outcomes = self.outcomes.0.clone();
+        tokio::spawn(async move {
+            let outcome = match client.send(&request).await {
+                Ok(reply) => Outcome::Answered(Box::new(request), Box::new(reply)),
+                Err(e) => Outcome::Failed(doing(request.method()).to_string(), e.words()),
+            };
+            let _ = outcomes.send(outcome);
         });
     }
 
-    /// The profile `/new` starts: the one given, else `tui.default_agent`, else the only
+    /// The profile `/new` starts when it names none: `tui.default_agent`, else the only
     /// profile there is.
-    fn agent_for(&self, agent: Option<String>) -> Result<String, String> {
-        if let Some(agent) = agent {
-            return Ok(agent);
-        }
+    fn default_agent(&self) -> Result<String, String> {
         let config = &self.settings.config;
         if !config.tui.default_agent.is_empty() {
             return Ok(config.tui.default_agent.clone());
@@ -639,43 +389,6 @@ impl Runtime {
                 many.join(", ")
             )),
         }
-    }
-
-    /// Calls method `M` in the background; `done` turns its result into an outcome.
-    fn call<M: Method>(
-        &mut self,
-        params: M::Params,
-        done: impl FnOnce(M::Result) -> Option<Outcome> + Send + 'static,
-    ) {
-        self.spawn(M::NAME, move |client| async move {
-            Ok(done(client.call::<M>(&params).await?))
-        });
-    }
-
-    /// Runs `work` against the daemon in the background; a failure is reported with
-    /// `what` failed.
-    fn spawn<F, Fut>(&mut self, what: &'static str, work: F)
-    where
-        F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = Result<Option<Outcome>, ClientError>> + Send + 'static,
-    {
-        let Some(link) = self.link.as_ref() else {
-            self.model.report(Flash::error(
-                "not connected to the daemon; try again in a moment",
-            ));
-            return;
-        };
-        let client = Arc::clone(&link.client);
-        let outcomes = self.outcomes.0.clone();
-        tokio::spawn(async move {
-            let outcome = match work(client).await {
-                Ok(outcome) => outcome,
-                Err(e) => Some(Outcome::Failed(doing(what).to_string(), e.words())),
-            };
-            if let Some(outcome) = outcome {
-                let _ = outcomes.send(outcome);
-            }
-        });
     }
 
     /// Rings the bell or sends a desktop notification, as configured.
@@ -709,54 +422,12 @@ impl Runtime {
     }
 }
 
-/// What a call to `method` does, in words, for "… failed: why".
-fn doing(method: &str) -> &str {
-    match method {
-        "session.create" => "starting the session",
-        "session.prompt" => "sending the prompt",
-        "session.cancel" => "cancelling the turn",
-        "session.stop" => "stopping the session",
-        "session.restart" => "restarting the agent",
-        "session.merge" => "the merge",
-        "session.pr" => "opening the pull request",
-        "session.commit" => "the commit",
-        "session.diff" => "reading the changes",
-        "session.conflicts" => "reading the conflicts",
-        "session.delete" => "deleting the session",
-        "session.prune" => "pruning",
-        "session.rename" => "renaming",
-        "session.fork" => "forking the session",
-        "session.reset" => "resetting the session",
-        "session.rule" => "changing the rule",
-        "session.audit" => "reading the audit log",
-        "session.security" => "reading the security state",
-        "session.transcript" => "reading the transcript",
-        "rules.list" => "reading the rules",
-        "inbox.respond" => "answering",
-        "inbox.mark_read" => "marking read",
-        "context" => "the context operation",
-        other => other,
-    }
-}
-
 /// Sleeps until `when`, or forever when there is nothing to wake for.
 async fn sleep_until_or_never(when: Option<std::time::Instant>) {
     match when {
         Some(when) => tokio::time::sleep_until(tokio::time::Instant::from_std(when)).await,
         None => std::future::pending().await,
     }
-}
-
-/// What a delete did, in one line.
-fn deleted_note(outcome: &crate::protocol::DeleteOutcome) -> String {
-    let mut note = format!("deleted {}", outcome.session_id);
-    if outcome.worktree_removed {
-        note.push_str(", its worktree");
-    }
-    if outcome.branch_deleted {
-        note.push_str(", its branch");
-    }
-    note
 }
 
 /// A multi-line error (TOML's show the offending line) as one line, the reason first:
@@ -779,55 +450,4 @@ async fn next_note(link: &mut Option<Link>) -> Option<Notification> {
         Some(link) => link.notes.recv().await,
         None => std::future::pending().await,
     }
-}
-
-/// `/rules`: one line per rule.
-fn rules_page(reply: &crate::protocol::RulesReply) -> Vec<String> {
-    let mut lines: Vec<String> = reply.problem.iter().map(|p| format!("! {p}")).collect();
-    for r in &reply.rules {
-        let state = if r.off {
-            "off (settings)".to_string()
-        } else if r.disabled {
-            "off (this session)".to_string()
-        } else if let Some(by) = &r.activated {
-            format!("active: {by}")
-        } else if r.needs_activation {
-            "waits for activation".to_string()
-        } else {
-            "on".to_string()
-        };
-        lines.push(format!("{:<30} {:<5} {state}", r.id, r.action));
-        lines.push(format!("    {}", r.description));
-    }
-    lines
-}
-
-/// `/session`: the security state.
-fn security_page(security: &crate::protocol::SecurityState) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut section = |title: &str, items: Vec<String>| {
-        lines.push(format!("{title}:"));
-        if items.is_empty() {
-            lines.push("    none".into());
-        }
-        lines.extend(items.into_iter().map(|i| format!("    {i}")));
-    };
-    section(
-        "activated rules",
-        security
-            .activated
-            .iter()
-            .map(|(rule, by)| format!("{rule} — by {by}"))
-            .collect(),
-    );
-    section("disabled rules", security.disabled.clone());
-    section(
-        "approved operations",
-        security.approved_operations.values().cloned().collect(),
-    );
-    section(
-        "approved credentials",
-        security.approved_credentials.clone(),
-    );
-    lines
 }

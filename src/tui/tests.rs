@@ -1,7 +1,12 @@
 //! Behaviour of the model: events, keys and commands.
 
 use crate::context::ContextOp;
-use crate::protocol::ContextCall;
+use crate::protocol::methods::{NoParams, Request};
+use crate::protocol::{
+    CommitParams, ContextCall, CreateSessionParams, DeleteSessionParams, DiffParams, ForkParams,
+    IdsParams, MergeParams, PrParams, PromptParams, RenameParams, RespondParams, RulesParams,
+    SessionRuleParams,
+};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::fixture::{self, entry, message, session};
@@ -156,10 +161,7 @@ fn switching_asks_for_each_transcript_once() {
     let third = fixture::sessions()[2].id.clone();
     assert_eq!(
         model.handle_key(alt('3')),
-        vec![Action::LoadTranscript {
-            session_id: third.clone(),
-            after: 0
-        }]
+        vec![Action::transcript(third.clone(), 0)]
     );
     model.handle_key(alt('1'));
     assert!(model.handle_key(alt('3')).is_empty(), "already loaded");
@@ -204,18 +206,12 @@ fn enter_prompts_the_focused_session_and_slashes_run_commands() {
     let first = fixture::sessions()[0].id.clone();
     assert_eq!(
         enter(&mut model, "fix the bug"),
-        vec![Action::Prompt {
-            session_id: first.clone(),
-            text: "fix the bug".into()
-        }]
+        vec![Action::prompt(first.clone(), "fix the bug".into())]
     );
     assert!(model.input.is_empty());
     assert_eq!(
         enter(&mut model, "//compact"),
-        vec![Action::Prompt {
-            session_id: first,
-            text: "/compact".into()
-        }]
+        vec![Action::prompt(first, "/compact".into())]
     );
     assert!(enter(&mut model, "/nxt").is_empty());
     assert_eq!(flash(&model), "unknown command /nxt — did you mean /next?");
@@ -249,7 +245,9 @@ fn newline_keys_make_multi_line_input_and_up_then_moves_the_cursor() {
         "multi-line: Up moves, no history"
     );
     let sent = model.handle_key(key(KeyCode::Enter));
-    assert!(matches!(&sent[..], [Action::Prompt { text, .. }] if text == "a\nb\nc"));
+    assert!(
+        matches!(&sent[..], [Action::Call(Request::SessionPrompt(PromptParams { text, .. }))] if text == "a\nb\nc")
+    );
     model.handle_key(key(KeyCode::Up));
     assert_eq!(model.input.text(), "a\nb\nc", "single-line: Up recalls");
     model.handle_key(key(KeyCode::Up));
@@ -313,16 +311,16 @@ fn the_inbox_pane_opens_and_answers_approvals() {
     assert_eq!(approval.msg_type, MsgType::ApprovalRequired);
     assert_eq!(
         model.handle_key(key(KeyCode::Enter)),
-        vec![Action::MarkRead {
+        vec![Action::Call(Request::InboxMarkRead(IdsParams {
             ids: vec![approval.id.clone()]
-        }]
+        }))]
     );
     assert_eq!(
         model.handle_key(key(KeyCode::Char('a'))),
-        vec![Action::Respond {
-            message_id: approval.id.clone(),
+        vec![Action::Call(Request::InboxRespond(RespondParams {
+            id: approval.id.clone(),
             response: "Allow".into()
-        }]
+        }))]
     );
     assert!(model.inbox().opened().is_none(), "answering closes it");
     // The decision below it: answered once opened; then `d` is refused, a digit answers.
@@ -336,10 +334,10 @@ fn the_inbox_pane_opens_and_answers_approvals() {
     assert_eq!(flash(&model), "choose 1–2");
     assert_eq!(
         model.handle_key(key(KeyCode::Char('2'))),
-        vec![Action::Respond {
-            message_id: decision.id,
+        vec![Action::Call(Request::InboxRespond(RespondParams {
+            id: decision.id,
             response: "Session cookies".into()
-        }]
+        }))]
     );
     model.handle_key(key(KeyCode::Esc));
     assert_eq!(model.zone, Zone::Input);
@@ -355,10 +353,10 @@ fn an_approval_without_options_takes_approve_and_deny() {
     assert_eq!(model.zone, Zone::Inbox);
     assert_eq!(
         model.handle_key(key(KeyCode::Char('d'))),
-        vec![Action::Respond {
-            message_id: bare.id,
+        vec![Action::Call(Request::InboxRespond(RespondParams {
+            id: bare.id,
             response: "deny".into()
-        }]
+        }))]
     );
 }
 
@@ -367,10 +365,10 @@ fn answer_takes_a_number_or_an_option_in_any_case() {
     let mut model = fixture::model();
     let id = model.inline_item().unwrap().id.clone();
     let respond = |response: &str| {
-        vec![Action::Respond {
-            message_id: id.clone(),
+        vec![Action::Call(Request::InboxRespond(RespondParams {
+            id: id.clone(),
             response: response.into(),
-        }]
+        }))]
     };
     assert_eq!(enter(&mut model, "/answer 1"), respond("JWT"));
     assert_eq!(
@@ -389,12 +387,15 @@ fn new_asks_for_a_session_and_focuses_it_once_registered() {
             &mut model,
             "/new --worktree feat/x --agent codex write docs"
         ),
-        vec![Action::CreateSession {
+        vec![Action::Call(Request::SessionCreate(CreateSessionParams {
+            agent: "codex".into(),
             worktree: Some("feat/x".into()),
-            agent: Some("codex".into()),
+            in_place: false,
             task: Some("write docs".into()),
             driver: Default::default(),
-        }]
+            allow_read: Vec::new(),
+            channel: None
+        }))]
     );
     let created = session(
         7,
@@ -408,13 +409,7 @@ fn new_asks_for_a_session_and_focuses_it_once_registered() {
         "not registered yet"
     );
     let actions = model.apply(Event::SessionRegistered(created.clone()));
-    assert_eq!(
-        actions,
-        vec![Action::LoadTranscript {
-            session_id: created.id.clone(),
-            after: 0
-        }]
-    );
+    assert_eq!(actions, vec![Action::transcript(created.id.clone(), 0)]);
     assert_eq!(focused_number(&model), Some(4));
 }
 
@@ -445,13 +440,7 @@ fn sync_keeps_the_focus_and_catches_transcripts_up() {
     );
     let actions = model.sync(fixture::sessions(), Vec::new());
     assert_eq!(focused_number(&model), Some(2));
-    assert_eq!(
-        actions,
-        vec![Action::LoadTranscript {
-            session_id: second.id,
-            after: 2
-        }]
-    );
+    assert_eq!(actions, vec![Action::transcript(second.id, 2)]);
 }
 
 #[test]
@@ -459,10 +448,10 @@ fn context_commands_go_to_the_runtime_for_the_focused_session() {
     let mut model = three_sessions();
     assert_eq!(
         enter(&mut model, "/context pop 2"),
-        vec![Action::Context {
-            session_id: fixture::sessions()[0].id.clone(),
-            op: ContextCall::Apply(ContextOp::Pop(2))
-        }]
+        vec![Action::context(
+            fixture::sessions()[0].id.clone(),
+            ContextCall::Apply(ContextOp::Pop(2))
+        )]
     );
 }
 
@@ -506,10 +495,10 @@ fn context_commands_become_actions_and_the_pane_follows_changes() {
     let actions = enter(&mut model, "/context pop 2");
     assert_eq!(
         actions,
-        vec![Action::Context {
-            session_id: focused.clone(),
-            op: ContextCall::Apply(ContextOp::Pop(2))
-        }]
+        vec![Action::context(
+            focused.clone(),
+            ContextCall::Apply(ContextOp::Pop(2))
+        )]
     );
     // The pane is shown now, so a change to the focused session's stack is read again…
     let update = crate::protocol::ContextUpdate {
@@ -520,12 +509,7 @@ fn context_commands_become_actions_and_the_pane_follows_changes() {
         fresh_start: false,
     };
     let actions = model.apply(Event::Context(update.clone()));
-    assert_eq!(
-        actions,
-        vec![Action::LoadContext {
-            session_id: focused
-        }]
-    );
+    assert_eq!(actions, vec![Action::context(focused, ContextCall::Get)]);
     // …but not another session's.
     let other = model.sessions()[3].id.clone();
     let actions = model.apply(Event::Context(crate::protocol::ContextUpdate {
@@ -541,43 +525,40 @@ fn seed_000_commands_act_on_the_focused_session() {
     let focused = model.focused_session().unwrap().id.clone();
     assert_eq!(
         enter(&mut model, "/disable ask-before-push"),
-        vec![Action::SetRule {
+        vec![Action::Call(Request::SessionRule(SessionRuleParams {
             session_id: focused.clone(),
             rule: "ask-before-push".into(),
             enabled: false
-        }]
+        }))]
     );
     assert_eq!(
         enter(&mut model, "/enable ask-before-push"),
-        vec![Action::SetRule {
+        vec![Action::Call(Request::SessionRule(SessionRuleParams {
             session_id: focused.clone(),
             rule: "ask-before-push".into(),
             enabled: true
-        }]
+        }))]
     );
     assert_eq!(
         enter(&mut model, "/rules"),
-        vec![Action::LoadRules {
+        vec![Action::Call(Request::RulesList(RulesParams {
             session_id: Some(focused.clone())
-        }]
+        }))]
     );
     assert_eq!(
         enter(&mut model, "/session"),
-        vec![Action::LoadSecurity {
-            session_id: focused.clone()
-        }]
+        vec![Action::on_session(
+            Request::SessionSecurity,
+            focused.clone()
+        )]
     );
     assert_eq!(
         enter(&mut model, "/cancel"),
-        vec![Action::Cancel {
-            session_id: focused.clone()
-        }]
+        vec![Action::on_session(Request::SessionCancel, focused.clone())]
     );
     assert_eq!(
         enter(&mut model, "/stop"),
-        vec![Action::Stop {
-            session_id: focused.clone()
-        }]
+        vec![Action::on_session(Request::SessionStop, focused.clone())]
     );
     assert!(enter(&mut model, "/disable").is_empty());
     assert!(
@@ -611,9 +592,7 @@ fn esc_on_an_empty_input_cancels_the_focused_sessions_running_turn() {
     model.apply(with_state(1, SessionState::Working));
     assert_eq!(
         model.handle_key(key(KeyCode::Esc)),
-        vec![Action::Cancel {
-            session_id: id.clone()
-        }]
+        vec![Action::on_session(Request::SessionCancel, id.clone())]
     );
     model.input.set_text("a draft");
     assert!(model.handle_key(key(KeyCode::Esc)).is_empty());
@@ -634,20 +613,18 @@ fn session_control_and_landing_commands_act_on_the_focused_session() {
     let focused = model.focused.clone().unwrap();
     assert_eq!(
         enter(&mut model, "/restart"),
-        vec![Action::Restart {
-            session_id: focused.clone()
-        }]
+        vec![Action::on_session(Request::SessionRestart, focused.clone())]
     );
     assert_eq!(
         enter(&mut model, "/delete --worktree --force"),
-        vec![Action::Delete {
+        vec![Action::Call(Request::SessionDelete(DeleteSessionParams {
             session_id: focused.clone(),
             options: RemoveOptions {
                 remove_worktree: true,
                 force: true,
                 ..RemoveOptions::default()
             }
-        }]
+        }))]
     );
     assert!(enter(&mut model, "/delete --everything").is_empty());
     assert!(
@@ -657,55 +634,60 @@ fn session_control_and_landing_commands_act_on_the_focused_session() {
     );
     assert_eq!(
         enter(&mut model, "/prune --branch"),
-        vec![Action::Prune {
-            options: RemoveOptions {
-                delete_branch: true,
-                ..RemoveOptions::default()
-            }
-        }]
+        vec![Action::Call(Request::SessionPrune(RemoveOptions {
+            delete_branch: true,
+            ..RemoveOptions::default()
+        }))]
     );
     assert_eq!(
         enter(&mut model, "/rename the auth work"),
-        vec![Action::Rename {
+        vec![Action::Call(Request::SessionRename(RenameParams {
             session_id: focused.clone(),
             name: "the auth work".into()
-        }]
+        }))]
     );
     assert_eq!(
         enter(&mut model, "/fork --worktree feat/b try the other way"),
-        vec![Action::Fork {
+        vec![Action::Call(Request::SessionFork(ForkParams {
             session_id: focused.clone(),
             worktree: Some("feat/b".into()),
             task: Some("try the other way".into())
-        }]
+        }))]
     );
     assert_eq!(
         enter(&mut model, "/diff"),
-        vec![Action::LoadDiff {
-            session_id: focused.clone()
-        }]
+        vec![Action::Call(Request::SessionDiff(DiffParams {
+            session_id: focused.clone(),
+            context: None
+        }))]
     );
     assert_eq!(
         enter(&mut model, "/commit fix the parser"),
-        vec![Action::Commit {
+        vec![Action::Call(Request::SessionCommit(CommitParams {
             session_id: focused.clone(),
             message: Some("fix the parser".into())
-        }]
+        }))]
     );
     assert_eq!(
         enter(&mut model, "/merge --squash"),
-        vec![Action::Merge {
+        vec![Action::Call(Request::SessionMerge(MergeParams {
             session_id: focused.clone(),
-            strategy: MergeStrategy::Squash
-        }]
+            strategy: MergeStrategy::Squash,
+            message: None
+        }))]
     );
     assert_eq!(
         enter(&mut model, "/pr"),
-        vec![Action::Pr {
-            session_id: focused.clone()
-        }]
+        vec![Action::Call(Request::SessionPr(PrParams {
+            session_id: focused.clone(),
+            title: None,
+            body: None
+        }))]
     );
-    assert_eq!(enter(&mut model, "/conflicts"), vec![Action::LoadConflicts]);
+    assert_eq!(
+        enter(&mut model, "/conflicts"),
+        vec![Action::Call(Request::SessionConflicts(NoParams {}))]
+    );
     assert!(enter(&mut model, "/review send").is_empty());
     assert!(
         flash(&model).contains("no review comments"),
@@ -741,7 +723,9 @@ fn comments_written_in_the_diff_are_sent_as_one_prompt() {
     model.handle_key(key(KeyCode::Esc));
     assert_eq!(model.overlay, None);
     let actions = enter(&mut model, "/review send");
-    let [Action::Prompt { session_id, text }] = actions.as_slice() else {
+    let [Action::Call(Request::SessionPrompt(PromptParams { session_id, text }))] =
+        actions.as_slice()
+    else {
         panic!("{actions:?}");
     };
     assert_eq!(session_id, &focused);

@@ -10,12 +10,17 @@ use crate::protocol::SessionState;
 
 use super::action::Action;
 use super::answer::Choice;
-use super::commands::{self, ReviewOp, SlashCommand};
+use super::commands::{self, SlashCommand};
 use super::keymap::{KeyAction, Scope};
 use super::model::{Connection, Flash, Model, Overlay, Zone};
-use super::review::{ReviewComment, review_prompt};
+use super::review::ReviewComment;
 use super::view;
-use crate::protocol::ContextCall;
+use crate::protocol::IdsParams;
+use crate::protocol::methods::Request;
+
+mod slash;
+
+use slash::diff;
 
 /// Rows one notch of the mouse wheel scrolls.
 const WHEEL_ROWS: i32 = 3;
@@ -130,132 +135,6 @@ impl Model {
         self.input.area.insert_str(text.replace("\r\n", "\n"));
     }
 
-    /// Runs a parsed slash command.
-    pub fn handle_command(&mut self, command: SlashCommand) -> Vec<Action> {
-        match command {
-            SlashCommand::Sessions => self.toggle_overlay(Overlay::Sessions),
-            SlashCommand::Help => self.toggle_overlay(Overlay::Help {
-                scroll: 0,
-                commands_first: true,
-            }),
-            SlashCommand::Inbox => {
-                self.panes.inbox = true;
-                self.zone = Zone::Inbox;
-                Vec::new()
-            }
-            SlashCommand::Goto(n) => self.goto(n),
-            SlashCommand::Next => self.cycle(1),
-            SlashCommand::Prev => self.cycle(-1),
-            SlashCommand::New {
-                worktree,
-                agent,
-                task,
-                driver,
-            } => vec![Action::CreateSession {
-                worktree,
-                agent,
-                task,
-                driver,
-            }],
-            SlashCommand::Answer(text) => match self.answer_target() {
-                Some(id) => self.answer(&id, Choice::Text(text)),
-                None => self.refuse("nothing to answer: no open decision or approval here"),
-            },
-            SlashCommand::Context(op) => match self.focused.clone() {
-                Some(session_id) if op == ContextCall::Get => {
-                    self.panes.context = true;
-                    vec![Action::LoadContext { session_id }]
-                }
-                Some(session_id) => {
-                    self.panes.context = true;
-                    vec![Action::Context { session_id, op }]
-                }
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Audit => match self.focused.clone() {
-                Some(session_id) => vec![Action::LoadAudit { session_id }],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Rules => vec![Action::LoadRules {
-                session_id: self.focused.clone(),
-            }],
-            SlashCommand::Session => match self.focused.clone() {
-                Some(session_id) => vec![Action::LoadSecurity { session_id }],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Memory => match self.focused_session().cloned() {
-                Some(s) => {
-                    let lines = s
-                        .context_summary
-                        .map(|t| t.lines().map(str::to_string).collect())
-                        .unwrap_or_default();
-                    self.show_page(format!("memory of {}", s.display_name), lines);
-                    Vec::new()
-                }
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Cancel => match self.focused.clone() {
-                Some(session_id) => vec![Action::Cancel { session_id }],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Stop => match self.focused.clone() {
-                Some(session_id) => vec![Action::Stop { session_id }],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Skills => match self.focused_session().cloned() {
-                Some(s) => {
-                    self.show_page(format!("skills of {}", s.display_name), s.skills);
-                    Vec::new()
-                }
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Rule { rule, enabled } => match self.focused.clone() {
-                Some(session_id) => vec![Action::SetRule {
-                    session_id,
-                    rule,
-                    enabled,
-                }],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Restart => self.on_focused(|session_id| Action::Restart { session_id }),
-            SlashCommand::Diff => self.on_focused(|session_id| Action::LoadDiff { session_id }),
-            SlashCommand::Review(op) => self.review(op),
-            SlashCommand::Commit(message) => self.on_focused(|session_id| Action::Commit {
-                session_id,
-                message,
-            }),
-            SlashCommand::Merge(strategy) => self.on_focused(|session_id| Action::Merge {
-                session_id,
-                strategy,
-            }),
-            SlashCommand::Pr => self.on_focused(|session_id| Action::Pr { session_id }),
-            SlashCommand::Conflicts => vec![Action::LoadConflicts],
-            SlashCommand::Delete(options) => self.on_focused(|session_id| Action::Delete {
-                session_id,
-                options,
-            }),
-            SlashCommand::Prune(options) => vec![Action::Prune { options }],
-            SlashCommand::Rename(name) => {
-                self.on_focused(|session_id| Action::Rename { session_id, name })
-            }
-            SlashCommand::Fork { worktree, task } => self.on_focused(|session_id| Action::Fork {
-                session_id,
-                worktree,
-                task,
-            }),
-            SlashCommand::Reset { keep_disabled } => match self.focused.clone() {
-                Some(session_id) => vec![Action::Reset {
-                    session_id,
-                    keep_disabled,
-                }],
-                None => self.refuse("no session focused"),
-            },
-            SlashCommand::Approve => self.answer_approval(Choice::Approve),
-            SlashCommand::Deny => self.answer_approval(Choice::Deny),
-            SlashCommand::Quit => vec![Action::Quit],
-        }
-    }
-
     fn perform(&mut self, action: KeyAction) -> Vec<Action> {
         match action {
             KeyAction::Quit => vec![Action::Quit],
@@ -313,13 +192,14 @@ impl Model {
             KeyAction::InboxOpen => self.open_selected(),
             KeyAction::Approve => self.answer_opened(Choice::Approve),
             KeyAction::Deny => self.answer_opened(Choice::Deny),
-            KeyAction::Diff => self.on_focused(|session_id| Action::LoadDiff { session_id }),
+            KeyAction::Diff => self.on_focused(diff),
             KeyAction::CancelTurn if !self.input.is_empty() => Vec::new(),
             KeyAction::CancelTurn => match self.focused_session() {
                 Some(session) if session.state.is_some_and(SessionState::is_busy) => {
-                    vec![Action::Cancel {
-                        session_id: session.id.clone(),
-                    }]
+                    vec![Action::on_session(
+                        Request::SessionCancel,
+                        session.id.clone(),
+                    )]
                 }
                 // Nothing to cancel: Esc stays harmless.
                 _ => Vec::new(),
@@ -628,7 +508,7 @@ impl Model {
             .filter(|t| t.starts_with('/'))
             .map_or(text.clone(), String::from);
         self.scroll = 0;
-        vec![Action::Prompt { session_id, text }]
+        vec![Action::prompt(session_id, text)]
     }
 
     fn complete(&mut self) -> Vec<Action> {
@@ -653,9 +533,12 @@ impl Model {
 
     fn open_selected(&mut self) -> Vec<Action> {
         match self.inbox.open_selected() {
-            Some(m) if !m.read => vec![Action::MarkRead {
-                ids: vec![m.id.clone()],
-            }],
+            Some(m) if !m.read => vec![
+                Request::InboxMarkRead(IdsParams {
+                    ids: vec![m.id.clone()],
+                })
+                .into(),
+            ],
             _ => Vec::new(),
         }
     }
@@ -669,48 +552,6 @@ impl Model {
         self.zone = Zone::Inbox;
         self.inbox.select(&id);
         self.open_selected()
-    }
-
-    /// `/review`: the focused session's comments listed, sent as one prompt, or dropped.
-    fn review(&mut self, op: ReviewOp) -> Vec<Action> {
-        let Some(session_id) = self.focused.clone() else {
-            return self.refuse("no session focused");
-        };
-        let comments = self.comments.get(&session_id).cloned().unwrap_or_default();
-        if comments.is_empty() {
-            return self.refuse("no review comments: open /diff and press c on a line");
-        }
-        match op {
-            ReviewOp::List => {
-                let lines = comments
-                    .iter()
-                    .map(|c| format!("{}: {}", c.place(), c.text))
-                    .collect();
-                self.page = Some((format!("{} review comment(s)", comments.len()), lines));
-                self.overlay = Some(Overlay::Page { scroll: 0 });
-                Vec::new()
-            }
-            ReviewOp::Clear => {
-                self.comments.remove(&session_id);
-                self.flash = Some(Flash::info("review comments dropped"));
-                Vec::new()
-            }
-            ReviewOp::Send => {
-                self.comments.remove(&session_id);
-                vec![Action::Prompt {
-                    session_id,
-                    text: review_prompt(&comments),
-                }]
-            }
-        }
-    }
-
-    /// `make`'s action for the focused session, or a refusal when none is focused.
-    fn on_focused(&mut self, make: impl FnOnce(String) -> Action) -> Vec<Action> {
-        match self.focused.clone() {
-            Some(session_id) => vec![make(session_id)],
-            None => self.refuse("no session focused"),
-        }
     }
 
     pub(super) fn refuse(&mut self, text: impl Into<String>) -> Vec<Action> {

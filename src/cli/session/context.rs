@@ -7,8 +7,8 @@ use crate::cli::output;
 use crate::cli::output::outln;
 use crate::client::Client;
 use crate::context::{ContextOp, Entry, Message};
-use crate::protocol::methods::ContextCall;
-use crate::protocol::{ContextResult, Session};
+use crate::protocol::methods::ContextApply;
+use crate::protocol::{ContextApplyParams, ContextCall, ContextResult, Session};
 
 #[derive(Debug, Clone, Subcommand)]
 pub(super) enum ContextAction {
@@ -39,7 +39,7 @@ pub(super) async fn run(
     action: Option<ContextAction>,
     json: bool,
 ) -> anyhow::Result<()> {
-    let call = match action.unwrap_or(ContextAction::Show) {
+    let op = match action.unwrap_or(ContextAction::Show) {
         ContextAction::Show => ContextCall::Get,
         ContextAction::Pop { n } => ContextCall::Apply(ContextOp::Pop(n)),
         ContextAction::Checkpoint { name } => ContextCall::Apply(ContextOp::Checkpoint(name)),
@@ -50,7 +50,11 @@ pub(super) async fn run(
         ContextAction::Reset => ContextCall::Apply(ContextOp::Reset),
         ContextAction::Summarize => ContextCall::Apply(ContextOp::Summarize(None)),
     };
-    let result = client.context(&session.id, call).await?;
+    let params = ContextApplyParams {
+        session_id: session.id.clone(),
+        op,
+    };
+    let result = client.call::<ContextApply>(&params).await?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&result)?);
         return Ok(());

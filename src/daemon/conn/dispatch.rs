@@ -7,19 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use serde_json::Value;
+use tracing::Instrument;
 
-use super::handle::Call;
+use super::call::{Call, agent_door, forbidden};
 use super::{Conn, Door};
 use crate::protocol::methods::{self as m, Access, Method, Route};
 use crate::protocol::*;
-
-pub(super) fn forbidden(message: impl Into<String>) -> ErrorObject {
-    ErrorObject::new(code::FORBIDDEN, message)
-}
-
-pub(super) fn agent_door() -> ErrorObject {
-    forbidden("this socket serves agents only: handshake with your session handle first")
-}
 
 /// `session.create`'s params without the asking process's environment, and that
 /// environment (kept apart: the params may be logged or stored, the values never).
@@ -40,8 +33,27 @@ fn split_client_env(mut raw: Value) -> Result<(Value, Option<ClientEnv>), ErrorO
     Ok((raw, given))
 }
 
-/// Answers one call on a connection.
+/// Answers one call on a connection, inside a span that names the method and, when its
+/// params name one, the session: whatever is logged while answering carries both.
 pub(super) async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorObject> {
+    let span = match raw.get("session_id").and_then(Value::as_str) {
+        Some(session) => tracing::info_span!("request", method = name, session),
+        None => tracing::info_span!("request", method = name),
+    };
+    async {
+        let outcome = checked(conn, name, raw).await;
+        if let Err(error) = &outcome {
+            tracing::debug!("request failed: {error}");
+        }
+        outcome
+    }
+    .instrument(span)
+    .await
+}
+
+/// Answers one call, if its row, the connection's scope and (team mode) the session's
+/// owner let this daemon answer it.
+async fn checked(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorObject> {
     let Some(row) = m::row(name) else {
         return Err(ErrorObject::method_not_found(name));
     };

@@ -7,6 +7,7 @@ mod diff;
 mod inbox;
 mod input;
 mod overlay;
+pub(super) mod pages;
 mod status_bar;
 mod style;
 #[cfg(test)]

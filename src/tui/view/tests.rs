@@ -405,7 +405,12 @@ fn a_click_on_the_status_bar_focuses_that_session_and_the_wheel_scrolls() {
         model.focused_session().map(|s| s.display_name.as_str()),
         Some("docs @ gemini")
     );
-    assert!(matches!(&actions[..], [Action::LoadTranscript { .. }]));
+    assert!(matches!(
+        &actions[..],
+        [Action::Call(
+            crate::protocol::methods::Request::SessionTranscript(_)
+        )]
+    ));
     // Back on session 1, the wheel scrolls its transcript up, as far as it goes.
     model.handle_key(KeyEvent::new(KeyCode::Char('1'), KeyModifiers::ALT));
     screen_then_scroll_extent(&mut model, 80, 16);
@@ -466,9 +471,10 @@ fn audit_overlay_shows_the_focused_sessions_log_and_contained_sessions_their_dri
     let actions = model.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
     assert_eq!(
         actions,
-        vec![Action::LoadAudit {
-            session_id: focused.clone()
-        }]
+        vec![Action::on_session(
+            crate::protocol::methods::Request::SessionAudit,
+            focused.clone()
+        )]
     );
     let record = |event| AuditRecord {
         at: "2026-11-23T08:00:01.000Z".into(),

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
-use super::super::{Door, subscribe as start_subscription};
+use super::super::{Door, Scope, subscribe as start_subscription};
 use super::*;
 
 /// The handshake: the protocol version, and for a session handle the session it acts for.
@@ -30,16 +30,14 @@ pub(super) async fn handshake(
         .with_data(json!({"protocol_version": PROTOCOL_VERSION, "daemon_version": env!("CARGO_PKG_VERSION")})));
     }
     let scope = match p.handle.as_deref() {
-        None if conn.door == Door::Agent => return Err(super::super::dispatch::agent_door()),
+        None if conn.door == Door::Agent => return Err(agent_door()),
         None => None,
         Some(text) => {
             let found = Handle::parse(text)
                 .and_then(|handle| Some((wb.session_for_handle(&handle)?, handle)));
             let Some((session_id, handle)) = found else {
                 conn.refused.store(true, Ordering::Release);
-                return Err(super::super::dispatch::forbidden(
-                    "unknown or revoked session handle",
-                ));
+                return Err(forbidden("unknown or revoked session handle"));
             };
             Some(Scope { session_id, handle })
         }

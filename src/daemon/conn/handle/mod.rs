@@ -11,103 +11,10 @@ mod land;
 mod rules;
 mod session;
 
-use std::sync::Arc;
-
-use super::{Conn, Scope};
-use crate::context::ContextOp;
+use super::call::{Call, agent_door, app_error, forbidden};
 use crate::protocol::check::Check;
-use crate::protocol::methods::{self as m, ContextCall, Handler, *};
+use crate::protocol::methods::{self as m, Handler, *};
 use crate::protocol::*;
-use crate::workbench::WorkbenchError;
-
-/// One call on a connection: who asks (its scope, when it presented a session handle).
-pub(super) struct Call<'a> {
-    pub(super) conn: &'a Arc<Conn>,
-    pub(super) scope: Option<&'a Scope>,
-    /// `session.create`'s asking process's environment, taken apart from its params
-    /// (the params may be logged or stored, these values never).
-    client_env: std::sync::Mutex<Option<ClientEnv>>,
-}
-
-impl<'a> Call<'a> {
-    pub(super) fn new(
-        conn: &'a Arc<Conn>,
-        scope: Option<&'a Scope>,
-        client_env: Option<ClientEnv>,
-    ) -> Self {
-        Call {
-            conn,
-            scope,
-            client_env: std::sync::Mutex::new(client_env),
-        }
-    }
-
-    fn take_client_env(&self) -> Option<ClientEnv> {
-        self.client_env
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-    }
-
-    /// A handle acts for its own session only: `session_id` must be its own.
-    fn own(&self, session_id: &str) -> Result<(), ErrorObject> {
-        match self.scope {
-            Some(scope) if scope.session_id != session_id => Err(super::dispatch::forbidden(
-                "a session handle may act only for its own session",
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// An inbox message a handle may see: its own session's; any other is "not found",
-    /// as if it did not exist, so a handle learns nothing of other sessions.
-    async fn visible(&self, id: &str) -> Result<InboxMessage, ErrorObject> {
-        let message = self
-            .conn
-            .shared
-            .wb
-            .get_message(id)
-            .await
-            .map_err(app_error)?;
-        match self.scope {
-            Some(scope) if message.session_id != scope.session_id => {
-                Err(app_error(crate::workbench::no_message(id)))
-            }
-            _ => Ok(message),
-        }
-    }
-}
-
-/// A workbench error as its JSON-RPC error: each kind its own code.
-pub(super) fn app_error(e: WorkbenchError) -> ErrorObject {
-    let code = match &e {
-        WorkbenchError::NotFound(_) => code::NOT_FOUND,
-        WorkbenchError::Invalid(_) => code::INVALID_PARAMS,
-        WorkbenchError::Conflict(_) => code::CONFLICT,
-        WorkbenchError::TimedOut(_) => code::TIMED_OUT,
-        WorkbenchError::Store(_) => code::STORE_ERROR,
-    };
-    ErrorObject::new(code, e.to_string())
-}
-
-/// The context operation a `context.*` method names, applied.
-fn apply(op: ContextOp) -> ContextCall {
-    ContextCall::Apply(op)
-}
-
-/// A `context.*` method: which session, and which operation.
-async fn apply_to(
-    call: &Call<'_>,
-    session_id: String,
-    request: ContextCall,
-) -> Result<ContextResult, ErrorObject> {
-    call.conn
-        .shared
-        .sessions
-        .context_call(&session_id, request)
-        .await
-        .map_err(app_error)
-}
 
 impl Handler for Call<'_> {
     async fn ping(&self, p: NoParams) -> Result<Pong, ErrorObject> {
@@ -298,37 +205,41 @@ impl Handler for Call<'_> {
         daemon::shutdown(self, p).await
     }
 
+    async fn context_apply(&self, p: ContextApplyParams) -> Result<ContextResult, ErrorObject> {
+        context::apply(self, p).await
+    }
+
     async fn context_get(&self, p: SessionIdParams) -> Result<ContextResult, ErrorObject> {
-        context::get(self, p).await
+        context::apply(self, ContextApplyParams::get(p)).await
     }
 
     async fn context_pop(&self, p: ContextPopParams) -> Result<ContextResult, ErrorObject> {
-        context::pop(self, p).await
+        context::apply(self, p.into()).await
     }
 
     async fn context_checkpoint(&self, p: ContextNameParams) -> Result<ContextResult, ErrorObject> {
-        context::checkpoint(self, p).await
+        context::apply(self, ContextApplyParams::checkpoint(p)).await
     }
 
     async fn context_rollback(&self, p: ContextNameParams) -> Result<ContextResult, ErrorObject> {
-        context::rollback(self, p).await
+        context::apply(self, ContextApplyParams::rollback(p)).await
     }
 
     async fn context_replace_top(
         &self,
         p: ContextReplaceParams,
     ) -> Result<ContextResult, ErrorObject> {
-        context::replace_top(self, p).await
+        context::apply(self, p.into()).await
     }
 
     async fn context_reset(&self, p: SessionIdParams) -> Result<ContextResult, ErrorObject> {
-        context::reset(self, p).await
+        context::apply(self, ContextApplyParams::reset(p)).await
     }
 
     async fn context_summarize(
         &self,
         p: ContextSummarizeParams,
     ) -> Result<ContextResult, ErrorObject> {
-        context::summarize(self, p).await
+        context::apply(self, p.into()).await
     }
 }

@@ -1,0 +1,144 @@
+//! What the workbench does with the daemon's answer to a call it made: focus the session a
+//! call started, load a transcript page or the context stack, show the audit log, the
+//! diff, the conflicts or a page, or say in a flash what the call did. Calls whose effect
+//! arrives as daemon events (a prompt, an answer, a mark read) show nothing here.
+
+use super::Runtime;
+use crate::protocol::methods::{Reply, Request};
+use crate::protocol::{DeleteOutcome, PruneResult};
+use crate::tui::Flash;
+use crate::tui::view::pages::{rules_page, security_page};
+
+impl Runtime {
+    /// Carries out what `reply`, the answer to `request`, means for the screen.
+    pub(super) fn answered(&mut self, request: Request, reply: Reply) {
+        let model = &mut self.model;
+        match reply {
+            Reply::SessionCreate(created)
+            | Reply::SessionFork(created)
+            | Reply::SessionReset(created) => {
+                let actions = model.focus_session_id(&created.session_id);
+                self.perform(actions);
+            }
+            Reply::SessionTranscript(page) => {
+                if let Request::SessionTranscript(p) = &request {
+                    self.loading.remove(&p.session_id);
+                    model.load_transcript(&p.session_id, page.entries);
+                }
+            }
+            Reply::ContextApply(result) => {
+                if let Some(what) = &result.description {
+                    model.report(Flash::info(what.clone()));
+                }
+                model.load_context(result);
+            }
+            Reply::SessionAudit(log) => model.show_audit(log),
+            Reply::SessionDiff(reply) => model.show_diff(&reply),
+            Reply::SessionConflicts(report) => {
+                model.set_conflicts(report);
+                model.show_conflicts();
+            }
+            Reply::RulesList(reply) => model.show_page("rules".into(), rules_page(&reply)),
+            Reply::SessionSecurity(reply) => {
+                model.show_page("security state".into(), security_page(&reply.security));
+            }
+            other => {
+                if let Some(note) = note(&request, other) {
+                    model.report(Flash::info(note));
+                }
+            }
+        }
+    }
+}
+
+/// What a call that changed something did, in one line.
+fn note(request: &Request, reply: Reply) -> Option<String> {
+    Some(match reply {
+        Reply::SessionCommit(reply) => match reply.commit {
+            Some(commit) => format!("committed {}", commit.get(..12).unwrap_or(&commit)),
+            None => "nothing to commit".into(),
+        },
+        Reply::SessionMerge(reply) => format!(
+            "landed on {} (now {})",
+            reply.into,
+            reply.head.get(..12).unwrap_or(&reply.head)
+        ),
+        Reply::SessionPr(reply) => format!("pull request: {}", reply.url),
+        Reply::SessionRestart(_) => "restarting the agent".into(),
+        Reply::SessionDelete(outcome) => deleted_note(&outcome),
+        Reply::SessionPrune(result) => pruned_note(&result),
+        Reply::SessionRename(reply) => format!("renamed: {}", reply.session.display_name),
+        Reply::SessionRule(_) => match request {
+            Request::SessionRule(p) if p.enabled => {
+                format!("rule {} is on again for this session", p.rule)
+            }
+            Request::SessionRule(p) => format!(
+                "rule {} is off for this session: what it guarded now goes unasked",
+                p.rule
+            ),
+            _ => return None,
+        },
+        Reply::SessionCancel(_) => "asked the agent to stop its turn".into(),
+        Reply::SessionStop(reply) => format!(
+            "{} stopped; its worktree and transcript stay",
+            reply.session.display_name
+        ),
+        _ => return None,
+    })
+}
+
+/// What a delete did, in one line.
+fn deleted_note(outcome: &DeleteOutcome) -> String {
+    let mut note = format!("deleted {}", outcome.session_id);
+    if outcome.worktree_removed {
+        note.push_str(", its worktree");
+    }
+    if outcome.branch_deleted {
+        note.push_str(", its branch");
+    }
+    note
+}
+
+/// What a prune did, in one line: how many went, and the first one kept and why.
+fn pruned_note(result: &PruneResult) -> String {
+    let mut note = format!("pruned {} session(s)", result.deleted.len());
+    if let Some(first) = result.skipped.first() {
+        note.push_str(&format!(
+            "; kept {} ({}: {})",
+            result.skipped.len(),
+            first.session_id,
+            first.reason
+        ));
+    }
+    note
+}
+
+/// What a call to `method` does, in words, for "… failed: why".
+pub(super) fn doing(method: &str) -> &str {
+    match method {
+        "session.create" => "starting the session",
+        "session.prompt" => "sending the prompt",
+        "session.cancel" => "cancelling the turn",
+        "session.stop" => "stopping the session",
+        "session.restart" => "restarting the agent",
+        "session.merge" => "the merge",
+        "session.pr" => "opening the pull request",
+        "session.commit" => "the commit",
+        "session.diff" => "reading the changes",
+        "session.conflicts" => "reading the conflicts",
+        "session.delete" => "deleting the session",
+        "session.prune" => "pruning",
+        "session.rename" => "renaming",
+        "session.fork" => "forking the session",
+        "session.reset" => "resetting the session",
+        "session.rule" => "changing the rule",
+        "session.audit" => "reading the audit log",
+        "session.security" => "reading the security state",
+        "session.transcript" => "reading the transcript",
+        "rules.list" => "reading the rules",
+        "inbox.respond" => "answering",
+        "inbox.mark_read" => "marking read",
+        "context.apply" => "the context operation",
+        other => other,
+    }
+}
