@@ -61,8 +61,9 @@ pub const DENYING_WORDS: [&str; 5] = ["deny", "reject", "no", "decline", "cancel
 
 pub const APPROVAL_ANSWERS: [&str; 2] = ["approve", "deny"];
 
-/// A session in the registry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A session in the registry. `Default` is the empty session, so a place that makes one
+/// names only the fields it sets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     pub id: String,
     #[serde(default)]

@@ -205,7 +205,7 @@ impl Sessions {
             .unwrap_or("(nothing yet)");
         let verdict = match config.profile(name) {
             Ok(profile) => super::drift::classify(name, &profile, summary, text).await,
-            Err(why) => Err(why),
+            Err(why) => Err(super::drift::DriftError::Profile(why)),
         };
         match verdict {
             Ok(v) => {

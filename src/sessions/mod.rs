@@ -200,10 +200,8 @@ impl Sessions {
             .driver_spec(&profile, &params.driver)
             .map_err(WorkbenchError::Invalid)?;
         given::check_env(&spec, &params.driver, given.as_deref())
-            .and_then(|()| given::check_api_key(&params.agent, &profile, given.as_deref()))
-            .map_err(WorkbenchError::Invalid)?;
-        given::locate(&params.agent, profile.clone(), spec.kind, given.as_deref())
-            .map_err(WorkbenchError::Invalid)?;
+            .and_then(|()| given::check_api_key(&params.agent, &profile, given.as_deref()))?;
+        given::locate(&params.agent, profile.clone(), spec.kind, given.as_deref())?;
         if matches!(spec.kind, DriverKind::Ssh | DriverKind::Podman) {
             if profile.kind == AgentKind::Internal {
                 return Err(WorkbenchError::Invalid(format!(
@@ -235,29 +233,18 @@ impl Sessions {
             started_at: now.clone(),
             last_heartbeat: now.clone(),
             state: Some(SessionState::Creating),
-            state_reason: None,
             task: params.task.clone().filter(|t| !t.trim().is_empty()),
             branch: placement.branch.clone(),
             worktree_owned: placement.created.is_some(),
-            acp_session_id: None,
-            agent_pid: None,
             updated_at: Some(now),
-            ended_at: None,
-            exit_code: None,
-            context_summary: None,
-            turn_count: 0,
             driver: Some(spec),
-            limits: Vec::new(),
             security: crate::protocol::SecurityState {
                 read_manifest: (!params.allow_read.is_empty()).then(|| params.allow_read.clone()),
                 ..Default::default()
             },
-            skills: Vec::new(),
             base_branch: placement.base_branch.clone(),
-            usage: None,
             channel: params.channel.clone(),
-            owner: None,
-            host: None,
+            ..Session::default()
         };
         let session = match self.wb.add_managed(session).await {
             Ok(s) => s,
@@ -320,7 +307,8 @@ impl Sessions {
         let session_id = session.id.clone();
         let given = self.given(&session_id);
         let (passed, missing) = given::values(&spec.env, given.as_deref());
-        let profile = given::locate(profile_name, profile, spec.kind, given.as_deref())?;
+        let profile = given::locate(profile_name, profile, spec.kind, given.as_deref())
+            .map_err(|e| e.to_string())?;
         let idle_after = (spec.kind != DriverKind::Local)
             .then(|| {
                 let minutes = Config::load(&kiln.settings_path())
@@ -405,7 +393,7 @@ impl Sessions {
             Ok(handle) => handle,
             Err(why) => {
                 let _ = self.wb.revoke_handles(&session.id).await;
-                return Err(why);
+                return Err(why.to_string());
             }
         };
         let (tx, commands) = mpsc::unbounded_channel();

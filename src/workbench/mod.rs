@@ -326,27 +326,7 @@ impl Workbench {
             status: "active".into(),
             started_at: now.clone(),
             last_heartbeat: now,
-            state: None,
-            state_reason: None,
-            task: None,
-            branch: None,
-            worktree_owned: false,
-            acp_session_id: None,
-            agent_pid: None,
-            updated_at: None,
-            ended_at: None,
-            exit_code: None,
-            context_summary: None,
-            turn_count: 0,
-            driver: None,
-            limits: Vec::new(),
-            security: Default::default(),
-            skills: Vec::new(),
-            base_branch: None,
-            usage: None,
-            channel: None,
-            owner: None,
-            host: None,
+            ..Session::default()
         };
         self.stamp(&mut session);
         self.store.insert_session(&session).await?;
