@@ -13,7 +13,7 @@ mod builtin;
 mod channels;
 pub use builtin::{Finder, KNOWN, Known, ProfileEntry, ProfileSource};
 pub use channels::{
-    ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
+    ChannelError, ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -220,6 +220,9 @@ pub enum StackError {
     EmptyText { what: &'static str },
     #[error("the top entry is a {top} entry, not a tool result")]
     NotAToolResult { top: &'static str },
+    /// A stored stack that does not hold together (read back from the database).
+    #[error("{0}")]
+    Damaged(String),
 }
 
 fn pop_too_many(requested: usize, available: usize) -> String {
@@ -503,38 +506,51 @@ struct StoredStack {
 }
 
 impl TryFrom<StoredStack> for ContextStack {
-    type Error = String;
+    type Error = StackError;
 
-    fn try_from(s: StoredStack) -> Result<Self, String> {
+    fn try_from(s: StoredStack) -> Result<Self, StackError> {
         match s.entries.first() {
             Some(Entry {
                 message: Message::System { .. },
                 ..
             }) => {}
-            _ => return Err("a context stack must start with its system prompt".into()),
+            _ => {
+                return Err(StackError::Damaged(
+                    "a context stack must start with its system prompt".into(),
+                ));
+            }
         }
         if let Some(e) = s.entries[1..]
             .iter()
             .find(|e| matches!(e.message, Message::System { .. }))
         {
-            return Err(format!("entry #{} is a second system prompt", e.seq));
+            return Err(StackError::Damaged(format!(
+                "entry #{} is a second system prompt",
+                e.seq
+            )));
         }
         let mut last = 0;
         for e in &s.entries {
             if e.seq <= last || e.seq >= s.next_seq {
-                return Err(format!("entry #{} is out of sequence", e.seq));
+                return Err(StackError::Damaged(format!(
+                    "entry #{} is out of sequence",
+                    e.seq
+                )));
             }
             last = e.seq;
         }
         for (i, c) in s.checkpoints.iter().enumerate() {
             if s.checkpoints[..i].iter().any(|o| o.name == c.name) {
-                return Err(format!("checkpoint '{}' appears twice", c.name));
+                return Err(StackError::Damaged(format!(
+                    "checkpoint '{}' appears twice",
+                    c.name
+                )));
             }
             if s.entries.iter().all(|e| e.seq != c.seq) {
-                return Err(format!(
+                return Err(StackError::Damaged(format!(
                     "checkpoint '{}' marks #{}, which is not on the stack",
                     c.name, c.seq
-                ));
+                )));
             }
         }
         Ok(ContextStack {

@@ -64,6 +64,9 @@ pub enum StoreError {
     /// The database server does not answer (team mode); see [`remote`].
     #[error("{0}")]
     Unreachable(String),
+    /// A live query on the shared database ended or failed (team mode).
+    #[error("{0}")]
+    LiveEnded(String),
 }
 
 impl From<surrealdb::Error> for StoreError {
@@ -73,6 +76,21 @@ impl From<surrealdb::Error> for StoreError {
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Why the database could not be opened; [`StoreError::Open`] joins it with the URL.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenFailure {
+    /// The embedded engine refused: its files, its version, its bootstrap.
+    #[error("{0}")]
+    Engine(String),
+    /// The disk holding the database: its folder, or too little free space.
+    #[error("{0}")]
+    Disk(String),
+    /// The database server: no answer, another version, a refused sign-in, or the TLS
+    /// settings to reach it.
+    #[error("{0}")]
+    Server(String),
+}
 
 enum Conn {
     /// Embedded engine (surrealkv or memory), with the datastore kept for a clean shutdown.
@@ -191,13 +209,16 @@ impl Store {
         } else {
             cfg.url.clone()
         };
-        let open_err = |message: String| StoreError::Open {
-            url: url.clone(),
-            message: if check::is_unreadable(&StoreError::Db(message.clone())) {
-                format!("{message}. {}", check::WHAT_TO_DO)
-            } else {
-                message
-            },
+        let open_err = |failure: OpenFailure| {
+            let message = failure.to_string();
+            StoreError::Open {
+                url: url.clone(),
+                message: if check::is_unreadable(&StoreError::Db(message.clone())) {
+                    format!("{message}. {}", check::WHAT_TO_DO)
+                } else {
+                    message
+                },
+            }
         };
         let conn = if let Some(path) = url.strip_prefix("surrealkv://") {
             let path = PathBuf::from(path);
@@ -237,22 +258,26 @@ impl Store {
         path: &str,
         engine: surrealdb_cnf::ConfigMap,
         usage: Use,
-    ) -> std::result::Result<Conn, String> {
+    ) -> std::result::Result<Conn, OpenFailure> {
         let ds = surrealdb_core::kvs::Builder::new()
             .with_config(engine)
             .with_engine_options(quiet_engine_options())
             .without_maintenance_tasks()
             .build_with_path(path)
             .await
-            .map_err(|e| format!("{e:#}"))?;
-        ds.check_version().await.map_err(|e| format!("{e:#}"))?;
+            .map_err(|e| OpenFailure::Engine(format!("{e:#}")))?;
+        ds.check_version()
+            .await
+            .map_err(|e| OpenFailure::Engine(format!("{e:#}")))?;
         if usage == Use::Serve {
-            ds.bootstrap().await.map_err(|e| format!("{e:#}"))?;
+            ds.bootstrap()
+                .await
+                .map_err(|e| OpenFailure::Engine(format!("{e:#}")))?;
             ds.start_maintenance_tasks();
         }
         let db = Surreal::<Db>::unstable_from_datastore(Arc::clone(&ds), None)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| OpenFailure::Engine(e.to_string()))?;
         Ok(Conn::Local(db, ds))
     }
 

@@ -529,7 +529,7 @@ async fn listen(wb: Weak<Workbench>, team: Arc<Team>) {
                     Some(wb) => wb.apply_remote(change),
                     None => return,
                 },
-                Some(Err(e)) => break e,
+                Some(Err(e)) => break e.to_string(),
                 None => break "the live queries ended".to_string(),
             }
         };
