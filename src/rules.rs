@@ -1,4 +1,4 @@
-//! Rules (seed 000): what an agent may do, decided per operation. A rule matches an
+//! Rules: what an agent may do, decided per operation. A rule matches an
 //! operation (`when`: its kind, command line, paths, tool), may apply only once an
 //! earlier operation of the session matched `activated_by`, and answers `allow`, `ask`
 //! (an approval in the inbox, with the rule and its reason) or `deny`. Built-in rules

@@ -22,7 +22,7 @@
 //! | `request_approval` | an `approval_required` message; waits for approve or deny |
 //!
 //! With `recover_tool_errors`, a failed tool's result is replaced on the stack by the
-//! error alone (seed 003: "tool error → pop(1) + inject error msg").
+//! error alone (the failed result is popped and the error message pushed in its place).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

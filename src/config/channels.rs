@@ -1,5 +1,6 @@
 //! `[channels]` and `[[webhooks]]`: sessions started and continued from outside the
-//! workbench (seed 000 channels, seed 001 conversation resolution).
+//! workbench: how each channel is set up, and how its messages are resolved to the
+//! conversation (the session) they continue.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -26,11 +27,11 @@ pub const RESET_PHRASES: [&str; 8] = [
 #[serde(default, deny_unknown_fields)]
 pub struct ChannelsConfig {
     /// A conversation quiet this long starts a new session at its next message, carrying
-    /// the previous one's context summary (seed 001 `timeout`).
+    /// the previous one's context summary.
     pub session_timeout_minutes: f64,
     /// The same in seconds, over the minutes when set.
     pub session_timeout_secs: Option<u64>,
-    /// Messages that start the conversation afresh (seed 001 `explicit_reset`); matched
+    /// Messages that start the conversation afresh (an explicit reset); matched
     /// whole, in any case, ignoring surrounding spaces and a final `.` or `!`.
     pub reset_phrases: Vec<String>,
     /// A question or approval of a cron or webhook session unanswered this long cancels
@@ -360,7 +361,7 @@ impl Default for NotifyConfig {
     }
 }
 
-/// `[[cron]]`: a job that starts a session on a schedule (seed 000's cron channel).
+/// `[[cron]]`: a job that starts a session on a schedule (the cron channel).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CronJob {

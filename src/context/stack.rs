@@ -4,7 +4,7 @@
 //! Every operation either changes the stack and returns a [`Change`] saying what it
 //! removed and added, or refuses with a [`StackError`] and changes nothing. Entries that
 //! leave the stack are not kept here; they travel in the `Change`, which the caller
-//! appends to the session's full history (seed 003: "Full history preserved in logs").
+//! appends to the session's full history (kept whole in the logs).
 //!
 //! Rules the operations share:
 //! - The system prompt is the bottom entry, exactly one per stack, and never leaves it

@@ -1,7 +1,7 @@
 //! The webhook listener (`[channels.http]`): `POST /hooks/<name>` for each `[[webhooks]]`
 //! entry, verified with GitHub's convention (`X-Hub-Signature-256: sha256=<hex HMAC-SHA256
 //! of the body>` under the hook's shared secret), its payload made into a prompt and
-//! resolved to a session (seed 001). Webhooks are taken as GitHub sends them, since GitHub
+//! resolved to the session of its conversation. Webhooks are taken as GitHub sends them, since GitHub
 //! marks a hook failing on any answer but 2xx: a `ping` is answered 200 and makes nothing;
 //! the body may be JSON or GitHub's default form encoding (`payload=<JSON>`, signed as
 //! sent); a delivery of an event or action the hook does not take is answered 202

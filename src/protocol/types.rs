@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::driver::DriverSpec;
 use crate::context::{Change, Checkpoint};
 
-/// The kinds of inbox message of seed 003.
+/// The kinds of inbox message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MsgType {
@@ -70,7 +70,7 @@ pub struct Session {
     pub worktree: Option<String>,
     pub agent_type: String,
     pub agent_name: String,
-    /// "active" or "idle" (seed 003).
+    /// "active" or "idle".
     pub status: String,
     /// RFC 3339.
     pub started_at: String,
@@ -107,7 +107,7 @@ pub struct Session {
     pub ended_at: Option<String>,
     #[serde(default)]
     pub exit_code: Option<i32>,
-    /// A bounded summary of the session's context (seed 001's `GOAL:`/`ENTITIES:`/
+    /// A bounded summary of the session's context (its `GOAL:`/`ENTITIES:`/
     /// `DECISIONS:`/`PENDING:`/`TURNS:` lines, at most 1,000 characters), updated after
     /// every turn; absent before the first.
     #[serde(default)]
@@ -121,7 +121,7 @@ pub struct Session {
     /// The limits in force on the agent's environment, as the driver applied them.
     #[serde(default)]
     pub limits: Vec<String>,
-    /// What the rules know of this session (seed 000).
+    /// What the rules know of this session.
     #[serde(default, deserialize_with = "security_state")]
     pub security: SecurityState,
     /// The agent's own commands (ACP `available_commands_update`): `name — description`.
@@ -154,8 +154,8 @@ pub struct Session {
     pub host: Option<String>,
 }
 
-/// Where a session's messages come from (seed 000 `channel_type`, `channel_ref`) and how
-/// the last one found it (seed 001's decision).
+/// Where a session's messages come from (the channel's kind and the conversation's
+/// reference) and how the last one found its session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelTag {
     /// `webhook` (or `cron`).
@@ -198,7 +198,8 @@ pub enum Resolution {
     Closed,
     /// Its last session was quiet longer than the timeout.
     Timeout,
-    /// The model judged the message off its conversation's topic (seed 001, optional).
+    /// The model judged the message off its conversation's topic (when a drift check is
+    /// configured).
     Drift,
     /// The same conversation, within the timeout: the message goes to its session.
     Continue,
@@ -219,7 +220,7 @@ impl Resolution {
         }
     }
 
-    /// Whether the message starts a new session (seed 001 `new`) or continues one.
+    /// Whether the message starts a new session or continues one.
     pub fn decision(self) -> &'static str {
         if self == Resolution::Continue {
             "continue"
@@ -244,7 +245,7 @@ pub struct Usage {
     pub currency: Option<String>,
 }
 
-/// A session's security state (seed 000): rules its operations activated, rules
+/// A session's security state: rules its operations activated, rules
 /// switched off for it, operations approved once (not asked again), credentials approved.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SecurityState {
@@ -307,7 +308,7 @@ impl Session {
     }
 }
 
-/// The lifecycle of a session crucible runs (seed 004).
+/// The lifecycle of a session crucible runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionState {
@@ -348,7 +349,7 @@ impl SessionState {
         }
     }
 
-    /// Whether the session is doing something right now (seed 003's `active`).
+    /// Whether the session is doing something right now (its status is `active`).
     pub fn is_busy(self) -> bool {
         matches!(
             self,

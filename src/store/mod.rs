@@ -114,8 +114,8 @@ pub struct Store {
     /// The embedded engine's folder, journal and free-space reserve (not for memory or
     /// a server).
     disk: Option<Disk>,
-    /// Set by the first storage failure; from then on writes are refused (seed 002:
-    /// persistence failures fail closed) and the engine is not closed through its flush.
+    /// Set by the first storage failure; from then on writes are refused (a persistence
+    /// failure fails closed) and the engine is not closed through its flush.
     failed: std::sync::Mutex<Option<String>>,
     /// What the engine could not read back: the damaged stretches the last check found
     /// (see [`check`]), or a read that failed before any check ran.
