@@ -7,6 +7,7 @@ mod audit;
 mod context;
 mod control;
 mod land;
+mod manage;
 mod new;
 mod show;
 
@@ -244,70 +245,9 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 outln!("  follow it: cru session logs -f {}", short_id(&s.id));
             }
         }
-        SessionAction::List { json } => {
-            let list = list(&client).await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&list)?);
-            } else if list.is_empty() {
-                outln!("no sessions");
-            } else {
-                // Team mode: sessions of several daemons, so say where each runs.
-                let owners: std::collections::HashSet<_> =
-                    list.iter().filter_map(|s| s.owner.as_deref()).collect();
-                let team = owners.len() > 1;
-                let rows: Vec<Vec<String>> = list
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| {
-                        let mut row = vec![
-                            format!("[{}]", i + 1),
-                            match &s.channel {
-                                Some(tag) => format!("{} [{}]", s.display_name, tag.label()),
-                                None => s.display_name.clone(),
-                            },
-                            state_of(s),
-                            s.agent_name.clone(),
-                            output::clip(s.task.as_deref().unwrap_or(""), 40),
-                            s.turn_count.to_string(),
-                            output::clip(goal_of(s), 40),
-                            output::age(&s.started_at),
-                            s.id.clone(),
-                        ];
-                        if team {
-                            row.insert(4, s.host.clone().unwrap_or_else(|| "?".into()));
-                        }
-                        row
-                    })
-                    .collect();
-                let mut headers = vec![
-                    "#", "SESSION", "STATE", "AGENT", "TASK", "TURNS", "CONTEXT", "AGE", "ID",
-                ];
-                if team {
-                    headers.insert(4, "HOST");
-                }
-                output::print_table(&headers, &rows);
-            }
-        }
+        SessionAction::List { json } => show::list(&client, json).await?,
         SessionAction::Status { session, json } => {
-            let s = match resolve(&client, &session).await {
-                Ok(s) => s,
-                // A registered session that ended is no longer listed, but its
-                // termination record answers to its full id for a while.
-                Err(e) => match client
-                    .call::<m::SessionGet>(&SessionIdParams {
-                        session_id: session.trim().to_string(),
-                    })
-                    .await
-                {
-                    Ok(reply) => reply.session,
-                    Err(_) => return Err(e),
-                },
-            };
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&s)?);
-            } else {
-                show::print_status(&kiln, &s);
-            }
+            show::status(&kiln, &client, &session, json).await?;
         }
         SessionAction::Logs {
             session,
@@ -319,29 +259,11 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
         }
         SessionAction::Send { session, text } => {
             let s = resolve(&client, &session).await?;
-            let sent = client
-                .call::<m::SessionPrompt>(&PromptParams {
-                    session_id: s.id.clone(),
-                    text: text.join(" "),
-                })
-                .await?;
-            if sent.queued {
-                outln!(
-                    "queued for {}: it runs when the current turn ends",
-                    s.display_name
-                );
-            } else {
-                outln!("sent to {}", s.display_name);
-            }
+            manage::send(&client, &s, text.join(" ")).await?;
         }
         SessionAction::Cancel { session } => {
             let s = resolve(&client, &session).await?;
-            client
-                .call::<m::SessionCancel>(&SessionIdParams {
-                    session_id: s.id.clone(),
-                })
-                .await?;
-            outln!("asked {} to stop its turn", s.display_name);
+            manage::cancel(&client, &s).await?;
         }
         SessionAction::Diff {
             session,
@@ -399,16 +321,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
         }
         SessionAction::Stop { session } => {
             let s = resolve(&client, &session).await?;
-            let stopped = client
-                .call::<m::SessionStop>(&SessionIdParams {
-                    session_id: s.id.clone(),
-                })
-                .await?;
-            outln!(
-                "{}: {}",
-                stopped.session.display_name,
-                state_of(&stopped.session)
-            );
+            manage::stop(&client, &s).await?;
         }
         SessionAction::Delete {
             session,
@@ -416,17 +329,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let s = resolve(&client, &session).await?;
-            let outcome = client
-                .call::<m::SessionDelete>(&DeleteSessionParams {
-                    session_id: s.id.clone(),
-                    options: remove.options(),
-                })
-                .await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&outcome)?);
-            } else {
-                outln!("deleted {}{}", s.display_name, removed(&outcome));
-            }
+            manage::delete(&client, &s, remove.options(), json).await?;
         }
         SessionAction::Context {
             session,
@@ -453,18 +356,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             prompt,
         } => {
             let s = resolve(&client, &session).await?;
-            let reply = client
-                .call::<m::SessionRefine>(&crate::protocol::RefineParams {
-                    session_id: s.id.clone(),
-                    allow_read,
-                    prompt,
-                })
-                .await?;
-            outln!(
-                "{}: {}",
-                reply.session.display_name,
-                reply.session.state_reason.as_deref().unwrap_or("restarted")
-            );
+            manage::refine(&client, &s, allow_read, prompt).await?;
         }
         SessionAction::Reset {
             session,
@@ -472,54 +364,14 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let s = resolve(&client, &session).await?;
-            let created = client
-                .call::<m::SessionReset>(&crate::protocol::ResetParams {
-                    session_id: s.id.clone(),
-                    keep_disabled,
-                })
-                .await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&created.session)?);
-            } else {
-                outln!(
-                    "reset {}: the new session is {} ({}); the old one is stopped (reset)",
-                    s.display_name,
-                    created.session.display_name,
-                    created.session_id
-                );
-            }
+            manage::reset(&client, &s, keep_disabled, json).await?;
         }
         SessionAction::Security { session, json } => {
             let s = resolve(&client, &session).await?;
-            let reply = client
-                .call::<m::SessionSecurity>(&SessionIdParams {
-                    session_id: s.id.clone(),
-                })
-                .await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&reply)?);
-            } else {
-                audit::print_security(&s.display_name, &reply.security);
-            }
+            audit::security(&client, &s, json).await?;
         }
         SessionAction::Prune { remove, json } => {
-            let result = client.call::<m::SessionPrune>(&remove.options()).await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&result)?);
-            } else {
-                if result.deleted.is_empty() && result.skipped.is_empty() {
-                    outln!("nothing to prune");
-                }
-                for d in &result.deleted {
-                    outln!("deleted {}{}", d.session_id, removed(d));
-                }
-                for s in &result.skipped {
-                    outln!("kept {}: {}", s.session_id, s.reason);
-                }
-                for id in &result.audit_removed {
-                    outln!("removed the audit log of {id}");
-                }
-            }
+            manage::prune(&client, remove.options(), json).await?
         }
     }
     Ok(ExitCode::SUCCESS)
