@@ -233,17 +233,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
         SessionAction::New(args) => {
             let json = args.json;
             let created = client.call::<m::SessionCreate>(&args.params()?).await?;
-            let s = created.session;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&s)?);
-            } else {
-                outln!("created {} ({})", s.display_name, s.id);
-                outln!(
-                    "  worktree: {}",
-                    s.worktree.as_deref().unwrap_or("the kiln itself")
-                );
-                outln!("  follow it: cru session logs -f {}", short_id(&s.id));
-            }
+            show::created(&created.session, json)?;
         }
         SessionAction::List { json } => show::list(&client, json).await?,
         SessionAction::Status { session, json } => {
@@ -254,90 +244,36 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             follow,
             json,
         } => {
-            let s = resolve(&client, &session).await?;
-            show::logs(&client, &s, follow, json).await?;
+            show::logs(&client, &resolve(&client, &session).await?, follow, json).await?;
         }
         SessionAction::Send { session, text } => {
-            let s = resolve(&client, &session).await?;
-            manage::send(&client, &s, text.join(" ")).await?;
+            manage::send(&client, &resolve(&client, &session).await?, text.join(" ")).await?;
         }
         SessionAction::Cancel { session } => {
-            let s = resolve(&client, &session).await?;
-            manage::cancel(&client, &s).await?;
-        }
-        SessionAction::Diff {
-            session,
-            stat,
-            json,
-        } => {
-            let s = resolve(&client, &session).await?;
-            land::diff(&client, &s, stat, json).await?;
-        }
-        SessionAction::Commit { session, message } => {
-            let s = resolve(&client, &session).await?;
-            land::commit(&client, &s, message).await?;
-        }
-        SessionAction::Merge {
-            session,
-            squash,
-            rebase,
-            message,
-        } => {
-            let s = resolve(&client, &session).await?;
-            let strategy = if squash {
-                crate::protocol::MergeStrategy::Squash
-            } else if rebase {
-                crate::protocol::MergeStrategy::Rebase
-            } else {
-                crate::protocol::MergeStrategy::Merge
-            };
-            land::merge(&client, &s, strategy, message).await?;
-        }
-        SessionAction::Pr {
-            session,
-            title,
-            body,
-        } => {
-            let s = resolve(&client, &session).await?;
-            land::pr(&client, &s, title, body).await?;
-        }
-        SessionAction::Conflicts { json } => land::conflicts(&client, json).await?,
-        SessionAction::Restart { session } => {
-            let s = resolve(&client, &session).await?;
-            control::restart(&client, &s).await?;
-        }
-        SessionAction::Rename { session, name } => {
-            let s = resolve(&client, &session).await?;
-            control::rename(&client, &s, name).await?;
-        }
-        SessionAction::Fork {
-            session,
-            worktree,
-            task,
-            json,
-        } => {
-            let s = resolve(&client, &session).await?;
-            control::fork(&client, &s, worktree, task, json).await?;
+            manage::cancel(&client, &resolve(&client, &session).await?).await?;
         }
         SessionAction::Stop { session } => {
-            let s = resolve(&client, &session).await?;
-            manage::stop(&client, &s).await?;
+            manage::stop(&client, &resolve(&client, &session).await?).await?;
         }
         SessionAction::Delete {
             session,
             remove,
             json,
         } => {
-            let s = resolve(&client, &session).await?;
-            manage::delete(&client, &s, remove.options(), json).await?;
+            manage::delete(
+                &client,
+                &resolve(&client, &session).await?,
+                remove.options(),
+                json,
+            )
+            .await?;
         }
         SessionAction::Context {
             session,
             action,
             json,
         } => {
-            let s = resolve(&client, &session).await?;
-            context::run(&client, &s, action, json).await?;
+            context::run(&client, &resolve(&client, &session).await?, action, json).await?;
         }
         SessionAction::Exec { session, command } => {
             let s = resolve(&client, &session).await?;
@@ -355,26 +291,97 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             allow_read,
             prompt,
         } => {
-            let s = resolve(&client, &session).await?;
-            manage::refine(&client, &s, allow_read, prompt).await?;
+            manage::refine(
+                &client,
+                &resolve(&client, &session).await?,
+                allow_read,
+                prompt,
+            )
+            .await?;
         }
         SessionAction::Reset {
             session,
             keep_disabled,
             json,
         } => {
-            let s = resolve(&client, &session).await?;
-            manage::reset(&client, &s, keep_disabled, json).await?;
+            manage::reset(
+                &client,
+                &resolve(&client, &session).await?,
+                keep_disabled,
+                json,
+            )
+            .await?;
         }
         SessionAction::Security { session, json } => {
-            let s = resolve(&client, &session).await?;
-            audit::security(&client, &s, json).await?;
+            audit::security(&client, &resolve(&client, &session).await?, json).await?;
         }
         SessionAction::Prune { remove, json } => {
             manage::prune(&client, remove.options(), json).await?
         }
+        landing => land_or_control(&client, landing).await?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reviewing, landing, restarting, renaming and forking a session.
+async fn land_or_control(client: &Client, action: SessionAction) -> anyhow::Result<()> {
+    match action {
+        SessionAction::Diff {
+            session,
+            stat,
+            json,
+        } => {
+            land::diff(client, &resolve(client, &session).await?, stat, json).await?;
+        }
+        SessionAction::Commit { session, message } => {
+            land::commit(client, &resolve(client, &session).await?, message).await?;
+        }
+        SessionAction::Merge {
+            session,
+            squash,
+            rebase,
+            message,
+        } => {
+            land::merge(
+                client,
+                &resolve(client, &session).await?,
+                land::strategy(squash, rebase),
+                message,
+            )
+            .await?;
+        }
+        SessionAction::Pr {
+            session,
+            title,
+            body,
+        } => {
+            land::pr(client, &resolve(client, &session).await?, title, body).await?;
+        }
+        SessionAction::Conflicts { json } => land::conflicts(client, json).await?,
+        SessionAction::Restart { session } => {
+            control::restart(client, &resolve(client, &session).await?).await?;
+        }
+        SessionAction::Rename { session, name } => {
+            control::rename(client, &resolve(client, &session).await?, name).await?;
+        }
+        SessionAction::Fork {
+            session,
+            worktree,
+            task,
+            json,
+        } => {
+            control::fork(
+                client,
+                &resolve(client, &session).await?,
+                worktree,
+                task,
+                json,
+            )
+            .await?;
+        }
+        other => bail!("cru session: {other:?} is not a landing or control action"),
+    }
+    Ok(())
 }
 
 /// A path that exists is sent absolute (the daemon runs elsewhere); anything else is

@@ -272,3 +272,18 @@ pub(super) async fn status(
     }
     Ok(())
 }
+
+/// What `cru session new` made, in words or JSON.
+pub(super) fn created(s: &Session, json: bool) -> anyhow::Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(s)?);
+    } else {
+        outln!("created {} ({})", s.display_name, s.id);
+        outln!(
+            "  worktree: {}",
+            s.worktree.as_deref().unwrap_or("the kiln itself")
+        );
+        outln!("  follow it: cru session logs -f {}", short_id(&s.id));
+    }
+    Ok(())
+}
