@@ -1,4 +1,4 @@
-//! The audit log (seed 004: "all agent actions logged for review"): per session, an
+//! The audit log (every agent action, logged for review): per session, an
 //! append-only file of what happened, one JSON object a line, in
 //! `<kiln>/.crucible/audit/<session>.jsonl`. It outlives the session (`cru session
 //! prune --audit` removes the logs of deleted sessions). Environment variables appear by

@@ -146,7 +146,7 @@ pub(super) fn gate(
     let _ = events.send(AgentEvent::File {
         op,
         path: path.display().to_string(),
-        refused: checked.as_ref().err().cloned(),
+        refused: checked.as_ref().err().map(ToString::to_string),
     });
     checked.map_err(fs_error)
 }
@@ -156,7 +156,7 @@ async fn ask_rules(
     events: &mpsc::UnboundedSender<AgentEvent>,
     kind: &str,
     path: &std::path::Path,
-) -> Result<(), String> {
+) -> Result<(), AgentError> {
     let (reply, answer) = oneshot::channel();
     let operation = Operation {
         kind: kind.into(),
@@ -168,10 +168,15 @@ async fn ask_rules(
     answer
         .await
         .unwrap_or_else(|_| Err("the session is ending".into()))
+        .map_err(AgentError::Refused)
 }
 
-pub(super) fn fs_error(message: String) -> agent_client_protocol::Error {
-    agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::INVALID_PARAMS, message)
+/// A refused or failed file or terminal request, as the ACP error the agent gets.
+pub(super) fn fs_error(message: impl std::fmt::Display) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::new(
+        agent_client_protocol::ErrorCode::INVALID_PARAMS,
+        message.to_string(),
+    )
 }
 
 /// The ACP conversation: handlers for what the agent asks, and the main task that opens
@@ -411,7 +416,7 @@ pub(super) async fn converse(
                 Ok(Ok(opened)) => opened,
                 Ok(Err(why)) => {
                     reported.store(true, Ordering::Relaxed);
-                    let _ = events.send(AgentEvent::StartFailed(explain(why)));
+                    let _ = events.send(AgentEvent::StartFailed(explain(why.to_string())));
                     return Ok(());
                 }
                 Err(_) => {
@@ -500,7 +505,7 @@ pub(super) async fn open_session(
     resume: Option<String>,
     fresh_if_unresumable: bool,
     mcp_servers: Vec<McpServer>,
-) -> Result<(String, bool, Option<String>), String> {
+) -> Result<(String, bool, Option<String>), AgentError> {
     let init = cx
         .send_request(
             InitializeRequest::new(ProtocolVersion::V1)
@@ -515,11 +520,15 @@ pub(super) async fn open_session(
         )
         .block_task()
         .await
-        .map_err(|e| format!("the agent failed to initialize: {}", describe(&e)))?;
+        .map_err(|e| {
+            AgentError::Protocol(format!("the agent failed to initialize: {}", describe(&e)))
+        })?;
     let agent_name = init.agent_info.as_ref().map(|i| i.name.clone());
     if let Some(id) = resume {
         let loaded = if !init.agent_capabilities.load_session {
-            Err("the agent cannot resume sessions (no loadSession support)".to_string())
+            Err(AgentError::Protocol(
+                "the agent cannot resume sessions (no loadSession support)".to_string(),
+            ))
         } else {
             cx.send_request(
                 LoadSessionRequest::new(id.clone(), cwd.clone()).mcp_servers(mcp_servers.clone()),
@@ -527,7 +536,12 @@ pub(super) async fn open_session(
             .block_task()
             .await
             .map(|_| ())
-            .map_err(|e| format!("the agent could not resume session {id}: {}", describe(&e)))
+            .map_err(|e| {
+                AgentError::Protocol(format!(
+                    "the agent could not resume session {id}: {}",
+                    describe(&e)
+                ))
+            })
         };
         match loaded {
             Ok(()) => return Ok((id, true, agent_name)),
@@ -550,7 +564,7 @@ pub(super) async fn open_session(
                 let ways: Vec<&str> = init.auth_methods.iter().map(|m| m.name()).collect();
                 why.push_str(&format!(" (it signs in by: {})", ways.join("; ")));
             }
-            why
+            AgentError::Protocol(why)
         })?;
     Ok((created.session_id.0.to_string(), false, agent_name))
 }

@@ -15,7 +15,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{AgentEvent, AgentHandle, Launch, Order, TurnFailure, describe_exit, end_process};
+use super::{
+    AgentError, AgentEvent, AgentHandle, Launch, Order, TurnFailure, describe_exit, end_process,
+};
 use crate::protocol::{EntryKind, limits};
 
 use crate::protocol::env::PROMPT as PROMPT_ENV;
@@ -25,7 +27,7 @@ use crate::protocol::env::PROMPT as PROMPT_ENV;
 pub(super) fn launch(
     launch: Launch,
     events: mpsc::UnboundedSender<AgentEvent>,
-) -> Result<AgentHandle, String> {
+) -> Result<AgentHandle, AgentError> {
     let found = if launch.environment.remote().is_some() {
         // On another machine: its PATH decides.
         Some(PathBuf::from(&launch.profile.command))
@@ -33,10 +35,10 @@ pub(super) fn launch(
         find_program(&launch.profile.command, &launch.cwd)
     };
     let program = found.ok_or_else(|| {
-        format!(
+        AgentError::Start(format!(
             "cannot start agent {:?}: program {} not found",
             launch.profile_name, launch.profile.command
-        )
+        ))
     })?;
     let (commands, orders) = mpsc::unbounded_channel();
     let (stop, stop_rx) = oneshot::channel();
@@ -110,7 +112,9 @@ async fn run(
     let mut child = match super::spawn(launch, program, &[(PROMPT_ENV, &prompt)]) {
         Ok(child) => child,
         Err(why) => {
-            let _ = events.send(AgentEvent::TurnEnded(Err(TurnFailure::Failed(why))));
+            let _ = events.send(AgentEvent::TurnEnded(Err(TurnFailure::Failed(
+                why.to_string(),
+            ))));
             return Run::Turn;
         }
     };

@@ -4,6 +4,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::AgentError;
+
 #[derive(Debug, Clone)]
 pub struct Firewall {
     root: PathBuf,
@@ -52,7 +54,7 @@ impl Firewall {
     }
 
     /// The real path `path` stands for, if the agent may touch it; otherwise why not.
-    pub fn check(&self, path: &Path) -> Result<PathBuf, String> {
+    pub fn check(&self, path: &Path) -> Result<PathBuf, AgentError> {
         let mapped = match &self.seen_as {
             Some((inside, host)) => match lexical(path).strip_prefix(inside) {
                 Ok(rest) => host.join(rest),
@@ -62,7 +64,10 @@ impl Firewall {
         };
         let path = mapped.as_path();
         if !path.is_absolute() {
-            return Err(format!("{} is not an absolute path", path.display()));
+            return Err(AgentError::Refused(format!(
+                "{} is not an absolute path",
+                path.display()
+            )));
         }
         let resolved = if self.remote {
             lexical(path)
@@ -70,14 +75,17 @@ impl Firewall {
             resolve(&lexical(path))
         };
         if !resolved.starts_with(&self.root) {
-            return Err(format!(
+            return Err(AgentError::Refused(format!(
                 "{} is outside the session's worktree {}",
                 path.display(),
                 self.root.display()
-            ));
+            )));
         }
         if self.denied.iter().any(|d| resolved.starts_with(d)) {
-            return Err(format!("{} is crucible's own state", path.display()));
+            return Err(AgentError::Refused(format!(
+                "{} is crucible's own state",
+                path.display()
+            )));
         }
         Ok(resolved)
     }

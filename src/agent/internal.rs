@@ -22,7 +22,7 @@
 //! | `request_approval` | an `approval_required` message; waits for approve or deny |
 //!
 //! With `recover_tool_errors`, a failed tool's result is replaced on the stack by the
-//! error alone (seed 003: "tool error → pop(1) + inject error msg").
+//! error alone (the failed result is popped and the error message pushed in its place).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,8 +32,8 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::agent::{
-    AgentEvent, AgentHandle, Firewall, Launch, OptionKind, Order, PermissionChoice, SessionLink,
-    TurnFailure,
+    AgentError, AgentEvent, AgentHandle, Firewall, Launch, OptionKind, Order, PermissionChoice,
+    SessionLink, TurnFailure,
 };
 use crate::config::AgentProfile;
 use crate::context::Message;
@@ -61,37 +61,42 @@ pub fn default_system_prompt(cwd: &Path) -> String {
 }
 
 /// The chat client of an internal profile, with its API key from `api_key_env`.
-pub fn chat_client(profile: &AgentProfile) -> Result<ChatClient, String> {
+pub fn chat_client(profile: &AgentProfile) -> Result<ChatClient, AgentError> {
     chat_client_keyed(profile, None)
 }
 
 /// [`chat_client`] with the key already found, when it was (else read from the daemon's
 /// environment variable `api_key_env` names).
-fn chat_client_keyed(profile: &AgentProfile, key: Option<String>) -> Result<ChatClient, String> {
+fn chat_client_keyed(
+    profile: &AgentProfile,
+    key: Option<String>,
+) -> Result<ChatClient, AgentError> {
     let api_key = match (&profile.api_key_env, key) {
         (None, _) => None,
         (Some(_), Some(key)) => Some(key),
-        (Some(var), None) => Some(
-            std::env::var(var)
-                .map_err(|_| format!("the environment variable {var} (api_key_env) is not set"))?,
-        ),
+        (Some(var), None) => Some(std::env::var(var).map_err(|_| {
+            AgentError::Start(format!(
+                "the environment variable {var} (api_key_env) is not set"
+            ))
+        })?),
     };
-    ChatClient::new(&profile.base_url, api_key).map_err(|e| e.to_string())
+    ChatClient::new(&profile.base_url, api_key).map_err(|e| AgentError::Start(e.to_string()))
 }
 
 pub(crate) fn launch(
     launch: Launch,
     events: mpsc::UnboundedSender<AgentEvent>,
-) -> Result<AgentHandle, String> {
+) -> Result<AgentHandle, AgentError> {
     let name = &launch.profile_name;
-    let link = launch
-        .link
-        .clone()
-        .ok_or_else(|| format!("agent {name:?}: an internal agent needs its session"))?;
+    let link = launch.link.clone().ok_or_else(|| {
+        AgentError::Start(format!(
+            "agent {name:?}: an internal agent needs its session"
+        ))
+    })?;
     let client = chat_client_keyed(&launch.profile, launch.api_key.clone())
-        .map_err(|e| format!("agent {name:?}: {e}"))?;
+        .map_err(|e| AgentError::Start(format!("agent {name:?}: {e}")))?;
     let firewall = Firewall::new(&launch.cwd, &launch.denied)
-        .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?;
+        .map_err(|e| AgentError::Start(format!("cannot use {}: {e}", launch.cwd.display())))?;
     let (commands, orders) = mpsc::unbounded_channel();
     let (stop, stop_rx) = oneshot::channel();
     let agent = Agent {
@@ -116,6 +121,11 @@ struct Agent {
     firewall: Firewall,
     link: Arc<dyn SessionLink>,
     events: mpsc::UnboundedSender<AgentEvent>,
+}
+
+/// A file or folder the agent named that could not be read or written.
+fn io_error(path: &str, e: std::io::Error) -> AgentError {
+    AgentError::Io(format!("{path}: {e}"))
 }
 
 /// Why a turn stopped early.
@@ -201,7 +211,7 @@ impl Agent {
         orders: &mut mpsc::UnboundedReceiver<Order>,
         stop: &mut oneshot::Receiver<()>,
     ) -> Result<Result<String, TurnFailure>, Interrupt> {
-        let failed = |why: String| Ok(Err(TurnFailure::Failed(why)));
+        let failed = |why: AgentError| Ok(Err(TurnFailure::Failed(why.to_string())));
         for step in 0..MAX_STEPS {
             let entries = match self.link.context().await {
                 Ok(entries) => entries,
@@ -223,7 +233,7 @@ impl Agent {
             });
             let reply = match guard(streamed, orders, stop).await? {
                 Ok(reply) => reply,
-                Err(e) => return failed(e.to_string()),
+                Err(e) => return failed(AgentError::Protocol(e.to_string())),
             };
             let calls = reply.tool_calls.clone();
             for message in reply.into_stack_messages() {
@@ -297,12 +307,13 @@ impl Agent {
     }
 
     /// The rules' word on an operation before it runs.
-    async fn ask_rules(&self, operation: Operation) -> Result<(), String> {
+    async fn ask_rules(&self, operation: Operation) -> Result<(), AgentError> {
         let (reply, answer) = oneshot::channel();
         self.send(AgentEvent::Gate { operation, reply });
         answer
             .await
             .unwrap_or_else(|_| Err("the session is ending".into()))
+            .map_err(AgentError::Refused)
     }
 
     async fn run_tool(&self, call_id: &str, name: &str, arguments: &str) -> (bool, String) {
@@ -311,7 +322,7 @@ impl Agent {
             "read_file" | "write_file" | "list_dir" | "run_command"
         ) && let Err(why) = self.ask_rules(self.operation(name, arguments)).await
         {
-            return (false, why);
+            return (false, why.to_string());
         }
         let args: Value = match serde_json::from_str(if arguments.trim().is_empty() {
             "{}"
@@ -325,11 +336,13 @@ impl Agent {
         let result = match name {
             "read_file" => match text("path") {
                 Some(path) => self.read_file(&path).await,
-                None => Err("read_file needs a path".into()),
+                None => Err(AgentError::Tool("read_file needs a path".into())),
             },
             "write_file" => match (text("path"), text("content")) {
                 (Some(path), Some(content)) => self.write_file(call_id, &path, &content).await,
-                _ => Err("write_file needs a path and a content".into()),
+                _ => Err(AgentError::Tool(
+                    "write_file needs a path and a content".into(),
+                )),
             },
             "list_dir" => {
                 self.list_dir(&text("path").unwrap_or_else(|| ".".into()))
@@ -337,7 +350,7 @@ impl Agent {
             }
             "run_command" => match text("command") {
                 Some(command) => self.run_command(call_id, &command).await,
-                None => Err("run_command needs a command".into()),
+                None => Err(AgentError::Tool("run_command needs a command".into())),
             },
             "notify" => {
                 let title = text("title").unwrap_or_else(|| "Note from the agent".into());
@@ -360,7 +373,7 @@ impl Agent {
                         .await
                         .map(|answer| format!("the human answered: {}", answer.unwrap_or_default()))
                 }
-                None => Err("request_decision needs a question".into()),
+                None => Err(AgentError::Tool("request_decision needs a question".into())),
             },
             "request_approval" => match text("action") {
                 Some(action) => self
@@ -368,44 +381,46 @@ impl Agent {
                     .ask(MsgType::ApprovalRequired, action, text("details"), None)
                     .await
                     .map(|answer| format!("the human answered: {}", answer.unwrap_or_default())),
-                None => Err("request_approval needs an action".into()),
+                None => Err(AgentError::Tool("request_approval needs an action".into())),
             },
-            other => Err(format!("there is no tool named {other:?}")),
+            other => Err(AgentError::Tool(format!(
+                "there is no tool named {other:?}"
+            ))),
         };
         match result {
             Ok(text) => (true, text),
-            Err(why) => (false, why),
+            Err(why) => (false, why.to_string()),
         }
     }
 
     /// The real path of `path` (relative to the session's folder), if the firewall lets
     /// the agent touch it; the attempt is recorded either way.
-    fn gate(&self, op: &'static str, path: &str) -> Result<PathBuf, String> {
+    fn gate(&self, op: &'static str, path: &str) -> Result<PathBuf, AgentError> {
         let full = self.launch.cwd.join(path);
         let checked = self.firewall.check(&full);
         self.send(AgentEvent::File {
             op,
             path: full.display().to_string(),
-            refused: checked.as_ref().err().cloned(),
+            refused: checked.as_ref().err().map(ToString::to_string),
         });
         checked
     }
 
-    async fn read_file(&self, path: &str) -> Result<String, String> {
+    async fn read_file(&self, path: &str) -> Result<String, AgentError> {
         let real = self.gate("read", path)?;
         let text = tokio::fs::read_to_string(&real)
             .await
-            .map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|e| io_error(path, e))?;
         Ok(clip(&text, MAX_OUTPUT))
     }
 
-    async fn list_dir(&self, path: &str) -> Result<String, String> {
+    async fn list_dir(&self, path: &str) -> Result<String, AgentError> {
         let real = self.gate("list", path)?;
         let mut dir = tokio::fs::read_dir(&real)
             .await
-            .map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|e| io_error(path, e))?;
         let mut names = Vec::new();
-        while let Some(entry) = dir.next_entry().await.map_err(|e| format!("{path}: {e}"))? {
+        while let Some(entry) = dir.next_entry().await.map_err(|e| io_error(path, e))? {
             let mut name = entry.file_name().to_string_lossy().into_owned();
             if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
                 name.push('/');
@@ -416,7 +431,12 @@ impl Agent {
         Ok(names.join("\n"))
     }
 
-    async fn write_file(&self, call_id: &str, path: &str, content: &str) -> Result<String, String> {
+    async fn write_file(
+        &self,
+        call_id: &str,
+        path: &str,
+        content: &str,
+    ) -> Result<String, AgentError> {
         let real = self.gate("write", path)?;
         if !self.launch.profile.allow_writes {
             let title = format!("write {path} ({} bytes)", content.len());
@@ -425,15 +445,15 @@ impl Agent {
         if let Some(parent) = real.parent() {
             tokio::fs::create_dir_all(parent)
                 .await
-                .map_err(|e| format!("{path}: {e}"))?;
+                .map_err(|e| io_error(path, e))?;
         }
         tokio::fs::write(&real, content.as_bytes())
             .await
-            .map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|e| io_error(path, e))?;
         Ok(format!("wrote {path}"))
     }
 
-    async fn run_command(&self, call_id: &str, command: &str) -> Result<String, String> {
+    async fn run_command(&self, call_id: &str, command: &str) -> Result<String, AgentError> {
         if !self.launch.profile.allow_commands {
             self.permission(call_id, format!("run: {}", clip(command, 200)))
                 .await?;
@@ -448,29 +468,31 @@ impl Agent {
                 &self.launch.vars(&[]),
                 &self.launch.cwd,
             )
-            .map_err(|e| format!("cannot run sh: {e}"))?;
+            .map_err(|e| AgentError::Tool(format!("cannot run sh: {e}")))?;
         let run = crate::sys::user_umask(&mut sh)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .output();
         let output = tokio::time::timeout(COMMAND_TIMEOUT, run)
             .await
-            .map_err(|_| format!("timed out after {}s", COMMAND_TIMEOUT.as_secs()))?
-            .map_err(|e| format!("cannot run sh: {e}"))?;
+            .map_err(|_| {
+                AgentError::Tool(format!("timed out after {}s", COMMAND_TIMEOUT.as_secs()))
+            })?
+            .map_err(|e| AgentError::Tool(format!("cannot run sh: {e}")))?;
         let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&output.stderr));
         let text = clip(&text, MAX_OUTPUT);
         match output.status.code() {
             Some(0) => Ok(text),
-            code => Err(format!(
+            code => Err(AgentError::Tool(format!(
                 "exit {}\n{text}",
                 code.map_or_else(|| "by signal".to_string(), |c| c.to_string())
-            )),
+            ))),
         }
     }
 
     /// Asks the human through the session's permission path; `Err` unless allowed.
-    async fn permission(&self, call_id: &str, title: String) -> Result<(), String> {
+    async fn permission(&self, call_id: &str, title: String) -> Result<(), AgentError> {
         let (reply, answer) = oneshot::channel();
         self.send(AgentEvent::Permission {
             operation: Operation {
@@ -496,8 +518,10 @@ impl Agent {
         });
         match answer.await {
             Ok(Some(choice)) if choice == "allow" => Ok(()),
-            Ok(Some(_)) => Err(format!("the human refused: {title}")),
-            _ => Err(format!("the request was withdrawn: {title}")),
+            Ok(Some(_)) => Err(AgentError::Refused(format!("the human refused: {title}"))),
+            _ => Err(AgentError::Refused(format!(
+                "the request was withdrawn: {title}"
+            ))),
         }
     }
 }

@@ -12,6 +12,7 @@
 
 mod acp;
 pub mod command;
+mod error;
 mod fs;
 pub mod internal;
 pub mod start_failure;
@@ -31,6 +32,7 @@ use crate::driver::Environment;
 use crate::protocol::{EntryKind, MsgType};
 use crate::rules::Operation;
 
+pub use error::AgentError;
 pub use fs::Firewall;
 
 /// How long a stopped agent gets between SIGTERM and SIGKILL.
@@ -110,14 +112,14 @@ pub enum AgentEvent {
 /// session; boxed futures keep it usable as a trait object.
 pub trait SessionLink: Send + Sync {
     /// The stack's entries, bottom to top.
-    fn context(&self) -> futures::future::BoxFuture<'_, Result<Vec<Entry>, String>>;
+    fn context(&self) -> futures::future::BoxFuture<'_, Result<Vec<Entry>, AgentError>>;
     /// Pushes one message, stored before this returns.
-    fn push(&self, message: Message) -> futures::future::BoxFuture<'_, Result<(), String>>;
+    fn push(&self, message: Message) -> futures::future::BoxFuture<'_, Result<(), AgentError>>;
     /// The tool-error policy: the failed tool result on top replaced by `error`.
     fn recover_tool_error(
         &self,
         error: String,
-    ) -> futures::future::BoxFuture<'_, Result<(), String>>;
+    ) -> futures::future::BoxFuture<'_, Result<(), AgentError>>;
     /// Posts an inbox message; for a blocking type waits for the human's answer.
     fn ask(
         &self,
@@ -125,7 +127,7 @@ pub trait SessionLink: Send + Sync {
         title: String,
         body: Option<String>,
         options: Option<Vec<String>>,
-    ) -> futures::future::BoxFuture<'_, Result<Option<String>, String>>;
+    ) -> futures::future::BoxFuture<'_, Result<Option<String>, AgentError>>;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -275,7 +277,7 @@ impl AgentHandle {
 pub fn launch(
     launch: Launch,
     events: mpsc::UnboundedSender<AgentEvent>,
-) -> Result<AgentHandle, String> {
+) -> Result<AgentHandle, AgentError> {
     match launch.profile.kind {
         AgentKind::Command => return command::launch(launch, events),
         AgentKind::Internal => return internal::launch(launch, events),
@@ -284,7 +286,7 @@ pub fn launch(
     let firewall = match launch.environment.remote() {
         Some(remote) => Firewall::remote(Path::new(&remote.worktree)),
         None => Firewall::new(&launch.cwd, &launch.denied)
-            .map_err(|e| format!("cannot use {}: {e}", launch.cwd.display()))?
+            .map_err(|e| AgentError::Start(format!("cannot use {}: {e}", launch.cwd.display())))?
             .seen_as(&launch.environment.agent_cwd(&launch.cwd)),
     };
     let stderr_mark = start_failure::stderr_mark(&launch.stderr_log);
@@ -311,12 +313,14 @@ pub fn launch(
 /// Starts the profile's program in the session's folder and its own process group, with
 /// the session's environment (plus `extra`), stdin and stdout piped, and stderr appended
 /// to the session's stderr log.
-fn spawn(launch: &Launch, program: &Path, extra: &[(&str, &str)]) -> Result<Child, String> {
+fn spawn(launch: &Launch, program: &Path, extra: &[(&str, &str)]) -> Result<Child, AgentError> {
     let stderr = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&launch.stderr_log)
-        .map_err(|e| format!("cannot open {}: {e}", launch.stderr_log.display()))?;
+        .map_err(|e| {
+            AgentError::Start(format!("cannot open {}: {e}", launch.stderr_log.display()))
+        })?;
     let mut command = launch
         .environment
         .command(
@@ -325,7 +329,9 @@ fn spawn(launch: &Launch, program: &Path, extra: &[(&str, &str)]) -> Result<Chil
             &launch.vars(extra),
             &launch.cwd,
         )
-        .map_err(|e| format!("cannot start agent {:?}: {e}", launch.profile_name))?;
+        .map_err(|e| {
+            AgentError::Start(format!("cannot start agent {:?}: {e}", launch.profile_name))
+        })?;
     crate::sys::user_umask(&mut command)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -334,10 +340,10 @@ fn spawn(launch: &Launch, program: &Path, extra: &[(&str, &str)]) -> Result<Chil
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
-            format!(
+            AgentError::Start(format!(
                 "cannot start agent {:?} ({}): {e}",
                 launch.profile_name, launch.profile.command
-            )
+            ))
         })
 }
 

@@ -14,7 +14,7 @@ use agent_client_protocol::v1::schema::{CreateTerminalRequest, TerminalExitStatu
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::{AgentEvent, Launch};
+use super::{AgentError, AgentEvent, Launch};
 use crate::driver::Environment;
 use crate::rules::Operation;
 
@@ -73,15 +73,18 @@ impl Terminals {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn get(&self, id: &str) -> Result<Arc<Terminal>, String> {
+    fn get(&self, id: &str) -> Result<Arc<Terminal>, AgentError> {
         self.lock()
             .get(id)
             .cloned()
-            .ok_or_else(|| format!("no terminal {id}"))
+            .ok_or_else(|| AgentError::Terminal(format!("no terminal {id}")))
     }
 
     /// Judges and starts the command; its terminal id.
-    pub(super) async fn create(&self, request: CreateTerminalRequest) -> Result<String, String> {
+    pub(super) async fn create(
+        &self,
+        request: CreateTerminalRequest,
+    ) -> Result<String, AgentError> {
         let line = std::iter::once(request.command.clone())
             .chain(request.args.iter().cloned())
             .collect::<Vec<_>>()
@@ -96,7 +99,8 @@ impl Terminals {
         let _ = self.events.send(AgentEvent::Gate { operation, reply });
         answer
             .await
-            .unwrap_or_else(|_| Err("the session is ending".into()))?;
+            .unwrap_or_else(|_| Err("the session is ending".into()))
+            .map_err(AgentError::Refused)?;
         let mut vars = self.vars.clone();
         vars.extend(
             request
@@ -108,7 +112,7 @@ impl Terminals {
         let mut command = self
             .environment
             .command(Path::new(&request.command), &request.args, &vars, &cwd)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| AgentError::Tool(e.to_string()))?;
         let mut child = crate::sys::user_umask(&mut command)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -116,7 +120,7 @@ impl Terminals {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", request.command))?;
+            .map_err(|e| AgentError::Tool(format!("cannot run {}: {e}", request.command)))?;
         let limit = request
             .output_byte_limit
             .and_then(|l| usize::try_from(l).ok())
@@ -172,7 +176,7 @@ impl Terminals {
     }
 
     /// The output so far, whether older output was dropped, and the exit if it ended.
-    pub(super) fn output(&self, id: &str) -> Result<(String, bool, Option<Exit>), String> {
+    pub(super) fn output(&self, id: &str) -> Result<(String, bool, Option<Exit>), AgentError> {
         let terminal = self.get(id)?;
         let (text, truncated) = terminal
             .output
@@ -183,17 +187,17 @@ impl Terminals {
         Ok((text, truncated, exit))
     }
 
-    pub(super) async fn wait(&self, id: &str) -> Result<Exit, String> {
+    pub(super) async fn wait(&self, id: &str) -> Result<Exit, AgentError> {
         let terminal = self.get(id)?;
         let mut exit = terminal.exit.clone();
         let ended = exit
             .wait_for(Option::is_some)
             .await
-            .map_err(|_| "the terminal's command was lost".to_string())?;
+            .map_err(|_| AgentError::Terminal("the terminal's command was lost".to_string()))?;
         Ok(ended.clone().unwrap_or_default())
     }
 
-    pub(super) fn kill(&self, id: &str) -> Result<(), String> {
+    pub(super) fn kill(&self, id: &str) -> Result<(), AgentError> {
         let terminal = self.get(id)?;
         let kill = terminal.kill.lock().ok().and_then(|mut k| k.take());
         if let Some(kill) = kill {
@@ -202,7 +206,7 @@ impl Terminals {
         Ok(())
     }
 
-    pub(super) fn release(&self, id: &str) -> Result<(), String> {
+    pub(super) fn release(&self, id: &str) -> Result<(), AgentError> {
         self.kill(id)?;
         self.lock().remove(id);
         Ok(())

@@ -16,6 +16,7 @@ use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
+use crate::agent::AgentError;
 use crate::cli::output::{self, outln};
 use crate::config::{AgentKind, AgentProfile, ProfileEntry, ProfileSource};
 use crate::kiln::Kiln;
@@ -182,7 +183,7 @@ async fn initialize(program: &Path, profile: &AgentProfile) -> Checked {
     let limit = Duration::from_secs(profile.startup_timeout_secs).min(CHECK_TIMEOUT);
     match tokio::time::timeout(limit, ask_initialize(program, profile)).await {
         Err(_) => failed(format!("no answer to initialize in {}s", limit.as_secs())),
-        Ok(Err(why)) => failed(why),
+        Ok(Err(why)) => failed(why.to_string()),
         Ok(Ok(reply)) => {
             let says = match &reply.agent_info {
                 Some(info) => format!("ok: {} {}", info.name, info.version),
@@ -204,7 +205,7 @@ async fn initialize(program: &Path, profile: &AgentProfile) -> Checked {
 async fn ask_initialize(
     program: &Path,
     profile: &AgentProfile,
-) -> Result<InitializeResponse, String> {
+) -> Result<InitializeResponse, AgentError> {
     let mut child = Command::new(program)
         .args(&profile.args)
         .envs(&profile.env)
@@ -214,10 +215,10 @@ async fn ask_initialize(
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot start: {e}"))?;
+        .map_err(|e| AgentError::Start(format!("cannot start: {e}")))?;
     let _group = child.id().map(Group);
     let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err("cannot talk to it".into());
+        return Err(AgentError::Start("cannot talk to it".into()));
     };
     let params = InitializeRequest::new(ProtocolVersion::V1)
         .client_capabilities(
@@ -231,14 +232,18 @@ async fn ask_initialize(
     let request = serde_json::json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params,
     });
-    let mut line = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_vec(&request).map_err(|e| AgentError::Protocol(e.to_string()))?;
     line.push(b'\n');
     stdin
         .write_all(&line)
         .await
-        .map_err(|e| format!("cannot send initialize: {e}"))?;
+        .map_err(|e| AgentError::Io(format!("cannot send initialize: {e}")))?;
     let mut lines = BufReader::new(stdout).lines();
-    while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
+    while let Some(line) = lines
+        .next_line()
+        .await
+        .map_err(|e| AgentError::Io(e.to_string()))?
+    {
         let Ok(reply) = serde_json::from_str::<serde_json::Value>(&line) else {
             continue;
         };
@@ -246,12 +251,14 @@ async fn ask_initialize(
             continue;
         }
         if let Some(error) = reply.get("error") {
-            return Err(format!("initialize refused: {error}"));
+            return Err(AgentError::Protocol(format!("initialize refused: {error}")));
         }
         let result = reply.get("result").cloned().unwrap_or_default();
         return serde_json::from_value(result)
-            .map_err(|e| format!("an answer that is not ACP: {e}"));
+            .map_err(|e| AgentError::Protocol(format!("an answer that is not ACP: {e}")));
     }
     let _ = child.kill().await;
-    Err("it ended without answering initialize".into())
+    Err(AgentError::Protocol(
+        "it ended without answering initialize".into(),
+    ))
 }

@@ -57,58 +57,7 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
             outln!("{}", service_unit(&exe, kiln.root()));
             Ok(ExitCode::SUCCESS)
         }
-        DaemonAction::Status { json } => {
-            crate::logging::to_stderr();
-            let client = match Client::connect(&kiln).await {
-                Ok(client) => client,
-                Err(e) => {
-                    if json {
-                        outln!(
-                            "{}",
-                            serde_json::json!({"running": false, "kiln": kiln.root()})
-                        );
-                    } else {
-                        outln!("no daemon running for {} ({e})", kiln.root().display());
-                    }
-                    return Ok(ExitCode::from(3));
-                }
-            };
-            let status = client
-                .call::<methods::DaemonStatusOf>(&methods::NoParams {})
-                .await?;
-            if json {
-                let mut value = serde_json::to_value(&status)?;
-                value["running"] = true.into();
-                outln!("{value}");
-            } else {
-                outln!("daemon running for {}", status.kiln);
-                output::print_pairs(&[
-                    ("pid", status.pid.to_string()),
-                    (
-                        "version",
-                        format!(
-                            "{} (protocol {})",
-                            status.daemon_version, status.protocol_version
-                        ),
-                    ),
-                    ("database", store_line(&status)),
-                    ("uptime", output::duration(status.uptime_secs)),
-                    // This command is one of the clients.
-                    ("clients", status.clients.to_string()),
-                    ("sessions", status.sessions.to_string()),
-                    ("agents", status.agents.to_string()),
-                    ("unread", status.unread.to_string()),
-                ]);
-                print_team(&status);
-                if let Some(why) = &status.settings_error {
-                    outln!("settings: cannot be used ({why}); the last good ones are in use");
-                }
-                for note in &status.settings_pending {
-                    outln!("settings: {note}");
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        DaemonAction::Status { json } => status(&kiln, json).await,
         DaemonAction::Check { json } => {
             crate::logging::to_stderr();
             let check = match Client::connect(&kiln).await {
@@ -136,42 +85,7 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
-        DaemonAction::Repair => {
-            crate::logging::to_stderr();
-            if Client::connect(&kiln).await.is_ok() {
-                anyhow::bail!(
-                    "the daemon is running for {}: stop it first (`cru daemon stop`), then repair",
-                    kiln.root().display()
-                );
-            }
-            let config = super::load_config(&kiln)?;
-            if !config.store.url.is_empty() && !config.store.url.starts_with("surrealkv://") {
-                anyhow::bail!(
-                    "repair rebuilds the embedded database; {} is a server: use its own backups",
-                    config.store.url
-                );
-            }
-            let path = match config.store.url.strip_prefix("surrealkv://") {
-                Some(path) => std::path::PathBuf::from(path),
-                None => kiln.db_path(),
-            };
-            let repaired = crate::store::check::repair(&config.store, &path).await?;
-            print_check(&repaired.check);
-            outln!(
-                "rebuilt {}: {} records copied, {} journaled changes applied",
-                path.display(),
-                repaired.copied,
-                repaired.journaled
-            );
-            for record in &repaired.restored {
-                outln!("  brought back from the journal: {record}");
-            }
-            outln!(
-                "the damaged database is kept at {}",
-                repaired.kept_at.display()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        DaemonAction::Repair => repair(&kiln).await,
         DaemonAction::Stop => {
             crate::logging::to_stderr();
             if stop_daemon(&kiln).await? {
@@ -182,6 +96,98 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `cru daemon status`: whether a daemon runs for the kiln, and what it reports.
+async fn status(kiln: &Kiln, json: bool) -> anyhow::Result<ExitCode> {
+    crate::logging::to_stderr();
+    let client = match Client::connect(kiln).await {
+        Ok(client) => client,
+        Err(e) => {
+            if json {
+                outln!(
+                    "{}",
+                    serde_json::json!({"running": false, "kiln": kiln.root()})
+                );
+            } else {
+                outln!("no daemon running for {} ({e})", kiln.root().display());
+            }
+            return Ok(ExitCode::from(3));
+        }
+    };
+    let status = client
+        .call::<methods::DaemonStatusOf>(&methods::NoParams {})
+        .await?;
+    if json {
+        let mut value = serde_json::to_value(&status)?;
+        value["running"] = true.into();
+        outln!("{value}");
+    } else {
+        outln!("daemon running for {}", status.kiln);
+        output::print_pairs(&[
+            ("pid", status.pid.to_string()),
+            (
+                "version",
+                format!(
+                    "{} (protocol {})",
+                    status.daemon_version, status.protocol_version
+                ),
+            ),
+            ("database", store_line(&status)),
+            ("uptime", output::duration(status.uptime_secs)),
+            // This command is one of the clients.
+            ("clients", status.clients.to_string()),
+            ("sessions", status.sessions.to_string()),
+            ("agents", status.agents.to_string()),
+            ("unread", status.unread.to_string()),
+        ]);
+        print_team(&status);
+        if let Some(why) = &status.settings_error {
+            outln!("settings: cannot be used ({why}); the last good ones are in use");
+        }
+        for note in &status.settings_pending {
+            outln!("settings: {note}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cru daemon repair`: rebuilds a damaged embedded database while no daemon runs.
+async fn repair(kiln: &Kiln) -> anyhow::Result<ExitCode> {
+    crate::logging::to_stderr();
+    if Client::connect(kiln).await.is_ok() {
+        anyhow::bail!(
+            "the daemon is running for {}: stop it first (`cru daemon stop`), then repair",
+            kiln.root().display()
+        );
+    }
+    let config = super::load_config(kiln)?;
+    if !config.store.url.is_empty() && !config.store.url.starts_with("surrealkv://") {
+        anyhow::bail!(
+            "repair rebuilds the embedded database; {} is a server: use its own backups",
+            config.store.url
+        );
+    }
+    let path = match config.store.url.strip_prefix("surrealkv://") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => kiln.db_path(),
+    };
+    let repaired = crate::store::check::repair(&config.store, &path).await?;
+    print_check(&repaired.check);
+    outln!(
+        "rebuilt {}: {} records copied, {} journaled changes applied",
+        path.display(),
+        repaired.copied,
+        repaired.journaled
+    );
+    for record in &repaired.restored {
+        outln!("  brought back from the journal: {record}");
+    }
+    outln!(
+        "the damaged database is kept at {}",
+        repaired.kept_at.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What a check found: each table's records, and each damaged stretch.

@@ -70,10 +70,21 @@ enum InboxAction {
     },
 }
 
-fn parse_msg_type(s: &str) -> Result<MsgType, String> {
+/// A `--type` that names no message type.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown type {given:?}; use one of {known}")]
+struct UnknownType {
+    given: String,
+    known: String,
+}
+
+fn parse_msg_type(s: &str) -> Result<MsgType, UnknownType> {
     MsgType::parse(s).ok_or_else(|| {
         let names: Vec<&str> = MsgType::ALL.iter().map(|t| t.as_str()).collect();
-        format!("unknown type {s:?}; use one of {}", names.join(", "))
+        UnknownType {
+            given: s.to_string(),
+            known: names.join(", "),
+        }
     })
 }
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 use anyhow::Context;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{ContentBlock, Implementation, IntoContents, ServerCapabilities, ServerConfig};
 use rmcp::service::QuitReason;
 use rmcp::transport::stdio;
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
@@ -125,7 +125,28 @@ Get a credential (an API token, a password) by name. The first time in a session
 approves it; the value is returned and crucible never stores or logs it. Do not print it.";
 
 /// What a tool returns: the text for the agent, or (as `isError: true`) why it failed.
-type ToolResult = Result<String, String>;
+type ToolResult = Result<String, ToolFailure>;
+
+/// Why a tool call failed; the agent is told in words (as `isError: true`).
+#[derive(Debug, thiserror::Error)]
+enum ToolFailure {
+    /// Crucible's daemon cannot be reached, or failed the request.
+    #[error("{0}")]
+    Crucible(String),
+    /// The call itself is wrong (a zero timeout).
+    #[error("{0}")]
+    Request(String),
+    /// The human gave no answer the tool can pass on: cancelled, timed out, withdrawn,
+    /// or outside the choices.
+    #[error("{0}")]
+    Unanswered(String),
+}
+
+impl IntoContents for ToolFailure {
+    fn into_contents(self) -> Vec<ContentBlock> {
+        self.to_string().into_contents()
+    }
+}
 
 /// The MCP server: four tools over one lazily made [`AgentLink`].
 struct InboxTools {
@@ -147,10 +168,9 @@ impl InboxTools {
     async fn notify(&self, Parameters(request): Parameters<NotifyRequest>) -> ToolResult {
         let link = self.link().await?;
         let sent = link.notify(&request.title, request.body.as_deref()).await;
-        let id = self
-            .checked(&link, sent)
-            .await
-            .map_err(|e| format!("crucible could not deliver the message: {e}"))?;
+        let id = self.checked(&link, sent).await.map_err(|e| {
+            ToolFailure::Crucible(format!("crucible could not deliver the message: {e}"))
+        })?;
         Ok(format!("sent {id}"))
     }
 
@@ -165,16 +185,18 @@ impl InboxTools {
         let options = request.options.unwrap_or_default();
         let answer = tokio::select! {
             answer = link.ask(&request.question, &options, request.body.as_deref(), timeout) => answer,
-            () = cancelled.cancelled() => return Err("cancelled before the human answered".into()),
+            () = cancelled.cancelled() => return Err(ToolFailure::Unanswered("cancelled before the human answered".into())),
         };
         let answer = self
             .checked(&link, answer)
             .await
-            .map_err(|e| format!("crucible could not ask the human: {e}"))?;
+            .map_err(|e| ToolFailure::Crucible(format!("crucible could not ask the human: {e}")))?;
         match answer {
             Answer::Chosen(choice) => Ok(choice),
-            Answer::TimedOut => Err(no_answer(timeout)),
-            Answer::Withdrawn(note) => Err(format!("the question was withdrawn: {note}")),
+            Answer::TimedOut => Err(ToolFailure::Unanswered(no_answer(timeout))),
+            Answer::Withdrawn(note) => Err(ToolFailure::Unanswered(format!(
+                "the question was withdrawn: {note}"
+            ))),
         }
     }
 
@@ -187,11 +209,11 @@ impl InboxTools {
         let link = self.link().await?;
         let value = tokio::select! {
             value = link.secret(&request.name) => value,
-            () = cancelled.cancelled() => return Err("cancelled before the human answered".into()),
+            () = cancelled.cancelled() => return Err(ToolFailure::Unanswered("cancelled before the human answered".into())),
         };
         self.checked(&link, value)
             .await
-            .map_err(|e| format!("no credential {}: {e}", request.name))
+            .map_err(|e| ToolFailure::Crucible(format!("no credential {}: {e}", request.name)))
     }
 
     #[tool(description = APPROVE_DESCRIPTION)]
@@ -206,26 +228,30 @@ impl InboxTools {
         let answer = tokio::select! {
             answer = link.approve(&request.action, request.body.as_deref(), timeout) => answer,
             () = cancelled.cancelled() => {
-                return Err(format!("cancelled before the human answered; {NOT_APPROVED}"));
+                return Err(ToolFailure::Unanswered(format!(
+                    "cancelled before the human answered; {NOT_APPROVED}"
+                )));
             }
         };
-        let answer = self
-            .checked(&link, answer)
-            .await
-            .map_err(|e| format!("crucible could not ask for approval: {e}"))?;
+        let answer = self.checked(&link, answer).await.map_err(|e| {
+            ToolFailure::Crucible(format!("crucible could not ask for approval: {e}"))
+        })?;
         match answer {
             // A denial is an answer like any other, not a failure of the tool.
             Answer::Chosen(verdict) if verdict.eq_ignore_ascii_case("approve") => {
                 Ok("approved".into())
             }
             Answer::Chosen(verdict) if verdict.eq_ignore_ascii_case("deny") => Ok("denied".into()),
-            Answer::Chosen(other) => Err(format!(
+            Answer::Chosen(other) => Err(ToolFailure::Unanswered(format!(
                 "crucible answered {other:?}, neither approve nor deny; {NOT_APPROVED}"
-            )),
-            Answer::TimedOut => Err(format!("{}; {NOT_APPROVED}", no_answer(timeout))),
-            Answer::Withdrawn(note) => Err(format!(
+            ))),
+            Answer::TimedOut => Err(ToolFailure::Unanswered(format!(
+                "{}; {NOT_APPROVED}",
+                no_answer(timeout)
+            ))),
+            Answer::Withdrawn(note) => Err(ToolFailure::Unanswered(format!(
                 "the approval request was withdrawn ({note}); {NOT_APPROVED}"
-            )),
+            ))),
         }
     }
 }
@@ -233,7 +259,7 @@ impl InboxTools {
 impl InboxTools {
     /// The link to the session's inbox, made on first use; the error says why crucible
     /// cannot be reached.
-    async fn link(&self) -> Result<Arc<AgentLink>, String> {
+    async fn link(&self) -> Result<Arc<AgentLink>, ToolFailure> {
         let mut slot = self.link.lock().await;
         if let Some(link) = slot.as_ref() {
             return Ok(Arc::clone(link));
@@ -241,7 +267,7 @@ impl InboxTools {
         let link = AgentLink::from_env()
             .await
             .map(Arc::new)
-            .map_err(|e| format!("cannot reach crucible: {e}"))?;
+            .map_err(|e| ToolFailure::Crucible(format!("cannot reach crucible: {e}")))?;
         tracing::debug!(
             session = link.session_id(),
             "connected to the crucible daemon"
@@ -280,11 +306,11 @@ impl ServerHandler for InboxTools {
 }
 
 /// `timeout_secs` as a duration; zero is refused (omit the field to wait until answered).
-fn parse_timeout(secs: Option<u64>) -> Result<Option<Duration>, String> {
+fn parse_timeout(secs: Option<u64>) -> Result<Option<Duration>, ToolFailure> {
     match secs {
-        Some(0) => {
-            Err("timeout_secs must be at least 1; omit it to wait until the human answers".into())
-        }
+        Some(0) => Err(ToolFailure::Request(
+            "timeout_secs must be at least 1; omit it to wait until the human answers".into(),
+        )),
         secs => Ok(secs.map(Duration::from_secs)),
     }
 }

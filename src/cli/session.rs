@@ -7,6 +7,7 @@ mod audit;
 mod context;
 mod control;
 mod land;
+mod manage;
 mod new;
 mod show;
 
@@ -232,209 +233,47 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
         SessionAction::New(args) => {
             let json = args.json;
             let created = client.call::<m::SessionCreate>(&args.params()?).await?;
-            let s = created.session;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&s)?);
-            } else {
-                outln!("created {} ({})", s.display_name, s.id);
-                outln!(
-                    "  worktree: {}",
-                    s.worktree.as_deref().unwrap_or("the kiln itself")
-                );
-                outln!("  follow it: cru session logs -f {}", short_id(&s.id));
-            }
+            show::created(&created.session, json)?;
         }
-        SessionAction::List { json } => {
-            let list = list(&client).await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&list)?);
-            } else if list.is_empty() {
-                outln!("no sessions");
-            } else {
-                // Team mode: sessions of several daemons, so say where each runs.
-                let owners: std::collections::HashSet<_> =
-                    list.iter().filter_map(|s| s.owner.as_deref()).collect();
-                let team = owners.len() > 1;
-                let rows: Vec<Vec<String>> = list
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| {
-                        let mut row = vec![
-                            format!("[{}]", i + 1),
-                            match &s.channel {
-                                Some(tag) => format!("{} [{}]", s.display_name, tag.label()),
-                                None => s.display_name.clone(),
-                            },
-                            state_of(s),
-                            s.agent_name.clone(),
-                            output::clip(s.task.as_deref().unwrap_or(""), 40),
-                            s.turn_count.to_string(),
-                            output::clip(goal_of(s), 40),
-                            output::age(&s.started_at),
-                            s.id.clone(),
-                        ];
-                        if team {
-                            row.insert(4, s.host.clone().unwrap_or_else(|| "?".into()));
-                        }
-                        row
-                    })
-                    .collect();
-                let mut headers = vec![
-                    "#", "SESSION", "STATE", "AGENT", "TASK", "TURNS", "CONTEXT", "AGE", "ID",
-                ];
-                if team {
-                    headers.insert(4, "HOST");
-                }
-                output::print_table(&headers, &rows);
-            }
-        }
+        SessionAction::List { json } => show::list(&client, json).await?,
         SessionAction::Status { session, json } => {
-            let s = match resolve(&client, &session).await {
-                Ok(s) => s,
-                // A registered session that ended is no longer listed, but its
-                // termination record answers to its full id for a while.
-                Err(e) => match client
-                    .call::<m::SessionGet>(&SessionIdParams {
-                        session_id: session.trim().to_string(),
-                    })
-                    .await
-                {
-                    Ok(reply) => reply.session,
-                    Err(_) => return Err(e),
-                },
-            };
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&s)?);
-            } else {
-                show::print_status(&kiln, &s);
-            }
+            show::status(&kiln, &client, &session, json).await?;
         }
         SessionAction::Logs {
             session,
             follow,
             json,
         } => {
-            let s = resolve(&client, &session).await?;
-            show::logs(&client, &s, follow, json).await?;
+            show::logs(&client, &resolve(&client, &session).await?, follow, json).await?;
         }
         SessionAction::Send { session, text } => {
-            let s = resolve(&client, &session).await?;
-            let sent = client
-                .call::<m::SessionPrompt>(&PromptParams {
-                    session_id: s.id.clone(),
-                    text: text.join(" "),
-                })
-                .await?;
-            if sent.queued {
-                outln!(
-                    "queued for {}: it runs when the current turn ends",
-                    s.display_name
-                );
-            } else {
-                outln!("sent to {}", s.display_name);
-            }
+            manage::send(&client, &resolve(&client, &session).await?, text.join(" ")).await?;
         }
         SessionAction::Cancel { session } => {
-            let s = resolve(&client, &session).await?;
-            client
-                .call::<m::SessionCancel>(&SessionIdParams {
-                    session_id: s.id.clone(),
-                })
-                .await?;
-            outln!("asked {} to stop its turn", s.display_name);
-        }
-        SessionAction::Diff {
-            session,
-            stat,
-            json,
-        } => {
-            let s = resolve(&client, &session).await?;
-            land::diff(&client, &s, stat, json).await?;
-        }
-        SessionAction::Commit { session, message } => {
-            let s = resolve(&client, &session).await?;
-            land::commit(&client, &s, message).await?;
-        }
-        SessionAction::Merge {
-            session,
-            squash,
-            rebase,
-            message,
-        } => {
-            let s = resolve(&client, &session).await?;
-            let strategy = if squash {
-                crate::protocol::MergeStrategy::Squash
-            } else if rebase {
-                crate::protocol::MergeStrategy::Rebase
-            } else {
-                crate::protocol::MergeStrategy::Merge
-            };
-            land::merge(&client, &s, strategy, message).await?;
-        }
-        SessionAction::Pr {
-            session,
-            title,
-            body,
-        } => {
-            let s = resolve(&client, &session).await?;
-            land::pr(&client, &s, title, body).await?;
-        }
-        SessionAction::Conflicts { json } => land::conflicts(&client, json).await?,
-        SessionAction::Restart { session } => {
-            let s = resolve(&client, &session).await?;
-            control::restart(&client, &s).await?;
-        }
-        SessionAction::Rename { session, name } => {
-            let s = resolve(&client, &session).await?;
-            control::rename(&client, &s, name).await?;
-        }
-        SessionAction::Fork {
-            session,
-            worktree,
-            task,
-            json,
-        } => {
-            let s = resolve(&client, &session).await?;
-            control::fork(&client, &s, worktree, task, json).await?;
+            manage::cancel(&client, &resolve(&client, &session).await?).await?;
         }
         SessionAction::Stop { session } => {
-            let s = resolve(&client, &session).await?;
-            let stopped = client
-                .call::<m::SessionStop>(&SessionIdParams {
-                    session_id: s.id.clone(),
-                })
-                .await?;
-            outln!(
-                "{}: {}",
-                stopped.session.display_name,
-                state_of(&stopped.session)
-            );
+            manage::stop(&client, &resolve(&client, &session).await?).await?;
         }
         SessionAction::Delete {
             session,
             remove,
             json,
         } => {
-            let s = resolve(&client, &session).await?;
-            let outcome = client
-                .call::<m::SessionDelete>(&DeleteSessionParams {
-                    session_id: s.id.clone(),
-                    options: remove.options(),
-                })
-                .await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&outcome)?);
-            } else {
-                outln!("deleted {}{}", s.display_name, removed(&outcome));
-            }
+            manage::delete(
+                &client,
+                &resolve(&client, &session).await?,
+                remove.options(),
+                json,
+            )
+            .await?;
         }
         SessionAction::Context {
             session,
             action,
             json,
         } => {
-            let s = resolve(&client, &session).await?;
-            context::run(&client, &s, action, json).await?;
+            context::run(&client, &resolve(&client, &session).await?, action, json).await?;
         }
         SessionAction::Exec { session, command } => {
             let s = resolve(&client, &session).await?;
@@ -452,77 +291,97 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             allow_read,
             prompt,
         } => {
-            let s = resolve(&client, &session).await?;
-            let reply = client
-                .call::<m::SessionRefine>(&crate::protocol::RefineParams {
-                    session_id: s.id.clone(),
-                    allow_read,
-                    prompt,
-                })
-                .await?;
-            outln!(
-                "{}: {}",
-                reply.session.display_name,
-                reply.session.state_reason.as_deref().unwrap_or("restarted")
-            );
+            manage::refine(
+                &client,
+                &resolve(&client, &session).await?,
+                allow_read,
+                prompt,
+            )
+            .await?;
         }
         SessionAction::Reset {
             session,
             keep_disabled,
             json,
         } => {
-            let s = resolve(&client, &session).await?;
-            let created = client
-                .call::<m::SessionReset>(&crate::protocol::ResetParams {
-                    session_id: s.id.clone(),
-                    keep_disabled,
-                })
-                .await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&created.session)?);
-            } else {
-                outln!(
-                    "reset {}: the new session is {} ({}); the old one is stopped (reset)",
-                    s.display_name,
-                    created.session.display_name,
-                    created.session_id
-                );
-            }
+            manage::reset(
+                &client,
+                &resolve(&client, &session).await?,
+                keep_disabled,
+                json,
+            )
+            .await?;
         }
         SessionAction::Security { session, json } => {
-            let s = resolve(&client, &session).await?;
-            let reply = client
-                .call::<m::SessionSecurity>(&SessionIdParams {
-                    session_id: s.id.clone(),
-                })
-                .await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&reply)?);
-            } else {
-                audit::print_security(&s.display_name, &reply.security);
-            }
+            audit::security(&client, &resolve(&client, &session).await?, json).await?;
         }
         SessionAction::Prune { remove, json } => {
-            let result = client.call::<m::SessionPrune>(&remove.options()).await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&result)?);
-            } else {
-                if result.deleted.is_empty() && result.skipped.is_empty() {
-                    outln!("nothing to prune");
-                }
-                for d in &result.deleted {
-                    outln!("deleted {}{}", d.session_id, removed(d));
-                }
-                for s in &result.skipped {
-                    outln!("kept {}: {}", s.session_id, s.reason);
-                }
-                for id in &result.audit_removed {
-                    outln!("removed the audit log of {id}");
-                }
-            }
+            manage::prune(&client, remove.options(), json).await?
         }
+        landing => land_or_control(&client, landing).await?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reviewing, landing, restarting, renaming and forking a session.
+async fn land_or_control(client: &Client, action: SessionAction) -> anyhow::Result<()> {
+    match action {
+        SessionAction::Diff {
+            session,
+            stat,
+            json,
+        } => {
+            land::diff(client, &resolve(client, &session).await?, stat, json).await?;
+        }
+        SessionAction::Commit { session, message } => {
+            land::commit(client, &resolve(client, &session).await?, message).await?;
+        }
+        SessionAction::Merge {
+            session,
+            squash,
+            rebase,
+            message,
+        } => {
+            land::merge(
+                client,
+                &resolve(client, &session).await?,
+                land::strategy(squash, rebase),
+                message,
+            )
+            .await?;
+        }
+        SessionAction::Pr {
+            session,
+            title,
+            body,
+        } => {
+            land::pr(client, &resolve(client, &session).await?, title, body).await?;
+        }
+        SessionAction::Conflicts { json } => land::conflicts(client, json).await?,
+        SessionAction::Restart { session } => {
+            control::restart(client, &resolve(client, &session).await?).await?;
+        }
+        SessionAction::Rename { session, name } => {
+            control::rename(client, &resolve(client, &session).await?, name).await?;
+        }
+        SessionAction::Fork {
+            session,
+            worktree,
+            task,
+            json,
+        } => {
+            control::fork(
+                client,
+                &resolve(client, &session).await?,
+                worktree,
+                task,
+                json,
+            )
+            .await?;
+        }
+        other => bail!("cru session: {other:?} is not a landing or control action"),
+    }
+    Ok(())
 }
 
 /// A path that exists is sent absolute (the daemon runs elsewhere); anything else is

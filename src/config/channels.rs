@@ -1,5 +1,6 @@
 //! `[channels]` and `[[webhooks]]`: sessions started and continued from outside the
-//! workbench (seed 000 channels, seed 001 conversation resolution).
+//! workbench: how each channel is set up, and how its messages are resolved to the
+//! conversation (the session) they continue.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -26,11 +27,11 @@ pub const RESET_PHRASES: [&str; 8] = [
 #[serde(default, deny_unknown_fields)]
 pub struct ChannelsConfig {
     /// A conversation quiet this long starts a new session at its next message, carrying
-    /// the previous one's context summary (seed 001 `timeout`).
+    /// the previous one's context summary.
     pub session_timeout_minutes: f64,
     /// The same in seconds, over the minutes when set.
     pub session_timeout_secs: Option<u64>,
-    /// Messages that start the conversation afresh (seed 001 `explicit_reset`); matched
+    /// Messages that start the conversation afresh (an explicit reset); matched
     /// whole, in any case, ignoring surrounding spaces and a final `.` or `!`.
     pub reset_phrases: Vec<String>,
     /// A question or approval of a cron or webhook session unanswered this long cancels
@@ -99,14 +100,38 @@ impl Default for HttpConfig {
     }
 }
 
+/// What is wrong with a channel's settings, or with a delivery a webhook gets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChannelError {
+    /// A setting of a channel (the listen address, a hook, a cron job) is wrong.
+    #[error("{0}")]
+    Invalid(String),
+    /// A delivery the hook does not take (its event or action); said to the sender.
+    #[error("{0}")]
+    NotTaken(String),
+    /// A delivery whose payload lacks what the hook needs.
+    #[error("{0}")]
+    Payload(String),
+}
+
+/// The settings' own checks still speak in words (`Config::validate`): a channel's
+/// fault joins them as its message.
+impl From<ChannelError> for String {
+    fn from(e: ChannelError) -> Self {
+        e.to_string()
+    }
+}
+
 impl HttpConfig {
     /// The address to listen on, if the listener is on.
-    pub fn address(&self) -> Result<Option<SocketAddr>, String> {
+    pub fn address(&self) -> Result<Option<SocketAddr>, ChannelError> {
         self.listen
             .as_deref()
             .map(|a| {
                 a.parse().map_err(|_| {
-                    format!("channels.http.listen {a:?} is not HOST:PORT (e.g. \"127.0.0.1:8421\")")
+                    ChannelError::Invalid(format!(
+                        "channels.http.listen {a:?} is not HOST:PORT (e.g. \"127.0.0.1:8421\")"
+                    ))
                 })
             })
             .transpose()
@@ -160,21 +185,21 @@ pub const COMMENT_EVENTS: [&str; 4] = [
 impl WebhookConfig {
     /// Whether a delivery of `event` (its `X-GitHub-Event`) whose payload says `action`
     /// is for this hook; if not, why not (said to the sender with a 202).
-    pub fn admits(&self, event: Option<&str>, action: Option<&str>) -> Result<(), String> {
+    pub fn admits(&self, event: Option<&str>, action: Option<&str>) -> Result<(), ChannelError> {
         let list = |names: &[String]| names.join(", ");
         if !self.events.is_empty() {
             match event {
                 None => {
-                    return Err(format!(
+                    return Err(ChannelError::NotTaken(format!(
                         "no X-GitHub-Event header; this hook takes {}",
                         list(&self.events)
-                    ));
+                    )));
                 }
                 Some(event) if !self.events.iter().any(|e| e == event) => {
-                    return Err(format!(
+                    return Err(ChannelError::NotTaken(format!(
                         "the event {event:?} is not one this hook takes ({})",
                         list(&self.events)
-                    ));
+                    )));
                 }
                 Some(_) => {}
             }
@@ -182,58 +207,60 @@ impl WebhookConfig {
         if !self.actions.is_empty() {
             return match action {
                 Some(action) if self.actions.iter().any(|a| a == action) => Ok(()),
-                Some(action) => Err(format!(
+                Some(action) => Err(ChannelError::NotTaken(format!(
                     "the action {action:?} is not one this hook takes ({})",
                     list(&self.actions)
-                )),
-                None => Err(format!(
+                ))),
+                None => Err(ChannelError::NotTaken(format!(
                     "the payload has no action; this hook takes {}",
                     list(&self.actions)
-                )),
+                ))),
             };
         }
         match (event, action) {
             (Some(event), Some(action))
                 if COMMENT_EVENTS.contains(&event) && action != "created" =>
             {
-                Err(format!(
+                Err(ChannelError::NotTaken(format!(
                     "{event} {action:?} does not prompt: unless the hook's actions say \
                      otherwise, only a created comment does"
-                ))
+                )))
             }
             _ => Ok(()),
         }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ChannelError> {
         let name = &self.name;
         if !super::is_name(name) {
-            return Err(format!(
+            return Err(ChannelError::Invalid(format!(
                 "webhooks: the name {name:?} may use only letters, digits, '-' and '_'"
-            ));
+            )));
         }
         if self.secret_env.trim().is_empty() {
-            return Err(format!(
+            return Err(ChannelError::Invalid(format!(
                 "webhooks.{name}.secret_env must name an environment variable"
-            ));
+            )));
         }
         if let Some(pointer) = &self.reference
             && !pointer.is_empty()
             && !pointer.starts_with('/')
         {
-            return Err(format!(
+            return Err(ChannelError::Invalid(format!(
                 "webhooks.{name}.ref {pointer:?} is not a JSON pointer (it starts with '/')"
-            ));
+            )));
         }
         if let Some(pointer) = &self.message
             && !pointer.starts_with('/')
         {
-            return Err(format!(
+            return Err(ChannelError::Invalid(format!(
                 "webhooks.{name}.message {pointer:?} is not a JSON pointer (it starts with '/')"
-            ));
+            )));
         }
         if self.prompt.trim().is_empty() {
-            return Err(format!("webhooks.{name}.prompt must not be empty"));
+            return Err(ChannelError::Invalid(format!(
+                "webhooks.{name}.prompt must not be empty"
+            )));
         }
         if let Some(blank) = self
             .events
@@ -241,9 +268,9 @@ impl WebhookConfig {
             .chain(&self.actions)
             .find(|n| n.trim().is_empty())
         {
-            return Err(format!(
+            return Err(ChannelError::Invalid(format!(
                 "webhooks.{name}: events and actions are names, not {blank:?}"
-            ));
+            )));
         }
         Ok(())
     }
@@ -261,14 +288,18 @@ impl WebhookConfig {
     }
 
     /// The conversation this payload belongs to, or why it has none.
-    pub fn reference_of(&self, payload: &serde_json::Value) -> Result<String, String> {
+    pub fn reference_of(&self, payload: &serde_json::Value) -> Result<String, ChannelError> {
         match self.reference.as_deref() {
             None | Some("") => Ok(String::new()),
             Some(pointer) => payload
                 .pointer(pointer)
                 .filter(|v| !v.is_null())
                 .map(plain)
-                .ok_or_else(|| format!("the payload has no value at {pointer} (the hook's ref)")),
+                .ok_or_else(|| {
+                    ChannelError::Payload(format!(
+                        "the payload has no value at {pointer} (the hook's ref)"
+                    ))
+                }),
         }
     }
 }
@@ -330,7 +361,7 @@ impl Default for NotifyConfig {
     }
 }
 
-/// `[[cron]]`: a job that starts a session on a schedule (seed 000's cron channel).
+/// `[[cron]]`: a job that starts a session on a schedule (the cron channel).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CronJob {
@@ -360,11 +391,16 @@ fn yes() -> bool {
 
 impl CronJob {
     /// The parsed schedule, or why it is not one.
-    pub fn parsed(&self) -> Result<croner::Cron, String> {
+    pub fn parsed(&self) -> Result<croner::Cron, ChannelError> {
         croner::Cron::new(&self.schedule)
             .with_seconds_optional()
             .parse()
-            .map_err(|e| format!("cron.{}: schedule {:?}: {e}", self.id, self.schedule))
+            .map_err(|e| {
+                ChannelError::Invalid(format!(
+                    "cron.{}: schedule {:?}: {e}",
+                    self.id, self.schedule
+                ))
+            })
     }
 
     /// When it runs next after `after`.
@@ -375,15 +411,17 @@ impl CronJob {
         self.parsed().ok()?.find_next_occurrence(&after, false).ok()
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ChannelError> {
         let id = &self.id;
         if !super::is_name(id) {
-            return Err(format!(
+            return Err(ChannelError::Invalid(format!(
                 "cron: the id {id:?} may use only letters, digits, '-' and '_'"
-            ));
+            )));
         }
         if self.instructions.trim().is_empty() {
-            return Err(format!("cron.{id}.instructions must not be empty"));
+            return Err(ChannelError::Invalid(format!(
+                "cron.{id}.instructions must not be empty"
+            )));
         }
         self.parsed().map(|_| ())
     }
@@ -417,13 +455,16 @@ mod tests {
         assert_eq!(h.admits(Some("issues"), Some("deleted")), Ok(()));
         assert_eq!(h.admits(Some("issue_comment"), Some("created")), Ok(()));
         for action in ["edited", "deleted"] {
-            let why = h.admits(Some("issue_comment"), Some(action)).unwrap_err();
+            let why = h
+                .admits(Some("issue_comment"), Some(action))
+                .unwrap_err()
+                .to_string();
             assert!(why.contains(action) && why.contains("created"), "{why}");
         }
         // An events filter: the header must name one of them.
         h.events = vec!["issue_comment".into(), "issues".into()];
         assert_eq!(h.admits(Some("issues"), Some("opened")), Ok(()));
-        let why = h.admits(Some("push"), None).unwrap_err();
+        let why = h.admits(Some("push"), None).unwrap_err().to_string();
         assert!(
             why.contains("\"push\"") && why.contains("issue_comment, issues"),
             "{why}"
@@ -431,6 +472,7 @@ mod tests {
         assert!(
             h.admits(None, Some("created"))
                 .unwrap_err()
+                .to_string()
                 .contains("X-GitHub-Event")
         );
         // An actions filter replaces the comment default.
@@ -438,7 +480,8 @@ mod tests {
         assert_eq!(h.admits(Some("issue_comment"), Some("edited")), Ok(()));
         let why = h
             .admits(Some("issue_comment"), Some("deleted"))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             why.contains("\"deleted\"") && why.contains("created, edited"),
             "{why}"
@@ -446,6 +489,7 @@ mod tests {
         assert!(
             h.admits(Some("issues"), None)
                 .unwrap_err()
+                .to_string()
                 .contains("no action")
         );
     }
@@ -477,7 +521,7 @@ mod tests {
         );
         assert_eq!(hook("x", None).reference_of(&payload), Ok(String::new()));
         let missing = hook("x", Some("/pull/number")).reference_of(&payload);
-        assert!(missing.unwrap_err().contains("/pull/number"));
+        assert!(missing.unwrap_err().to_string().contains("/pull/number"));
     }
 
     #[test]
@@ -513,7 +557,7 @@ mod tests {
             "2026-01-01T09:00:00+00:00"
         );
         job.schedule = "61 * * * *".into();
-        let why = job.validate().unwrap_err();
+        let why = job.validate().unwrap_err().to_string();
         assert!(
             why.contains("cron.nightly") && why.contains("61 * * * *"),
             "{why}"
@@ -523,9 +567,14 @@ mod tests {
     #[test]
     fn bad_hooks_are_named() {
         let mut h = hook("x", Some("issue/number"));
-        assert!(h.validate().unwrap_err().contains("JSON pointer"));
+        assert!(
+            h.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("JSON pointer")
+        );
         h.reference = None;
         h.name = "a b".into();
-        assert!(h.validate().unwrap_err().contains("\"a b\""));
+        assert!(h.validate().unwrap_err().to_string().contains("\"a b\""));
     }
 }

@@ -15,7 +15,7 @@ mod settings;
 mod validate;
 pub use builtin::{Finder, KNOWN, Known, ProfileEntry, ProfileError, ProfileSource};
 pub use channels::{
-    ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
+    ChannelError, ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
 };
 pub use drivers::DriversConfig;
 pub use profiles::{AgentKind, AgentProfile};

@@ -4,7 +4,7 @@
 //! Every operation either changes the stack and returns a [`Change`] saying what it
 //! removed and added, or refuses with a [`StackError`] and changes nothing. Entries that
 //! leave the stack are not kept here; they travel in the `Change`, which the caller
-//! appends to the session's full history (seed 003: "Full history preserved in logs").
+//! appends to the session's full history (kept whole in the logs).
 //!
 //! Rules the operations share:
 //! - The system prompt is the bottom entry, exactly one per stack, and never leaves it
@@ -220,6 +220,9 @@ pub enum StackError {
     EmptyText { what: &'static str },
     #[error("the top entry is a {top} entry, not a tool result")]
     NotAToolResult { top: &'static str },
+    /// A stored stack that does not hold together (read back from the database).
+    #[error("{0}")]
+    Damaged(String),
 }
 
 fn pop_too_many(requested: usize, available: usize) -> String {
@@ -503,38 +506,51 @@ struct StoredStack {
 }
 
 impl TryFrom<StoredStack> for ContextStack {
-    type Error = String;
+    type Error = StackError;
 
-    fn try_from(s: StoredStack) -> Result<Self, String> {
+    fn try_from(s: StoredStack) -> Result<Self, StackError> {
         match s.entries.first() {
             Some(Entry {
                 message: Message::System { .. },
                 ..
             }) => {}
-            _ => return Err("a context stack must start with its system prompt".into()),
+            _ => {
+                return Err(StackError::Damaged(
+                    "a context stack must start with its system prompt".into(),
+                ));
+            }
         }
         if let Some(e) = s.entries[1..]
             .iter()
             .find(|e| matches!(e.message, Message::System { .. }))
         {
-            return Err(format!("entry #{} is a second system prompt", e.seq));
+            return Err(StackError::Damaged(format!(
+                "entry #{} is a second system prompt",
+                e.seq
+            )));
         }
         let mut last = 0;
         for e in &s.entries {
             if e.seq <= last || e.seq >= s.next_seq {
-                return Err(format!("entry #{} is out of sequence", e.seq));
+                return Err(StackError::Damaged(format!(
+                    "entry #{} is out of sequence",
+                    e.seq
+                )));
             }
             last = e.seq;
         }
         for (i, c) in s.checkpoints.iter().enumerate() {
             if s.checkpoints[..i].iter().any(|o| o.name == c.name) {
-                return Err(format!("checkpoint '{}' appears twice", c.name));
+                return Err(StackError::Damaged(format!(
+                    "checkpoint '{}' appears twice",
+                    c.name
+                )));
             }
             if s.entries.iter().all(|e| e.seq != c.seq) {
-                return Err(format!(
+                return Err(StackError::Damaged(format!(
                     "checkpoint '{}' marks #{}, which is not on the stack",
                     c.name, c.seq
-                ));
+                )));
             }
         }
         Ok(ContextStack {

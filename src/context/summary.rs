@@ -1,4 +1,5 @@
-//! Context summaries in seed 001's format, never over [`MAX_SUMMARY_CHARS`] characters:
+//! Context summaries, one labelled line each, never over [`MAX_SUMMARY_CHARS`]
+//! characters:
 //!
 //! ```text
 //! GOAL: <current user objective>

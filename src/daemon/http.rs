@@ -1,7 +1,7 @@
 //! The webhook listener (`[channels.http]`): `POST /hooks/<name>` for each `[[webhooks]]`
 //! entry, verified with GitHub's convention (`X-Hub-Signature-256: sha256=<hex HMAC-SHA256
 //! of the body>` under the hook's shared secret), its payload made into a prompt and
-//! resolved to a session (seed 001). Webhooks are taken as GitHub sends them, since GitHub
+//! resolved to the session of its conversation. Webhooks are taken as GitHub sends them, since GitHub
 //! marks a hook failing on any answer but 2xx: a `ping` is answered 200 and makes nothing;
 //! the body may be JSON or GitHub's default form encoding (`payload=<JSON>`, signed as
 //! sent); a delivery of an event or action the hook does not take is answered 202
@@ -34,7 +34,7 @@ use sha2::Sha256;
 use deliveries::{Deliveries, Seen};
 use quiet::Quiet;
 
-use crate::config::{Config, WebhookConfig};
+use crate::config::{ChannelError, Config, WebhookConfig};
 use crate::protocol::ResolveParams;
 use crate::sessions::Sessions;
 use crate::workbench::WorkbenchError;
@@ -270,16 +270,18 @@ fn is_form(headers: &HeaderMap) -> bool {
 }
 
 /// The delivery's JSON: the body, or a form body's `payload` field.
-fn payload_of(body: &[u8], form: bool) -> Result<Value, String> {
+fn payload_of(body: &[u8], form: bool) -> Result<Value, ChannelError> {
     if !form {
-        return serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"));
+        return serde_json::from_slice(body)
+            .map_err(|e| ChannelError::Payload(format!("the body is not JSON: {e}")));
     }
     let Some((_, payload)) = form_urlencoded::parse(body).find(|(key, _)| key == "payload") else {
-        return Err(
+        return Err(ChannelError::Payload(
             "a form-encoded body carries its JSON in a payload field, and this one has none".into(),
-        );
+        ));
     };
-    serde_json::from_str(&payload).map_err(|e| format!("the payload field is not JSON: {e}"))
+    serde_json::from_str(&payload)
+        .map_err(|e| ChannelError::Payload(format!("the payload field is not JSON: {e}")))
 }
 
 /// Makes a signed delivery into a prompt for its session, unless its hook does not take it.
@@ -287,16 +289,16 @@ async fn deliver(hooks: &Hooks, delivery: Delivery) -> Answer {
     let hook = &delivery.hook;
     let payload = match payload_of(&delivery.body, delivery.form) {
         Ok(payload) => payload,
-        Err(why) => return Answer::refused(StatusCode::BAD_REQUEST, why),
+        Err(why) => return Answer::refused(StatusCode::BAD_REQUEST, why.to_string()),
     };
     let action = payload.get("action").and_then(Value::as_str);
     if let Err(why) = hook.admits(delivery.event.as_deref(), action) {
         tracing::info!(hook = %hook.name, delivery = delivery.id.as_deref().unwrap_or(""), "webhook ignored: {why}");
-        return Answer::ignored(why);
+        return Answer::ignored(why.to_string());
     }
     let reference = match hook.reference_of(&payload) {
         Ok(reference) => reference,
-        Err(why) => return Answer::refused(StatusCode::BAD_REQUEST, why),
+        Err(why) => return Answer::refused(StatusCode::BAD_REQUEST, why.to_string()),
     };
     let resolved = hooks
         .sessions
@@ -416,14 +418,25 @@ mod tests {
             payload_of(form, true),
             Ok(json!({"action": "created", "n": "1 + 1"}))
         );
-        assert!(payload_of(b"zen=hi", true).unwrap_err().contains("payload"));
+        assert!(
+            payload_of(b"zen=hi", true)
+                .unwrap_err()
+                .to_string()
+                .contains("payload")
+        );
         assert!(
             payload_of(b"payload=nope", true)
                 .unwrap_err()
+                .to_string()
                 .contains("not JSON")
         );
         // Taken as JSON, the same body is not.
-        assert!(payload_of(form, false).unwrap_err().contains("not JSON"));
+        assert!(
+            payload_of(form, false)
+                .unwrap_err()
+                .to_string()
+                .contains("not JSON")
+        );
     }
 
     #[test]

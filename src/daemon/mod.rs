@@ -104,14 +104,9 @@ fn bind(path: &std::path::Path) -> Result<UnixListener, DaemonError> {
     Ok(listener)
 }
 
-/// Runs the daemon until SIGTERM/SIGINT, `daemon.shutdown`, or the grace period after the
-/// last client left.
-pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
-    kiln.ensure_state_dir()
-        .map_err(io_err("cannot create the state directory"))?;
-    let pid_lock = PidLock::acquire(&kiln)?;
-    crate::sys::private_umask();
-    let fd_limit = match crate::sys::raise_fd_limit() {
+/// Raises the descriptor limit as far as allowed; the limit, if it could be read.
+fn raise_fd_limit() -> Option<u64> {
+    match crate::sys::raise_fd_limit() {
         Ok(limit) => {
             tracing::info!(limit, "descriptor limit");
             Some(limit)
@@ -120,7 +115,53 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
             tracing::warn!("cannot read the descriptor limit: {e}");
             None
         }
-    };
+    }
+}
+
+/// Starts the daemon's background parts: the webhook listener, cron, the notifier, the
+/// approval timeouts and, in team mode, the calls other daemons forward.
+fn start_components(
+    shared: &Arc<Shared>,
+    live: &Arc<LiveSettings>,
+    started_with: &Arc<Config>,
+    fd_limit: Option<u64>,
+) -> Result<Components, DaemonError> {
+    let mut components = Components::default();
+    let (wb, sessions) = (&shared.wb, &shared.sessions);
+    components.add(webhooks::Webhooks::start(
+        Arc::clone(sessions),
+        live.subscribe(),
+        started_with,
+        fd_limit,
+    )?);
+    components.add(Cron::start(Arc::clone(sessions), started_with));
+    // Messages that need a human: the notify command, and the approval timeout of
+    // background sessions. Both sleep until a message arrives.
+    components.add(notify::Notifier::start(Arc::clone(wb), started_with));
+    components.add(Task::spawn(
+        "approvals",
+        Arc::clone(sessions).watch_approvals(),
+    ));
+    // Team mode: calls other daemons forward for the sessions this one runs.
+    if let Some(mut commands) = wb.team_commands() {
+        let shared = Arc::clone(shared);
+        components.add(Task::spawn("forwarding", async move {
+            while let Some(command) = commands.recv().await {
+                tokio::spawn(conn::run_forwarded(Arc::clone(&shared), command));
+            }
+        }));
+    }
+    Ok(components)
+}
+
+/// Runs the daemon until SIGTERM/SIGINT, `daemon.shutdown`, or the grace period after the
+/// last client left.
+pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
+    kiln.ensure_state_dir()
+        .map_err(io_err("cannot create the state directory"))?;
+    let pid_lock = PidLock::acquire(&kiln)?;
+    crate::sys::private_umask();
+    let fd_limit = raise_fd_limit();
     crate::sys::quiet_process_metrics();
     let live = LiveSettings::new(config.clone());
     let mut settings = live.subscribe();
@@ -156,30 +197,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         settings: Arc::clone(&live),
     });
     tokio::spawn(trim_after_bursts(Arc::clone(&shared)));
-    let mut components = Components::default();
-    components.add(webhooks::Webhooks::start(
-        Arc::clone(&sessions),
-        live.subscribe(),
-        &started_with,
-        fd_limit,
-    )?);
-    components.add(Cron::start(Arc::clone(&sessions), &started_with));
-    // Messages that need a human: the notify command, and the approval timeout of
-    // background sessions. Both sleep until a message arrives.
-    components.add(notify::Notifier::start(Arc::clone(&wb), &started_with));
-    components.add(Task::spawn(
-        "approvals",
-        Arc::clone(&sessions).watch_approvals(),
-    ));
-    // Team mode: calls other daemons forward for the sessions this one runs.
-    if let Some(mut commands) = wb.team_commands() {
-        let shared = Arc::clone(&shared);
-        components.add(Task::spawn("forwarding", async move {
-            while let Some(command) = commands.recv().await {
-                tokio::spawn(conn::run_forwarded(Arc::clone(&shared), command));
-            }
-        }));
-    }
+    let mut components = start_components(&shared, &live, &started_with, fd_limit)?;
     let _settings_watch = SettingsWatch::start(&kiln, Arc::clone(&live));
     let fenced = wb.fenced();
     tokio::pin!(fenced);

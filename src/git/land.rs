@@ -103,6 +103,75 @@ pub async fn merge(
     strategy: MergeStrategy,
     message: &str,
 ) -> Result<String> {
+    let into = landing_target(repo, branch, strategy).await?;
+    let refused = |s: String| Err(GitError::Refused(s));
+    match strategy {
+        MergeStrategy::Merge => {
+            let args = ["merge", "--no-ff", "--no-edit", "-m", message, branch];
+            if let Err(e) = committing(repo, &args).await {
+                if in_progress(repo).await?.is_some() {
+                    let _ = git(repo, &["merge", "--abort"]).await;
+                }
+                return Err(e);
+            }
+        }
+        MergeStrategy::Squash => {
+            let landed = match git(repo, &["merge", "--squash", branch]).await {
+                Ok(_) => committing(repo, &["commit", "--quiet", "-m", message]).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = landed {
+                // Nothing was staged before, so this only takes back the squash.
+                let _ = git(repo, &["reset", "--merge"]).await;
+                return Err(e);
+            }
+        }
+        MergeStrategy::Rebase => {
+            if current_branch(worktree).await?.as_deref() != Some(branch) {
+                return refused(format!(
+                    "the session's worktree {} is not on {branch}",
+                    worktree.display()
+                ));
+            }
+            let status = git(worktree, &["status", "--porcelain", "--untracked-files=no"]).await?;
+            if !status.is_empty() {
+                return refused(
+                    "the session's worktree has uncommitted changes; commit them before \
+                     landing it by rebase"
+                        .into(),
+                );
+            }
+            if let Err(e) = committing(worktree, &["rebase", "--quiet", &into]).await {
+                let unmerged = git_env(
+                    worktree,
+                    &["diff", "--name-only", "--diff-filter=U", "-z"],
+                    &[],
+                )
+                .await
+                .map(|out| nul_list(&out))
+                .unwrap_or_default();
+                if in_progress(worktree).await?.is_some() {
+                    let _ = git(worktree, &["rebase", "--abort"]).await;
+                }
+                if unmerged.is_empty() {
+                    return Err(e);
+                }
+                return refused(format!(
+                    "rebasing {branch} onto {into} conflicts in {}; resolve that in the \
+                     session's worktree first",
+                    listing(&unmerged)
+                ));
+            }
+            git(repo, &["merge", "--ff-only", "--quiet", branch]).await?;
+        }
+    }
+    head(repo).await
+}
+
+/// The branch checked out in the kiln that `branch` would land on, once every refusal
+/// is ruled out: a detached HEAD, the branch itself, no such branch, a merge or rebase
+/// in progress, nothing to land, a conflict, uncommitted or staged changes in the way.
+async fn landing_target(repo: &Path, branch: &str, strategy: MergeStrategy) -> Result<String> {
     let refused = |s: String| Err(GitError::Refused(s));
     let Some(into) = current_branch(repo).await? else {
         return refused(
@@ -167,68 +236,7 @@ pub async fn merge(
              {branch}"
         ));
     }
-
-    match strategy {
-        MergeStrategy::Merge => {
-            let args = ["merge", "--no-ff", "--no-edit", "-m", message, branch];
-            if let Err(e) = committing(repo, &args).await {
-                if in_progress(repo).await?.is_some() {
-                    let _ = git(repo, &["merge", "--abort"]).await;
-                }
-                return Err(e);
-            }
-        }
-        MergeStrategy::Squash => {
-            let landed = match git(repo, &["merge", "--squash", branch]).await {
-                Ok(_) => committing(repo, &["commit", "--quiet", "-m", message]).await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = landed {
-                // Nothing was staged before, so this only takes back the squash.
-                let _ = git(repo, &["reset", "--merge"]).await;
-                return Err(e);
-            }
-        }
-        MergeStrategy::Rebase => {
-            if current_branch(worktree).await?.as_deref() != Some(branch) {
-                return refused(format!(
-                    "the session's worktree {} is not on {branch}",
-                    worktree.display()
-                ));
-            }
-            let status = git(worktree, &["status", "--porcelain", "--untracked-files=no"]).await?;
-            if !status.is_empty() {
-                return refused(
-                    "the session's worktree has uncommitted changes; commit them before \
-                     landing it by rebase"
-                        .into(),
-                );
-            }
-            if let Err(e) = committing(worktree, &["rebase", "--quiet", &into]).await {
-                let unmerged = git_env(
-                    worktree,
-                    &["diff", "--name-only", "--diff-filter=U", "-z"],
-                    &[],
-                )
-                .await
-                .map(|out| nul_list(&out))
-                .unwrap_or_default();
-                if in_progress(worktree).await?.is_some() {
-                    let _ = git(worktree, &["rebase", "--abort"]).await;
-                }
-                if unmerged.is_empty() {
-                    return Err(e);
-                }
-                return refused(format!(
-                    "rebasing {branch} onto {into} conflicts in {}; resolve that in the \
-                     session's worktree first",
-                    listing(&unmerged)
-                ));
-            }
-            git(repo, &["merge", "--ff-only", "--quiet", branch]).await?;
-        }
-    }
-    head(repo).await
+    Ok(into)
 }
 
 /// Whether `repo` has any remote.

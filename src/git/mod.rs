@@ -26,6 +26,22 @@ pub enum GitError {
 
 pub type Result<T> = std::result::Result<T, GitError>;
 
+/// A git failure as the domain's error: a refusal (a merge that would conflict) is a
+/// conflict, a failed command is a git error naming the command and its stderr, and git
+/// that cannot be run is a missing tool.
+impl From<GitError> for crate::workbench::WorkbenchError {
+    fn from(e: GitError) -> Self {
+        match e {
+            GitError::Refused(why) => Self::Conflict(why),
+            GitError::Failed { args, message } => Self::Git {
+                command: args,
+                message,
+            },
+            GitError::Spawn(_) => Self::Tool(e.to_string()),
+        }
+    }
+}
+
 /// Runs git in `dir` and returns its trimmed stdout, or its stderr as the error.
 async fn git(dir: &Path, args: &[&str]) -> Result<String> {
     git_env(dir, args, &[])

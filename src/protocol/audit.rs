@@ -1,4 +1,4 @@
-//! The audit log's records (seed 004: "all agent actions logged for review"), as
+//! The audit log's records (every agent action, logged for review), as
 //! `session.audit` returns them and `<kiln>/.crucible/audit/<session>.jsonl` keeps them.
 //! Environment variables appear by name only.
 

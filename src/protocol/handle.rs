@@ -1,4 +1,4 @@
-//! Session handles (seed 002): `H-{uuid v4}`, random, carrying no data. A handle is a
+//! Session handles: `H-{uuid v4}`, random, carrying no data. A handle is a
 //! bearer token for session-scoped access to the daemon, so it is never printed: `Debug`
 //! and `Display` redact it, and the daemon stores only its SHA-256.
 

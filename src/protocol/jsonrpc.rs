@@ -34,6 +34,15 @@ pub mod code {
     pub const TIMED_OUT: i64 = -32007;
     /// The daemon cannot take this connection now (out of descriptors); try again.
     pub const BUSY: i64 = -32008;
+    /// A git command the operation ran failed; the message names it and gives its stderr.
+    pub const GIT_FAILED: i64 = -32009;
+    /// A program the operation needs (`gh`, a driver's tool) is missing or failed.
+    pub const TOOL_FAILED: i64 = -32010;
+    /// A file the daemon keeps (an audit log, a worktree path) could not be read or written.
+    pub const IO_ERROR: i64 = -32011;
+    /// The session's environment (its driver: sandbox, container, remote host) could not
+    /// be made or used.
+    pub const DRIVER_ERROR: i64 = -32012;
 }
 
 /// A request or notification id: a number or a string (null is allowed by the spec but

@@ -1,5 +1,5 @@
-//! Messages from channels (webhooks; seed 000): each inbound message is resolved to a
-//! session by seed 001's policy, keyed by (channel, source, reference): a reset phrase
+//! Messages from channels (webhooks): each inbound message is resolved to a session by
+//! its conversation, keyed by (channel, source, reference): a reset phrase
 //! starts afresh, a first message or a closed conversation starts a session, a
 //! conversation quiet past the timeout starts a new one carrying the previous context
 //! summary, and anything else continues the same session as a follow-up prompt. The
@@ -9,7 +9,7 @@ use super::*;
 use crate::protocol::{ChannelTag, DriverOptions, Resolution, ResolveParams, ResolveResult};
 
 impl Sessions {
-    /// Resolves `inbound` to a session and delivers its text there (seed 001).
+    /// Resolves `inbound` to its conversation's session and delivers its text there.
     pub async fn resolve(self: &Arc<Self>, inbound: ResolveParams) -> Result<ResolveResult> {
         if inbound.text.trim().is_empty() {
             return Err(WorkbenchError::Invalid("the message is empty".into()));
@@ -205,7 +205,7 @@ impl Sessions {
             .unwrap_or("(nothing yet)");
         let verdict = match config.profile(name) {
             Ok(profile) => super::drift::classify(name, &profile, summary, text).await,
-            Err(why) => Err(why.to_string()),
+            Err(why) => Err(super::drift::DriftError::Profile(why)),
         };
         match verdict {
             Ok(v) => {
@@ -247,7 +247,7 @@ fn quiet_since(s: &Session, now: chrono::DateTime<chrono::Utc>) -> std::time::Du
 }
 
 /// The first prompt of a session that follows one timed out: the previous session's
-/// context summary ahead of the message (seed 001).
+/// context summary ahead of the message.
 fn carry_summary(old: &Session, text: &str) -> String {
     match old
         .context_summary

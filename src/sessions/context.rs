@@ -15,7 +15,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use super::{Result, Sessions};
-use crate::agent::SessionLink;
+use crate::agent::{AgentError, SessionLink};
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::context::summary::{MODEL_PROMPT, clamp_summary};
 use crate::context::{ContextOp, Entry, Message, fallback_summary};
@@ -182,35 +182,43 @@ pub struct Link {
     pub system: String,
 }
 
+/// The session's context stack or inbox failing under the internal agent.
+fn link_error(e: WorkbenchError) -> AgentError {
+    AgentError::Session(e.to_string())
+}
+
 impl Link {
-    async fn apply(&self, op: ContextOp) -> std::result::Result<(), String> {
+    async fn apply(&self, op: ContextOp) -> std::result::Result<(), AgentError> {
         let system = self.system.clone();
         self.wb
             .apply_context(&self.session_id, move || system, op, false)
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(link_error)
     }
 }
 
 impl SessionLink for Link {
-    fn context(&self) -> BoxFuture<'_, std::result::Result<Vec<Entry>, String>> {
+    fn context(&self) -> BoxFuture<'_, std::result::Result<Vec<Entry>, AgentError>> {
         async move {
             let system = self.system.clone();
             self.wb
                 .context(&self.session_id, move || system)
                 .await
                 .map(|s| s.stack.entries().to_vec())
-                .map_err(|e| e.to_string())
+                .map_err(link_error)
         }
         .boxed()
     }
 
-    fn push(&self, message: Message) -> BoxFuture<'_, std::result::Result<(), String>> {
+    fn push(&self, message: Message) -> BoxFuture<'_, std::result::Result<(), AgentError>> {
         self.apply(ContextOp::Push(message)).boxed()
     }
 
-    fn recover_tool_error(&self, error: String) -> BoxFuture<'_, std::result::Result<(), String>> {
+    fn recover_tool_error(
+        &self,
+        error: String,
+    ) -> BoxFuture<'_, std::result::Result<(), AgentError>> {
         self.apply(ContextOp::ToolError(error)).boxed()
     }
 
@@ -220,7 +228,7 @@ impl SessionLink for Link {
         title: String,
         body: Option<String>,
         options: Option<Vec<String>>,
-    ) -> BoxFuture<'_, std::result::Result<Option<String>, String>> {
+    ) -> BoxFuture<'_, std::result::Result<Option<String>, AgentError>> {
         async move {
             let message = self
                 .wb
@@ -234,7 +242,7 @@ impl SessionLink for Link {
                     flagged: None,
                 })
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(link_error)?;
             if !msg_type.blocks() {
                 return Ok(None);
             }
@@ -242,12 +250,12 @@ impl SessionLink for Link {
                 .wb
                 .wait_for_answer(&message.id, None)
                 .await
-                .map_err(|e: WorkbenchError| e.to_string())?;
+                .map_err(link_error)?;
             if answered.withdrawn {
-                return Err(format!(
+                return Err(AgentError::Refused(format!(
                     "the question was withdrawn: {}",
                     answered.response.unwrap_or_default()
-                ));
+                )));
             }
             Ok(answered.response)
         }

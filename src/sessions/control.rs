@@ -84,10 +84,9 @@ impl Sessions {
             )));
         };
         let repo = self.wb.kiln().root().to_path_buf();
-        let git_err = |e: git::GitError| WorkbenchError::Invalid(e.to_string());
         let new_branch = {
             let _git = self.git.lock().await;
-            let head = git::head(Path::new(worktree)).await.map_err(git_err)?;
+            let head = git::head(Path::new(worktree)).await?;
             let name = match params.worktree.as_deref().map(str::trim) {
                 Some(name) if !name.is_empty() => {
                     if git::branch_exists(&repo, name).await {
@@ -99,12 +98,8 @@ impl Sessions {
                 }
                 _ => free_branch(&repo, &format!("{branch}-fork")).await,
             };
-            git::check_branch_name(&repo, &name)
-                .await
-                .map_err(git_err)?;
-            git::create_branch(&repo, &name, &head)
-                .await
-                .map_err(git_err)?;
+            git::check_branch_name(&repo, &name).await?;
+            git::create_branch(&repo, &name, &head).await?;
             name
         };
         let create = CreateSessionParams {

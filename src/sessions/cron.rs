@@ -1,4 +1,4 @@
-//! Cron jobs (`[[cron]]`, seed 000's cron channel): each run starts a session with the
+//! Cron jobs (`[[cron]]`, the cron channel): each run starts a session with the
 //! job's instructions, tagged `cron <id>`. A run whose previous one is still working is
 //! skipped, and the skip is counted and logged; a previous run that rests is stopped
 //! (its worktree and transcript stay), so runs do not pile up agents. The schedule loop

@@ -23,6 +23,28 @@ pub(super) struct Verdict {
     pub confidence: f64,
 }
 
+/// Why a drift check could not be made (it then counts as no drift).
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub(super) enum DriftError {
+    /// `channels.drift_agent` names no agent profile.
+    #[error(transparent)]
+    Profile(#[from] crate::config::ProfileError),
+    /// `channels.drift_agent` names an agent that is not crucible's own.
+    #[error("channels.drift_agent {0:?} is not an internal agent (it needs base_url and model)")]
+    NotInternal(String),
+    /// The agent's chat client cannot be made (no API key, say).
+    #[error(transparent)]
+    Agent(#[from] crate::agent::AgentError),
+    #[error("no answer within {0}s")]
+    TimedOut(u64),
+    /// The model's API failed.
+    #[error("{0}")]
+    Model(String),
+    /// The model answered, but not with a verdict.
+    #[error("{0}")]
+    Answer(String),
+}
+
 /// Asks `profile`'s model whether `message` drifts from the conversation `summary`
 /// describes.
 pub(super) async fn classify(
@@ -30,11 +52,9 @@ pub(super) async fn classify(
     profile: &AgentProfile,
     summary: &str,
     message: &str,
-) -> Result<Verdict, String> {
+) -> Result<Verdict, DriftError> {
     if profile.kind != AgentKind::Internal {
-        return Err(format!(
-            "channels.drift_agent {name:?} is not an internal agent (it needs base_url and model)"
-        ));
+        return Err(DriftError::NotInternal(name.to_string()));
     }
     let client = crate::agent::internal::chat_client(profile)?;
     let request = ChatRequest {
@@ -53,28 +73,36 @@ pub(super) async fn classify(
     };
     let reply = tokio::time::timeout(DRIFT_TIMEOUT, client.complete(&request))
         .await
-        .map_err(|_| format!("no answer within {}s", DRIFT_TIMEOUT.as_secs()))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| DriftError::TimedOut(DRIFT_TIMEOUT.as_secs()))?
+        .map_err(|e| DriftError::Model(e.to_string()))?;
     parse(&reply.content)
 }
 
 /// The verdict in a reply: the first JSON object in it, with `drift` and `confidence`.
-fn parse(text: &str) -> Result<Verdict, String> {
+fn parse(text: &str) -> Result<Verdict, DriftError> {
     let start = text.find('{');
     let end = text.rfind('}');
     let object = match (start, end) {
         (Some(s), Some(e)) if s < e => &text[s..=e],
-        _ => return Err(format!("the answer is not JSON: {text:?}")),
+        _ => {
+            return Err(DriftError::Answer(format!(
+                "the answer is not JSON: {text:?}"
+            )));
+        }
     };
     let value: serde_json::Value = serde_json::from_str(object)
-        .map_err(|e| format!("the answer is not JSON ({e}): {text:?}"))?;
-    let drift = value["drift"]
-        .as_bool()
-        .ok_or_else(|| format!("the answer has no drift true/false: {text:?}"))?;
+        .map_err(|e| DriftError::Answer(format!("the answer is not JSON ({e}): {text:?}")))?;
+    let drift = value["drift"].as_bool().ok_or_else(|| {
+        DriftError::Answer(format!("the answer has no drift true/false: {text:?}"))
+    })?;
     let confidence = value["confidence"]
         .as_f64()
         .filter(|c| (0.0..=1.0).contains(c))
-        .ok_or_else(|| format!("the answer has no confidence from 0 to 1: {text:?}"))?;
+        .ok_or_else(|| {
+            DriftError::Answer(format!(
+                "the answer has no confidence from 0 to 1: {text:?}"
+            ))
+        })?;
     Ok(Verdict { drift, confidence })
 }
 

@@ -19,6 +19,14 @@ use crate::workbench::WorkbenchError;
 const MAX_OUTPUT: usize = 64 * 1024;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// A driver failure as the domain's error: the session's environment could not be made
+/// or used (a missing tool, a refusing kernel, an unreachable host).
+impl From<driver::DriverError> for WorkbenchError {
+    fn from(e: driver::DriverError) -> Self {
+        Self::Driver(e.to_string())
+    }
+}
+
 impl Sessions {
     /// The environment the session's agent runs in, or a new one made the same way when
     /// the agent is not running.
@@ -42,8 +50,7 @@ impl Sessions {
                 path: given.as_ref().and_then(|g| g.path.as_deref()),
             },
         )
-        .await
-        .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        .await?;
         Ok(Arc::new(environment))
     }
 
@@ -57,9 +64,7 @@ impl Sessions {
         let cwd = PathBuf::from(context::folder(&self.wb, &session));
         // The session's id, never its handle: a debugging command is not the agent.
         let vars = [(env::SESSION.to_string(), id.to_string())];
-        let mut command = environment
-            .command(std::path::Path::new(program), args, &vars, &cwd)
-            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let mut command = environment.command(std::path::Path::new(program), args, &vars, &cwd)?;
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -68,7 +73,7 @@ impl Sessions {
             .kill_on_drop(true);
         let mut child = crate::sys::user_umask(&mut command)
             .spawn()
-            .map_err(|e| WorkbenchError::Invalid(format!("cannot run {program}: {e}")))?;
+            .map_err(|e| WorkbenchError::Tool(format!("cannot run {program}: {e}")))?;
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let timeout = params
@@ -106,7 +111,7 @@ impl Sessions {
         let audit = Audit::new(self.wb.kiln());
         let records = audit
             .read(id)
-            .map_err(|e| WorkbenchError::Invalid(format!("cannot read the audit log: {e}")))?;
+            .map_err(|e| WorkbenchError::Io(format!("cannot read the audit log: {e}")))?;
         if records.is_empty() && self.wb.get_session(id).is_err() {
             return Err(WorkbenchError::NotFound(format!(
                 "no session {id} and no audit log for it"

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use super::{Sessions, wording};
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::protocol::{ClientEnv, DriverKind, DriverOptions, DriverSpec};
+use crate::workbench::WorkbenchError;
 
 impl Sessions {
     /// What the asking process gave for session `id`, while this daemon runs.
@@ -62,7 +63,7 @@ pub(super) fn check_env(
     spec: &DriverSpec,
     asked: &DriverOptions,
     given: Option<&ClientEnv>,
-) -> Result<(), String> {
+) -> Result<(), WorkbenchError> {
     let (_, missing) = values(spec.env(), given);
     if missing.is_empty() {
         return Ok(());
@@ -71,7 +72,7 @@ pub(super) fn check_env(
         .iter()
         .map(|name| wording::env_asked(name, asked.env.contains(name), spec.kind().as_str()))
         .collect();
-    Err(wording::env_missing(&words, given))
+    Err(WorkbenchError::Invalid(wording::env_missing(&words, given)))
 }
 
 /// The internal agent's API key (`api_key_env`), as the asking process gave it.
@@ -86,7 +87,7 @@ pub(super) fn check_api_key(
     profile_name: &str,
     profile: &AgentProfile,
     given: Option<&ClientEnv>,
-) -> Result<(), String> {
+) -> Result<(), WorkbenchError> {
     let internal = profile.kind == AgentKind::Internal;
     let Some(name) = profile.api_key_env.as_deref().filter(|_| internal) else {
         return Ok(());
@@ -95,10 +96,10 @@ pub(super) fn check_api_key(
     if missing.is_empty() {
         return Ok(());
     }
-    Err(wording::env_missing(
+    Err(WorkbenchError::Invalid(wording::env_missing(
         &[format!("`{name}` (api_key_env of [agents.{profile_name}])")],
         given,
-    ))
+    )))
 }
 
 /// Where a program is: on the asking process's `PATH`, else on the daemon's.
@@ -121,10 +122,10 @@ pub(super) fn profile(
     config: &Config,
     name: &str,
     given: Option<&ClientEnv>,
-) -> Result<AgentProfile, String> {
+) -> Result<AgentProfile, WorkbenchError> {
     config
         .profile_found(name, &|program| find(program, given), &looked(given))
-        .map_err(|e| e.to_string())
+        .map_err(|e| WorkbenchError::Invalid(e.to_string()))
 }
 
 /// `profile` with its program where it was found, when it runs on this machine (the
@@ -135,7 +136,7 @@ pub(super) fn locate(
     mut profile: AgentProfile,
     kind: DriverKind,
     given: Option<&ClientEnv>,
-) -> Result<AgentProfile, String> {
+) -> Result<AgentProfile, WorkbenchError> {
     let here = !kind.runs_apart();
     let bare = !profile.command.is_empty() && !profile.command.contains('/');
     if profile.kind == AgentKind::Internal || !here || !bare {
@@ -146,11 +147,11 @@ pub(super) fn locate(
             profile.command = found.display().to_string();
             Ok(profile)
         }
-        None => Err(wording::program_missing(
+        None => Err(WorkbenchError::Invalid(wording::program_missing(
             &profile.command,
             name,
             &looked(given),
-        )),
+        ))),
     }
 }
 
@@ -202,14 +203,18 @@ mod tests {
             ..Default::default()
         };
         let spec = sandbox(&["CRU_TEST_NOWHERE_B", "CRU_TEST_NOWHERE_A"]);
-        let err = check_env(&spec, &asked, Some(&given("/bin", &[]))).unwrap_err();
+        let err = check_env(&spec, &asked, Some(&given("/bin", &[])))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "`CRU_TEST_NOWHERE_B` (env of [drivers.sandbox]), `--env CRU_TEST_NOWHERE_A`: \
              not set in this shell (the one running `cru session new`), nor in the daemon's \
              environment: export them and try again"
         );
-        let err = check_env(&sandbox(&["CRU_TEST_NOWHERE_A"]), &asked, None).unwrap_err();
+        let err = check_env(&sandbox(&["CRU_TEST_NOWHERE_A"]), &asked, None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("sent no environment"), "{err}");
         let shell = given("/bin", &[("CRU_TEST_NOWHERE_A", "v")]);
         assert!(check_env(&sandbox(&["CRU_TEST_NOWHERE_A"]), &asked, Some(&shell)).is_ok());
@@ -223,7 +228,9 @@ mod tests {
         let shell = given("/bin", &[("CRU_TEST_NOWHERE_KEY", "k")]);
         assert_eq!(api_key(&profile, Some(&shell)).as_deref(), Some("k"));
         assert!(check_api_key("local", &profile, Some(&shell)).is_ok());
-        let err = check_api_key("local", &profile, Some(&given("/bin", &[]))).unwrap_err();
+        let err = check_api_key("local", &profile, Some(&given("/bin", &[])))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with(
                 "`CRU_TEST_NOWHERE_KEY` (api_key_env of [agents.local]): not set in this shell"
@@ -252,7 +259,9 @@ mod tests {
             ssh.command, "cru-test-agent-only-here",
             "the remote's PATH decides"
         );
-        let err = locate("mine", profile, DriverKind::Local, None).unwrap_err();
+        let err = locate("mine", profile, DriverKind::Local, None)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("cru-test-agent-only-here is not on PATH of the daemon (PATH="),
             "{err}"

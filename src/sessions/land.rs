@@ -42,7 +42,7 @@ impl Sessions {
                 .flatten()
                 .filter(|b| b != branch)
                 .ok_or_else(|| {
-                    WorkbenchError::Invalid(format!(
+                    WorkbenchError::Conflict(format!(
                         "session {id} has no base branch and the kiln's checkout is not on one"
                     ))
                 })?,
@@ -50,10 +50,7 @@ impl Sessions {
         // An ssh session's work is over there: bring it here first, so review and
         // landing see what the agent did.
         if let Some(remote) = self.remote(&session) {
-            remote
-                .sync_back(&session.id, Path::new(worktree))
-                .await
-                .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+            remote.sync_back(&session.id, Path::new(worktree)).await?;
         }
         Ok(Work {
             worktree: PathBuf::from(worktree),
@@ -67,12 +64,8 @@ impl Sessions {
     /// uncommitted changes and new files.
     pub async fn diff(&self, id: &str, context: Option<u32>) -> Result<DiffReply> {
         let work = self.work(id).await?;
-        let base = git::merge_base(&work.worktree, &work.base_branch, "HEAD")
-            .await
-            .map_err(git_error)?;
-        let diff = git::diff(&work.worktree, &base, context.unwrap_or(DIFF_CONTEXT))
-            .await
-            .map_err(git_error)?;
+        let base = git::merge_base(&work.worktree, &work.base_branch, "HEAD").await?;
+        let diff = git::diff(&work.worktree, &base, context.unwrap_or(DIFF_CONTEXT)).await?;
         Ok(DiffReply {
             session_id: id.to_string(),
             branch: work.branch,
@@ -91,19 +84,13 @@ impl Sessions {
         let commit = match self.remote(&work.session) {
             // The agent's worktree is there: commit there, then bring it back.
             Some(remote) => {
-                let before = git::head(&work.worktree).await.map_err(git_error)?;
-                let remote_error = |e: driver::DriverError| WorkbenchError::Invalid(e.to_string());
-                remote.commit(&message).await.map_err(remote_error)?;
-                remote
-                    .sync_back(&work.session.id, &work.worktree)
-                    .await
-                    .map_err(remote_error)?;
-                let after = git::head(&work.worktree).await.map_err(git_error)?;
+                let before = git::head(&work.worktree).await?;
+                remote.commit(&message).await?;
+                remote.sync_back(&work.session.id, &work.worktree).await?;
+                let after = git::head(&work.worktree).await?;
                 (after != before).then_some(after)
             }
-            None => git::commit_all(&work.worktree, &message)
-                .await
-                .map_err(git_error)?,
+            None => git::commit_all(&work.worktree, &message).await?,
         };
         Ok(CommitReply {
             session_id: id.to_string(),
@@ -119,7 +106,7 @@ impl Sessions {
         let work = self.work(&params.session_id).await?;
         refuse_while_busy(&work.session, "merge")?;
         let repo = self.wb.kiln().root().to_path_buf();
-        let checked_out = git::current_branch(&repo).await.map_err(git_error)?;
+        let checked_out = git::current_branch(&repo).await?;
         if checked_out.as_deref() != Some(work.base_branch.as_str()) {
             return Err(WorkbenchError::Conflict(format!(
                 "the kiln has {} checked out, not {}, the branch session {} started from; check out {} to land there",
@@ -129,7 +116,7 @@ impl Sessions {
                 work.base_branch
             )));
         }
-        let pending = git::uncommitted(&work.worktree).await.map_err(git_error)?;
+        let pending = git::uncommitted(&work.worktree).await?;
         if !pending.is_empty() {
             return Err(WorkbenchError::Conflict(format!(
                 "the session's worktree has {} uncommitted change(s) ({}); commit them first (/commit)",
@@ -157,8 +144,7 @@ impl Sessions {
             params.strategy,
             &message,
         )
-        .await
-        .map_err(git_error)?;
+        .await?;
         Ok(MergeReply {
             session_id: work.session.id,
             into: work.base_branch,
@@ -172,25 +158,23 @@ impl Sessions {
         let work = self.work(&params.session_id).await?;
         let repo = self.wb.kiln().root().to_path_buf();
         let Some(gh) = crate::sys::on_path("gh") else {
-            return Err(WorkbenchError::Invalid(
+            return Err(WorkbenchError::Tool(
                 "opening a pull request needs the GitHub CLI, gh, on the daemon's PATH (https://cli.github.com); or push the branch and open it yourself".into(),
             ));
         };
         if !git::has_remote(&repo).await {
-            return Err(WorkbenchError::Invalid(
+            return Err(WorkbenchError::Conflict(
                 "the kiln's repository has no remote to open a pull request on; add one with git remote add".into(),
             ));
         }
-        let pending = git::uncommitted(&work.worktree).await.map_err(git_error)?;
+        let pending = git::uncommitted(&work.worktree).await?;
         if !pending.is_empty() {
             return Err(WorkbenchError::Conflict(format!(
                 "the session's worktree has {} uncommitted change(s); commit them first (/commit)",
                 pending.len()
             )));
         }
-        git::push_branch(&work.worktree, &work.branch)
-            .await
-            .map_err(git_error)?;
+        git::push_branch(&work.worktree, &work.branch).await?;
         let title = params
             .title
             .filter(|t| !t.trim().is_empty())
@@ -209,9 +193,9 @@ impl Sessions {
             .stdin(std::process::Stdio::null())
             .output()
             .await
-            .map_err(|e| WorkbenchError::Invalid(format!("cannot run gh: {e}")))?;
+            .map_err(|e| WorkbenchError::Tool(format!("cannot run gh: {e}")))?;
         if !output.status.success() {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(WorkbenchError::Tool(format!(
                 "gh pr create failed: {}",
                 String::from_utf8_lossy(&output.stderr).trim()
             )));
@@ -226,13 +210,6 @@ impl Sessions {
             session_id: work.session.id,
             url,
         })
-    }
-}
-
-fn git_error(e: git::GitError) -> WorkbenchError {
-    match e {
-        git::GitError::Refused(why) => WorkbenchError::Conflict(why),
-        other => WorkbenchError::Invalid(other.to_string()),
     }
 }
 

@@ -203,10 +203,8 @@ impl Sessions {
             .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
         let kind = spec.kind();
         given::check_env(&spec, &params.driver, given.as_deref())
-            .and_then(|()| given::check_api_key(&params.agent, &profile, given.as_deref()))
-            .map_err(WorkbenchError::Invalid)?;
-        given::locate(&params.agent, profile.clone(), kind, given.as_deref())
-            .map_err(WorkbenchError::Invalid)?;
+            .and_then(|()| given::check_api_key(&params.agent, &profile, given.as_deref()))?;
+        given::locate(&params.agent, profile.clone(), kind, given.as_deref())?;
         if kind.runs_apart() {
             if profile.kind == AgentKind::Internal {
                 return Err(WorkbenchError::Invalid(format!(
@@ -238,29 +236,18 @@ impl Sessions {
             started_at: now.clone(),
             last_heartbeat: now.clone(),
             state: Some(SessionState::Creating),
-            state_reason: None,
             task: params.task.clone().filter(|t| !t.trim().is_empty()),
             branch: placement.branch.clone(),
             worktree_owned: placement.created.is_some(),
-            acp_session_id: None,
-            agent_pid: None,
             updated_at: Some(now),
-            ended_at: None,
-            exit_code: None,
-            context_summary: None,
-            turn_count: 0,
             driver: Some(spec),
-            limits: Vec::new(),
             security: crate::protocol::SecurityState {
                 read_manifest: (!params.allow_read.is_empty()).then(|| params.allow_read.clone()),
                 ..Default::default()
             },
-            skills: Vec::new(),
             base_branch: placement.base_branch.clone(),
-            usage: None,
             channel: params.channel.clone(),
-            owner: None,
-            host: None,
+            ..Session::default()
         };
         let session = match self.wb.add_managed(session).await {
             Ok(s) => s,

@@ -45,7 +45,7 @@ pub fn load_rules(kiln: &Kiln) -> Result<RuleSet, RulesFault> {
                 let at = e.utf8_error().valid_up_to();
                 RulesFault::new(&path, format!("not UTF-8 text (byte {at} is not)"))
             })?;
-            let rules = parse_rules_file(&text).map_err(|why| RulesFault::new(&path, why))?;
+            let rules = parse_rules_file(&path, &text)?;
             specs.extend(rules.into_iter().map(|spec| RuleSpec {
                 from: Some(path.clone()),
                 ..spec
@@ -60,8 +60,8 @@ pub fn load_rules(kiln: &Kiln) -> Result<RuleSet, RulesFault> {
     })
 }
 
-/// The rules of a `rules.toml`; a TOML error names its line.
-fn parse_rules_file(text: &str) -> Result<Vec<RuleSpec>, String> {
+/// The rules of the `rules.toml` at `path`; a TOML error names its line.
+fn parse_rules_file(path: &Path, text: &str) -> Result<Vec<RuleSpec>, RulesFault> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct File {
@@ -72,10 +72,11 @@ fn parse_rules_file(text: &str) -> Result<Vec<RuleSpec>, String> {
         let line = e
             .span()
             .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
-        match line {
+        let reason = match line {
             Some(line) => format!("line {line}: {}", e.message()),
             None => e.message().to_string(),
-        }
+        };
+        RulesFault::new(path, reason)
     })?;
     Ok(file.rules)
 }

@@ -29,9 +29,12 @@ pub(super) struct Resume {
 /// Why a session's agent could not be started.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum SpawnError {
-    /// The agent's program cannot be found or launched (the reason in words).
-    #[error("{0}")]
-    Agent(String),
+    /// The agent's program cannot be found.
+    #[error(transparent)]
+    Locate(WorkbenchError),
+    /// The agent's program cannot be launched.
+    #[error(transparent)]
+    Agent(#[from] crate::agent::AgentError),
     #[error(transparent)]
     Driver(#[from] DriverError),
     #[error("cannot record the session's limits: {0}")]
@@ -59,7 +62,7 @@ impl Sessions {
         let given = self.given(&session_id);
         let (passed, missing) = given::values(spec.env(), given.as_deref());
         let profile = given::locate(profile_name, profile, spec.kind(), given.as_deref())
-            .map_err(SpawnError::Agent)?;
+            .map_err(SpawnError::Locate)?;
         let idle_after = self.idle_after(spec.kind());
         let environment = Environment::provision(
             &spec,

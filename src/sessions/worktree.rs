@@ -24,13 +24,12 @@ impl Sessions {
             .as_deref()
             .map(str::trim)
             .filter(|s| !s.is_empty());
-        let git_err = |e: git::GitError| WorkbenchError::Invalid(e.to_string());
 
         if let Some(path) = spec.filter(|s| Path::new(s).is_absolute()) {
             let path = Path::new(path)
                 .canonicalize()
-                .map_err(|e| WorkbenchError::Invalid(format!("worktree {path}: {e}")))?;
-            let known = git::worktrees(&repo).await.map_err(git_err)?;
+                .map_err(|e| WorkbenchError::Io(format!("worktree {path}: {e}")))?;
+            let known = git::worktrees(&repo).await?;
             let found = known
                 .into_iter()
                 .find(|w| w.path.canonicalize().is_ok_and(|p| p == path))
@@ -62,16 +61,10 @@ impl Sessions {
             )));
         }
         if new_branch {
-            git::check_branch_name(&repo, &branch)
-                .await
-                .map_err(git_err)?;
-            git::add_new_branch(&repo, &path, &branch)
-                .await
-                .map_err(git_err)?;
+            git::check_branch_name(&repo, &branch).await?;
+            git::add_new_branch(&repo, &path, &branch).await?;
         } else {
-            git::add_existing_branch(&repo, &path, &branch)
-                .await
-                .map_err(git_err)?;
+            git::add_existing_branch(&repo, &path, &branch).await?;
         }
         Ok(Placement {
             base_branch: base_of(&repo, Some(&branch)).await,
@@ -96,7 +89,6 @@ impl Sessions {
         };
         // Check everything before changing anything.
         let worktree = session.worktree.as_ref().map(PathBuf::from);
-        let git_err = |e: git::GitError| WorkbenchError::Invalid(e.to_string());
         if remove_worktree && let Some(path) = &worktree {
             let sharing: Vec<String> = self
                 .wb
@@ -119,7 +111,7 @@ impl Sessions {
                 )));
             }
             if path.exists() && !options.force {
-                let changes = git::uncommitted(path).await.map_err(git_err)?;
+                let changes = git::uncommitted(path).await?;
                 if !changes.is_empty() {
                     return Err(WorkbenchError::Conflict(format!(
                         "{} has {} uncommitted change(s) ({}); commit them, or force to drop them",
@@ -169,7 +161,7 @@ impl Sessions {
         let audit = Audit::new(self.wb.kiln());
         if options.audit {
             audit.remove(id).map_err(|e| {
-                WorkbenchError::Invalid(format!("cannot remove the audit log of {id}: {e}"))
+                WorkbenchError::Io(format!("cannot remove the audit log of {id}: {e}"))
             })?;
         } else {
             audit.record(
@@ -183,11 +175,18 @@ impl Sessions {
         if let Err(e) = self.wb.git_removed(id).await {
             tracing::warn!(session = %id, "cannot note that the worktree and branch are dealt with: {e}");
         }
-        (outcome.worktree_removed, outcome.branch_deleted) = removed.map_err(|(what, e)| {
-            WorkbenchError::Invalid(format!(
-                "session {id} was deleted, but {what} could not be removed: {e}"
-            ))
-        })?;
+        (outcome.worktree_removed, outcome.branch_deleted) =
+            removed.map_err(|(what, e)| match WorkbenchError::from(e) {
+                WorkbenchError::Git { command, message } => WorkbenchError::Git {
+                    command,
+                    message: format!(
+                        "{message} (session {id} was deleted, but {what} could not be removed)"
+                    ),
+                },
+                other => WorkbenchError::Tool(format!(
+                    "session {id} was deleted, but {what} could not be removed: {other}"
+                )),
+            })?;
         Ok(outcome)
     }
 

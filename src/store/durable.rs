@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::journal::{Journal, Op};
-use super::{MIB, PURGE_BATCH, Result, Store, StoreError, absent_for_null, typed_row};
+use super::{MIB, OpenFailure, PURGE_BATCH, Result, Store, StoreError, absent_for_null, typed_row};
 use crate::config::StoreConfig;
 
 pub(super) struct Disk {
@@ -306,16 +306,20 @@ fn group_by_table(records: &[(&'static str, String)]) -> Vec<(&'static str, Vec<
 /// Before the engine opens: refuse to start on a disk below the reserve (the engine's
 /// own recovery needs room, and fails badly without it), and remove what a recovery
 /// that failed that way left behind, which would poison the next one.
-pub(super) fn prepare_disk(path: &Path, reserve_bytes: u64) -> std::result::Result<(), String> {
-    std::fs::create_dir_all(path).map_err(|e| e.to_string())?;
-    let free = crate::sys::free_bytes(path).map_err(|e| e.to_string())?;
+pub(super) fn prepare_disk(
+    path: &Path,
+    reserve_bytes: u64,
+) -> std::result::Result<(), OpenFailure> {
+    let disk = |e: std::io::Error| OpenFailure::Disk(e.to_string());
+    std::fs::create_dir_all(path).map_err(disk)?;
+    let free = crate::sys::free_bytes(path).map_err(disk)?;
     if free < reserve_bytes {
-        return Err(format!(
+        return Err(OpenFailure::Disk(format!(
             "only {} MiB free on the disk holding the database; crucible needs {} MiB in \
              reserve to open it safely (store.reserve_mb)",
             free / MIB,
             reserve_bytes / MIB
-        ));
+        )));
     }
     let stale = path.join("wal").join("repair_temp");
     if stale.exists() {
@@ -323,7 +327,7 @@ pub(super) fn prepare_disk(path: &Path, reserve_bytes: u64) -> std::result::Resu
             "removing {} left by a recovery that failed",
             stale.display()
         );
-        std::fs::remove_dir_all(&stale).map_err(|e| e.to_string())?;
+        std::fs::remove_dir_all(&stale).map_err(disk)?;
     }
     Ok(())
 }

@@ -201,22 +201,33 @@ fn checksum(json: &[u8]) -> String {
         .collect()
 }
 
+/// Why a journal line is not replayed.
+#[derive(Debug, thiserror::Error)]
+enum LineFault {
+    #[error("not a journal record: {0}")]
+    NotARecord(serde_json::Error),
+    #[error("no checksum")]
+    NoChecksum,
+    #[error("its checksum does not match: it changed after it was written")]
+    ChecksumMismatch,
+}
+
 /// One line's changes, if its checksum holds (or it has none: an older line).
-fn decode(line: &[u8]) -> Result<Vec<Op>, String> {
+fn decode(line: &[u8]) -> Result<Vec<Op>, LineFault> {
     if line.first() == Some(&b'[') {
-        return serde_json::from_slice(line).map_err(|e| format!("not a journal record: {e}"));
+        return serde_json::from_slice(line).map_err(LineFault::NotARecord);
     }
     let Some((sum, json)) = line
         .iter()
         .position(|b| *b == b' ')
         .map(|at| (&line[..at], &line[at + 1..]))
     else {
-        return Err("no checksum".into());
+        return Err(LineFault::NoChecksum);
     };
     if sum != checksum(json).as_bytes() {
-        return Err("its checksum does not match: it changed after it was written".into());
+        return Err(LineFault::ChecksumMismatch);
     }
-    serde_json::from_slice(json).map_err(|e| format!("not a journal record: {e}"))
+    serde_json::from_slice(json).map_err(LineFault::NotARecord)
 }
 
 /// The records a (refused) line names, read as leniently as possible.
@@ -275,7 +286,7 @@ fn read_file(path: &Path, replay: &mut Replay) -> std::io::Result<()> {
                     file: path.to_path_buf(),
                     line: i + 1,
                     records,
-                    reason,
+                    reason: reason.to_string(),
                     text: line.to_vec(),
                 });
             }

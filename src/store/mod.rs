@@ -14,6 +14,7 @@ mod records;
 pub use records::GitLeftovers;
 mod remote;
 mod schema;
+mod sessions;
 mod team;
 
 use std::path::{Path, PathBuf};
@@ -64,6 +65,9 @@ pub enum StoreError {
     /// The database server does not answer (team mode); see [`remote`].
     #[error("{0}")]
     Unreachable(String),
+    /// A live query on the shared database ended or failed (team mode).
+    #[error("{0}")]
+    LiveEnded(String),
 }
 
 impl From<surrealdb::Error> for StoreError {
@@ -73,6 +77,21 @@ impl From<surrealdb::Error> for StoreError {
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Why the database could not be opened; [`StoreError::Open`] joins it with the URL.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenFailure {
+    /// The embedded engine refused: its files, its version, its bootstrap.
+    #[error("{0}")]
+    Engine(String),
+    /// The disk holding the database: its folder, or too little free space.
+    #[error("{0}")]
+    Disk(String),
+    /// The database server: no answer, another version, a refused sign-in, or the TLS
+    /// settings to reach it.
+    #[error("{0}")]
+    Server(String),
+}
 
 enum Conn {
     /// Embedded engine (surrealkv or memory), with the datastore kept for a clean shutdown.
@@ -96,8 +115,8 @@ pub struct Store {
     /// The embedded engine's folder, journal and free-space reserve (not for memory or
     /// a server).
     disk: Option<Disk>,
-    /// Set by the first storage failure; from then on writes are refused (seed 002:
-    /// persistence failures fail closed) and the engine is not closed through its flush.
+    /// Set by the first storage failure; from then on writes are refused (a persistence
+    /// failure fails closed) and the engine is not closed through its flush.
     failed: std::sync::Mutex<Option<String>>,
     /// What the engine could not read back: the damaged stretches the last check found
     /// (see [`check`]), or a read that failed before any check ran.
@@ -191,13 +210,16 @@ impl Store {
         } else {
             cfg.url.clone()
         };
-        let open_err = |message: String| StoreError::Open {
-            url: url.clone(),
-            message: if check::is_unreadable(&StoreError::Db(message.clone())) {
-                format!("{message}. {}", check::WHAT_TO_DO)
-            } else {
-                message
-            },
+        let open_err = |failure: OpenFailure| {
+            let message = failure.to_string();
+            StoreError::Open {
+                url: url.clone(),
+                message: if check::is_unreadable(&StoreError::Db(message.clone())) {
+                    format!("{message}. {}", check::WHAT_TO_DO)
+                } else {
+                    message
+                },
+            }
         };
         let conn = if let Some(path) = url.strip_prefix("surrealkv://") {
             let path = PathBuf::from(path);
@@ -237,22 +259,26 @@ impl Store {
         path: &str,
         engine: surrealdb_cnf::ConfigMap,
         usage: Use,
-    ) -> std::result::Result<Conn, String> {
+    ) -> std::result::Result<Conn, OpenFailure> {
         let ds = surrealdb_core::kvs::Builder::new()
             .with_config(engine)
             .with_engine_options(quiet_engine_options())
             .without_maintenance_tasks()
             .build_with_path(path)
             .await
-            .map_err(|e| format!("{e:#}"))?;
-        ds.check_version().await.map_err(|e| format!("{e:#}"))?;
+            .map_err(|e| OpenFailure::Engine(format!("{e:#}")))?;
+        ds.check_version()
+            .await
+            .map_err(|e| OpenFailure::Engine(format!("{e:#}")))?;
         if usage == Use::Serve {
-            ds.bootstrap().await.map_err(|e| format!("{e:#}"))?;
+            ds.bootstrap()
+                .await
+                .map_err(|e| OpenFailure::Engine(format!("{e:#}")))?;
             ds.start_maintenance_tasks();
         }
         let db = Surreal::<Db>::unstable_from_datastore(Arc::clone(&ds), None)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| OpenFailure::Engine(e.to_string()))?;
         Ok(Conn::Local(db, ds))
     }
 
@@ -474,164 +500,6 @@ impl Store {
             .and_then(Value::as_i64)
             .unwrap_or(0))
     }
-
-    // ---- sessions ----
-
-    pub async fn insert_session(&self, s: &Session) -> Result<()> {
-        self.write_session("CREATE", s).await
-    }
-
-    /// Writes the whole session record, creating it if needed.
-    pub async fn save_session(&self, s: &Session) -> Result<()> {
-        self.write_session("UPSERT", s).await
-    }
-
-    async fn write_session(&self, verb: &str, s: &Session) -> Result<()> {
-        let mut row = typed_row(
-            s,
-            &["started_at", "last_heartbeat", "updated_at", "ended_at"],
-        )?;
-        row.remove("id");
-        // The driver spec is kept as its JSON text (its shape is the protocol's).
-        if let Some(spec) = &s.driver {
-            let text =
-                serde_json::to_string(spec).map_err(|e| StoreError::Decode(e.to_string()))?;
-            row.insert("driver", surrealdb::types::Value::from_t(text));
-        }
-        // So are the security state and the usage.
-        row.remove("security");
-        if !s.security.is_empty() {
-            let text = serde_json::to_string(&s.security)
-                .map_err(|e| StoreError::Decode(e.to_string()))?;
-            row.insert("security", surrealdb::types::Value::from_t(text));
-        }
-        row.remove("usage");
-        if let Some(usage) = &s.usage {
-            let text =
-                serde_json::to_string(usage).map_err(|e| StoreError::Decode(e.to_string()))?;
-            row.insert("usage", surrealdb::types::Value::from_t(text));
-        }
-        row.remove("channel");
-        if let Some(channel) = &s.channel {
-            let text =
-                serde_json::to_string(channel).map_err(|e| StoreError::Decode(e.to_string()))?;
-            row.insert("channel", surrealdb::types::Value::from_t(text));
-        }
-        let mut vars = surrealdb::types::Object::new();
-        vars.insert("id", surrealdb::types::Value::from_t(s.id.clone()));
-        vars.insert("row", self.stamped(row));
-        let sql = format!("{verb} type::record('sessions', $id) CONTENT $row RETURN NONE");
-        // A session's record is written by its actor and from outside it (a channel's
-        // record, a rename) at the same moment; the engine refuses the later of two
-        // such transactions as a conflict and says it can be tried again. A whole-record
-        // write is the same write the second time, so it is.
-        let mut pause = std::time::Duration::from_millis(1);
-        for _ in 1..SESSION_WRITE_TRIES {
-            let written = self
-                .write_bound(
-                    &sql,
-                    surrealdb::types::Value::Object(vars.clone()),
-                    Touched::record("sessions", &s.id),
-                )
-                .await;
-            match written {
-                Err(StoreError::Db(e)) if is_conflict(&e) => {
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                other => return other.map(|_| ()),
-            }
-        }
-        self.write_bound(
-            &sql,
-            surrealdb::types::Value::Object(vars),
-            Touched::record("sessions", &s.id),
-        )
-        .await?;
-        Ok(())
-    }
-
-    pub async fn list_sessions(&self) -> Result<Vec<Session>> {
-        let sql = format!("SELECT {SESSION_FIELDS} FROM sessions ORDER BY id");
-        self.rows(&sql, json!({}), 0).await
-    }
-
-    pub async fn delete_session(&self, id: &str) -> Result<bool> {
-        let out = self
-            .write(
-                "DELETE type::record('sessions', $id) RETURN BEFORE",
-                json!({"id": id}),
-                Touched::record("sessions", id),
-            )
-            .await?;
-        let rows = decode_rows::<Value>(out.into_iter().next().unwrap_or(Value::Null))?;
-        Ok(!rows.is_empty())
-    }
-
-    /// Writes the latest heartbeat time of several sessions in one transaction.
-    pub async fn save_heartbeats(&self, beats: &[(String, String)]) -> Result<()> {
-        if beats.is_empty() {
-            return Ok(());
-        }
-        let rows: Vec<Value> = beats
-            .iter()
-            .map(|(id, at)| json!({"id": id, "at": at}))
-            .collect();
-        // Soft state: not journaled (after a restart every session gets a fresh timeout).
-        self.write(
-            "FOR $b IN $beats {
-                UPDATE type::record('sessions', $b.id) SET last_heartbeat = <datetime>$b.at, origin = $origin;
-            };",
-            json!({"beats": rows}),
-            Touched::default(),
-        )
-        .await?;
-        Ok(())
-    }
-
-    // ---- handles ----
-
-    pub async fn insert_handle(&self, digest: &str, session_id: &str) -> Result<()> {
-        self.write(
-            "CREATE type::record('handles', $digest) SET session_id = $session_id RETURN NONE",
-            json!({"digest": digest, "session_id": session_id}),
-            Touched::record("handles", digest),
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// Revokes every handle of a session.
-    pub async fn revoke_handles(&self, session_id: &str) -> Result<()> {
-        self.write(
-            "DELETE handles WHERE session_id = $session_id RETURN NONE",
-            json!({"session_id": session_id}),
-            Touched::default().op(Op::RevokeHandles {
-                session_id: session_id.to_string(),
-            }),
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// (digest, session id) of every live handle.
-    pub async fn list_handles(&self) -> Result<Vec<(String, String)>> {
-        #[derive(serde::Deserialize)]
-        struct Row {
-            digest: String,
-            session_id: String,
-        }
-        let rows: Vec<Row> = self
-            .rows(
-                "SELECT record::id(id) AS digest, session_id FROM handles",
-                json!({}),
-                0,
-            )
-            .await?;
-        Ok(rows.into_iter().map(|r| (r.digest, r.session_id)).collect())
-    }
-
-    // ---- raw queries ----
 
     /// `db.query`: any SurrealQL with bindings (a JSON `null` stays `NULL`); one JSON
     /// result per statement.

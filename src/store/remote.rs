@@ -16,7 +16,7 @@ use surrealdb::Surreal;
 use surrealdb::engine::any::Any;
 use tokio::sync::watch;
 
-use super::StoreError;
+use super::{OpenFailure, StoreError};
 use crate::config::{StoreAuth, StoreConfig};
 use crate::protocol::StoreHealth;
 
@@ -39,7 +39,7 @@ struct State {
 
 impl Remote {
     /// Connects, signs in at the configured level and checks the server's version.
-    pub(super) async fn connect(cfg: &StoreConfig) -> Result<Self, String> {
+    pub(super) async fn connect(cfg: &StoreConfig) -> Result<Self, OpenFailure> {
         let url = cfg.url.clone();
         let mut options = surrealdb::opt::Config::new();
         if url.starts_with("wss://") {
@@ -48,35 +48,47 @@ impl Remote {
         let timeout = Duration::from_secs(cfg.timeout_secs);
         let connect = surrealdb::engine::any::connect((url.as_str(), options));
         let db = match tokio::time::timeout(timeout, connect).await {
-            Err(_) => return Err(format!("no answer within {}s", cfg.timeout_secs)),
-            Ok(Err(e)) => return Err(describe_connect_error(&e)),
+            Err(_) => {
+                return Err(OpenFailure::Server(format!(
+                    "no answer within {}s",
+                    cfg.timeout_secs
+                )));
+            }
+            Ok(Err(e)) => return Err(OpenFailure::Server(describe_connect_error(&e))),
             Ok(Ok(db)) => db,
         };
         let version = tokio::time::timeout(timeout, db.version())
             .await
-            .map_err(|_| format!("no answer within {}s", cfg.timeout_secs))?
-            .map_err(|e| format!("cannot read the server's version: {e}"))?;
+            .map_err(|_| OpenFailure::Server(format!("no answer within {}s", cfg.timeout_secs)))?
+            .map_err(|e| OpenFailure::Server(format!("cannot read the server's version: {e}")))?;
         if version.major != SERVER_MAJOR {
-            return Err(format!(
+            return Err(OpenFailure::Server(format!(
                 "the server runs SurrealDB {version}; this build of crucible speaks SurrealDB {SERVER_MAJOR}.x"
-            ));
+            )));
         }
         if let Some(username) = &cfg.username {
             let password = match cfg.password_env.as_deref() {
                 Some(var) => std::env::var(var).map_err(|_| {
-                    format!("the password variable {var} (store.password_env) is not set")
+                    OpenFailure::Server(format!(
+                        "the password variable {var} (store.password_env) is not set"
+                    ))
                 })?,
                 None => String::new(),
             };
             let signin = sign_in(&db, cfg, username.clone(), password);
             tokio::time::timeout(timeout, signin)
                 .await
-                .map_err(|_| format!("no answer to the sign-in within {}s", cfg.timeout_secs))?
+                .map_err(|_| {
+                    OpenFailure::Server(format!(
+                        "no answer to the sign-in within {}s",
+                        cfg.timeout_secs
+                    ))
+                })?
                 .map_err(|e| {
-                    format!(
+                    OpenFailure::Server(format!(
                         "the server refused {} user {username:?}: {e}",
                         level_name(cfg.auth)
-                    )
+                    ))
                 })?;
         }
         tracing::info!(%url, %version, "connected to the database server");
@@ -244,33 +256,36 @@ fn describe_connect_error(e: &surrealdb::Error) -> String {
 }
 
 /// The TLS settings for `wss://`: the public roots, and the team's CA if one is named.
-fn tls_config(cfg: &StoreConfig) -> Result<rustls::ClientConfig, String> {
+fn tls_config(cfg: &StoreConfig) -> Result<rustls::ClientConfig, OpenFailure> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(path) = &cfg.ca_file {
-        let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|e| format!("cannot read store.ca_file {}: {e}", path.display()))?;
+        let certs = CertificateDer::pem_file_iter(path).map_err(|e| {
+            OpenFailure::Server(format!("cannot read store.ca_file {}: {e}", path.display()))
+        })?;
         let mut added = 0;
         for cert in certs {
-            let cert = cert.map_err(|e| format!("store.ca_file {}: {e}", path.display()))?;
-            roots
-                .add(cert)
-                .map_err(|e| format!("store.ca_file {}: {e}", path.display()))?;
+            let cert = cert.map_err(|e| {
+                OpenFailure::Server(format!("store.ca_file {}: {e}", path.display()))
+            })?;
+            roots.add(cert).map_err(|e| {
+                OpenFailure::Server(format!("store.ca_file {}: {e}", path.display()))
+            })?;
             added += 1;
         }
         if added == 0 {
-            return Err(format!(
+            return Err(OpenFailure::Server(format!(
                 "store.ca_file {} holds no PEM certificate",
                 path.display()
-            ));
+            )));
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| OpenFailure::Server(e.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth())
 }

@@ -6,8 +6,8 @@ pub const SCHEMA_VERSION: i64 = 13;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
-    // v1: seed 003's registry and inbox. Record keys are ULID strings (the seed's `id`
-    // field); ULIDs sort by creation time.
+    // v1: the session registry and the inbox. Record keys are ULID strings (each
+    // record's `id`); ULIDs sort by creation time.
     r#"
     DEFINE TABLE sessions SCHEMAFULL;
     DEFINE FIELD worktree ON sessions TYPE option<string>;
@@ -55,7 +55,7 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD status ON transcript TYPE option<string>;
     DEFINE INDEX idx_transcript_session ON transcript FIELDS session_id, seq UNIQUE;
     "#,
-    // v3: session handles (seed 002), kept as SHA-256 digests (the record key), and
+    // v3: session handles, kept as SHA-256 digests (the record key), and
     // termination records; questions withdrawn without an answer.
     r#"
     DEFINE TABLE handles SCHEMAFULL;
@@ -100,7 +100,7 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD driver ON sessions TYPE option<string>;
     DEFINE FIELD limits ON sessions TYPE array<string> DEFAULT [];
     "#,
-    // v7: a session's security state (seed 000), as JSON text.
+    // v7: a session's security state (what the rules know of it), as JSON text.
     r#"
     DEFINE FIELD security ON sessions TYPE option<string>;
     "#,

@@ -79,7 +79,8 @@ pub struct CommandRecord {
     pub error: Option<String>,
 }
 
-pub type LiveStream = Pin<Box<dyn Stream<Item = std::result::Result<LiveChange, String>> + Send>>;
+pub type LiveStream =
+    Pin<Box<dyn Stream<Item = std::result::Result<LiveChange, StoreError>> + Send>>;
 
 impl Store {
     fn server(&self) -> Result<&super::remote::Remote> {
@@ -316,7 +317,7 @@ impl Store {
                 stream
                     .map(move |item| match item {
                         Ok(note) => change(table, note),
-                        Err(e) => Err(e.to_string()),
+                        Err(e) => Err(StoreError::LiveEnded(e.to_string())),
                     })
                     .boxed(),
             );
@@ -328,17 +329,17 @@ impl Store {
 fn change(
     table: LiveTable,
     note: surrealdb::Notification<surrealdb::types::Value>,
-) -> std::result::Result<LiveChange, String> {
+) -> std::result::Result<LiveChange, StoreError> {
     use surrealdb::types::Action;
     let (created, deleted) = match note.action {
         Action::Create => (true, false),
         Action::Update => (false, false),
         Action::Delete => (false, true),
         other => {
-            return Err(format!(
+            return Err(StoreError::LiveEnded(format!(
                 "the live query on {} ended ({other:?})",
                 table.table()
-            ));
+            )));
         }
     };
     let mut record = note.data.into_json_value();

@@ -31,26 +31,10 @@ pub fn session(
         last_heartbeat: "2026-11-02T10:00:00Z".into(),
         display_name: format!("{worktree} @ {agent}"),
         state,
-        state_reason: None,
         task: (!task.is_empty()).then(|| task.to_string()),
         branch: Some(worktree.into()),
         worktree_owned: true,
-        acp_session_id: None,
-        agent_pid: None,
-        updated_at: None,
-        ended_at: None,
-        exit_code: None,
-        context_summary: None,
-        turn_count: 0,
-        driver: None,
-        limits: Vec::new(),
-        security: Default::default(),
-        skills: Vec::new(),
-        base_branch: None,
-        usage: None,
-        channel: None,
-        owner: None,
-        host: None,
+        ..Session::default()
     }
 }
 

@@ -38,7 +38,7 @@ impl Workbench {
         let state = match self.store.load_context(session_id).await? {
             Some(stored) => ContextState {
                 stack: serde_json::from_str(&stored.stack).map_err(|e| {
-                    WorkbenchError::Store(crate::store::StoreError::Decode(format!(
+                    WorkbenchError::Store(crate::store::StoreError::Db(format!(
                         "the context stack of session {session_id}: {e}"
                     )))
                 })?,
@@ -88,8 +88,7 @@ impl Workbench {
             .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
         next.history_len += 1;
         next.fresh_start |= fresh_on_shrink && !change.removed.is_empty();
-        let change_json =
-            serde_json::to_string(&change).map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+        let change_json = serde_json::to_string(&change).map_err(unencodable)?;
         self.store
             .save_context(
                 session_id,
@@ -175,9 +174,16 @@ impl Workbench {
 
 fn stored(state: &ContextState) -> Result<StoredContext> {
     Ok(StoredContext {
-        stack: serde_json::to_string(&state.stack)
-            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?,
+        stack: serde_json::to_string(&state.stack).map_err(unencodable)?,
         fresh_start: state.fresh_start,
         history_len: state.history_len,
     })
+}
+
+/// A context stack or change that cannot be written as JSON for the store: the store
+/// cannot keep it, so nothing is saved.
+fn unencodable(e: serde_json::Error) -> WorkbenchError {
+    WorkbenchError::Store(crate::store::StoreError::Db(format!(
+        "cannot encode the context stack: {e}"
+    )))
 }

@@ -37,16 +37,33 @@ use registry::Registry;
 pub use registry::display_name;
 pub use team::Takeover;
 
+/// What a domain operation can fail with; each kind has its own JSON-RPC code.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkbenchError {
+    /// No such session, message or record.
     #[error("{0}")]
     NotFound(String),
+    /// The request's params are wrong (empty, out of range, not allowed for this session).
     #[error("{0}")]
     Invalid(String),
+    /// The request conflicts with the current state.
     #[error("{0}")]
     Conflict(String),
+    /// A wait ended without an answer.
     #[error("{0}")]
     TimedOut(String),
+    /// A git command failed: which one, and what it said.
+    #[error("git {command}: {message}")]
+    Git { command: String, message: String },
+    /// A program the operation needs is missing or failed (`gh`, git itself).
+    #[error("{0}")]
+    Tool(String),
+    /// A file could not be read or written.
+    #[error("{0}")]
+    Io(String),
+    /// The session's environment (its driver) could not be made or used.
+    #[error("{0}")]
+    Driver(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -309,27 +326,7 @@ impl Workbench {
             status: "active".into(),
             started_at: now.clone(),
             last_heartbeat: now,
-            state: None,
-            state_reason: None,
-            task: None,
-            branch: None,
-            worktree_owned: false,
-            acp_session_id: None,
-            agent_pid: None,
-            updated_at: None,
-            ended_at: None,
-            exit_code: None,
-            context_summary: None,
-            turn_count: 0,
-            driver: None,
-            limits: Vec::new(),
-            security: Default::default(),
-            skills: Vec::new(),
-            base_branch: None,
-            usage: None,
-            channel: None,
-            owner: None,
-            host: None,
+            ..Session::default()
         };
         self.stamp(&mut session);
         self.store.insert_session(&session).await?;

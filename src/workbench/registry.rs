@@ -46,8 +46,8 @@ struct Entry {
     last_beat: Instant,
 }
 
-/// What is left of a registered session after it ended (seed 002's termination record),
-/// kept for status queries until it expires.
+/// What is left of a registered session after it ended (its termination record: when,
+/// and why), kept for status queries until it expires.
 struct Record {
     session: Session,
     expires: Instant,

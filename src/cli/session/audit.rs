@@ -80,3 +80,18 @@ pub(super) fn print_security(name: &str, security: &crate::protocol::SecuritySta
         list(security.approved_credentials.clone())
     );
 }
+
+/// `cru session security`: the rules' state for the session, in words or JSON.
+pub(super) async fn security(client: &Client, s: &Session, json: bool) -> anyhow::Result<()> {
+    let reply = client
+        .call::<m::SessionSecurity>(&SessionIdParams {
+            session_id: s.id.clone(),
+        })
+        .await?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&reply)?);
+    } else {
+        print_security(&s.display_name, &reply.security);
+    }
+    Ok(())
+}

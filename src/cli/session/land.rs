@@ -191,3 +191,14 @@ pub(super) async fn conflicts(client: &Client, json: bool) -> anyhow::Result<()>
     }
     Ok(())
 }
+
+/// The merge strategy the flags ask for: `--squash`, `--rebase`, else a merge commit.
+pub(super) fn strategy(squash: bool, rebase: bool) -> crate::protocol::MergeStrategy {
+    if squash {
+        crate::protocol::MergeStrategy::Squash
+    } else if rebase {
+        crate::protocol::MergeStrategy::Rebase
+    } else {
+        crate::protocol::MergeStrategy::Merge
+    }
+}

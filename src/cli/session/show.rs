@@ -195,3 +195,95 @@ fn print_entry(entry: &TranscriptEntry, json: bool) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `cru session list`: the sessions as a table, or as JSON.
+pub(super) async fn list(client: &Client, json: bool) -> anyhow::Result<()> {
+    let list = super::list(client).await?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&list)?);
+    } else if list.is_empty() {
+        outln!("no sessions");
+    } else {
+        // Team mode: sessions of several daemons, so say where each runs.
+        let owners: std::collections::HashSet<_> =
+            list.iter().filter_map(|s| s.owner.as_deref()).collect();
+        let team = owners.len() > 1;
+        let rows: Vec<Vec<String>> = list
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut row = vec![
+                    format!("[{}]", i + 1),
+                    match &s.channel {
+                        Some(tag) => format!("{} [{}]", s.display_name, tag.label()),
+                        None => s.display_name.clone(),
+                    },
+                    state_of(s),
+                    s.agent_name.clone(),
+                    output::clip(s.task.as_deref().unwrap_or(""), 40),
+                    s.turn_count.to_string(),
+                    output::clip(goal_of(s), 40),
+                    output::age(&s.started_at),
+                    s.id.clone(),
+                ];
+                if team {
+                    row.insert(4, s.host.clone().unwrap_or_else(|| "?".into()));
+                }
+                row
+            })
+            .collect();
+        let mut headers = vec![
+            "#", "SESSION", "STATE", "AGENT", "TASK", "TURNS", "CONTEXT", "AGE", "ID",
+        ];
+        if team {
+            headers.insert(4, "HOST");
+        }
+        output::print_table(&headers, &rows);
+    }
+    Ok(())
+}
+
+/// `cru session status`: one session in detail; a registered session that ended is
+/// found by its full id through its termination record.
+pub(super) async fn status(
+    kiln: &Kiln,
+    client: &Client,
+    session: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    let s = match resolve(client, session).await {
+        Ok(s) => s,
+        // A registered session that ended is no longer listed, but its
+        // termination record answers to its full id for a while.
+        Err(e) => match client
+            .call::<m::SessionGet>(&SessionIdParams {
+                session_id: session.trim().to_string(),
+            })
+            .await
+        {
+            Ok(reply) => reply.session,
+            Err(_) => return Err(e),
+        },
+    };
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print_status(kiln, &s);
+    }
+    Ok(())
+}
+
+/// What `cru session new` made, in words or JSON.
+pub(super) fn created(s: &Session, json: bool) -> anyhow::Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(s)?);
+    } else {
+        outln!("created {} ({})", s.display_name, s.id);
+        outln!(
+            "  worktree: {}",
+            s.worktree.as_deref().unwrap_or("the kiln itself")
+        );
+        outln!("  follow it: cru session logs -f {}", short_id(&s.id));
+    }
+    Ok(())
+}

@@ -81,6 +81,10 @@ pub(super) fn app_error(e: WorkbenchError) -> ErrorObject {
         WorkbenchError::Invalid(_) => code::INVALID_PARAMS,
         WorkbenchError::Conflict(_) => code::CONFLICT,
         WorkbenchError::TimedOut(_) => code::TIMED_OUT,
+        WorkbenchError::Git { .. } => code::GIT_FAILED,
+        WorkbenchError::Tool(_) => code::TOOL_FAILED,
+        WorkbenchError::Io(_) => code::IO_ERROR,
+        WorkbenchError::Driver(_) => code::DRIVER_ERROR,
         WorkbenchError::Store(_) => code::STORE_ERROR,
     };
     ErrorObject::new(code, e.to_string())

@@ -1,0 +1,153 @@
+//! Inbox messages: their kinds, the words an approval accepts, and the message itself.
+
+use serde::{Deserialize, Serialize};
+
+/// The kinds of inbox message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MsgType {
+    DecisionNeeded,
+    ApprovalRequired,
+    TaskComplete,
+    Error,
+    Info,
+}
+
+impl MsgType {
+    pub const ALL: [MsgType; 5] = [
+        MsgType::DecisionNeeded,
+        MsgType::ApprovalRequired,
+        MsgType::TaskComplete,
+        MsgType::Error,
+        MsgType::Info,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MsgType::DecisionNeeded => "decision_needed",
+            MsgType::ApprovalRequired => "approval_required",
+            MsgType::TaskComplete => "task_complete",
+            MsgType::Error => "error",
+            MsgType::Info => "info",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// Whether the sending agent waits for a human answer.
+    pub fn blocks(self) -> bool {
+        matches!(self, MsgType::DecisionNeeded | MsgType::ApprovalRequired)
+    }
+}
+
+impl std::fmt::Display for MsgType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The answers an approval accepts when the agent offers no options of its own.
+/// Words that mean "approve" and "deny" for an approval whose options say it otherwise.
+pub const APPROVING_WORDS: [&str; 5] = ["approve", "allow", "yes", "accept", "ok"];
+pub const DENYING_WORDS: [&str; 5] = ["deny", "reject", "no", "decline", "cancel"];
+
+pub const APPROVAL_ANSWERS: [&str; 2] = ["approve", "deny"];
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboxMessage {
+    pub id: String,
+    pub session_id: String,
+    pub session_name: String,
+    /// RFC 3339.
+    pub timestamp: String,
+    pub msg_type: MsgType,
+    pub title: String,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub options: Option<Vec<String>>,
+    /// For an approval from an ACP agent: each option's kind (`allow_once`,
+    /// `allow_always`, `reject_once`, `reject_always`), in the options' order; what
+    /// `approve` and `deny` are mapped by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub option_kinds: Option<Vec<String>>,
+    /// For an approval a rule asked for: the rule. Such an approval is approved only after
+    /// a confirmation that names [`operation`](Self::operation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// For an approval a rule asked for: the operation it covers, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    #[serde(default)]
+    pub read: bool,
+    #[serde(default)]
+    pub responded: bool,
+    #[serde(default)]
+    pub response: Option<String>,
+    /// Closed without a human answer (its turn was cancelled, its session stopped);
+    /// `response` says why.
+    #[serde(default)]
+    pub withdrawn: bool,
+}
+
+impl InboxMessage {
+    /// The answers `inbox.respond` accepts for this message, if it takes one at all.
+    /// The option an answer stands for: the option itself (any case), its number
+    /// (1-based, as shown), or for an approval a word of intent (`approve`, `allow`,
+    /// `yes`… / `deny`, `reject`, `no`…): the option of kind `allow_once` (else
+    /// `allow_always`) or `reject_once` (else `reject_always`) when the kinds are known,
+    /// otherwise the first option that starts with such a word.
+    pub fn answer_for(&self, answer: &str) -> Option<String> {
+        let options = self.accepted_answers()?;
+        let answer = answer.trim();
+        if let Some(exact) = options.iter().find(|o| o.eq_ignore_ascii_case(answer)) {
+            return Some(exact.clone());
+        }
+        if let Ok(n) = answer.parse::<usize>() {
+            return n.checked_sub(1).and_then(|i| options.get(i)).cloned();
+        }
+        if self.msg_type != MsgType::ApprovalRequired {
+            return None;
+        }
+        let lower = answer.to_lowercase();
+        let (words, kinds): (&[&str], [&str; 2]) = if APPROVING_WORDS.contains(&lower.as_str()) {
+            (&APPROVING_WORDS, ["allow_once", "allow_always"])
+        } else if DENYING_WORDS.contains(&lower.as_str()) {
+            (&DENYING_WORDS, ["reject_once", "reject_always"])
+        } else {
+            return None;
+        };
+        // By the ACP kinds when the agent gave them: the once-option first.
+        if let Some(given) = self
+            .option_kinds
+            .as_ref()
+            .filter(|k| k.len() == options.len())
+        {
+            return kinds
+                .iter()
+                .find_map(|kind| given.iter().position(|g| g == kind))
+                .map(|i| options[i].clone());
+        }
+        options
+            .iter()
+            .find(|o| {
+                let o = o.to_lowercase();
+                words.iter().any(|w| o.starts_with(w))
+            })
+            .cloned()
+    }
+
+    pub fn accepted_answers(&self) -> Option<Vec<String>> {
+        match (self.msg_type, &self.options) {
+            (t, _) if !t.blocks() => None,
+            (_, Some(options)) if !options.is_empty() => Some(options.clone()),
+            (MsgType::ApprovalRequired, _) => {
+                Some(APPROVAL_ANSWERS.iter().map(|s| s.to_string()).collect())
+            }
+            // A decision without options takes free text.
+            _ => Some(Vec::new()),
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The wire types' round trips and the inbox's answers.
+
+mod wire {
+    use super::super::*;
+
+    fn message(msg_type: MsgType, options: Option<Vec<&str>>) -> InboxMessage {
+        InboxMessage {
+            id: "m".into(),
+            session_id: "s".into(),
+            session_name: "main @ a".into(),
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            msg_type,
+            title: "t".into(),
+            body: None,
+            options: options.map(|o| o.into_iter().map(String::from).collect()),
+            option_kinds: None,
+            rule: None,
+            operation: None,
+            read: false,
+            responded: false,
+            response: None,
+            withdrawn: false,
+        }
+    }
+
+    #[test]
+    fn event_round_trips_through_a_notification() {
+        let event = Event::InboxCreated(message(MsgType::Info, None));
+        let back = Event::from_notification(event.method(), event.params()).unwrap();
+        assert_eq!(back, event);
+        let gone = Event::InboxDeleted {
+            ids: vec!["a".into()],
+        };
+        assert_eq!(
+            Event::from_notification(gone.method(), gone.params()).unwrap(),
+            gone
+        );
+    }
+
+    #[test]
+    fn accepted_answers_follow_the_type() {
+        assert_eq!(message(MsgType::Info, None).accepted_answers(), None);
+        assert_eq!(
+            message(MsgType::ApprovalRequired, None)
+                .accepted_answers()
+                .unwrap(),
+            vec!["approve", "deny"]
+        );
+        assert_eq!(
+            message(MsgType::DecisionNeeded, Some(vec!["JWT", "Session"]))
+                .accepted_answers()
+                .unwrap(),
+            vec!["JWT", "Session"]
+        );
+        assert!(
+            message(MsgType::DecisionNeeded, None)
+                .accepted_answers()
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn msg_type_names_match_the_seed() {
+        for t in MsgType::ALL {
+            assert_eq!(MsgType::parse(t.as_str()), Some(t));
+            assert_eq!(
+                serde_json::to_value(t).unwrap(),
+                serde_json::json!(t.as_str())
+            );
+        }
+    }
+}
+
+mod answers {
+    use super::super::*;
+
+    fn approval(options: &[&str]) -> InboxMessage {
+        serde_json::from_value(serde_json::json!({
+            "id": "m1", "session_id": "s1", "session_name": "s", "timestamp": "2026-01-01T00:00:00Z",
+            "msg_type": "approval_required", "title": "Run it?",
+            "options": options, "read": false, "responded": false,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn answers_by_text_number_or_intent() {
+        let codex = approval(&[
+            "Yes, proceed",
+            "Yes, and don't ask again for this command",
+            "No, and tell Codex what to do differently",
+        ]);
+        assert_eq!(
+            codex.answer_for("yes, PROCEED").as_deref(),
+            Some("Yes, proceed")
+        );
+        assert_eq!(
+            codex.answer_for("2").as_deref(),
+            Some("Yes, and don't ask again for this command")
+        );
+        assert_eq!(
+            codex.answer_for("approve").as_deref(),
+            Some("Yes, proceed"),
+            "the once option"
+        );
+        assert_eq!(
+            codex.answer_for("deny").as_deref(),
+            Some("No, and tell Codex what to do differently")
+        );
+        assert_eq!(codex.answer_for("4"), None);
+        assert_eq!(codex.answer_for("0"), None);
+        assert_eq!(codex.answer_for("maybe"), None);
+        let plain = approval(&[]);
+        assert_eq!(plain.answer_for("APPROVE").as_deref(), Some("approve"));
+    }
+
+    #[test]
+    fn intent_words_follow_the_acp_kinds_when_the_agent_gave_them() {
+        // Names that start with no word of intent, as some agents write them.
+        let mut asked = approval(&["Always", "Just this once", "Never", "Not now"]);
+        assert_eq!(
+            asked.answer_for("approve"),
+            None,
+            "no kinds, no matching word"
+        );
+        asked.option_kinds = Some(
+            ["allow_always", "allow_once", "reject_always", "reject_once"]
+                .map(String::from)
+                .to_vec(),
+        );
+        assert_eq!(
+            asked.answer_for("approve").as_deref(),
+            Some("Just this once")
+        );
+        assert_eq!(asked.answer_for("yes").as_deref(), Some("Just this once"));
+        assert_eq!(asked.answer_for("deny").as_deref(), Some("Not now"));
+        assert_eq!(asked.answer_for("2").as_deref(), Some("Just this once"));
+        asked.option_kinds = Some(["allow_always", "reject_always"].map(String::from).to_vec());
+        asked.options = Some(vec!["Always".into(), "Never".into()]);
+        assert_eq!(
+            asked.answer_for("approve").as_deref(),
+            Some("Always"),
+            "the always-option when there is no once-option"
+        );
+    }
+}
