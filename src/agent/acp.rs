@@ -167,8 +167,7 @@ async fn ask_rules(
     let _ = events.send(AgentEvent::Gate { operation, reply });
     answer
         .await
-        .unwrap_or_else(|_| Err("the session is ending".into()))
-        .map_err(AgentError::Refused)
+        .unwrap_or_else(|_| Err(AgentError::Refused("the session is ending".into())))
 }
 
 /// A refused or failed file or terminal request, as the ACP error the agent gets.

@@ -312,8 +312,7 @@ impl Agent {
         self.send(AgentEvent::Gate { operation, reply });
         answer
             .await
-            .unwrap_or_else(|_| Err("the session is ending".into()))
-            .map_err(AgentError::Refused)
+            .unwrap_or_else(|_| Err(AgentError::Refused("the session is ending".into())))
     }
 
     async fn run_tool(&self, call_id: &str, name: &str, arguments: &str) -> (bool, String) {

@@ -85,7 +85,7 @@ pub enum AgentEvent {
     /// command) waits for the rules: `Ok` to go ahead, or why not.
     Gate {
         operation: Operation,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: oneshot::Sender<Result<(), AgentError>>,
     },
     /// A file request the firewall let through (`refused` empty) or stopped.
     File {

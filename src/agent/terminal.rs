@@ -99,8 +99,7 @@ impl Terminals {
         let _ = self.events.send(AgentEvent::Gate { operation, reply });
         answer
             .await
-            .unwrap_or_else(|_| Err("the session is ending".into()))
-            .map_err(AgentError::Refused)?;
+            .unwrap_or_else(|_| Err(AgentError::Refused("the session is ending".into())))?;
         let mut vars = self.vars.clone();
         vars.extend(
             request

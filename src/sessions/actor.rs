@@ -22,7 +22,7 @@ use super::machine::{
 };
 use super::transcript::TranscriptWriter;
 use super::wording::{self, Notice};
-use crate::agent::{AgentEvent, AgentHandle};
+use crate::agent::{AgentError, AgentEvent, AgentHandle};
 use crate::audit::{Audit, AuditEvent};
 use crate::config::AgentProfile;
 use crate::context::ContextOp;
@@ -38,7 +38,7 @@ const STDERR_TAIL_BYTES: u64 = 16 * 1024;
 /// Who waits on a request for the approval gate, and the channel the answer goes on.
 enum Waiting {
     /// An operation crucible runs or serves for the agent.
-    Operation(oneshot::Sender<Result<(), String>>),
+    Operation(oneshot::Sender<Result<(), AgentError>>),
     /// The agent's permission request: the option chosen, or none.
     Permission(oneshot::Sender<Option<String>>),
     /// An approval the agent asks for itself: the rules' word, if any.

@@ -347,7 +347,7 @@ impl Runtime {
         match &mut request {
             Request::SessionCreate(p) if p.agent.is_empty() => match self.default_agent() {
                 Ok(agent) => p.agent = agent,
-                Err(why) => return self.model.report(Flash::error(why)),
+                Err(why) => return self.model.report(Flash::error(why.to_string())),
             },
             Request::SessionTranscript(p) if !self.loading.insert(p.session_id.clone()) => {
                 return;
@@ -373,21 +373,15 @@ impl Runtime {
 
     /// The profile `/new` starts when it names none: `tui.default_agent`, else the only
     /// profile there is.
-    fn default_agent(&self) -> Result<String, String> {
+    fn default_agent(&self) -> Result<String, NoDefaultAgent> {
         let config = &self.settings.config;
         if !config.tui.default_agent.is_empty() {
             return Ok(config.tui.default_agent.clone());
         }
         match config.startable().as_slice() {
             [only] => Ok(only.clone()),
-            [] => Err(
-                "no agent found: install one (cru agents lists the known ones) or add [agents.<name>] to .crucible.toml"
-                    .into(),
-            ),
-            many => Err(format!(
-                "which agent? /new --agent <name> (profiles: {}), or set tui.default_agent",
-                many.join(", ")
-            )),
+            [] => Err(NoDefaultAgent::None),
+            many => Err(NoDefaultAgent::Many(many.join(", "))),
         }
     }
 
@@ -450,4 +444,15 @@ async fn next_note(link: &mut Option<Link>) -> Option<Notification> {
         Some(link) => link.notes.recv().await,
         None => std::future::pending().await,
     }
+}
+
+/// Why `/new` without `--agent` cannot pick an agent.
+#[derive(Debug, thiserror::Error)]
+enum NoDefaultAgent {
+    #[error(
+        "no agent found: install one (cru agents lists the known ones) or add [agents.<name>] to .crucible.toml"
+    )]
+    None,
+    #[error("which agent? /new --agent <name> (profiles: {0}), or set tui.default_agent")]
+    Many(String),
 }

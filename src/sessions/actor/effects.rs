@@ -198,7 +198,9 @@ impl Actor {
         };
         let sent = match (waiting, reply) {
             (Waiting::Operation(tx), GateReply::Proceed) => tx.send(Ok(())).is_ok(),
-            (Waiting::Operation(tx), GateReply::Refuse(why)) => tx.send(Err(why)).is_ok(),
+            (Waiting::Operation(tx), GateReply::Refuse(why)) => {
+                tx.send(Err(AgentError::Refused(why))).is_ok()
+            }
             (Waiting::Permission(tx), GateReply::Choose(option)) => tx.send(option).is_ok(),
             (Waiting::Approval(tx), GateReply::Verdict(verdict)) => tx.send(verdict).is_ok(),
             (Waiting::Credential { name, ack }, GateReply::Withheld) => {
