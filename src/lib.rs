@@ -21,25 +21,25 @@
 //! - `tui`: the workbench on screen, a client
 //! - `cli`: the command line, which wires the rest together
 
-pub mod agent;
-pub mod audit;
+pub(crate) mod agent;
+pub(crate) mod audit;
 pub mod cli;
 pub mod client;
 pub mod config;
 pub mod context;
-pub mod daemon;
-pub mod driver;
-pub mod git;
+pub(crate) mod daemon;
+pub(crate) mod driver;
+pub(crate) mod git;
 pub mod kiln;
-pub mod logging;
-pub mod markdown;
+pub(crate) mod logging;
+pub(crate) mod markdown;
 pub mod openai;
 pub mod protocol;
-pub mod rules;
+pub(crate) mod rules;
 pub mod sessions;
 pub mod store;
 pub mod sys;
-pub mod text;
+pub(crate) mod text;
 pub mod tui;
 pub mod workbench;
 

@@ -181,10 +181,6 @@ impl Environment {
         }
     }
 
-    pub fn spec(&self) -> &DriverSpec {
-        &self.spec
-    }
-
     /// The limits in force, one line each.
     pub fn limits(&self) -> Vec<String> {
         match &self.inner {

@@ -11,8 +11,8 @@ use tokio::process::Command;
 mod diff;
 mod land;
 
-pub use diff::{changed_lines, diff, overlaps, parse as parse_diff};
-pub use land::{commit_all, conflicts, current_branch, has_remote, head, merge, merge_base};
+pub use diff::{changed_lines, diff, overlaps};
+pub use land::{commit_all, current_branch, has_remote, head, merge, merge_base};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
