@@ -131,7 +131,7 @@ enum SessionAction {
         #[arg(long)]
         json: bool,
     },
-    /// Seed 002's refinement: widen the read manifest of a session a context miss
+    /// Refinement: widen the read manifest of a session a context miss
     /// stopped, and start its agent again (at most 10 times per work item).
     Refine {
         session: String,
@@ -141,7 +141,7 @@ enum SessionAction {
         #[arg(long)]
         prompt: Option<String>,
     },
-    /// Seed 000's reset: a new session (fresh agent, empty security state) for the same
+    /// Reset: a new session (fresh agent, empty security state) for the same
     /// worktree, agent and driver; the old one is stopped with reason `reset`, its
     /// transcript and audit log kept.
     Reset {

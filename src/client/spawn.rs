@@ -1,4 +1,4 @@
-//! Auto-start, as seed 003 describes it, made race-free with a start-up lock:
+//! Auto-start: a client that finds no daemon starts one, made race-free with a start-up lock:
 //!
 //! 1. Connect and handshake. Done if that works.
 //! 2. A daemon of another protocol version is stopped (SIGTERM via its pid file).

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::DriverKind;
 
-/// Seed 001's reset phrases: a message that is one of these (any case) starts the
+/// The reset phrases: a message that is one of these (any case) starts the
 /// conversation afresh.
 pub const RESET_PHRASES: [&str; 8] = [
     "new task",
@@ -37,7 +37,7 @@ pub struct ChannelsConfig {
     /// A question or approval of a cron or webhook session unanswered this long cancels
     /// the session's turn, with an `error` message saying so. None: it waits.
     pub approval_timeout_secs: Option<u64>,
-    /// Seed 001's optional topic-drift check: an `internal` agent profile whose model
+    /// The optional topic-drift check: an `internal` agent profile whose model
     /// judges whether a message leaves its conversation's topic. None: off.
     pub drift_agent: Option<String>,
     /// The model's confidence at which a drift starts a new session.

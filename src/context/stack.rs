@@ -422,7 +422,7 @@ impl ContextStack {
         Ok(change)
     }
 
-    /// Seed 003's policy for a tool error ("bad execution, not bad thinking"): pops the
+    /// The policy for a tool error (bad execution, not bad thinking): pops the
     /// failed tool result on top (`pop(1)`) and injects `error` as that call's result,
     /// so the agent keeps its reasoning and sees only what went wrong.
     pub fn recover_tool_error(&mut self, error: impl Into<String>) -> Result<Change, StackError> {

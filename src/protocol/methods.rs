@@ -318,8 +318,8 @@ pub struct Registered {
     pub session: Session,
     /// The session's handle, shown once.
     pub handle: String,
-    /// Live registered sessions of the same worktree and agent that this one replaced
-    /// (seed 002): they are ended with reason `evicted`.
+    /// Live registered sessions of the same worktree and agent that this one replaced:
+    /// they are ended with reason `evicted`.
     #[serde(default)]
     pub evicted: Vec<String>,
 }

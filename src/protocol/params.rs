@@ -144,7 +144,7 @@ pub struct CreateSessionParams {
     /// Where the agent runs, over the profile's and `[drivers.<name>]` defaults.
     #[serde(default)]
     pub driver: DriverOptions,
-    /// Seed 002's read manifest: reads outside these globs end the session
+    /// The read manifest: reads outside these globs end the session
     /// (`CONTEXT_MISS`). Empty: no manifest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_read: Vec<String>,
@@ -212,7 +212,7 @@ pub struct ExecResult {
     pub stderr: String,
 }
 
-/// `session.reset` (seed 000): a fresh session for the same worktree and agent.
+/// `session.reset`: a fresh session for the same worktree and agent.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ResetParams {
     pub session_id: String,
@@ -424,7 +424,8 @@ pub struct DaemonInfo {
 }
 
 /// `session.resolve`: a message from a channel (a webhook), resolved to a session by
-/// seed 001's policy and delivered there.
+/// the conversation policy (reset phrase, timeout, closed, drift, continue) and delivered
+/// there.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ResolveParams {
     /// The channel: `webhook` (or any name of the caller's).
@@ -447,7 +448,7 @@ pub struct ResolveParams {
     pub driver: Option<crate::protocol::DriverKind>,
 }
 
-/// How a message was resolved (seed 001).
+/// How a message was resolved: to which session, and why.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ResolveResult {
     pub session_id: String,
@@ -513,8 +514,8 @@ pub struct CronJobView {
     pub last_skipped_at: Option<String>,
 }
 
-/// `session.list`: every session, or (named param only, as seed 003's `session.list`
-/// takes none by position) those a channel started.
+/// `session.list`: every session, or (a named param only, as the first clients send no
+/// params by position) those a channel started.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SessionListParams {
     /// `webhook`, `cron`, or `interactive` for the sessions no channel started.

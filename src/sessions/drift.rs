@@ -1,4 +1,4 @@
-//! Seed 001's optional topic-drift check: a model (an `internal` agent profile's
+//! The optional topic-drift check of channel conversations: a model (an `internal` agent profile's
 //! OpenAI-compatible endpoint, `channels.drift_agent`) says whether a new message leaves
 //! the conversation's topic, with a confidence; at or above `channels.drift_threshold`
 //! (0.80) the message starts a new session carrying the old one's summary. Off unless

@@ -520,7 +520,7 @@ fn context_commands_become_actions_and_the_pane_follows_changes() {
 }
 
 #[test]
-fn seed_000_commands_act_on_the_focused_session() {
+fn session_commands_act_on_the_focused_session() {
     let mut model = three_sessions();
     let focused = model.focused_session().unwrap().id.clone();
     assert_eq!(

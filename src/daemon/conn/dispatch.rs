@@ -67,7 +67,7 @@ async fn checked(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, Erro
             ));
         }
         // The handshake is optional on the owner's socket: a client that never makes one
-        // (seed 003's protocol has none) is served as protocol 1 with the owner's access.
+        // (the first clients had none) is served as protocol 1 with the owner's access.
         if !conn.handshaken.load(Ordering::Acquire) && conn.door == Door::Agent {
             return Err(agent_door());
         }

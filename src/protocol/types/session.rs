@@ -131,7 +131,8 @@ impl ChannelTag {
     }
 }
 
-/// Seed 001's resolution of an inbound message: which policy fired.
+/// How an inbound message found its session: which policy fired (reset phrase, timeout,
+/// closed, drift, or continue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Resolution {
@@ -205,7 +206,7 @@ pub struct SecurityState {
     /// Names only.
     #[serde(default)]
     pub approved_credentials: Vec<String>,
-    /// Seed 002's read manifest: when set, reads outside these globs (relative ones
+    /// The read manifest: when set, reads outside these globs (relative ones
     /// from the worktree) end the session with `CONTEXT_MISS`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_manifest: Option<Vec<String>>,
@@ -214,7 +215,7 @@ pub struct SecurityState {
     pub refinements: u32,
 }
 
-/// Seed 002: how often a work item's read manifest may be widened.
+/// How often a work item's read manifest may be widened (`cru session refine`).
 pub const MAX_REFINEMENT_ATTEMPTS: u32 = 10;
 
 impl SecurityState {
