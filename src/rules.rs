@@ -74,7 +74,7 @@ impl Operation {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Action {
+pub enum RuleAction {
     Allow,
     Ask,
     Deny,
@@ -121,7 +121,7 @@ pub struct RuleSpec {
     /// Matches if any of these matches.
     pub when: Option<OneOrMany<MatcherSpec>>,
     pub activated_by: Option<OneOrMany<MatcherSpec>>,
-    pub action: Option<Action>,
+    pub action: Option<RuleAction>,
     /// `false` switches a rule (a built-in one, say) off.
     pub enabled: Option<bool>,
     /// The file the rule was read from, so an error names it (filled in by whoever reads
@@ -144,7 +144,7 @@ struct Matcher {
 pub struct Rule {
     pub id: String,
     pub description: String,
-    pub action: Action,
+    pub action: RuleAction,
     pub builtin: bool,
     when: Vec<Matcher>,
     activated_by: Vec<Matcher>,
@@ -198,7 +198,7 @@ pub fn builtin_specs() -> Vec<RuleSpec> {
                 },
             ])),
             activated_by: Some(OneOrMany::One(sensitive)),
-            action: Some(Action::Ask),
+            action: Some(RuleAction::Ask),
             enabled: None,
             from: None,
         },
@@ -210,7 +210,7 @@ pub fn builtin_specs() -> Vec<RuleSpec> {
                 ..Default::default()
             })),
             activated_by: None,
-            action: Some(Action::Ask),
+            action: Some(RuleAction::Ask),
             enabled: None,
             from: None,
         },
@@ -223,7 +223,7 @@ pub fn builtin_specs() -> Vec<RuleSpec> {
                 ..Default::default()
             })),
             activated_by: None,
-            action: Some(Action::Deny),
+            action: Some(RuleAction::Deny),
             enabled: None,
             from: None,
         },

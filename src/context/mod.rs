@@ -7,5 +7,5 @@ pub mod stack;
 pub mod summary;
 
 pub use op::ContextOp;
-pub use stack::{Change, Checkpoint, ContextStack, Entry, Message, Operation, StackError};
+pub use stack::{Change, Checkpoint, ContextStack, Entry, Message, StackEdit, StackError};
 pub use summary::{MAX_SUMMARY_CHARS, fallback_summary};

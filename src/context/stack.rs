@@ -106,7 +106,7 @@ pub struct Checkpoint {
 /// Which operation a [`Change`] reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub enum Operation {
+pub enum StackEdit {
     Push,
     Pop {
         n: usize,
@@ -124,17 +124,17 @@ pub enum Operation {
     ToolError,
 }
 
-impl fmt::Display for Operation {
+impl fmt::Display for StackEdit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Operation::Push => f.write_str("push"),
-            Operation::Pop { n } => write!(f, "pop {n}"),
-            Operation::Checkpoint { name } => write!(f, "checkpoint '{name}'"),
-            Operation::Rollback { name } => write!(f, "rollback to '{name}'"),
-            Operation::ReplaceTop => f.write_str("replace top"),
-            Operation::Reset => f.write_str("reset"),
-            Operation::Summarize => f.write_str("summarize"),
-            Operation::ToolError => f.write_str("tool error"),
+            StackEdit::Push => f.write_str("push"),
+            StackEdit::Pop { n } => write!(f, "pop {n}"),
+            StackEdit::Checkpoint { name } => write!(f, "checkpoint '{name}'"),
+            StackEdit::Rollback { name } => write!(f, "rollback to '{name}'"),
+            StackEdit::ReplaceTop => f.write_str("replace top"),
+            StackEdit::Reset => f.write_str("reset"),
+            StackEdit::Summarize => f.write_str("summarize"),
+            StackEdit::ToolError => f.write_str("tool error"),
         }
     }
 }
@@ -142,7 +142,7 @@ impl fmt::Display for Operation {
 /// What one operation did; serialisable for the session's audit history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
-    pub operation: Operation,
+    pub operation: StackEdit,
     /// Entries that left the stack, bottom to top.
     pub removed: Vec<Entry>,
     /// Entries that joined the stack, bottom to top.
@@ -153,7 +153,7 @@ pub struct Change {
 }
 
 impl Change {
-    fn new(operation: Operation) -> Self {
+    fn new(operation: StackEdit) -> Self {
         Change {
             operation,
             removed: Vec::new(),
@@ -336,7 +336,7 @@ impl ContextStack {
         if matches!(message, Message::System { .. }) {
             return Err(StackError::SecondSystemPrompt);
         }
-        let mut change = Change::new(Operation::Push);
+        let mut change = Change::new(StackEdit::Push);
         let entry = self.stamp(message);
         change.added.push(entry.clone());
         self.entries.push(entry);
@@ -354,7 +354,7 @@ impl ContextStack {
                 available: self.poppable(),
             });
         }
-        Ok(self.truncate(self.entries.len() - n, Operation::Pop { n }))
+        Ok(self.truncate(self.entries.len() - n, StackEdit::Pop { n }))
     }
 
     /// Marks the current top entry as `name`.
@@ -372,7 +372,7 @@ impl ContextStack {
             created_at: now(),
         };
         self.checkpoints.push(checkpoint.clone());
-        let mut change = Change::new(Operation::Checkpoint {
+        let mut change = Change::new(StackEdit::Checkpoint {
             name: name.to_string(),
         });
         change.checkpoint_added = Some(checkpoint);
@@ -391,7 +391,7 @@ impl ContextStack {
         let keep = self.position(seq) + 1;
         Ok(self.truncate(
             keep,
-            Operation::Rollback {
+            StackEdit::Rollback {
                 name: name.to_string(),
             },
         ))
@@ -401,14 +401,14 @@ impl ContextStack {
     pub fn replace_top(&mut self, summary: impl Into<String>) -> Result<Change, StackError> {
         let summary = non_empty(summary.into(), "summary")?;
         self.require_above_system("replace the top entry")?;
-        let mut change = self.truncate(self.entries.len() - 1, Operation::ReplaceTop);
+        let mut change = self.truncate(self.entries.len() - 1, StackEdit::ReplaceTop);
         self.push_into(&mut change, Message::Summary { text: summary });
         Ok(change)
     }
 
     /// Back to the system prompt alone, with no checkpoints.
     pub fn reset(&mut self) -> Change {
-        let mut change = self.truncate(1, Operation::Reset);
+        let mut change = self.truncate(1, StackEdit::Reset);
         change.checkpoints_dropped.append(&mut self.checkpoints);
         change
     }
@@ -417,7 +417,7 @@ impl ContextStack {
     pub fn summarize(&mut self, summary: impl Into<String>) -> Result<Change, StackError> {
         let summary = non_empty(summary.into(), "summary")?;
         self.require_above_system("summarize")?;
-        let mut change = self.truncate(1, Operation::Summarize);
+        let mut change = self.truncate(1, StackEdit::Summarize);
         self.push_into(&mut change, Message::Summary { text: summary });
         Ok(change)
     }
@@ -438,7 +438,7 @@ impl ContextStack {
             ok: false,
             text: error,
         };
-        let mut change = self.truncate(self.entries.len() - 1, Operation::ToolError);
+        let mut change = self.truncate(self.entries.len() - 1, StackEdit::ToolError);
         self.push_into(&mut change, injected);
         Ok(change)
     }
@@ -461,7 +461,7 @@ impl ContextStack {
 
     /// Keeps the bottom `keep` entries (at least the system prompt) and drops the
     /// checkpoints of the rest.
-    fn truncate(&mut self, keep: usize, operation: Operation) -> Change {
+    fn truncate(&mut self, keep: usize, operation: StackEdit) -> Change {
         let mut change = Change::new(operation);
         change.removed = self.entries.split_off(keep.max(1));
         let (kept, dropped) = std::mem::take(&mut self.checkpoints)

@@ -61,7 +61,7 @@ fn new_stack_holds_only_the_system_prompt() {
 fn push_stamps_increasing_seqs_and_reports_the_entry() {
     let mut s = ContextStack::new("");
     let change = s.push(human("hi")).unwrap();
-    assert_eq!(change.operation, Operation::Push);
+    assert_eq!(change.operation, StackEdit::Push);
     assert_eq!(seqs(&change.added), [2]);
     assert!(change.removed.is_empty());
     s.push(agent("hello")).unwrap();
@@ -292,7 +292,7 @@ fn summarize_collapses_everything_above_the_system_prompt() {
 fn tool_error_policy_replaces_the_failed_result_with_the_error() {
     let mut s = seed_stack();
     let change = s.recover_tool_error("permission denied: src/x.rs").unwrap();
-    assert_eq!(change.operation, Operation::ToolError);
+    assert_eq!(change.operation, StackEdit::ToolError);
     assert_eq!(seqs(&change.removed), [6]);
     assert_eq!(
         s.top().message,

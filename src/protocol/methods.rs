@@ -201,7 +201,7 @@ methods! {
         HandshakeParams => HandshakeResult;
     SessionRegister = "session.register", session_register, Owner, InOrder, Local, ["agent_type", "agent_name", "worktree"],
         RegisterParams => Registered;
-    SessionList = "session.list", session_list, Owner("a session handle may not list other sessions; use session.get for its own"), InOrder, Local, [], SessionListParams => Sessions;
+    SessionList = "session.list", session_list, Owner("a session handle may not list other sessions; use session.get for its own"), InOrder, Local, [], SessionListParams => ListedSessions;
     SessionGet = "session.get", session_get, Session, InOrder, Local, ["session_id"], SessionIdParams => SessionReply;
     SessionHeartbeat = "session.heartbeat", session_heartbeat, Session, InOrder, Local, ["session_id"], SessionIdParams => Done;
     SessionDeregister = "session.deregister", session_deregister, Owner, InOrder, Local, ["session_id", "reason", "exit_code"],
@@ -325,7 +325,8 @@ pub struct Registered {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Sessions {
+/// `session.list`'s answer.
+pub struct ListedSessions {
     pub sessions: Vec<Session>,
 }
 

@@ -35,7 +35,7 @@ fn exfil_asks_only_after_a_sensitive_read() {
     let rule = set.decide(&curl, wt, &active, &none).unwrap();
     assert_eq!(
         (rule.id.as_str(), rule.action),
-        ("no-exfil-after-sensitive", Action::Ask)
+        ("no-exfil-after-sensitive", RuleAction::Ask)
     );
     assert!(
         set.decide(
@@ -66,7 +66,7 @@ fn push_asks_and_writes_outside_are_denied() {
     let outside = op("edit", None, &["/etc/hosts"]);
     assert_eq!(
         set.decide(&outside, wt, &none, &none).unwrap().action,
-        Action::Deny
+        RuleAction::Deny
     );
     let inside = op("edit", None, &["/k/wt/src/lib.rs"]);
     assert!(set.decide(&inside, wt, &none, &none).is_none());
@@ -97,7 +97,7 @@ fn user_rules_add_and_switch_off_and_bad_ones_are_named() {
         .unwrap();
     assert_eq!(
         (rule.id.as_str(), rule.action),
-        ("allow-cargo", Action::Allow)
+        ("allow-cargo", RuleAction::Allow)
     );
     assert!(
         set.decide(&op("execute", Some("git push"), &[]), wt, &none, &none)
@@ -109,7 +109,7 @@ fn user_rules_add_and_switch_off_and_bad_ones_are_named() {
             command: Some("(unclosed".into()),
             ..Default::default()
         })),
-        action: Some(Action::Deny),
+        action: Some(RuleAction::Deny),
         from: Some(PathBuf::from("/k/.crucible/rules.toml")),
         ..Default::default()
     };
@@ -123,7 +123,7 @@ fn user_rules_add_and_switch_off_and_bad_ones_are_named() {
             kind: Some(OneOrMany::One("explode".into())),
             ..Default::default()
         })),
-        action: Some(Action::Ask),
+        action: Some(RuleAction::Ask),
         ..Default::default()
     };
     assert!(

@@ -176,7 +176,7 @@ impl Sessions {
 }
 
 /// The internal agent's way to its session's stack and inbox.
-pub struct Link {
+pub struct AgentLink {
     pub wb: Arc<Workbench>,
     pub session_id: String,
     pub system: String,
@@ -187,7 +187,7 @@ fn link_error(e: WorkbenchError) -> AgentError {
     AgentError::Session(e.to_string())
 }
 
-impl Link {
+impl AgentLink {
     async fn apply(&self, op: ContextOp) -> std::result::Result<(), AgentError> {
         let system = self.system.clone();
         self.wb
@@ -198,7 +198,7 @@ impl Link {
     }
 }
 
-impl SessionLink for Link {
+impl SessionLink for AgentLink {
     fn context(&self) -> BoxFuture<'_, std::result::Result<Vec<Entry>, AgentError>> {
         async move {
             let system = self.system.clone();

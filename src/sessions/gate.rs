@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::rule_files::RuleBook;
 use crate::protocol::SecurityState;
-use crate::rules::{Action, Operation};
+use crate::rules::{Operation, RuleAction};
 
 /// The rule named when the gate refuses because no good rule set was ever read.
 pub(super) const NO_RULES: &str = "rules-not-readable";
@@ -101,13 +101,13 @@ impl Gate {
         let judgement = match decided {
             None if approved => Judgement::Approved,
             None => Judgement::Free,
-            Some((rule, Action::Allow, _)) => Judgement::Allowed { rule },
-            Some((rule, Action::Deny, description)) => Judgement::Denied {
+            Some((rule, RuleAction::Allow, _)) => Judgement::Allowed { rule },
+            Some((rule, RuleAction::Deny, description)) => Judgement::Denied {
                 reason: format!("refused by rule {rule}: {description}"),
                 rule,
             },
             Some(_) if approved => Judgement::Approved,
-            Some((rule, Action::Ask, description)) => {
+            Some((rule, RuleAction::Ask, description)) => {
                 let mut reason = format!("Rule {rule}: {description}.");
                 if let Some(activation) = security.activated.get(&rule) {
                     reason.push_str(&format!(

@@ -118,7 +118,7 @@ impl Sessions {
                 matches!(r.previous, SessionState::Parked | SessionState::Stopped)
             }),
             link: (profile.kind == AgentKind::Internal).then(|| {
-                Arc::new(context::Link {
+                Arc::new(context::AgentLink {
                     wb: Arc::clone(&self.wb),
                     session_id: session.id.clone(),
                     system: system.clone(),

@@ -29,7 +29,7 @@ impl Handler for Call<'_> {
         session::register(self, p).await
     }
 
-    async fn session_list(&self, p: SessionListParams) -> Result<Sessions, ErrorObject> {
+    async fn session_list(&self, p: SessionListParams) -> Result<ListedSessions, ErrorObject> {
         session::list(self, p).await
     }
 

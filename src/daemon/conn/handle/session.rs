@@ -16,7 +16,10 @@ pub(super) async fn register(
     })
 }
 
-pub(super) async fn list(call: &Call<'_>, p: SessionListParams) -> Result<Sessions, ErrorObject> {
+pub(super) async fn list(
+    call: &Call<'_>,
+    p: SessionListParams,
+) -> Result<ListedSessions, ErrorObject> {
     let wb = &call.conn.shared.wb;
     let mut sessions = wb.list_sessions();
     if let Some(channel) = &p.channel {
@@ -25,7 +28,7 @@ pub(super) async fn list(call: &Call<'_>, p: SessionListParams) -> Result<Sessio
             None => channel == "interactive",
         });
     }
-    Ok(m::Sessions { sessions })
+    Ok(m::ListedSessions { sessions })
 }
 
 pub(super) async fn get(call: &Call<'_>, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
