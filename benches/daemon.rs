@@ -242,7 +242,7 @@ async fn engine_alone(kiln: &Kiln, settings: &Settings) -> Result<Engine> {
                 id: ulid::Ulid::new().to_string(),
                 session_id: "engine-alone".into(),
                 session_name: "engine-alone".into(),
-                timestamp: crucible::workbench::now_rfc3339(),
+                timestamp: crucible::ledger::now_rfc3339(),
                 msg_type: crucible::protocol::MsgType::Info,
                 title: format!("engine #{n}/{i}"),
                 body: Some(BODY.into()),

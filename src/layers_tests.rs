@@ -335,5 +335,9 @@ fn no_source_file_is_over_600_lines() {
         })
         .collect();
     long.sort();
-    assert!(long.is_empty(), "files over 600 lines:\n{}", long.join("\n"));
+    assert!(
+        long.is_empty(),
+        "files over 600 lines:\n{}",
+        long.join("\n")
+    );
 }

@@ -11,7 +11,7 @@
 //! - `config`, `kiln`: settings, and where a kiln keeps its state
 //! - `audit`: the per-session audit log
 //! - `store`: the database (the only SurrealQL), with its journal
-//! - `workbench`: the domain: session registry, inbox, context stacks
+//! - `ledger`: the domain: the kiln's session registry, inbox, transcripts and context stacks
 //! - `git`, `openai`: worktrees; an OpenAI-compatible chat client
 //! - `driver`: where an agent runs (local, sandbox) and the limits on it
 //! - `agent`: agent processes (ACP, plain programs) and crucible's own agent loop
@@ -31,6 +31,7 @@ pub(crate) mod daemon;
 pub(crate) mod driver;
 pub(crate) mod git;
 pub mod kiln;
+pub mod ledger;
 pub(crate) mod logging;
 pub(crate) mod markdown;
 pub mod openai;
@@ -41,7 +42,6 @@ pub mod store;
 pub mod sys;
 pub(crate) mod text;
 pub mod tui;
-pub mod workbench;
 
 #[cfg(test)]
 mod layers_tests;

@@ -317,7 +317,7 @@ pub(super) async fn run_forwarded(shared: Arc<Shared>, command: crate::store::Co
     };
     tracing::debug!(method = %command.method, from = %command.origin, ok = outcome.is_ok(), "ran a call another daemon forwarded");
     let outcome = outcome.map_err(|e| (e.code, e.message));
-    if let Err(e) = shared.wb.finish_command(&command.id, outcome).await {
+    if let Err(e) = shared.ledger.finish_command(&command.id, outcome).await {
         tracing::warn!(command = %command.id, "cannot record the answer to a forwarded call: {e}");
     }
 }
@@ -336,7 +336,7 @@ fn reply(id: Id, outcome: Result<Value, ErrorObject>) -> Response {
 
 /// Starts (or replaces) this connection's event forwarder.
 async fn subscribe(conn: &Arc<Conn>, topics: Option<Vec<Topic>>) {
-    let mut events = conn.shared.wb.subscribe();
+    let mut events = conn.shared.ledger.subscribe();
     let out = conn.out.clone();
     let task = tokio::spawn(async move {
         loop {

@@ -35,9 +35,9 @@ use deliveries::{Deliveries, Seen};
 use quiet::Quiet;
 
 use crate::config::{ChannelError, Config, WebhookConfig};
+use crate::ledger::LedgerError;
 use crate::protocol::ResolveParams;
 use crate::sessions::Sessions;
-use crate::workbench::WorkbenchError;
 
 /// The channel name webhook sessions carry.
 pub const CHANNEL: &str = "webhook";
@@ -330,7 +330,7 @@ async fn deliver(hooks: &Hooks, delivery: Delivery) -> Answer {
                 body,
             }
         }
-        Err(e @ WorkbenchError::Invalid(_)) => {
+        Err(e @ LedgerError::Invalid(_)) => {
             Answer::refused(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
         }
         Err(e) => Answer::refused(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

@@ -27,8 +27,8 @@ use settings::{LiveSettings, SettingsWatch};
 
 use crate::config::Config;
 use crate::kiln::Kiln;
+use crate::ledger::Ledger;
 use crate::sessions::Sessions;
-use crate::workbench::Workbench;
 
 pub use lifecycle::PidLock;
 
@@ -51,7 +51,7 @@ pub enum DaemonError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Workbench(#[from] crate::workbench::WorkbenchError),
+    Ledger(#[from] crate::ledger::LedgerError),
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
@@ -64,7 +64,7 @@ const TRIM_AFTER_QUIET: Duration = Duration::from_secs(2);
 
 /// What every connection shares.
 pub(crate) struct Shared {
-    pub wb: Arc<Workbench>,
+    pub ledger: Arc<Ledger>,
     pub sessions: Arc<Sessions>,
     pub clients: watch::Sender<usize>,
     pub shutdown: Notify,
@@ -127,7 +127,7 @@ fn start_components(
     fd_limit: Option<u64>,
 ) -> Result<Components, DaemonError> {
     let mut components = Components::default();
-    let (wb, sessions) = (&shared.wb, &shared.sessions);
+    let (ledger, sessions) = (&shared.ledger, &shared.sessions);
     components.add(webhooks::Webhooks::start(
         Arc::clone(sessions),
         live.subscribe(),
@@ -137,13 +137,13 @@ fn start_components(
     components.add(Cron::start(Arc::clone(sessions), started_with));
     // Messages that need a human: the notify command, and the approval timeout of
     // background sessions. Both sleep until a message arrives.
-    components.add(notify::Notifier::start(Arc::clone(wb), started_with));
+    components.add(notify::Notifier::start(Arc::clone(ledger), started_with));
     components.add(Task::spawn(
         "approvals",
         Arc::clone(sessions).watch_approvals(),
     ));
     // Team mode: calls other daemons forward for the sessions this one runs.
-    if let Some(mut commands) = wb.team_commands() {
+    if let Some(mut commands) = ledger.team_commands() {
         let shared = Arc::clone(shared);
         components.add(Task::spawn("forwarding", async move {
             while let Some(command) = commands.recv().await {
@@ -166,7 +166,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     let live = LiveSettings::new(config.clone());
     let mut settings = live.subscribe();
     let started_with = Arc::clone(&settings.borrow());
-    let wb = Workbench::open(kiln.clone(), config).await?;
+    let ledger = Ledger::open(kiln.clone(), config).await?;
     // Once the engine has opened, so what it made is covered too. (It marks its log
     // folder 0750 whenever it starts a log segment; the 0700 state directory keeps others
     // out.)
@@ -180,15 +180,15 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     let agent_socket = kiln.agent_socket_path();
     let mut owners = Acceptor::new(bind(&socket)?, "daemon.sock");
     let mut agents_door = Acceptor::new(bind(&agent_socket)?, "agent.sock");
-    let sessions = Sessions::start(Arc::clone(&wb)).await;
+    let sessions = Sessions::start(Arc::clone(&ledger)).await;
     sessions.follow_settings(live.subscribe());
 
     let mut kiln_watch =
         gone::KilnWatch::start(&kiln.state_dir(), &[socket.clone(), agent_socket.clone()]);
-    tracing::info!(pid = std::process::id(), socket = %socket.display(), db = wb.store().url(), "daemon ready");
+    tracing::info!(pid = std::process::id(), socket = %socket.display(), db = ledger.store().url(), "daemon ready");
 
     let shared = Arc::new(Shared {
-        wb: Arc::clone(&wb),
+        ledger: Arc::clone(&ledger),
         sessions: Arc::clone(&sessions),
         clients: watch::channel(0).0,
         shutdown: Notify::new(),
@@ -199,7 +199,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     tokio::spawn(trim_after_bursts(Arc::clone(&shared)));
     let mut components = start_components(&shared, &live, &started_with, fd_limit)?;
     let _settings_watch = SettingsWatch::start(&kiln, Arc::clone(&live));
-    let fenced = wb.fenced();
+    let fenced = ledger.fenced();
     tokio::pin!(fenced);
     let mut clients = shared.clients.subscribe();
     let mut agents = sessions.running();
@@ -272,7 +272,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         let _ = std::fs::remove_file(path);
     }
     sessions.shutdown().await;
-    wb.close().await;
+    ledger.close().await;
     drop(pid_lock);
     tracing::info!("daemon stopped");
     Ok(())

@@ -15,8 +15,8 @@ use tokio::sync::{broadcast, watch};
 use super::components::Component;
 use crate::config::{Config, NotifyConfig};
 use crate::kiln::Kiln;
+use crate::ledger::Ledger;
 use crate::protocol::{Event, InboxMessage};
-use crate::workbench::Workbench;
 
 const WINDOW: Duration = Duration::from_secs(60);
 
@@ -27,11 +27,11 @@ pub(super) struct Notifier {
 }
 
 impl Notifier {
-    pub fn start(wb: Arc<Workbench>, config: &Config) -> Self {
+    pub fn start(ledger: Arc<Ledger>, config: &Config) -> Self {
         let (config, settings) = watch::channel(config.notify.clone());
         Self {
             config,
-            task: tokio::spawn(run(wb, settings)),
+            task: tokio::spawn(run(ledger, settings)),
         }
     }
 }
@@ -59,8 +59,8 @@ impl Component for Notifier {
 }
 
 /// Follows the inbox until the daemon ends; wakes only when a message arrives.
-async fn run(wb: Arc<Workbench>, settings: watch::Receiver<NotifyConfig>) {
-    let mut events = wb.subscribe();
+async fn run(ledger: Arc<Ledger>, settings: watch::Receiver<NotifyConfig>) {
+    let mut events = ledger.subscribe();
     let mut recent: VecDeque<Instant> = VecDeque::new();
     let mut missed = 0u64;
     loop {
@@ -94,7 +94,7 @@ async fn run(wb: Arc<Workbench>, settings: watch::Receiver<NotifyConfig>) {
             continue;
         }
         recent.push_back(now);
-        let channel = wb
+        let channel = ledger
             .get_session(&message.session_id)
             .ok()
             .and_then(|s| s.channel)
@@ -102,7 +102,7 @@ async fn run(wb: Arc<Workbench>, settings: watch::Receiver<NotifyConfig>) {
             .unwrap_or_default();
         let timeout = Duration::from_secs(config.timeout_secs);
         tokio::spawn(notify(
-            wb.kiln().clone(),
+            ledger.kiln().clone(),
             command,
             message,
             channel,

@@ -29,7 +29,7 @@ pub type Result<T> = std::result::Result<T, GitError>;
 /// A git failure as the domain's error: a refusal (a merge that would conflict) is a
 /// conflict, a failed command is a git error naming the command and its stderr, and git
 /// that cannot be run is a missing tool.
-impl From<GitError> for crate::workbench::WorkbenchError {
+impl From<GitError> for crate::ledger::LedgerError {
     fn from(e: GitError) -> Self {
         match e {
             GitError::Refused(why) => Self::Conflict(why),

@@ -27,8 +27,8 @@ use crate::audit::{Audit, AuditEvent};
 use crate::config::AgentProfile;
 use crate::context::ContextOp;
 use crate::context::Message;
+use crate::ledger::{ContextState, Ledger, now_rfc3339};
 use crate::protocol::{SecurityState, Session, SessionState};
-use crate::workbench::{ContextState, Workbench, now_rfc3339};
 
 /// How many lines of an agent's stderr an error message quotes, read from at most this
 /// many bytes at its end (a chatty agent's log can be large).
@@ -51,7 +51,7 @@ enum Waiting {
 }
 
 pub(super) struct Actor {
-    wb: Arc<Workbench>,
+    ledger: Arc<Ledger>,
     session: Session,
     agent: AgentHandle,
     events: mpsc::UnboundedReceiver<AgentEvent>,
@@ -97,7 +97,7 @@ pub(super) struct ActorSetup {
 
 impl Actor {
     pub fn new(
-        wb: Arc<Workbench>,
+        ledger: Arc<Ledger>,
         session: Session,
         agent: AgentHandle,
         events: mpsc::UnboundedReceiver<AgentEvent>,
@@ -113,8 +113,8 @@ impl Actor {
             agent_cwd,
             rules,
         } = setup;
-        let audit = Audit::new(wb.kiln());
-        let folder = std::path::PathBuf::from(super::context::folder(&wb, &session));
+        let audit = Audit::new(ledger.kiln());
+        let folder = std::path::PathBuf::from(super::context::folder(&ledger, &session));
         let mut worktrees = vec![folder];
         worktrees.extend(agent_cwd);
         let gate = Gate::new(rules, worktrees);
@@ -128,7 +128,7 @@ impl Actor {
             usage: session.usage.clone(),
         });
         Self {
-            wb,
+            ledger,
             session,
             agent,
             events,
@@ -162,7 +162,7 @@ impl Actor {
     }
 
     async fn serve(mut self) {
-        let mut transcript = TranscriptWriter::open(&self.wb, &self.session).await;
+        let mut transcript = TranscriptWriter::open(&self.ledger, &self.session).await;
         let t = &mut transcript;
         self.feed(t, SessionInput::Start).await;
         while !self.finished {
@@ -366,7 +366,7 @@ impl Actor {
 
     /// Ends the message streaming in.
     async fn flush(&mut self, t: &mut TranscriptWriter) {
-        t.flush(&self.wb).await;
+        t.flush(&self.ledger).await;
         self.check(t);
     }
 
@@ -386,11 +386,11 @@ impl Actor {
     async fn save(&mut self) {
         // The name and the channel's record are changed from outside the actor (rename,
         // channel messages): keep them as they are now.
-        if let Ok(now) = self.wb.get_session(&self.session.id) {
+        if let Ok(now) = self.ledger.get_session(&self.session.id) {
             self.session.display_name = now.display_name;
             self.session.channel = now.channel;
         }
-        match self.wb.save_managed(&self.session).await {
+        match self.ledger.save_managed(&self.session).await {
             Ok(saved) => self.session = saved,
             Err(e) => self.failed_to_store("save the session", e),
         }
@@ -401,7 +401,7 @@ impl Actor {
         if notice.stderr_tail {
             notice.body = notice.body.map(|body| self.with_stderr(body));
         }
-        let sent = self.wb.send(notice.into_params(&self.session.id)).await;
+        let sent = self.ledger.send(notice.into_params(&self.session.id)).await;
         if let Err(e) = sent {
             self.failed_to_store("post to the inbox", e);
         }
@@ -411,7 +411,7 @@ impl Actor {
     async fn push(&mut self, message: Message) {
         let system = self.system.clone();
         let pushed = self
-            .wb
+            .ledger
             .apply_context(
                 &self.session.id,
                 move || system,
@@ -446,7 +446,7 @@ impl Actor {
     /// failure is logged.
     async fn context(&self) -> Option<ContextState> {
         let system = self.system.clone();
-        match self.wb.context(&self.session.id, move || system).await {
+        match self.ledger.context(&self.session.id, move || system).await {
             Ok(state) => Some(state),
             Err(e) => {
                 tracing::error!("cannot read the context stack: {e}");
@@ -458,7 +458,7 @@ impl Actor {
     /// `text`, then the last lines the agent wrote to stderr, if any.
     fn with_stderr(&self, text: String) -> String {
         let path = self
-            .wb
+            .ledger
             .kiln()
             .sessions_dir()
             .join(format!("{}.stderr.log", self.session.id));

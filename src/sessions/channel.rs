@@ -12,7 +12,7 @@ impl Sessions {
     /// Resolves `inbound` to its conversation's session and delivers its text there.
     pub async fn resolve(self: &Arc<Self>, inbound: ResolveParams) -> Result<ResolveResult> {
         if inbound.text.trim().is_empty() {
-            return Err(WorkbenchError::Invalid("the message is empty".into()));
+            return Err(LedgerError::Invalid("the message is empty".into()));
         }
         // One message at a time: two messages of one conversation must not both find
         // "no session" and make two.
@@ -43,9 +43,9 @@ impl Sessions {
             // The session as it is now, not as it was read above: its actor may have
             // saved it since (a new state, its agent's session), and only the channel's
             // record is this one's to change.
-            let mut continued = self.wb.get_session(&session.id)?;
+            let mut continued = self.ledger.get_session(&session.id)?;
             continued.channel = Some(tag);
-            self.wb.save_managed(&continued).await?;
+            self.ledger.save_managed(&continued).await?;
             let queued = self.prompt(&session.id, inbound.text.clone()).await?;
             return Ok(ResolveResult {
                 session_id: session.id.clone(),
@@ -96,12 +96,12 @@ impl Sessions {
     pub async fn close(self: &Arc<Self>, id: &str) -> Result<Session> {
         let session = self.managed(id)?;
         if session.channel.is_none() {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "session {id} was not started by a channel; stop it instead"
             )));
         }
         self.close_session(&session).await?;
-        self.wb.get_session(id)
+        self.ledger.get_session(id)
     }
 
     async fn close_session(self: &Arc<Self>, session: &Session) -> Result<()> {
@@ -109,7 +109,7 @@ impl Sessions {
         if let Some(tag) = closed.channel.as_mut() {
             tag.closed = true;
         }
-        self.wb.save_managed(&closed).await?;
+        self.ledger.save_managed(&closed).await?;
         if self.actor(&session.id).is_some() {
             // Stopping waits for the agent to go; the message need not.
             let me = Arc::clone(self);
@@ -127,7 +127,7 @@ impl Sessions {
     /// session left unanswered for `channels.approval_timeout_secs` cancels its turn,
     /// with an `error` message saying so, so a background session never hangs unseen.
     pub async fn watch_approvals(self: Arc<Self>) {
-        let mut events = self.wb.subscribe();
+        let mut events = self.ledger.subscribe();
         loop {
             let message = match events.recv().await.as_deref() {
                 Ok(Event::InboxCreated(m)) if m.msg_type.blocks() => m.clone(),
@@ -136,9 +136,9 @@ impl Sessions {
             };
             // Team mode: another daemon's sessions are timed by that daemon.
             let background = self
-                .wb
+                .ledger
                 .get_session(&message.session_id)
-                .is_ok_and(|s| s.channel.is_some() && !self.wb.is_foreign(&s));
+                .is_ok_and(|s| s.channel.is_some() && !self.ledger.is_foreign(&s));
             let timeout = self
                 .settings()
                 .ok()
@@ -149,14 +149,18 @@ impl Sessions {
             let me = Arc::clone(&self);
             tokio::spawn(async move {
                 tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
-                let Ok(now) = me.wb.get_message(&message.id).await else {
+                let Ok(now) = me.ledger.get_message(&message.id).await else {
                     return;
                 };
                 if now.responded || now.withdrawn {
                     return;
                 }
                 let notice = wording::unanswered(&now.title, secs);
-                if let Err(e) = me.wb.send(notice.into_params(&message.session_id)).await {
+                if let Err(e) = me
+                    .ledger
+                    .send(notice.into_params(&message.session_id))
+                    .await
+                {
                     tracing::warn!(session = %message.session_id, "cannot post: {e}");
                 }
                 if let Err(e) = me.cancel(&message.session_id).await {
@@ -164,7 +168,7 @@ impl Sessions {
                 }
                 // Whoever asked (the agent itself, through `cru ask`) no longer waits.
                 if let Err(e) = me
-                    .wb
+                    .ledger
                     .withdraw_open(&message.session_id, "nobody answered in time")
                     .await
                 {
@@ -181,7 +185,7 @@ impl Sessions {
 
     /// The newest session of a channel's conversation (a cron job's runs are one, `""`).
     pub(super) fn newest_of(&self, kind: &str, source: &str, reference: &str) -> Option<Session> {
-        self.wb
+        self.ledger
             .list_sessions()
             .into_iter()
             .filter(|s| {

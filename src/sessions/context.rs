@@ -19,9 +19,9 @@ use crate::agent::{AgentError, SessionLink};
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::context::summary::{MODEL_PROMPT, clamp_summary};
 use crate::context::{ContextOp, Entry, Message, fallback_summary};
+use crate::ledger::{Ledger, LedgerError};
 use crate::openai::{ChatMessage, ChatRequest, messages_from_stack};
 use crate::protocol::{ContextCall, ContextResult, MsgType, SendParams, Session};
-use crate::workbench::{Workbench, WorkbenchError};
 
 /// How long a model may take to write a summary before the fallback is used.
 const SUMMARY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,11 +51,11 @@ pub fn system_entry(session: &Session, profile: Option<&AgentProfile>, cwd: &str
 }
 
 /// The folder a session works in.
-pub fn folder(wb: &Workbench, session: &Session) -> String {
+pub fn folder(ledger: &Ledger, session: &Session) -> String {
     session
         .worktree
         .clone()
-        .unwrap_or_else(|| wb.kiln().root().display().to_string())
+        .unwrap_or_else(|| ledger.kiln().root().display().to_string())
 }
 
 /// The summary of `entries`: the model's when the profile is internal (and its summary
@@ -127,14 +127,14 @@ impl Sessions {
     /// A `context.*` call on a session crucible runs (running or not).
     pub async fn context_call(&self, id: &str, request: ContextCall) -> Result<ContextResult> {
         let session = self.managed(id)?;
-        let profile = Config::load(&self.wb.kiln().settings_path())
+        let profile = Config::load(&self.ledger.kiln().settings_path())
             .ok()
             .and_then(|c| c.profile(&session.agent_name).ok());
-        let cwd = folder(&self.wb, &session);
+        let cwd = folder(&self.ledger, &session);
         let system = || system_entry(&session, profile.as_ref(), &cwd);
         let op = match request {
             ContextCall::Get => {
-                let state = self.wb.context(id, system).await?;
+                let state = self.ledger.context(id, system).await?;
                 return Ok(ContextResult {
                     session_id: id.to_string(),
                     stack: state.stack,
@@ -144,12 +144,12 @@ impl Sessions {
                 });
             }
             ContextCall::Apply(op) if op.internal() => {
-                return Err(WorkbenchError::Invalid(
+                return Err(LedgerError::Invalid(
                     "that context operation is the session's own".to_string(),
                 ));
             }
             ContextCall::Apply(ContextOp::Summarize(None)) => {
-                let state = self.wb.context(id, system).await?;
+                let state = self.ledger.context(id, system).await?;
                 // Only the system prompt: the stack refuses, and no model is asked.
                 let text = if state.stack.poppable() == 0 {
                     "-".to_string()
@@ -162,7 +162,7 @@ impl Sessions {
         };
         let fresh_on_shrink = session.agent_type == AgentKind::Acp.as_str();
         let (state, change) = self
-            .wb
+            .ledger
             .apply_context(id, system, op, fresh_on_shrink)
             .await?;
         Ok(ContextResult {
@@ -177,20 +177,20 @@ impl Sessions {
 
 /// The internal agent's way to its session's stack and inbox.
 pub struct AgentLink {
-    pub wb: Arc<Workbench>,
+    pub ledger: Arc<Ledger>,
     pub session_id: String,
     pub system: String,
 }
 
 /// The session's context stack or inbox failing under the internal agent.
-fn link_error(e: WorkbenchError) -> AgentError {
+fn link_error(e: LedgerError) -> AgentError {
     AgentError::Session(e.to_string())
 }
 
 impl AgentLink {
     async fn apply(&self, op: ContextOp) -> std::result::Result<(), AgentError> {
         let system = self.system.clone();
-        self.wb
+        self.ledger
             .apply_context(&self.session_id, move || system, op, false)
             .await
             .map(|_| ())
@@ -202,7 +202,7 @@ impl SessionLink for AgentLink {
     fn context(&self) -> BoxFuture<'_, std::result::Result<Vec<Entry>, AgentError>> {
         async move {
             let system = self.system.clone();
-            self.wb
+            self.ledger
                 .context(&self.session_id, move || system)
                 .await
                 .map(|s| s.stack.entries().to_vec())
@@ -231,7 +231,7 @@ impl SessionLink for AgentLink {
     ) -> BoxFuture<'_, std::result::Result<Option<String>, AgentError>> {
         async move {
             let message = self
-                .wb
+                .ledger
                 .send(SendParams {
                     session_id: self.session_id.clone(),
                     msg_type,
@@ -247,7 +247,7 @@ impl SessionLink for AgentLink {
                 return Ok(None);
             }
             let answered = self
-                .wb
+                .ledger
                 .wait_for_answer(&message.id, None)
                 .await
                 .map_err(link_error)?;

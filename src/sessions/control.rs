@@ -14,7 +14,7 @@ impl Sessions {
         let _one_at_a_time = self.unparking.lock().await;
         let session = self.managed(id)?;
         if session.state == Some(SessionState::Creating) {
-            return Err(WorkbenchError::Conflict(format!(
+            return Err(LedgerError::Conflict(format!(
                 "session {id} is still being created"
             )));
         }
@@ -25,7 +25,7 @@ impl Sessions {
         let given = self.given(id);
         let profile = super::given::profile(&config, &session.agent_name, given.as_deref())
             .map_err(|why| {
-                WorkbenchError::Invalid(format!(
+                LedgerError::Invalid(format!(
                     "the agent profile {:?} is gone: {why}",
                     session.agent_name
                 ))
@@ -34,7 +34,7 @@ impl Sessions {
         starting.state = Some(SessionState::Starting);
         starting.state_reason = Some(wording::RESTARTING.into());
         starting.updated_at = Some(now_rfc3339());
-        let starting = self.wb.save_managed(&starting).await?;
+        let starting = self.ledger.save_managed(&starting).await?;
         let resume = Resume {
             acp_session_id: session.acp_session_id.clone(),
             previous: SessionState::Stopped,
@@ -48,10 +48,10 @@ impl Sessions {
             failed.state = Some(SessionState::Error);
             failed.state_reason = Some(format!("the restart failed: {why}"));
             failed.updated_at = Some(now_rfc3339());
-            self.wb.save_managed(&failed).await?;
-            return Err(WorkbenchError::Invalid(why.to_string()));
+            self.ledger.save_managed(&failed).await?;
+            return Err(LedgerError::Invalid(why.to_string()));
         }
-        self.wb.get_session(id)
+        self.ledger.get_session(id)
     }
 
     /// Gives the session a name of the human's choosing (lists and the status bar show
@@ -59,17 +59,17 @@ impl Sessions {
     pub async fn rename(&self, id: &str, name: &str) -> Result<Session> {
         let name = name.trim();
         if name.is_empty() {
-            return Err(WorkbenchError::Invalid("give the session a name".into()));
+            return Err(LedgerError::Invalid("give the session a name".into()));
         }
         if name.chars().count() > MAX_NAME || name.chars().any(char::is_control) {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "a session name is one line of at most {MAX_NAME} characters"
             )));
         }
         let mut session = self.managed(id)?;
         session.display_name = name.to_string();
         session.updated_at = Some(now_rfc3339());
-        self.wb.save_managed(&session).await
+        self.ledger.save_managed(&session).await
     }
 
     /// A new session of the same agent, driver and read manifest on a new branch made
@@ -78,19 +78,19 @@ impl Sessions {
     pub async fn fork(self: &Arc<Self>, params: ForkParams) -> Result<Session> {
         let source = self.managed(&params.session_id)?;
         let (Some(worktree), Some(branch)) = (&source.worktree, &source.branch) else {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "session {} works in place, not on a branch of its own; there is nothing to fork from",
                 source.id
             )));
         };
-        let repo = self.wb.kiln().root().to_path_buf();
+        let repo = self.ledger.kiln().root().to_path_buf();
         let new_branch = {
             let _git = self.git.lock().await;
             let head = git::head(Path::new(worktree)).await?;
             let name = match params.worktree.as_deref().map(str::trim) {
                 Some(name) if !name.is_empty() => {
                     if git::branch_exists(&repo, name).await {
-                        return Err(WorkbenchError::Conflict(format!(
+                        return Err(LedgerError::Conflict(format!(
                             "branch {name} already exists; a fork makes a new one"
                         )));
                     }

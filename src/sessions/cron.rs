@@ -106,7 +106,7 @@ impl Sessions {
                                 tracing::info!(job = %id, "cron run skipped: {}", run.note)
                             }
                             Ok(run) => tracing::info!(job = %id, session = %run.session_id, "cron run"),
-                            Err(WorkbenchError::NotFound(_)) => tracing::info!(
+                            Err(LedgerError::NotFound(_)) => tracing::info!(
                                 job = %id,
                                 "cron run not started: the job was taken out of the settings"
                             ),
@@ -137,7 +137,7 @@ impl Sessions {
             .find(|s| s.job.id == id)
             .map(|s| s.job.clone())
             .ok_or_else(|| {
-                WorkbenchError::NotFound(format!("no cron job {id:?} in the daemon's settings"))
+                LedgerError::NotFound(format!("no cron job {id:?} in the daemon's settings"))
             })?;
         self.run_cron_job(&job).await
     }

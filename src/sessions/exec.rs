@@ -12,8 +12,8 @@ use tokio::io::AsyncReadExt;
 use super::{Result, Sessions, context};
 use crate::audit::{Audit, AuditEvent};
 use crate::driver::{self, Environment};
+use crate::ledger::LedgerError;
 use crate::protocol::{AuditLog, ExecParams, ExecResult, env};
-use crate::workbench::WorkbenchError;
 
 /// The most of each of stdout and stderr kept.
 const MAX_OUTPUT: usize = 64 * 1024;
@@ -21,7 +21,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// A driver failure as the domain's error: the session's environment could not be made
 /// or used (a missing tool, a refusing kernel, an unreachable host).
-impl From<driver::DriverError> for WorkbenchError {
+impl From<driver::DriverError> for LedgerError {
     fn from(e: driver::DriverError) -> Self {
         Self::Driver(e.to_string())
     }
@@ -35,14 +35,14 @@ impl Sessions {
             return Ok(environment);
         }
         let session = self.managed(id)?;
-        let cwd = PathBuf::from(context::folder(&self.wb, &session));
+        let cwd = PathBuf::from(context::folder(&self.ledger, &session));
         let spec = session.driver.clone().unwrap_or_default();
         let given = self.given(id);
         let (passed, _) = super::given::values(spec.env(), given.as_deref());
         let environment = Environment::provision(
             &spec,
             driver::Setup {
-                kiln: self.wb.kiln(),
+                kiln: self.ledger.kiln(),
                 session_id: id,
                 cwd: &cwd,
                 program: None,
@@ -58,10 +58,10 @@ impl Sessions {
         let id = params.session_id.as_str();
         let session = self.managed(id)?;
         let Some((program, args)) = params.command.split_first() else {
-            return Err(WorkbenchError::Invalid("no command given".into()));
+            return Err(LedgerError::Invalid("no command given".into()));
         };
         let environment = self.environment(id).await?;
-        let cwd = PathBuf::from(context::folder(&self.wb, &session));
+        let cwd = PathBuf::from(context::folder(&self.ledger, &session));
         // The session's id, never its handle: a debugging command is not the agent.
         let vars = [(env::SESSION.to_string(), id.to_string())];
         let mut command = environment.command(std::path::Path::new(program), args, &vars, &cwd)?;
@@ -73,7 +73,7 @@ impl Sessions {
             .kill_on_drop(true);
         let mut child = crate::sys::user_umask(&mut command)
             .spawn()
-            .map_err(|e| WorkbenchError::Tool(format!("cannot run {program}: {e}")))?;
+            .map_err(|e| LedgerError::Tool(format!("cannot run {program}: {e}")))?;
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let timeout = params
@@ -92,7 +92,7 @@ impl Sessions {
             ),
         };
         let exit_code = status.and_then(|s| s.code());
-        Audit::new(self.wb.kiln()).record(
+        Audit::new(self.ledger.kiln()).record(
             id,
             AuditEvent::Command {
                 command: params.command.clone(),
@@ -108,12 +108,12 @@ impl Sessions {
 
     /// The audit log of a session, running, ended or deleted.
     pub fn audit_log(&self, id: &str) -> Result<AuditLog> {
-        let audit = Audit::new(self.wb.kiln());
+        let audit = Audit::new(self.ledger.kiln());
         let records = audit
             .read(id)
-            .map_err(|e| WorkbenchError::Io(format!("cannot read the audit log: {e}")))?;
-        if records.is_empty() && self.wb.get_session(id).is_err() {
-            return Err(WorkbenchError::NotFound(format!(
+            .map_err(|e| LedgerError::Io(format!("cannot read the audit log: {e}")))?;
+        if records.is_empty() && self.ledger.get_session(id).is_err() {
+            return Err(LedgerError::NotFound(format!(
                 "no session {id} and no audit log for it"
             )));
         }

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use super::{Sessions, wording};
 use crate::config::{AgentKind, AgentProfile, Config};
+use crate::ledger::LedgerError;
 use crate::protocol::{ClientEnv, DriverKind, DriverOptions, DriverSpec};
-use crate::workbench::WorkbenchError;
 
 impl Sessions {
     /// What the asking process gave for session `id`, while this daemon runs.
@@ -63,7 +63,7 @@ pub(super) fn check_env(
     spec: &DriverSpec,
     asked: &DriverOptions,
     given: Option<&ClientEnv>,
-) -> Result<(), WorkbenchError> {
+) -> Result<(), LedgerError> {
     let (_, missing) = values(spec.env(), given);
     if missing.is_empty() {
         return Ok(());
@@ -72,7 +72,7 @@ pub(super) fn check_env(
         .iter()
         .map(|name| wording::env_asked(name, asked.env.contains(name), spec.kind().as_str()))
         .collect();
-    Err(WorkbenchError::Invalid(wording::env_missing(&words, given)))
+    Err(LedgerError::Invalid(wording::env_missing(&words, given)))
 }
 
 /// The internal agent's API key (`api_key_env`), as the asking process gave it.
@@ -87,7 +87,7 @@ pub(super) fn check_api_key(
     profile_name: &str,
     profile: &AgentProfile,
     given: Option<&ClientEnv>,
-) -> Result<(), WorkbenchError> {
+) -> Result<(), LedgerError> {
     let internal = profile.kind == AgentKind::Internal;
     let Some(name) = profile.api_key_env.as_deref().filter(|_| internal) else {
         return Ok(());
@@ -96,7 +96,7 @@ pub(super) fn check_api_key(
     if missing.is_empty() {
         return Ok(());
     }
-    Err(WorkbenchError::Invalid(wording::env_missing(
+    Err(LedgerError::Invalid(wording::env_missing(
         &[format!("`{name}` (api_key_env of [agents.{profile_name}])")],
         given,
     )))
@@ -122,10 +122,10 @@ pub(super) fn profile(
     config: &Config,
     name: &str,
     given: Option<&ClientEnv>,
-) -> Result<AgentProfile, WorkbenchError> {
+) -> Result<AgentProfile, LedgerError> {
     config
         .profile_found(name, &|program| find(program, given), &looked(given))
-        .map_err(|e| WorkbenchError::Invalid(e.to_string()))
+        .map_err(|e| LedgerError::Invalid(e.to_string()))
 }
 
 /// `profile` with its program where it was found, when it runs on this machine (the
@@ -136,7 +136,7 @@ pub(super) fn locate(
     mut profile: AgentProfile,
     kind: DriverKind,
     given: Option<&ClientEnv>,
-) -> Result<AgentProfile, WorkbenchError> {
+) -> Result<AgentProfile, LedgerError> {
     let here = !kind.runs_apart();
     let bare = !profile.command.is_empty() && !profile.command.contains('/');
     if profile.kind == AgentKind::Internal || !here || !bare {
@@ -147,7 +147,7 @@ pub(super) fn locate(
             profile.command = found.display().to_string();
             Ok(profile)
         }
-        None => Err(WorkbenchError::Invalid(wording::program_missing(
+        None => Err(LedgerError::Invalid(wording::program_missing(
             &profile.command,
             name,
             &looked(given),

@@ -21,7 +21,7 @@ pub(super) struct Work {
 impl Sessions {
     /// The remote place of an ssh session.
     fn remote(&self, session: &Session) -> Option<driver::ssh::Remote> {
-        driver::remote_of(session.driver.as_ref()?, self.wb.kiln(), &session.id)
+        driver::remote_of(session.driver.as_ref()?, self.ledger.kiln(), &session.id)
     }
 
     /// The session's worktree, branch and base branch; refused for a session that works
@@ -29,20 +29,20 @@ impl Sessions {
     pub(super) async fn work(&self, id: &str) -> Result<Work> {
         let session = self.managed(id)?;
         let (Some(worktree), Some(branch)) = (&session.worktree, &session.branch) else {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "session {id} works in place, on the kiln's own checkout; review it with git there"
             )));
         };
         let base_branch = match &session.base_branch {
             Some(base) => base.clone(),
             // Sessions made before crucible kept their base: the kiln's branch now.
-            None => git::current_branch(self.wb.kiln().root())
+            None => git::current_branch(self.ledger.kiln().root())
                 .await
                 .ok()
                 .flatten()
                 .filter(|b| b != branch)
                 .ok_or_else(|| {
-                    WorkbenchError::Conflict(format!(
+                    LedgerError::Conflict(format!(
                         "session {id} has no base branch and the kiln's checkout is not on one"
                     ))
                 })?,
@@ -105,10 +105,10 @@ impl Sessions {
     pub async fn merge(&self, params: MergeParams) -> Result<MergeReply> {
         let work = self.work(&params.session_id).await?;
         refuse_while_busy(&work.session, "merge")?;
-        let repo = self.wb.kiln().root().to_path_buf();
+        let repo = self.ledger.kiln().root().to_path_buf();
         let checked_out = git::current_branch(&repo).await?;
         if checked_out.as_deref() != Some(work.base_branch.as_str()) {
-            return Err(WorkbenchError::Conflict(format!(
+            return Err(LedgerError::Conflict(format!(
                 "the kiln has {} checked out, not {}, the branch session {} started from; check out {} to land there",
                 checked_out.as_deref().unwrap_or("a detached HEAD"),
                 work.base_branch,
@@ -118,7 +118,7 @@ impl Sessions {
         }
         let pending = git::uncommitted(&work.worktree).await?;
         if !pending.is_empty() {
-            return Err(WorkbenchError::Conflict(format!(
+            return Err(LedgerError::Conflict(format!(
                 "the session's worktree has {} uncommitted change(s) ({}); commit them first (/commit)",
                 pending.len(),
                 pending
@@ -156,20 +156,20 @@ impl Sessions {
     /// `gh`. Refused clearly when `gh` is not installed or the kiln has no remote.
     pub async fn pr(&self, params: PrParams) -> Result<PrReply> {
         let work = self.work(&params.session_id).await?;
-        let repo = self.wb.kiln().root().to_path_buf();
+        let repo = self.ledger.kiln().root().to_path_buf();
         let Some(gh) = crate::sys::on_path("gh") else {
-            return Err(WorkbenchError::Tool(
+            return Err(LedgerError::Tool(
                 "opening a pull request needs the GitHub CLI, gh, on the daemon's PATH (https://cli.github.com); or push the branch and open it yourself".into(),
             ));
         };
         if !git::has_remote(&repo).await {
-            return Err(WorkbenchError::Conflict(
+            return Err(LedgerError::Conflict(
                 "the kiln's repository has no remote to open a pull request on; add one with git remote add".into(),
             ));
         }
         let pending = git::uncommitted(&work.worktree).await?;
         if !pending.is_empty() {
-            return Err(WorkbenchError::Conflict(format!(
+            return Err(LedgerError::Conflict(format!(
                 "the session's worktree has {} uncommitted change(s); commit them first (/commit)",
                 pending.len()
             )));
@@ -193,9 +193,9 @@ impl Sessions {
             .stdin(std::process::Stdio::null())
             .output()
             .await
-            .map_err(|e| WorkbenchError::Tool(format!("cannot run gh: {e}")))?;
+            .map_err(|e| LedgerError::Tool(format!("cannot run gh: {e}")))?;
         if !output.status.success() {
-            return Err(WorkbenchError::Tool(format!(
+            return Err(LedgerError::Tool(format!(
                 "gh pr create failed: {}",
                 String::from_utf8_lossy(&output.stderr).trim()
             )));
@@ -215,7 +215,7 @@ impl Sessions {
 
 fn refuse_while_busy(session: &Session, what: &str) -> Result<()> {
     match session.state {
-        Some(state) if state.is_busy() => Err(WorkbenchError::Conflict(format!(
+        Some(state) if state.is_busy() => Err(LedgerError::Conflict(format!(
             "session {} is {state}; wait for its turn to end (or cancel it) before you {what}",
             session.id
         ))),

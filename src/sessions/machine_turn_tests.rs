@@ -4,7 +4,7 @@
 //! `machine_tests.rs`, with the helpers used here.
 
 use super::*;
-use crate::workbench::WorkbenchError;
+use crate::ledger::LedgerError;
 
 pub(super) fn turns() -> Vec<Case> {
     use SessionState::*;
@@ -334,7 +334,7 @@ pub(super) fn approvals() -> Vec<Case> {
             plus(working("go"), [ask(1)]),
             SessionInput::Posted {
                 key: 1,
-                result: Err(WorkbenchError::Invalid("disk full".into())),
+                result: Err(LedgerError::Invalid("disk full".into())),
             },
             cat([answer(1, None), vec![line(EntryKind::Error, not_posted)]]),
         )

@@ -39,11 +39,11 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use crate::config::{AgentKind, Config};
 use crate::driver::{self, Environment};
 use crate::git;
+use crate::ledger::{Ledger, LedgerError, display_name, now_rfc3339};
 use crate::protocol::{
     ClientEnv, CreateSessionParams, DeleteOutcome, Event, PruneResult, RemoveOptions, Session,
     SessionState, Skipped,
 };
-use crate::workbench::{Workbench, WorkbenchError, display_name, now_rfc3339};
 
 use crate::markdown::MarkdownLog;
 pub use context::{PREAMBLE_HEADER, preamble};
@@ -52,12 +52,12 @@ use command::Command;
 use spawn::Resume;
 use transcript::TranscriptWriter;
 
-pub type Result<T> = std::result::Result<T, WorkbenchError>;
+pub type Result<T> = std::result::Result<T, LedgerError>;
 
 use crate::protocol::env::SESSION as SESSION_ENV;
 
 pub struct Sessions {
-    wb: Arc<Workbench>,
+    ledger: Arc<Ledger>,
     actors: Mutex<HashMap<String, mpsc::UnboundedSender<Command>>>,
     /// The environments of running agents, by session.
     environments: Mutex<HashMap<String, Arc<Environment>>>,
@@ -85,14 +85,14 @@ pub struct Sessions {
 
 impl Sessions {
     /// Starts the manager and deals honestly with sessions a previous daemon left running.
-    pub async fn start(wb: Arc<Workbench>) -> Arc<Self> {
-        for dir in [wb.kiln().sessions_dir(), wb.kiln().worktrees_dir()] {
+    pub async fn start(ledger: Arc<Ledger>) -> Arc<Self> {
+        for dir in [ledger.kiln().sessions_dir(), ledger.kiln().worktrees_dir()] {
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 tracing::warn!(dir = %dir.display(), "cannot create: {e}");
             }
         }
         let sessions = Arc::new(Self {
-            wb: Arc::clone(&wb),
+            ledger: Arc::clone(&ledger),
             actors: Mutex::new(HashMap::new()),
             environments: Mutex::new(HashMap::new()),
             given: Mutex::new(HashMap::new()),
@@ -102,19 +102,19 @@ impl Sessions {
             running: watch::channel(0).0,
             git: tokio::sync::Mutex::new(()),
             radar: Mutex::new(Default::default()),
-            rules: Arc::new(rule_files::RuleBook::new(wb.kiln().clone())),
+            rules: Arc::new(rule_files::RuleBook::new(ledger.kiln().clone())),
             live_settings: std::sync::OnceLock::new(),
         });
         tokio::spawn(inbox_news::route_inbox_events(
             Arc::downgrade(&sessions),
-            wb.subscribe(),
+            ledger.subscribe(),
         ));
         sessions.recover().await;
         sessions.finish_deletions().await;
-        if let Some(takeovers) = wb.takeovers() {
+        if let Some(takeovers) = ledger.takeovers() {
             tokio::spawn(take_over(Arc::downgrade(&sessions), takeovers));
         }
-        tokio::spawn(radar::watch(Arc::downgrade(&sessions), wb.subscribe()));
+        tokio::spawn(radar::watch(Arc::downgrade(&sessions), ledger.subscribe()));
         sessions
     }
 
@@ -141,8 +141,8 @@ impl Sessions {
     fn settings(&self) -> Result<Config> {
         match self.live_settings.get() {
             Some(live) => Ok(Config::clone(&live.borrow())),
-            None => Config::load(&self.wb.kiln().settings_path())
-                .map_err(|e| WorkbenchError::Invalid(e.to_string())),
+            None => Config::load(&self.ledger.kiln().settings_path())
+                .map_err(|e| LedgerError::Invalid(e.to_string())),
         }
     }
 
@@ -151,9 +151,9 @@ impl Sessions {
     }
 
     fn managed(&self, id: &str) -> Result<Session> {
-        let session = self.wb.get_session(id)?;
+        let session = self.ledger.get_session(id)?;
         if !session.is_managed() {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "session {id} registered itself; crucible does not run its agent"
             )));
         }
@@ -185,41 +185,41 @@ impl Sessions {
         seed: Option<&str>,
         given: Option<Arc<ClientEnv>>,
     ) -> Result<Session> {
-        let kiln = self.wb.kiln().clone();
+        let kiln = self.ledger.kiln().clone();
         let config = self.settings()?;
         let profile = given::profile(&config, &params.agent, given.as_deref()).map_err(|why| {
-            WorkbenchError::Invalid(format!(
+            LedgerError::Invalid(format!(
                 "{why} (settings: {})",
                 kiln.settings_path().display()
             ))
         })?;
         if params.in_place && params.worktree.is_some() {
-            return Err(WorkbenchError::Invalid(
+            return Err(LedgerError::Invalid(
                 "choose either a worktree or in_place, not both".into(),
             ));
         }
         let spec = config
             .driver_spec(&profile, &params.driver)
-            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+            .map_err(|e| LedgerError::Invalid(e.to_string()))?;
         let kind = spec.kind();
         given::check_env(&spec, &params.driver, given.as_deref())
             .and_then(|()| given::check_api_key(&params.agent, &profile, given.as_deref()))?;
         given::locate(&params.agent, profile.clone(), kind, given.as_deref())?;
         if kind.runs_apart() {
             if profile.kind == AgentKind::Internal {
-                return Err(WorkbenchError::Invalid(format!(
+                return Err(LedgerError::Invalid(format!(
                     "crucible's own agent runs in the daemon: use the local or sandbox driver, not {}",
                     kind
                 )));
             }
             if params.in_place {
-                return Err(WorkbenchError::Invalid(format!(
+                return Err(LedgerError::Invalid(format!(
                     "the {} driver works in a worktree of its own, not in place",
                     kind
                 )));
             }
         }
-        let id = self.wb.next_id();
+        let id = self.ledger.next_id();
         let placement = {
             let _git = self.git.lock().await;
             self.place(&id, &params).await?
@@ -249,7 +249,7 @@ impl Sessions {
             channel: params.channel.clone(),
             ..Session::default()
         };
-        let session = match self.wb.add_managed(session).await {
+        let session = match self.ledger.add_managed(session).await {
             Ok(s) => s,
             Err(e) => {
                 let _git = self.git.lock().await;
@@ -258,13 +258,13 @@ impl Sessions {
             }
         };
         let seeded = match seed {
-            Some(from) => self.wb.copy_context(from, &id).await,
+            Some(from) => self.ledger.copy_context(from, &id).await,
             None => Ok(()),
         };
         if let Err(e) = seeded {
             let _git = self.git.lock().await;
             placement.undo(kiln.root()).await;
-            let _ = self.wb.remove_managed(&id, &Default::default()).await;
+            let _ = self.ledger.remove_managed(&id, &Default::default()).await;
             return Err(e);
         }
         self.keep_given(&id, given);
@@ -285,12 +285,12 @@ impl Sessions {
                 self.keep_given(&id, None);
                 let _git = self.git.lock().await;
                 placement.undo(kiln.root()).await;
-                let _ = self.wb.remove_managed(&id, &Default::default()).await;
+                let _ = self.ledger.remove_managed(&id, &Default::default()).await;
                 let _ = std::fs::remove_file(MarkdownLog::path_for(&kiln.sessions_dir(), &id));
-                return Err(WorkbenchError::Invalid(why.to_string()));
+                return Err(LedgerError::Invalid(why.to_string()));
             }
         }
-        self.wb.get_session(&id)
+        self.ledger.get_session(&id)
     }
 
     /// Sends a prompt now, or queues it behind the running turn. True when queued. A
@@ -298,9 +298,7 @@ impl Sessions {
     pub async fn prompt(self: &Arc<Self>, id: &str, text: String) -> Result<bool> {
         let session = self.managed(id)?;
         if text.trim().is_empty() {
-            return Err(WorkbenchError::Invalid(
-                "the prompt must not be empty".into(),
-            ));
+            return Err(LedgerError::Invalid("the prompt must not be empty".into()));
         }
         if session.state == Some(SessionState::Parked) {
             let _one_at_a_time = self.unparking.lock().await;
@@ -321,7 +319,7 @@ impl Sessions {
         let given = self.given(&session.id);
         let profile =
             given::profile(&config, &session.agent_name, given.as_deref()).map_err(|why| {
-                WorkbenchError::Invalid(format!(
+                LedgerError::Invalid(format!(
                     "the agent profile {:?} is gone: {why}",
                     session.agent_name
                 ))
@@ -329,7 +327,7 @@ impl Sessions {
         let mut starting = session.clone();
         starting.state = Some(SessionState::Starting);
         starting.state_reason = Some(wording::UNPARKING.into());
-        let starting = self.wb.save_managed(&starting).await?;
+        let starting = self.ledger.save_managed(&starting).await?;
         let resume = Resume {
             acp_session_id: session.acp_session_id.clone(),
             previous: SessionState::Parked,
@@ -342,8 +340,8 @@ impl Sessions {
             // Still parked: a later prompt may try again.
             let mut parked = session;
             parked.state_reason = Some(format!("{}; the last try failed: {why}", wording::PARKED));
-            self.wb.save_managed(&parked).await?;
-            return Err(WorkbenchError::Invalid(why.to_string()));
+            self.ledger.save_managed(&parked).await?;
+            return Err(LedgerError::Invalid(why.to_string()));
         }
         Ok(())
     }
@@ -376,10 +374,10 @@ impl Sessions {
             stopped.state = Some(SessionState::Stopped);
             stopped.state_reason = Some(wording::STOPPED.into());
             stopped.updated_at = Some(now_rfc3339());
-            return self.wb.save_managed(&stopped).await;
+            return self.ledger.save_managed(&stopped).await;
         }
         self.stop_actor(id, false).await;
-        self.wb.get_session(id)
+        self.ledger.get_session(id)
     }
 
     async fn stop_actor(&self, id: &str, shutdown: bool) {
@@ -406,16 +404,16 @@ impl Sessions {
     /// Sessions whose agent was running when the previous daemon ended: resume them with
     /// `session/load` when the agent can, otherwise say they were lost.
     async fn recover(self: &Arc<Self>) {
-        let config = match Config::load(&self.wb.kiln().settings_path()) {
+        let config = match Config::load(&self.ledger.kiln().settings_path()) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!("settings unreadable while recovering sessions: {e}");
-                self.wb.config().clone()
+                self.ledger.config().clone()
             }
         };
-        for session in self.wb.list_sessions() {
+        for session in self.ledger.list_sessions() {
             // Team mode: another daemon's sessions are its to recover.
-            if self.wb.is_foreign(&session) {
+            if self.ledger.is_foreign(&session) {
                 continue;
             }
             let Some(state) = session.state else { continue };
@@ -451,14 +449,14 @@ impl Sessions {
             starting.state = Some(SessionState::Starting);
             starting.state_reason = Some(wording::RESUMING.into());
             starting.agent_pid = None;
-            let starting = match self.wb.save_managed(&starting).await {
+            let starting = match self.ledger.save_managed(&starting).await {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::error!(session = %session.id, "cannot record the resume: {e}");
                     continue;
                 }
             };
-            if let Err(e) = self.wb.revoke_handles(&session.id).await {
+            if let Err(e) = self.ledger.revoke_handles(&session.id).await {
                 tracing::warn!(session = %session.id, "cannot revoke old handles: {e}");
             }
             if let Err(why) = self
@@ -478,14 +476,14 @@ impl Sessions {
 
     /// Team mode: sessions taken over from a daemon whose lease ran out. Their agents ran
     /// there and are lost with it; an agent left running on this host is ended first.
-    async fn adopt(&self, takeover: crate::workbench::Takeover) {
+    async fn adopt(&self, takeover: crate::ledger::Takeover) {
         let from = &takeover.from;
-        let same_host = from.host == self.wb.instance().host;
+        let same_host = from.host == self.ledger.instance().host;
         for session in takeover.sessions {
             if !session.is_managed() {
                 if session.ended_at.is_none() {
                     let reason = format!("its daemon on {} ({}) went away", from.host, from.kiln);
-                    if let Err(e) = self.wb.deregister(&session.id, &reason, None).await {
+                    if let Err(e) = self.ledger.deregister(&session.id, &reason, None).await {
                         tracing::warn!(session = %session.id, "cannot end a session of a daemon that went away: {e}");
                     }
                 }
@@ -513,18 +511,18 @@ impl Sessions {
         session.state_reason = Some(reason.clone());
         session.agent_pid = None;
         session.updated_at = Some(now_rfc3339());
-        if let Err(e) = self.wb.revoke_handles(&session.id).await {
+        if let Err(e) = self.ledger.revoke_handles(&session.id).await {
             tracing::warn!(session = %session.id, "cannot revoke handles: {e}");
         }
-        if let Err(e) = self.wb.save_managed(&session).await {
+        if let Err(e) = self.ledger.save_managed(&session).await {
             tracing::error!(session = %session.id, "cannot record a lost agent: {e}");
             return;
         }
-        let mut actor_log = TranscriptWriter::open(&self.wb, &session).await;
+        let mut actor_log = TranscriptWriter::open(&self.ledger, &session).await;
         actor_log
-            .state(&self.wb, SessionState::Stopped, Some(&reason))
+            .state(&self.ledger, SessionState::Stopped, Some(&reason))
             .await;
-        if let Err(e) = self.wb.send(report.into_params(&session.id)).await {
+        if let Err(e) = self.ledger.send(report.into_params(&session.id)).await {
             tracing::error!(session = %session.id, "cannot report a lost agent: {e}");
         }
     }
@@ -533,7 +531,7 @@ impl Sessions {
 /// Hands every takeover to the sessions manager, one at a time.
 async fn take_over(
     sessions: std::sync::Weak<Sessions>,
-    mut takeovers: mpsc::UnboundedReceiver<crate::workbench::Takeover>,
+    mut takeovers: mpsc::UnboundedReceiver<crate::ledger::Takeover>,
 ) {
     while let Some(takeover) = takeovers.recv().await {
         let Some(sessions) = sessions.upgrade() else {
@@ -543,8 +541,8 @@ async fn take_over(
     }
 }
 
-fn not_running(session: &Session) -> WorkbenchError {
-    WorkbenchError::Conflict(format!(
+fn not_running(session: &Session) -> LedgerError {
+    LedgerError::Conflict(format!(
         "session {} has no running agent (it is {}); create a new session to continue",
         session.id,
         session.state.map_or("unmanaged", SessionState::as_str)

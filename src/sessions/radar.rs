@@ -58,11 +58,11 @@ impl Sessions {
     /// Recomputes the radar and announces it if it changed.
     pub(super) async fn refresh_radar(&self) {
         let mut changes: BTreeMap<String, BTreeMap<String, Vec<(u32, u32)>>> = BTreeMap::new();
-        for session in self.wb.list_sessions() {
+        for session in self.ledger.list_sessions() {
             // Team mode: another daemon's worktrees are on its machine, in its clone.
             if session.worktree.is_none()
                 || session.branch.is_none()
-                || self.wb.is_foreign(&session)
+                || self.ledger.is_foreign(&session)
             {
                 continue;
             }
@@ -106,6 +106,6 @@ impl Sessions {
             }
             *current = report.clone();
         }
-        self.wb.publish_conflicts(report);
+        self.ledger.publish_conflicts(report);
     }
 }

@@ -7,12 +7,12 @@ use tokio::sync::oneshot;
 
 use super::command::Command;
 use super::{Result, Sessions};
+use crate::ledger::LedgerError;
 use crate::protocol::{RuleInfo, RulesFileError, RulesReply, SecurityReply, SecurityState};
-use crate::workbench::WorkbenchError;
 
 impl Sessions {
     pub fn security(&self, id: &str) -> Result<SecurityReply> {
-        let session = self.wb.get_session(id)?;
+        let session = self.ledger.get_session(id)?;
         Ok(SecurityReply {
             session_id: session.id,
             security: session.security,
@@ -23,7 +23,7 @@ impl Sessions {
     /// none when no good set was read yet).
     pub fn rules(&self, session_id: Option<&str>) -> Result<RulesReply> {
         let security = match session_id {
-            Some(id) => self.wb.get_session(id)?.security,
+            Some(id) => self.ledger.get_session(id)?.security,
             None => SecurityState::default(),
         };
         let in_force = self.rules.in_force();
@@ -71,13 +71,13 @@ impl Sessions {
         let in_force = self.rules.in_force();
         let Some(known) = in_force.rules else {
             let why = in_force.fault.map(|f| f.to_string()).unwrap_or_default();
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "no rules are in force ({why}); fix the file first"
             )));
         };
         if known.get(rule).is_none() {
             let ids: Vec<&str> = known.rules.iter().map(|r| r.id.as_str()).collect();
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "no rule {rule:?}; the rules are: {}",
                 ids.join(", ")
             )));
@@ -99,7 +99,7 @@ impl Sessions {
         if !enabled {
             session.security.disabled.push(rule.to_string());
         }
-        let saved = self.wb.save_managed(&session).await?;
+        let saved = self.ledger.save_managed(&session).await?;
         Ok(SecurityReply {
             session_id: saved.id,
             security: saved.security,
@@ -120,9 +120,9 @@ impl Sessions {
         let mut ended = self.managed(id)?;
         ended.state = Some(crate::protocol::SessionState::Stopped);
         ended.state_reason = Some("reset".into());
-        ended.updated_at = Some(crate::workbench::now_rfc3339());
-        self.wb.save_managed(&ended).await?;
-        crate::audit::Audit::new(self.wb.kiln()).record(
+        ended.updated_at = Some(crate::ledger::now_rfc3339());
+        self.ledger.save_managed(&ended).await?;
+        crate::audit::Audit::new(self.ledger.kiln()).record(
             id,
             crate::audit::AuditEvent::State {
                 state: "stopped".into(),
@@ -151,7 +151,7 @@ impl Sessions {
                 self.set_rule(&created.id, rule, false).await?;
             }
         }
-        self.wb.get_session(&created.id)
+        self.ledger.get_session(&created.id)
     }
 
     /// The rules' word on an approval the session's agent asks for itself: `Some(true)`
@@ -180,17 +180,17 @@ impl Sessions {
     ) -> Result<crate::protocol::Session> {
         use crate::protocol::{MAX_REFINEMENT_ATTEMPTS, SessionState};
         if globs.iter().all(|g| g.trim().is_empty()) {
-            return Err(WorkbenchError::Invalid("give the globs to allow".into()));
+            return Err(LedgerError::Invalid("give the globs to allow".into()));
         }
         let _one_at_a_time = self.unparking.lock().await;
         let session = self.managed(id)?;
         if self.actor(id).is_some() {
-            return Err(WorkbenchError::Conflict(format!(
+            return Err(LedgerError::Conflict(format!(
                 "session {id} is running; a refinement restarts a session a context miss stopped"
             )));
         }
         if session.security.refinements >= MAX_REFINEMENT_ATTEMPTS {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "session {id} was refined {MAX_REFINEMENT_ATTEMPTS} times, the most for one work item (MAX_REFINEMENT_ATTEMPTS); start a new session with the manifest it needs"
             )));
         }
@@ -208,7 +208,7 @@ impl Sessions {
             next.security.refinements,
             globs.join(", ")
         ));
-        let next = self.wb.save_managed(&next).await?;
+        let next = self.ledger.save_managed(&next).await?;
         let prompt = prompt.unwrap_or_else(|| {
             format!(
                 "The read manifest now also allows: {}. Continue the task.",
@@ -216,7 +216,7 @@ impl Sessions {
             )
         });
         self.unpark(next, prompt).await?;
-        self.wb.get_session(id)
+        self.ledger.get_session(id)
     }
 
     /// After a context miss stopped the session: the question whether to widen.
@@ -244,7 +244,7 @@ impl Sessions {
             option_kinds: None,
             flagged: None,
         };
-        if let Err(e) = self.wb.send(params).await {
+        if let Err(e) = self.ledger.send(params).await {
             tracing::error!(session = %session.id, "cannot ask about the context miss: {e}");
         }
     }
@@ -257,7 +257,7 @@ impl Sessions {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
         if !valid {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "{name:?} is not a credential name"
             )));
         }
@@ -272,6 +272,6 @@ impl Sessions {
             .map_err(|_| super::not_running(&session))?;
         done.await
             .map_err(|_| super::not_running(&session))?
-            .map_err(|e| WorkbenchError::Invalid(e.to_string()))
+            .map_err(|e| LedgerError::Invalid(e.to_string()))
     }
 }

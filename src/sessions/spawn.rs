@@ -15,9 +15,9 @@ use crate::audit::{Audit, AuditEvent};
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::driver::{self, DriverError, Environment};
 use crate::kiln::Kiln;
+use crate::ledger::LedgerError;
 use crate::protocol::env::{self, SESSION as SESSION_ENV};
 use crate::protocol::{DriverKind, Session, SessionState};
-use crate::workbench::WorkbenchError;
 
 /// What a resumed actor needs to know.
 pub(super) struct Resume {
@@ -31,16 +31,16 @@ pub(super) struct Resume {
 pub(super) enum SpawnError {
     /// The agent's program cannot be found.
     #[error(transparent)]
-    Locate(WorkbenchError),
+    Locate(LedgerError),
     /// The agent's program cannot be launched.
     #[error(transparent)]
     Agent(#[from] crate::agent::AgentError),
     #[error(transparent)]
     Driver(#[from] DriverError),
     #[error("cannot record the session's limits: {0}")]
-    Limits(WorkbenchError),
+    Limits(LedgerError),
     #[error("cannot issue a session handle: {0}")]
-    Handle(WorkbenchError),
+    Handle(LedgerError),
 }
 
 impl Sessions {
@@ -53,8 +53,8 @@ impl Sessions {
         resume: Option<Resume>,
         first_prompt: Option<String>,
     ) -> std::result::Result<(), SpawnError> {
-        let kiln = self.wb.kiln();
-        let folder = context::folder(&self.wb, &session);
+        let kiln = self.ledger.kiln();
+        let folder = context::folder(&self.ledger, &session);
         let system = context::system_entry(&session, Some(&profile), &folder);
         let cwd = PathBuf::from(folder);
         let spec = session.driver.clone().unwrap_or_default();
@@ -91,14 +91,14 @@ impl Sessions {
         );
         if session.limits != environment.limits() {
             session.limits = environment.limits();
-            self.wb
+            self.ledger
                 .save_managed(&session)
                 .await
                 .map_err(SpawnError::Limits)?;
         }
         let (events_tx, events) = mpsc::unbounded_channel();
         let handle = self
-            .wb
+            .ledger
             .issue_handle(&session.id)
             .await
             .map_err(SpawnError::Handle)?;
@@ -119,7 +119,7 @@ impl Sessions {
             }),
             link: (profile.kind == AgentKind::Internal).then(|| {
                 Arc::new(context::AgentLink {
-                    wb: Arc::clone(&self.wb),
+                    ledger: Arc::clone(&self.ledger),
                     session_id: session.id.clone(),
                     system: system.clone(),
                 }) as Arc<dyn agent::SessionLink>
@@ -130,7 +130,7 @@ impl Sessions {
         let handle: AgentHandle = match agent::launch(launch, events_tx) {
             Ok(handle) => handle,
             Err(why) => {
-                let _ = self.wb.revoke_handles(&session.id).await;
+                let _ = self.ledger.revoke_handles(&session.id).await;
                 return Err(SpawnError::Agent(why));
             }
         };
@@ -140,7 +140,7 @@ impl Sessions {
             .insert(session.id.clone(), Arc::clone(&environment));
         self.running.send_modify(|n| *n += 1);
         let actor = Actor::new(
-            Arc::clone(&self.wb),
+            Arc::clone(&self.ledger),
             session,
             handle,
             events,
@@ -158,7 +158,7 @@ impl Sessions {
         self.run_actor(actor);
         if !missing.is_empty() {
             let notice = wording::started_without(&missing);
-            if let Err(e) = self.wb.send(notice.into_params(&session_id)).await {
+            if let Err(e) = self.ledger.send(notice.into_params(&session_id)).await {
                 tracing::warn!(session = %session_id, "cannot say which variables are missing: {e}");
             }
         }
@@ -178,7 +178,7 @@ impl Sessions {
                 if let Some(environment) = environment {
                     environment.close().await;
                 }
-                if let Ok(ended) = me.wb.get_session(&id)
+                if let Ok(ended) = me.ledger.get_session(&id)
                     && ended
                         .state_reason
                         .as_deref()
@@ -197,10 +197,10 @@ impl Sessions {
         if !kind.makes_environment() {
             return None;
         }
-        let kiln = self.wb.kiln();
+        let kiln = self.ledger.kiln();
         let minutes = Config::load(&kiln.settings_path())
             .map(|c| c.drivers.idle_timeout_minutes)
-            .unwrap_or(self.wb.config().drivers.idle_timeout_minutes);
+            .unwrap_or(self.ledger.config().drivers.idle_timeout_minutes);
         (minutes > 0.0).then(|| std::time::Duration::from_secs_f64(minutes * 60.0))
     }
 }

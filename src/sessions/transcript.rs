@@ -4,9 +4,9 @@
 
 use super::machine::Line;
 use super::wording;
+use crate::ledger::{Ledger, now_rfc3339};
 use crate::markdown::MarkdownLog;
 use crate::protocol::{EntryKind, OutputChunk, Session, SessionState, TranscriptEntry, limits};
-use crate::workbench::{Workbench, now_rfc3339};
 
 /// The session's transcript: stored entries, the markdown log, and the text still
 /// streaming in.
@@ -32,8 +32,8 @@ struct Streaming {
 }
 
 impl TranscriptWriter {
-    pub async fn open(wb: &Workbench, session: &Session) -> Self {
-        let seq = match wb.store().last_seq(&session.id).await {
+    pub async fn open(ledger: &Ledger, session: &Session) -> Self {
+        let seq = match ledger.store().last_seq(&session.id).await {
             Ok(seq) => seq,
             Err(e) => {
                 tracing::error!(session = %session.id, "cannot read the transcript: {e}");
@@ -43,7 +43,7 @@ impl TranscriptWriter {
         Self {
             session_id: session.id.clone(),
             seq,
-            log: MarkdownLog::open(&wb.kiln().sessions_dir(), session),
+            log: MarkdownLog::open(&ledger.kiln().sessions_dir(), session),
             message: None,
             pending: String::new(),
             failure: None,
@@ -51,12 +51,12 @@ impl TranscriptWriter {
     }
 
     /// Ends the streaming message, then writes `line`.
-    pub async fn append(&mut self, wb: &Workbench, line: Line) {
-        self.flush(wb).await;
-        self.write(wb, line).await;
+    pub async fn append(&mut self, ledger: &Ledger, line: Line) {
+        self.flush(ledger).await;
+        self.write(ledger, line).await;
     }
 
-    async fn write(&mut self, wb: &Workbench, line: Line) {
+    async fn write(&mut self, ledger: &Ledger, line: Line) {
         self.seq += 1;
         let entry = TranscriptEntry {
             session_id: self.session_id.clone(),
@@ -68,7 +68,7 @@ impl TranscriptWriter {
             status: line.status,
         };
         self.log.write(&entry);
-        if let Err(e) = wb.append_transcript(vec![entry]).await {
+        if let Err(e) = ledger.append_transcript(vec![entry]).await {
             tracing::error!(session = %self.session_id, "cannot store a transcript entry: {e}");
             self.failure
                 .get_or_insert_with(|| wording::transcript_failed(e));
@@ -87,7 +87,7 @@ impl TranscriptWriter {
     /// part of `text` that was kept.
     pub async fn chunk(
         &mut self,
-        wb: &Workbench,
+        ledger: &Ledger,
         kind: EntryKind,
         mut text: String,
         message_id: Option<String>,
@@ -97,7 +97,7 @@ impl TranscriptWriter {
             .as_ref()
             .is_some_and(|m| m.kind == kind && m.id == message_id);
         if !same {
-            self.flush(wb).await;
+            self.flush(ledger).await;
             self.message = Some(Streaming {
                 kind,
                 id: message_id,
@@ -116,7 +116,7 @@ impl TranscriptWriter {
         if text.is_empty() {
             return text;
         }
-        wb.publish_output(OutputChunk {
+        ledger.publish_output(OutputChunk {
             session_id: self.session_id.clone(),
             kind,
             text: text.clone(),
@@ -126,20 +126,20 @@ impl TranscriptWriter {
             let at = crate::text::floor_boundary(&self.pending, limits::ENTRY_BYTES);
             let rest = self.pending.split_off(at);
             let piece = std::mem::replace(&mut self.pending, rest);
-            self.write(wb, Line::new(kind).text(piece)).await;
+            self.write(ledger, Line::new(kind).text(piece)).await;
         }
         text
     }
 
     /// Ends the streaming message: stores what is pending and marks a cut.
-    pub async fn flush(&mut self, wb: &Workbench) {
+    pub async fn flush(&mut self, ledger: &Ledger) {
         let Some(message) = self.message.take() else {
             return;
         };
         let mut text = std::mem::take(&mut self.pending);
         if message.cut > 0 {
             let marker = crate::text::cut_marker(message.cut);
-            wb.publish_output(OutputChunk {
+            ledger.publish_output(OutputChunk {
                 session_id: self.session_id.clone(),
                 kind: message.kind,
                 text: marker.clone(),
@@ -147,17 +147,17 @@ impl TranscriptWriter {
             text.push_str(&marker);
         }
         if !text.is_empty() {
-            self.write(wb, Line::new(message.kind).text(text)).await;
+            self.write(ledger, Line::new(message.kind).text(text)).await;
         }
     }
 
-    pub async fn state(&mut self, wb: &Workbench, state: SessionState, reason: Option<&str>) {
+    pub async fn state(&mut self, ledger: &Ledger, state: SessionState, reason: Option<&str>) {
         let line = Line {
             kind: EntryKind::State,
             text: reason.map(String::from),
             tool_call_id: None,
             status: Some(state.as_str().into()),
         };
-        self.append(wb, line).await;
+        self.append(ledger, line).await;
     }
 }

@@ -9,12 +9,12 @@ use crate::store::GitLeftovers;
 impl Sessions {
     /// Decides where the session runs and makes its worktree.
     pub(super) async fn place(&self, id: &str, params: &CreateSessionParams) -> Result<Placement> {
-        let kiln = self.wb.kiln();
+        let kiln = self.ledger.kiln();
         if params.in_place {
             return Ok(Placement::default());
         }
         let repo = git::toplevel(kiln.root()).await.ok_or_else(|| {
-            WorkbenchError::Invalid(format!(
+            LedgerError::Invalid(format!(
                 "{} is not a git repository, so sessions cannot have worktrees; run in place instead",
                 kiln.root().display()
             ))
@@ -28,13 +28,13 @@ impl Sessions {
         if let Some(path) = spec.filter(|s| Path::new(s).is_absolute()) {
             let path = Path::new(path)
                 .canonicalize()
-                .map_err(|e| WorkbenchError::Io(format!("worktree {path}: {e}")))?;
+                .map_err(|e| LedgerError::Io(format!("worktree {path}: {e}")))?;
             let known = git::worktrees(&repo).await?;
             let found = known
                 .into_iter()
                 .find(|w| w.path.canonicalize().is_ok_and(|p| p == path))
                 .ok_or_else(|| {
-                    WorkbenchError::Invalid(format!(
+                    LedgerError::Invalid(format!(
                         "{} is not a worktree of {}",
                         path.display(),
                         repo.display()
@@ -55,7 +55,7 @@ impl Sessions {
         };
         let path = kiln.worktrees_dir().join(&branch);
         if path.exists() {
-            return Err(WorkbenchError::Conflict(format!(
+            return Err(LedgerError::Conflict(format!(
                 "{} already exists; pass it as the worktree to reuse it, or choose another branch",
                 path.display()
             )));
@@ -81,7 +81,7 @@ impl Sessions {
     /// branch). Uncommitted changes and unmerged commits are kept unless forced.
     pub async fn delete(&self, id: &str, options: &RemoveOptions) -> Result<DeleteOutcome> {
         let session = self.managed(id)?;
-        let repo = self.wb.kiln().root().to_path_buf();
+        let repo = self.ledger.kiln().root().to_path_buf();
         let remove_worktree = options.remove_worktree || options.delete_branch;
         let mut outcome = DeleteOutcome {
             session_id: id.to_string(),
@@ -91,21 +91,21 @@ impl Sessions {
         let worktree = session.worktree.as_ref().map(PathBuf::from);
         if remove_worktree && let Some(path) = &worktree {
             let sharing: Vec<String> = self
-                .wb
+                .ledger
                 .list_sessions()
                 .into_iter()
                 .filter(|s| s.id != id && s.worktree == session.worktree)
                 .map(|s| s.id)
                 .collect();
             if !sharing.is_empty() {
-                return Err(WorkbenchError::Conflict(format!(
+                return Err(LedgerError::Conflict(format!(
                     "{} is also the worktree of session {} (after a reset, say); delete that one first or keep the worktree",
                     path.display(),
                     sharing.join(", ")
                 )));
             }
             if !session.worktree_owned {
-                return Err(WorkbenchError::Invalid(format!(
+                return Err(LedgerError::Invalid(format!(
                     "crucible did not create {}; remove it with git if you mean to",
                     path.display()
                 )));
@@ -113,7 +113,7 @@ impl Sessions {
             if path.exists() && !options.force {
                 let changes = git::uncommitted(path).await?;
                 if !changes.is_empty() {
-                    return Err(WorkbenchError::Conflict(format!(
+                    return Err(LedgerError::Conflict(format!(
                         "{} has {} uncommitted change(s) ({}); commit them, or force to drop them",
                         path.display(),
                         changes.len(),
@@ -131,7 +131,7 @@ impl Sessions {
                 && let Some(branch) = &session.branch
                 && !git::is_merged(&repo, branch).await
             {
-                return Err(WorkbenchError::Conflict(format!(
+                return Err(LedgerError::Conflict(format!(
                     "branch {branch} has commits not merged into HEAD; merge them, or force to drop them"
                 )));
             }
@@ -139,7 +139,7 @@ impl Sessions {
         self.stop_actor(id, false).await;
         // The records first: the worktree and branch go only once the session is gone,
         // so a failure leaves the session whole and a retry can finish.
-        self.wb
+        self.ledger
             .withdraw_open(id, &wording::withdrawn(wording::DELETED))
             .await?;
         let git = GitLeftovers {
@@ -150,18 +150,18 @@ impl Sessions {
             branch: session.branch.clone().filter(|_| options.delete_branch),
             force: options.force,
         };
-        self.wb.remove_managed(id, &git).await?;
+        self.ledger.remove_managed(id, &git).await?;
         self.keep_given(id, None);
-        let dir = self.wb.kiln().sessions_dir();
+        let dir = self.ledger.kiln().sessions_dir();
         let _ = std::fs::remove_file(MarkdownLog::path_for(&dir, id));
         let _ = std::fs::remove_file(dir.join(format!("{id}.stderr.log")));
         // The sandbox's private home goes with the session; the audit log stays unless
         // asked.
-        let _ = std::fs::remove_dir_all(self.wb.kiln().state_dir().join("sandboxes").join(id));
-        let audit = Audit::new(self.wb.kiln());
+        let _ = std::fs::remove_dir_all(self.ledger.kiln().state_dir().join("sandboxes").join(id));
+        let audit = Audit::new(self.ledger.kiln());
         if options.audit {
             audit.remove(id).map_err(|e| {
-                WorkbenchError::Io(format!("cannot remove the audit log of {id}: {e}"))
+                LedgerError::Io(format!("cannot remove the audit log of {id}: {e}"))
             })?;
         } else {
             audit.record(
@@ -172,18 +172,18 @@ impl Sessions {
             );
         }
         let removed = self.remove_from_git(&repo, &git).await;
-        if let Err(e) = self.wb.git_removed(id).await {
+        if let Err(e) = self.ledger.git_removed(id).await {
             tracing::warn!(session = %id, "cannot note that the worktree and branch are dealt with: {e}");
         }
         (outcome.worktree_removed, outcome.branch_deleted) =
-            removed.map_err(|(what, e)| match WorkbenchError::from(e) {
-                WorkbenchError::Git { command, message } => WorkbenchError::Git {
+            removed.map_err(|(what, e)| match LedgerError::from(e) {
+                LedgerError::Git { command, message } => LedgerError::Git {
                     command,
                     message: format!(
                         "{message} (session {id} was deleted, but {what} could not be removed)"
                     ),
                 },
-                other => WorkbenchError::Tool(format!(
+                other => LedgerError::Tool(format!(
                     "session {id} was deleted, but {what} could not be removed: {other}"
                 )),
             })?;
@@ -220,14 +220,14 @@ impl Sessions {
     /// Finishes deletions cut short (a kill -9) after their records went: their worktree
     /// and branch are removed now, as the deletion asked.
     pub(super) async fn finish_deletions(&self) {
-        let leftovers = match self.wb.git_leftovers().await {
+        let leftovers = match self.ledger.git_leftovers().await {
             Ok(leftovers) => leftovers,
             Err(e) => {
                 tracing::warn!("cannot read the deletions cut short: {e}");
                 return;
             }
         };
-        let repo = self.wb.kiln().root().to_path_buf();
+        let repo = self.ledger.kiln().root().to_path_buf();
         for (id, mut git) in leftovers {
             // Another kiln's deletion (team mode shares the records): that daemon
             // finishes it.
@@ -248,7 +248,7 @@ impl Sessions {
                 tracing::warn!(session = %id, "a deleted session's {what} could not be removed: {e}");
             }
             tracing::info!(session = %id, "finished a deletion cut short");
-            if let Err(e) = self.wb.git_removed(&id).await {
+            if let Err(e) = self.ledger.git_removed(&id).await {
                 tracing::warn!(session = %id, "{e}");
             }
         }
@@ -258,7 +258,7 @@ impl Sessions {
     /// work, say) are skipped with the reason.
     pub async fn prune(&self, options: &RemoveOptions) -> Result<PruneResult> {
         let mut result = PruneResult::default();
-        for session in self.wb.list_sessions() {
+        for session in self.ledger.list_sessions() {
             if !matches!(
                 session.state,
                 Some(SessionState::Complete | SessionState::Cancelled | SessionState::Stopped)
@@ -275,9 +275,9 @@ impl Sessions {
         }
         if options.audit {
             // The logs of sessions deleted earlier.
-            let audit = Audit::new(self.wb.kiln());
+            let audit = Audit::new(self.ledger.kiln());
             for id in audit.sessions() {
-                if self.wb.get_session(&id).is_err() && audit.remove(&id).is_ok() {
+                if self.ledger.get_session(&id).is_err() && audit.remove(&id).is_ok() {
                     result.audit_removed.push(id);
                 }
             }

@@ -393,7 +393,7 @@ mod tests {
             host: "host".into(),
             kiln: "/kiln".into(),
             pid: 1,
-            started_at: crate::workbench::now_rfc3339(),
+            started_at: crate::ledger::now_rfc3339(),
             lease_until: String::new(),
             taken_by: None,
             live: true,

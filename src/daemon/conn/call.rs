@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use super::{Conn, Scope};
+use crate::ledger::LedgerError;
 use crate::protocol::*;
-use crate::workbench::WorkbenchError;
 
 pub(super) fn forbidden(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(code::FORBIDDEN, message)
@@ -61,31 +61,31 @@ impl<'a> Call<'a> {
         let message = self
             .conn
             .shared
-            .wb
+            .ledger
             .get_message(id)
             .await
             .map_err(app_error)?;
         match self.scope {
             Some(scope) if message.session_id != scope.session_id => {
-                Err(app_error(crate::workbench::no_message(id)))
+                Err(app_error(crate::ledger::no_message(id)))
             }
             _ => Ok(message),
         }
     }
 }
 
-/// A workbench error as its JSON-RPC error: each kind its own code.
-pub(super) fn app_error(e: WorkbenchError) -> ErrorObject {
+/// A ledger error as its JSON-RPC error: each kind its own code.
+pub(super) fn app_error(e: LedgerError) -> ErrorObject {
     let code = match &e {
-        WorkbenchError::NotFound(_) => code::NOT_FOUND,
-        WorkbenchError::Invalid(_) => code::INVALID_PARAMS,
-        WorkbenchError::Conflict(_) => code::CONFLICT,
-        WorkbenchError::TimedOut(_) => code::TIMED_OUT,
-        WorkbenchError::Git { .. } => code::GIT_FAILED,
-        WorkbenchError::Tool(_) => code::TOOL_FAILED,
-        WorkbenchError::Io(_) => code::IO_ERROR,
-        WorkbenchError::Driver(_) => code::DRIVER_ERROR,
-        WorkbenchError::Store(_) => code::STORE_ERROR,
+        LedgerError::NotFound(_) => code::NOT_FOUND,
+        LedgerError::Invalid(_) => code::INVALID_PARAMS,
+        LedgerError::Conflict(_) => code::CONFLICT,
+        LedgerError::TimedOut(_) => code::TIMED_OUT,
+        LedgerError::Git { .. } => code::GIT_FAILED,
+        LedgerError::Tool(_) => code::TOOL_FAILED,
+        LedgerError::Io(_) => code::IO_ERROR,
+        LedgerError::Driver(_) => code::DRIVER_ERROR,
+        LedgerError::Store(_) => code::STORE_ERROR,
     };
     ErrorObject::new(code, e.to_string())
 }

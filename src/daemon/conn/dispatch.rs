@@ -74,7 +74,11 @@ async fn checked(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, Erro
     }
     let scope = conn.scope.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if let Some(scope) = &scope {
-        if conn.shared.wb.session_for_handle(&scope.handle).as_deref()
+        if conn
+            .shared
+            .ledger
+            .session_for_handle(&scope.handle)
+            .as_deref()
             != Some(scope.session_id.as_str())
         {
             return Err(forbidden("the session handle was revoked"));
@@ -91,13 +95,13 @@ async fn checked(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, Erro
         && let Some(session) = raw
             .get("session_id")
             .and_then(Value::as_str)
-            .and_then(|id| conn.shared.wb.get_session(id).ok())
-        && conn.shared.wb.is_foreign(&session)
+            .and_then(|id| conn.shared.ledger.get_session(id).ok())
+        && conn.shared.ledger.is_foreign(&session)
     {
         // Team mode: another daemon runs this session's agent; it answers.
         return conn
             .shared
-            .wb
+            .ledger
             .forward(&session, name, raw)
             .await
             .map_err(|(code, message)| ErrorObject::new(code, message));

@@ -20,7 +20,7 @@ impl Actor {
                         reason: reason.clone(),
                     },
                 );
-                t.state(&self.wb, state, reason.as_deref()).await;
+                t.state(&self.ledger, state, reason.as_deref()).await;
                 self.check(t);
                 self.session.state = Some(state);
                 self.session.state_reason = reason;
@@ -37,7 +37,7 @@ impl Actor {
                 self.save().await;
             }
             Effect::Append(line) => {
-                t.append(&self.wb, line).await;
+                t.append(&self.ledger, line).await;
                 self.check(t);
             }
             Effect::Stream {
@@ -45,7 +45,7 @@ impl Actor {
                 text,
                 message_id,
             } => {
-                let text = t.chunk(&self.wb, kind, text, message_id).await;
+                let text = t.chunk(&self.ledger, kind, text, message_id).await;
                 self.check(t);
                 self.step(SessionInput::Kept { kind, text });
             }
@@ -59,7 +59,7 @@ impl Actor {
                 flagged,
             } => {
                 let sent = self
-                    .wb
+                    .ledger
                     .send(SendParams {
                         session_id: id,
                         msg_type: MsgType::ApprovalRequired,
@@ -78,12 +78,12 @@ impl Actor {
             Effect::Grant { key, name } => self.grant(key, name),
             Effect::Audit(event) => self.audit.record(&id, event),
             Effect::Withdraw { message_id, note } => {
-                if let Err(e) = self.wb.withdraw(&message_id, &note).await {
+                if let Err(e) = self.ledger.withdraw(&message_id, &note).await {
                     tracing::warn!(message = %message_id, "cannot withdraw an approval: {e}");
                 }
             }
             Effect::WithdrawOpen { note } => {
-                if let Err(e) = self.wb.withdraw_open(&id, &note).await {
+                if let Err(e) = self.ledger.withdraw_open(&id, &note).await {
                     tracing::warn!("cannot withdraw open questions: {e}");
                 }
             }
@@ -99,22 +99,22 @@ impl Actor {
             Effect::CancelTurn => self.agent.cancel(),
             Effect::StopAgent => self.agent.stop(),
             Effect::RevokeHandles => {
-                if let Err(e) = self.wb.revoke_handles(&id).await {
+                if let Err(e) = self.ledger.revoke_handles(&id).await {
                     tracing::error!("cannot revoke the handle: {e}");
                 }
             }
             Effect::SeedFresh => {
                 let system = self.system.clone();
-                if let Err(e) = self.wb.mark_fresh_start(&id, move || system).await {
+                if let Err(e) = self.ledger.mark_fresh_start(&id, move || system).await {
                     self.failed_to_store("mark the context for a fresh agent session", e);
                 }
             }
             Effect::ClearFreshStart => {
-                if let Err(e) = self.wb.clear_fresh_start(&id).await {
+                if let Err(e) = self.ledger.clear_fresh_start(&id).await {
                     tracing::error!("cannot record the fresh session: {e}");
                 }
             }
-            Effect::ReadOpen => match self.wb.open_blocking(&id).await {
+            Effect::ReadOpen => match self.ledger.open_blocking(&id).await {
                 Ok(open) => self.step(SessionInput::Open(open)),
                 Err(e) => tracing::warn!("cannot read open messages: {e}"),
             },
@@ -184,7 +184,7 @@ impl Actor {
     async fn read_answers(&mut self, ids: Vec<String>) {
         let mut answers = Vec::new();
         for id in ids {
-            if let Ok(message) = self.wb.get_message(&id).await {
+            if let Ok(message) = self.ledger.get_message(&id).await {
                 answers.push((id, message.response));
             }
         }
@@ -221,7 +221,7 @@ impl Actor {
         let Some(Waiting::Credential { ack, .. }) = self.waiting.remove(&key) else {
             return;
         };
-        let settings = self.wb.kiln().settings_path();
+        let settings = self.ledger.kiln().settings_path();
         tokio::spawn(async move {
             let _ = ack.send(super::super::credential::resolve(&settings, &name).await);
         });

@@ -3,7 +3,7 @@
 
 use super::gating::{ALLOW, Asking, GateReply, Gated, Waiter};
 use super::*;
-use crate::workbench::WorkbenchError;
+use crate::ledger::LedgerError;
 
 /// A permission request, asked in the inbox.
 #[derive(Debug)]
@@ -62,7 +62,7 @@ impl Machine {
         &mut self,
         fx: &mut Effects,
         key: Key,
-        result: Result<String, WorkbenchError>,
+        result: Result<String, LedgerError>,
     ) {
         let Some(approval) = self.posting.remove(&key) else {
             return;

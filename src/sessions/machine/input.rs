@@ -3,9 +3,9 @@
 
 use super::{GateRequest, Key};
 use crate::agent::TurnFailure;
+use crate::ledger::LedgerError;
 use crate::protocol::{EntryKind, Usage};
 use crate::sessions::gate::Judgement;
-use crate::workbench::WorkbenchError;
 
 /// What happens to the session.
 #[derive(Debug)]
@@ -106,7 +106,7 @@ pub(in crate::sessions) enum SessionInput {
     /// The approval of request `key` was posted with this message id, or could not be.
     Posted {
         key: Key,
-        result: Result<String, WorkbenchError>,
+        result: Result<String, LedgerError>,
     },
     /// The session's open blocking messages ([`Effect::ReadOpen`]).
     Open(Vec<String>),

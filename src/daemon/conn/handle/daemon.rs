@@ -13,7 +13,7 @@ pub(super) async fn handshake(
     p: HandshakeParams,
 ) -> Result<HandshakeResult, ErrorObject> {
     let conn = call.conn;
-    let wb = &conn.shared.wb;
+    let ledger = &conn.shared.ledger;
     if conn.handshaken.load(Ordering::Acquire) {
         return Err(ErrorObject::invalid_request(
             "this connection has already made its handshake; open a new connection for another",
@@ -34,7 +34,7 @@ pub(super) async fn handshake(
         None => None,
         Some(text) => {
             let found = Handle::parse(text)
-                .and_then(|handle| Some((wb.session_for_handle(&handle)?, handle)));
+                .and_then(|handle| Some((ledger.session_for_handle(&handle)?, handle)));
             let Some((session_id, handle)) = found else {
                 conn.refused.store(true, Ordering::Release);
                 return Err(forbidden("unknown or revoked session handle"));
@@ -49,7 +49,7 @@ pub(super) async fn handshake(
         protocol_version: PROTOCOL_VERSION,
         daemon_version: env!("CARGO_PKG_VERSION").into(),
         pid: std::process::id(),
-        kiln: wb.kiln().root().display().to_string(),
+        kiln: ledger.kiln().root().display().to_string(),
         session_id,
     })
 }
@@ -59,16 +59,20 @@ pub(super) async fn ping(_call: &Call<'_>, _: NoParams) -> Result<m::Pong, Error
 }
 
 pub(super) async fn db_query(call: &Call<'_>, p: QueryParams) -> Result<QueryResult, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     let bindings = Value::Object(p.bindings.unwrap_or_default());
     Ok(m::QueryResult {
-        result: wb.query(&p.sql, bindings).await.map_err(app_error)?,
+        result: ledger.query(&p.sql, bindings).await.map_err(app_error)?,
     })
 }
 
 pub(super) async fn db_check(call: &Call<'_>, _: NoParams) -> Result<Check, ErrorObject> {
-    let wb = &call.conn.shared.wb;
-    wb.store().check().await.map_err(|e| app_error(e.into()))
+    let ledger = &call.conn.shared.ledger;
+    ledger
+        .store()
+        .check()
+        .await
+        .map_err(|e| app_error(e.into()))
 }
 
 pub(super) async fn subscribe(
@@ -89,19 +93,19 @@ pub(super) async fn unsubscribe(call: &Call<'_>, _: NoParams) -> Result<Subscrib
 }
 
 pub(super) async fn status(call: &Call<'_>, _: NoParams) -> Result<DaemonStatus, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     let sessions = &call.conn.shared.sessions;
     let shared = &call.conn.shared;
-    let store = wb.store();
+    let store = ledger.store();
     // A server that is away must not hide the rest of the status.
-    let unread = match wb.unread_count().await {
+    let unread = match ledger.unread_count().await {
         Ok(n) => n,
         // Damage is reported below, not in place of the status.
         Err(_) if store.is_shared() || !store.damage().is_empty() => 0,
         Err(e) => return Err(app_error(e)),
     };
     let shared_store = store.is_shared();
-    let mut instance = wb.instance().clone();
+    let mut instance = ledger.instance().clone();
     instance.lease_until.clear();
     Ok(DaemonStatus {
         store_kind: store.kind().into(),
@@ -118,18 +122,18 @@ pub(super) async fn status(call: &Call<'_>, _: NoParams) -> Result<DaemonStatus,
         }),
         instance: Some(instance),
         daemons: if shared_store {
-            wb.daemons().await
+            ledger.daemons().await
         } else {
             Vec::new()
         },
         pid: std::process::id(),
         daemon_version: env!("CARGO_PKG_VERSION").into(),
         protocol_version: PROTOCOL_VERSION,
-        kiln: wb.kiln().root().display().to_string(),
-        database: wb.store().url().to_string(),
+        kiln: ledger.kiln().root().display().to_string(),
+        database: ledger.store().url().to_string(),
         uptime_secs: shared.started.elapsed().as_secs(),
         clients: *shared.clients.borrow(),
-        sessions: wb.session_count(),
+        sessions: ledger.session_count(),
         agents: *sessions.running().borrow(),
         unread,
         settings_error: shared.settings.error(),

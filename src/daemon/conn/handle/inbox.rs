@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::*;
 
 pub(super) async fn send(call: &Call<'_>, p: SendParams) -> Result<Sent, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     let sessions = &call.conn.shared.sessions;
     call.own(&p.session_id)?;
     // An approval an agent asks for itself (`cru approve`) is judged by the
@@ -15,10 +15,13 @@ pub(super) async fn send(call: &Call<'_>, p: SendParams) -> Result<Sent, ErrorOb
     } else {
         None
     };
-    let mut message = wb.send(p).await.map_err(app_error)?;
+    let mut message = ledger.send(p).await.map_err(app_error)?;
     if let Some(allowed) = ruled {
         let answer = if allowed { "approve" } else { "deny" };
-        message = wb.respond(&message.id, answer).await.map_err(app_error)?;
+        message = ledger
+            .respond(&message.id, answer)
+            .await
+            .map_err(app_error)?;
     }
     Ok(m::Sent {
         id: message.id.clone(),
@@ -27,9 +30,9 @@ pub(super) async fn send(call: &Call<'_>, p: SendParams) -> Result<Sent, ErrorOb
 }
 
 pub(super) async fn list(call: &Call<'_>, p: ListParams) -> Result<Messages, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     Ok(m::Messages {
-        messages: wb.list_messages(&p).await.map_err(app_error)?,
+        messages: ledger.list_messages(&p).await.map_err(app_error)?,
     })
 }
 
@@ -40,9 +43,9 @@ pub(super) async fn get(call: &Call<'_>, p: IdParams) -> Result<MessageReply, Er
 }
 
 pub(super) async fn mark_read(call: &Call<'_>, p: IdsParams) -> Result<Updated, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     Ok(m::Updated {
-        updated: wb.mark_read(&p.ids).await.map_err(app_error)?,
+        updated: ledger.mark_read(&p.ids).await.map_err(app_error)?,
     })
 }
 
@@ -50,18 +53,21 @@ pub(super) async fn respond(
     call: &Call<'_>,
     p: RespondParams,
 ) -> Result<MessageReply, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     Ok(m::MessageReply {
-        message: wb.respond(&p.id, &p.response).await.map_err(app_error)?,
+        message: ledger
+            .respond(&p.id, &p.response)
+            .await
+            .map_err(app_error)?,
     })
 }
 
 pub(super) async fn wait(call: &Call<'_>, p: WaitParams) -> Result<MessageReply, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     call.visible(&p.id).await?;
     let timeout = p.timeout_secs.map(Duration::from_secs);
     Ok(m::MessageReply {
-        message: wb
+        message: ledger
             .wait_for_answer(&p.id, timeout)
             .await
             .map_err(app_error)?,
@@ -69,8 +75,8 @@ pub(super) async fn wait(call: &Call<'_>, p: WaitParams) -> Result<MessageReply,
 }
 
 pub(super) async fn clear(call: &Call<'_>, _: NoParams) -> Result<Deleted, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     Ok(m::Deleted {
-        deleted: wb.clear().await.map_err(app_error)?.len(),
+        deleted: ledger.clear().await.map_err(app_error)?.len(),
     })
 }

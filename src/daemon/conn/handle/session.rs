@@ -6,8 +6,8 @@ pub(super) async fn register(
     call: &Call<'_>,
     p: RegisterParams,
 ) -> Result<Registered, ErrorObject> {
-    let wb = &call.conn.shared.wb;
-    let (session, handle, evicted) = wb.register(p).await.map_err(app_error)?;
+    let ledger = &call.conn.shared.ledger;
+    let (session, handle, evicted) = ledger.register(p).await.map_err(app_error)?;
     Ok(m::Registered {
         session_id: session.id.clone(),
         session,
@@ -20,8 +20,8 @@ pub(super) async fn list(
     call: &Call<'_>,
     p: SessionListParams,
 ) -> Result<ListedSessions, ErrorObject> {
-    let wb = &call.conn.shared.wb;
-    let mut sessions = wb.list_sessions();
+    let ledger = &call.conn.shared.ledger;
+    let mut sessions = ledger.list_sessions();
     if let Some(channel) = &p.channel {
         sessions.retain(|s| match &s.channel {
             Some(tag) => &tag.kind == channel,
@@ -32,12 +32,12 @@ pub(super) async fn list(
 }
 
 pub(super) async fn get(call: &Call<'_>, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     let scope = call.scope;
     call.own(&p.session_id)?;
     let session = match scope {
-        Some(_) => wb.get_session(&p.session_id),
-        None => wb.session_or_record(&p.session_id),
+        Some(_) => ledger.get_session(&p.session_id),
+        None => ledger.session_or_record(&p.session_id),
     };
     Ok(m::SessionReply {
         session: session.map_err(app_error)?,
@@ -45,16 +45,17 @@ pub(super) async fn get(call: &Call<'_>, p: SessionIdParams) -> Result<SessionRe
 }
 
 pub(super) async fn heartbeat(call: &Call<'_>, p: SessionIdParams) -> Result<Done, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     call.own(&p.session_id)?;
-    wb.heartbeat(&p.session_id).map_err(app_error)?;
+    ledger.heartbeat(&p.session_id).map_err(app_error)?;
     Ok(m::Done { ok: true })
 }
 
 pub(super) async fn deregister(call: &Call<'_>, p: DeregisterParams) -> Result<Done, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     let reason = p.reason.as_deref().unwrap_or("deregistered");
-    wb.deregister(&p.session_id, reason, p.exit_code)
+    ledger
+        .deregister(&p.session_id, reason, p.exit_code)
         .await
         .map_err(app_error)?;
     Ok(m::Done { ok: true })
@@ -189,8 +190,8 @@ pub(super) async fn transcript(
     call: &Call<'_>,
     p: TranscriptParams,
 ) -> Result<Entries, ErrorObject> {
-    let wb = &call.conn.shared.wb;
+    let ledger = &call.conn.shared.ledger;
     Ok(m::Entries {
-        entries: wb.transcript(&p).await.map_err(app_error)?,
+        entries: ledger.transcript(&p).await.map_err(app_error)?,
     })
 }

@@ -7,34 +7,34 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::{
-    MAX_SEND_BATCH, MAX_SEND_BATCH_BYTES, Result, SendJob, Workbench, WorkbenchError, now_rfc3339,
+    Ledger, LedgerError, MAX_SEND_BATCH, MAX_SEND_BATCH_BYTES, Result, SendJob, now_rfc3339,
 };
 use crate::config::MAX_LIST_LIMIT;
 use crate::protocol::{Event, InboxMessage, ListParams, SendParams, limits};
 use crate::store::{Store, StoreError};
 
-impl Workbench {
+impl Ledger {
     /// Stores a message durably, then announces it.
     pub async fn send(&self, params: SendParams) -> Result<InboxMessage> {
         let session = self.get_session(&params.session_id)?;
         if params.title.trim().is_empty() {
-            return Err(WorkbenchError::Invalid("title must not be empty".into()));
+            return Err(LedgerError::Invalid("title must not be empty".into()));
         }
         if let Some(options) = &params.options {
             if !params.msg_type.blocks() {
-                return Err(WorkbenchError::Invalid(format!(
+                return Err(LedgerError::Invalid(format!(
                     "options are only for decision_needed and approval_required, not {}",
                     params.msg_type
                 )));
             }
             if options.iter().any(|o| o.trim().is_empty()) {
-                return Err(WorkbenchError::Invalid(
+                return Err(LedgerError::Invalid(
                     "options must not be empty strings".into(),
                 ));
             }
             let mut seen = std::collections::HashSet::new();
             if let Some(dup) = options.iter().find(|o| !seen.insert(o.to_lowercase())) {
-                return Err(WorkbenchError::Invalid(format!(
+                return Err(LedgerError::Invalid(format!(
                     "option {dup:?} is given twice"
                 )));
             }
@@ -75,7 +75,7 @@ impl Workbench {
     pub async fn list_messages(&self, params: &ListParams) -> Result<Vec<InboxMessage>> {
         let limit = params.limit.unwrap_or(self.config.inbox.default_limit);
         if !(1..=MAX_LIST_LIMIT).contains(&limit) {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "limit must be between 1 and {MAX_LIST_LIMIT}"
             )));
         }
@@ -106,7 +106,7 @@ impl Workbench {
     pub async fn respond(&self, id: &str, response: &str) -> Result<InboxMessage> {
         let message = self.get_message(id).await?;
         let Some(accepted) = message.accepted_answers() else {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "message {id} is {} and takes no answer",
                 message.msg_type
             )));
@@ -116,14 +116,12 @@ impl Workbench {
         }
         let response = if accepted.is_empty() {
             if response.trim().is_empty() {
-                return Err(WorkbenchError::Invalid(
-                    "the answer must not be empty".into(),
-                ));
+                return Err(LedgerError::Invalid("the answer must not be empty".into()));
             }
             response.to_string()
         } else {
             message.answer_for(response).ok_or_else(|| {
-                WorkbenchError::Invalid(format!(
+                LedgerError::Invalid(format!(
                     "{response:?} is not one of the choices: {}",
                     accepted.join(", ")
                 ))
@@ -149,7 +147,7 @@ impl Workbench {
         let mut events = self.subscribe();
         let message = self.get_message(id).await?;
         if message.accepted_answers().is_none() {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "message {id} is {} and takes no answer",
                 message.msg_type
             )));
@@ -174,9 +172,7 @@ impl Workbench {
                     }
                     Ok(_) => {}
                     Err(broadcast::error::RecvError::Closed) => {
-                        return Err(WorkbenchError::Conflict(
-                            "the daemon is shutting down".into(),
-                        ));
+                        return Err(LedgerError::Conflict("the daemon is shutting down".into()));
                     }
                 }
             }
@@ -184,7 +180,7 @@ impl Workbench {
         match timeout {
             None => wait.await,
             Some(limit) => tokio::time::timeout(limit, wait).await.unwrap_or_else(|_| {
-                Err(WorkbenchError::TimedOut(format!(
+                Err(LedgerError::TimedOut(format!(
                     "no answer to {id} within {}s",
                     limit.as_secs()
                 )))
@@ -206,12 +202,12 @@ impl Workbench {
     }
 }
 
-pub fn no_message(id: &str) -> WorkbenchError {
-    WorkbenchError::NotFound(format!("no inbox message {id}"))
+pub fn no_message(id: &str) -> LedgerError {
+    LedgerError::NotFound(format!("no inbox message {id}"))
 }
 
-pub(super) fn already_answered(message: &InboxMessage) -> WorkbenchError {
-    WorkbenchError::Conflict(format!(
+pub(super) fn already_answered(message: &InboxMessage) -> LedgerError {
+    LedgerError::Conflict(format!(
         "message {} was already answered: {}",
         message.id,
         message.response.as_deref().unwrap_or("")

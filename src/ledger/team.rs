@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::{Result, Workbench, now_rfc3339};
+use super::{Ledger, Result, now_rfc3339};
 use crate::config::StoreConfig;
 use crate::kiln::Kiln;
 use crate::protocol::{DaemonInfo, Event, InboxMessage, Session, TranscriptEntry};
@@ -170,7 +170,7 @@ impl Team {
     }
 }
 
-impl Workbench {
+impl Ledger {
     fn team(&self) -> Option<&Arc<Team>> {
         self.team.as_ref()
     }
@@ -331,21 +331,27 @@ impl Workbench {
 
 /// Starts the team's background work: the live queries, the lease, the watchdog that
 /// takes over the sessions of daemons that went away, and the store's health reports.
-pub(super) fn start(wb: &Arc<Workbench>, team: &Arc<Team>) {
-    tokio::spawn(listen(Arc::downgrade(wb), Arc::clone(team)));
-    tokio::spawn(keep_lease(Arc::downgrade(wb), Arc::clone(team)));
-    tokio::spawn(watchdog(Arc::downgrade(wb), Arc::clone(team)));
-    if let Some(health) = wb.store.health() {
-        tokio::spawn(report_health(Arc::downgrade(wb), health));
+pub(super) fn start(ledger: &Arc<Ledger>, team: &Arc<Team>) {
+    tokio::spawn(listen(Arc::downgrade(ledger), Arc::clone(team)));
+    tokio::spawn(keep_lease(Arc::downgrade(ledger), Arc::clone(team)));
+    tokio::spawn(watchdog(Arc::downgrade(ledger), Arc::clone(team)));
+    if let Some(health) = ledger.store.health() {
+        tokio::spawn(report_health(Arc::downgrade(ledger), health));
     }
 }
 
-async fn keep_lease(wb: Weak<Workbench>, team: Arc<Team>) {
+async fn keep_lease(ledger: Weak<Ledger>, team: Arc<Team>) {
     let every = team.lease / 3;
     loop {
         tokio::time::sleep(every).await;
-        let Some(wb) = wb.upgrade() else { return };
-        match wb.store.renew_lease(&wb.instance.id, team.lease).await {
+        let Some(ledger) = ledger.upgrade() else {
+            return;
+        };
+        match ledger
+            .store
+            .renew_lease(&ledger.instance.id, team.lease)
+            .await
+        {
             Ok(true) => {}
             Ok(false) => {
                 let why = "another daemon took this daemon's sessions over (its lease ran out)";
@@ -358,30 +364,32 @@ async fn keep_lease(wb: Weak<Workbench>, team: Arc<Team>) {
     }
 }
 
-async fn watchdog(wb: Weak<Workbench>, team: Arc<Team>) {
+async fn watchdog(ledger: Weak<Ledger>, team: Arc<Team>) {
     loop {
         if !super::deadline_or_change(team.next_expiry(), &team.changed).await {
             continue;
         }
-        let Some(wb) = wb.upgrade() else { return };
+        let Some(ledger) = ledger.upgrade() else {
+            return;
+        };
         for gone in team.expired() {
-            match wb
+            match ledger
                 .store
-                .claim_daemon(&gone.id, &wb.instance.id, false)
+                .claim_daemon(&gone.id, &ledger.instance.id, false)
                 .await
             {
                 Ok(Some(sessions)) => {
                     tracing::info!(from = %gone.id, host = %gone.host, count = sessions.len(), "took over the sessions of a daemon whose lease ran out");
                     let mut taken = gone.clone();
-                    taken.taken_by = Some(wb.instance.id.clone());
+                    taken.taken_by = Some(ledger.instance.id.clone());
                     taken.live = false;
                     team.saw(taken);
-                    wb.adopt(Takeover {
+                    ledger.adopt(Takeover {
                         from: gone,
                         sessions,
                     });
                 }
-                Ok(None) => refresh(&wb, &team, &gone).await,
+                Ok(None) => refresh(&ledger, &team, &gone).await,
                 Err(e) => {
                     tracing::warn!(daemon = %gone.id, "cannot take over a silent daemon's sessions yet: {e}");
                     retry_soon(&team, &gone.id);
@@ -392,8 +400,8 @@ async fn watchdog(wb: Weak<Workbench>, team: Arc<Team>) {
 }
 
 /// A claim that did not happen: the daemon renewed after all, or another took it.
-async fn refresh(wb: &Workbench, team: &Team, gone: &DaemonInfo) {
-    match wb.store.list_daemons().await {
+async fn refresh(ledger: &Ledger, team: &Team, gone: &DaemonInfo) {
+    match ledger.store.list_daemons().await {
         Ok(list) => match list.into_iter().find(|d| d.id == gone.id) {
             Some(d) if d.live || d.taken_by.is_some() => team.saw(d),
             Some(_) => retry_soon(team, &gone.id),
@@ -416,17 +424,19 @@ fn retry_soon(team: &Team, id: &str) {
 }
 
 async fn report_health(
-    wb: Weak<Workbench>,
+    ledger: Weak<Ledger>,
     mut health: watch::Receiver<crate::protocol::StoreHealth>,
 ) {
     while health.changed().await.is_ok() {
         let status = health.borrow_and_update().clone();
-        let Some(wb) = wb.upgrade() else { return };
-        wb.publish(Event::Store(status));
+        let Some(ledger) = ledger.upgrade() else {
+            return;
+        };
+        ledger.publish(Event::Store(status));
     }
 }
 
-impl Workbench {
+impl Ledger {
     /// Sessions claimed from a daemon that went away: shown as this daemon's, and handed
     /// to the sessions manager.
     fn adopt(&self, takeover: Takeover) {

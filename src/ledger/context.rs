@@ -10,7 +10,7 @@ use crate::context::{Change, ContextOp, ContextStack};
 use crate::protocol::{ContextUpdate, Event};
 use crate::store::StoredContext;
 
-use super::{Result, Workbench, WorkbenchError};
+use super::{Ledger, LedgerError, Result};
 
 /// A session's stack and what goes with it.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,7 +23,7 @@ pub struct ContextState {
     pub history_len: u64,
 }
 
-impl Workbench {
+impl Ledger {
     /// The session's stack; one holding only `system_prompt()` is made (and stored) if the
     /// session has none yet.
     pub async fn context(
@@ -38,7 +38,7 @@ impl Workbench {
         let state = match self.store.load_context(session_id).await? {
             Some(stored) => ContextState {
                 stack: serde_json::from_str(&stored.stack).map_err(|e| {
-                    WorkbenchError::Store(crate::store::StoreError::Db(format!(
+                    LedgerError::Store(crate::store::StoreError::Db(format!(
                         "the context stack of session {session_id}: {e}"
                     )))
                 })?,
@@ -61,9 +61,9 @@ impl Workbench {
         Ok(state)
     }
 
-    /// Applies `op` to the session's stack (made as [`Workbench::context`] makes it),
+    /// Applies `op` to the session's stack (made as [`Ledger::context`] makes it),
     /// stores the result and the change, then announces it. A refused operation is
-    /// [`WorkbenchError::Invalid`] with the stack's reason, and changes nothing.
+    /// [`LedgerError::Invalid`] with the stack's reason, and changes nothing.
     /// `fresh_on_shrink`: an agent keeps its own copy of the conversation (ACP), so a
     /// change that removes entries marks the stack for a fresh agent session.
     pub async fn apply_context(
@@ -77,7 +77,7 @@ impl Workbench {
         self.context(session_id, system_prompt).await?;
         let mut cache = self.contexts.lock().await;
         let Some(current) = cache.get(session_id) else {
-            return Err(WorkbenchError::NotFound(format!(
+            return Err(LedgerError::NotFound(format!(
                 "session {session_id} has no context stack"
             )));
         };
@@ -85,7 +85,7 @@ impl Workbench {
         let change = next
             .stack
             .apply(op)
-            .map_err(|e| WorkbenchError::Invalid(e.to_string()))?;
+            .map_err(|e| LedgerError::Invalid(e.to_string()))?;
         next.history_len += 1;
         next.fresh_start |= fresh_on_shrink && !change.removed.is_empty();
         let change_json = serde_json::to_string(&change).map_err(unencodable)?;
@@ -182,8 +182,8 @@ fn stored(state: &ContextState) -> Result<StoredContext> {
 
 /// A context stack or change that cannot be written as JSON for the store: the store
 /// cannot keep it, so nothing is saved.
-fn unencodable(e: serde_json::Error) -> WorkbenchError {
-    WorkbenchError::Store(crate::store::StoreError::Db(format!(
+fn unencodable(e: serde_json::Error) -> LedgerError {
+    LedgerError::Store(crate::store::StoreError::Db(format!(
         "cannot encode the context stack: {e}"
     )))
 }

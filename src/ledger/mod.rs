@@ -1,4 +1,5 @@
-//! The domain: the session registry, the inbox and the context stacks, over the store. No terminal, no socket.
+//! The ledger, the domain: the session registry, the inbox, transcripts and the context
+//! stacks, over the store. No terminal, no socket.
 //!
 //! - Sessions are cached in memory; heartbeats touch only the cache and are written behind
 //!   in batches (a heartbeat is soft state: after a restart every session gets a fresh
@@ -39,7 +40,7 @@ pub use team::Takeover;
 
 /// What a domain operation can fail with; each kind has its own JSON-RPC code.
 #[derive(Debug, thiserror::Error)]
-pub enum WorkbenchError {
+pub enum LedgerError {
     /// No such session, message or record.
     #[error("{0}")]
     NotFound(String),
@@ -68,7 +69,7 @@ pub enum WorkbenchError {
     Store(#[from] StoreError),
 }
 
-pub type Result<T> = std::result::Result<T, WorkbenchError>;
+pub type Result<T> = std::result::Result<T, LedgerError>;
 
 /// The most inbox sends committed in one transaction, and the most bytes of them.
 const MAX_SEND_BATCH: usize = 1024;
@@ -81,7 +82,7 @@ type SendJob = (
     oneshot::Sender<std::result::Result<(), StoreError>>,
 );
 
-pub struct Workbench {
+pub struct Ledger {
     store: Arc<Store>,
     config: Config,
     kiln: Kiln,
@@ -120,15 +121,15 @@ async fn purger(store: Arc<Store>, mut ids: mpsc::UnboundedReceiver<String>) {
 /// Reads every record once after a start, behind the first answers: damage the engine
 /// finds in its table files is logged and shown by `daemon.status` (not found when a
 /// read first fails).
-async fn check_at_start(wb: std::sync::Weak<Workbench>) {
-    let Some(store) = wb.upgrade().map(|wb| Arc::clone(&wb.store)) else {
+async fn check_at_start(ledger: std::sync::Weak<Ledger>) {
+    let Some(store) = ledger.upgrade().map(|ledger| Arc::clone(&ledger.store)) else {
         return;
     };
     match store.check().await {
         Ok(check) if check.damaged() => {
             tracing::error!("{}", crate::store::check::WHAT_TO_DO);
-            if let Some(wb) = wb.upgrade() {
-                wb.publish(Event::Store(crate::protocol::StoreHealth {
+            if let Some(ledger) = ledger.upgrade() {
+                ledger.publish(Event::Store(crate::protocol::StoreHealth {
                     connected: true,
                     error: None,
                     damaged: store.damage(),
@@ -148,7 +149,7 @@ pub fn now_rfc3339() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
-impl Workbench {
+impl Ledger {
     /// Opens the store and starts the background writers.
     pub async fn open(kiln: Kiln, config: Config) -> Result<Arc<Self>> {
         let mut store = Store::open(&config.store, &kiln.db_path()).await?;
@@ -172,7 +173,7 @@ impl Workbench {
             Duration::from_secs(config.daemon.ended_session_ttl_secs),
             team.as_ref().map(|_| instance.id.clone()),
         );
-        let wb = Arc::new(Self {
+        let ledger = Arc::new(Self {
             store,
             config,
             kiln,
@@ -187,31 +188,31 @@ impl Workbench {
             instance,
             team,
         });
-        if let Some(team) = &wb.team {
-            team::start(&wb, team);
+        if let Some(team) = &ledger.team {
+            team::start(&ledger, team);
         }
-        tokio::spawn(send_writer(Arc::clone(&wb.store), send_rx));
+        tokio::spawn(send_writer(Arc::clone(&ledger.store), send_rx));
         tokio::spawn(transcript::transcript_writer(
-            Arc::clone(&wb.store),
+            Arc::clone(&ledger.store),
             append_rx,
         ));
         // Purges cut short by a stop are finished behind the first answers.
-        for id in wb.store.deleted_sessions().await? {
-            let _ = wb.purges.send(id);
+        for id in ledger.store.deleted_sessions().await? {
+            let _ = ledger.purges.send(id);
         }
-        tokio::spawn(purger(Arc::clone(&wb.store), purge_rx));
-        if wb.store.kind() == "embedded" {
-            tokio::spawn(check_at_start(Arc::downgrade(&wb)));
+        tokio::spawn(purger(Arc::clone(&ledger.store), purge_rx));
+        if ledger.store.kind() == "embedded" {
+            tokio::spawn(check_at_start(Arc::downgrade(&ledger)));
         }
         tokio::spawn(registry::heartbeat_writer(
-            Arc::clone(&wb.registry),
-            Arc::downgrade(&wb),
+            Arc::clone(&ledger.registry),
+            Arc::downgrade(&ledger),
         ));
         tokio::spawn(registry::reaper(
-            Arc::clone(&wb.registry),
-            Arc::downgrade(&wb),
+            Arc::clone(&ledger.registry),
+            Arc::downgrade(&ledger),
         ));
-        Ok(wb)
+        Ok(ledger)
     }
 
     pub fn kiln(&self) -> &Kiln {
@@ -284,9 +285,7 @@ impl Workbench {
             ("agent_name", &params.agent_name),
         ] {
             if value.trim().is_empty() {
-                return Err(WorkbenchError::Invalid(format!(
-                    "{field} must not be empty"
-                )));
+                return Err(LedgerError::Invalid(format!("{field} must not be empty")));
             }
         }
         let stale: Vec<String> = self
@@ -371,7 +370,7 @@ impl Workbench {
         let mut session = match self.registry.get(id) {
             None => return Err(self.gone(id)),
             Some(s) if s.is_managed() => {
-                return Err(WorkbenchError::Invalid(format!(
+                return Err(LedgerError::Invalid(format!(
                     "session {id} runs under crucible; stop or delete it instead"
                 )));
             }
@@ -398,9 +397,9 @@ impl Workbench {
     }
 
     /// "No such session", saying when and why it ended if its record is still kept.
-    fn gone(&self, id: &str) -> WorkbenchError {
+    fn gone(&self, id: &str) -> LedgerError {
         match self.registry.ended(id) {
-            Some(record) => WorkbenchError::NotFound(format!(
+            Some(record) => LedgerError::NotFound(format!(
                 "session {id} ended at {} ({})",
                 record.ended_at.as_deref().unwrap_or("an unknown time"),
                 record
@@ -444,7 +443,7 @@ impl Workbench {
     /// bounded batches (a purge cut short is finished at the next start), so deleting a
     /// long session answers as fast as a short one.
     /// `git` is what is still to go from git once the records are gone; see
-    /// [`Workbench::git_removed`].
+    /// [`Ledger::git_removed`].
     pub async fn remove_managed(&self, id: &str, git: &GitLeftovers) -> Result<()> {
         self.revoke_handles(id).await?;
         self.store.delete_session_records(id, git).await?;
@@ -501,7 +500,7 @@ impl Workbench {
         self.get_session(&params.session_id)?;
         let limit = params.limit.unwrap_or(MAX_LIST_LIMIT);
         if !(1..=MAX_LIST_LIMIT).contains(&limit) {
-            return Err(WorkbenchError::Invalid(format!(
+            return Err(LedgerError::Invalid(format!(
                 "limit must be between 1 and {MAX_LIST_LIMIT}"
             )));
         }
@@ -536,7 +535,7 @@ impl Workbench {
     /// `db.query`.
     pub async fn query(&self, sql: &str, bindings: Value) -> Result<Vec<Value>> {
         if sql.trim().is_empty() {
-            return Err(WorkbenchError::Invalid("sql must not be empty".into()));
+            return Err(LedgerError::Invalid("sql must not be empty".into()));
         }
         Ok(self.store.query(sql, bindings).await?)
     }
@@ -551,8 +550,8 @@ impl Workbench {
 /// The status of a registered session that has ended.
 const ENDED: &str = "ended";
 
-fn no_session(id: &str) -> WorkbenchError {
-    WorkbenchError::NotFound(format!("no session {id}"))
+fn no_session(id: &str) -> LedgerError {
+    LedgerError::NotFound(format!("no session {id}"))
 }
 
 /// Sleeps until `deadline`, or until `changed` is notified; true when the deadline came.

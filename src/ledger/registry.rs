@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{Workbench, deadline_or_change, now_rfc3339};
+use super::{Ledger, deadline_or_change, now_rfc3339};
 use crate::kiln::Kiln;
 use crate::protocol::Session;
 
@@ -322,28 +322,30 @@ impl Registry {
     }
 }
 
-pub(super) async fn flush_heartbeats(wb: &Workbench) {
-    let beats = wb.registry.take_dirty();
-    if let Err(e) = wb.store.save_heartbeats(&beats).await {
+pub(super) async fn flush_heartbeats(ledger: &Ledger) {
+    let beats = ledger.registry.take_dirty();
+    if let Err(e) = ledger.store.save_heartbeats(&beats).await {
         tracing::warn!(count = beats.len(), "could not save heartbeats: {e}");
     }
 }
 
 /// Writes heartbeats behind, at most once per [`HEARTBEAT_FLUSH_DELAY`], only after some
 /// arrived.
-pub(super) async fn heartbeat_writer(registry: Arc<Registry>, wb: Weak<Workbench>) {
+pub(super) async fn heartbeat_writer(registry: Arc<Registry>, ledger: Weak<Ledger>) {
     loop {
         registry.beats_pending.notified().await;
         tokio::time::sleep(HEARTBEAT_FLUSH_DELAY).await;
-        let Some(wb) = wb.upgrade() else { return };
-        flush_heartbeats(&wb).await;
+        let Some(ledger) = ledger.upgrade() else {
+            return;
+        };
+        flush_heartbeats(&ledger).await;
     }
 }
 
 /// Deregisters sessions whose heartbeat stopped for longer than the timeout, and drops
 /// termination records whose time is up. Sleeps until the earliest deadline, or until
 /// the set of sessions changes; with no sessions it only waits for one to appear.
-pub(super) async fn reaper(registry: Arc<Registry>, wb: Weak<Workbench>) {
+pub(super) async fn reaper(registry: Arc<Registry>, ledger: Weak<Ledger>) {
     loop {
         let deadline = registry.next_deadline();
         if !deadline_or_change(deadline, &registry.changed).await {
@@ -363,15 +365,17 @@ pub(super) async fn reaper(registry: Arc<Registry>, wb: Weak<Workbench>) {
                 continue;
             }
         }
-        let Some(wb) = wb.upgrade() else { return };
+        let Some(ledger) = ledger.upgrade() else {
+            return;
+        };
         for id in registry.expired() {
             tracing::info!(session = %id, "session timed out without heartbeats; cleaning up");
-            if let Err(e) = wb.deregister(&id, "timed out", None).await {
+            if let Err(e) = ledger.deregister(&id, "timed out", None).await {
                 tracing::warn!(session = %id, "could not clean up session: {e}");
             }
         }
         for id in registry.take_expired_records() {
-            if let Err(e) = wb.store.delete_session(&id).await {
+            if let Err(e) = ledger.store.delete_session(&id).await {
                 tracing::warn!(session = %id, "could not drop a termination record: {e}");
             }
         }

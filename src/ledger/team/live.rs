@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Workbench {
+impl Ledger {
     /// One change another daemon made, as this daemon's event.
     fn apply_remote(&self, change: LiveChange) {
         let Some(team) = self.team() else { return };
@@ -171,11 +171,13 @@ impl Workbench {
     }
 }
 
-pub(super) async fn listen(wb: Weak<Workbench>, team: Arc<Team>) {
+pub(super) async fn listen(ledger: Weak<Ledger>, team: Arc<Team>) {
     let mut gap = false;
     let mut attempt = 0usize;
     loop {
-        let Some(strong) = wb.upgrade() else { return };
+        let Some(strong) = ledger.upgrade() else {
+            return;
+        };
         let stream = strong.store.live().await;
         let mut stream = match stream {
             Ok(stream) => stream,
@@ -194,8 +196,8 @@ pub(super) async fn listen(wb: Weak<Workbench>, team: Arc<Team>) {
         drop(strong);
         let why = loop {
             match stream.next().await {
-                Some(Ok(change)) => match wb.upgrade() {
-                    Some(wb) => wb.apply_remote(change),
+                Some(Ok(change)) => match ledger.upgrade() {
+                    Some(ledger) => ledger.apply_remote(change),
                     None => return,
                 },
                 Some(Err(e)) => break e.to_string(),
@@ -203,7 +205,9 @@ pub(super) async fn listen(wb: Weak<Workbench>, team: Arc<Team>) {
             }
         };
         drop(stream);
-        let Some(strong) = wb.upgrade() else { return };
+        let Some(strong) = ledger.upgrade() else {
+            return;
+        };
         tracing::warn!("lost the database's live queries: {why}");
         strong.store.report_lost(why);
         gap = true;
