@@ -8,21 +8,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest,
-    CreateTerminalResponse, EnvVariable, FileSystemCapabilities, Implementation, InitializeRequest,
-    KillTerminalRequest, KillTerminalResponse, LoadSessionRequest, McpServer, McpServerStdio,
-    NewSessionRequest, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
-    ReleaseTerminalRequest, ReleaseTerminalResponse, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionNotification, SessionUpdate, TerminalOutputRequest, TerminalOutputResponse, TextContent,
-    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
-    WriteTextFileResponse,
+    CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest, EnvVariable,
+    FileSystemCapabilities, Implementation, InitializeRequest, KillTerminalRequest,
+    LoadSessionRequest, McpServer, McpServerStdio, NewSessionRequest, PromptRequest,
+    ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionRequest, SessionNotification,
+    SessionUpdate, TerminalOutputRequest, TextContent, WaitForTerminalExitRequest,
+    WriteTextFileRequest,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use super::*;
+
+mod handlers;
+
+use handlers::FileAccess;
 
 /// The name a schema enum has on the wire (`end_turn`, `in_progress`, …).
 pub(super) fn wire_name<T: serde::Serialize>(value: &T) -> String {
@@ -135,41 +136,6 @@ pub(super) fn describe(e: &agent_client_protocol::Error) -> String {
     }
 }
 
-/// Passes a file request through the firewall, recording it either way.
-pub(super) fn gate(
-    events: &mpsc::UnboundedSender<AgentEvent>,
-    firewall: &Firewall,
-    op: &'static str,
-    path: &std::path::Path,
-) -> Result<PathBuf, agent_client_protocol::Error> {
-    let checked = firewall.check(path);
-    let _ = events.send(AgentEvent::File {
-        op,
-        path: path.display().to_string(),
-        refused: checked.as_ref().err().map(ToString::to_string),
-    });
-    checked.map_err(fs_error)
-}
-
-/// The rules' word on a file request the firewall let through.
-async fn ask_rules(
-    events: &mpsc::UnboundedSender<AgentEvent>,
-    kind: &str,
-    path: &std::path::Path,
-) -> Result<(), AgentError> {
-    let (reply, answer) = oneshot::channel();
-    let operation = Operation {
-        kind: kind.into(),
-        paths: vec![path.display().to_string()],
-        tool: Some(format!("fs/{kind}")),
-        ..Default::default()
-    };
-    let _ = events.send(AgentEvent::Gate { operation, reply });
-    answer
-        .await
-        .unwrap_or_else(|_| Err(AgentError::Refused("the session is ending".into())))
-}
-
 /// A refused or failed file or terminal request, as the ACP error the agent gets.
 pub(super) fn fs_error(message: impl std::fmt::Display) -> agent_client_protocol::Error {
     agent_client_protocol::Error::new(
@@ -190,35 +156,25 @@ pub(super) async fn converse(
     mut commands: mpsc::UnboundedReceiver<Order>,
     reported: &AtomicBool,
 ) -> Result<(), agent_client_protocol::Error> {
-    // Why a start failed, with what the agent said on stderr since it was started.
-    let explain = {
-        let log = launch.stderr_log.clone();
-        let program = launch.profile.command.clone();
-        move |why: String| {
-            let stderr = super::start_failure::stderr_since(&log, stderr_mark);
-            super::start_failure::explain(&why, &program, &stderr)
-        }
-    };
+    let explain = start_failure(launch, stderr_mark);
     let mut stdin = stdin;
-    if let Some(preamble) = launch.environment.preamble(&launch.vars(&[])) {
-        use tokio::io::AsyncWriteExt;
-        stdin
-            .write_all(&preamble)
-            .await
-            .map_err(|e| fs_error(format!("cannot pass the agent its variables: {e}")))?;
-    }
+    pass_variables(&mut stdin, launch).await?;
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
     let updates = events.clone();
     let permissions = events.clone();
     let terminals = terminal::Terminals::new(launch, events.clone());
     let remote = launch.environment.remote().cloned();
-    let reads = (events.clone(), firewall.clone(), remote.clone());
-    let writes = (events.clone(), firewall, remote);
-    let cwd = launch.environment.agent_cwd(&launch.cwd);
-    let resume = launch.resume.clone();
-    let fresh_if_unresumable = launch.fresh_if_unresumable;
-    let mcp_servers = inbox_server(launch).into_iter().collect::<Vec<_>>();
-    let startup = Duration::from_secs(launch.profile.startup_timeout_secs);
+    let reads = FileAccess {
+        events: events.clone(),
+        firewall: firewall.clone(),
+        remote: remote.clone(),
+    };
+    let writes = FileAccess {
+        events: events.clone(),
+        firewall,
+        remote,
+    };
+    let opening = Opening::of(launch);
 
     Client
         .v1()
@@ -234,103 +190,19 @@ pub(super) async fn converse(
         )
         .on_receive_request(
             async move |request: RequestPermissionRequest, responder, _cx| {
-                let (reply, answer) = oneshot::channel();
-                let options = request
-                    .options
-                    .iter()
-                    .map(|o| PermissionChoice {
-                        id: o.option_id.0.to_string(),
-                        name: o.name.clone(),
-                        kind: OptionKind::from_wire(&wire_name(&o.kind)),
-                    })
-                    .collect();
-                let title = request
-                    .tool_call
-                    .fields
-                    .title
-                    .clone()
-                    .unwrap_or_else(|| "The agent asks for permission".into());
-                let fields = &request.tool_call.fields;
-                let operation = operation(
-                    fields.kind.as_ref(),
-                    fields.title.as_deref().unwrap_or(&title),
-                    fields.locations.as_deref().unwrap_or(&[]),
-                    fields.raw_input.as_ref(),
-                );
-                let _ = permissions.send(AgentEvent::Permission {
-                    operation,
-                    title,
-                    tool_call_id: request.tool_call.tool_call_id.0.to_string(),
-                    options,
-                    reply,
-                });
-                // The human may take hours: wait off the dispatch loop.
-                tokio::spawn(async move {
-                    let outcome = match answer.await {
-                        Ok(Some(id)) => {
-                            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id))
-                        }
-                        _ => RequestPermissionOutcome::Cancelled,
-                    };
-                    let _ = responder.respond(RequestPermissionResponse::new(outcome));
-                });
-                Ok(())
+                handlers::ask_permission(&permissions, request, responder)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             async move |request: ReadTextFileRequest, responder, _cx| {
-                let (events, firewall, remote) = &reads;
-                let path = request.path.display().to_string();
-                let real = match gate(events, firewall, "read", &request.path) {
-                    Ok(real) => real,
-                    Err(refusal) => return responder.respond_with_error(refusal),
-                };
-                if let Err(why) = ask_rules(events, "read", &real).await {
-                    return responder.respond_with_error(fs_error(why));
-                }
-                let read = match remote {
-                    Some(remote) => remote.read(&real.to_string_lossy()).await.map_err(|e| e.to_string()),
-                    None => tokio::fs::read_to_string(&real).await.map_err(|e| e.to_string()),
-                };
-                match read {
-                    Ok(text) => responder.respond(ReadTextFileResponse::new(fs::slice_lines(
-                        &text,
-                        request.line,
-                        request.limit,
-                    ))),
-                    Err(e) => responder.respond_with_error(fs_error(format!("{path}: {e}"))),
-                }
+                handlers::read_text_file(&reads, request, responder).await
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             async move |request: WriteTextFileRequest, responder, _cx| {
-                let (events, firewall, remote) = &writes;
-                let path = request.path.display().to_string();
-                let real = match gate(events, firewall, "write", &request.path) {
-                    Ok(real) => real,
-                    Err(refusal) => return responder.respond_with_error(refusal),
-                };
-                if let Err(why) = ask_rules(events, "edit", &real).await {
-                    return responder.respond_with_error(fs_error(why));
-                }
-                let written = match remote {
-                    Some(remote) => remote.write(&real.to_string_lossy(), &request.content).await.map_err(|e| e.to_string()),
-                    None => {
-                        let local = async {
-                            if let Some(parent) = real.parent() {
-                                tokio::fs::create_dir_all(parent).await?;
-                            }
-                            tokio::fs::write(&real, request.content.as_bytes()).await
-                        };
-                        local.await.map_err(|e| e.to_string())
-                    }
-                };
-                match written {
-                    Ok(()) => responder.respond(WriteTextFileResponse::new()),
-                    Err(e) => responder.respond_with_error(fs_error(format!("{path}: {e}"))),
-                }
+                handlers::write_text_file(&writes, request, responder).await
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -338,10 +210,7 @@ pub(super) async fn converse(
             {
                 let terminals = terminals.clone();
                 async move |request: CreateTerminalRequest, responder, _cx| {
-                    match terminals.create(request).await {
-                        Ok(id) => responder.respond(CreateTerminalResponse::new(id)),
-                        Err(why) => responder.respond_with_error(fs_error(why)),
-                    }
+                    handlers::create_terminal(&terminals, request, responder).await
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -350,16 +219,7 @@ pub(super) async fn converse(
             {
                 let terminals = terminals.clone();
                 async move |request: TerminalOutputRequest, responder, _cx| {
-                    match terminals.output(&request.terminal_id.0) {
-                        Ok((output, truncated, exit)) => {
-                            let mut response = TerminalOutputResponse::new(output, truncated);
-                            if let Some(exit) = exit {
-                                response = response.exit_status(exit.status());
-                            }
-                            responder.respond(response)
-                        }
-                        Err(why) => responder.respond_with_error(fs_error(why)),
-                    }
+                    handlers::terminal_output(&terminals, request, responder)
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -368,15 +228,7 @@ pub(super) async fn converse(
             {
                 let terminals = terminals.clone();
                 async move |request: WaitForTerminalExitRequest, responder, cx| {
-                    // The command may run for long: wait off the dispatch loop.
-                    let terminals = terminals.clone();
-                    cx.spawn(async move {
-                        match terminals.wait(&request.terminal_id.0).await {
-                            Ok(exit) => responder
-                                .respond(WaitForTerminalExitResponse::new(exit.status())),
-                            Err(why) => responder.respond_with_error(fs_error(why)),
-                        }
-                    })
+                    handlers::wait_for_terminal_exit(&terminals, request, responder, &cx)
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -385,10 +237,7 @@ pub(super) async fn converse(
             {
                 let terminals = terminals.clone();
                 async move |request: KillTerminalRequest, responder, _cx| {
-                    match terminals.kill(&request.terminal_id.0) {
-                        Ok(()) => responder.respond(KillTerminalResponse::new()),
-                        Err(why) => responder.respond_with_error(fs_error(why)),
-                    }
+                    handlers::kill_terminal(&terminals, request, responder)
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -397,103 +246,220 @@ pub(super) async fn converse(
             {
                 let terminals = terminals.clone();
                 async move |request: ReleaseTerminalRequest, responder, _cx| {
-                    match terminals.release(&request.terminal_id.0) {
-                        Ok(()) => responder.respond(ReleaseTerminalResponse::new()),
-                        Err(why) => responder.respond_with_error(fs_error(why)),
-                    }
+                    handlers::release_terminal(&terminals, request, responder)
                 }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .connect_with(transport, async |cx: ConnectionTo<Agent>| {
-            let opened = tokio::time::timeout(
-                startup,
-                open_session(&cx, cwd.clone(), resume, fresh_if_unresumable, mcp_servers.clone()),
-            )
-            .await;
-            let (session_id, resumed, agent_name) = match opened {
-                Ok(Ok(opened)) => opened,
-                Ok(Err(why)) => {
-                    reported.store(true, Ordering::Relaxed);
-                    let _ = events.send(AgentEvent::StartFailed(explain(why.to_string())));
-                    return Ok(());
-                }
-                Err(_) => {
-                    reported.store(true, Ordering::Relaxed);
-                    let _ = events.send(AgentEvent::StartFailed(explain(format!(
-                        "the agent did not start its session within {}s",
-                        startup.as_secs()
-                    ))));
-                    return Ok(());
-                }
+            let conversation = Conversation {
+                cx: &cx,
+                opening: &opening,
+                events: &events,
             };
-            reported.store(true, Ordering::Relaxed);
-            let _ = events.send(AgentEvent::Ready {
-                acp_session_id: session_id.clone(),
-                resumed,
-                agent_name,
-            });
-            let mut session_id = session_id;
-            loop {
-                tokio::select! {
-                    command = commands.recv() => match command {
-                        Some(Order::Prompt { text, fresh }) => {
-                            let mut blocks = Vec::new();
-                            if let Some(context) = fresh {
-                                let opened = cx
-                                    .send_request(
-                                        NewSessionRequest::new(cwd.clone())
-                                            .mcp_servers(mcp_servers.clone()),
-                                    )
-                                    .block_task()
-                                    .await;
-                                match opened {
-                                    Ok(created) => {
-                                        session_id = created.session_id.0.to_string();
-                                        let _ = events.send(AgentEvent::SessionRenewed {
-                                            acp_session_id: session_id.clone(),
-                                        });
-                                    }
-                                    Err(e) => {
-                                        let why = format!(
-                                            "the agent could not open a fresh session for the reshaped context: {}",
-                                            describe(&e)
-                                        );
-                                        let _ = events.send(AgentEvent::TurnEnded(Err(
-                                            TurnFailure::Failed(why),
-                                        )));
-                                        continue;
-                                    }
-                                }
-                                if !context.is_empty() {
-                                    blocks.push(ContentBlock::Text(TextContent::new(context)));
-                                }
-                            }
-                            blocks.push(ContentBlock::Text(TextContent::new(text)));
-                            let cx2 = cx.clone();
-                            let events = events.clone();
-                            let request = PromptRequest::new(session_id.clone(), blocks);
-                            cx.spawn(async move {
-                                let outcome = cx2.send_request(request).block_task().await;
-                                let ended = match outcome {
-                                    Ok(response) => Ok(wire_name(&response.stop_reason)),
-                                    Err(_) if cx2.is_incoming_closed() => Err(TurnFailure::Lost),
-                                    Err(e) => Err(TurnFailure::Failed(describe(&e))),
-                                };
-                                let _ = events.send(AgentEvent::TurnEnded(ended));
-                                Ok(())
-                            })?;
-                        }
-                        Some(Order::Cancel) => {
-                            cx.send_notification(CancelNotification::new(session_id.clone()))?;
-                        }
-                        None => return Ok(()),
-                    },
-                    _ = cx.incoming_closed() => return Ok(()),
-                }
+            match conversation.start(reported, explain).await {
+                Some(session_id) => conversation.run(session_id, &mut commands).await,
+                None => Ok(()),
             }
         })
         .await
+}
+
+/// Why a start failed, with what the agent said on stderr since it was started (from
+/// `stderr_mark` on).
+fn start_failure(launch: &Launch, stderr_mark: u64) -> impl Fn(String) -> String + use<> {
+    let log = launch.stderr_log.clone();
+    let program = launch.profile.command.clone();
+    move |why: String| {
+        let stderr = super::start_failure::stderr_since(&log, stderr_mark);
+        super::start_failure::explain(&why, &program, &stderr)
+    }
+}
+
+/// Writes the environment's preamble (the agent's variables) to the agent's stdin, when
+/// the environment has one, before the conversation starts.
+async fn pass_variables(
+    stdin: &mut tokio::process::ChildStdin,
+    launch: &Launch,
+) -> Result<(), agent_client_protocol::Error> {
+    if let Some(preamble) = launch.environment.preamble(&launch.vars(&[])) {
+        use tokio::io::AsyncWriteExt;
+        stdin
+            .write_all(&preamble)
+            .await
+            .map_err(|e| fs_error(format!("cannot pass the agent its variables: {e}")))?;
+    }
+    Ok(())
+}
+
+/// How the agent's sessions are opened: where it works, the session to resume (and
+/// whether a fresh one may stand in when that fails), the MCP servers it is offered, and
+/// how long it has to open the first.
+struct Opening {
+    cwd: PathBuf,
+    resume: Option<String>,
+    fresh_if_unresumable: bool,
+    mcp_servers: Vec<McpServer>,
+    startup: Duration,
+}
+
+impl Opening {
+    fn of(launch: &Launch) -> Opening {
+        Opening {
+            cwd: launch.environment.agent_cwd(&launch.cwd),
+            resume: launch.resume.clone(),
+            fresh_if_unresumable: launch.fresh_if_unresumable,
+            mcp_servers: inbox_server(launch).into_iter().collect(),
+            startup: Duration::from_secs(launch.profile.startup_timeout_secs),
+        }
+    }
+}
+
+/// The main task of a connected conversation: the connection, how sessions are opened,
+/// and where events go.
+struct Conversation<'a> {
+    cx: &'a ConnectionTo<Agent>,
+    opening: &'a Opening,
+    events: &'a mpsc::UnboundedSender<AgentEvent>,
+}
+
+impl Conversation<'_> {
+    /// Opens the session within the startup time and reports the outcome: ready, or why
+    /// not (through `explain`). `reported` is set either way. The session id if it opened.
+    async fn start(
+        &self,
+        reported: &AtomicBool,
+        explain: impl Fn(String) -> String,
+    ) -> Option<String> {
+        let Opening {
+            cwd,
+            resume,
+            fresh_if_unresumable,
+            mcp_servers,
+            startup,
+        } = self.opening;
+        let opened = tokio::time::timeout(
+            *startup,
+            open_session(
+                self.cx,
+                cwd.clone(),
+                resume.clone(),
+                *fresh_if_unresumable,
+                mcp_servers.clone(),
+            ),
+        )
+        .await;
+        let why = match opened {
+            Ok(Ok((session_id, resumed, agent_name))) => {
+                reported.store(true, Ordering::Relaxed);
+                let _ = self.events.send(AgentEvent::Ready {
+                    acp_session_id: session_id.clone(),
+                    resumed,
+                    agent_name,
+                });
+                return Some(session_id);
+            }
+            Ok(Err(why)) => why.to_string(),
+            Err(_) => format!(
+                "the agent did not start its session within {}s",
+                startup.as_secs()
+            ),
+        };
+        reported.store(true, Ordering::Relaxed);
+        let _ = self.events.send(AgentEvent::StartFailed(explain(why)));
+        None
+    }
+
+    /// Forwards prompts and cancels to the session until the orders stop or the agent
+    /// closes the connection.
+    async fn run(
+        &self,
+        mut session_id: String,
+        commands: &mut mpsc::UnboundedReceiver<Order>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        loop {
+            tokio::select! {
+                command = commands.recv() => match command {
+                    Some(Order::Prompt { text, fresh }) => {
+                        self.prompt(&mut session_id, text, fresh).await?;
+                    }
+                    Some(Order::Cancel) => {
+                        self.cx
+                            .send_notification(CancelNotification::new(session_id.clone()))?;
+                    }
+                    None => return Ok(()),
+                },
+                _ = self.cx.incoming_closed() => return Ok(()),
+            }
+        }
+    }
+
+    /// Sends a prompt in its own task, which reports the turn's end. With `fresh` (the
+    /// reshaped context), a new session is opened first and given the context ahead of
+    /// the text; if the agent cannot open one, the turn ends failed.
+    async fn prompt(
+        &self,
+        session_id: &mut String,
+        text: String,
+        fresh: Option<String>,
+    ) -> Result<(), agent_client_protocol::Error> {
+        let mut blocks = Vec::new();
+        if let Some(context) = fresh {
+            let Some(renewed) = self.renew().await else {
+                return Ok(());
+            };
+            *session_id = renewed;
+            if !context.is_empty() {
+                blocks.push(ContentBlock::Text(TextContent::new(context)));
+            }
+        }
+        blocks.push(ContentBlock::Text(TextContent::new(text)));
+        let cx = self.cx.clone();
+        let events = self.events.clone();
+        let request = PromptRequest::new(session_id.clone(), blocks);
+        self.cx.spawn(async move {
+            let outcome = cx.send_request(request).block_task().await;
+            let ended = match outcome {
+                Ok(response) => Ok(wire_name(&response.stop_reason)),
+                Err(_) if cx.is_incoming_closed() => Err(TurnFailure::Lost),
+                Err(e) => Err(TurnFailure::Failed(describe(&e))),
+            };
+            let _ = events.send(AgentEvent::TurnEnded(ended));
+            Ok(())
+        })
+    }
+
+    /// Opens a fresh session for a reshaped context and reports it; if the agent cannot,
+    /// the turn is reported ended with why, and `None` returned.
+    async fn renew(&self) -> Option<String> {
+        let opened = self
+            .cx
+            .send_request(
+                NewSessionRequest::new(self.opening.cwd.clone())
+                    .mcp_servers(self.opening.mcp_servers.clone()),
+            )
+            .block_task()
+            .await;
+        match opened {
+            Ok(created) => {
+                let session_id = created.session_id.0.to_string();
+                let _ = self.events.send(AgentEvent::SessionRenewed {
+                    acp_session_id: session_id.clone(),
+                });
+                Some(session_id)
+            }
+            Err(e) => {
+                let why = format!(
+                    "the agent could not open a fresh session for the reshaped context: {}",
+                    describe(&e)
+                );
+                let _ = self
+                    .events
+                    .send(AgentEvent::TurnEnded(Err(TurnFailure::Failed(why))));
+                None
+            }
+        }
+    }
 }
 
 /// `initialize`, then a new session or the reloaded one. Returns the ACP session id,
