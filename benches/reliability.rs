@@ -20,6 +20,7 @@
 //! tests/equipment/reliability.rs, shared with tests/it/durability.rs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
+#![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
 #[path = "../tests/equipment/reliability.rs"]
 mod reliability;

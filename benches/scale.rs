@@ -42,6 +42,7 @@
 //! on success and on failure alike (`daemon.shutdown`, then signals as a last resort).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
+#![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
 #[path = "support/figures.rs"]
 mod figures;
@@ -52,6 +53,8 @@ mod ship;
 
 #[path = "../tests/equipment/built.rs"]
 mod built;
+#[path = "../tests/equipment/cargo_env.rs"]
+mod cargo_env;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -11,9 +11,6 @@
 
 #![allow(dead_code)] // shared by benchmarks that each use a part of it
 
-#[path = "../../tests/equipment/cargo_env.rs"]
-mod cargo_env;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -101,7 +98,7 @@ pub fn build() -> Result<ShipBuild> {
     command
         .args(["build", "--release", "--bin", "cru", "--target-dir"])
         .arg(&dir);
-    cargo_env::as_from_a_shell(&mut command, &target);
+    super::cargo_env::as_from_a_shell(&mut command, &target);
     // The shipping build's own flags, not this bench build's.
     for (name, _) in std::env::vars_os() {
         let text = name.to_string_lossy();

@@ -49,6 +49,7 @@
 //! stderr.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
+#![allow(clippy::too_many_lines)] // test equipment: one match over the script's commands is its language
 
 use std::collections::HashMap;
 use std::io;

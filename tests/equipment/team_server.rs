@@ -5,9 +5,6 @@
 
 #![allow(dead_code)] // shared by the tests and the benchmark, which each use a part of it
 
-#[path = "built.rs"]
-mod built;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,7 +15,7 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 /// The server binary, built once per process (whoever asks first waits for the build).
 /// `cru` is the crucible binary of this build: the server goes into its target folder.
 pub fn server_binary(cru: &Path) -> PathBuf {
-    built::debug_example(cru, "cru-surreal-server")
+    super::built::debug_example(cru, "cru-surreal-server")
 }
 
 pub struct Server {

@@ -2,10 +2,13 @@
 //! (surrealkv in a temp kiln), real processes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
+#![allow(clippy::too_many_lines)] // a scenario reads as one story, start to end
 
 mod agents;
 #[path = "../equipment/built.rs"]
 mod built;
+#[path = "../equipment/cargo_env.rs"]
+mod cargo_env;
 mod cli;
 mod client_env;
 mod command_agents;
