@@ -82,18 +82,9 @@ fn cru() -> &'static Path {
     static CRU: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     CRU.get_or_init(|| ship::cru_to_measure(env!("CARGO_BIN_EXE_cru")))
 }
-/// The scripted ACP agent (test equipment, an example of this package), built on first use
-/// in this benchmark's profile.
+/// The scripted ACP agent, in this benchmark's profile.
 fn scripted_agent() -> &'static str {
-    static AGENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    AGENT.get_or_init(|| {
-        built::example(
-            std::path::Path::new(env!("CARGO_BIN_EXE_cru")),
-            "cru-scripted-agent",
-        )
-        .to_string_lossy()
-        .into_owned()
-    })
+    built::scripted_agent(std::path::Path::new(env!("CARGO_BIN_EXE_cru")))
 }
 
 const DEFAULT_SECS: u64 = 20;

@@ -99,3 +99,22 @@ pub struct Overlap {
     /// they change the same file but different lines.
     pub lines: Vec<(u32, u32)>,
 }
+
+impl std::fmt::Display for Overlap {
+    /// `path lines 3, 7-9`, or `path (different lines)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.lines.is_empty() {
+            return write!(f, "{} (different lines)", self.path);
+        }
+        write!(f, "{} lines ", self.path)?;
+        for (i, (a, b)) in self.lines.iter().enumerate() {
+            let comma = if i == 0 { "" } else { ", " };
+            if a == b {
+                write!(f, "{comma}{a}")?;
+            } else {
+                write!(f, "{comma}{a}-{b}")?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -21,6 +21,16 @@ pub fn example(cru: &Path, name: &str) -> PathBuf {
     build(target_of(cru), profile, name)
 }
 
+/// The scripted ACP agent (`cru-scripted-agent`) in the profile of `cru`, built on first use.
+pub fn scripted_agent(cru: &Path) -> &'static str {
+    static AGENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    AGENT.get_or_init(|| {
+        example(cru, "cru-scripted-agent")
+            .to_string_lossy()
+            .into_owned()
+    })
+}
+
 /// The example `name` in the dev profile, whatever the profile of `cru`: equipment that
 /// would take long to build optimised.
 pub fn debug_example(cru: &Path, name: &str) -> PathBuf {

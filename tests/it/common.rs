@@ -15,12 +15,7 @@ pub const CRU: &str = env!("CARGO_BIN_EXE_cru");
 
 /// The scripted ACP agent (test equipment, an example of this package), built on first use.
 pub fn scripted_agent() -> &'static str {
-    static AGENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    AGENT.get_or_init(|| {
-        crate::built::example(Path::new(CRU), "cru-scripted-agent")
-            .to_string_lossy()
-            .into_owned()
-    })
+    crate::built::scripted_agent(Path::new(CRU))
 }
 
 /// The longest a `cru` command of a test may take.

@@ -171,22 +171,7 @@ pub(super) async fn conflicts(client: &Client, json: bool) -> anyhow::Result<()>
     for pair in &report.pairs {
         outln!("{}  ×  {}", name(&pair.a), name(&pair.b));
         for file in &pair.files {
-            if file.lines.is_empty() {
-                outln!("  {} (different lines)", file.path);
-            } else {
-                let ranges: Vec<String> = file
-                    .lines
-                    .iter()
-                    .map(|(a, b)| {
-                        if a == b {
-                            a.to_string()
-                        } else {
-                            format!("{a}-{b}")
-                        }
-                    })
-                    .collect();
-                outln!("  {} lines {}", file.path, ranges.join(", "));
-            }
+            outln!("  {file}");
         }
     }
     Ok(())

@@ -74,22 +74,7 @@ impl Model {
         for pair in &self.conflicts.pairs {
             lines.push(format!("{}  ×  {}", name(&pair.a), name(&pair.b)));
             for file in &pair.files {
-                let ranges: Vec<String> = file
-                    .lines
-                    .iter()
-                    .map(|(a, b)| {
-                        if a == b {
-                            a.to_string()
-                        } else {
-                            format!("{a}-{b}")
-                        }
-                    })
-                    .collect();
-                lines.push(if ranges.is_empty() {
-                    format!("    {} (different lines)", file.path)
-                } else {
-                    format!("    {} lines {}", file.path, ranges.join(", "))
-                });
+                lines.push(format!("    {file}"));
             }
         }
         if lines.is_empty() {
