@@ -87,7 +87,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         ),
         None => Kiln::discover(&std::env::current_dir().context("no current directory")?),
     };
+    // At least four workers: the database engine runs its compaction on the runtime and
+    // blocks the worker it runs on while it waits for a lock; on a two-core machine that
+    // can leave no worker for the task that would release it.
+    let workers = std::thread::available_parallelism().map_or(4, |n| n.get().max(4));
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         // The database engine needs deep stacks.
         .thread_stack_size(10 * 1024 * 1024)

@@ -229,25 +229,21 @@ impl Registry {
         self.lock().ended.get(id).map(|r| r.session.clone())
     }
 
-    /// Takes the termination records whose time is up; those of this daemon's sessions
-    /// are to be deleted from the store.
-    fn take_expired_records(&self) -> Vec<String> {
+    /// The termination records whose time is up, each with whether it is another
+    /// daemon's (kept in its store by that daemon). They stay until [`Self::forget_record`].
+    fn expired_records(&self) -> Vec<(String, bool)> {
         let now = Instant::now();
-        let mut inner = self.lock();
-        let expired: Vec<(String, bool)> = inner
+        self.lock()
             .ended
             .iter()
             .filter(|(_, r)| r.expires <= now)
             .map(|(id, r)| (id.clone(), self.foreign(&r.session)))
-            .collect();
-        for (id, _) in &expired {
-            inner.ended.remove(id);
-        }
-        expired
-            .into_iter()
-            .filter(|(_, foreign)| !foreign)
-            .map(|(id, _)| id)
             .collect()
+    }
+
+    /// Drops a termination record: its session is no longer answered for.
+    fn forget_record(&self, id: &str) {
+        self.lock().ended.remove(id);
     }
 
     pub fn len(&self) -> usize {
@@ -374,10 +370,14 @@ pub(super) async fn reaper(registry: Arc<Registry>, ledger: Weak<Ledger>) {
                 tracing::warn!(session = %id, "could not clean up session: {e}");
             }
         }
-        for id in registry.take_expired_records() {
-            if let Err(e) = ledger.store.delete_session(&id).await {
+        // Out of the store first, then out of memory: once a session is no longer
+        // answered for, it is not in the database either (a failed delete is tried again).
+        for (id, foreign) in registry.expired_records() {
+            if !foreign && let Err(e) = ledger.store.delete_session(&id).await {
                 tracing::warn!(session = %id, "could not drop a termination record: {e}");
+                continue;
             }
+            registry.forget_record(&id);
         }
     }
 }
