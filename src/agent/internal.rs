@@ -308,11 +308,7 @@ impl Agent {
 
     /// The rules' word on an operation before it runs.
     async fn ask_rules(&self, operation: Operation) -> Result<(), AgentError> {
-        let (reply, answer) = oneshot::channel();
-        self.send(AgentEvent::Gate { operation, reply });
-        answer
-            .await
-            .unwrap_or_else(|_| Err(AgentError::Refused("the session is ending".into())))
+        super::ask_gate(&self.events, operation).await
     }
 
     async fn run_tool(&self, call_id: &str, name: &str, arguments: &str) -> (bool, String) {

@@ -38,6 +38,19 @@ pub use fs::Firewall;
 /// How long a stopped agent gets between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
+/// Puts an operation to the approval gate and waits for its word: `Ok` to go ahead, or
+/// why not (also when the session ends before it answers).
+pub(crate) async fn ask_gate(
+    events: &mpsc::UnboundedSender<AgentEvent>,
+    operation: Operation,
+) -> Result<(), AgentError> {
+    let (reply, answer) = oneshot::channel();
+    let _ = events.send(AgentEvent::Gate { operation, reply });
+    answer
+        .await
+        .unwrap_or_else(|_| Err(AgentError::Refused("the session is ending".into())))
+}
+
 /// What an agent did, in order.
 #[derive(Debug)]
 pub enum AgentEvent {

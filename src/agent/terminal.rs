@@ -89,17 +89,13 @@ impl Terminals {
             .chain(request.args.iter().cloned())
             .collect::<Vec<_>>()
             .join(" ");
-        let (reply, answer) = oneshot::channel();
         let operation = Operation {
             kind: "execute".into(),
             command: Some(line.clone()),
             paths: Vec::new(),
             tool: Some("terminal".into()),
         };
-        let _ = self.events.send(AgentEvent::Gate { operation, reply });
-        answer
-            .await
-            .unwrap_or_else(|_| Err(AgentError::Refused("the session is ending".into())))?;
+        super::ask_gate(&self.events, operation).await?;
         let mut vars = self.vars.clone();
         vars.extend(
             request

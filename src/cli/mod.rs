@@ -87,10 +87,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         ),
         None => Kiln::discover(&std::env::current_dir().context("no current directory")?),
     };
-    // At least four workers: the database engine runs its compaction on the runtime and
-    // blocks the worker it runs on while it waits for a lock; on a two-core machine that
-    // can leave no worker for the task that would release it.
-    let workers = std::thread::available_parallelism().map_or(4, |n| n.get().max(4));
+    // Where the daemon runs (its own process, or in the workbench's), at least four
+    // workers: the database engine runs its compaction on the runtime and blocks the
+    // worker it runs on while it waits for a lock; on a two-core machine that can leave no
+    // worker for the task that would release it. A client needs no more than the cores.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let hosts_daemon = cli.embedded || matches!(cli.command, Some(Command::Daemon(_)));
+    let workers = if hosts_daemon { cores.max(4) } else { cores };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()

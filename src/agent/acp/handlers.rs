@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{fs_error, operation, wire_name};
 use crate::agent::terminal::Terminals;
-use crate::agent::{AgentError, AgentEvent, Firewall, OptionKind, PermissionChoice, fs};
+use crate::agent::{AgentEvent, Firewall, OptionKind, PermissionChoice, ask_gate, fs};
 use crate::driver::ssh::Remote;
 use crate::rules::Operation;
 
@@ -46,23 +46,25 @@ pub(super) fn gate(
     checked.map_err(fs_error)
 }
 
-/// The rules' word on a file request the firewall let through.
-async fn ask_rules(
-    events: &mpsc::UnboundedSender<AgentEvent>,
-    kind: &str,
-    path: &std::path::Path,
-) -> Result<(), AgentError> {
-    let (reply, answer) = oneshot::channel();
-    let operation = Operation {
-        kind: kind.into(),
-        paths: vec![path.display().to_string()],
-        tool: Some(format!("fs/{kind}")),
-        ..Default::default()
-    };
-    let _ = events.send(AgentEvent::Gate { operation, reply });
-    answer
-        .await
-        .unwrap_or_else(|_| Err(AgentError::Refused("the session is ending".into())))
+impl FileAccess {
+    /// Passes a file request through the firewall, then the rules (`kind`: the rules'
+    /// operation kind); the real path, or the refusal as the agent gets it.
+    async fn admit(
+        &self,
+        op: &'static str,
+        kind: &str,
+        path: &std::path::Path,
+    ) -> Result<PathBuf, Error> {
+        let real = gate(&self.events, &self.firewall, op, path)?;
+        let operation = Operation {
+            kind: kind.into(),
+            paths: vec![real.display().to_string()],
+            tool: Some(format!("fs/{kind}")),
+            ..Default::default()
+        };
+        ask_gate(&self.events, operation).await.map_err(fs_error)?;
+        Ok(real)
+    }
 }
 
 /// A permission request becomes a question to the human; the answer (or its absence, as a
@@ -119,20 +121,12 @@ pub(super) async fn read_text_file(
     request: ReadTextFileRequest,
     responder: Responder<ReadTextFileResponse>,
 ) -> Result<(), Error> {
-    let FileAccess {
-        events,
-        firewall,
-        remote,
-    } = access;
     let path = request.path.display().to_string();
-    let real = match gate(events, firewall, "read", &request.path) {
+    let real = match access.admit("read", "read", &request.path).await {
         Ok(real) => real,
         Err(refusal) => return responder.respond_with_error(refusal),
     };
-    if let Err(why) = ask_rules(events, "read", &real).await {
-        return responder.respond_with_error(fs_error(why));
-    }
-    let read = match remote {
+    let read = match &access.remote {
         Some(remote) => remote
             .read(&real.to_string_lossy())
             .await
@@ -157,20 +151,12 @@ pub(super) async fn write_text_file(
     request: WriteTextFileRequest,
     responder: Responder<WriteTextFileResponse>,
 ) -> Result<(), Error> {
-    let FileAccess {
-        events,
-        firewall,
-        remote,
-    } = access;
     let path = request.path.display().to_string();
-    let real = match gate(events, firewall, "write", &request.path) {
+    let real = match access.admit("write", "edit", &request.path).await {
         Ok(real) => real,
         Err(refusal) => return responder.respond_with_error(refusal),
     };
-    if let Err(why) = ask_rules(events, "edit", &real).await {
-        return responder.respond_with_error(fs_error(why));
-    }
-    let written = match remote {
+    let written = match &access.remote {
         Some(remote) => remote
             .write(&real.to_string_lossy(), &request.content)
             .await
