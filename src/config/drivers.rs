@@ -1,6 +1,8 @@
 //! `[drivers]`: the defaults of each driver, and the spec a session gets from what it
 //! asks for, its profile and those defaults.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::{AgentProfile, Config};
@@ -8,25 +10,31 @@ use crate::protocol::{DriverKind, DriverOptions, DriverSpec, SpecError};
 
 /// `[drivers]`: defaults per driver, under what a session asks for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct DriversConfig {
     /// A sandbox, ssh or podman environment idle this long is torn down (the worktree
     /// and transcript stay) and made again by the next prompt.
     pub idle_timeout_minutes: f64,
-    pub sandbox: DriverOptions,
-    pub ssh: DriverOptions,
-    pub podman: DriverOptions,
+    /// `[drivers.<name>]`, keyed by the driver's name: an unknown name is refused with
+    /// the names there are.
+    #[serde(flatten)]
+    pub sections: BTreeMap<DriverKind, DriverOptions>,
 }
 
 impl DriversConfig {
     /// `[drivers.<kind>]`: the defaults of a driver that makes an environment; none for
     /// the others.
     pub fn section(&self, kind: DriverKind) -> DriverOptions {
-        match kind {
-            DriverKind::Sandbox => self.sandbox.clone(),
-            DriverKind::Ssh => self.ssh.clone(),
-            DriverKind::Podman => self.podman.clone(),
-            DriverKind::Local => DriverOptions::default(),
+        self.sections.get(&kind).cloned().unwrap_or_default()
+    }
+
+    /// Refuses a section for a driver that makes no environment (it has no options).
+    pub fn check(&self) -> Result<(), String> {
+        match self.sections.keys().find(|kind| !kind.makes_environment()) {
+            Some(kind) => Err(format!(
+                "[drivers.{kind}]: the {kind} driver takes no options"
+            )),
+            None => Ok(()),
         }
     }
 }
@@ -35,9 +43,7 @@ impl Default for DriversConfig {
     fn default() -> Self {
         Self {
             idle_timeout_minutes: 15.0,
-            sandbox: DriverOptions::default(),
-            ssh: DriverOptions::default(),
-            podman: DriverOptions::default(),
+            sections: BTreeMap::new(),
         }
     }
 }
@@ -55,5 +61,52 @@ impl Config {
         let mut merged = asked.over(&self.drivers.section(kind));
         merged.driver = Some(kind);
         merged.resolve()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Network;
+
+    #[test]
+    fn sections_are_keyed_by_the_drivers_names() {
+        let config: Config = toml::from_str(
+            "[drivers]\nidle_timeout_minutes = 5\n\
+             [drivers.sandbox]\nmemory = 512\nnetwork = \"host\"\n\
+             [drivers.ssh]\nhost = \"me@box\"\n",
+        )
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.drivers.idle_timeout_minutes, 5.0);
+        let sandbox = config.drivers.section(DriverKind::Sandbox);
+        assert_eq!(
+            (sandbox.memory, sandbox.network),
+            (Some(512), Some(Network::Host))
+        );
+        assert_eq!(
+            config.drivers.section(DriverKind::Ssh).host.as_deref(),
+            Some("me@box")
+        );
+        assert_eq!(
+            config.drivers.section(DriverKind::Podman),
+            DriverOptions::default()
+        );
+    }
+
+    #[test]
+    fn a_section_of_no_driver_or_of_local_is_refused() {
+        let err = Config::parse_layer("[drivers.lxc]\nmemory = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("lxc") && err.contains("sandbox"), "{err}");
+        let err = Config::parse_layer("[drivers.local]\nmemory = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("[drivers.local]"), "{err}");
+        let err = Config::parse_layer("[drivers.sandbox]\nmemroy = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("memroy"), "{err}");
     }
 }

@@ -11,7 +11,9 @@ use std::process::Stdio;
 
 use tokio::process::Command;
 
-use super::DriverError;
+use futures::future::BoxFuture;
+
+use super::{DriverError, Place, Setup, Start};
 use crate::protocol::{Network, PodmanOptions};
 
 pub const WORKSPACE: &str = "/workspace";
@@ -141,6 +143,64 @@ impl Container {
                 .status()
                 .await;
         }
+    }
+}
+
+/// Checks that podman runs here, and the container's arguments.
+pub(super) async fn provision(
+    options: &PodmanOptions,
+    setup: Setup<'_>,
+) -> Result<Box<dyn Place>, DriverError> {
+    super::checked(check).await?;
+    let cwd = super::real_cwd(setup.cwd)?;
+    let git_dir = crate::git::common_dir(&cwd)
+        .await
+        .filter(|g| !g.starts_with(&cwd));
+    let container = Container {
+        session_id: setup.session_id.to_string(),
+        cwd,
+        git_dir,
+        socket: setup.kiln.agent_socket_path(),
+        cru: std::env::current_exe().ok(),
+        options: options.clone(),
+    };
+    container.arguments(&options.confinement.env)?;
+    Ok(Box::new(container))
+}
+
+impl Place for Container {
+    fn command(&self, start: Start<'_>) -> Result<Command, DriverError> {
+        let mut names = self.options.confinement.env.clone();
+        names.extend(start.vars.iter().map(|(name, _)| name.clone()));
+        let mut command = Command::new("podman");
+        command
+            .args(self.arguments(&names)?)
+            .arg(start.program)
+            .args(start.args)
+            // podman reads the values of `--env NAME` from its own environment.
+            .envs(start.passed.iter().cloned())
+            .envs(start.vars);
+        Ok(command)
+    }
+
+    fn cru_program(&self) -> Option<PathBuf> {
+        Some(PathBuf::from(CRU_INSIDE))
+    }
+
+    fn limits(&self) -> Vec<String> {
+        Container::limits(self)
+    }
+
+    fn socket_inside(&self) -> Option<String> {
+        Some(SOCKET_INSIDE.to_string())
+    }
+
+    fn agent_cwd(&self, _cwd: &std::path::Path) -> PathBuf {
+        PathBuf::from(WORKSPACE)
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.remove())
     }
 }
 

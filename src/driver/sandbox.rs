@@ -11,12 +11,19 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
 
-use super::DriverError;
+use std::ffi::OsStr;
+
+use tokio::process::Command;
+
+use super::{DriverError, Limits, Place, Setup, Start, path};
 use crate::protocol::{Confinement, Network};
 
 /// Where the agent socket and the `cru` binary appear inside.
 pub const SOCKET_INSIDE: &str = "/run/crucible/agent.sock";
 pub const BIN_INSIDE: &str = "/run/crucible/bin";
+
+/// The variables a sandboxed program keeps from the daemon's environment.
+const KEPT: &[&str] = &["PATH", "TERM", "LANG", "LC_ALL", "TZ"];
 
 /// System folders bound read-only (or re-made as the same symlink) when present.
 const SYSTEM: &[&str] = &[
@@ -234,6 +241,127 @@ fn probe() -> Result<(), DriverError> {
             "bubblewrap cannot make a sandbox on this machine ({}): the kernel may refuse user namespaces (see sysctl user.max_user_namespaces and kernel.unprivileged_userns_clone)",
             String::from_utf8_lossy(&out.stderr).trim()
         )),
+    }
+}
+
+/// A session's sandbox: what `bwrap` binds, and the limits in force.
+struct Sandbox {
+    layout: Layout,
+    confinement: Confinement,
+    limits: Limits,
+    /// The agent's `PATH` inside, `cru`'s folder first.
+    agent_path: std::ffi::OsString,
+}
+
+pub(super) async fn provision(
+    confinement: &Confinement,
+    setup: Setup<'_>,
+    search: Option<&OsStr>,
+) -> Result<Box<dyn Place>, DriverError> {
+    super::checked(check).await?;
+    let layout = layout(setup, search).await?;
+    // Checked now, so a bad mount fails `session new`, not the first start.
+    arguments(confinement, &layout)?;
+    let limits = Limits::apply(confinement, &cgroup_name(&layout.cwd));
+    let agent_path = path::ahead(
+        Path::new(BIN_INSIDE),
+        Some(search.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"))),
+    );
+    Ok(Box::new(Sandbox {
+        layout,
+        confinement: confinement.clone(),
+        limits,
+        agent_path,
+    }))
+}
+
+/// One name per environment for its cgroups.
+fn cgroup_name(cwd: &Path) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in cwd.as_os_str().as_encoded_bytes() {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("crucible-{}-{hash:016x}", std::process::id())
+}
+
+async fn layout(setup: Setup<'_>, search: Option<&OsStr>) -> Result<Layout, DriverError> {
+    let state_dir = setup.kiln.state_dir();
+    let home = state_dir
+        .join("sandboxes")
+        .join(setup.session_id)
+        .join("home");
+    super::private_folder(&home)?;
+    let home_inside = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute() && h != Path::new("/"))
+        .unwrap_or_else(|| PathBuf::from("/home/agent"));
+    let cwd = super::real_cwd(setup.cwd)?;
+    let git_dir = crate::git::common_dir(&cwd).await;
+    let programs = setup
+        .program
+        .and_then(|p| path::resolve_in(p, search))
+        .map(|p| install_folders(&p, search))
+        .unwrap_or_default();
+    Ok(Layout {
+        cwd,
+        git_dir,
+        state_dir: std::fs::canonicalize(&state_dir).unwrap_or(state_dir),
+        home,
+        home_inside,
+        programs,
+        cru: std::env::current_exe().ok(),
+        socket: setup.kiln.agent_socket_path(),
+    })
+}
+
+impl Place for Sandbox {
+    fn command(&self, start: Start<'_>) -> Result<Command, DriverError> {
+        // Inside, a bare name would be looked up on a PATH of other folders.
+        let resolved = match start.program.to_str() {
+            Some(name) if !name.contains('/') => path::resolve_in(name, start.search),
+            _ => None,
+        };
+        let program = resolved.as_deref().unwrap_or(start.program);
+        let mut bwrap_args = arguments(&self.confinement, &self.layout)?;
+        if start.cwd != self.layout.cwd {
+            let at = bwrap_args.len().saturating_sub(1);
+            bwrap_args[at] = start.cwd.to_string_lossy().into_owned();
+        }
+        let mut command = Command::new("bwrap");
+        command
+            .args(bwrap_args)
+            .arg("--")
+            .arg(program)
+            .args(start.args);
+        command.env_clear();
+        for name in KEPT {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        command.env("PATH", &self.agent_path);
+        command.env("HOME", &self.layout.home_inside);
+        command.envs(start.passed.iter().cloned());
+        command.envs(start.vars);
+        let pre_exec = self.limits.pre_exec();
+        // SAFETY: the closure only makes async-signal-safe calls (write,
+        // setrlimit, sched_*affinity) on values prepared before the fork.
+        unsafe {
+            command.pre_exec(pre_exec);
+        }
+        Ok(command)
+    }
+
+    fn cru_program(&self) -> Option<PathBuf> {
+        Some(PathBuf::from(format!("{BIN_INSIDE}/cru")))
+    }
+
+    fn limits(&self) -> Vec<String> {
+        self.limits.described().to_vec()
+    }
+
+    fn socket_inside(&self) -> Option<String> {
+        Some(SOCKET_INSIDE.to_string())
     }
 }
 

@@ -13,7 +13,10 @@ use std::process::Stdio;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-use super::DriverError;
+use futures::future::BoxFuture;
+
+use super::{DriverError, Place, Setup, Start};
+use crate::protocol::{SshOptions, env};
 
 /// The ssh command line to use instead of `ssh`.
 pub const SSH_ENV: &str = "CRU_SSH";
@@ -350,6 +353,75 @@ impl Remote {
             .stderr(Stdio::null())
             .status()
             .await;
+    }
+}
+
+/// Makes the session's worktree on the host named in `options`.
+pub(super) async fn provision(
+    options: &SshOptions,
+    setup: Setup<'_>,
+) -> Result<Box<dyn Place>, DriverError> {
+    let (host, Some(repo)) = (&options.host, &options.remote_path) else {
+        return Err(needs_host_and_path());
+    };
+    if host.is_empty() {
+        return Err(needs_host_and_path());
+    }
+    let remote = Remote::new(
+        host,
+        repo,
+        setup.session_id,
+        &setup.kiln.state_dir(),
+        &setup.kiln.agent_socket_path(),
+    );
+    remote.provision(setup.cwd).await?;
+    Ok(Box::new(remote))
+}
+
+fn needs_host_and_path() -> DriverError {
+    DriverError::Setup(
+        "the ssh driver needs --host USER@HOST and --remote-path (the repository's clone there)"
+            .into(),
+    )
+}
+
+impl Place for Remote {
+    fn command(&self, start: Start<'_>) -> Result<Command, DriverError> {
+        let mut command = Remote::command(self, start.program, start.args, &self.worktree, true);
+        // Not a secret: how a restarted daemon knows the ssh client its predecessor
+        // left.
+        command.envs(
+            start
+                .vars
+                .into_iter()
+                .filter(|(name, _)| name == env::SESSION),
+        );
+        Ok(command)
+    }
+
+    fn cru_program(&self) -> Option<PathBuf> {
+        // Installed there like the agent itself.
+        Some(PathBuf::from("cru"))
+    }
+
+    fn socket_inside(&self) -> Option<String> {
+        Some(self.socket.clone())
+    }
+
+    fn agent_cwd(&self, _cwd: &Path) -> PathBuf {
+        PathBuf::from(&self.worktree)
+    }
+
+    fn remote(&self) -> Option<&Remote> {
+        Some(self)
+    }
+
+    fn preamble(&self, all: &[(String, String)]) -> Option<Vec<u8>> {
+        Some(Remote::preamble(all))
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(Remote::close(self))
     }
 }
 

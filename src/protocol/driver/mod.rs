@@ -13,7 +13,8 @@ pub mod options;
 pub mod spec;
 
 pub use options::{DriverOptions, NewWords, parse_new_words};
-pub use spec::{Confinement, DriverSpec, PodmanOptions, SshOptions};
+use spec::KindOptions;
+pub use spec::{Confinement, PodmanOptions, SshOptions, Unconfined};
 
 /// Why driver options cannot be used: each names what to give instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,40 +50,117 @@ pub enum SpecError {
     },
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DriverKind {
+/// Every driver, one row each: its kind, its name (in flags, settings and the recorded
+/// spec), the options it records and what it can do. A row gives a [`DriverKind`], a
+/// [`DriverSpec`] variant holding those options, the name, the capabilities and the
+/// resolving of a user's options; the driver itself is its own file under `driver/`.
+macro_rules! drivers {
+    ($( $(#[$doc:meta])* $kind:ident = $name:literal, $options:ty, $capabilities:expr; )*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum DriverKind {
+            $( $(#[$doc])* #[serde(rename = $name)] $kind, )*
+        }
+
+        /// Where a session's agent runs, resolved; recorded with the session. Stored
+        /// and sent as one JSON object tagged by `kind` (see [`spec`]).
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(tag = "kind")]
+        pub enum DriverSpec {
+            $( $(#[$doc])* #[serde(rename = $name)] $kind($options), )*
+        }
+
+        impl DriverKind {
+            pub const ALL: &[DriverKind] = &[$(DriverKind::$kind),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(DriverKind::$kind => $name,)*
+                }
+            }
+
+            fn capabilities(self) -> Capabilities {
+                match self {
+                    $(DriverKind::$kind => $capabilities,)*
+                }
+            }
+
+            /// This kind's spec from what a user gave (checked in
+            /// [`DriverOptions::resolve`] for what every kind needs).
+            fn spec_of(self, given: &DriverOptions) -> Result<DriverSpec, SpecError> {
+                match self {
+                    $(DriverKind::$kind => {
+                        <$options as KindOptions>::from_options(given, self).map(DriverSpec::$kind)
+                    })*
+                }
+            }
+        }
+
+        impl DriverSpec {
+            pub fn kind(&self) -> DriverKind {
+                match self {
+                    $(DriverSpec::$kind(_) => DriverKind::$kind,)*
+                }
+            }
+
+            /// The kind's own options, as what every kind's options can say.
+            fn kind_options(&self) -> &dyn KindOptions {
+                match self {
+                    $(DriverSpec::$kind(options) => options,)*
+                }
+            }
+        }
+    };
+}
+
+drivers! {
     /// On the host, as the user (no isolation).
-    #[default]
-    Local,
+    Local = "local", Unconfined, Capabilities {
+        confines: false, passes_env: false, runs_apart: false, makes_environment: false,
+    };
     /// On the host in a default-deny bubblewrap sandbox.
-    Sandbox,
+    Sandbox = "sandbox", Confinement, Capabilities {
+        confines: true, passes_env: true, runs_apart: false, makes_environment: true,
+    };
     /// On another machine over the system's `ssh`.
-    Ssh,
+    Ssh = "ssh", SshOptions, Capabilities {
+        confines: false, passes_env: true, runs_apart: true, makes_environment: true,
+    };
     /// In a podman container.
-    Podman,
+    Podman = "podman", PodmanOptions, Capabilities {
+        confines: true, passes_env: true, runs_apart: true, makes_environment: true,
+    };
+}
+
+/// What a driver can do; the answers of [`DriverKind`]'s methods of the same names.
+#[derive(Debug, Clone, Copy)]
+struct Capabilities {
+    confines: bool,
+    passes_env: bool,
+    runs_apart: bool,
+    makes_environment: bool,
+}
+
+#[allow(
+    clippy::derivable_impls,
+    reason = "the kinds come from the drivers! table; the default is chosen here"
+)]
+impl Default for DriverKind {
+    fn default() -> Self {
+        DriverKind::Local
+    }
+}
+
+impl Default for DriverSpec {
+    fn default() -> Self {
+        DriverSpec::Local(Unconfined {})
+    }
 }
 
 impl DriverKind {
-    pub const ALL: [DriverKind; 4] = [
-        DriverKind::Local,
-        DriverKind::Sandbox,
-        DriverKind::Ssh,
-        DriverKind::Podman,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DriverKind::Local => "local",
-            DriverKind::Sandbox => "sandbox",
-            DriverKind::Ssh => "ssh",
-            DriverKind::Podman => "podman",
-        }
-    }
-
     pub fn parse(text: &str) -> Result<Self, SpecError> {
         Self::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|k| k.as_str() == text)
             .ok_or_else(|| SpecError::UnknownDriver(text.to_string()))
     }
@@ -100,13 +178,13 @@ impl DriverKind {
     /// Whether the agent is confined (sandbox, podman): mounts, a network of its own
     /// (none unless asked) and limits apply. The others run it with the host's network.
     pub fn confines(self) -> bool {
-        matches!(self, DriverKind::Sandbox | DriverKind::Podman)
+        self.capabilities().confines
     }
 
     /// Whether the agent gets only the variables named for it (every driver but local,
     /// whose agent inherits the daemon's environment).
     pub fn passes_env(self) -> bool {
-        self != DriverKind::Local
+        self.capabilities().passes_env
     }
 
     /// Whether the agent runs apart from this machine's files and programs (ssh: another
@@ -114,14 +192,14 @@ impl DriverKind {
     /// it needs a worktree of its own; crucible's own agent, which runs in the daemon,
     /// cannot use it.
     pub fn runs_apart(self) -> bool {
-        matches!(self, DriverKind::Ssh | DriverKind::Podman)
+        self.capabilities().runs_apart
     }
 
     /// Whether the driver makes an environment per session that is torn down when idle
     /// and made again by the next prompt (every driver but local), and so has a
     /// `[drivers.<name>]` section of defaults.
     pub fn makes_environment(self) -> bool {
-        self != DriverKind::Local
+        self.capabilities().makes_environment
     }
 }
 

@@ -7,8 +7,8 @@ use clap::Parser;
 use clap::builder::NonEmptyStringValueParser;
 use serde::{Deserialize, Serialize};
 
-use super::spec::{Confinement, DriverSpec, PodmanOptions, SshOptions};
-use super::{DriverKind, MountText, Network, SpecError, whole};
+use super::spec::Confinement;
+use super::{DriverKind, DriverSpec, MountText, Network, SpecError, whole};
 
 /// What a user asks for; anything left out comes from the profile, `[drivers.<name>]`
 /// and the defaults. The same names as flags, in settings, session files and on the
@@ -104,29 +104,21 @@ impl DriverOptions {
         if self.cpus == Some(0) || self.memory == Some(0) || self.pids == Some(0) {
             return Err(SpecError::ZeroLimit);
         }
-        let needs = |given: &Option<String>, what| {
-            given.clone().ok_or(SpecError::Needs { driver: kind, what })
-        };
-        if kind == DriverKind::Local && self.confines_or_passes() {
-            return Err(SpecError::Unconfined);
-        }
-        Ok(match kind {
-            DriverKind::Local => DriverSpec::Local,
-            DriverKind::Sandbox => DriverSpec::Sandbox(self.confinement()),
-            DriverKind::Ssh => DriverSpec::Ssh(SshOptions {
-                host: needs(&self.host, "--host USER@HOST")?,
-                remote_path: self.remote_path.clone(),
-                env: self.env.clone(),
-            }),
-            DriverKind::Podman => DriverSpec::Podman(PodmanOptions {
-                image: needs(&self.image, "--image IMAGE")?,
-                confinement: self.confinement(),
-            }),
-        })
+        kind.spec_of(self)
+    }
+
+    /// A value the driver cannot run without (`what`: the flag to give).
+    pub(super) fn needs(
+        &self,
+        given: &Option<String>,
+        driver: DriverKind,
+        what: &'static str,
+    ) -> Result<String, SpecError> {
+        given.clone().ok_or(SpecError::Needs { driver, what })
     }
 
     /// Whether anything is given that confines the agent or passes it variables.
-    fn confines_or_passes(&self) -> bool {
+    pub(super) fn confines_or_passes(&self) -> bool {
         !self.mounts.is_empty()
             || self.network.is_some()
             || !self.env.is_empty()
@@ -135,7 +127,7 @@ impl DriverOptions {
             || self.pids.is_some()
     }
 
-    fn confinement(&self) -> Confinement {
+    pub(super) fn confinement(&self) -> Confinement {
         Confinement {
             mounts: self.mounts.iter().map(|m| m.0.clone()).collect(),
             network: self.network.unwrap_or_default(),

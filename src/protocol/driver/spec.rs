@@ -5,22 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{DriverKind, DriverOptions, Mount, MountText, Network};
+use super::{DriverKind, DriverOptions, DriverSpec, Mount, MountText, Network, SpecError};
 
-/// Where a session's agent runs, resolved; recorded with the session.
+/// The `local` driver's options: none (the agent runs as the user, unconfined).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum DriverSpec {
-    /// On the host, as the user.
-    #[default]
-    Local,
-    /// On the host in a bubblewrap sandbox.
-    Sandbox(Confinement),
-    /// On another machine over `ssh`.
-    Ssh(SshOptions),
-    /// In a podman container.
-    Podman(PodmanOptions),
-}
+pub struct Unconfined {}
 
 /// What a confining driver (sandbox, podman) shows the agent and allows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,32 +56,105 @@ pub struct PodmanOptions {
     pub confinement: Confinement,
 }
 
-impl DriverSpec {
-    pub fn kind(&self) -> DriverKind {
-        match self {
-            DriverSpec::Local => DriverKind::Local,
-            DriverSpec::Sandbox(_) => DriverKind::Sandbox,
-            DriverSpec::Ssh(_) => DriverKind::Ssh,
-            DriverSpec::Podman(_) => DriverKind::Podman,
-        }
-    }
+/// What every driver's options can say; each kind's own options implement it.
+pub(super) trait KindOptions {
+    /// This kind's options from what a user gave, with what the kind needs.
+    fn from_options(given: &DriverOptions, kind: DriverKind) -> Result<Self, SpecError>
+    where
+        Self: Sized;
 
     /// What confines the agent, for the drivers that do.
-    pub fn confinement(&self) -> Option<&Confinement> {
-        match self {
-            DriverSpec::Sandbox(c) | DriverSpec::Podman(PodmanOptions { confinement: c, .. }) => {
-                Some(c)
-            }
-            DriverSpec::Local | DriverSpec::Ssh(_) => None,
+    fn confinement(&self) -> Option<&Confinement> {
+        None
+    }
+
+    /// The names of the variables passed to the agent.
+    fn env(&self) -> &[String] {
+        self.confinement().map_or(&[], |c| &c.env)
+    }
+
+    /// Puts this kind's own options (besides the confinement) back as a user gives
+    /// them.
+    fn give_back(&self, _options: &mut DriverOptions) {}
+
+    /// This kind's own options for people (`host me@box`), before the confinement's.
+    fn describe(&self) -> Option<String> {
+        None
+    }
+}
+
+impl KindOptions for Unconfined {
+    fn from_options(given: &DriverOptions, _kind: DriverKind) -> Result<Self, SpecError> {
+        if given.confines_or_passes() {
+            return Err(SpecError::Unconfined);
         }
+        Ok(Unconfined {})
+    }
+}
+
+impl KindOptions for Confinement {
+    fn from_options(given: &DriverOptions, _kind: DriverKind) -> Result<Self, SpecError> {
+        Ok(given.confinement())
+    }
+
+    fn confinement(&self) -> Option<&Confinement> {
+        Some(self)
+    }
+}
+
+impl KindOptions for SshOptions {
+    fn from_options(given: &DriverOptions, kind: DriverKind) -> Result<Self, SpecError> {
+        Ok(SshOptions {
+            host: given.needs(&given.host, kind, "--host USER@HOST")?,
+            remote_path: given.remote_path.clone(),
+            env: given.env.clone(),
+        })
+    }
+
+    fn env(&self) -> &[String] {
+        &self.env
+    }
+
+    fn give_back(&self, options: &mut DriverOptions) {
+        options.host = Some(self.host.clone());
+        options.remote_path = self.remote_path.clone();
+    }
+
+    fn describe(&self) -> Option<String> {
+        Some(format!("host {}", self.host))
+    }
+}
+
+impl KindOptions for PodmanOptions {
+    fn from_options(given: &DriverOptions, kind: DriverKind) -> Result<Self, SpecError> {
+        Ok(PodmanOptions {
+            image: given.needs(&given.image, kind, "--image IMAGE")?,
+            confinement: given.confinement(),
+        })
+    }
+
+    fn confinement(&self) -> Option<&Confinement> {
+        Some(&self.confinement)
+    }
+
+    fn give_back(&self, options: &mut DriverOptions) {
+        options.image = Some(self.image.clone());
+    }
+
+    fn describe(&self) -> Option<String> {
+        Some(format!("image {}", self.image))
+    }
+}
+
+impl DriverSpec {
+    /// What confines the agent, for the drivers that do.
+    pub fn confinement(&self) -> Option<&Confinement> {
+        self.kind_options().confinement()
     }
 
     /// The names of the variables passed to the agent.
     pub fn env(&self) -> &[String] {
-        match self {
-            DriverSpec::Ssh(ssh) => &ssh.env,
-            _ => self.confinement().map_or(&[], |c| &c.env),
-        }
+        self.kind_options().env()
     }
 
     pub fn mounts(&self) -> &[Mount] {
@@ -128,25 +190,13 @@ impl DriverSpec {
             options.network = Some(c.network);
             (options.memory, options.cpus, options.pids) = (c.memory, c.cpus, c.pids);
         }
-        match self {
-            DriverSpec::Ssh(ssh) => {
-                options.host = Some(ssh.host.clone());
-                options.remote_path = ssh.remote_path.clone();
-            }
-            DriverSpec::Podman(podman) => options.image = Some(podman.image.clone()),
-            DriverSpec::Local | DriverSpec::Sandbox(_) => {}
-        }
+        self.kind_options().give_back(&mut options);
         options
     }
 
     /// One line for people: `sandbox (network none, memory 256 MiB, env API_KEY)`.
     pub fn summary(&self) -> String {
-        let mut parts = Vec::new();
-        match self {
-            DriverSpec::Ssh(ssh) => parts.push(format!("host {}", ssh.host)),
-            DriverSpec::Podman(podman) => parts.push(format!("image {}", podman.image)),
-            DriverSpec::Local | DriverSpec::Sandbox(_) => {}
-        }
+        let mut parts: Vec<String> = self.kind_options().describe().into_iter().collect();
         if let Some(c) = self.confinement() {
             parts.push(format!("network {}", c.network.as_str()));
             for mount in &c.mounts {
@@ -188,7 +238,7 @@ mod tests {
             })
         };
         let read = |kind: &str| serde_json::from_value::<DriverSpec>(old(kind)).unwrap();
-        assert_eq!(read("local"), DriverSpec::Local);
+        assert_eq!(read("local"), DriverSpec::default());
         let confinement = Confinement {
             mounts: vec![Mount::parse("/data:ro").unwrap()],
             network: Network::None,
@@ -239,7 +289,7 @@ mod tests {
             spec.summary(),
             "sandbox (network none, memory 256 MiB, env API_KEY)"
         );
-        assert_eq!(DriverSpec::Local.summary(), "local");
+        assert_eq!(DriverSpec::default().summary(), "local");
         let ssh = DriverSpec::Ssh(SshOptions {
             host: "me@box".into(),
             ..Default::default()
