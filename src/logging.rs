@@ -60,3 +60,8 @@ pub fn log_panics() {
         default(info);
     }));
 }
+
+/// The span of work on one session: what is logged inside it carries the session's id.
+pub fn session_span(id: &str) -> tracing::Span {
+    tracing::info_span!("session", session = %id)
+}

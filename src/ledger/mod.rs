@@ -22,6 +22,7 @@ use std::time::Duration;
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
+use tracing::Instrument;
 
 use crate::config::{Config, MAX_LIST_LIMIT};
 use crate::kiln::Kiln;
@@ -108,13 +109,17 @@ pub struct Ledger {
 /// Removes deleted sessions' transcripts one session at a time, in the background.
 async fn purger(store: Arc<Store>, mut ids: mpsc::UnboundedReceiver<String>) {
     while let Some(id) = ids.recv().await {
-        match store.purge_deleted(&id).await {
-            Ok(()) => tracing::debug!(session = %id, "purged a deleted session"),
-            Err(e) => tracing::warn!(
-                session = %id,
-                "the deleted session's transcript is not yet purged ({e}); finishing at the next start"
-            ),
+        let purged = store.purge_deleted(&id);
+        async {
+            match purged.await {
+                Ok(()) => tracing::debug!("purged a deleted session"),
+                Err(e) => tracing::warn!(
+                    "the deleted session's transcript is not yet purged ({e}); finishing at the next start"
+                ),
+            }
         }
+        .instrument(crate::logging::session_span(&id))
+        .await;
     }
 }
 
@@ -316,17 +321,15 @@ impl Ledger {
             }
         }
         let now = now_rfc3339();
-        let mut session = Session {
-            id: self.next_id(),
-            display_name: display_name(&self.kiln, params.worktree.as_deref(), &params.agent_name),
-            worktree: params.worktree,
-            agent_type: params.agent_type,
-            agent_name: params.agent_name,
-            status: "active".into(),
-            started_at: now.clone(),
-            last_heartbeat: now,
-            ..Session::default()
-        };
+        let display = display_name(&self.kiln, params.worktree.as_deref(), &params.agent_name);
+        let mut session = Session::started(
+            self.next_id(),
+            params.worktree,
+            params.agent_type,
+            params.agent_name,
+            display,
+            now,
+        );
         self.stamp(&mut session);
         self.store.insert_session(&session).await?;
         self.registry.insert(session.clone());

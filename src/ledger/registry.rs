@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::{Ledger, deadline_or_change, now_rfc3339};
 use crate::kiln::Kiln;
@@ -365,10 +366,15 @@ pub(super) async fn reaper(registry: Arc<Registry>, ledger: Weak<Ledger>) {
             return;
         };
         for id in registry.expired() {
-            tracing::info!(session = %id, "session timed out without heartbeats; cleaning up");
-            if let Err(e) = ledger.deregister(&id, "timed out", None).await {
-                tracing::warn!(session = %id, "could not clean up session: {e}");
+            let ledger = &ledger;
+            async {
+                tracing::info!("session timed out without heartbeats; cleaning up");
+                if let Err(e) = ledger.deregister(&id, "timed out", None).await {
+                    tracing::warn!("could not clean up session: {e}");
+                }
             }
+            .instrument(crate::logging::session_span(&id))
+            .await;
         }
         // Out of the store first, then out of memory: once a session is no longer
         // answered for, it is not in the database either (a failed delete is tried again).

@@ -157,7 +157,7 @@ impl Actor {
 
     /// Runs the session until its agent is gone; what it logs carries the session's id.
     pub async fn run(self) {
-        let span = tracing::info_span!("session", session = %self.session.id);
+        let span = crate::logging::session_span(&self.session.id);
         self.serve().instrument(span).await;
     }
 

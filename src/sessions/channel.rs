@@ -7,6 +7,7 @@
 
 use super::*;
 use crate::protocol::{ChannelTag, DriverOptions, Resolution, ResolveParams, ResolveResult};
+use tracing::Instrument;
 
 impl Sessions {
     /// Resolves `inbound` to its conversation's session and delivers its text there.
@@ -114,11 +115,15 @@ impl Sessions {
             // Stopping waits for the agent to go; the message need not.
             let me = Arc::clone(self);
             let id = session.id.clone();
-            tokio::spawn(async move {
-                if let Err(e) = me.stop(&id).await {
-                    tracing::warn!(session = %id, "cannot stop a closed channel session: {e}");
+            let span = crate::logging::session_span(&id);
+            tokio::spawn(
+                async move {
+                    if let Err(e) = me.stop(&id).await {
+                        tracing::warn!("cannot stop a closed channel session: {e}");
+                    }
                 }
-            });
+                .instrument(span),
+            );
         }
         Ok(())
     }
@@ -147,34 +152,38 @@ impl Sessions {
                 continue;
             };
             let me = Arc::clone(&self);
-            tokio::spawn(async move {
-                tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
-                let Ok(now) = me.ledger.get_message(&message.id).await else {
-                    return;
-                };
-                if now.responded || now.withdrawn {
-                    return;
+            let span = crate::logging::session_span(&message.session_id);
+            tokio::spawn(
+                async move {
+                    tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+                    let Ok(now) = me.ledger.get_message(&message.id).await else {
+                        return;
+                    };
+                    if now.responded || now.withdrawn {
+                        return;
+                    }
+                    let notice = wording::unanswered(&now.title, secs);
+                    if let Err(e) = me
+                        .ledger
+                        .send(notice.into_params(&message.session_id))
+                        .await
+                    {
+                        tracing::warn!("cannot post: {e}");
+                    }
+                    if let Err(e) = me.cancel(&message.session_id).await {
+                        tracing::warn!("cannot cancel: {e}");
+                    }
+                    // Whoever asked (the agent itself, through `cru ask`) no longer waits.
+                    if let Err(e) = me
+                        .ledger
+                        .withdraw_open(&message.session_id, "nobody answered in time")
+                        .await
+                    {
+                        tracing::warn!("cannot withdraw: {e}");
+                    }
                 }
-                let notice = wording::unanswered(&now.title, secs);
-                if let Err(e) = me
-                    .ledger
-                    .send(notice.into_params(&message.session_id))
-                    .await
-                {
-                    tracing::warn!(session = %message.session_id, "cannot post: {e}");
-                }
-                if let Err(e) = me.cancel(&message.session_id).await {
-                    tracing::warn!(session = %message.session_id, "cannot cancel: {e}");
-                }
-                // Whoever asked (the agent itself, through `cru ask`) no longer waits.
-                if let Err(e) = me
-                    .ledger
-                    .withdraw_open(&message.session_id, "nobody answered in time")
-                    .await
-                {
-                    tracing::warn!(session = %message.session_id, "cannot withdraw: {e}");
-                }
-            });
+                .instrument(span),
+            );
         }
     }
 
@@ -198,6 +207,7 @@ impl Sessions {
 
     /// Whether the drift check (when configured) judges `text` off `s`'s topic. A check
     /// that cannot be made is logged and counts as no drift.
+    #[tracing::instrument(name = "session", skip_all, fields(session = %s.id))]
     async fn drifts(&self, config: &Config, s: &Session, text: &str) -> bool {
         let Some(name) = config.channels.drift_agent.as_deref() else {
             return false;
@@ -213,11 +223,11 @@ impl Sessions {
         };
         match verdict {
             Ok(v) => {
-                tracing::info!(session = %s.id, drift = v.drift, confidence = v.confidence, "drift check");
+                tracing::info!(drift = v.drift, confidence = v.confidence, "drift check");
                 v.drift && v.confidence >= config.channels.drift_threshold
             }
             Err(why) => {
-                tracing::warn!(session = %s.id, "the drift check could not be made: {why}");
+                tracing::warn!("the drift check could not be made: {why}");
                 false
             }
         }

@@ -3,6 +3,7 @@
 //! missed.
 
 use tokio::sync::broadcast;
+use tracing::Instrument;
 
 use super::Sessions;
 use super::command::Command;
@@ -32,11 +33,15 @@ pub(super) async fn route_inbox_events(
                 if let Some(path) = path {
                     let sessions = std::sync::Arc::clone(&sessions);
                     let session_id = m.session_id.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = sessions.refine(&session_id, vec![path], None).await {
-                            tracing::warn!(session = %session_id, "cannot refine: {e}");
+                    let span = crate::logging::session_span(&session_id);
+                    tokio::spawn(
+                        async move {
+                            if let Err(e) = sessions.refine(&session_id, vec![path], None).await {
+                                tracing::warn!("cannot refine: {e}");
+                            }
                         }
-                    });
+                        .instrument(span),
+                    );
                 }
             }
             Ok(Event::InboxCreated(m)) | Ok(Event::InboxUpdated(m)) => {

@@ -226,20 +226,13 @@ impl Sessions {
         };
         let now = now_rfc3339();
         let worktree = placement.path.as_ref().map(|p| p.display().to_string());
+        let display = display_name(&kiln, worktree.as_deref(), &params.agent);
         let session = Session {
-            display_name: display_name(&kiln, worktree.as_deref(), &params.agent),
-            id: id.clone(),
-            worktree,
-            agent_type: profile.kind.as_str().into(),
-            agent_name: params.agent.clone(),
-            status: "active".into(),
-            started_at: now.clone(),
-            last_heartbeat: now.clone(),
             state: Some(SessionState::Creating),
             task: params.task.clone().filter(|t| !t.trim().is_empty()),
             branch: placement.branch.clone(),
             worktree_owned: placement.created.is_some(),
-            updated_at: Some(now),
+            updated_at: Some(now.clone()),
             driver: Some(spec),
             security: crate::protocol::SecurityState {
                 read_manifest: (!params.allow_read.is_empty()).then(|| params.allow_read.clone()),
@@ -247,7 +240,14 @@ impl Sessions {
             },
             base_branch: placement.base_branch.clone(),
             channel: params.channel.clone(),
-            ..Session::default()
+            ..Session::started(
+                id.clone(),
+                worktree,
+                profile.kind.as_str().into(),
+                params.agent.clone(),
+                display,
+                now,
+            )
         };
         let session = match self.ledger.add_managed(session).await {
             Ok(s) => s,
@@ -506,16 +506,17 @@ impl Sessions {
         }
     }
 
+    #[tracing::instrument(name = "session", skip_all, fields(session = %session.id))]
     async fn mark_lost_as(&self, mut session: Session, reason: String, report: wording::Notice) {
         session.state = Some(SessionState::Stopped);
         session.state_reason = Some(reason.clone());
         session.agent_pid = None;
         session.updated_at = Some(now_rfc3339());
         if let Err(e) = self.ledger.revoke_handles(&session.id).await {
-            tracing::warn!(session = %session.id, "cannot revoke handles: {e}");
+            tracing::warn!("cannot revoke handles: {e}");
         }
         if let Err(e) = self.ledger.save_managed(&session).await {
-            tracing::error!(session = %session.id, "cannot record a lost agent: {e}");
+            tracing::error!("cannot record a lost agent: {e}");
             return;
         }
         let mut actor_log = TranscriptWriter::open(&self.ledger, &session).await;
@@ -523,7 +524,7 @@ impl Sessions {
             .state(&self.ledger, SessionState::Stopped, Some(&reason))
             .await;
         if let Err(e) = self.ledger.send(report.into_params(&session.id)).await {
-            tracing::error!(session = %session.id, "cannot report a lost agent: {e}");
+            tracing::error!("cannot report a lost agent: {e}");
         }
     }
 }

@@ -220,6 +220,7 @@ impl Sessions {
     }
 
     /// After a context miss stopped the session: the question whether to widen.
+    #[tracing::instrument(name = "session", skip_all, fields(session = %session.id))]
     pub(super) async fn ask_to_refine(&self, session: &crate::protocol::Session) {
         let Some(reason) = session.state_reason.as_deref() else {
             return;
@@ -245,7 +246,7 @@ impl Sessions {
             flagged: None,
         };
         if let Err(e) = self.ledger.send(params).await {
-            tracing::error!(session = %session.id, "cannot ask about the context miss: {e}");
+            tracing::error!("cannot ask about the context miss: {e}");
         }
     }
 

@@ -45,6 +45,7 @@ pub(super) enum SpawnError {
 
 impl Sessions {
     /// Starts the agent, with a fresh handle, and the actor that owns it.
+    #[tracing::instrument(name = "session", skip_all, fields(session = %session.id))]
     pub(super) async fn spawn_actor(
         self: &Arc<Self>,
         mut session: Session,
@@ -159,7 +160,7 @@ impl Sessions {
         if !missing.is_empty() {
             let notice = wording::started_without(&missing);
             if let Err(e) = self.ledger.send(notice.into_params(&session_id)).await {
-                tracing::warn!(session = %session_id, "cannot say which variables are missing: {e}");
+                tracing::warn!("cannot say which variables are missing: {e}");
             }
         }
         Ok(())

@@ -36,7 +36,7 @@ impl TranscriptWriter {
         let seq = match ledger.store().last_seq(&session.id).await {
             Ok(seq) => seq,
             Err(e) => {
-                tracing::error!(session = %session.id, "cannot read the transcript: {e}");
+                tracing::error!("cannot read the transcript: {e}");
                 0
             }
         };
@@ -69,7 +69,7 @@ impl TranscriptWriter {
         };
         self.log.write(&entry);
         if let Err(e) = ledger.append_transcript(vec![entry]).await {
-            tracing::error!(session = %self.session_id, "cannot store a transcript entry: {e}");
+            tracing::error!("cannot store a transcript entry: {e}");
             self.failure
                 .get_or_insert_with(|| wording::transcript_failed(e));
         }

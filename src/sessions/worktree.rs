@@ -79,6 +79,7 @@ impl Sessions {
 
     /// Stops the session if needed, then removes it (and, when asked, its worktree and
     /// branch). Uncommitted changes and unmerged commits are kept unless forced.
+    #[tracing::instrument(name = "session", skip_all, fields(session = %id))]
     pub async fn delete(&self, id: &str, options: &RemoveOptions) -> Result<DeleteOutcome> {
         let session = self.managed(id)?;
         let repo = self.ledger.kiln().root().to_path_buf();
@@ -173,7 +174,7 @@ impl Sessions {
         }
         let removed = self.remove_from_git(&repo, &git).await;
         if let Err(e) = self.ledger.git_removed(id).await {
-            tracing::warn!(session = %id, "cannot note that the worktree and branch are dealt with: {e}");
+            tracing::warn!("cannot note that the worktree and branch are dealt with: {e}");
         }
         (outcome.worktree_removed, outcome.branch_deleted) =
             removed.map_err(|(what, e)| match LedgerError::from(e) {

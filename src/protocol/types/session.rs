@@ -99,6 +99,32 @@ pub struct Session {
     pub host: Option<String>,
 }
 
+impl Session {
+    /// A session that starts now: the one constructor, so that every session begins
+    /// active with its start and first heartbeat at `now`; a place that makes one sets
+    /// the rest by name (`..Session::started(…)`).
+    pub fn started(
+        id: String,
+        worktree: Option<String>,
+        agent_type: String,
+        agent_name: String,
+        display_name: String,
+        now: String,
+    ) -> Session {
+        Session {
+            id,
+            worktree,
+            agent_type,
+            agent_name,
+            status: "active".into(),
+            started_at: now.clone(),
+            last_heartbeat: now,
+            display_name,
+            ..Session::default()
+        }
+    }
+}
+
 /// Where a session's messages come from (the channel's kind and the conversation's
 /// reference) and how the last one found its session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
