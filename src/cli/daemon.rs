@@ -142,6 +142,9 @@ async fn status(kiln: &Kiln, json: bool) -> anyhow::Result<ExitCode> {
             ("unread", status.unread.to_string()),
         ]);
         print_team(&status);
+        if let Some(matrix) = &status.matrix {
+            outln!("matrix: {}", matrix_line(matrix));
+        }
         if let Some(why) = &status.settings_error {
             outln!("settings: cannot be used ({why}); the last good ones are in use");
         }
@@ -150,6 +153,29 @@ async fn status(kiln: &Kiln, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Matrix channel in one line: who, where, and how it stands.
+fn matrix_line(m: &crate::protocol::MatrixStatus) -> String {
+    let mut line = if m.logged_in {
+        format!(
+            "logged in as {} (device {}) at {}, {} room{}",
+            m.user_id,
+            m.device_id.as_deref().unwrap_or("?"),
+            m.homeserver,
+            m.rooms,
+            if m.rooms == 1 { "" } else { "s" }
+        )
+    } else {
+        format!("not logged in as {} at {}", m.user_id, m.homeserver)
+    };
+    if let Some(at) = &m.last_sync {
+        line.push_str(&format!(", last sync {at}"));
+    }
+    if let Some(error) = &m.error {
+        line.push_str(&format!(" ({error})"));
+    }
+    line
 }
 
 /// `cru daemon repair`: rebuilds a damaged embedded database while no daemon runs.

@@ -43,6 +43,8 @@ pub struct ChannelsConfig {
     /// The model's confidence at which a drift starts a new session.
     pub drift_threshold: f64,
     pub http: HttpConfig,
+    /// `[channels.matrix]`: off when absent.
+    pub matrix: Option<super::matrix::MatrixConfig>,
 }
 
 impl Default for ChannelsConfig {
@@ -55,6 +57,7 @@ impl Default for ChannelsConfig {
             drift_agent: None,
             drift_threshold: 0.8,
             http: HttpConfig::default(),
+            matrix: None,
         }
     }
 }
@@ -172,6 +175,10 @@ pub struct WebhookConfig {
     /// deleted comment does not prompt again.
     #[serde(default)]
     pub actions: Vec<String>,
+    /// Where its sessions' approvals and questions are posted and answered: a Matrix room
+    /// (`!id`, `#alias`) or user (`@name:server`); absent: `[channels.matrix]`'s.
+    #[serde(default)]
+    pub approval_target: Option<String>,
 }
 
 /// GitHub's comment events: without an `actions` filter, only their `created` prompts.
@@ -383,6 +390,10 @@ pub struct CronJob {
     /// `false` keeps the job in the settings without running it.
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Where its sessions' approvals and questions are posted and answered: a Matrix room
+    /// (`!id`, `#alias`) or user (`@name:server`); absent: `[channels.matrix]`'s.
+    #[serde(default)]
+    pub approval_target: Option<String>,
 }
 
 fn yes() -> bool {
@@ -443,6 +454,7 @@ mod tests {
             driver: None,
             events: Vec::new(),
             actions: Vec::new(),
+            approval_target: None,
         }
     }
 
@@ -543,6 +555,7 @@ mod tests {
             driver: None,
             branch: None,
             enabled: true,
+            approval_target: None,
         };
         let t = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:03Z")
             .unwrap()

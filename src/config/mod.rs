@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 mod builtin;
 mod channels;
 mod drivers;
+mod matrix;
 mod profiles;
 mod settings;
 mod validate;
@@ -18,6 +19,7 @@ pub use channels::{
     ChannelError, ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
 };
 pub use drivers::DriversConfig;
+pub use matrix::MatrixConfig;
 pub use profiles::{AgentKind, AgentProfile};
 pub use settings::{
     Attention, DaemonConfig, InboxConfig, MAX_LIST_LIMIT, StoreAuth, StoreConfig, TuiConfig,

@@ -52,6 +52,7 @@ impl Config {
         }
         self.channels.http.address().map_err(invalid)?;
         self.drivers.check().map_err(invalid)?;
+        self.check_matrix()?;
         if self.notify.max_per_minute == 0 || self.notify.timeout_secs == 0 {
             return Err(InvalidSettings::Value(
                 "notify.max_per_minute and notify.timeout_secs must be at least 1".into(),
@@ -112,6 +113,38 @@ impl Config {
             if profile.startup_timeout_secs == 0 {
                 return Err(InvalidSettings::Value(format!(
                     "agents.{name}.startup_timeout_secs must be at least 1"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// `[channels.matrix]` and the `approval_target`s that need it.
+    fn check_matrix(&self) -> Result<(), InvalidSettings> {
+        if let Some(matrix) = &self.channels.matrix {
+            matrix.validate().map_err(invalid)?;
+        }
+        let targets = self
+            .cron
+            .iter()
+            .map(|j| (format!("cron.{}", j.id), &j.approval_target))
+            .chain(
+                self.webhooks
+                    .iter()
+                    .map(|h| (format!("webhooks.{}", h.name), &h.approval_target)),
+            );
+        for (owner, target) in targets {
+            let Some(target) = target else { continue };
+            if !super::matrix::is_target(target) {
+                return Err(InvalidSettings::Value(format!(
+                    "{owner}.approval_target {target:?} is not a Matrix room (!id, #alias) or user (@name:server)"
+                )));
+            }
+            if self.channels.matrix.is_none() {
+                return Err(invalid(format!(
+                    "{owner}.approval_target needs [channels.matrix]"
                 )));
             }
         }

@@ -310,6 +310,7 @@ async fn deliver(hooks: &Hooks, delivery: Delivery) -> Answer {
             words: hook.words_of(&payload),
             agent: hook.agent.clone(),
             driver: hook.driver,
+            persistent: false,
         })
         .await;
     match resolved {
@@ -386,6 +387,7 @@ mod tests {
             driver: None,
             events: Vec::new(),
             actions: Vec::new(),
+            approval_target: None,
         }
     }
 

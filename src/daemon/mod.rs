@@ -10,6 +10,8 @@ mod conn;
 mod gone;
 mod http;
 mod lifecycle;
+#[cfg(feature = "matrix")]
+mod matrix;
 mod notify;
 mod settings;
 mod webhooks;
@@ -73,6 +75,8 @@ pub(crate) struct Shared {
     pub activity: Notify,
     /// The settings in use, followed live.
     pub settings: Arc<LiveSettings>,
+    /// The Matrix channel's state, when it runs.
+    pub matrix: Arc<std::sync::Mutex<Option<crate::protocol::MatrixStatus>>>,
 }
 
 /// Once requests have paused for [`TRIM_AFTER_QUIET`], returns the memory the burst
@@ -135,6 +139,13 @@ fn start_components(
         fd_limit,
     )?);
     components.add(Cron::start(Arc::clone(sessions), started_with));
+    #[cfg(feature = "matrix")]
+    components.add(matrix::Matrix::start(
+        Arc::clone(sessions),
+        Arc::clone(ledger),
+        started_with,
+        Arc::clone(&shared.matrix),
+    ));
     // Messages that need a human: the notify command, and the approval timeout of
     // background sessions. Both sleep until a message arrives.
     components.add(notify::Notifier::start(Arc::clone(ledger), started_with));
@@ -195,6 +206,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         started: Instant::now(),
         activity: Notify::new(),
         settings: Arc::clone(&live),
+        matrix: Arc::default(),
     });
     tokio::spawn(trim_after_bursts(Arc::clone(&shared)));
     let mut components = start_components(&shared, &live, &started_with, fd_limit)?;

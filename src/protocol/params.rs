@@ -401,6 +401,32 @@ pub struct DaemonStatus {
     /// Changes of the settings the daemon has not applied, each saying what to do.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub settings_pending: Vec<String>,
+    /// The Matrix channel, when `[channels.matrix]` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<MatrixStatus>,
+}
+
+/// The Matrix channel as `daemon.status` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixStatus {
+    /// The bot account.
+    pub user_id: String,
+    pub homeserver: String,
+    /// Whether the bot is logged in (its stored device restored).
+    #[serde(default)]
+    pub logged_in: bool,
+    /// The bot's device, which allowed users verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_id: Option<String>,
+    /// The rooms it has joined.
+    #[serde(default)]
+    pub rooms: usize,
+    /// RFC 3339: the last sync the homeserver answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync: Option<String>,
+    /// What went wrong last (cleared by the next good sync).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One daemon of a team (a record of the `daemons` table).
@@ -446,6 +472,10 @@ pub struct ResolveParams {
     /// Where a new session runs, over the profile's driver.
     #[serde(default)]
     pub driver: Option<crate::protocol::DriverKind>,
+    /// One persistent conversation (a direct chat): it does not time out or drift; only
+    /// a reset phrase or closing it starts a new session.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub persistent: bool,
 }
 
 /// How a message was resolved: to which session, and why.

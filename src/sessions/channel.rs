@@ -28,8 +28,12 @@ impl Sessions {
             }
             None => Resolution::NoSession,
             Some(s) if self.is_closed(s) => Resolution::Closed,
-            Some(s) if quiet_since(s, now) > channels.session_timeout() => Resolution::Timeout,
-            Some(s) if self.drifts(&config, s, &inbound.text).await => Resolution::Drift,
+            Some(s) if !inbound.persistent && quiet_since(s, now) > channels.session_timeout() => {
+                Resolution::Timeout
+            }
+            Some(s) if !inbound.persistent && self.drifts(&config, s, &inbound.text).await => {
+                Resolution::Drift
+            }
             Some(_) => Resolution::Continue,
         };
         let tag = ChannelTag {

@@ -259,6 +259,7 @@ mod tests {
             driver: None,
             branch: None,
             enabled: true,
+            approval_target: None,
         }
     }
 

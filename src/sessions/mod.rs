@@ -138,7 +138,7 @@ impl Sessions {
     }
 
     /// The kiln's settings as they are now (they apply live).
-    fn settings(&self) -> Result<Config> {
+    pub fn settings(&self) -> Result<Config> {
         match self.live_settings.get() {
             Some(live) => Ok(Config::clone(&live.borrow())),
             None => Config::load(&self.ledger.kiln().settings_path())

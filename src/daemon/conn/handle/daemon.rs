@@ -138,6 +138,11 @@ pub(super) async fn status(call: &Call<'_>, _: NoParams) -> Result<DaemonStatus,
         unread,
         settings_error: shared.settings.error(),
         settings_pending: shared.settings.pending(),
+        matrix: shared
+            .matrix
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone(),
     })
 }
 

@@ -1,0 +1,206 @@
+//! The bot's account on this machine: the folder that holds its device (`.crucible/
+//! matrix/`, owner-only: the SDK's SQLite state and crypto store, and the stored login),
+//! the first login with the password or token from the daemon's environment, and the
+//! stored login after that. The password is only ever read from the environment; the
+//! stored login holds the device's access token, in an owner-only file.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use matrix_sdk::authentication::matrix::MatrixSession;
+use matrix_sdk::ruma::api::error::{ErrorKind, RetryAfter};
+use matrix_sdk::ruma::{OwnedDeviceId, OwnedUserId};
+use matrix_sdk::{Client, SessionMeta, SessionTokens};
+
+use crate::config::MatrixConfig;
+
+/// Why the bot could not log in.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum AccountError {
+    #[error("{0} is not set in the daemon's environment")]
+    Unset(String),
+    #[error("cannot keep the bot's device in {path}: {source}")]
+    Folder {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the homeserver refused the login: {0}")]
+    Refused(String),
+    #[error("{0}")]
+    Client(String),
+}
+
+fn folder_error(path: &Path) -> impl FnOnce(std::io::Error) -> AccountError + '_ {
+    move |source| AccountError::Folder {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The bot's client, and whether its device is new (logged in now, not restored).
+pub(super) struct Connected {
+    pub client: Client,
+    pub fresh: bool,
+}
+
+/// The client of the bot's device: restored from the stored login, else logged in now.
+pub(super) async fn connect(
+    config: &MatrixConfig,
+    folder: &Path,
+) -> Result<Connected, AccountError> {
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(folder)
+            .map_err(folder_error(folder))?;
+    }
+    let stored = read_login(folder).filter(|s| s.meta.user_id.as_str() == config.user_id);
+    if stored.is_none() {
+        // A store without its login belongs to a device nobody can use again.
+        let store = folder.join("store");
+        if store.exists() {
+            std::fs::remove_dir_all(&store).map_err(folder_error(&store))?;
+        }
+    }
+    let client = Client::builder()
+        .homeserver_url(&config.homeserver)
+        .sqlite_store(folder.join("store"), None)
+        .build()
+        .await
+        .map_err(|e| AccountError::Client(e.to_string()))?;
+    if let Some(session) = stored {
+        client
+            .restore_session(session)
+            .await
+            .map_err(|e| AccountError::Client(e.to_string()))?;
+        return Ok(Connected {
+            client,
+            fresh: false,
+        });
+    }
+    let session = log_in(&client, config).await?;
+    write_login(folder, &session)?;
+    tracing::info!(user = %session.meta.user_id, device = %session.meta.device_id, "matrix: logged in; the device is kept");
+    Ok(Connected {
+        client,
+        fresh: true,
+    })
+}
+
+async fn log_in(client: &Client, config: &MatrixConfig) -> Result<MatrixSession, AccountError> {
+    if let Some(var) = &config.password_env {
+        let password = std::env::var(var).map_err(|_| AccountError::Unset(var.clone()))?;
+        client
+            .matrix_auth()
+            .login_username(&config.user_id, &password)
+            .initial_device_display_name(&config.device_name)
+            .send()
+            .await
+            .map_err(|e| AccountError::Refused(e.to_string()))?;
+    } else if let Some(var) = &config.access_token_env {
+        let token = std::env::var(var).map_err(|_| AccountError::Unset(var.clone()))?;
+        let (user_id, device_id) = whoami(&config.homeserver, &token).await?;
+        let session = MatrixSession {
+            meta: SessionMeta { user_id, device_id },
+            tokens: SessionTokens {
+                access_token: token,
+                refresh_token: None,
+            },
+        };
+        client
+            .restore_session(session)
+            .await
+            .map_err(|e| AccountError::Client(e.to_string()))?;
+    }
+    client
+        .matrix_auth()
+        .session()
+        .ok_or_else(|| AccountError::Refused("no login was made".into()))
+}
+
+/// The account and device an access token belongs to.
+async fn whoami(
+    homeserver: &str,
+    token: &str,
+) -> Result<(OwnedUserId, OwnedDeviceId), AccountError> {
+    #[derive(serde::Deserialize)]
+    struct Whoami {
+        user_id: OwnedUserId,
+        device_id: Option<OwnedDeviceId>,
+    }
+    let url = format!(
+        "{}/_matrix/client/v3/account/whoami",
+        homeserver.trim_end_matches('/')
+    );
+    let refused = |e: reqwest::Error| AccountError::Refused(e.without_url().to_string());
+    let body = reqwest::Client::new()
+        .get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(refused)?
+        .bytes()
+        .await
+        .map_err(refused)?;
+    let me: Whoami =
+        serde_json::from_slice(&body).map_err(|e| AccountError::Refused(format!("whoami: {e}")))?;
+    let device = me.device_id.ok_or_else(|| {
+        AccountError::Refused("the access token has no device: log in with password_env".into())
+    })?;
+    Ok((me.user_id, device))
+}
+
+fn login_path(folder: &Path) -> PathBuf {
+    folder.join("login.json")
+}
+
+fn read_login(folder: &Path) -> Option<MatrixSession> {
+    let text = std::fs::read_to_string(login_path(folder)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn write_login(folder: &Path, session: &MatrixSession) -> Result<(), AccountError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = login_path(folder);
+    let text = serde_json::to_vec(session).map_err(|e| AccountError::Client(e.to_string()))?;
+    let temp = path.with_extension("json.new");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)
+        .map_err(folder_error(&temp))?;
+    file.write_all(&text)
+        .and_then(|()| file.sync_all())
+        .map_err(folder_error(&temp))?;
+    std::fs::rename(&temp, &path).map_err(folder_error(&path))
+}
+
+/// Forgets the stored login (the homeserver ended it): the next start logs in again.
+pub(super) fn forget(folder: &Path) {
+    let _ = std::fs::remove_file(login_path(folder));
+}
+
+/// Whether the homeserver no longer knows the login.
+pub(super) fn is_logged_out(error: &matrix_sdk::Error) -> bool {
+    matches!(
+        error.client_api_error_kind(),
+        Some(ErrorKind::UnknownToken(_))
+    )
+}
+
+/// How long the homeserver asks to wait (429), if it says.
+pub(super) fn retry_after(error: &matrix_sdk::Error) -> Option<Duration> {
+    match error.client_api_error_kind()? {
+        ErrorKind::LimitExceeded(data) => match data.retry_after.as_ref()? {
+            RetryAfter::Delay(delay) => Some(*delay),
+            RetryAfter::DateTime(at) => at.duration_since(SystemTime::now()).ok(),
+        },
+        _ => None,
+    }
+}

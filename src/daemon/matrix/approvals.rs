@@ -1,0 +1,305 @@
+//! Questions in rooms: an approval or question of a session is posted in its room, or,
+//! for a cron or webhook session, in its `approval_target` (tagged with the session's
+//! name and id). An allowed user answers with a reaction on that post (✅ 👍 approve,
+//! ❌ 👎 deny, 1️⃣…9️⃣ an option) or with `/approve`, `/deny`, `/answer N` in the room;
+//! the answer is confirmed in a thread under the post. An answer given elsewhere (the
+//! workbench, the command line) edits the post to say so; later reactions are ignored.
+//! What was posted is kept in `.crucible/matrix/posted.json`, so a restarted daemon
+//! still knows its posts.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use matrix_sdk::Room;
+use matrix_sdk::ruma::events::reaction::ReactionEventContent;
+use matrix_sdk::ruma::events::relation::{Annotation, Thread};
+use matrix_sdk::ruma::events::room::message::{
+    Relation, ReplacementMetadata, RoomMessageEventContent,
+};
+use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, RoomAliasId, RoomId, UserId};
+use serde::{Deserialize, Serialize};
+
+use super::{Bot, lock, wording};
+use crate::protocol::{InboxMessage, MsgType, Session};
+
+/// One question as posted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Post {
+    /// The inbox message.
+    message_id: String,
+    room: OwnedRoomId,
+    event: OwnedEventId,
+    /// Answered (here or elsewhere), or withdrawn: reactions no longer count.
+    settled: bool,
+    /// An answer from the room is being given: its own update is not "elsewhere".
+    answering: bool,
+}
+
+/// The questions posted, kept on disk.
+pub(super) struct Posted {
+    path: PathBuf,
+    posts: Mutex<Vec<Post>>,
+}
+
+/// How many settled posts are remembered (the newest).
+const KEPT_SETTLED: usize = 500;
+
+impl Posted {
+    pub fn load(folder: &Path) -> Self {
+        let path = folder.join("posted.json");
+        let posts = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        Self {
+            path,
+            posts: Mutex::new(posts),
+        }
+    }
+
+    fn save(&self, posts: &mut Vec<Post>) {
+        let settled = posts.iter().filter(|p| p.settled).count();
+        if settled > KEPT_SETTLED {
+            let mut drop = settled - KEPT_SETTLED;
+            posts.retain(|p| {
+                let keep = !p.settled || drop == 0;
+                drop -= usize::from(!keep);
+                keep
+            });
+        }
+        let written = serde_json::to_vec(posts)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| {
+                let temp = self.path.with_extension("json.new");
+                std::fs::write(&temp, bytes)?;
+                std::fs::rename(&temp, &self.path)
+            });
+        if let Err(e) = written {
+            tracing::warn!("matrix: cannot keep the posted questions: {e}");
+        }
+    }
+
+    fn change<R>(&self, change: impl FnOnce(&mut Vec<Post>) -> R) -> R {
+        let mut posts = lock(&self.posts);
+        let result = change(&mut posts);
+        self.save(&mut posts);
+        result
+    }
+
+    fn is_posted(&self, message_id: &str) -> bool {
+        lock(&self.posts).iter().any(|p| p.message_id == message_id)
+    }
+
+    /// The open question a reaction on `event` in `room` answers, marked as being
+    /// answered.
+    fn take_for_answer(&self, room: &RoomId, event: Option<&OwnedEventId>) -> Option<Post> {
+        self.change(|posts| {
+            let post = posts.iter_mut().find(|p| {
+                p.room == room && !p.settled && !p.answering && event.is_none_or(|e| p.event == *e)
+            })?;
+            post.answering = true;
+            Some(post.clone())
+        })
+    }
+
+    fn finish_answer(&self, message_id: &str, answered: bool) {
+        self.change(|posts| {
+            if let Some(post) = posts.iter_mut().find(|p| p.message_id == message_id) {
+                post.answering = false;
+                post.settled |= answered;
+            }
+        });
+    }
+
+    /// Marks the post of `message_id` settled; the post, when it was settled elsewhere.
+    fn settle(&self, message_id: &str) -> Option<Post> {
+        self.change(|posts| {
+            let post = posts
+                .iter_mut()
+                .find(|p| p.message_id == message_id && !p.settled)?;
+            post.settled = true;
+            (!post.answering).then(|| post.clone())
+        })
+    }
+}
+
+impl Bot {
+    /// Posts a question of a session where it can be answered, once.
+    pub(super) async fn post_question(&self, message: &InboxMessage) {
+        if self.posted.is_posted(&message.id) {
+            return;
+        }
+        let Ok(session) = self.ledger.get_session(&message.session_id) else {
+            return;
+        };
+        let (room, tagged) = match self.room_of_session(&session.id) {
+            Some(room) => (self.client.get_room(&room), false),
+            None => match self.approval_target(&session) {
+                Some(target) => (self.target_room(&target).await, true),
+                None => return,
+            },
+        };
+        let Some(room) = room else {
+            tracing::warn!(message = %message.id, "matrix: the room for the question is not joined");
+            return;
+        };
+        let text = wording::question(message, tagged.then_some(&session));
+        let event = match room
+            .send(RoomMessageEventContent::text_markdown(text))
+            .await
+        {
+            Ok(sent) => sent.response.event_id,
+            Err(e) => {
+                tracing::warn!(message = %message.id, "matrix: cannot post the question: {e}");
+                return;
+            }
+        };
+        self.posted.change(|posts| {
+            posts.push(Post {
+                message_id: message.id.clone(),
+                room: room.room_id().to_owned(),
+                event: event.clone(),
+                settled: false,
+                answering: false,
+            });
+        });
+        // The choices as reactions of the bot's own, for a client to show as buttons.
+        let options = message.options.as_ref().map_or(0, Vec::len);
+        let keys: Vec<&str> = match message.msg_type {
+            MsgType::ApprovalRequired => vec!["✅", "❌"],
+            _ => wording::KEYCAPS.iter().take(options).copied().collect(),
+        };
+        for key in keys {
+            if let Err(e) = room.send(reaction(event.clone(), key)).await {
+                tracing::debug!("matrix: cannot add the choice {key}: {e}");
+            }
+        }
+    }
+
+    /// The `approval_target` of a cron or webhook session: its job's or hook's, else the
+    /// channel's.
+    fn approval_target(&self, session: &Session) -> Option<String> {
+        let tag = session.channel.as_ref()?;
+        let config = self.sessions.settings().ok()?;
+        let own = match tag.kind.as_str() {
+            "cron" => config
+                .cron
+                .iter()
+                .find(|j| j.id == tag.source)
+                .and_then(|j| j.approval_target.clone()),
+            "webhook" => config
+                .webhook(&tag.source)
+                .and_then(|h| h.approval_target.clone()),
+            _ => return None,
+        };
+        own.or_else(|| config.channels.matrix.as_ref()?.approval_target.clone())
+    }
+
+    /// The room a target names: a room id, an alias, or a user's direct chat with the
+    /// bot (made when there is none).
+    async fn target_room(&self, target: &str) -> Option<Room> {
+        if let Ok(id) = RoomId::parse(target) {
+            return self.client.get_room(&id);
+        }
+        if let Ok(alias) = RoomAliasId::parse(target) {
+            let found = self.client.resolve_room_alias(&alias).await.ok()?;
+            return self.client.get_room(&found.room_id);
+        }
+        let user: OwnedUserId = UserId::parse(target).ok()?;
+        if let Some(room) = self.client.get_dm_room(&user) {
+            return Some(room);
+        }
+        match self.client.create_dm(&user).await {
+            Ok(room) => Some(room),
+            Err(e) => {
+                tracing::warn!(user = %user, "matrix: cannot open a direct chat: {e}");
+                None
+            }
+        }
+    }
+
+    /// Answers the open question of `event` (or the room's oldest, with `None`) for
+    /// `sender`; `answer` as `inbox.respond` takes it. Says so in a thread under the
+    /// post. False when there was no open question.
+    pub(super) async fn answer(
+        &self,
+        room: &Room,
+        event: Option<&OwnedEventId>,
+        sender: &UserId,
+        answer: &str,
+    ) -> bool {
+        let Some(post) = self.posted.take_for_answer(room.room_id(), event) else {
+            return false;
+        };
+        let result = self.ledger.respond(&post.message_id, answer).await;
+        self.posted.finish_answer(&post.message_id, result.is_ok());
+        let text = match &result {
+            Ok(message) => wording::answered(message, sender),
+            Err(e) => wording::not_answered(e),
+        };
+        let mut reply = RoomMessageEventContent::notice_markdown(text);
+        reply.relates_to = Some(Relation::Thread(Thread::plain(
+            post.event.clone(),
+            post.event.clone(),
+        )));
+        if let Err(e) = room.send(reply).await {
+            tracing::warn!("matrix: cannot confirm the answer: {e}");
+        }
+        true
+    }
+
+    /// A question answered or withdrawn: a post answered elsewhere says so.
+    pub(super) async fn question_settled(&self, message: &InboxMessage) {
+        let Some(post) = self.posted.settle(&message.id) else {
+            return;
+        };
+        let Some(room) = self.client.get_room(&post.room) else {
+            return;
+        };
+        let edit = RoomMessageEventContent::text_markdown(wording::settled_elsewhere(message))
+            .make_replacement(ReplacementMetadata::new(post.event.clone(), None));
+        if let Err(e) = room.send(edit).await {
+            tracing::warn!("matrix: cannot mark the question answered: {e}");
+        }
+    }
+}
+
+/// The answer a reaction stands for: approve, deny, or an option's number.
+pub(super) fn answer_of_reaction(key: &str) -> Option<String> {
+    let key = key.trim_end_matches('\u{fe0f}');
+    match key {
+        "✅" | "👍" | "✔" => Some("approve".into()),
+        "❌" | "👎" | "✖" => Some("deny".into()),
+        _ => {
+            let mut chars = key.chars();
+            let digit = chars.next()?.to_digit(10)?;
+            let rest: String = chars.collect();
+            let keycap = rest.trim_start_matches('\u{fe0f}');
+            (keycap == "\u{20e3}" && (1..=9).contains(&digit)).then(|| digit.to_string())
+        }
+    }
+}
+
+/// A reaction the bot puts on its own post: a client shows it as a button to tap.
+fn reaction(event: OwnedEventId, key: &str) -> ReactionEventContent {
+    ReactionEventContent::new(Annotation::new(event, key.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reactions_stand_for_answers() {
+        assert_eq!(answer_of_reaction("✅").as_deref(), Some("approve"));
+        assert_eq!(answer_of_reaction("👍").as_deref(), Some("approve"));
+        assert_eq!(answer_of_reaction("👍️").as_deref(), Some("approve"));
+        assert_eq!(answer_of_reaction("❌").as_deref(), Some("deny"));
+        assert_eq!(answer_of_reaction("👎").as_deref(), Some("deny"));
+        assert_eq!(answer_of_reaction("2️⃣").as_deref(), Some("2"));
+        assert_eq!(answer_of_reaction("2\u{20e3}").as_deref(), Some("2"));
+        assert_eq!(answer_of_reaction("0️⃣"), None);
+        assert_eq!(answer_of_reaction("🎉"), None);
+        assert_eq!(answer_of_reaction("2"), None);
+    }
+}

@@ -1,0 +1,268 @@
+//! The Matrix channel (`[channels.matrix]`) as a component of the daemon. The daemon logs
+//! in as a bot account with end-to-end encryption; its device, keys and room state live
+//! under `.crucible/matrix/` (owner-only), so a restarted daemon keeps its device and
+//! goes on decrypting. A message from an allowed user in a room it joined continues the
+//! room's session, or starts one (the same resolution as webhooks: reset phrases,
+//! timeout, closed, drift); the agent's reply comes back to the room, long output in a
+//! thread. Approvals and questions are posted where they can be answered: in the
+//! session's room, or for cron and webhook sessions in their `approval_target`. Only
+//! allowed users' messages, reactions and invites count. A homeserver that goes away is
+//! tried again with backoff while the rest of the daemon works.
+
+mod account;
+mod approvals;
+mod commands;
+mod inbound;
+mod outbound;
+mod wording;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use matrix_sdk::Client;
+use matrix_sdk::config::SyncSettings;
+use matrix_sdk::ruma::{OwnedRoomId, OwnedUserId};
+use tokio::task::JoinHandle;
+
+use super::components::Component;
+use crate::config::{Config, MatrixConfig};
+use crate::ledger::Ledger;
+use crate::protocol::MatrixStatus;
+use crate::sessions::Sessions;
+
+/// The conversation key's channel and source: a room's session is keyed by
+/// (`matrix`, `room`, the room's id).
+pub(crate) const CHANNEL: &str = "matrix";
+const SOURCE: &str = "room";
+
+/// How long one sync waits for news at the homeserver.
+const SYNC_WAIT: Duration = Duration::from_secs(30);
+/// The longest pause between attempts to reach a homeserver that is away.
+const MOST_BACKOFF: Duration = Duration::from_secs(60);
+
+/// What `daemon.status` shows of the channel, kept up to date by the running bot.
+pub(crate) type StatusCell = Arc<Mutex<Option<MatrixStatus>>>;
+
+pub(super) struct Matrix {
+    sessions: Arc<Sessions>,
+    ledger: Arc<Ledger>,
+    folder: PathBuf,
+    config: Option<MatrixConfig>,
+    task: Option<JoinHandle<()>>,
+    status: StatusCell,
+}
+
+impl Matrix {
+    pub fn start(
+        sessions: Arc<Sessions>,
+        ledger: Arc<Ledger>,
+        config: &Config,
+        status: StatusCell,
+    ) -> Self {
+        let folder = ledger.kiln().state_dir().join("matrix");
+        let mut matrix = Self {
+            sessions,
+            ledger,
+            folder,
+            config: None,
+            task: None,
+            status,
+        };
+        matrix.follow(config.channels.matrix.clone());
+        matrix
+    }
+
+    /// Runs the bot `config` describes, in place of the one there was.
+    fn follow(&mut self, config: Option<MatrixConfig>) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        *lock(&self.status) = config.as_ref().map(|c| MatrixStatus {
+            user_id: c.user_id.clone(),
+            homeserver: c.homeserver.clone(),
+            ..Default::default()
+        });
+        if let Some(config) = &config {
+            tracing::info!(user = %config.user_id, homeserver = %config.homeserver, "matrix channel starting");
+            let setup = Setup {
+                config: config.clone(),
+                folder: self.folder.clone(),
+                sessions: Arc::clone(&self.sessions),
+                ledger: Arc::clone(&self.ledger),
+                status: Arc::clone(&self.status),
+            };
+            self.task = Some(tokio::spawn(run(setup)));
+        }
+        self.config = config;
+    }
+}
+
+impl Component for Matrix {
+    fn name(&self) -> &'static str {
+        "matrix"
+    }
+
+    fn reconfigure(&mut self, config: &Config) -> Option<String> {
+        if config.channels.matrix != self.config {
+            self.follow(config.channels.matrix.clone());
+        }
+        None
+    }
+
+    /// Messages may arrive at any time.
+    fn keeps_daemon_up(&self) -> bool {
+        self.config.is_some()
+    }
+
+    fn stop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the running bot is made with.
+struct Setup {
+    config: MatrixConfig,
+    folder: PathBuf,
+    sessions: Arc<Sessions>,
+    ledger: Arc<Ledger>,
+    status: StatusCell,
+}
+
+/// The logged-in bot, shared by its event handlers and its posting.
+pub(super) struct Bot {
+    client: Client,
+    config: MatrixConfig,
+    own: OwnedUserId,
+    sessions: Arc<Sessions>,
+    ledger: Arc<Ledger>,
+    status: StatusCell,
+    /// Questions posted in rooms, and whether they are answered.
+    posted: approvals::Posted,
+    /// Who was ignored (logged once each), and the rooms told once that a message could
+    /// not be decrypted.
+    told: Mutex<HashSet<String>>,
+}
+
+impl Bot {
+    /// Whether `key` is new to the set of things said once.
+    fn first_time(&self, key: String) -> bool {
+        lock(&self.told).insert(key)
+    }
+
+    fn set_status(&self, change: impl FnOnce(&mut MatrixStatus)) {
+        if let Some(status) = lock(&self.status).as_mut() {
+            change(status);
+        }
+    }
+
+    /// The rooms the bot is in, for the status.
+    fn note_rooms(&self) {
+        let rooms = self.client.joined_rooms().len();
+        self.set_status(|s| s.rooms = rooms);
+    }
+
+    /// The room a session talks in, if a room started it.
+    fn room_of_session(&self, session_id: &str) -> Option<OwnedRoomId> {
+        let session = self.ledger.get_session(session_id).ok()?;
+        let tag = session.channel?;
+        (tag.kind == CHANNEL)
+            .then(|| OwnedRoomId::try_from(tag.reference.as_str()).ok())
+            .flatten()
+    }
+}
+
+/// Logs in (or restores the stored device) and serves, again after each failure, with
+/// a growing pause.
+async fn run(setup: Setup) {
+    let mut pause = Duration::from_secs(1);
+    loop {
+        match account::connect(&setup.config, &setup.folder).await {
+            Ok(connected) => {
+                pause = Duration::from_secs(1);
+                serve(connected, &setup).await;
+            }
+            Err(e) => {
+                tracing::warn!("matrix: cannot log in: {e}");
+                if let Some(status) = lock(&setup.status).as_mut() {
+                    status.error = Some(e.to_string());
+                    status.logged_in = false;
+                }
+            }
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MOST_BACKOFF);
+    }
+}
+
+/// Syncs until the stored login stops working; answers rooms through the event
+/// handlers and posts what sessions say.
+async fn serve(connected: account::Connected, setup: &Setup) {
+    let client = connected.client;
+    let Some(own) = client.user_id().map(ToOwned::to_owned) else {
+        return;
+    };
+    // A new device skips what was said before the bot was there.
+    if connected.fresh
+        && let Err(e) = client.sync_once(SyncSettings::default()).await
+    {
+        tracing::warn!("matrix: first sync failed: {e}");
+        return;
+    }
+    let bot = Arc::new(Bot {
+        client: client.clone(),
+        config: setup.config.clone(),
+        own,
+        sessions: Arc::clone(&setup.sessions),
+        ledger: Arc::clone(&setup.ledger),
+        status: Arc::clone(&setup.status),
+        posted: approvals::Posted::load(&setup.folder),
+        told: Mutex::new(HashSet::new()),
+    });
+    bot.set_status(|s| {
+        s.logged_in = true;
+        s.device_id = client.device_id().map(|d| d.to_string());
+        s.error = None;
+    });
+    inbound::listen(&bot);
+    let posting = tokio::spawn(outbound::follow(Arc::clone(&bot)));
+    let mut pause = Duration::from_secs(1);
+    loop {
+        match client
+            .sync_once(SyncSettings::default().timeout(SYNC_WAIT))
+            .await
+        {
+            Ok(_) => {
+                pause = Duration::from_secs(1);
+                bot.note_rooms();
+                bot.set_status(|s| {
+                    s.last_sync = Some(crate::ledger::now_rfc3339());
+                    s.error = None;
+                });
+            }
+            Err(e) => {
+                if account::is_logged_out(&e) {
+                    tracing::warn!("matrix: the homeserver ended the login: {e}");
+                    account::forget(&setup.folder);
+                    break;
+                }
+                let wait = account::retry_after(&e).unwrap_or(pause);
+                tracing::warn!(
+                    retry_in_ms = wait.as_millis() as u64,
+                    "matrix: sync failed: {e}"
+                );
+                bot.set_status(|s| s.error = Some(e.to_string()));
+                tokio::time::sleep(wait).await;
+                pause = (pause * 2).min(MOST_BACKOFF);
+            }
+        }
+    }
+    posting.abort();
+}

@@ -1,0 +1,112 @@
+//! What the bot says in rooms, in Markdown.
+
+use matrix_sdk::ruma::UserId;
+
+use crate::ledger::LedgerError;
+use crate::protocol::{InboxMessage, MsgType, Session, SessionState};
+
+/// The keycap digits that pick options 1 to 9.
+pub(super) const KEYCAPS: [&str; 9] = ["1️⃣", "2️⃣", "3️⃣", "4️⃣", "5️⃣", "6️⃣", "7️⃣", "8️⃣", "9️⃣"];
+
+/// An approval or question as posted: its kind (and rule), the reason, the operation,
+/// then the choices and how to answer. `tag`: the session it comes from, when it is
+/// posted away from that session's own room.
+pub(super) fn question(message: &InboxMessage, tag: Option<&Session>) -> String {
+    let mut text = String::new();
+    if let Some(session) = tag {
+        text.push_str(&format!("`[{} · {}]` ", session.display_name, session.id));
+    }
+    match (message.msg_type, &message.rule) {
+        (MsgType::ApprovalRequired, Some(rule)) => {
+            text.push_str(&format!("**Approval Required** [rule: {rule}]"));
+        }
+        (MsgType::ApprovalRequired, None) => text.push_str("**Approval Required**"),
+        _ => text.push_str("**Question**"),
+    }
+    text.push_str(&format!("\n\n{}", message.title));
+    if let Some(body) = message.body.as_deref().filter(|b| !b.trim().is_empty()) {
+        text.push_str(&format!("\n\n{body}"));
+    }
+    if let Some(operation) = &message.operation {
+        text.push_str(&format!("\n\nOperation: `{operation}`"));
+    }
+    let options = message.options.clone().unwrap_or_default();
+    if !options.is_empty() {
+        text.push('\n');
+        for (i, option) in options.iter().enumerate() {
+            let key = KEYCAPS.get(i).copied().unwrap_or("·");
+            text.push_str(&format!("\n{key} {option}"));
+        }
+    }
+    text.push_str("\n\n");
+    text.push_str(match (message.msg_type, options.is_empty()) {
+        (MsgType::ApprovalRequired, _) => {
+            "React ✅ to approve or ❌ to deny (or say `/approve`, `/deny`, `/answer N`)."
+        }
+        (_, false) => "React with the option's number, or say `/answer N` or `/answer <text>`.",
+        (_, true) => "Say `/answer <text>`.",
+    });
+    text
+}
+
+/// The confirmation of an answer given in the room.
+pub(super) fn answered(message: &InboxMessage, by: &UserId) -> String {
+    format!(
+        "Answered by {by}: **{}**",
+        message.response.as_deref().unwrap_or("")
+    )
+}
+
+/// Why an answer given in the room was not taken.
+pub(super) fn not_answered(error: &LedgerError) -> String {
+    format!("Not answered: {error}")
+}
+
+/// A post whose question was answered or withdrawn elsewhere.
+pub(super) fn settled_elsewhere(message: &InboxMessage) -> String {
+    let response = message.response.as_deref().unwrap_or("");
+    if message.withdrawn {
+        format!("~~{}~~ — withdrawn: {response}", message.title)
+    } else {
+        format!("~~{}~~ — answered elsewhere: **{response}**", message.title)
+    }
+}
+
+/// A short notice of a session's new state, for the states a person wants to hear of.
+pub(super) fn state_notice(session: &Session, state: SessionState) -> Option<String> {
+    let reason = session.state_reason.as_deref().unwrap_or("");
+    match state {
+        SessionState::Error => Some(format!("⚠️ The session hit an error: {reason}")),
+        SessionState::Stopped => Some(format!("⏹ The session stopped. {reason}")),
+        SessionState::Cancelled => Some("The turn was cancelled.".into()),
+        _ => None,
+    }
+}
+
+/// A new session started for the room, and why.
+pub(super) fn new_session(session_id: &str, reason: &str, previous: Option<&str>) -> String {
+    match previous {
+        Some(old) => format!("New session `{session_id}` ({reason}); `{old}` is closed."),
+        None => format!("New session `{session_id}`."),
+    }
+}
+
+/// The head of a long reply, posted in the room above the thread that holds it whole.
+pub(super) fn head_of(reply: &str, chars: usize) -> String {
+    let head: String = reply.chars().take(chars).collect();
+    format!("{head}…\n\n*(the whole reply is in the thread)*")
+}
+
+/// The room's help.
+pub(super) const HELP: &str = "Talk to the room's session by writing to it. Commands:\n\n\
+- `/approve`, `/deny`, `/answer N|text`: answer the open question (or react to it)\n\
+- `/session`: the room's session\n\
+- `/sessions`: every session of the workbench\n\
+- `/stop`: stop the room's session (its worktree and transcript stay)\n\
+- `/diff`: the session's changes, in a thread\n\
+- `/rules`: the rules and how they stand in this session\n\
+- `/disable RULE`, `/enable RULE`: switch a rule off or on for this session\n\
+- `/reset`: forget what was approved in this session (rules ask again)\n\
+- `/skills`: the agent's own commands\n\
+- `/memory`: the session's context\n\
+- `/help`: this";
