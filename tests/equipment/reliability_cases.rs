@@ -92,7 +92,7 @@ fn request(id: Option<&str>, method: &str, params: Option<&str>) -> String {
     let mut s = String::from("{\"jsonrpc\":\"2.0\"");
     for (name, value) in [("id", id), ("method", Some(method)), ("params", params)] {
         if let Some(value) = value {
-            s += &format!(",\"{name}\":{value}");
+            s.push_str(&format!(",\"{name}\":{value}"));
         }
     }
     s + "}"
@@ -247,7 +247,7 @@ pub(super) fn case(kind: usize, rng: &mut Rng, ctx: &mut Ctx) -> Vec<Step> {
         ),
         3 => step(
             "100k nested []",
-            "[".repeat(100_000) + &"]".repeat(100_000),
+            "[".repeat(100_000) + "]".repeat(100_000).as_str(),
             Expect::AnyOf(vec![
                 err(IdRule::Null, &[PARSE, INVALID_REQUEST]),
                 Expect::Batch(vec![Resp(IdRule::Null, Outcome::Err(&[INVALID_REQUEST]))]),
@@ -440,7 +440,7 @@ pub(super) fn case(kind: usize, rng: &mut Rng, ctx: &mut Ctx) -> Vec<Step> {
             ),
             _ => step(
                 "two values on one line",
-                ping.clone() + &ping,
+                ping.clone() + ping.as_str(),
                 err(IdRule::Any, &[PARSE, INVALID_REQUEST]),
             ),
         },
@@ -463,7 +463,7 @@ pub(super) fn case(kind: usize, rng: &mut Rng, ctx: &mut Ctx) -> Vec<Step> {
         },
         _ => {
             let depth = 10 + rng.below(300) as usize;
-            let params = "{\"a\":".repeat(depth) + "1" + &"}".repeat(depth);
+            let params = "{\"a\":".repeat(depth) + "1" + "}".repeat(depth).as_str();
             step(
                 "deeply nested params",
                 request(Some(&id), "\"inbox.send\"", Some(&params)),
