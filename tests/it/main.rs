@@ -22,6 +22,9 @@ mod full_disk;
 mod hardening;
 mod land;
 mod lifecycle;
+mod matrix;
+#[path = "../equipment/matrix_human.rs"]
+mod matrix_human;
 mod mcp;
 #[path = "../equipment/model_server.rs"]
 mod model_server;
@@ -32,6 +35,8 @@ mod sandbox;
 mod sessions;
 mod settings;
 mod ssh;
+#[path = "../equipment/synapse.rs"]
+mod synapse;
 mod team;
 #[path = "../equipment/team_server.rs"]
 mod team_server;
