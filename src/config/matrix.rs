@@ -62,11 +62,19 @@ fn thread_after_chars() -> usize {
     2000
 }
 
-/// What a Matrix id is: `@user:server`, `!room:server` or `#alias:server`.
+/// What a Matrix id is: `@user:server`, `#alias:server`, or a room's `!id` (with
+/// `:server` in rooms of versions before 12, without it since).
 fn is_id(sigil: char, text: &str) -> bool {
-    text.strip_prefix(sigil)
-        .and_then(|rest| rest.split_once(':'))
-        .is_some_and(|(local, server)| !local.is_empty() && !server.is_empty())
+    let Some(rest) = text.strip_prefix(sigil) else {
+        return false;
+    };
+    if rest.chars().any(char::is_whitespace) {
+        return false;
+    }
+    match rest.split_once(':') {
+        Some((local, server)) => !local.is_empty() && !server.is_empty(),
+        None => sigil == '!' && !rest.is_empty(),
+    }
 }
 
 /// Whether `target` names a room or a user to post approvals to.
@@ -184,5 +192,15 @@ mod tests {
         assert!(
             toml::from_str::<MatrixConfig>("homeserver = \"x\"\npasword_env = \"P\"\n").is_err()
         );
+    }
+
+    #[test]
+    fn targets_are_rooms_aliases_and_users() {
+        // Rooms of version 12 have no server in their id.
+        assert!(is_target("!bal8F0l1RGyV-4FXdJIKlPtYsBxFg9IaW0_kA-RBgOc"));
+        assert!(is_target("!old:example.org") && is_target("#ops:example.org"));
+        assert!(is_target("@alice:example.org"));
+        assert!(!is_target("#ops") && !is_target("@alice") && !is_target("!"));
+        assert!(!is_target("! x") && !is_target("alice"));
     }
 }

@@ -23,6 +23,7 @@ mod hardening;
 mod land;
 mod lifecycle;
 mod matrix;
+mod matrix_channel;
 #[path = "../equipment/matrix_human.rs"]
 mod matrix_human;
 mod mcp;

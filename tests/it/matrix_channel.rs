@@ -1,0 +1,303 @@
+//! The Matrix channel end to end: a real Synapse, the daemon's bot logged in with end-to-end
+//! encryption, and a person on a real Matrix client (the SDK's own) in an encrypted room.
+//! The scripted agent runs each message as its script (`say …`, `permit …`).
+
+use std::time::Duration;
+
+use crucible::client::Client;
+use crucible::protocol::{MsgType, Session};
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::matrix_human::{Human, Received, Relation};
+use crate::sessions::{agent_kiln, said, wait_message_where};
+use crate::synapse::Homeserver;
+
+const BOT_PASSWORD: &str = "bot-pass-7d1e0c";
+const WAIT: Duration = Duration::from_secs(60);
+
+fn matrix_settings(hs: &Homeserver, extra: &str) -> String {
+    format!(
+        "[channels.matrix]\nhomeserver = {:?}\nuser_id = {:?}\npassword_env = \"CRU_TEST_BOT_PASSWORD\"\n\
+         allowed_users = [{:?}]\nagent = \"scripted\"\nthread_after_chars = 400\n\n{extra}",
+        hs.url(),
+        hs.user_id("bot"),
+        hs.user_id("alice"),
+    )
+}
+
+async fn bot_daemon(tk: &TestKiln) -> DaemonProcess {
+    let mut cru = cru_on_path();
+    cru.env("CRU_TEST_BOT_PASSWORD", BOT_PASSWORD);
+    tk.run_daemon(cru).await
+}
+
+/// `daemon.status`'s Matrix part, once the bot has synced.
+async fn synced(client: &Client) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let status = client.call_value("daemon.status", json!({})).await.unwrap();
+        let matrix = status["matrix"].clone();
+        if matrix["logged_in"] == true && matrix["last_sync"].is_string() {
+            return matrix;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bot did not log in and sync: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn matrix_sessions(client: &Client, room: &str) -> Vec<Session> {
+    let reply = client.call_value("session.list", json!({})).await.unwrap();
+    let sessions: Vec<Session> = serde_json::from_value(reply["sessions"].clone()).unwrap();
+    sessions
+        .into_iter()
+        .filter(|s| {
+            s.channel
+                .as_ref()
+                .is_some_and(|t| t.kind == "matrix" && t.reference == room)
+        })
+        .collect()
+}
+
+/// The bot's message in `room` whose text holds `text`.
+async fn from_bot(
+    alice: &Human,
+    bot: &str,
+    room: &matrix_sdk::ruma::RoomId,
+    text: &str,
+) -> Received {
+    alice
+        .wait_for_message(
+            room,
+            |r| r.sender.as_str() == bot && r.msgtype != "m.reaction" && r.body.contains(text),
+            WAIT,
+        )
+        .await
+}
+
+#[tokio::test]
+async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted() {
+    let mut hs = Homeserver::start(std::path::Path::new(CRU)).await;
+    hs.register("bot", BOT_PASSWORD, false).await;
+    hs.register("alice", "alice-pass", false).await;
+    hs.register("mallory", "mallory-pass", false).await;
+    let bot = hs.user_id("bot");
+    let tk = agent_kiln(&matrix_settings(&hs, ""));
+    let mut daemon = bot_daemon(&tk).await;
+    let client = Client::connect(&tk.kiln).await.unwrap();
+    let status = synced(&client).await;
+    assert_eq!(status["user_id"], bot.as_str());
+    let device = status["device_id"].as_str().unwrap().to_string();
+
+    // An allowed user's first message in an encrypted room starts a session; the reply
+    // comes back encrypted, and decrypts.
+    let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
+    let room = alice.create_encrypted_room(&[bot.as_str()], false).await;
+    alice.wait_until_joined(&room, &bot, WAIT).await;
+    alice.send_text(&room, "say hello from the phone").await;
+    let reply = from_bot(&alice, &bot, &room, "hello from the phone").await;
+    assert!(
+        reply.encrypted,
+        "the reply was not end-to-end encrypted: {reply:?}"
+    );
+    let first = matrix_sessions(&client, room.as_str()).await;
+    assert_eq!(first.len(), 1, "one session for the room");
+    let first_id = first[0].id.clone();
+
+    // A second message continues the same session.
+    alice.send_text(&room, "say and a second thing").await;
+    from_bot(&alice, &bot, &room, "and a second thing").await;
+    let sessions = matrix_sessions(&client, room.as_str()).await;
+    assert_eq!(sessions.len(), 1);
+    assert!(
+        said(&client, &first_id)
+            .await
+            .contains("and a second thing")
+    );
+
+    // A reset phrase starts a new one and closes the old.
+    alice.send_text(&room, "start over").await;
+    let notice = from_bot(&alice, &bot, &room, "explicit_reset").await;
+    assert!(
+        notice.body.contains(&format!("`{first_id}` is closed")),
+        "{notice:?}"
+    );
+    let all = client.call_value("session.list", json!({})).await.unwrap();
+    let second_id = matrix_sessions(&client, room.as_str())
+        .await
+        .into_iter()
+        .map(|s| s.id)
+        .find(|id| *id != first_id)
+        .unwrap_or_else(|| panic!("a new session: {all:#}"));
+
+    // An approval in the room, answered by a ✅ reaction: the agent proceeds.
+    alice.send_text(&room, "permit p1 deploy to staging").await;
+    let asked = from_bot(&alice, &bot, &room, "Approval Required").await;
+    assert!(asked.body.contains("deploy to staging"), "{asked:?}");
+    alice.react(&room, &asked.event_id, "✅").await;
+    from_bot(&alice, &bot, &room, "granted: deploy to staging").await;
+    let confirmed = from_bot(&alice, &bot, &room, "Answered by").await;
+    assert_eq!(
+        confirmed.relation,
+        Relation::InThread {
+            root: asked.event_id.clone()
+        },
+        "the answer is confirmed in the question's thread"
+    );
+
+    // Another, answered by ❌: it does not.
+    alice.send_text(&room, "permit p2 drop the database").await;
+    let asked = from_bot(&alice, &bot, &room, "drop the database").await;
+    alice.react(&room, &asked.event_id, "❌").await;
+    from_bot(&alice, &bot, &room, "denied: drop the database").await;
+
+    // One answered elsewhere: the post says so, and a reaction after it counts for nothing.
+    alice.send_text(&room, "permit p3 rotate the keys").await;
+    let asked = from_bot(&alice, &bot, &room, "rotate the keys").await;
+    let message = wait_message_where(&client, &second_id, "the third approval", |m| {
+        m.msg_type == MsgType::ApprovalRequired && !m.responded && m.title.contains("rotate")
+    })
+    .await;
+    let out = tk.cru(&["inbox", "respond", &message.id, "approve"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let edit = from_bot(&alice, &bot, &room, "answered elsewhere").await;
+    assert_eq!(
+        edit.relation,
+        Relation::Replaces {
+            original: asked.event_id.clone()
+        }
+    );
+    alice.react(&room, &asked.event_id, "❌").await;
+    from_bot(&alice, &bot, &room, "granted: rotate the keys").await;
+
+    // A stranger: their invite is not taken, and in a room the bot serves their messages
+    // start nothing.
+    let mallory = Human::login(&hs.url(), "mallory", "mallory-pass").await;
+    let lair = mallory.create_encrypted_room(&[bot.as_str()], true).await;
+    let mallory_id = mallory.user_id();
+    alice
+        .room(&room)
+        .invite_user_by_id(&mallory_id)
+        .await
+        .expect("alice invites mallory");
+    mallory.join(&room).await;
+    alice
+        .wait_until_joined(&room, mallory_id.as_str(), WAIT)
+        .await;
+    mallory.send_text(&room, "say mallory was here").await;
+    alice.send_text(&room, "say after the stranger").await;
+    from_bot(&alice, &bot, &room, "after the stranger").await;
+    assert!(
+        !alice
+            .all_received()
+            .iter()
+            .any(|r| r.sender.as_str() == bot && r.body.contains("mallory was here")),
+        "a stranger's message reached the session"
+    );
+    assert!(!said(&client, &second_id).await.contains("mallory was here"));
+    let membership = mallory
+        .room(&lair)
+        .get_member_no_sync(&matrix_sdk::ruma::UserId::parse(bot.as_str()).unwrap())
+        .await
+        .unwrap()
+        .map(|m| m.membership().clone());
+    assert_ne!(
+        membership,
+        Some(matrix_sdk::ruma::events::room::member::MembershipState::Join),
+        "the bot joined a stranger's room"
+    );
+
+    // A cron job's approval goes to its approval_target (a direct chat), tagged with the
+    // session, and is answered there; the chat gets no session of its own.
+    let dm = alice.create_encrypted_room(&[bot.as_str()], true).await;
+    alice.wait_until_joined(&dm, &bot, WAIT).await;
+    let settings = std::fs::read_to_string(tk.root().join(".crucible.toml")).unwrap();
+    std::fs::write(
+        tk.root().join(".crucible.toml"),
+        format!(
+            "{settings}\n[[cron]]\nid = \"nightly\"\nschedule = \"0 0 3 1 1 *\"\nagent = \"scripted\"\n\
+             instructions = \"permit c1 deploy the nightly build\"\napproval_target = {:?}\n",
+            dm.as_str()
+        ),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let out = tk.cru(&["cron", "run", "nightly"]);
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon never took the cron job: {}",
+            stderr(&out)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let asked = from_bot(&alice, &bot, &dm, "deploy the nightly build").await;
+    assert!(asked.body.contains("Approval Required"), "{asked:?}");
+    let cron_session = wait_session_where(&client, |s| {
+        s.channel.as_ref().is_some_and(|t| t.kind == "cron")
+    })
+    .await;
+    assert!(
+        asked.body.contains(&cron_session.id),
+        "tagged with the session: {asked:?}"
+    );
+    alice.react(&dm, &asked.event_id, "👍").await;
+    let deadline = std::time::Instant::now() + WAIT;
+    while !said(&client, &cron_session.id)
+        .await
+        .contains("granted: deploy the nightly build")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cron session did not proceed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(matrix_sessions(&client, dm.as_str()).await.is_empty());
+
+    // The daemon restarted: the same device, still decrypting.
+    drop(client);
+    let out = tk.cru(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    daemon.wait_exit(WAIT).await;
+    let _daemon = bot_daemon(&tk).await;
+    let client = Client::connect(&tk.kiln).await.unwrap();
+    let status = synced(&client).await;
+    assert_eq!(status["device_id"], device.as_str(), "the device is kept");
+    alice.send_text(&room, "say after the restart").await;
+    let reply = from_bot(&alice, &bot, &room, "after the restart").await;
+    assert!(reply.encrypted);
+
+    // The homeserver killed and back: the bot comes back with it.
+    hs.kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    hs.start_again().await;
+    alice.send_text(&room, "say the homeserver is back").await;
+    from_bot(&alice, &bot, &room, "the homeserver is back").await;
+    assert!(
+        !std::fs::read_to_string(tk.kiln.log_dir().join("daemon.log"))
+            .unwrap_or_default()
+            .contains(BOT_PASSWORD)
+    );
+    assert_in_no_file(tk.root(), BOT_PASSWORD);
+}
+
+/// Polls the session list until a session passes `check`.
+async fn wait_session_where(client: &Client, check: impl Fn(&Session) -> bool) -> Session {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let reply = client.call_value("session.list", json!({})).await.unwrap();
+        let sessions: Vec<Session> = serde_json::from_value(reply["sessions"].clone()).unwrap();
+        if let Some(found) = sessions.into_iter().find(&check) {
+            return found;
+        }
+        assert!(std::time::Instant::now() < deadline, "no such session");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
