@@ -154,6 +154,17 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
     alice.react(&room, &asked.event_id, "❌").await;
     from_bot(&alice, &bot, &room, "denied: drop the database").await;
 
+    // Commands act on the room's session; /approve answers the open question.
+    alice.send_text(&room, "/session").await;
+    let about = from_bot(&alice, &bot, &room, "agent scripted").await;
+    assert!(about.body.contains(&second_id), "{about:?}");
+    alice.send_text(&room, "permit p4 tag the release").await;
+    from_bot(&alice, &bot, &room, "tag the release").await;
+    alice.send_text(&room, "/approve").await;
+    from_bot(&alice, &bot, &room, "granted: tag the release").await;
+    alice.send_text(&room, "/frobnicate").await;
+    from_bot(&alice, &bot, &room, "Unknown command /frobnicate").await;
+
     // One answered elsewhere: the post says so, and a reaction after it counts for nothing.
     alice.send_text(&room, "permit p3 rotate the keys").await;
     let asked = from_bot(&alice, &bot, &room, "rotate the keys").await;
