@@ -22,8 +22,11 @@ mod full_disk;
 mod hardening;
 mod land;
 mod lifecycle;
+#[cfg(feature = "matrix")]
 mod matrix;
+#[cfg(feature = "matrix")]
 mod matrix_channel;
+#[cfg(feature = "matrix")]
 #[path = "../equipment/matrix_human.rs"]
 mod matrix_human;
 mod mcp;
@@ -36,6 +39,7 @@ mod sandbox;
 mod sessions;
 mod settings;
 mod ssh;
+#[cfg(feature = "matrix")]
 #[path = "../equipment/synapse.rs"]
 mod synapse;
 mod team;
