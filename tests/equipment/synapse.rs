@@ -168,6 +168,11 @@ impl Homeserver {
         format!("@{name}:{SERVER_NAME}")
     }
 
+    /// Synapse's whole log (its access lines name each request's user and status).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     /// The end of Synapse's log and output, for a failure's message.
     pub fn log_tail(&self) -> String {
         let tail = |path: &Path| {

@@ -312,3 +312,46 @@ async fn wait_session_where(client: &Client, check: impl Fn(&Session) -> bool) -
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// With the homeserver's own message rate limit (it answers 429 past a burst), a burst of
+/// messages still reaches the session and every reply reaches the room: the bot waits as
+/// long as the homeserver asks, and loses nothing.
+#[tokio::test]
+async fn a_rate_limited_bot_waits_and_loses_nothing() {
+    let hs = Homeserver::start_with_default_message_rate_limit(std::path::Path::new(CRU)).await;
+    hs.register("bot", BOT_PASSWORD, false).await;
+    hs.register("alice", "alice-pass", false).await;
+    let bot = hs.user_id("bot");
+    let tk = agent_kiln(&matrix_settings(&hs, ""));
+    let _daemon = bot_daemon(&tk).await;
+    let client = Client::connect(&tk.kiln).await.unwrap();
+    synced(&client).await;
+    let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
+    let room = alice.create_encrypted_room(&[bot.as_str()], false).await;
+    alice.wait_until_joined(&room, &bot, WAIT).await;
+    const BURST: usize = 14;
+    for n in 0..BURST {
+        alice
+            .send_text(&room, &format!("say burst line {n} done"))
+            .await;
+    }
+    for n in 0..BURST {
+        from_bot(&alice, &bot, &room, &format!("burst line {n} done")).await;
+    }
+    let log = std::fs::read_to_string(tk.kiln.log_dir().join("daemon.log")).unwrap_or_default();
+    assert!(
+        !log.contains("cannot post"),
+        "a post was given up on:\n{log}"
+    );
+    // The homeserver did refuse the bot's sends for a while.
+    let refused = hs
+        .log()
+        .lines()
+        .filter(|l| l.contains(" 429 ") && l.contains("@bot:") && l.contains("/send/"))
+        .count();
+    assert!(
+        refused > 0,
+        "the bot was never rate limited:\n{}",
+        hs.log_tail()
+    );
+}
