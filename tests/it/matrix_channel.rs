@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crucible::client::Client;
 use crucible::protocol::{MsgType, Session};
+use matrix_sdk::ruma::events::room::message::{ReplacementMetadata, RoomMessageEventContent};
 use serde_json::{Value, json};
 
 use crate::common::*;
@@ -107,9 +108,16 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
     assert_eq!(first.len(), 1, "one session for the room");
     let first_id = first[0].id.clone();
 
-    // A second message continues the same session.
-    alice.send_text(&room, "say and a second thing").await;
+    // A second message continues the same session; editing it prompts nothing more.
+    let second = alice.send_text(&room, "say and a second thing").await;
     from_bot(&alice, &bot, &room, "and a second thing").await;
+    alice
+        .send(
+            &room,
+            RoomMessageEventContent::text_plain("say an edit of it")
+                .make_replacement(ReplacementMetadata::new(second, None)),
+        )
+        .await;
     let sessions = matrix_sessions(&client, room.as_str()).await;
     assert_eq!(sessions.len(), 1);
     assert!(
@@ -209,6 +217,10 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
         "a stranger's message reached the session"
     );
     assert!(!said(&client, &second_id).await.contains("mallory was here"));
+    assert!(
+        !said(&client, &first_id).await.contains("an edit of it"),
+        "an edit was passed on as a new message"
+    );
     let membership = mallory
         .room(&lair)
         .get_member_no_sync(&matrix_sdk::ruma::UserId::parse(bot.as_str()).unwrap())

@@ -102,6 +102,8 @@ async fn on_message(event: OriginalSyncRoomMessageEvent, room: Room, Ctx(bot): C
     let replied_to = match &event.content.relates_to {
         Some(Relation::Reply(reply)) => Some(reply.in_reply_to.event_id.clone()),
         Some(Relation::Thread(thread)) => Some(thread.event_id.clone()),
+        // An edit of a message already passed on is not a new message.
+        Some(Relation::Replacement(_)) => return,
         _ => None,
     };
     let body = without_reply_fallback(&text.body);
