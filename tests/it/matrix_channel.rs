@@ -284,6 +284,39 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
     }
     assert!(matrix_sessions(&client, dm.as_str()).await.is_empty());
 
+    // New Matrix settings restart the bot in the running daemon: the same device, and
+    // one reply per message (the bot it replaces posts nothing more).
+    let settings = std::fs::read_to_string(tk.root().join(".crucible.toml")).unwrap();
+    std::fs::write(
+        tk.root().join(".crucible.toml"),
+        settings.replace("thread_after_chars = 400", "thread_after_chars = 500"),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let status = client.call_value("daemon.status", json!({})).await.unwrap();
+        // The new bot starts from a fresh status: not yet synced.
+        if status["matrix"]["last_sync"].is_null() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bot was not restarted: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(synced(&client).await["device_id"], device.as_str());
+    alice.send_text(&room, "say once after new settings").await;
+    from_bot(&alice, &bot, &room, "once after new settings").await;
+    alice.send_text(&room, "say and then this").await;
+    from_bot(&alice, &bot, &room, "and then this").await;
+    let copies = alice
+        .all_received()
+        .iter()
+        .filter(|r| r.sender.as_str() == bot && r.body.contains("once after new settings"))
+        .count();
+    assert_eq!(copies, 1, "the replaced bot posted too");
+
     // The daemon restarted: the same device, still decrypting.
     drop(client);
     let out = tk.cru(&["daemon", "stop"]);

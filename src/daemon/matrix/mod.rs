@@ -210,11 +210,17 @@ async fn serve(connected: account::Connected, setup: &Setup) {
         return;
     };
     // A new device skips what was said before the bot was there.
-    if connected.fresh
-        && let Err(e) = client.sync_once(SyncSettings::default()).await
-    {
-        tracing::warn!("matrix: first sync failed: {e}");
-        return;
+    if connected.fresh {
+        let mut pause = Duration::from_secs(1);
+        while let Err(e) = client.sync_once(SyncSettings::default()).await {
+            if account::is_logged_out(&e) {
+                account::forget(&setup.folder);
+                return;
+            }
+            tracing::warn!("matrix: first sync failed: {e}");
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(MOST_BACKOFF);
+        }
     }
     let bot = Arc::new(Bot {
         client: client.clone(),
@@ -232,7 +238,8 @@ async fn serve(connected: account::Connected, setup: &Setup) {
         s.error = None;
     });
     inbound::listen(&bot);
-    let posting = tokio::spawn(outbound::follow(Arc::clone(&bot)));
+    // Stopped with this task (a new `[channels.matrix]`, the daemon stopping).
+    let _posting = AbortOnDrop(tokio::spawn(outbound::follow(Arc::clone(&bot))));
     let mut pause = Duration::from_secs(1);
     loop {
         match client
@@ -251,7 +258,7 @@ async fn serve(connected: account::Connected, setup: &Setup) {
                 if account::is_logged_out(&e) {
                     tracing::warn!("matrix: the homeserver ended the login: {e}");
                     account::forget(&setup.folder);
-                    break;
+                    return;
                 }
                 let wait = account::retry_after(&e).unwrap_or(pause);
                 tracing::warn!(
@@ -264,5 +271,13 @@ async fn serve(connected: account::Connected, setup: &Setup) {
             }
         }
     }
-    posting.abort();
+}
+
+/// A task that ends when its owner is dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
