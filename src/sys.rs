@@ -159,6 +159,15 @@ pub fn free_bytes(path: &std::path::Path) -> io::Result<u64> {
     Ok(blocks.saturating_mul(u64::try_from(stat.f_frsize).unwrap_or(0)))
 }
 
+/// Makes `dir` and its missing parents, owner-only (`0700`).
+pub fn private_dir(dir: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 /// The file-creation mask the process started with, before [`private_umask`].
 static USER_UMASK: std::sync::OnceLock<libc::mode_t> = std::sync::OnceLock::new();
 

@@ -235,11 +235,7 @@ impl Environment {
 
 /// Makes `folder` and its parents, owner-only.
 fn private_folder(folder: &Path) -> Result<(), DriverError> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(folder)
+    crate::sys::private_dir(folder)
         .map_err(|e| DriverError::Setup(format!("cannot make {}: {e}", folder.display())))
 }
 

@@ -55,11 +55,7 @@ pub fn cru_folder(kiln: &Kiln) -> Option<PathBuf> {
 }
 
 fn link(folder: &Path, exe: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(folder)?;
+    crate::sys::private_dir(folder)?;
     let cru = folder.join("cru");
     if std::fs::read_link(&cru).is_ok_and(|target| target == exe) {
         return Ok(());

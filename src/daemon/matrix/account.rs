@@ -48,14 +48,7 @@ pub(super) async fn connect(
     config: &MatrixConfig,
     folder: &Path,
 ) -> Result<Connected, AccountError> {
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(folder)
-            .map_err(folder_error(folder))?;
-    }
+    crate::sys::private_dir(folder).map_err(folder_error(folder))?;
     let stored = read_login(folder).filter(|s| s.meta.user_id.as_str() == config.user_id);
     if stored.is_none() {
         // A store without its login belongs to a device nobody can use again.

@@ -61,10 +61,6 @@ impl Bot {
         }
         false
     }
-
-    async fn say(&self, room: &Room, text: &str) {
-        self.notice(room, text, None).await;
-    }
 }
 
 async fn on_invite(event: StrippedRoomMemberEvent, room: Room, Ctx(bot): Ctx<Arc<Bot>>) {
@@ -152,11 +148,14 @@ async fn converse(bot: &Arc<Bot>, room: &Room, text: &str) {
                     reason,
                     resolved.previous_session_id.as_deref(),
                 );
-                bot.say(room, &text).await;
+                bot.notice(room, &text, None).await;
             }
             let _ = room.typing_notice(true).await;
         }
-        Err(e) => bot.say(room, &format!("Cannot pass that on: {e}")).await,
+        Err(e) => {
+            bot.notice(room, &format!("Cannot pass that on: {e}"), None)
+                .await
+        }
     }
 }
 
@@ -185,9 +184,10 @@ async fn on_undecryptable(
     if bot.config.allows(event.sender.as_str())
         && bot.first_time(format!("undecryptable {}", room.room_id()))
     {
-        bot.say(
+        bot.notice(
             &room,
             "I can't decrypt that; verify this device (or send it again once keys are shared).",
+            None,
         )
         .await;
     }
@@ -211,7 +211,8 @@ async fn command_of(
     };
     if let Some(answer) = answer {
         if !bot.answer(room, replied_to, sender, &answer).await {
-            bot.say(room, "There is no open question here.").await;
+            bot.notice(room, "There is no open question here.", None)
+                .await;
         }
         return;
     }
