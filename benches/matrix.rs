@@ -103,7 +103,7 @@ async fn run() -> Result<()> {
         .kill_on_drop(true)
         .spawn()
         .context("starting the daemon")?;
-    let client = connect(&kiln).await?;
+    let client = kiln::connect(&kiln).await?;
     wait_synced(&client).await?;
 
     let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
@@ -162,19 +162,6 @@ async fn run() -> Result<()> {
 
 fn nanos(ns: u128) -> Duration {
     Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
-}
-
-async fn connect(kiln: &Kiln) -> Result<Client> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Ok(client) = Client::connect(kiln).await {
-            return Ok(client);
-        }
-        if Instant::now() >= deadline {
-            bail!("the daemon did not answer");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn wait_synced(client: &Client) -> Result<()> {

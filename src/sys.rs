@@ -168,6 +168,30 @@ pub fn private_dir(dir: &std::path::Path) -> io::Result<()> {
         .create(dir)
 }
 
+/// Replaces `path` with `bytes`, owner-only (`0600`), durably: written to a file beside
+/// it, synced, renamed over it and the rename synced, so a crash leaves the old content
+/// or the new, never a part.
+pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(".new");
+    let temp = std::path::PathBuf::from(temp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
 /// The file-creation mask the process started with, before [`private_umask`].
 static USER_UMASK: std::sync::OnceLock<libc::mode_t> = std::sync::OnceLock::new();
 

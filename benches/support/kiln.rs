@@ -7,7 +7,11 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use std::time::{Duration, Instant};
+
 use anyhow::{Context, Result, bail};
+use crucible::client::Client;
+use crucible::kiln::Kiln;
 
 pub struct TempKiln {
     /// Removed last, after everything running in it is gone.
@@ -52,4 +56,18 @@ pub fn temp_kiln(prefix: &str, settings: &str) -> Result<TempKiln> {
         root,
         xdg,
     })
+}
+
+/// Connects to the kiln's daemon once it answers (within a minute).
+pub async fn connect(kiln: &Kiln) -> Result<Client> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(client) = Client::connect(kiln).await {
+            return Ok(client);
+        }
+        if Instant::now() >= deadline {
+            bail!("the daemon did not answer");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

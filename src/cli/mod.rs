@@ -9,6 +9,7 @@ mod mcp;
 mod output;
 mod rules;
 mod session;
+mod web;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,6 +64,9 @@ pub enum Command {
     Agents(agents::AgentsArgs),
     /// The `[[cron]]` jobs: their next and last runs; run one now.
     Cron(cron::CronArgs),
+    /// The web view: pair a browser or phone (a link and QR code), list and revoke
+    /// paired browsers (`cru web tokens`).
+    Web(web::WebArgs),
 }
 
 /// Parses the command line, runs it, and turns errors into a message and exit code.
@@ -138,6 +142,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Cron(args)) => {
             crate::logging::to_stderr();
             runtime.block_on(cron::run(kiln, args))
+        }
+        Some(Command::Web(args)) => {
+            crate::logging::to_stderr();
+            runtime.block_on(web::run(kiln, args))
         }
         Some(Command::Mcp) => {
             // Stdout carries MCP frames only.

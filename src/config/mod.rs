@@ -14,6 +14,7 @@ mod matrix;
 mod profiles;
 mod settings;
 mod validate;
+mod web;
 pub use builtin::{Finder, KNOWN, Known, ProfileEntry, ProfileError, ProfileSource};
 pub use channels::{
     ChannelError, ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
@@ -26,6 +27,7 @@ pub use settings::{
 };
 pub use validate::InvalidSettings;
 use validate::is_name;
+pub use web::{DEFAULT_PORT as WEB_DEFAULT_PORT, WebAddress, WebConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -66,6 +68,8 @@ pub struct Config {
     pub cron: Vec<CronJob>,
     /// `[notify]`: a command told of every message that needs a human.
     pub notify: NotifyConfig,
+    /// `[web]`: the web view.
+    pub web: WebConfig,
 }
 
 /// Where a credential's value comes from.

@@ -50,6 +50,21 @@ struct Conn {
     subscription: Mutex<Option<JoinHandle<()>>>,
 }
 
+impl Conn {
+    /// A connection that has not handshaken (the owner's socket serves it all the same).
+    fn new(shared: Arc<Shared>, door: Door, out: mpsc::Sender<String>) -> Self {
+        Conn {
+            shared,
+            door,
+            out,
+            handshaken: AtomicBool::new(false),
+            refused: AtomicBool::new(false),
+            scope: std::sync::Mutex::new(None),
+            subscription: Mutex::new(None),
+        }
+    }
+}
+
 /// A connection that presented a session handle acts for that session only.
 #[derive(Clone)]
 struct Scope {
@@ -86,15 +101,7 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>, door: Door) {
         return;
     }
 
-    let conn = Arc::new(Conn {
-        shared,
-        door,
-        out,
-        handshaken: AtomicBool::new(false),
-        refused: AtomicBool::new(false),
-        scope: std::sync::Mutex::new(None),
-        subscription: Mutex::new(None),
-    });
+    let conn = Arc::new(Conn::new(shared, door, out));
     let mut reader = BufReader::new(read);
     let mut buf = Vec::new();
     loop {
@@ -136,6 +143,37 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>, door: Door) {
     }
     drop(conn);
     let _ = writer.await;
+}
+
+/// A connection made inside the daemon for the web view: its calls are answered as on
+/// the owner's socket (same checks, same answers), and the events it subscribes to are
+/// pushed, as notification lines, to the receiver [`Local::new`] gives back. It is not a
+/// client of the daemon's count: the web view decides what keeps the daemon up.
+pub(crate) struct Local(Arc<Conn>);
+
+impl Local {
+    pub(crate) fn new(shared: Arc<Shared>) -> (Self, mpsc::Receiver<String>) {
+        let (out, rx) = mpsc::channel(OUTBOX);
+        (Local(Arc::new(Conn::new(shared, Door::Owner, out))), rx)
+    }
+
+    /// Answers one call.
+    pub(crate) async fn call(&self, name: &str, params: Value) -> Result<Value, ErrorObject> {
+        let outcome = dispatch::call(&self.0, name, params).await;
+        self.0.shared.activity.notify_one();
+        outcome
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        // The subscription's task holds the connection: end it with its reader.
+        if let Ok(mut task) = self.0.subscription.try_lock()
+            && let Some(task) = task.take()
+        {
+            task.abort();
+        }
+    }
 }
 
 enum ReadLine {

@@ -14,8 +14,8 @@
 //! starving the daemon: [`listen`].
 
 mod deliveries;
-mod listen;
-mod quiet;
+pub(super) mod listen;
+pub(super) mod quiet;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -69,7 +69,7 @@ pub async fn serve(
         body_timeout_secs = listen::BODY_TIMEOUT.as_secs(),
         "the webhook listener's bounds"
     );
-    let quiet = Arc::new(Quiet::new(REFUSALS_LOGGED_EVERY));
+    let quiet = Arc::new(Quiet::new("webhooks", REFUSALS_LOGGED_EVERY));
     let hooks = Arc::new(Hooks {
         settings,
         sessions,

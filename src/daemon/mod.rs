@@ -14,6 +14,7 @@ mod lifecycle;
 mod matrix;
 mod notify;
 mod settings;
+mod web;
 mod webhooks;
 
 use std::sync::Arc;
@@ -77,6 +78,8 @@ pub(crate) struct Shared {
     pub settings: Arc<LiveSettings>,
     /// The Matrix channel's state, when it runs.
     pub matrix: Arc<std::sync::Mutex<Option<crate::protocol::MatrixStatus>>>,
+    /// The web view's paired browsers and address.
+    pub web: Arc<web::WebState>,
 }
 
 /// Once requests have paused for [`TRIM_AFTER_QUIET`], returns the memory the burst
@@ -122,7 +125,7 @@ fn raise_fd_limit() -> Option<u64> {
     }
 }
 
-/// Starts the daemon's background parts: the webhook listener, cron, the notifier, the
+/// Starts the daemon's background parts: the webhook listener, cron, the web view, the notifier, the
 /// approval timeouts and, in team mode, the calls other daemons forward.
 fn start_components(
     shared: &Arc<Shared>,
@@ -139,6 +142,7 @@ fn start_components(
         fd_limit,
     )?);
     components.add(Cron::start(Arc::clone(sessions), started_with));
+    components.add(web::Web::start(Arc::clone(shared), started_with, fd_limit));
     #[cfg(feature = "matrix")]
     components.add(matrix::Matrix::start(
         Arc::clone(sessions),
@@ -207,6 +211,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         activity: Notify::new(),
         settings: Arc::clone(&live),
         matrix: Arc::default(),
+        web: web::WebState::new(&kiln),
     });
     tokio::spawn(trim_after_bursts(Arc::clone(&shared)));
     let mut components = start_components(&shared, &live, &started_with, fd_limit)?;

@@ -16,6 +16,7 @@ use super::jsonrpc::ErrorObject;
 use super::params::*;
 use super::review::*;
 use super::types::*;
+use super::web::*;
 
 /// Who may call a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,6 +266,9 @@ methods! {
     Unsubscribe = "unsubscribe", unsubscribe, Owner, InOrder, Local, [], NoParams => Subscribed;
     DaemonStatusOf = "daemon.status", daemon_status, Owner, InOrder, Local, [], NoParams => DaemonStatus;
     DaemonShutdown = "daemon.shutdown", daemon_shutdown, Owner, InOrder, Local, [], NoParams => Stopping;
+    WebPair = "web.pair", web_pair, Owner, InOrder, Local, ["read_only"], WebPairParams => WebPairing;
+    WebDevicesOf = "web.devices", web_devices, Owner, InOrder, Local, [], NoParams => WebDevices;
+    WebRevoke = "web.revoke", web_revoke, Owner, InOrder, Local, ["id"], WebRevokeParams => WebRevoked;
     ContextApply = "context.apply", context_apply, Owner, InOrder, Owner, ["session_id", "op"],
         ContextApplyParams => ContextResult;
     /// `context.apply` with `get` (kept under its own name).

@@ -14,6 +14,7 @@ pub mod methods;
 pub mod params;
 pub mod review;
 pub mod types;
+pub mod web;
 
 pub use client_env::ClientEnv;
 pub use context::*;
@@ -27,6 +28,7 @@ pub use jsonrpc::{ErrorObject, Id, Notification, Request, Response, code};
 pub use params::*;
 pub use review::*;
 pub use types::*;
+pub use web::*;
 
 /// Bumped whenever a method or a type changes incompatibly. Clients and daemon must agree.
 pub const PROTOCOL_VERSION: u32 = 1;

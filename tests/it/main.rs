@@ -5,6 +5,8 @@
 #![allow(clippy::too_many_lines)] // a scenario reads as one story, start to end
 
 mod agents;
+#[path = "../equipment/browser.rs"]
+mod browser;
 #[path = "../equipment/built.rs"]
 mod built;
 #[path = "../equipment/cargo_env.rs"]
@@ -47,5 +49,6 @@ mod team;
 mod team_server;
 mod tmux;
 mod tui;
+mod web;
 mod webhooks;
 mod zero_setup;

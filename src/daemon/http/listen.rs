@@ -27,21 +27,21 @@ use tokio::sync::Notify;
 use super::quiet::Quiet;
 
 /// How long a client has to send a request's headers, or to start the next request.
-pub(super) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(in crate::daemon) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client has to send a request's body once its headers are in.
-pub(super) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(in crate::daemon) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long accepting pauses after the system refused a connection (out of descriptors).
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// The most connections the listener holds open: a quarter of the descriptor limit, at
 /// least 16 and at most 512 (GitHub delivers one request at a time per hook).
-pub(super) fn connection_cap(fd_limit: Option<u64>) -> usize {
+pub(in crate::daemon) fn connection_cap(fd_limit: Option<u64>) -> usize {
     let quarter = fd_limit.unwrap_or(1024) / 4;
     usize::try_from(quarter.clamp(16, 512)).unwrap_or(512)
 }
 
 /// Serves `app` on `listener` until the task is dropped.
-pub(super) async fn run(
+pub(in crate::daemon) async fn run(
     listener: tokio::net::TcpListener,
     app: Router,
     cap: usize,
@@ -52,8 +52,8 @@ pub(super) async fn run(
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT);
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 quiet.note("connections the system refused", &e.to_string());
                 tokio::time::sleep(ACCEPT_PAUSE).await;
@@ -80,7 +80,11 @@ pub(super) async fn run(
         };
         let router = TowerToHyperService::new(app.clone());
         let slot = Arc::clone(&held.slot);
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            // Who asks, for the handlers that count refusals by address.
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
             let busy = Busy::begin(&slot);
             let call = busy.as_ref().map(|_| router.call(request));
             async move {
@@ -130,7 +134,7 @@ const SHED: u8 = 2;
 
 /// One open connection: whether it is in the middle of a request, and how it is told to
 /// close.
-pub(super) struct Slot {
+pub(in crate::daemon) struct Slot {
     state: AtomicU8,
     shed: Notify,
 }

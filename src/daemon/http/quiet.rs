@@ -1,4 +1,4 @@
-//! Log lines about refused webhook requests and connections, at most one per spell: the
+//! Log lines about refused requests and connections (of the webhook listener, the web view), at most one per spell: the
 //! first refusal after a quiet spell is logged at once with its reason; those that follow
 //! within the spell are only counted, and the next line says how many of each there were.
 //! A flood of bad requests so costs a few lines a minute, not one line per request.
@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-pub(super) struct Quiet {
+pub(in crate::daemon) struct Quiet {
+    /// Whose refusals: the lines start with it.
+    what: &'static str,
     every: Duration,
     spell: Mutex<Spell>,
 }
@@ -21,8 +23,9 @@ struct Spell {
 }
 
 impl Quiet {
-    pub fn new(every: Duration) -> Self {
+    pub fn new(what: &'static str, every: Duration) -> Self {
         Self {
+            what,
             every,
             spell: Mutex::new(Spell::default()),
         }
@@ -33,7 +36,8 @@ impl Quiet {
         if let Some(counts) = self.due(kind, Instant::now()) {
             tracing::warn!(
                 every_secs = self.every.as_secs(),
-                "webhooks: {counts}; the last: {why}"
+                "{}: {counts}; the last: {why}",
+                self.what
             );
         }
     }
@@ -64,7 +68,7 @@ mod tests {
 
     #[test]
     fn one_line_per_spell_carries_the_counts_since_the_last() {
-        let quiet = Quiet::new(Duration::from_secs(10));
+        let quiet = Quiet::new("webhooks", Duration::from_secs(10));
         let t0 = Instant::now();
         let at = |secs: u64| t0 + Duration::from_secs(secs);
         assert_eq!(

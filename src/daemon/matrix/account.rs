@@ -156,22 +156,9 @@ fn read_login(folder: &Path) -> Option<MatrixSession> {
 }
 
 fn write_login(folder: &Path, session: &MatrixSession) -> Result<(), AccountError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let path = login_path(folder);
     let text = serde_json::to_vec(session).map_err(|e| AccountError::Client(e.to_string()))?;
-    let temp = path.with_extension("json.new");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temp)
-        .map_err(folder_error(&temp))?;
-    file.write_all(&text)
-        .and_then(|()| file.sync_all())
-        .map_err(folder_error(&temp))?;
-    std::fs::rename(&temp, &path).map_err(folder_error(&path))
+    crate::sys::write_private(&path, &text).map_err(folder_error(&path))
 }
 
 /// Forgets the stored login (the homeserver ended it): the next start logs in again.

@@ -10,6 +10,7 @@ mod inbox;
 mod land;
 mod rules;
 mod session;
+mod web;
 
 use super::call::{Call, agent_door, app_error, forbidden};
 use crate::protocol::check::Check;
@@ -203,6 +204,18 @@ impl Handler for Call<'_> {
 
     async fn daemon_shutdown(&self, p: NoParams) -> Result<Stopping, ErrorObject> {
         daemon::shutdown(self, p).await
+    }
+
+    async fn web_pair(&self, p: WebPairParams) -> Result<WebPairing, ErrorObject> {
+        web::pair(self, p).await
+    }
+
+    async fn web_devices(&self, p: NoParams) -> Result<WebDevices, ErrorObject> {
+        web::devices(self, p).await
+    }
+
+    async fn web_revoke(&self, p: WebRevokeParams) -> Result<WebRevoked, ErrorObject> {
+        web::revoke(self, p).await
     }
 
     async fn context_apply(&self, p: ContextApplyParams) -> Result<ContextResult, ErrorObject> {

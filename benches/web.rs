@@ -1,0 +1,265 @@
+//! Web view benchmark, in a real browser (headless chromium through chromedriver) against
+//! a real daemon on loopback. Three figures:
+//!
+//! - payload: every file of the page, raw and compressed (`gzip -9`), summed;
+//! - first paint: the browser's own first-contentful-paint of the paired page, over fresh
+//!   loads (median);
+//! - event → DOM: the scripted agent says `stamp <ns>` (when it wrote the words); the
+//!   page notes when the words appear in its DOM (a MutationObserver, the page's clock
+//!   in nanoseconds since the epoch). The path measured is the agent's output to the
+//!   daemon, the daemon's event, the event stream, and the page's rendering (median).
+//!
+//! ```text
+//! bash .ci/run   # once: chromium and chromedriver
+//! cargo bench --bench web
+//! ```
+//!
+//! Environment: `CRU_BENCH_ROUNDS` (default 20). Figures are printed, never asserted.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
+#![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
+
+#[path = "../tests/equipment/browser.rs"]
+mod browser;
+#[path = "../tests/equipment/built.rs"]
+mod built;
+#[path = "../tests/equipment/cargo_env.rs"]
+mod cargo_env;
+#[path = "support/figures.rs"]
+mod figures;
+#[path = "support/kiln.rs"]
+mod kiln;
+
+use std::path::Path;
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use crucible::client::Client;
+use crucible::kiln::Kiln;
+use serde_json::json;
+use tokio::process::Command;
+
+use browser::{Browser, Screen};
+use figures::{Stats, env_number, load_average, ms};
+
+const CRU: &str = env!("CARGO_BIN_EXE_cru");
+const WAIT: Duration = Duration::from_secs(60);
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("web benchmark failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Every file of the page: its name, raw and `gzip -9` sizes.
+fn payload() -> Result<Vec<(String, usize, usize)>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/web");
+    let mut sizes = Vec::new();
+    for entry in std::fs::read_dir(&dir).context("assets/web")? {
+        let path = entry?.path();
+        let raw = std::fs::metadata(&path)?.len() as usize;
+        let gz = std::process::Command::new("gzip")
+            .args(["-9", "-c"])
+            .arg(&path)
+            .output()
+            .context("gzip")?
+            .stdout
+            .len();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        sizes.push((name, raw, gz));
+    }
+    sizes.sort();
+    Ok(sizes)
+}
+
+async fn run() -> Result<()> {
+    let rounds = env_number("CRU_BENCH_ROUNDS", 20)? as usize;
+    println!("web view: a real daemon on loopback, headless chromium through chromedriver");
+    println!("  load average before: {}", load_average());
+
+    let files = payload()?;
+    let (raw, gz): (usize, usize) = files
+        .iter()
+        .fold((0, 0), |(r, g), (_, raw, gz)| (r + raw, g + gz));
+    println!();
+    println!("| file | bytes | gzip -9 |");
+    println!("|---|---|---|");
+    for (name, raw, gz) in &files {
+        println!("| {name} | {raw} | {gz} |");
+    }
+    println!("| **the whole page** | {raw} | {gz} |");
+
+    let cru = Path::new(CRU);
+    let agent = built::scripted_agent(cru);
+    let settings =
+        format!("[daemon]\ngrace_period_secs = 300\n\n[agents.scripted]\ncommand = {agent:?}\n");
+    let temp = kiln::temp_kiln("cru-web-bench", &settings)?;
+    let kiln = Kiln::new(temp.root.clone());
+    let _daemon = Command::new(CRU)
+        .arg("--kiln")
+        .arg(kiln.root())
+        .args(["daemon", "run"])
+        .env("XDG_CONFIG_HOME", &temp.xdg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the daemon")?;
+    let client = kiln::connect(&kiln).await?;
+    let pairing = client
+        .call_value("web.pair", json!({}))
+        .await
+        .context("web.pair")?;
+    let url = pairing["url"]
+        .as_str()
+        .context("a pairing link")?
+        .to_string();
+    let base = url.split("/pair").next().unwrap_or(&url).to_string();
+
+    let browser = Browser::start(Screen::Desktop {
+        width: 1280,
+        height: 900,
+    })
+    .await;
+    browser.goto(&url).await;
+    browser
+        .wait_for(
+            "the paired page",
+            "return location.pathname === '/' && document.body.dataset.ready === '1'",
+        )
+        .await;
+
+    // First paint of the paired page, fresh loads (the files revalidated each time).
+    let mut paints = Vec::new();
+    for _ in 0..rounds {
+        browser.goto(&format!("{base}/")).await;
+        let fcp = browser
+            .wait_for(
+                "a first paint",
+                "const p = performance.getEntriesByName('first-contentful-paint')[0];
+                 return p ? p.startTime : null;",
+            )
+            .await;
+        paints.push(Duration::from_secs_f64(
+            fcp.as_f64().unwrap_or(0.0) / 1000.0,
+        ));
+    }
+    let paints = Stats::new(paints);
+
+    // A session to stamp; the page opens it and watches its transcript.
+    let created = client
+        .call_value(
+            "session.create",
+            json!({"agent": "scripted", "task": "say ready"}),
+        )
+        .await
+        .context("session.create")?;
+    let id = created["session_id"]
+        .as_str()
+        .context("a session id")?
+        .to_string();
+    browser.goto(&format!("{base}/#s={id}")).await;
+    browser
+        .wait_for(
+            "the session's first words",
+            "return document.body.dataset.ready === '1' &&
+                    document.getElementById('transcript').innerText.includes('ready')",
+        )
+        .await;
+    let mut to_dom = Vec::new();
+    for round in 0..rounds {
+        // Armed before the prompt: notes when a new stamp appears in the transcript.
+        browser
+            .run(
+                "window.cruStampSeen = null;
+                 const seen = new Set([...document.querySelectorAll('#transcript *')]
+                   .map(e => e.textContent).filter(t => /^stamp \\d+$/.test(t.trim())).map(t => t.trim()));
+                 const watch = new MutationObserver(() => {
+                   if (window.cruStampSeen) return;
+                   const at = BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6));
+                   for (const e of document.querySelectorAll('#transcript *')) {
+                     const t = e.textContent.trim();
+                     if (/^stamp \\d+$/.test(t) && !seen.has(t)) {
+                       window.cruStampSeen = [t, String(at)];
+                       watch.disconnect();
+                       return;
+                     }
+                   }
+                 });
+                 watch.observe(document.getElementById('transcript'),
+                   {childList: true, subtree: true, characterData: true});
+                 return true;",
+                vec![],
+            )
+            .await;
+        client
+            .call_value("session.prompt", json!({"session_id": id, "text": "stamp"}))
+            .await
+            .with_context(|| format!("prompt {round}"))?;
+        let seen = browser
+            .wait_for("the stamp in the page", "return window.cruStampSeen")
+            .await;
+        let stamped: u128 = seen[0]
+            .as_str()
+            .and_then(|t| t.strip_prefix("stamp "))
+            .and_then(|ns| ns.parse().ok())
+            .context("the agent's stamp")?;
+        let shown: u128 = seen[1]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .context("when shown")?;
+        to_dom.push(Duration::from_nanos(
+            u64::try_from(shown.saturating_sub(stamped)).unwrap_or(u64::MAX),
+        ));
+        wait_idle(&client, &id).await?;
+    }
+    let to_dom = Stats::new(to_dom);
+    browser.close().await;
+
+    println!();
+    println!("| figure ({rounds} rounds) | median | p90 | max |");
+    println!("|---|---|---|---|");
+    for (name, stats) in [
+        ("first contentful paint (paired page)", &paints),
+        ("agent output → page DOM", &to_dom),
+    ] {
+        println!(
+            "| {name} | {:.1} ms | {:.1} ms | {:.1} ms |",
+            ms(stats.median()),
+            ms(stats.percentile(0.9)),
+            ms(stats.max())
+        );
+    }
+    println!("  load average after: {}", load_average());
+    Ok(())
+}
+
+/// Waits until the session's turn has ended.
+async fn wait_idle(client: &Client, id: &str) -> Result<()> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = client
+            .call_value("session.get", json!({"session_id": id}))
+            .await?;
+        if s["session"]["state"] == "complete" {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("the turn did not end: {s}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

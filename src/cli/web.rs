@@ -1,0 +1,210 @@
+//! `cru web [--read-only]`: pairs a browser with the web view: prints the link (with a
+//! one-time code) and shows it as a QR code for a phone, then waits until a browser uses
+//! it. `cru web tokens` lists the paired browsers; `cru web tokens revoke ID` lets one go.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::cli::output::{self, outln};
+use crate::kiln::Kiln;
+use crate::protocol::methods::{self as m, NoParams};
+use crate::protocol::{WebAccess, WebPairParams, WebRevokeParams};
+
+#[derive(Debug, Args)]
+pub struct WebArgs {
+    #[command(subcommand)]
+    action: Option<WebAction>,
+    /// The browser may look but not change anything (no prompts, answers or merges).
+    #[arg(long)]
+    read_only: bool,
+    /// Print the link without the QR code.
+    #[arg(long)]
+    no_qr: bool,
+    /// Print the pairing and return at once, without waiting for a browser to use it.
+    #[arg(long)]
+    no_wait: bool,
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum WebAction {
+    /// The paired browsers; `revoke ID` lets one go.
+    Tokens {
+        #[command(subcommand)]
+        action: Option<TokensAction>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokensAction {
+    /// Lets a paired browser go: its next request is refused (401).
+    Revoke {
+        /// The browser's id, or enough of its start to name one.
+        id: String,
+    },
+}
+
+/// How often the wait for a browser looks at the paired ones.
+const WAIT_STEP: Duration = Duration::from_millis(500);
+
+pub async fn run(kiln: Kiln, args: WebArgs) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(&kiln)?;
+    let client = super::connect(&kiln).await?;
+    match args.action {
+        Some(WebAction::Tokens { action: None }) => {
+            let reply = client.call::<m::WebDevicesOf>(&NoParams {}).await?;
+            if args.json {
+                outln!("{}", serde_json::to_string_pretty(&reply)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            match &reply.url {
+                Some(url) => outln!("the web view: {url}"),
+                None => outln!("the web view is not served (cru daemon status, the daemon's log)"),
+            }
+            if reply.devices.is_empty() {
+                outln!("no browser is paired: `cru web` pairs one");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let rows: Vec<Vec<String>> = reply
+                .devices
+                .iter()
+                .map(|d| {
+                    vec![
+                        d.id.clone(),
+                        d.label.clone(),
+                        d.access.as_str().replace('_', "-"),
+                        output::age(&d.paired_at),
+                        d.paired_from.clone().unwrap_or_default(),
+                        d.last_seen_at
+                            .as_deref()
+                            .map_or_else(|| "—".into(), output::age),
+                    ]
+                })
+                .collect();
+            output::print_table(
+                &["ID", "BROWSER", "ACCESS", "PAIRED", "FROM", "LAST SEEN"],
+                &rows,
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(WebAction::Tokens {
+            action: Some(TokensAction::Revoke { id }),
+        }) => {
+            let reply = client.call::<m::WebRevoke>(&WebRevokeParams { id }).await?;
+            if args.json {
+                outln!("{}", serde_json::to_string_pretty(&reply)?);
+            } else {
+                outln!(
+                    "revoked {} ({}): its next request is refused",
+                    reply.device.id,
+                    reply.device.label
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            let pairing = client
+                .call::<m::WebPair>(&WebPairParams {
+                    read_only: args.read_only,
+                })
+                .await?;
+            if args.json {
+                outln!("{}", serde_json::to_string_pretty(&pairing)?);
+            } else {
+                outln!(
+                    "Open this link in the browser to pair (once, until {}):",
+                    pairing.expires_at
+                );
+                outln!();
+                outln!("  {}", pairing.url);
+                outln!();
+                if !args.no_qr {
+                    match qr(&pairing.url) {
+                        Some(code) => outln!("{code}"),
+                        None => outln!("(the link is too long for a QR code)"),
+                    }
+                }
+                let page = pairing.url.split('#').next().unwrap_or(&pairing.url);
+                outln!("Or open {page} and type the code {}.", pairing.code);
+                if pairing.access == WebAccess::ReadOnly {
+                    outln!("The browser will be read-only: it can look, not change anything.");
+                }
+                if config.web.listen.is_none() {
+                    outln!(
+                        "The web view listens on loopback only; for a phone, set [web] listen (and public_url behind a proxy) in .crucible.toml."
+                    );
+                }
+            }
+            if args.no_wait {
+                return Ok(ExitCode::SUCCESS);
+            }
+            wait_for_browser(&client, &pairing.expires_at, args.json).await
+        }
+    }
+}
+
+/// Waits until a new browser is paired or the code expires; while it waits, this
+/// command is a client that keeps the daemon up.
+async fn wait_for_browser(
+    client: &crate::client::Client,
+    expires_at: &str,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let before = client.call::<m::WebDevicesOf>(&NoParams {}).await?.devices;
+    if !json {
+        outln!("Waiting for the browser (Ctrl-C to stop waiting)…");
+    }
+    let deadline = chrono::DateTime::parse_from_rfc3339(expires_at)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or_else(|_| chrono::Utc::now());
+    while chrono::Utc::now() < deadline {
+        tokio::time::sleep(WAIT_STEP).await;
+        let now = client.call::<m::WebDevicesOf>(&NoParams {}).await?.devices;
+        if let Some(new) = now.iter().find(|d| !before.iter().any(|b| b.id == d.id)) {
+            if !json {
+                outln!(
+                    "Paired: {} ({}, id {}).",
+                    new.label,
+                    new.access.as_str().replace('_', "-"),
+                    new.id
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    if !json {
+        outln!("The code expired unused: run `cru web` again.");
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+/// The link as a QR code in text, two rows of modules per line. Drawn light on dark (the
+/// modules as the terminal's background), as on most terminals; phone cameras read it.
+fn qr(url: &str) -> Option<String> {
+    use qrcode::render::unicode::Dense1x2;
+    let code = qrcode::QrCode::new(url.as_bytes()).ok()?;
+    Some(
+        code.render::<Dense1x2>()
+            .dark_color(Dense1x2::Light)
+            .light_color(Dense1x2::Dark)
+            .quiet_zone(true)
+            .build(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_link_becomes_a_qr_code_of_text() {
+        let code = super::qr("http://127.0.0.1:7433/pair#code=ABCD-EFGH-JKMN-PQRS").unwrap();
+        let lines: Vec<&str> = code.lines().collect();
+        // A version-3 code or so with its quiet zone: square, in half-height rows.
+        assert!(lines.len() > 10, "{code}");
+        let width = lines[0].chars().count();
+        assert!(lines.iter().all(|l| l.chars().count() == width));
+        assert!((lines.len() * 2).abs_diff(width) <= 1, "{code}");
+    }
+}
