@@ -144,6 +144,7 @@ async fn run() -> Result<()> {
 
     // First paint of the paired page, fresh loads (the files revalidated each time).
     let mut paints = Vec::new();
+    let mut html = Vec::new();
     for _ in 0..rounds {
         browser.goto(&format!("{base}/")).await;
         let fcp = browser
@@ -156,8 +157,18 @@ async fn run() -> Result<()> {
         paints.push(Duration::from_secs_f64(
             fcp.as_f64().unwrap_or(0.0) / 1000.0,
         ));
+        let received = browser
+            .run(
+                "return performance.getEntriesByType('navigation')[0].responseEnd;",
+                vec![],
+            )
+            .await;
+        html.push(Duration::from_secs_f64(
+            received.as_f64().unwrap_or(0.0) / 1000.0,
+        ));
     }
     let paints = Stats::new(paints);
+    let html = Stats::new(html);
 
     // A session to stamp; the page opens it and watches its transcript.
     let created = client
@@ -171,7 +182,14 @@ async fn run() -> Result<()> {
         .as_str()
         .context("a session id")?
         .to_string();
-    browser.goto(&format!("{base}/#s={id}")).await;
+    let row = format!("li.session[data-session-id='{id}'] button");
+    browser
+        .wait_for(
+            "the new session",
+            &format!("return document.querySelector(\"{row}\")"),
+        )
+        .await;
+    browser.click(&row).await;
     browser
         .wait_for(
             "the session's first words",
@@ -233,6 +251,7 @@ async fn run() -> Result<()> {
     println!("| figure ({rounds} rounds) | median | p90 | max |");
     println!("|---|---|---|---|");
     for (name, stats) in [
+        ("the page's HTML received (paired page)", &html),
         ("first contentful paint (paired page)", &paints),
         ("agent output → page DOM", &to_dom),
     ] {

@@ -151,15 +151,21 @@ impl Browser {
         }
     }
 
-    /// Clicks the element `css` finds.
+    /// Clicks the element `css` finds. The page re-renders as events arrive, so an
+    /// element found may be replaced before the click lands: then it is found again.
     pub async fn click(&self, css: &str) {
-        self.client
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("cannot click {css}: {e}"));
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let clicked = match self.client.find(Locator::Css(css)).await {
+                Ok(element) => element.click().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match clicked {
+                Ok(()) => return,
+                Err(e) if Instant::now() >= deadline => panic!("cannot click {css}: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
     }
 
     /// The HTTP status and body of a `fetch` the page makes (with its cookie).

@@ -149,15 +149,25 @@ impl IntoResponse for Refused {
     }
 }
 
-fn file(asset: &Asset) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, asset.content_type),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        asset.body,
-    )
-        .into_response()
+/// A file of the page, with a tag of its content: a browser that has it already (its
+/// `If-None-Match`) is answered 304 without the body.
+fn file(asset: &Asset, headers: &HeaderMap) -> Response {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(asset.body.as_bytes());
+    let tag = format!("\"{}\"", hex::encode(&digest[..12]));
+    let cached = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag));
+    let meta = [
+        (header::CONTENT_TYPE, asset.content_type.to_string()),
+        (header::CACHE_CONTROL, "no-cache".to_string()),
+        (header::ETAG, tag),
+    ];
+    if cached {
+        return (StatusCode::NOT_MODIFIED, meta).into_response();
+    }
+    (meta, asset.body).into_response()
 }
 
 impl Server {
@@ -215,18 +225,18 @@ async fn index(
     headers: HeaderMap,
 ) -> Response {
     match web.device(&headers, peer) {
-        Ok(_) => file(&assets::INDEX),
+        Ok(_) => file(&assets::INDEX, &headers),
         // The login page, with the refusal's status.
-        Err(Refused(status, _)) => (status, file(&assets::PAIR)).into_response(),
+        Err(Refused(status, _)) => (status, file(&assets::PAIR, &headers)).into_response(),
     }
 }
 
-async fn pair_page() -> Response {
-    file(&assets::PAIR)
+async fn pair_page(headers: HeaderMap) -> Response {
+    file(&assets::PAIR, &headers)
 }
 
-async fn manifest() -> Response {
-    file(&assets::MANIFEST)
+async fn manifest(headers: HeaderMap) -> Response {
+    file(&assets::MANIFEST, &headers)
 }
 
 async fn asset(
@@ -243,7 +253,7 @@ async fn asset(
     {
         return refused.into_response();
     }
-    file(&asset)
+    file(&asset, &headers)
 }
 
 /// Unknown paths: 404 to a paired browser, 401 to anyone else.
