@@ -127,6 +127,7 @@ mod param_tests {
             methods::SessionConflicts::NAME,
             methods::CronList::NAME,
             methods::DbCheck::NAME,
+            methods::WebDevicesOf::NAME,
         ];
         for name in methods::TABLE.iter().map(|row| row.name) {
             assert_eq!(
