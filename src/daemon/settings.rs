@@ -41,6 +41,11 @@ impl LiveSettings {
         self.config.subscribe()
     }
 
+    /// The settings in use now.
+    pub fn current(&self) -> Arc<Config> {
+        Arc::clone(&self.config.borrow())
+    }
+
     /// Why the settings files cannot be used (the last good ones are), if they cannot.
     pub fn error(&self) -> Option<String> {
         lock(&self.error).clone()

@@ -3,8 +3,6 @@
 //! transcript updating live, an approval answered by a click (the agent proceeds) and one
 //! answered from the CLI vanishing from the page, refused tokens, and a phone's screen.
 
-use std::time::Duration;
-
 use crucible::protocol::{MsgType, WebPairing};
 use serde_json::{Value, json};
 
@@ -365,6 +363,5 @@ async fn on_a_phone_the_inbox_and_its_buttons_fit_the_screen() {
         m.id == approval.id && m.responded
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
     browser.close().await;
 }

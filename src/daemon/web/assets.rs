@@ -3,64 +3,101 @@
 //! cookie; the browser fetches the manifest and icon without cookies, so they are public
 //! too (they say nothing of the kiln).
 
+use std::sync::LazyLock;
+
 /// One file of the page.
 pub(super) struct Asset {
+    /// Where it is served.
+    pub path: &'static str,
     pub content_type: &'static str,
     pub body: &'static str,
     /// Served only to a paired browser.
     pub private: bool,
 }
 
+const HTML: &str = "text/html; charset=utf-8";
+const SCRIPT: &str = "text/javascript; charset=utf-8";
+
+/// Every file of the page.
+const FILES: [Asset; 7] = [
+    Asset {
+        path: "/",
+        content_type: HTML,
+        body: include_str!("../../../assets/web/index.html"),
+        private: true,
+    },
+    Asset {
+        path: "/pair",
+        content_type: HTML,
+        body: include_str!("../../../assets/web/pair.html"),
+        private: false,
+    },
+    Asset {
+        path: "/manifest.webmanifest",
+        content_type: "application/manifest+json",
+        body: include_str!("../../../assets/web/manifest.webmanifest"),
+        private: false,
+    },
+    Asset {
+        path: "/assets/app.js",
+        content_type: SCRIPT,
+        body: include_str!("../../../assets/web/app.js"),
+        private: true,
+    },
+    Asset {
+        path: "/assets/pair.js",
+        content_type: SCRIPT,
+        body: include_str!("../../../assets/web/pair.js"),
+        private: false,
+    },
+    Asset {
+        path: "/assets/app.css",
+        content_type: "text/css; charset=utf-8",
+        body: include_str!("../../../assets/web/app.css"),
+        private: false,
+    },
+    Asset {
+        path: "/assets/icon.svg",
+        content_type: "image/svg+xml",
+        body: include_str!("../../../assets/web/icon.svg"),
+        private: false,
+    },
+];
+
 /// The app, once paired.
-pub(super) const INDEX: Asset = Asset {
-    content_type: "text/html; charset=utf-8",
-    body: include_str!("../../../assets/web/index.html"),
-    private: true,
-};
-
+pub(super) const INDEX: &Asset = &FILES[0];
 /// The login page: where a browser pairs with a code.
-pub(super) const PAIR: Asset = Asset {
-    content_type: "text/html; charset=utf-8",
-    body: include_str!("../../../assets/web/pair.html"),
-    private: false,
-};
+pub(super) const PAIR: &Asset = &FILES[1];
+pub(super) const MANIFEST: &Asset = &FILES[2];
 
-pub(super) const MANIFEST: Asset = Asset {
-    content_type: "application/manifest+json",
-    body: include_str!("../../../assets/web/manifest.webmanifest"),
-    private: false,
-};
+/// Each file's tag of its content (`ETag`), in [`FILES`]' order: made once.
+static TAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    use sha2::Digest;
+    FILES
+        .iter()
+        .map(|f| {
+            let digest = sha2::Sha256::digest(f.body.as_bytes());
+            format!("\"{}\"", hex::encode(&digest[..12]))
+        })
+        .collect()
+});
+
+impl Asset {
+    /// The tag of its content.
+    pub fn tag(&self) -> &'static str {
+        FILES
+            .iter()
+            .position(|f| f.path == self.path)
+            .and_then(|i| TAGS.get(i))
+            .map_or("", String::as_str)
+    }
+}
 
 /// `/assets/<name>`.
-pub(super) fn named(name: &str) -> Option<Asset> {
-    let (content_type, body, private) = match name {
-        "app.js" => (
-            "text/javascript; charset=utf-8",
-            include_str!("../../../assets/web/app.js"),
-            true,
-        ),
-        "pair.js" => (
-            "text/javascript; charset=utf-8",
-            include_str!("../../../assets/web/pair.js"),
-            false,
-        ),
-        "app.css" => (
-            "text/css; charset=utf-8",
-            include_str!("../../../assets/web/app.css"),
-            false,
-        ),
-        "icon.svg" => (
-            "image/svg+xml",
-            include_str!("../../../assets/web/icon.svg"),
-            false,
-        ),
-        _ => return None,
-    };
-    Some(Asset {
-        content_type,
-        body,
-        private,
-    })
+pub(super) fn named(name: &str) -> Option<&'static Asset> {
+    FILES
+        .iter()
+        .find(|f| f.path.strip_prefix("/assets/") == Some(name))
 }
 
 #[cfg(test)]
@@ -84,10 +121,7 @@ mod tests {
             let found = links(page);
             assert!(found.contains(&"/assets/app.css"), "{found:?}");
             for link in found {
-                let served = ["/manifest.webmanifest", "/pair", "/"].contains(&link)
-                    || link
-                        .strip_prefix("/assets/")
-                        .is_some_and(|name| named(name).is_some());
+                let served = FILES.iter().any(|f| f.path == link);
                 assert!(served, "{link} is not served");
             }
         }

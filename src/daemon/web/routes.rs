@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -149,19 +150,17 @@ impl IntoResponse for Refused {
     }
 }
 
-/// A file of the page, with a tag of its content: a browser that has it already (its
+/// A file of the page, with the tag of its content: a browser that has it already (its
 /// `If-None-Match`) is answered 304 without the body.
-fn file(asset: &Asset, headers: &HeaderMap) -> Response {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(asset.body.as_bytes());
-    let tag = format!("\"{}\"", hex::encode(&digest[..12]));
+fn file(asset: &'static Asset, headers: &HeaderMap) -> Response {
+    let tag = asset.tag();
     let cached = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|t| t.trim() == tag));
     let meta = [
-        (header::CONTENT_TYPE, asset.content_type.to_string()),
-        (header::CACHE_CONTROL, "no-cache".to_string()),
+        (header::CONTENT_TYPE, asset.content_type),
+        (header::CACHE_CONTROL, "no-cache"),
         (header::ETAG, tag),
     ];
     if cached {
@@ -170,9 +169,39 @@ fn file(asset: &Asset, headers: &HeaderMap) -> Response {
     (meta, asset.body).into_response()
 }
 
+/// Who sent a request (the listener notes it on every request).
+fn peer(parts: &Parts) -> SocketAddr {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |c| c.0)
+}
+
+/// The paired browser a request comes from ([`Server::device`]); refused otherwise.
+struct Paired(Device);
+
+impl FromRequestParts<Arc<Server>> for Paired {
+    type Rejection = Refused;
+
+    async fn from_request_parts(parts: &mut Parts, web: &Arc<Server>) -> Result<Self, Refused> {
+        web.device(&parts.headers, peer(parts)).map(Paired)
+    }
+}
+
+/// A paired browser's change, from its own page ([`Server::changer`]); refused otherwise.
+struct Changer(Device);
+
+impl FromRequestParts<Arc<Server>> for Changer {
+    type Rejection = Refused;
+
+    async fn from_request_parts(parts: &mut Parts, web: &Arc<Server>) -> Result<Self, Refused> {
+        web.changer(&parts.headers, peer(parts)).map(Changer)
+    }
+}
+
 impl Server {
     fn config(&self) -> Arc<Config> {
-        Arc::clone(&self.shared.settings.subscribe().borrow())
+        self.shared.settings.current()
     }
 
     /// The paired device a request comes from; otherwise the refusal: 429 for an address
@@ -219,24 +248,20 @@ impl Server {
     }
 }
 
-async fn index(
-    State(web): Web,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    match web.device(&headers, peer) {
-        Ok(_) => file(&assets::INDEX, &headers),
+async fn index(paired: Result<Paired, Refused>, headers: HeaderMap) -> Response {
+    match paired {
+        Ok(_) => file(assets::INDEX, &headers),
         // The login page, with the refusal's status.
-        Err(Refused(status, _)) => (status, file(&assets::PAIR, &headers)).into_response(),
+        Err(Refused(status, _)) => (status, file(assets::PAIR, &headers)).into_response(),
     }
 }
 
 async fn pair_page(headers: HeaderMap) -> Response {
-    file(&assets::PAIR, &headers)
+    file(assets::PAIR, &headers)
 }
 
 async fn manifest(headers: HeaderMap) -> Response {
-    file(&assets::MANIFEST, &headers)
+    file(assets::MANIFEST, &headers)
 }
 
 async fn asset(
@@ -246,23 +271,19 @@ async fn asset(
     Path(name): Path<String>,
 ) -> Response {
     let Some(asset) = assets::named(&name) else {
-        return not_found(State(web), ConnectInfo(peer), headers).await;
+        return not_found(web.device(&headers, peer).map(Paired)).await;
     };
     if asset.private
         && let Err(refused) = web.device(&headers, peer)
     {
         return refused.into_response();
     }
-    file(&asset, &headers)
+    file(asset, &headers)
 }
 
 /// Unknown paths: 404 to a paired browser, 401 to anyone else.
-async fn not_found(
-    State(web): Web,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    match web.device(&headers, peer) {
+async fn not_found(paired: Result<Paired, Refused>) -> Response {
+    match paired {
         Ok(_) => refusal(StatusCode::NOT_FOUND, "no such page"),
         Err(refused) => refused.into_response(),
     }
@@ -336,15 +357,7 @@ async fn pair(
     }
 }
 
-async fn me(
-    State(web): Web,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    let device = match web.device(&headers, peer) {
-        Ok(device) => device,
-        Err(refused) => return refused.into_response(),
-    };
+async fn me(State(web): Web, Paired(device): Paired) -> Response {
     let config = web.config();
     let agents = config.startable();
     let default_agent = Some(config.tui.default_agent.clone())
@@ -525,15 +538,7 @@ impl Stream {
     }
 }
 
-async fn events(
-    State(web): Web,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    let device = match web.device(&headers, peer) {
-        Ok(device) => device,
-        Err(refused) => return refused.into_response(),
-    };
+async fn events(State(web): Web, Paired(device): Paired) -> Response {
     let (local, lines) = Local::new(Arc::clone(&web.shared));
     if let Err(e) = local.call(m::Subscribe::NAME, json!({})).await {
         return call_error(e.code, &e.message);
@@ -553,15 +558,7 @@ async fn events(
         .into_response()
 }
 
-async fn logout(
-    State(web): Web,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    let device = match web.changer(&headers, peer) {
-        Ok(device) => device,
-        Err(refused) => return refused.into_response(),
-    };
+async fn logout(State(web): Web, Changer(device): Changer) -> Response {
     if let Err(e) = web.shared.web.devices.revoke(&device.id) {
         return refusal(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
     }

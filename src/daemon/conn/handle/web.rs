@@ -16,7 +16,7 @@ fn device_error(e: DeviceError) -> ErrorObject {
 
 pub(super) async fn pair(call: &Call<'_>, p: WebPairParams) -> Result<WebPairing, ErrorObject> {
     let shared = &call.conn.shared;
-    let config = std::sync::Arc::clone(&shared.settings.subscribe().borrow());
+    let config = shared.settings.current();
     let Some(base) = shared.web.base_url(&config) else {
         return Err(ErrorObject::new(
             code::CONFLICT,
@@ -50,7 +50,7 @@ pub(super) async fn pair(call: &Call<'_>, p: WebPairParams) -> Result<WebPairing
 
 pub(super) async fn devices(call: &Call<'_>, _: NoParams) -> Result<WebDevices, ErrorObject> {
     let shared = &call.conn.shared;
-    let config = std::sync::Arc::clone(&shared.settings.subscribe().borrow());
+    let config = shared.settings.current();
     Ok(WebDevices {
         devices: shared.web.devices.list(),
         url: shared.web.base_url(&config),
