@@ -141,7 +141,14 @@ async fn a_browser_pairs_watches_a_session_and_answers_its_approval() {
             "return document.getElementById('transcript').innerText.includes('after the approval')",
         )
         .await;
-    let text = said(&client, &id).await;
+    // The page shows the agent's words as they stream; the transcript stores each
+    // message whole, a moment later.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut text = said(&client, &id).await;
+    while !text.contains("granted: Write notes.txt") && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        text = said(&client, &id).await;
+    }
     assert!(text.contains("granted: Write notes.txt"), "{text}");
     let answered = wait_message_where(&client, &id, "the answered approval", |m| {
         m.id == approval.id && m.responded
