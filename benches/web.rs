@@ -3,7 +3,8 @@
 //!
 //! - payload: every file of the page, raw and compressed (`gzip -9`), summed;
 //! - first paint: the browser's own first-contentful-paint of the paired page, over fresh
-//!   loads (median);
+//!   loads (median), each beside a one-line page's from a bare server on loopback (the
+//!   browser's floor under the same load);
 //! - event → DOM: the scripted agent says `stamp <ns>` (when it wrote the words); the
 //!   page notes when the words appear in its DOM (a MutationObserver, the page's clock
 //!   in nanoseconds since the epoch). The path measured is the agent's output to the
@@ -142,33 +143,22 @@ async fn run() -> Result<()> {
         )
         .await;
 
-    // First paint of the paired page, fresh loads (the files revalidated each time).
+    // First paint of the paired page, fresh loads (the files revalidated each time), each
+    // beside a one-line page from a bare server on loopback: the browser's own floor,
+    // which no page can beat, under the same load.
+    let floor_url = one_line_page().await?;
     let mut paints = Vec::new();
     let mut html = Vec::new();
+    let mut floor = Vec::new();
     for _ in 0..rounds {
-        browser.goto(&format!("{base}/")).await;
-        let fcp = browser
-            .wait_for(
-                "a first paint",
-                "const p = performance.getEntriesByName('first-contentful-paint')[0];
-                 return p ? p.startTime : null;",
-            )
-            .await;
-        paints.push(Duration::from_secs_f64(
-            fcp.as_f64().unwrap_or(0.0) / 1000.0,
-        ));
-        let received = browser
-            .run(
-                "return performance.getEntriesByType('navigation')[0].responseEnd;",
-                vec![],
-            )
-            .await;
-        html.push(Duration::from_secs_f64(
-            received.as_f64().unwrap_or(0.0) / 1000.0,
-        ));
+        let (paint, received) = first_paint(&browser, &format!("{base}/")).await;
+        paints.push(paint);
+        html.push(received);
+        floor.push(first_paint(&browser, &floor_url).await.0);
     }
     let paints = Stats::new(paints);
     let html = Stats::new(html);
+    let floor = Stats::new(floor);
 
     // A session to stamp; the page opens it and watches its transcript.
     let created = client
@@ -253,6 +243,10 @@ async fn run() -> Result<()> {
     for (name, stats) in [
         ("the page's HTML received (paired page)", &html),
         ("first contentful paint (paired page)", &paints),
+        (
+            "first contentful paint, a one-line page (the browser's floor)",
+            &floor,
+        ),
         ("agent output → page DOM", &to_dom),
     ] {
         println!(
@@ -264,6 +258,56 @@ async fn run() -> Result<()> {
     }
     println!("  load average after: {}", load_average());
     Ok(())
+}
+
+/// Loads `url` afresh: the browser's first contentful paint and when the HTML had arrived,
+/// both from the navigation's start.
+async fn first_paint(browser: &Browser, url: &str) -> (Duration, Duration) {
+    browser.goto(url).await;
+    let fcp = browser
+        .wait_for(
+            "a first paint",
+            "const p = performance.getEntriesByName('first-contentful-paint')[0];
+             return p ? p.startTime : null;",
+        )
+        .await;
+    let received = browser
+        .run(
+            "return performance.getEntriesByType('navigation')[0].responseEnd;",
+            vec![],
+        )
+        .await;
+    let at = |v: serde_json::Value| Duration::from_secs_f64(v.as_f64().unwrap_or(0.0) / 1000.0);
+    (at(fcp), at(received))
+}
+
+/// Serves a one-line page on a loopback port, for as long as the benchmark runs: its URL.
+async fn one_line_page() -> Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const PAGE: &str = "<!doctype html><meta charset=utf-8><title>floor</title><h1>crucible</h1>";
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/", listener.local_addr()?);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
+                     Content-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{PAGE}",
+                    PAGE.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    Ok(url)
 }
 
 /// Waits until the session's turn has ended.

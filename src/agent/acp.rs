@@ -420,7 +420,20 @@ impl Conversation<'_> {
         self.cx.spawn(async move {
             let outcome = cx.send_request(request).block_task().await;
             let ended = match outcome {
-                Ok(response) => Ok(wire_name(&response.stop_reason)),
+                Ok(response) => {
+                    if let Some(usage) = &response.usage {
+                        let tokens = TurnTokens {
+                            input: usage.input_tokens,
+                            output: usage.output_tokens,
+                            cached: usage
+                                .cached_read_tokens
+                                .unwrap_or(0)
+                                .saturating_add(usage.cached_write_tokens.unwrap_or(0)),
+                        };
+                        let _ = events.send(AgentEvent::TurnTokens(tokens));
+                    }
+                    Ok(wire_name(&response.stop_reason))
+                }
                 Err(_) if cx.is_incoming_closed() => Err(TurnFailure::Lost),
                 Err(e) => Err(TurnFailure::Failed(describe(&e))),
             };

@@ -106,6 +106,9 @@ pub enum AgentEvent {
         path: String,
         refused: Option<String>,
     },
+    /// The tokens the turn that is ending used, as the agent reported them with its
+    /// end (before [`AgentEvent::TurnEnded`]).
+    TurnTokens(TurnTokens),
     /// A prompt's turn ended: the stop reason, or why it failed.
     TurnEnded(Result<String, TurnFailure>),
     /// The agent could not be started or resumed.
@@ -118,6 +121,23 @@ pub enum AgentEvent {
     /// The agent opened a fresh session for a prompt (after the context shrank); the
     /// old one is no longer used.
     SessionRenewed { acp_session_id: String },
+}
+
+/// The tokens one turn used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnTokens {
+    pub input: u64,
+    pub output: u64,
+    /// Read from (or written to) the model's prompt cache.
+    pub cached: u64,
+}
+
+impl TurnTokens {
+    pub fn total(&self) -> u64 {
+        self.input
+            .saturating_add(self.output)
+            .saturating_add(self.cached)
+    }
 }
 
 /// What a driver hosted inside the daemon (the internal agent) reaches of its session:

@@ -9,6 +9,7 @@ mod mcp;
 mod output;
 mod rules;
 mod session;
+mod usage;
 mod web;
 
 use std::path::PathBuf;
@@ -67,6 +68,9 @@ pub enum Command {
     /// The web view: pair a browser or phone (a link and QR code), list and revoke
     /// paired browsers (`cru web tokens`).
     Web(web::WebArgs),
+    /// What the sessions spent, in tokens and US dollars, by day, agent or session
+    /// (what an agent did not report is shown as unknown).
+    Usage(usage::UsageArgs),
 }
 
 /// Parses the command line, runs it, and turns errors into a message and exit code.
@@ -146,6 +150,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Web(args)) => {
             crate::logging::to_stderr();
             runtime.block_on(web::run(kiln, args))
+        }
+        Some(Command::Usage(args)) => {
+            crate::logging::to_stderr();
+            runtime.block_on(usage::run(kiln, args))
         }
         Some(Command::Mcp) => {
             // Stdout carries MCP frames only.

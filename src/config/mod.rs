@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod budget;
 mod builtin;
 mod channels;
 mod drivers;
@@ -15,6 +16,7 @@ mod profiles;
 mod settings;
 mod validate;
 mod web;
+pub use budget::{BudgetConfig, KNOWN_PRICES, Limits as BudgetLimits, Price};
 pub use builtin::{Finder, KNOWN, Known, ProfileEntry, ProfileError, ProfileSource};
 pub use channels::{
     ChannelError, ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
@@ -70,6 +72,8 @@ pub struct Config {
     pub notify: NotifyConfig,
     /// `[web]`: the web view.
     pub web: WebConfig,
+    /// `[budget]`: what sessions may spend.
+    pub budget: BudgetConfig,
 }
 
 /// Where a credential's value comes from.

@@ -54,6 +54,7 @@ impl Config {
         self.drivers.check().map_err(invalid)?;
         self.check_matrix()?;
         self.web.validate().map_err(invalid)?;
+        self.budget.validate().map_err(invalid)?;
         if self.notify.max_per_minute == 0 || self.notify.timeout_secs == 0 {
             return Err(InvalidSettings::Value(
                 "notify.max_per_minute and notify.timeout_secs must be at least 1".into(),

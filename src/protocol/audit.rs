@@ -38,6 +38,13 @@ pub enum AuditEvent {
         /// Who answered: `human`, or why nobody did (`withdrawn`, `cancelled`).
         by: String,
     },
+    /// A person raised a budget the session had reached.
+    BudgetRaised {
+        /// Which budget, and how far it was spent.
+        budget: String,
+        /// The answer: by how much.
+        by: String,
+    },
     FileRead {
         path: String,
         allowed: bool,
@@ -111,6 +118,7 @@ impl AuditRecord {
             AuditEvent::PermissionAnswered { answer, by } => {
                 format!("permission answered: {answer} (by {by})")
             }
+            AuditEvent::BudgetRaised { budget, by } => format!("budget raised: {budget} ({by})"),
             AuditEvent::FileRead {
                 path,
                 allowed,

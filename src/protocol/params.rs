@@ -171,7 +171,8 @@ pub struct PromptParams {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PromptResult {
-    /// True when a turn was running and the prompt waits for it to end.
+    /// True when the prompt waits: for the running turn to end, or for a budget the
+    /// session reached to be raised.
     pub queued: bool,
 }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
+use super::budget::Budgets;
 use super::command::Command;
 use super::context::{preamble, summary};
 use super::credential::CredentialError;
@@ -79,6 +80,9 @@ pub(super) struct Actor {
     idle_after: Option<std::time::Duration>,
     /// Since when it has sat complete.
     idle_since: Option<tokio::time::Instant>,
+    /// The budget keeper, and word from it that a verdict may have changed.
+    budgets: Arc<Budgets>,
+    budget_changes: tokio::sync::watch::Receiver<u64>,
 }
 
 /// How an actor starts.
@@ -93,6 +97,8 @@ pub(super) struct ActorSetup {
     pub agent_cwd: Option<std::path::PathBuf>,
     /// The daemon's rules.
     pub rules: Arc<super::rule_files::RuleBook>,
+    /// The daemon's budget keeper.
+    pub budgets: Arc<Budgets>,
 }
 
 impl Actor {
@@ -112,6 +118,7 @@ impl Actor {
             idle_after,
             agent_cwd,
             rules,
+            budgets,
         } = setup;
         let audit = Audit::new(ledger.kiln());
         let folder = std::path::PathBuf::from(super::context::folder(&ledger, &session));
@@ -126,7 +133,10 @@ impl Actor {
             first_prompt,
             skills: session.skills.clone(),
             usage: session.usage.clone(),
+            spent: session.spent.clone().unwrap_or_default(),
+            price: budgets.price(&session.agent_name),
         });
+        let budget_changes = budgets.subscribe();
         Self {
             ledger,
             session,
@@ -148,6 +158,8 @@ impl Actor {
             gate,
             idle_after,
             idle_since: None,
+            budgets,
+            budget_changes,
         }
     }
 
@@ -165,6 +177,8 @@ impl Actor {
         let mut transcript = TranscriptWriter::open(&self.ledger, &self.session).await;
         let t = &mut transcript;
         self.feed(t, SessionInput::Start).await;
+        let verdict = self.budget_verdict();
+        self.feed(t, SessionInput::Budget(verdict)).await;
         while !self.finished {
             let idle_deadline = self
                 .idle_after
@@ -174,6 +188,10 @@ impl Actor {
                 _ = tokio::time::sleep_until(idle_deadline.unwrap_or_else(tokio::time::Instant::now)), if idle_deadline.is_some() => {
                     self.idle_since = None;
                     self.feed(t, SessionInput::Park).await;
+                }
+                Ok(()) = self.budget_changes.changed() => {
+                    let verdict = self.budget_verdict();
+                    self.feed(t, SessionInput::Budget(verdict)).await;
                 }
                 event = self.events.recv() => {
                     let Some(event) = event else { break };
@@ -202,6 +220,13 @@ impl Actor {
         for ack in self.stoppers.drain(..) {
             let _ = ack.send(());
         }
+    }
+
+    /// Whether the session is over a budget, as the keeper judges now.
+    fn budget_verdict(&self) -> Option<super::budget::Over> {
+        let spent = self.session.spent.clone().unwrap_or_default();
+        self.budgets
+            .judge(&self.session.id, &self.session.agent_name, &spent)
     }
 
     /// Steps the machine and carries out the effects, with those of any answer (what an
@@ -276,7 +301,14 @@ impl Actor {
             }
             AgentEvent::Plan(plan) => SessionInput::Plan(plan),
             AgentEvent::Skills(skills) => SessionInput::Skills(skills),
-            AgentEvent::Usage(usage) => SessionInput::Usage(usage),
+            AgentEvent::Usage(usage) => SessionInput::Usage {
+                usage,
+                day: super::budget::today(),
+            },
+            AgentEvent::TurnTokens(tokens) => SessionInput::TurnTokens {
+                tokens,
+                day: super::budget::today(),
+            },
             AgentEvent::Permission {
                 title,
                 tool_call_id,

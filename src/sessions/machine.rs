@@ -15,6 +15,7 @@
 //! an approved operation are effects.
 
 mod approvals;
+mod budgeting;
 mod doings;
 mod effect;
 mod gating;
@@ -26,8 +27,10 @@ use super::wording;
 use crate::agent::{PermissionChoice, TurnFailure};
 use crate::audit::AuditEvent;
 use crate::config::AgentKind;
+use crate::config::Price;
 use crate::context::Message;
-use crate::protocol::{EntryKind, Flagged, MsgType, SessionState, Usage};
+use crate::protocol::{EntryKind, Flagged, MsgType, SessionState, Spent, Usage};
+use crate::sessions::budget::Over;
 use approvals::Approval;
 #[cfg(test)]
 use approvals::inbox_choices;
@@ -94,6 +97,10 @@ pub(super) struct MachineSetup {
     /// The skills and usage the session record has now.
     pub skills: Vec<String>,
     pub usage: Option<Usage>,
+    /// What the session spent so far, and the price of its tokens when its agent tells
+    /// no cost.
+    pub spent: Spent,
+    pub price: Option<Price>,
 }
 
 /// A running session's state. The phase says where its agent is; a stop can be asked
@@ -129,6 +136,15 @@ pub(super) struct Machine {
     /// The skills and usage the agent last told, as the session record has them.
     skills: Vec<String>,
     usage: Option<Usage>,
+    /// What the session spent, as its record has it.
+    spent: Spent,
+    price: Option<Price>,
+    /// The budget the session is over, if any: no turn starts meanwhile.
+    over: Option<Over>,
+    /// The inbox question about it: being asked, or asked (its message id).
+    budget_question: Option<Option<String>>,
+    /// The running turn was asked to end because a budget was reached.
+    cut_by_budget: bool,
 }
 
 type Effects = Vec<Effect>;
@@ -153,6 +169,11 @@ impl Machine {
             failure: None,
             skills: setup.skills,
             usage: setup.usage,
+            spent: setup.spent,
+            price: setup.price,
+            over: None,
+            budget_question: None,
+            cut_by_budget: false,
         }
     }
 
@@ -212,7 +233,15 @@ impl Machine {
                 approved,
             } => self.credential(&mut fx, key, name, approved),
             SessionInput::Skills(skills) => self.skills(&mut fx, skills),
-            SessionInput::Usage(usage) => self.usage(&mut fx, usage),
+            SessionInput::Usage { usage, day } => self.usage(&mut fx, usage, &day),
+            SessionInput::TurnTokens { tokens, day } => self.turn_tokens(&mut fx, tokens, day),
+            SessionInput::Budget(over) => self.budget(&mut fx, over),
+            SessionInput::BudgetNear(near) => {
+                for what in near {
+                    fx.push(Effect::Post(wording::budget_near(&what)));
+                }
+            }
+            SessionInput::BudgetAsked(result) => self.budget_asked(&mut fx, result),
             SessionInput::SetRule { rule, enabled } => set_rule(&mut fx, rule, enabled),
             SessionInput::Posted { key, result } => self.posted(&mut fx, key, result),
             SessionInput::File { op, path, refused } => file(&mut fx, op, path, refused),
@@ -297,9 +326,7 @@ impl Machine {
                 wording::RESTARTED
             };
             self.set_state(fx, SessionState::Complete, Some(why.into()));
-            if let Some(next) = self.queue.pop_front() {
-                self.start_turn(fx, next);
-            }
+            self.next_turn(fx);
             return;
         }
         if resumed {
@@ -308,9 +335,7 @@ impl Machine {
             self.set_state(fx, SessionState::Complete, Some(reason));
             fx.push(Effect::Post(notice));
         }
-        if let Some(next) = self.queue.pop_front() {
-            self.start_turn(fx, next);
-        } else if !resumed {
+        if !self.next_turn(fx) && !resumed {
             self.set_state(fx, SessionState::Complete, Some(wording::READY.into()));
         }
     }
@@ -320,17 +345,21 @@ impl Machine {
             fx.push(Effect::Reply(Reply::NotRunning));
             return;
         }
-        if self.phase == Phase::Idle {
+        if self.phase == Phase::Idle && self.over.is_none() {
             fx.push(Effect::Reply(Reply::Started));
             self.start_turn(fx, text);
         } else {
             self.queue.push_back(text);
             fx.push(Effect::Reply(Reply::Queued));
+            self.ask_budget(fx);
         }
     }
 
     fn cancel(&mut self, fx: &mut Effects) {
         self.queue.clear();
+        // Nothing waits for a budget any more.
+        self.cut_by_budget = false;
+        self.withdraw_budget_question(fx, wording::TURN_CANCELLED);
         if matches!(self.phase, Phase::Turn(_)) {
             fx.push(Effect::CancelTurn);
             self.withdraw_approvals(fx, wording::TURN_CANCELLED);
@@ -361,6 +390,23 @@ impl Machine {
         let renew = self.kind == AgentKind::Acp;
         fx.push(Effect::Prompt { text, renew });
         self.settle(fx);
+    }
+
+    /// Starts the next prompt in the queue, unless a budget is reached: whether it did.
+    fn next_turn(&mut self, fx: &mut Effects) -> bool {
+        if self.over.is_some() {
+            if !self.queue.is_empty() {
+                self.ask_budget(fx);
+            }
+            return false;
+        }
+        match self.queue.pop_front() {
+            Some(next) => {
+                self.start_turn(fx, next);
+                true
+            }
+            None => false,
+        }
     }
 
     fn kept(&mut self, kind: EntryKind, text: &str) {
@@ -398,17 +444,23 @@ impl Machine {
             (Ok(_), Some(why)) => Err(TurnFailure::Failed(why)),
             (ended, _) => ended,
         };
+        // Only a turn the budget cut short goes on once it is raised.
+        if !matches!(&ended, Ok(reason) if reason == "cancelled") {
+            self.cut_by_budget = false;
+        }
         match ended {
             Ok(reason) => {
                 self.after_turn(fx);
                 let line = Line::new(EntryKind::TurnEnd).status(&reason);
                 fx.push(Effect::Append(line));
                 self.withdraw_approvals(fx, wording::TURN_ENDED);
-                if let Some(next) = self.queue.pop_front() {
-                    self.start_turn(fx, next);
+                if self.next_turn(fx) {
                     return;
                 }
-                let note = wording::stopped_for(&reason);
+                let note = match &self.over {
+                    Some(over) => Some(over.title()),
+                    None => wording::stopped_for(&reason),
+                };
                 let state = if reason == "cancelled" {
                     SessionState::Cancelled
                 } else {

@@ -20,6 +20,9 @@ mod parking;
 #[path = "machine_gate_tests.rs"]
 mod gating;
 
+#[path = "machine_budget_tests.rs"]
+mod budgeting;
+
 const PID: u32 = 7;
 const TITLE: &str = "Write a.txt";
 const EXIT: &str = "exited with code 1";
@@ -33,6 +36,8 @@ fn machine(kind: AgentKind, resumed_from: Option<SessionState>, first: Option<&s
         first_prompt: first.map(String::from),
         skills: Vec::new(),
         usage: None,
+        spent: Default::default(),
+        price: None,
     })
 }
 
@@ -580,6 +585,7 @@ fn transitions() {
         gating::permissions(),
         gating::credentials_and_rules(),
         gating::the_agents_own_doings(),
+        budgeting::budgets(),
     ];
     let mut wrong = Vec::new();
     let mut count = 0;

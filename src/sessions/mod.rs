@@ -9,6 +9,7 @@
 //! silently replaced.
 
 mod actor;
+mod budget;
 mod channel;
 mod command;
 mod context;
@@ -81,6 +82,8 @@ pub struct Sessions {
     rules: Arc<rule_files::RuleBook>,
     /// The daemon's settings in use, once it follows them ([`Sessions::follow_settings`]).
     live_settings: std::sync::OnceLock<watch::Receiver<Arc<Config>>>,
+    /// What sessions spent today, and whether each may start a turn ([`budget`]).
+    budgets: Arc<budget::Budgets>,
 }
 
 impl Sessions {
@@ -104,6 +107,11 @@ impl Sessions {
             radar: Mutex::new(Default::default()),
             rules: Arc::new(rule_files::RuleBook::new(ledger.kiln().clone())),
             live_settings: std::sync::OnceLock::new(),
+            budgets: Arc::new(budget::Budgets::new(
+                ledger.config().budget.clone(),
+                ledger.kiln().state_dir().join("budget-raises.json"),
+                &ledger.list_sessions(),
+            )),
         });
         tokio::spawn(inbox_news::route_inbox_events(
             Arc::downgrade(&sessions),
@@ -134,6 +142,22 @@ impl Sessions {
     /// settings in use, which follow the files and keep the last good ones when an edit
     /// breaks them. Until then, the files are read at each use.
     pub fn follow_settings(&self, live: watch::Receiver<Arc<Config>>) {
+        // Budgets apply as soon as they are edited.
+        let budgets = Arc::downgrade(&self.budgets);
+        let mut follow = live.clone();
+        tokio::spawn(async move {
+            loop {
+                let config = follow.borrow_and_update().budget.clone();
+                let Some(budgets) = budgets.upgrade() else {
+                    return;
+                };
+                budgets.set_config(config);
+                drop(budgets);
+                if follow.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
         let _ = self.live_settings.set(live);
     }
 

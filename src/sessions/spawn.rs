@@ -154,6 +154,7 @@ impl Sessions {
                 idle_after,
                 agent_cwd,
                 rules: Arc::clone(&self.rules),
+                budgets: Arc::clone(&self.budgets),
             },
         );
         self.run_actor(actor);

@@ -87,6 +87,27 @@ impl Notice {
 }
 
 /// The `error` a background session posts when nobody answered its question in time.
+/// The prompt a session whose turn a budget cut short goes on with, once it is raised.
+pub const BUDGET_RAISED_GO_ON: &str =
+    "The budget was raised: go on with the task from where you stopped.";
+/// The note on a budget question no longer asked.
+pub const BUDGET_RAISED: &str = "the budget was raised";
+/// The note on a budget question when another budget is the one reached now.
+pub const BUDGET_OTHER: &str = "another budget is the one reached now";
+
+/// A budget is nearly spent.
+pub fn budget_near(what: &str) -> Notice {
+    Notice::new(
+        MsgType::Info,
+        format!("Budget: {what}"),
+        Some(
+            "At 100% no new turn starts and the inbox asks whether to raise it or stop. \
+             [budget] in .crucible.toml sets the budgets; `cru usage` shows what was spent."
+                .into(),
+        ),
+    )
+}
+
 pub fn unanswered(title: &str, secs: u64) -> Notice {
     Notice {
         msg_type: MsgType::Error,

@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -165,6 +165,11 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD worktree ON deleted_sessions TYPE option<string>;
     DEFINE FIELD branch ON deleted_sessions TYPE option<string>;
     DEFINE FIELD force ON deleted_sessions TYPE bool DEFAULT false;
+    "#,
+    // v14: what a session spent (tokens and cost, by day) and how far its budget was
+    // raised (JSON text).
+    r#"
+    DEFINE FIELD spent ON sessions TYPE option<string>;
     "#,
 ];
 

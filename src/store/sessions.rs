@@ -39,6 +39,12 @@ impl Store {
                 serde_json::to_string(usage).map_err(|e| StoreError::Decode(e.to_string()))?;
             row.insert("usage", surrealdb::types::Value::from_t(text));
         }
+        row.remove("spent");
+        if let Some(spent) = &s.spent {
+            let text =
+                serde_json::to_string(spent).map_err(|e| StoreError::Decode(e.to_string()))?;
+            row.insert("spent", surrealdb::types::Value::from_t(text));
+        }
         row.remove("channel");
         if let Some(channel) = &s.channel {
             let text =

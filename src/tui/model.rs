@@ -310,20 +310,24 @@ impl Model {
         self.keymap = keymap;
     }
 
-    /// What the sessions cost so far, by unit (`USD`, `credits`…), from the usage
-    /// their agents report.
-    pub fn total_cost(&self) -> Vec<(String, f64)> {
-        let mut totals: Vec<(String, f64)> = Vec::new();
-        for usage in self.sessions.iter().filter_map(|s| s.usage.as_ref()) {
-            let (Some(cost), Some(unit)) = (usage.cost, &usage.currency) else {
-                continue;
-            };
-            match totals.iter_mut().find(|(u, _)| u == unit) {
-                Some((_, sum)) => *sum += cost,
-                None => totals.push((unit.clone(), cost)),
+    /// What the sessions spent on `day` (UTC, `YYYY-MM-DD`): tokens and US dollars, as
+    /// far as their agents told (`None`: nothing known, never zero).
+    pub fn spent_on(&self, day: &str) -> (Option<u64>, Option<f64>) {
+        let mut tokens = None;
+        let mut cost = None;
+        for on_day in self
+            .sessions
+            .iter()
+            .filter_map(|s| s.spent.as_ref()?.days.get(day))
+        {
+            if let Some(t) = on_day.tokens {
+                tokens = Some(tokens.unwrap_or(0) + t);
+            }
+            if let Some(c) = on_day.cost {
+                cost = Some(cost.unwrap_or(0.0) + c);
             }
         }
-        totals
+        (tokens, cost)
     }
 
     /// The radar as the daemon last reported it.

@@ -24,6 +24,7 @@
 //! | `write <path> <content>` | `fs/write_text_file` (`\n` in the content is a newline); says `wrote <path>` or `write failed: <path>: <error>` |
 //! | `read <path>`            | `fs/read_text_file`; says `read <path>: <content>` or `read failed: <path>: <error>` |
 //! | `usage <used> <size> [<cost> <currency>]` | `usage_update`: tokens in context, the window, and the session's cost so far |
+//! | `tokens <input> <output> [<cached>]` | the turn's end reports these tokens (`PromptResponse.usage`) |
 //! | `skills <name…>`         | `available_commands_update` with these commands (description `the <name> command`) |
 //! | `run <program> <args…>`  | `terminal/create` (words split on spaces), `terminal/wait_for_exit`, `terminal/output`, `terminal/release`; says `ran <line>: exit <code>: <output>` or `run refused: <line>: <error>` |
 //! | `spawn <program> <args…>` | runs the program as the agent's own child (in whatever sandbox or container the agent is in, with its environment; words split on spaces); says `spawned <line>: exit <code>: <stdout and stderr>` |
@@ -284,10 +285,15 @@ impl ScriptedAgent {
             cwd,
             cancel,
             mcp_servers,
+            tokens: std::sync::Mutex::new(None),
         };
         cx.spawn(async move {
             let result = turn.run(&script).await;
-            responder.respond_with_result(result.map(PromptResponse::new))
+            let tokens = turn.tokens.lock().ok().and_then(|t| t.clone());
+            responder.respond_with_result(result.map(|reason| match tokens {
+                Some(tokens) => PromptResponse::new(reason).usage(tokens),
+                None => PromptResponse::new(reason),
+            }))
         })
     }
 
@@ -342,6 +348,7 @@ enum Command<'a> {
     Spawn(&'a str),
     Skills(&'a str),
     Usage(&'a str),
+    Tokens(&'a str),
     Sleep(Duration),
     Hang,
     Log(&'a str),
@@ -391,6 +398,7 @@ impl<'a> Command<'a> {
             "spawn" if !rest.is_empty() => Self::Spawn(rest),
             "skills" => Self::Skills(rest),
             "usage" => Self::Usage(rest),
+            "tokens" => Self::Tokens(rest),
             "sleep" => Self::Sleep(Duration::from_millis(rest.parse().ok()?)),
             "hang" if rest.is_empty() => Self::Hang,
             "log" => Self::Log(rest),
@@ -426,6 +434,8 @@ struct Turn {
     cwd: PathBuf,
     cancel: CancellationToken,
     mcp_servers: String,
+    /// The tokens the turn's end reports, if a `tokens` line said.
+    tokens: std::sync::Mutex<Option<agent_client_protocol::v1::schema::Usage>>,
 }
 
 impl Turn {
@@ -539,6 +549,26 @@ impl Turn {
                     ));
                 }
                 self.update(SessionUpdate::UsageUpdate(usage))?;
+            }
+            Command::Tokens(numbers) => {
+                let n: Vec<u64> = numbers
+                    .split_whitespace()
+                    .filter_map(|w| w.parse().ok())
+                    .collect();
+                let (Some(&input), Some(&output)) = (n.first(), n.get(1)) else {
+                    self.say(format!("unknown command: tokens {numbers}"))?;
+                    return Ok(Flow::Continue);
+                };
+                let cached = n.get(2).copied().unwrap_or(0);
+                let usage = agent_client_protocol::v1::schema::Usage::new(
+                    input + output + cached,
+                    input,
+                    output,
+                )
+                .cached_read_tokens(cached);
+                if let Ok(mut tokens) = self.tokens.lock() {
+                    *tokens = Some(usage);
+                }
             }
             Command::Run(line) => {
                 let mut words = line.split_whitespace().map(str::to_string);

@@ -7,6 +7,7 @@
 mod agents;
 #[path = "../equipment/browser.rs"]
 mod browser;
+mod budget;
 #[path = "../equipment/built.rs"]
 mod built;
 #[path = "../equipment/cargo_env.rs"]

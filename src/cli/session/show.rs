@@ -95,6 +95,7 @@ pub(super) fn print_status(kiln: &Kiln, s: &Session) {
             }
             pairs.push(("usage", text));
         }
+        pairs.push(("spent", spent_line(s.spent.as_ref())));
         if let Some(summary) = &s.context_summary {
             pairs.push(("context", summary.replace('\n', "\n  ")));
         }
@@ -102,6 +103,34 @@ pub(super) fn print_status(kiln: &Kiln, s: &Session) {
         pairs.push(("log", log.display().to_string()));
     }
     output::print_pairs(&pairs);
+}
+
+/// `12345 tokens; 0.42 USD`, with `unknown` for what the agent did not report.
+fn spent_line(spent: Option<&crate::protocol::Spent>) -> String {
+    let tokens = spent
+        .and_then(|s| s.tokens)
+        .map_or("unknown tokens".to_string(), |t| format!("{t} tokens"));
+    let cost = match spent {
+        Some(crate::protocol::Spent {
+            cost: Some(cost),
+            priced,
+            ..
+        }) => format!(
+            "{cost:.2} USD{}",
+            if *priced { " (priced from tokens)" } else { "" }
+        ),
+        _ => "cost unknown".to_string(),
+    };
+    let raised = spent
+        .filter(|s| s.raised_cost > 0.0 || s.raised_tokens > 0)
+        .map(|s| {
+            format!(
+                "; budget raised by {:.2} USD, {} tokens",
+                s.raised_cost, s.raised_tokens
+            )
+        })
+        .unwrap_or_default();
+    format!("{tokens}; {cost}{raised}")
 }
 
 /// Prints the transcript; with `follow`, keeps printing streamed text and new entries

@@ -83,6 +83,14 @@ pub struct Session {
         skip_serializing_if = "Option::is_none"
     )]
     pub usage: Option<Usage>,
+    /// What the session has spent, as far as its agent told (tokens, cost, by day), and
+    /// how far a person raised its budget.
+    #[serde(
+        default,
+        deserialize_with = "object_or_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub spent: Option<Spent>,
     /// The channel that started it and the conversation it carries, for sessions started
     /// from outside the workbench (a webhook); `None` for the workbench and the CLI.
     #[serde(
@@ -215,6 +223,48 @@ pub struct Usage {
     /// Its unit: a currency code (`USD`) or another unit (`credits`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
+}
+
+/// What a session has spent, in all and by UTC day. `None` is unknown: the agent never
+/// told (it is never shown as zero).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spent {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// US dollars: as the agent reported them, or its tokens priced (`priced`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub priced: bool,
+    /// By UTC day (`YYYY-MM-DD`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub days: std::collections::BTreeMap<String, DaySpent>,
+    /// The session cost the agent last reported: an agent counts from zero again in a
+    /// new process, so only its increase is spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported: Option<f64>,
+    /// How far a person raised this session's budget, over the settings' limits.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub raised_cost: f64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub raised_tokens: u64,
+}
+
+/// What a session spent in one day.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DaySpent {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 /// A session's security state: rules its operations activated, rules

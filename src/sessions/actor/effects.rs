@@ -3,8 +3,10 @@
 //! request for the approval gate), and what I/O found out fed back to the machine.
 
 use super::*;
-use crate::protocol::{MsgType, SendParams};
+use crate::protocol::{EntryKind, MsgType, SendParams};
+use crate::sessions::budget::Scope;
 use crate::sessions::machine::GateReply;
+use crate::sessions::machine::Line;
 
 impl Actor {
     pub(super) async fn perform(&mut self, t: &mut TranscriptWriter, effect: Effect) {
@@ -73,6 +75,9 @@ impl Actor {
                 let result = sent.map(|m| m.id);
                 self.step(SessionInput::Posted { key, result });
             }
+            effect @ (Effect::Spend { .. }
+            | Effect::AskBudget { .. }
+            | Effect::RaiseBudget { .. }) => self.budget_effect(t, effect).await,
             Effect::Judge(request) => self.judge(request),
             Effect::ReplyGate { key, reply } => self.reply_gate(key, reply),
             Effect::Grant { key, name } => self.grant(key, name),
@@ -124,6 +129,52 @@ impl Actor {
         }
     }
 
+    /// The effects of the session's budget: spending counted, the question, a raise.
+    async fn budget_effect(&mut self, t: &mut TranscriptWriter, effect: Effect) {
+        let id = self.session.id.clone();
+        match effect {
+            Effect::Spend { charge, day } => {
+                let spent = self.session.spent.clone().unwrap_or_default();
+                let agent = self.session.agent_name.clone();
+                let near = self.budgets.charge(&id, &agent, &spent, charge, &day);
+                if !near.is_empty() {
+                    self.step(SessionInput::BudgetNear(near));
+                }
+            }
+            Effect::AskBudget {
+                title,
+                body,
+                options,
+            } => {
+                let sent = self
+                    .ledger
+                    .send(SendParams {
+                        session_id: id,
+                        msg_type: MsgType::DecisionNeeded,
+                        title,
+                        body: Some(body),
+                        options: Some(options),
+                        option_kinds: None,
+                        flagged: None,
+                    })
+                    .await;
+                self.step(SessionInput::BudgetAsked(sent.map(|m| m.id)));
+            }
+            Effect::RaiseBudget { scope, raise } => {
+                if scope == Scope::Session {
+                    self.budgets.session_raised(&id);
+                } else if let Err(e) = self.budgets.raise(&scope, raise) {
+                    tracing::error!("cannot keep the raised budget: {e}");
+                    let why = format!("the budget could not be raised: {e}");
+                    t.append(&self.ledger, Line::new(EntryKind::Error).text(why))
+                        .await;
+                    self.check(t);
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn record(&mut self, change: RecordChange) {
         let Some(change) = change.apply_security(&mut self.session.security) else {
             return;
@@ -140,6 +191,7 @@ impl Actor {
             }
             RecordChange::Skills(skills) => self.session.skills = skills,
             RecordChange::Usage(usage) => self.session.usage = Some(usage),
+            RecordChange::Spent(spent) => self.session.spent = Some(spent),
             // Applied to the security state above.
             RecordChange::Rule { .. }
             | RecordChange::OperationApproved { .. }

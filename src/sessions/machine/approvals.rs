@@ -96,6 +96,10 @@ impl Machine {
     /// An answer to one of this session's blocking messages.
     pub(super) fn answered(&mut self, fx: &mut Effects, id: &str, response: Option<String>) {
         self.blocking.remove(id);
+        if self.budget_answered(fx, id, response.as_deref()) {
+            self.settle(fx);
+            return;
+        }
         if let Some(at) = self.approvals.iter().position(|(m, _)| m == id) {
             let (_, approval) = self.approvals.remove(at);
             let response = response.unwrap_or_default();

@@ -70,11 +70,14 @@ impl Machine {
         }
     }
 
-    /// The agent's context window use and cost: recorded when it changed.
-    pub(super) fn usage(&mut self, fx: &mut Effects, usage: Usage) {
+    /// The agent's context window use and cost: recorded when it changed; the increase
+    /// of its cost is spent.
+    pub(super) fn usage(&mut self, fx: &mut Effects, usage: Usage, day: &str) {
         if self.usage.as_ref() != Some(&usage) {
+            let charge = crate::sessions::budget::add_reported(&mut self.spent, day, &usage);
             self.usage = Some(usage.clone());
             fx.push(Effect::Record(RecordChange::Usage(usage)));
+            self.spend(fx, charge, day);
             fx.push(Effect::Save);
         }
     }

@@ -3,7 +3,8 @@
 use super::{GateReply, GateRequest, Key};
 use crate::audit::AuditEvent;
 use crate::context::Message;
-use crate::protocol::{EntryKind, Flagged, SecurityState, SessionState, Usage};
+use crate::protocol::{EntryKind, Flagged, SecurityState, SessionState, Spent, Usage};
+use crate::sessions::budget::{Charge, Raise, Scope};
 use crate::sessions::wording::Notice;
 
 /// What the actor carries out.
@@ -41,6 +42,18 @@ pub(in crate::sessions) enum Effect {
         /// The rule that asked and the operation, when a rule asks.
         flagged: Option<Flagged>,
     },
+    /// Counts what the session spent with the budget keeper; answered with
+    /// [`SessionInput::BudgetNear`] when that brought a budget near its end.
+    Spend { charge: Charge, day: String },
+    /// Asks in the inbox whether to raise a budget or stop; answered with
+    /// [`SessionInput::BudgetAsked`].
+    AskBudget {
+        title: String,
+        body: String,
+        options: Vec<String>,
+    },
+    /// Raises a budget (a day's, with the keeper; a session's own is on its record).
+    RaiseBudget { scope: Scope, raise: Raise },
     /// Has the rules judge a request; answered with [`SessionInput::Judged`].
     Judge(GateRequest),
     /// Answers whoever waits on gated request `key`.
@@ -89,6 +102,7 @@ pub(in crate::sessions) enum RecordChange {
     AgentPid(u32),
     Skills(Vec<String>),
     Usage(Usage),
+    Spent(Spent),
     /// A rule switched off (or on again) for the session.
     Rule {
         rule: String,

@@ -2,9 +2,10 @@
 //! answers to the effects that ask something.
 
 use super::{GateRequest, Key};
-use crate::agent::TurnFailure;
+use crate::agent::{TurnFailure, TurnTokens};
 use crate::ledger::LedgerError;
 use crate::protocol::{EntryKind, Usage};
+use crate::sessions::budget::Over;
 use crate::sessions::gate::Judgement;
 
 /// What happens to the session.
@@ -36,8 +37,22 @@ pub(in crate::sessions) enum SessionInput {
     Plan(String),
     /// The agent's skills (its slash commands) as it tells them now.
     Skills(Vec<String>),
-    /// The agent's context window use and cost.
-    Usage(Usage),
+    /// The agent's context window use and cost, reported on `day` (UTC).
+    Usage {
+        usage: Usage,
+        day: String,
+    },
+    /// The tokens the ending turn used, reported on `day`.
+    TurnTokens {
+        tokens: TurnTokens,
+        day: String,
+    },
+    /// Whether the session is over a budget now (the budget keeper's verdict).
+    Budget(Option<Over>),
+    /// Budgets the session's spending brought near their end, in words.
+    BudgetNear(Vec<String>),
+    /// The id the inbox gave the budget's question, or why it could not be asked.
+    BudgetAsked(Result<String, LedgerError>),
     /// Something for the approval gate: what the agent asks for, what crucible runs or
     /// serves for it, or what it ran by itself.
     Gate(GateRequest),

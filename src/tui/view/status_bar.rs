@@ -99,14 +99,32 @@ fn tail<'a>(model: &Model, theme: &Theme) -> Vec<Span<'a>> {
         Span::styled(" | ", theme.style(Role::TextDim)),
     ]
     .into_iter()
-    .chain(model.total_cost().into_iter().map(|(unit, amount)| {
-        Span::styled(
-            format!("{} | ", cost_text(amount, &unit)),
-            theme.style(Role::TextDim),
-        )
-    }))
+    .chain(
+        spent_today(model)
+            .map(|text| Span::styled(format!("{text} | "), theme.style(Role::TextDim))),
+    )
     .chain([Span::styled("/sessions ", theme.style(Role::TextDim))])
     .collect()
+}
+
+/// What the sessions spent today (UTC): `today $0.42 · 12k tok`; nothing when no agent
+/// told.
+fn spent_today(model: &Model) -> Option<String> {
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let (tokens, cost) = model.spent_on(&today);
+    let tokens = tokens.map(|t| format!("{} tok", short_count(t)));
+    let cost = cost.map(|c| cost_text(c, "USD"));
+    let parts: Vec<String> = cost.into_iter().chain(tokens).collect();
+    (!parts.is_empty()).then(|| format!("today {}", parts.join(" · ")))
+}
+
+/// `950`, `12k`, `3.4M`.
+fn short_count(n: u64) -> String {
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..1_000_000 => format!("{}k", n / 1_000),
+        _ => format!("{:.1}M", n as f64 / 1_000_000.0),
+    }
 }
 
 /// The session segments that fit in `room` columns.

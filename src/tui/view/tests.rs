@@ -591,6 +591,23 @@ fn usage_cost_and_a_stall_show_in_the_title_and_the_bar() {
         cost: Some(0.42),
         currency: Some("USD".into()),
     });
+    // What it spent today, as the budget counts it, is the bar's usage line.
+    let mut spent = crate::protocol::Spent::default();
+    spent.days.insert(
+        chrono::Utc::now().format("%Y-%m-%d").to_string(),
+        crate::protocol::DaySpent {
+            tokens: Some(12_345),
+            cost: Some(0.42),
+        },
+    );
+    spent.days.insert(
+        "2020-01-01".into(),
+        crate::protocol::DaySpent {
+            tokens: Some(999_999),
+            cost: Some(9.0),
+        },
+    );
+    first.spent = Some(spent);
     let id = first.id.clone();
     model.apply(Event::SessionUpdated(first));
     model.handle_key(crossterm::event::KeyEvent::new(
@@ -605,7 +622,7 @@ fn usage_cost_and_a_stall_show_in_the_title_and_the_bar() {
     assert!(text.contains("48k/200k tokens · $0.42"), "{text}");
     assert!(text.contains("quiet 2m"), "{text}");
     let bar = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
-    assert!(bar.contains("$0.42 |"), "{bar}");
+    assert!(bar.contains("today $0.42 · 12k tok |"), "{bar}");
     assert!(bar.contains("●working quiet 2m"), "{bar}");
 }
 

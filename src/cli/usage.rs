@@ -1,0 +1,257 @@
+//! `cru usage [--by session|agent|day] [--since DAY] [--json]`: what the sessions spent,
+//! in tokens and US dollars, as their agents reported it. A session whose agent reported
+//! nothing is counted as unknown, never as zero.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use crate::cli::output::{self, outln};
+use crate::kiln::Kiln;
+use crate::protocol::Session;
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// What a row is.
+    #[arg(long, value_enum, default_value_t = By::Day)]
+    by: By,
+    /// Only spending from this UTC day on: `YYYY-MM-DD`, or `Nd` for the last N days
+    /// (`1d` is today).
+    #[arg(long)]
+    since: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum By {
+    Session,
+    Agent,
+    Day,
+}
+
+/// One row: what its sessions spent, and how many of them told nothing of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+struct Row {
+    pub key: String,
+    pub sessions: usize,
+    /// Tokens reported (`None`: no session of the row reported any).
+    pub tokens: Option<u64>,
+    /// US dollars reported or priced (`None`: none known).
+    pub cost_usd: Option<f64>,
+    /// Sessions of the row whose tokens, or cost, are unknown.
+    pub tokens_unknown: usize,
+    pub cost_unknown: usize,
+}
+
+pub async fn run(kiln: Kiln, args: UsageArgs) -> anyhow::Result<ExitCode> {
+    let since = match args.since.as_deref() {
+        Some(text) => Some(since_day(text, chrono::Utc::now().date_naive())?),
+        None => None,
+    };
+    let client = super::connect(&kiln).await?;
+    let sessions = super::session::list(&client).await?;
+    let rows = rows(&sessions, args.by, since.as_deref());
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        outln!(
+            "Nothing spent{}.",
+            since.map(|d| format!(" since {d}")).unwrap_or_default()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let head = match args.by {
+        By::Session => "SESSION",
+        By::Agent => "AGENT",
+        By::Day => "DAY (UTC)",
+    };
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.key.clone(),
+                r.sessions.to_string(),
+                amount(r.tokens.map(|t| t.to_string()), r.tokens_unknown),
+                amount(r.cost_usd.map(|c| format!("{c:.2}")), r.cost_unknown),
+            ]
+        })
+        .collect();
+    output::print_table(&[head, "SESSIONS", "TOKENS", "COST (USD)"], &table);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `1234`, `1234 (+2 unknown)`, or `unknown`.
+fn amount(known: Option<String>, unknown: usize) -> String {
+    match (known, unknown) {
+        (Some(k), 0) => k,
+        (Some(k), n) => format!("{k} (+{n} unknown)"),
+        (None, _) => "unknown".into(),
+    }
+}
+
+/// The first day counted: `YYYY-MM-DD` as given, or `Nd` counted back from `today`.
+fn since_day(text: &str, today: chrono::NaiveDate) -> anyhow::Result<String> {
+    if let Some(n) = text.strip_suffix('d')
+        && let Ok(n) = n.parse::<u64>()
+        && n >= 1
+    {
+        let first = today - chrono::Days::new(n - 1);
+        return Ok(first.format("%Y-%m-%d").to_string());
+    }
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map(|d| d.format("%Y-%m-%d").to_string())
+        .map_err(|_| {
+            anyhow::anyhow!("--since {text:?}: give a day (2026-11-20) or a count of days (7d)")
+        })
+}
+
+/// The rows, in key order (days oldest first).
+fn rows(sessions: &[Session], by: By, since: Option<&str>) -> Vec<Row> {
+    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    for s in sessions {
+        let name = || format!("{} ({})", s.display_name, short(&s.id));
+        let Some(spent) = &s.spent else {
+            // Nothing reported: unknown, on the day it started.
+            let day = s.started_at.get(..10).unwrap_or_default().to_string();
+            if since.is_some_and(|since| day.as_str() < since) {
+                continue;
+            }
+            let key = match by {
+                By::Session => name(),
+                By::Agent => s.agent_name.clone(),
+                By::Day => day,
+            };
+            let row = rows.entry(key.clone()).or_insert_with(|| Row {
+                key,
+                ..Row::default()
+            });
+            row.sessions += 1;
+            row.tokens_unknown += 1;
+            row.cost_unknown += 1;
+            continue;
+        };
+        let days: Vec<_> = spent
+            .days
+            .iter()
+            .filter(|(day, _)| since.is_none_or(|since| day.as_str() >= since))
+            .collect();
+        if days.is_empty() {
+            continue;
+        }
+        let mut counted = std::collections::HashSet::new();
+        for (day, on_day) in days {
+            let key = match by {
+                By::Session => name(),
+                By::Agent => s.agent_name.clone(),
+                By::Day => day.clone(),
+            };
+            let row = rows.entry(key.clone()).or_insert_with(|| Row {
+                key: key.clone(),
+                ..Row::default()
+            });
+            if counted.insert(key) {
+                row.sessions += 1;
+                if spent.tokens.is_none() {
+                    row.tokens_unknown += 1;
+                }
+                if spent.cost.is_none() {
+                    row.cost_unknown += 1;
+                }
+            }
+            if let Some(t) = on_day.tokens {
+                row.tokens = Some(row.tokens.unwrap_or(0) + t);
+            }
+            if let Some(c) = on_day.cost {
+                row.cost_usd = Some(row.cost_usd.unwrap_or(0.0) + c);
+            }
+        }
+    }
+    rows.into_values().collect()
+}
+
+fn short(id: &str) -> &str {
+    id.get(id.len().saturating_sub(6)..).unwrap_or(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{DaySpent, Spent};
+
+    fn session(id: &str, agent: &str, days: &[(&str, Option<u64>, Option<f64>)]) -> Session {
+        let mut spent = Spent::default();
+        for (day, tokens, cost) in days {
+            spent.days.insert(
+                day.to_string(),
+                DaySpent {
+                    tokens: *tokens,
+                    cost: *cost,
+                },
+            );
+            if let Some(t) = tokens {
+                spent.tokens = Some(spent.tokens.unwrap_or(0) + t);
+            }
+            if let Some(c) = cost {
+                spent.cost = Some(spent.cost.unwrap_or(0.0) + c);
+            }
+        }
+        Session {
+            id: id.into(),
+            agent_name: agent.into(),
+            display_name: format!("{id} @ {agent}"),
+            started_at: "2026-11-24T10:00:00Z".into(),
+            spent: (!days.is_empty()).then_some(spent),
+            ..Session::default()
+        }
+    }
+
+    #[test]
+    fn what_no_agent_reported_is_unknown_never_zero() {
+        let sessions = [
+            session(
+                "s1",
+                "claude",
+                &[
+                    ("2026-11-24", Some(100), Some(0.5)),
+                    ("2026-11-25", Some(50), Some(0.25)),
+                ],
+            ),
+            session("s2", "codex", &[("2026-11-25", Some(1000), None)]),
+            session("s3", "opencode", &[]),
+        ];
+        let by_day = rows(&sessions, By::Day, None);
+        assert_eq!(by_day.len(), 2);
+        assert_eq!(by_day[0].key, "2026-11-24");
+        // s1 and s3 (which reported nothing, counted on the day it started).
+        assert_eq!(by_day[0].sessions, 2);
+        assert_eq!(by_day[0].tokens, Some(100));
+        assert_eq!(by_day[0].tokens_unknown, 1);
+        assert_eq!(by_day[1].tokens, Some(1050));
+        assert_eq!(by_day[1].cost_usd, Some(0.25));
+        assert_eq!(by_day[1].cost_unknown, 1, "codex reported no cost");
+        let by_agent = rows(&sessions, By::Agent, None);
+        let opencode = by_agent.iter().find(|r| r.key == "opencode").unwrap();
+        assert_eq!((opencode.tokens, opencode.cost_usd), (None, None));
+        assert_eq!(amount(None, 1), "unknown");
+        assert_eq!(amount(Some("3".into()), 2), "3 (+2 unknown)");
+        let since = rows(&sessions, By::Agent, Some("2026-11-25"));
+        let claude = since.iter().find(|r| r.key == "claude").unwrap();
+        assert_eq!(claude.tokens, Some(50));
+        assert!(since.iter().all(|r| r.key != "opencode"));
+    }
+
+    #[test]
+    fn since_takes_a_day_or_a_count_of_days() {
+        let today = chrono::NaiveDate::from_ymd_opt(2026, 11, 26).unwrap();
+        assert_eq!(since_day("1d", today).unwrap(), "2026-11-26");
+        assert_eq!(since_day("7d", today).unwrap(), "2026-11-20");
+        assert_eq!(since_day("2026-11-01", today).unwrap(), "2026-11-01");
+        assert!(since_day("last week", today).is_err());
+        assert!(since_day("0d", today).is_err());
+    }
+}

@@ -1,0 +1,169 @@
+//! Budgets with the scripted agent: spending reported by the agent (a session cost, a
+//! turn's tokens) is counted; near a budget the inbox is told; at 100% the running turn
+//! is asked to end, new turns wait, and the inbox asks to raise the budget or stop; the
+//! answer applies at once. What an agent does not report is unknown, never zero.
+
+use std::time::Duration;
+
+use crucible::protocol::{MsgType, SessionState};
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::sessions::{
+    agent_kiln, create, said, session, transcript, wait_message_where, wait_session, wait_state,
+};
+
+async fn prompt(client: &crucible::client::Client, id: &str, text: &str) -> Value {
+    client
+        .call_value("session.prompt", json!({"session_id": id, "text": text}))
+        .await
+        .expect("session.prompt")
+}
+
+async fn wait_said(client: &crucible::client::Client, id: &str, text: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !said(client, id).await.contains(text) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never said {text:?}: {:?}",
+            session(client, id).await
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_budget_reached_mid_task_ends_the_turn_holds_the_next_and_a_raise_goes_on() {
+    let tk = agent_kiln("[budget]\nsession_cost = 1.0\nwarn_percent = 80\n");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "scripted", Some("usage 10 100 0.5 USD\nsay first")).await;
+    wait_state(&client, &s.id, SessionState::Complete).await;
+
+    // 85%: told once, as information.
+    prompt(&client, &s.id, "usage 10 100 0.85 USD\nsay second").await;
+    let near = wait_message_where(&client, &s.id, "the 80% message", |m| {
+        m.msg_type == MsgType::Info && m.title.starts_with("Budget:")
+    })
+    .await;
+    assert_eq!(near.title, "Budget: this session's budget is 85% spent");
+
+    // Over it mid-turn: the turn is asked to end; it never gets to its last line.
+    prompt(
+        &client,
+        &s.id,
+        "usage 10 100 1.2 USD\nsleep 20000\nsay never",
+    )
+    .await;
+    let question = wait_message_where(&client, &s.id, "the budget's question", |m| {
+        m.msg_type == MsgType::DecisionNeeded
+    })
+    .await;
+    assert_eq!(
+        question.title,
+        "Budget reached: this session's budget: 1.20 of 1.00 USD"
+    );
+    assert_eq!(
+        question.options.as_deref(),
+        Some(&["Raise by 1.00 USD".to_string(), "Stop the session".into()][..])
+    );
+    let ended = wait_state(&client, &s.id, SessionState::Cancelled).await;
+    assert_eq!(ended.state_reason.as_deref(), Some(question.title.as_str()));
+
+    // A prompt now waits: the session is idle, yet the prompt is queued.
+    let reply = prompt(&client, &s.id, "say after the raise").await;
+    assert_eq!(reply["queued"], true, "{reply}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!said(&client, &s.id).await.contains("after the raise"));
+    assert_eq!(
+        session(&client, &s.id).await.state,
+        Some(SessionState::Cancelled)
+    );
+
+    // Raised from the inbox: the waiting prompt runs at once.
+    let out = tk.cru(&["inbox", "respond", &question.id, "Raise by 1.00 USD"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_said(&client, &s.id, "after the raise").await;
+    assert!(!said(&client, &s.id).await.contains("never"));
+    let s_now = wait_state(&client, &s.id, SessionState::Complete).await;
+    let spent = s_now.spent.expect("spent");
+    assert!((spent.cost.unwrap() - 1.2).abs() < 1e-9, "{spent:?}");
+    assert_eq!(spent.raised_cost, 1.0);
+    let status = stdout(&tk.cru(&["session", "status", &s.id]));
+    // The agent told its cost, not its tokens: those are unknown, not zero.
+    assert!(status.contains("unknown tokens; 1.20 USD"), "{status}");
+    assert!(status.contains("budget raised by 1.00 USD"), "{status}");
+    // The turn the budget cut is in the transcript, with why.
+    let entries = transcript(&client, &s.id).await;
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.text.as_deref() == Some(question.title.as_str())),
+        "{entries:?}"
+    );
+    // Audited.
+    let audit = stdout(&tk.cru(&["session", "audit", &s.id]));
+    assert!(audit.contains("budget raised"), "{audit}");
+}
+
+#[tokio::test]
+async fn the_kiln_budget_for_today_holds_every_session_and_stop_ends_one() {
+    let tk = agent_kiln(
+        "[budget]\nday_tokens = 1500\n\n[budget.prices.scripted]\ninput = 1.0\noutput = 10.0\n",
+    );
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    // An agent that reports nothing: its spending is unknown, and no budget sees it.
+    let silent = create(&client, "loader", Some("say quiet")).await;
+    wait_said(&client, &silent.id, "quiet").await;
+    let first = create(&client, "scripted", Some("tokens 1000 100\nsay one")).await;
+    wait_state(&client, &first.id, SessionState::Complete).await;
+    // Priced from its tokens: the agent told no cost.
+    let spent = session(&client, &first.id).await.spent.expect("spent");
+    assert_eq!(spent.tokens, Some(1100));
+    assert!(spent.priced);
+    assert!((spent.cost.unwrap() - 0.002).abs() < 1e-9, "{spent:?}");
+
+    prompt(&client, &first.id, "tokens 300 100\nsay two").await;
+    wait_said(&client, &first.id, "two").await;
+    wait_session(&client, &first.id, "the turn's tokens", |s| {
+        s.spent.as_ref().and_then(|s| s.tokens) == Some(1500)
+    })
+    .await;
+
+    // Another session: its first prompt waits, and its own inbox asks.
+    let second = create(&client, "scripted", Some("say three")).await;
+    let question = wait_message_where(&client, &second.id, "the kiln budget's question", |m| {
+        m.msg_type == MsgType::DecisionNeeded
+    })
+    .await;
+    assert_eq!(
+        question.title,
+        "Budget reached: the kiln's budget for today: 1500 of 1500 tokens"
+    );
+    assert!(!said(&client, &second.id).await.contains("three"));
+    let out = tk.cru(&["inbox", "respond", &question.id, "Stop the session"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_state(&client, &second.id, SessionState::Stopped).await;
+    assert!(!said(&client, &second.id).await.contains("three"));
+
+    // `cru usage`: today's tokens and cost, by agent; the loader profile reported
+    // nothing and is unknown, not zero.
+    let out = tk.cru(&["usage", "--by", "agent", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let row = |key: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {key} row: {rows}"))
+    };
+    assert_eq!(row("scripted")["tokens"], 1500, "{rows}");
+    assert_eq!(row("loader")["tokens"], Value::Null, "{rows}");
+    assert_eq!(row("loader")["tokens_unknown"], 1, "{rows}");
+    let table = stdout(&tk.cru(&["usage", "--by", "agent"]));
+    assert!(table.contains("unknown"), "{table}");
+    assert!(table.contains("1500"), "{table}");
+}
