@@ -13,7 +13,9 @@
 //! cargo bench --bench matrix
 //! ```
 //!
-//! Environment: `CRU_BENCH_ROUNDS` (default 20). Figures are printed, never asserted.
+//! The daemon measured is the shipping build (`support/ship.rs`: release, fat LTO), or the
+//! binary `CRU_BENCH_BIN` names. Environment: `CRU_BENCH_ROUNDS` (default 20). Figures
+//! are printed, never asserted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
@@ -28,6 +30,8 @@ mod figures;
 mod kiln;
 #[path = "../tests/equipment/matrix_human.rs"]
 mod matrix_human;
+#[path = "support/ship.rs"]
+mod ship;
 #[path = "../tests/equipment/synapse.rs"]
 mod synapse;
 
@@ -91,7 +95,11 @@ async fn run() -> Result<()> {
     );
     let temp = kiln::temp_kiln("cru-matrix-bench", &settings)?;
     let kiln = Kiln::new(temp.root.clone());
-    let _daemon = Command::new(CRU)
+    // The shipping build (release, fat LTO) is what is measured; `CRU_BENCH_BIN` names
+    // another, `CRU_BENCH_SHIP=0` measures this build's own.
+    let measured = ship::cru_to_measure(CRU);
+    println!("  measuring {}", measured.display());
+    let _daemon = Command::new(&measured)
         .arg("--kiln")
         .arg(kiln.root())
         .args(["daemon", "run"])

@@ -15,7 +15,9 @@
 //! cargo bench --bench web
 //! ```
 //!
-//! Environment: `CRU_BENCH_ROUNDS` (default 20). Figures are printed, never asserted.
+//! The daemon measured is the shipping build (`support/ship.rs`: release, fat LTO), or the
+//! binary `CRU_BENCH_BIN` names. Environment: `CRU_BENCH_ROUNDS` (default 20). Figures
+//! are printed, never asserted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
@@ -30,6 +32,8 @@ mod cargo_env;
 mod figures;
 #[path = "support/kiln.rs"]
 mod kiln;
+#[path = "support/ship.rs"]
+mod ship;
 
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
@@ -108,7 +112,11 @@ async fn run() -> Result<()> {
         format!("[daemon]\ngrace_period_secs = 300\n\n[agents.scripted]\ncommand = {agent:?}\n");
     let temp = kiln::temp_kiln("cru-web-bench", &settings)?;
     let kiln = Kiln::new(temp.root.clone());
-    let _daemon = Command::new(CRU)
+    // The shipping build (release, fat LTO) is what is measured; `CRU_BENCH_BIN` names
+    // another, `CRU_BENCH_SHIP=0` measures this build's own.
+    let measured = ship::cru_to_measure(CRU);
+    println!("  measuring {}", measured.display());
+    let _daemon = Command::new(&measured)
         .arg("--kiln")
         .arg(kiln.root())
         .args(["daemon", "run"])

@@ -17,6 +17,7 @@ mod fs;
 pub mod internal;
 pub mod start_failure;
 mod terminal;
+pub mod usage_limit;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -80,6 +80,8 @@ pub(super) struct Actor {
     idle_after: Option<std::time::Duration>,
     /// Since when it has sat complete.
     idle_since: Option<tokio::time::Instant>,
+    /// When the usage limit the session is parked for resets.
+    limit_deadline: Option<tokio::time::Instant>,
     /// The budget keeper, and word from it that a verdict may have changed.
     budgets: Arc<Budgets>,
     budget_changes: tokio::sync::watch::Receiver<u64>,
@@ -158,6 +160,7 @@ impl Actor {
             gate,
             idle_after,
             idle_since: None,
+            limit_deadline: None,
             budgets,
             budget_changes,
         }
@@ -188,6 +191,10 @@ impl Actor {
                 _ = tokio::time::sleep_until(idle_deadline.unwrap_or_else(tokio::time::Instant::now)), if idle_deadline.is_some() => {
                     self.idle_since = None;
                     self.feed(t, SessionInput::Park).await;
+                }
+                _ = tokio::time::sleep_until(self.limit_deadline.unwrap_or_else(tokio::time::Instant::now)), if self.limit_deadline.is_some() => {
+                    self.limit_deadline = None;
+                    self.feed(t, SessionInput::LimitReset).await;
                 }
                 Ok(()) = self.budget_changes.changed() => {
                     let verdict = self.budget_verdict();
@@ -330,7 +337,7 @@ impl Actor {
                 // The message streaming in ends with the turn; the turn must know whether
                 // it could be stored.
                 self.flush(t).await;
-                SessionInput::TurnEnded(ended)
+                limited(ended)
             }
             AgentEvent::StartFailed(why) => SessionInput::StartFailed(why),
             AgentEvent::SessionRenewed { acp_session_id } => {
@@ -503,6 +510,30 @@ impl Actor {
         }
         let tail = &lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..];
         wording::with_stderr(text, &path, tail)
+    }
+}
+
+/// A turn's end, or, when it failed on a usage or rate limit, that limit.
+fn limited(ended: Result<String, crate::agent::TurnFailure>) -> SessionInput {
+    use crate::agent::{TurnFailure, usage_limit};
+    let now = chrono::Utc::now();
+    match ended {
+        Err(TurnFailure::Failed(why)) => match usage_limit::recognise(&why, now) {
+            Some(limit) => {
+                let local = limit.resets_at.with_timezone(&chrono::Local);
+                let mut resumes = local.format("%H:%M:%S").to_string();
+                if !limit.said {
+                    resumes.push_str(" (the agent did not say when; crucible waits 15 minutes)");
+                }
+                SessionInput::TurnLimited {
+                    why,
+                    wait: limit.wait(now),
+                    resumes,
+                }
+            }
+            None => SessionInput::TurnEnded(Err(TurnFailure::Failed(why))),
+        },
+        other => SessionInput::TurnEnded(other),
     }
 }
 

@@ -20,6 +20,7 @@ mod doings;
 mod effect;
 mod gating;
 mod input;
+mod limited;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -145,6 +146,8 @@ pub(super) struct Machine {
     budget_question: Option<Option<String>>,
     /// The running turn was asked to end because a budget was reached.
     cut_by_budget: bool,
+    /// Parked on a usage limit: no turn starts until it resets.
+    limited: bool,
 }
 
 type Effects = Vec<Effect>;
@@ -174,6 +177,7 @@ impl Machine {
             over: None,
             budget_question: None,
             cut_by_budget: false,
+            limited: false,
         }
     }
 
@@ -246,6 +250,10 @@ impl Machine {
             SessionInput::Posted { key, result } => self.posted(&mut fx, key, result),
             SessionInput::File { op, path, refused } => file(&mut fx, op, path, refused),
             SessionInput::TurnEnded(ended) => self.turn_ended(&mut fx, ended),
+            SessionInput::TurnLimited { why, wait, resumes } => {
+                self.turn_limited(&mut fx, why, wait, &resumes)
+            }
+            SessionInput::LimitReset => self.limit_reset(&mut fx),
             SessionInput::StartFailed(why) => self.start_failed(&mut fx, why),
             SessionInput::SessionRenewed { acp_session_id } => {
                 fx.push(Effect::Record(RecordChange::AcpSession(acp_session_id)));
@@ -345,7 +353,7 @@ impl Machine {
             fx.push(Effect::Reply(Reply::NotRunning));
             return;
         }
-        if self.phase == Phase::Idle && self.over.is_none() {
+        if self.phase == Phase::Idle && self.over.is_none() && !self.limited {
             fx.push(Effect::Reply(Reply::Started));
             self.start_turn(fx, text);
         } else {
@@ -394,6 +402,9 @@ impl Machine {
 
     /// Starts the next prompt in the queue, unless a budget is reached: whether it did.
     fn next_turn(&mut self, fx: &mut Effects) -> bool {
+        if self.limited {
+            return false;
+        }
         if self.over.is_some() {
             if !self.queue.is_empty() {
                 self.ask_budget(fx);

@@ -1,5 +1,6 @@
 //! The machine's parking rows: an idle sandbox, ssh or podman session's environment is
-//! torn down, and the next prompt makes it again (see `machine_tests.rs` for the runner).
+//! torn down, and the next prompt makes it again; a session that hits a usage limit is
+//! parked until it resets (see `machine_tests.rs` for the runner).
 
 use super::*;
 
@@ -82,5 +83,56 @@ pub(super) fn parking() -> Vec<Case> {
         )
         .on(parked_machine("go on"))
         .ends("turn"),
+    ]
+}
+
+const LIMIT: &str = "You've hit your usage limit. Please retry in 2s.";
+
+fn limited() -> SessionInput {
+    SessionInput::TurnLimited {
+        why: LIMIT.into(),
+        wait: std::time::Duration::from_secs(2),
+        resumes: "10:00:02".into(),
+    }
+}
+
+/// A usage limit parks the session, with no retry meanwhile, until it resets.
+pub(super) fn usage_limits() -> Vec<Case> {
+    use SessionState::*;
+    vec![
+        case(
+            "a turn failed on a usage limit: parked until it resets, saying when",
+            working("go"),
+            limited(),
+            vec![
+                Effect::RecordTurn,
+                line(EntryKind::Error, LIMIT),
+                set(Parked, &wording::limited("10:00:02")),
+                Effect::Post(wording::limit_notice(LIMIT, "10:00:02")),
+                Effect::WakeAfter(std::time::Duration::from_secs(2)),
+            ],
+        )
+        .ends("idle"),
+        case(
+            "a prompt while parked on a limit waits behind the one that hit it",
+            plus(working("go"), [limited()]),
+            prompt("more"),
+            vec![reply(Reply::Queued)],
+        )
+        .ends("idle"),
+        case(
+            "the limit resets: the prompt that hit it is sent again",
+            plus(working("go"), [limited(), prompt("more")]),
+            SessionInput::LimitReset,
+            cat([starts("go"), vec![settle(Working)]]),
+        )
+        .ends("turn"),
+        case(
+            "a reset after the session was stopped does nothing",
+            plus(working("go"), [limited(), stop(false)]),
+            SessionInput::LimitReset,
+            vec![],
+        )
+        .ends("idle"),
     ]
 }

@@ -572,6 +572,7 @@ fn transitions() {
         stopping_while_starting(),
         resuming_after_a_restart(),
         parking::parking(),
+        parking::usage_limits(),
         during_a_turn::turns(),
         during_a_turn::cancels_and_failures(),
         during_a_turn::store_failures(),

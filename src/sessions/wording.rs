@@ -95,6 +95,27 @@ pub const BUDGET_RAISED: &str = "the budget was raised";
 /// The note on a budget question when another budget is the one reached now.
 pub const BUDGET_OTHER: &str = "another budget is the one reached now";
 
+/// The reason of a session a usage limit parked.
+pub fn limited(resumes: &str) -> String {
+    format!("usage limit reached: resumes at {resumes}")
+}
+
+/// The note of a session whose usage limit reset with nothing to send.
+pub const LIMIT_RESET: &str = "the usage limit reset";
+
+/// The inbox is told a usage limit parked the session.
+pub fn limit_notice(why: &str, resumes: &str) -> Notice {
+    Notice::new(
+        MsgType::Info,
+        format!("Usage limit: resumes at {resumes}"),
+        Some(format!(
+            "The agent hit a usage or rate limit:\n\n{why}\n\nThe session is parked until \
+             then, with no retry meanwhile; then the prompt is sent again. Prompts sent \
+             meanwhile wait behind it."
+        )),
+    )
+}
+
 /// A budget is nearly spent.
 pub fn budget_near(what: &str) -> Notice {
     Notice::new(

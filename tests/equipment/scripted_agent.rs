@@ -24,6 +24,7 @@
 //! | `write <path> <content>` | `fs/write_text_file` (`\n` in the content is a newline); says `wrote <path>` or `write failed: <path>: <error>` |
 //! | `read <path>`            | `fs/read_text_file`; says `read <path>: <content>` or `read failed: <path>: <error>` |
 //! | `usage <used> <size> [<cost> <currency>]` | `usage_update`: tokens in context, the window, and the session's cost so far |
+//! | `limit-once <secs>`      | the first time in the session: the prompt fails with a usage-limit error, `You've hit your usage limit. Please retry in <secs>s.`; afterwards nothing |
 //! | `tokens <input> <output> [<cached>]` | the turn's end reports these tokens (`PromptResponse.usage`) |
 //! | `skills <name…>`         | `available_commands_update` with these commands (description `the <name> command`) |
 //! | `run <program> <args…>`  | `terminal/create` (words split on spaces), `terminal/wait_for_exit`, `terminal/output`, `terminal/release`; says `ran <line>: exit <code>: <output>` or `run refused: <line>: <error>` |
@@ -349,6 +350,7 @@ enum Command<'a> {
     Skills(&'a str),
     Usage(&'a str),
     Tokens(&'a str),
+    LimitOnce(u64),
     Sleep(Duration),
     Hang,
     Log(&'a str),
@@ -399,6 +401,7 @@ impl<'a> Command<'a> {
             "skills" => Self::Skills(rest),
             "usage" => Self::Usage(rest),
             "tokens" => Self::Tokens(rest),
+            "limit-once" => Self::LimitOnce(rest.parse().ok()?),
             "sleep" => Self::Sleep(Duration::from_millis(rest.parse().ok()?)),
             "hang" if rest.is_empty() => Self::Hang,
             "log" => Self::Log(rest),
@@ -549,6 +552,19 @@ impl Turn {
                     ));
                 }
                 self.update(SessionUpdate::UsageUpdate(usage))?;
+            }
+            Command::LimitOnce(secs) => {
+                // Sessions that already hit their limit once.
+                static HIT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+                let mut hit = HIT.lock().unwrap_or_else(PoisonError::into_inner);
+                let id = self.session_id.to_string();
+                if !hit.contains(&id) {
+                    hit.push(id);
+                    return Err(Error::new(
+                        agent_client_protocol::ErrorCode::INTERNAL_ERROR,
+                        format!("You've hit your usage limit. Please retry in {secs}s."),
+                    ));
+                }
             }
             Command::Tokens(numbers) => {
                 let n: Vec<u64> = numbers

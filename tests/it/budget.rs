@@ -167,3 +167,40 @@ async fn the_kiln_budget_for_today_holds_every_session_and_stop_ends_one() {
     assert!(table.contains("unknown"), "{table}");
     assert!(table.contains("1500"), "{table}");
 }
+
+#[tokio::test]
+async fn a_usage_limit_parks_the_session_until_it_resets_then_the_prompt_is_sent_again() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "scripted", Some("say ready")).await;
+    wait_state(&client, &s.id, SessionState::Complete).await;
+    prompt(&client, &s.id, "limit-once 2\nsay went through").await;
+    let parked = wait_state(&client, &s.id, SessionState::Parked).await;
+    let reason = parked.state_reason.unwrap_or_default();
+    assert!(reason.starts_with("usage limit reached: resumes at "), "{reason}");
+    let told = wait_message_where(&client, &s.id, "the limit's message", |m| {
+        m.msg_type == MsgType::Info && m.title.starts_with("Usage limit: resumes at ")
+    })
+    .await;
+    assert!(
+        told.body.unwrap_or_default().contains("Please retry in 2s"),
+        "the agent's words are quoted"
+    );
+    // Meanwhile a prompt waits behind it; nothing is retried.
+    let reply = prompt(&client, &s.id, "say after it").await;
+    assert_eq!(reply["queued"], true, "{reply}");
+    assert!(!said(&client, &s.id).await.contains("went through"));
+    // At the reset the prompt that hit the limit is sent again, then the one queued.
+    wait_said(&client, &s.id, "went through").await;
+    wait_said(&client, &s.id, "after it").await;
+    let prompts = transcript(&client, &s.id)
+        .await
+        .into_iter()
+        .filter(|e| e.kind == crucible::protocol::EntryKind::Prompt)
+        .filter_map(|e| e.text)
+        .filter(|t| t.starts_with("limit-once"))
+        .count();
+    assert_eq!(prompts, 2, "sent once, and once again at the reset");
+    wait_state(&client, &s.id, SessionState::Complete).await;
+}

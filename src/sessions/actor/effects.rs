@@ -13,22 +13,7 @@ impl Actor {
         let id = self.session.id.clone();
         match effect {
             Effect::Record(change) => self.record(change),
-            Effect::SetState { state, reason } => {
-                self.idle_since = state.is_resting().then(tokio::time::Instant::now);
-                self.audit.record(
-                    &id,
-                    AuditEvent::State {
-                        state: state.as_str().to_string(),
-                        reason: reason.clone(),
-                    },
-                );
-                t.state(&self.ledger, state, reason.as_deref()).await;
-                self.check(t);
-                self.session.state = Some(state);
-                self.session.state_reason = reason;
-                self.session.updated_at = Some(now_rfc3339());
-                self.save().await;
-            }
+            Effect::SetState { state, reason } => self.set_state(t, state, reason).await,
             Effect::Save => self.save().await,
             Effect::RecordTurn => {
                 self.session.turn_count += 1;
@@ -102,6 +87,9 @@ impl Actor {
                 self.prompt(text, renew).await
             }
             Effect::CancelTurn => self.agent.cancel(),
+            Effect::WakeAfter(wait) => {
+                self.limit_deadline = Some(tokio::time::Instant::now() + wait);
+            }
             Effect::StopAgent => self.agent.stop(),
             Effect::RevokeHandles => {
                 if let Err(e) = self.ledger.revoke_handles(&id).await {
@@ -127,6 +115,30 @@ impl Actor {
             Effect::Reply(reply) => self.reply(reply),
             Effect::Finish => self.finished = true,
         }
+    }
+
+    /// A `state` transcript entry, then the record's state and reason, saved.
+    async fn set_state(
+        &mut self,
+        t: &mut TranscriptWriter,
+        state: crate::protocol::SessionState,
+        reason: Option<String>,
+    ) {
+        let id = self.session.id.clone();
+        self.idle_since = state.is_resting().then(tokio::time::Instant::now);
+        self.audit.record(
+            &id,
+            AuditEvent::State {
+                state: state.as_str().to_string(),
+                reason: reason.clone(),
+            },
+        );
+        t.state(&self.ledger, state, reason.as_deref()).await;
+        self.check(t);
+        self.session.state = Some(state);
+        self.session.state_reason = reason;
+        self.session.updated_at = Some(now_rfc3339());
+        self.save().await;
     }
 
     /// The effects of the session's budget: spending counted, the question, a raise.

@@ -76,6 +76,8 @@ pub(in crate::sessions) enum Effect {
     Prompt { text: String, renew: bool },
     /// Asks the agent to end its turn.
     CancelTurn,
+    /// Wakes the session after this long with [`SessionInput::LimitReset`].
+    WakeAfter(std::time::Duration),
     /// Ends the agent; [`SessionInput::Exited`] follows.
     StopAgent,
     /// Revokes the session's handles: the agent's handle dies with it.

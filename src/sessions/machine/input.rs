@@ -64,6 +64,15 @@ pub(in crate::sessions) enum SessionInput {
     /// The turn ended: its stop reason, or why it failed. The actor has ended the
     /// streaming message first, so a failure to store it has already come in.
     TurnEnded(Result<String, TurnFailure>),
+    /// The turn failed on a usage or rate limit: parked until it resets (`resumes`, in
+    /// words), then its prompt is sent again.
+    TurnLimited {
+        why: String,
+        wait: std::time::Duration,
+        resumes: String,
+    },
+    /// The usage limit the session was parked for has reset.
+    LimitReset,
     StartFailed(String),
     SessionRenewed {
         acp_session_id: String,
