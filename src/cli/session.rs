@@ -175,6 +175,17 @@ enum SessionAction {
         #[arg(long)]
         json: bool,
     },
+    /// The session's task goes on with another agent in the same worktree and branch:
+    /// its first prompt is where the work stands (the task, the context summary, open
+    /// questions, the diff so far); this session is stopped.
+    Handoff {
+        session: String,
+        /// The agent profile that takes over.
+        #[arg(long, short)]
+        agent: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// The session's changes against the point its branch left its base branch,
     /// committed and uncommitted.
     Diff {
@@ -323,7 +334,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Reviewing, landing, restarting, renaming and forking a session.
+/// Reviewing, landing, restarting, renaming, forking and handing off a session.
 async fn land_or_control(client: &Client, action: SessionAction) -> anyhow::Result<()> {
     match action {
         SessionAction::Diff {
@@ -363,6 +374,13 @@ async fn land_or_control(client: &Client, action: SessionAction) -> anyhow::Resu
         }
         SessionAction::Rename { session, name } => {
             control::rename(client, &resolve(client, &session).await?, name).await?;
+        }
+        SessionAction::Handoff {
+            session,
+            agent,
+            json,
+        } => {
+            control::handoff(client, &resolve(client, &session).await?, agent, json).await?;
         }
         SessionAction::Fork {
             session,

@@ -240,6 +240,8 @@ methods! {
         RenameParams => SessionReply;
     SessionFork = "session.fork", session_fork, Owner, Apart, Owner, ["session_id", "worktree", "task"],
         ForkParams => Created;
+    SessionHandoff = "session.handoff", session_handoff, Owner, Apart, Owner, ["session_id", "agent"],
+        HandoffParams => Created;
     SessionDiff = "session.diff", session_diff, Owner, Apart, Owner, ["session_id", "context"], DiffParams => DiffReply;
     SessionCommit = "session.commit", session_commit, Owner, Apart, Owner, ["session_id", "message"],
         CommitParams => CommitReply;

@@ -242,6 +242,15 @@ pub struct ForkParams {
     pub task: Option<String>,
 }
 
+/// `session.handoff`: the session's task goes on with another agent profile, in the
+/// same worktree and branch; the session is stopped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HandoffParams {
+    pub session_id: String,
+    /// The agent profile that takes over.
+    pub agent: String,
+}
+
 /// `session.security` and `session.rule`: a session's security state.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SecurityReply {

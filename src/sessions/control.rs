@@ -112,7 +112,9 @@ impl Sessions {
             channel: None,
         };
         let given = self.given(&source.id);
-        let forked = self.create_from(create, Some(&source.id), given).await;
+        let forked = self
+            .create_from(create, Some(&source.id), given, None)
+            .await;
         if forked.is_err() {
             let _git = self.git.lock().await;
             let _ = git::delete_branch(&repo, &new_branch, true).await;

@@ -20,6 +20,7 @@ mod drift;
 mod exec;
 mod gate;
 mod given;
+mod handoff;
 mod inbox_news;
 mod land;
 mod machine;
@@ -188,7 +189,7 @@ impl Sessions {
     /// before the agent runs is undone and reported: no half-made session is left behind.
     /// Its agent gets the daemon's environment (see [`Sessions::create_for`]).
     pub async fn create(self: &Arc<Self>, params: CreateSessionParams) -> Result<Session> {
-        self.create_from(params, None, None).await
+        self.create_from(params, None, None, None).await
     }
 
     /// [`Sessions::create`] for a process that gave its environment: its program is
@@ -198,16 +199,19 @@ impl Sessions {
         params: CreateSessionParams,
         given: Option<ClientEnv>,
     ) -> Result<Session> {
-        self.create_from(params, None, given.map(Arc::new)).await
+        self.create_from(params, None, given.map(Arc::new), None)
+            .await
     }
 
     /// [`Sessions::create_for`], the new session's context stack a copy of `seed`'s (a
-    /// fork), made before its agent starts.
+    /// fork), made before its agent starts; for a hand-off, taking over `from`'s worktree
+    /// (and its ownership) and base branch, and naming it as where it came from.
     async fn create_from(
         self: &Arc<Self>,
         params: CreateSessionParams,
         seed: Option<&str>,
         given: Option<Arc<ClientEnv>>,
+        from: Option<&Session>,
     ) -> Result<Session> {
         let kiln = self.ledger.kiln().clone();
         let config = self.settings()?;
@@ -255,14 +259,17 @@ impl Sessions {
             state: Some(SessionState::Creating),
             task: params.task.clone().filter(|t| !t.trim().is_empty()),
             branch: placement.branch.clone(),
-            worktree_owned: placement.created.is_some(),
+            worktree_owned: placement.created.is_some() || from.is_some_and(|f| f.worktree_owned),
+            handed_from: from.map(|f| f.id.clone()),
             updated_at: Some(now.clone()),
             driver: Some(spec),
             security: crate::protocol::SecurityState {
                 read_manifest: (!params.allow_read.is_empty()).then(|| params.allow_read.clone()),
                 ..Default::default()
             },
-            base_branch: placement.base_branch.clone(),
+            base_branch: from
+                .and_then(|f| f.base_branch.clone())
+                .or_else(|| placement.base_branch.clone()),
             channel: params.channel.clone(),
             ..Session::started(
                 id.clone(),

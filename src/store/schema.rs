@@ -167,9 +167,11 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD force ON deleted_sessions TYPE bool DEFAULT false;
     "#,
     // v14: what a session spent (tokens and cost, by day) and how far its budget was
-    // raised (JSON text).
+    // raised (JSON text); the lineage of a hand-off from one agent to another.
     r#"
     DEFINE FIELD spent ON sessions TYPE option<string>;
+    DEFINE FIELD handed_from ON sessions TYPE option<string>;
+    DEFINE FIELD handed_to ON sessions TYPE option<string>;
     "#,
 ];
 

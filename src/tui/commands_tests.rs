@@ -201,6 +201,16 @@ fn common_prefix_extends_ambiguous_completion() {
 }
 
 #[test]
+fn handoff_takes_one_agent_profile() {
+    assert_eq!(
+        parse("/handoff codex").unwrap(),
+        SlashCommand::Handoff("codex".into())
+    );
+    assert!(parse("/handoff").is_err());
+    assert!(parse("/handoff codex claude").is_err());
+}
+
+#[test]
 fn every_table_entry_parses() {
     for spec in COMMANDS {
         let line = match spec.name {
@@ -208,6 +218,7 @@ fn every_table_entry_parses() {
             "answer" => "/answer yes".to_string(),
             "disable" | "enable" => format!("/{} ask-before-push", spec.name),
             "rename" => "/rename the auth work".to_string(),
+            "handoff" => "/handoff codex".to_string(),
             name => format!("/{name}"),
         };
         assert!(parse(&line).is_ok(), "{line}");

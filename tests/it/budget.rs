@@ -178,7 +178,10 @@ async fn a_usage_limit_parks_the_session_until_it_resets_then_the_prompt_is_sent
     prompt(&client, &s.id, "limit-once 2\nsay went through").await;
     let parked = wait_state(&client, &s.id, SessionState::Parked).await;
     let reason = parked.state_reason.unwrap_or_default();
-    assert!(reason.starts_with("usage limit reached: resumes at "), "{reason}");
+    assert!(
+        reason.starts_with("usage limit reached: resumes at "),
+        "{reason}"
+    );
     let told = wait_message_where(&client, &s.id, "the limit's message", |m| {
         m.msg_type == MsgType::Info && m.title.starts_with("Usage limit: resumes at ")
     })
@@ -203,4 +206,80 @@ async fn a_usage_limit_parks_the_session_until_it_resets_then_the_prompt_is_sent
         .count();
     assert_eq!(prompts, 2, "sent once, and once again at the reset");
     wait_state(&client, &s.id, SessionState::Complete).await;
+}
+
+#[tokio::test]
+async fn a_hand_off_carries_the_summary_the_diff_and_the_open_question_to_the_other_agent() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(
+        &client,
+        "scripted",
+        Some("write notes.txt first draft\nsay drafted the notes"),
+    )
+    .await;
+    wait_state(&client, &s.id, SessionState::Complete).await;
+    // A question left open when it is handed off.
+    prompt(&client, &s.id, "permit p1 Deploy to staging").await;
+    wait_state(&client, &s.id, SessionState::Waiting).await;
+
+    // An unknown profile is refused, and nothing is stopped.
+    let out = tk.cru(&["session", "handoff", &s.id, "--agent", "nobody"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("nobody"), "{}", stderr(&out));
+    assert_eq!(
+        session(&client, &s.id).await.state,
+        Some(SessionState::Waiting)
+    );
+
+    let out = tk.cru(&["session", "handoff", &s.id, "--agent", "loader", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let to: crucible::protocol::Session = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(to.handed_from.as_deref(), Some(s.id.as_str()));
+    assert_eq!(to.worktree, s.worktree, "the same worktree");
+    assert_eq!(to.branch, s.branch, "the same branch");
+    assert!(to.worktree_owned, "the worktree is the new session's now");
+    let from = wait_state(&client, &s.id, SessionState::Stopped).await;
+    assert_eq!(from.handed_to.as_deref(), Some(to.id.as_str()));
+    assert!(!from.worktree_owned);
+
+    // The other agent's first prompt is the brief.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let first = loop {
+        let prompts: Vec<String> = transcript(&client, &to.id)
+            .await
+            .into_iter()
+            .filter(|e| e.kind == crucible::protocol::EntryKind::Prompt)
+            .filter_map(|e| e.text)
+            .collect();
+        if let Some(first) = prompts.into_iter().next() {
+            break first;
+        }
+        assert!(std::time::Instant::now() < deadline, "no first prompt");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    for part in [
+        "another agent (scripted)",
+        "TASK:\nwrite notes.txt first draft",
+        "drafted the notes",
+        "- Deploy to staging",
+        "notes.txt",
+        "+first draft",
+    ] {
+        assert!(first.contains(part), "{part:?} not in the brief:\n{first}");
+    }
+    // Both show the lineage.
+    let status = stdout(&tk.cru(&["session", "status", &s.id]));
+    assert!(status.contains(&to.id), "{status}");
+    let status = stdout(&tk.cru(&["session", "status", &to.id]));
+    assert!(status.contains(&s.id), "{status}");
+    // Handed off once only.
+    let again = tk.cru(&["session", "handoff", &s.id, "--agent", "scripted"]);
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("handed off already"),
+        "{}",
+        stderr(&again)
+    );
 }

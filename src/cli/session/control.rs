@@ -3,7 +3,7 @@
 use crate::cli::output::outln;
 use crate::client::Client;
 use crate::protocol::methods as m;
-use crate::protocol::{ForkParams, RenameParams, Session, SessionIdParams};
+use crate::protocol::{ForkParams, HandoffParams, RenameParams, Session, SessionIdParams};
 
 pub(super) async fn restart(client: &Client, session: &Session) -> anyhow::Result<()> {
     let reply = client
@@ -27,6 +27,34 @@ pub(super) async fn rename(client: &Client, session: &Session, name: String) -> 
         })
         .await?;
     outln!("{} is now {}", reply.session.id, reply.session.display_name);
+    Ok(())
+}
+
+pub(super) async fn handoff(
+    client: &Client,
+    session: &Session,
+    agent: String,
+    json: bool,
+) -> anyhow::Result<()> {
+    let created = client
+        .call::<m::SessionHandoff>(&HandoffParams {
+            session_id: session.id.clone(),
+            agent,
+        })
+        .await?;
+    let s = created.session;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        outln!(
+            "handed {} off to {} ({}) on branch {}; {} is stopped",
+            session.display_name,
+            s.display_name,
+            s.id,
+            s.branch.as_deref().unwrap_or("?"),
+            session.display_name,
+        );
+    }
     Ok(())
 }
 

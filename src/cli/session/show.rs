@@ -96,6 +96,12 @@ pub(super) fn print_status(kiln: &Kiln, s: &Session) {
             pairs.push(("usage", text));
         }
         pairs.push(("spent", spent_line(s.spent.as_ref())));
+        if let Some(from) = &s.handed_from {
+            pairs.push(("handed from", from.clone()));
+        }
+        if let Some(to) = &s.handed_to {
+            pairs.push(("handed to", to.clone()));
+        }
         if let Some(summary) = &s.context_summary {
             pairs.push(("context", summary.replace('\n', "\n  ")));
         }

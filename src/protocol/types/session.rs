@@ -91,6 +91,12 @@ pub struct Session {
         skip_serializing_if = "Option::is_none"
     )]
     pub spent: Option<Spent>,
+    /// Lineage of a hand-off: the session whose task this one took over, and the one
+    /// that took this one's over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handed_from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handed_to: Option<String>,
     /// The channel that started it and the conversation it carries, for sessions started
     /// from outside the workbench (a webhook); `None` for the workbench and the CLI.
     #[serde(

@@ -67,6 +67,8 @@ pub enum SlashCommand {
         worktree: Option<String>,
         task: Option<String>,
     },
+    /// The focused session's task goes on with this agent profile.
+    Handoff(String),
     /// A fresh session for the focused one's worktree and agent.
     Reset {
         keep_disabled: bool,

@@ -71,6 +71,10 @@ pub fn parse(line: &str) -> Result<SlashCommand, CommandError> {
         "rename" if rest.is_empty() => Err(usage("needs a name")),
         "rename" => Ok(SlashCommand::Rename(rest.to_string())),
         "fork" => parse_fork(rest).map_err(bad),
+        "handoff" if rest.is_empty() || rest.contains(char::is_whitespace) => {
+            Err(usage("needs the agent profile that takes over"))
+        }
+        "handoff" => Ok(SlashCommand::Handoff(rest.to_string())),
         "approve" => no_args(SlashCommand::Approve),
         "reset" => match rest {
             "" => Ok(SlashCommand::Reset {

@@ -149,6 +149,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         &["--worktree"],
     ),
     spec(
+        "handoff",
+        &[],
+        "<agent>",
+        "the focused session's task goes on with another agent in the same worktree; this one stops",
+        &[],
+    ),
+    spec(
         "diff",
         &[],
         "",

@@ -16,6 +16,7 @@ impl Runtime {
         match reply {
             Reply::SessionCreate(created)
             | Reply::SessionFork(created)
+            | Reply::SessionHandoff(created)
             | Reply::SessionReset(created) => {
                 let actions = model.focus_session_id(&created.session_id);
                 self.perform(actions);

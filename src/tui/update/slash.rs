@@ -10,8 +10,9 @@ use super::super::model::{Model, Overlay, Zone};
 use super::super::review::review_prompt;
 use crate::protocol::methods::{NoParams, Request};
 use crate::protocol::{
-    CommitParams, CreateSessionParams, DeleteSessionParams, DiffParams, ForkParams, MergeParams,
-    PrParams, RenameParams, ResetParams, RulesParams, SessionIdParams, SessionRuleParams,
+    CommitParams, CreateSessionParams, DeleteSessionParams, DiffParams, ForkParams, HandoffParams,
+    MergeParams, PrParams, RenameParams, ResetParams, RulesParams, SessionIdParams,
+    SessionRuleParams,
 };
 
 impl Model {
@@ -180,6 +181,9 @@ fn session_call(command: SlashCommand, session_id: String) -> Option<Request> {
             worktree,
             task,
         })),
+        SlashCommand::Handoff(agent) => {
+            Some(Request::SessionHandoff(HandoffParams { session_id, agent }))
+        }
         SlashCommand::Reset { keep_disabled } => Some(Request::SessionReset(ResetParams {
             session_id,
             keep_disabled,

@@ -256,6 +256,7 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
                 + usize::from(contained(s).is_some())
                 + usize::from(!model.conflicts_of(&s.id).is_empty())
                 + usize::from(s.channel.is_some())
+                + usize::from(lineage(model, s).is_some())
         })
         .sum::<usize>();
     let rect = centered(area, 110, model.sessions().len().max(1) + 1 + summaries);
@@ -343,6 +344,9 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
                 theme.style(Role::Conflict),
             ));
         }
+        if let Some(text) = lineage(model, session) {
+            lines.push(Line::styled(clip(&text, max), dim(theme)));
+        }
         // Where a contained session runs, and the limits on it.
         if let Some(driver) = contained(session) {
             lines.push(Line::styled(
@@ -362,6 +366,25 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     }
     frame.render_widget(Clear, rect);
     frame.render_widget(Paragraph::new(lines).block(block), rect);
+}
+
+/// `⇄ handed off from [2] · to [5]`: the sessions a hand-off links this one with.
+fn lineage(model: &Model, session: &crate::protocol::Session) -> Option<String> {
+    let name = |id: &str| {
+        model
+            .number_of(id)
+            .map_or_else(|| id.to_string(), |n| format!("[{n}]"))
+    };
+    let from = session
+        .handed_from
+        .as_deref()
+        .map(|id| format!("from {}", name(id)));
+    let to = session
+        .handed_to
+        .as_deref()
+        .map(|id| format!("to {}", name(id)));
+    let parts: Vec<String> = from.into_iter().chain(to).collect();
+    (!parts.is_empty()).then(|| format!("        ⇄ handed off {}", parts.join(" · ")))
 }
 
 /// `sandbox (network none, …) · limits …` for a session not run as the user.

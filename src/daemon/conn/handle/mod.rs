@@ -122,6 +122,10 @@ impl Handler for Call<'_> {
         session::fork(self, p).await
     }
 
+    async fn session_handoff(&self, p: HandoffParams) -> Result<Created, ErrorObject> {
+        session::handoff(self, p).await
+    }
+
     async fn session_diff(&self, p: DiffParams) -> Result<DiffReply, ErrorObject> {
         land::diff(self, p).await
     }

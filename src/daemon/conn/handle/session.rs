@@ -186,6 +186,15 @@ pub(super) async fn fork(call: &Call<'_>, p: ForkParams) -> Result<Created, Erro
     })
 }
 
+pub(super) async fn handoff(call: &Call<'_>, p: HandoffParams) -> Result<Created, ErrorObject> {
+    let sessions = &call.conn.shared.sessions;
+    let session = sessions.handoff(p).await.map_err(app_error)?;
+    Ok(m::Created {
+        session_id: session.id.clone(),
+        session,
+    })
+}
+
 pub(super) async fn transcript(
     call: &Call<'_>,
     p: TranscriptParams,
