@@ -130,6 +130,7 @@ impl AgentProfile {
             recover_tool_errors: false,
             driver: None,
             model_summaries: true,
+            idle_stop_minutes: None,
         }
     }
 }

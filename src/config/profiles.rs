@@ -58,6 +58,12 @@ pub struct AgentProfile {
     /// (and for `summarize`); `false` uses the deterministic summary and saves a request.
     #[serde(default = "default_true")]
     pub model_summaries: bool,
+    /// Stop (park) an agent of this profile that had no turn for this many minutes, on
+    /// any driver; the next prompt starts it again, resuming its session where the agent
+    /// can. Unset: `[drivers] idle_timeout_minutes` for the drivers that make an
+    /// environment, never for `local`.
+    #[serde(default)]
+    pub idle_stop_minutes: Option<f64>,
 }
 
 fn default_true() -> bool {

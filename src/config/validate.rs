@@ -54,6 +54,15 @@ impl Config {
         self.drivers.check().map_err(invalid)?;
         self.check_matrix()?;
         self.web.validate().map_err(invalid)?;
+        for (name, profile) in &self.agents {
+            if let Some(minutes) = profile.idle_stop_minutes
+                && !(minutes.is_finite() && minutes >= 0.0)
+            {
+                return Err(InvalidSettings::Value(format!(
+                    "agents.{name}.idle_stop_minutes must be 0 or more (0: never)"
+                )));
+            }
+        }
         self.budget.validate().map_err(invalid)?;
         if self.notify.max_per_minute == 0 || self.notify.timeout_secs == 0 {
             return Err(InvalidSettings::Value(

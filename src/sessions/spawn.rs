@@ -64,7 +64,7 @@ impl Sessions {
         let (passed, missing) = given::values(spec.env(), given.as_deref());
         let profile = given::locate(profile_name, profile, spec.kind(), given.as_deref())
             .map_err(SpawnError::Locate)?;
-        let idle_after = self.idle_after(spec.kind());
+        let idle_after = self.idle_after(spec.kind(), &profile);
         let environment = Environment::provision(
             &spec,
             driver::Setup {
@@ -193,9 +193,13 @@ impl Sessions {
         });
     }
 
-    /// How long a session of a driver other than local may sit complete before its
-    /// environment is torn down (`None`: never, or a driver that makes none).
-    fn idle_after(&self, kind: DriverKind) -> Option<std::time::Duration> {
+    /// How long a session may sit complete before its agent is stopped (parked): its
+    /// profile's `idle_stop_minutes`, else, for a driver other than local, how long before
+    /// its environment is torn down (`None`: never).
+    fn idle_after(&self, kind: DriverKind, profile: &AgentProfile) -> Option<std::time::Duration> {
+        if let Some(minutes) = profile.idle_stop_minutes {
+            return (minutes > 0.0).then(|| std::time::Duration::from_secs_f64(minutes * 60.0));
+        }
         if !kind.makes_environment() {
             return None;
         }

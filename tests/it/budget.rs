@@ -283,3 +283,37 @@ async fn a_hand_off_carries_the_summary_the_diff_and_the_open_question_to_the_ot
         stderr(&again)
     );
 }
+
+#[tokio::test]
+async fn idle_stop_parks_a_local_agent_and_the_next_prompt_wakes_it() {
+    // 0.03 minutes: under two seconds without a turn.
+    let agent = scripted_agent();
+    let tk = agent_kiln(&format!(
+        "[agents.sleepy]\ncommand = {agent:?}\nargs = [\"--load\"]\nidle_stop_minutes = 0.03\n"
+    ));
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "sleepy", Some("say first")).await;
+    wait_said(&client, &s.id, "first").await;
+    let parked = wait_state(&client, &s.id, SessionState::Parked).await;
+    let pid = s.agent_pid;
+    assert!(
+        pid.is_none_or(|p| !crucible::sys::pid_alive(p)),
+        "the agent process is gone"
+    );
+    assert!(parked.agent_pid.is_none(), "{parked:?}");
+    // The next prompt wakes it, on the same session.
+    let out = tk.cru(&["session", "send", &s.id, "say second"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_said(&client, &s.id, "second").await;
+    let woken = session(&client, &s.id).await;
+    assert!(woken.agent_pid.is_some_and(crucible::sys::pid_alive));
+    // A profile without it is never stopped on the local driver.
+    let awake = create(&client, "loader", Some("say still here")).await;
+    wait_said(&client, &awake.id, "still here").await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        session(&client, &awake.id).await.state,
+        Some(SessionState::Complete)
+    );
+}
