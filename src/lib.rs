@@ -35,6 +35,7 @@ pub mod ledger;
 pub(crate) mod logging;
 pub(crate) mod markdown;
 pub mod openai;
+pub mod proc_tree;
 pub mod protocol;
 pub(crate) mod rules;
 pub mod sessions;

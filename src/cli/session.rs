@@ -441,7 +441,10 @@ fn removed(d: &DeleteOutcome) -> &'static str {
 
 pub(super) async fn list(client: &Client) -> anyhow::Result<Vec<Session>> {
     Ok(client
-        .call::<m::SessionList>(&Default::default())
+        .call::<m::SessionList>(&crate::protocol::SessionListParams {
+            channel: None,
+            resources: true,
+        })
         .await?
         .sessions)
 }

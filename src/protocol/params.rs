@@ -561,4 +561,7 @@ pub struct SessionListParams {
     /// `webhook`, `cron`, or `interactive` for the sessions no channel started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
+    /// Fill in each session's `resources` (its agent's CPU time and memory).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resources: bool,
 }

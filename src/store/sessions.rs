@@ -39,6 +39,8 @@ impl Store {
                 serde_json::to_string(usage).map_err(|e| StoreError::Decode(e.to_string()))?;
             row.insert("usage", surrealdb::types::Value::from_t(text));
         }
+        // Measured when asked, never stored.
+        row.remove("resources");
         row.remove("spent");
         if let Some(spent) = &s.spent {
             let text =

@@ -96,6 +96,17 @@ pub(super) fn print_status(kiln: &Kiln, s: &Session) {
             pairs.push(("usage", text));
         }
         pairs.push(("spent", spent_line(s.spent.as_ref())));
+        if let Some(r) = &s.resources {
+            pairs.push((
+                "machine",
+                format!(
+                    "{:.1} s CPU, {} MB resident, in {} process(es)",
+                    r.cpu_secs,
+                    r.rss_bytes / (1024 * 1024),
+                    r.processes
+                ),
+            ));
+        }
         if let Some(from) = &s.handed_from {
             pairs.push(("handed from", from.clone()));
         }

@@ -91,6 +91,10 @@ pub struct Session {
         skip_serializing_if = "Option::is_none"
     )]
     pub spent: Option<Spent>,
+    /// What its agent's process tree costs the machine now (CPU time so far, resident
+    /// memory); filled in by `session.list` when asked, never stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
     /// Lineage of a hand-off: the session whose task this one took over, and the one
     /// that took this one's over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -229,6 +233,14 @@ pub struct Usage {
     /// Its unit: a currency code (`USD`) or another unit (`credits`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
+}
+
+/// The CPU time and resident memory of a session's agent and everything it started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resources {
+    pub cpu_secs: f64,
+    pub rss_bytes: u64,
+    pub processes: u32,
 }
 
 /// What a session has spent, in all and by UTC day. `None` is unknown: the agent never

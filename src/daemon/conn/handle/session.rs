@@ -28,6 +28,12 @@ pub(super) async fn list(
             None => channel == "interactive",
         });
     }
+    if p.resources {
+        let table = crate::proc_tree::ProcTable::read();
+        for s in &mut sessions {
+            s.resources = s.agent_pid.and_then(|pid| table.tree(pid));
+        }
+    }
     Ok(m::ListedSessions { sessions })
 }
 
