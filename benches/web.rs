@@ -167,6 +167,14 @@ async fn run() -> Result<()> {
     let paints = Stats::new(paints);
     let html = Stats::new(html);
     let floor = Stats::new(floor);
+    // Back on the paired page for the live figures.
+    browser.goto(&format!("{base}/")).await;
+    browser
+        .wait_for(
+            "the paired page again",
+            "return document.body.dataset.ready === '1'",
+        )
+        .await;
 
     // A session to stamp; the page opens it and watches its transcript.
     let created = client
