@@ -30,7 +30,11 @@ impl ProcTable {
             return table;
         };
         for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
                 continue;
             };
             let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -95,7 +99,10 @@ mod tests {
     #[test]
     fn a_tree_counts_the_process_and_everything_under_it() {
         // This test's process and a child that uses memory.
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let table = ProcTable::read();
         let me = table.tree(std::process::id()).unwrap();
         assert!(me.processes >= 2, "{me:?}");

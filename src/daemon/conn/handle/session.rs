@@ -30,7 +30,8 @@ pub(super) async fn list(
     }
     if p.resources {
         let table = crate::proc_tree::ProcTable::read();
-        for s in &mut sessions {
+        // Only this daemon's: another's agent pid is of another host.
+        for s in sessions.iter_mut().filter(|s| !ledger.is_foreign(s)) {
             s.resources = s.agent_pid.and_then(|pid| table.tree(pid));
         }
     }
