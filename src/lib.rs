@@ -6,6 +6,7 @@
 //! - `text`, `sys`, `logging`: small helpers that know no crucible types
 //! - `context`: the context stack as data
 //! - `protocol`: the wire types, method names, caps and agent environment (no I/O)
+//! - `proc_tree`: the CPU time and memory of a process tree, read from `/proc`
 //! - `markdown`: a session's transcript as readable markdown (its log file, `cru session logs`)
 //! - `rules`: what an agent may do (allow, ask, deny), as data
 //! - `config`, `kiln`: settings, and where a kiln keeps its state
