@@ -741,6 +741,7 @@
   };
   const connect = () => {
     const es = new EventSource('/api/events');
+    st.es = es;
     es.onopen = () => setConn(true);
     es.onerror = () => {
       setConn(false);
@@ -748,6 +749,7 @@
       // whether this browser is still paired and try again a little later.
       if (es.readyState === EventSource.CLOSED) {
         es.close();
+        if (st.es === es) st.es = null;
         setTimeout(async () => {
           try {
             if ((await fetch('/api/me', { credentials: 'same-origin' })).status === 401) return toPair();
@@ -771,6 +773,17 @@
       });
     }
   };
+
+  // A page kept in the back-forward cache closes its stream, and opens it again when it
+  // is shown: a browser keeps six connections to one host, and streams held by pages no
+  // one sees would starve the next page load.
+  addEventListener('pagehide', () => {
+    if (st.es) st.es.close();
+    st.es = null;
+  });
+  addEventListener('pageshow', (ev) => {
+    if (ev.persisted && !st.es) connect();
+  });
 
   $('logout').addEventListener('click', async (ev) => {
     ev.preventDefault();
