@@ -31,6 +31,34 @@ pub struct FileDiff {
     pub hunks: Vec<Hunk>,
 }
 
+impl Diff {
+    /// The diff as unified text: `--- old` / `+++ new`, then each `@@` hunk's lines.
+    pub fn unified(&self) -> String {
+        use std::fmt::Write;
+        let mut text = String::new();
+        for file in &self.files {
+            let old = file.old_path.as_deref().unwrap_or(&file.path);
+            let _ = writeln!(text, "--- {old}\n+++ {}", file.path);
+            for hunk in &file.hunks {
+                let _ = writeln!(
+                    text,
+                    "@@ -{},{} +{},{} @@ {}",
+                    hunk.old_start, hunk.old_lines, hunk.new_start, hunk.new_lines, hunk.header
+                );
+                for line in &hunk.lines {
+                    let mark = match line.kind {
+                        LineKind::Context => ' ',
+                        LineKind::Added => '+',
+                        LineKind::Removed => '-',
+                    };
+                    let _ = writeln!(text, "{mark}{}", line.text);
+                }
+            }
+        }
+        text
+    }
+}
+
 /// What happened to a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -6,7 +6,7 @@
 //! new session's to keep or remove.
 
 use super::*;
-use crate::protocol::{Diff, HandoffParams, InboxMessage, LineKind};
+use crate::protocol::{Diff, HandoffParams, InboxMessage};
 
 /// How much of the diff the brief carries; the rest is a `git diff` away.
 const BRIEF_DIFF_BYTES: usize = 24 * 1024;
@@ -103,7 +103,7 @@ pub(super) fn brief(from: &Session, diff: Option<&Diff>, open: &[InboxMessage]) 
                     f.status, f.path, f.added, f.removed
                 ));
             }
-            let patch = unified(diff);
+            let patch = diff.unified();
             if patch.len() > BRIEF_DIFF_BYTES {
                 let cut = crate::text::clip(&patch, BRIEF_DIFF_BYTES);
                 text.push_str(&format!(
@@ -122,39 +122,10 @@ fn first_lines(text: &str, n: usize) -> String {
     text.lines().take(n).collect::<Vec<_>>().join(" / ")
 }
 
-/// The diff as `git diff` prints it.
-fn unified(diff: &Diff) -> String {
-    let mut out = String::new();
-    for f in &diff.files {
-        let old = f.old_path.as_deref().unwrap_or(&f.path);
-        out.push_str(&format!("--- a/{old}\n+++ b/{}\n", f.path));
-        if f.binary {
-            out.push_str("(binary)\n");
-        }
-        for h in &f.hunks {
-            out.push_str(&format!(
-                "@@ -{},{} +{},{} @@ {}\n",
-                h.old_start, h.old_lines, h.new_start, h.new_lines, h.header
-            ));
-            for l in &h.lines {
-                let mark = match l.kind {
-                    LineKind::Context => ' ',
-                    LineKind::Added => '+',
-                    LineKind::Removed => '-',
-                };
-                out.push(mark);
-                out.push_str(&l.text);
-                out.push('\n');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{DiffLine, FileDiff, FileStatus, Hunk, MsgType};
+    use crate::protocol::{DiffLine, FileDiff, FileStatus, Hunk, LineKind, MsgType};
 
     #[test]
     fn the_brief_carries_the_task_the_summary_the_open_questions_and_the_diff() {

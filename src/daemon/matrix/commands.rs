@@ -7,7 +7,7 @@ use std::sync::Arc;
 use matrix_sdk::Room;
 
 use super::{Bot, wording};
-use crate::protocol::{LineKind, Session, SessionState};
+use crate::protocol::{Session, SessionState};
 
 /// The reply to `/<name> <rest>` in `room`.
 pub(super) async fn run(bot: &Arc<Bot>, room: &Room, name: &str, rest: &str) -> String {
@@ -131,30 +131,5 @@ fn diff_text(diff: &crate::protocol::Diff) -> String {
     if diff.files.is_empty() {
         return "No changes.".into();
     }
-    let mut text = String::from("```diff\n");
-    for file in &diff.files {
-        let _ = writeln!(
-            text,
-            "--- {}\n+++ {}",
-            file.old_path.as_deref().unwrap_or(&file.path),
-            file.path
-        );
-        for hunk in &file.hunks {
-            let _ = writeln!(
-                text,
-                "@@ -{},{} +{},{} @@ {}",
-                hunk.old_start, hunk.old_lines, hunk.new_start, hunk.new_lines, hunk.header
-            );
-            for line in &hunk.lines {
-                let mark = match line.kind {
-                    LineKind::Context => ' ',
-                    LineKind::Added => '+',
-                    LineKind::Removed => '-',
-                };
-                let _ = writeln!(text, "{mark}{}", line.text);
-            }
-        }
-    }
-    text.push_str("```");
-    text
+    format!("```diff\n{}```", diff.unified())
 }
