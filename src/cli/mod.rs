@@ -8,6 +8,7 @@ mod inbox;
 mod mcp;
 mod output;
 mod rules;
+mod search;
 mod session;
 mod usage;
 mod web;
@@ -71,6 +72,9 @@ pub enum Command {
     /// What the sessions spent, in tokens and US dollars, by day, agent or session
     /// (what an agent did not report is shown as unknown).
     Usage(usage::UsageArgs),
+    /// Find words in the transcripts, the inbox and sessions' names and tasks, best
+    /// first, the matched words marked.
+    Search(search::SearchArgs),
 }
 
 /// Parses the command line, runs it, and turns errors into a message and exit code.
@@ -154,6 +158,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Usage(args)) => {
             crate::logging::to_stderr();
             runtime.block_on(usage::run(kiln, args))
+        }
+        Some(Command::Search(args)) => {
+            crate::logging::to_stderr();
+            runtime.block_on(search::run(kiln, args))
         }
         Some(Command::Mcp) => {
             // Stdout carries MCP frames only.

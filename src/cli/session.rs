@@ -455,7 +455,7 @@ pub(super) async fn resolve(client: &Client, name: &str) -> anyhow::Result<Sessi
     pick(&sessions, name).cloned()
 }
 
-fn pick<'a>(sessions: &'a [Session], name: &str) -> anyhow::Result<&'a Session> {
+pub(super) fn pick<'a>(sessions: &'a [Session], name: &str) -> anyhow::Result<&'a Session> {
     let name = name.trim();
     let lower = name.to_lowercase();
     if let Some(s) = sessions.iter().find(|s| {

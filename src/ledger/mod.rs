@@ -12,6 +12,7 @@
 mod context;
 mod inbox;
 mod registry;
+mod search;
 mod team;
 mod transcript;
 
@@ -37,6 +38,7 @@ pub use inbox::no_message;
 use inbox::send_writer;
 use registry::Registry;
 pub use registry::display_name;
+pub use search::{DEFAULT_HITS, MAX_HITS};
 pub use team::Takeover;
 
 /// What a domain operation can fail with; each kind has its own JSON-RPC code.

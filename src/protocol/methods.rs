@@ -253,6 +253,8 @@ methods! {
     SecretGet = "secret.get", secret_get, Session, Apart, Local, ["session_id", "name"], SecretParams => SecretReply;
     SessionTranscript = "session.transcript", session_transcript, Owner, InOrder, Local, ["session_id", "after", "limit"],
         TranscriptParams => Entries;
+    Search = "search", search, Owner("a session handle may not search other sessions' transcripts"), Apart, Local,
+        ["query", "session_id", "types", "limit"], SearchParams => SearchResults;
     InboxSend = "inbox.send", inbox_send, Session, InOrder, Local, ["session_id", "msg_type", "title", "body", "options"],
         SendParams => Sent;
     InboxList = "inbox.list", inbox_list, Owner, InOrder, Local, ["unread_only", "limit", "session_id"],

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::driver::DriverOptions;
-use super::types::{MsgType, StoreHealth, Topic};
+use super::types::{HitKind, MsgType, SearchHit, StoreHealth, Topic};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HandshakeParams {
@@ -564,4 +564,25 @@ pub struct SessionListParams {
     /// Fill in each session's `resources` (its agent's CPU time and memory).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resources: bool,
+}
+
+/// `search`: the words to find (every one must match), optionally in one session and of
+/// some kinds only.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SearchParams {
+    pub query: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// `transcript`, `inbox`, `session`; all when none is given.
+    #[serde(default)]
+    pub types: Option<Vec<HitKind>>,
+    /// The most hits (default 20, at most 200).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SearchResults {
+    /// Best first.
+    pub hits: Vec<SearchHit>,
 }

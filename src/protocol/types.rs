@@ -4,11 +4,13 @@
 
 mod event;
 mod inbox;
+mod search;
 mod session;
 mod transcript;
 
 pub use event::*;
 pub use inbox::*;
+pub use search::*;
 pub use session::*;
 pub use transcript::*;
 

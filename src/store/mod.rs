@@ -14,6 +14,8 @@ mod records;
 pub use records::GitLeftovers;
 mod remote;
 mod schema;
+mod search;
+pub use search::excerpt;
 mod sessions;
 mod team;
 

@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -172,6 +172,24 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD spent ON sessions TYPE option<string>;
     DEFINE FIELD handed_from ON sessions TYPE option<string>;
     DEFINE FIELD handed_to ON sessions TYPE option<string>;
+    "#,
+    // v15: full-text search (ranked, with the matched words marked) over transcript
+    // entries, inbox messages and sessions' names and tasks. Words are split at spaces,
+    // punctuation and changes of character class, folded to lower-case ASCII and to
+    // their English stems, so "failing" finds "failed".
+    r#"
+    DEFINE ANALYZER crucible_words TOKENIZERS blank, class, punct
+        FILTERS lowercase, ascii, snowball(english);
+    DEFINE INDEX search_transcript ON transcript FIELDS text
+        FULLTEXT ANALYZER crucible_words BM25 HIGHLIGHTS;
+    DEFINE INDEX search_inbox_title ON inbox_messages FIELDS title
+        FULLTEXT ANALYZER crucible_words BM25 HIGHLIGHTS;
+    DEFINE INDEX search_inbox_body ON inbox_messages FIELDS body
+        FULLTEXT ANALYZER crucible_words BM25 HIGHLIGHTS;
+    DEFINE INDEX search_session_name ON sessions FIELDS display_name
+        FULLTEXT ANALYZER crucible_words BM25 HIGHLIGHTS;
+    DEFINE INDEX search_session_task ON sessions FIELDS task
+        FULLTEXT ANALYZER crucible_words BM25 HIGHLIGHTS;
     "#,
 ];
 

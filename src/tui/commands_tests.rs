@@ -211,6 +211,20 @@ fn handoff_takes_one_agent_profile() {
 }
 
 #[test]
+fn search_takes_the_words_to_find() {
+    assert_eq!(
+        parse("/search flaky  test").unwrap(),
+        SlashCommand::Search("flaky  test".into())
+    );
+    assert_eq!(
+        parse("/find zeppelin").unwrap(),
+        SlashCommand::Search("zeppelin".into())
+    );
+    assert!(parse("/search").is_err());
+    assert!(parse("/search -- ?").is_err());
+}
+
+#[test]
 fn every_table_entry_parses() {
     for spec in COMMANDS {
         let line = match spec.name {
@@ -219,6 +233,7 @@ fn every_table_entry_parses() {
             "disable" | "enable" => format!("/{} ask-before-push", spec.name),
             "rename" => "/rename the auth work".to_string(),
             "handoff" => "/handoff codex".to_string(),
+            "search" => "/search flaky test".to_string(),
             name => format!("/{name}"),
         };
         assert!(parse(&line).is_ok(), "{line}");

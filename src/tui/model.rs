@@ -20,10 +20,12 @@ use super::transcript::Transcript;
 mod fields;
 mod pages;
 mod quiet;
+mod search;
 
 pub use fields::{
     Activity, Confirm, Connection, ContextView, Flash, Overlay, Panes, ScrollExtent, Zone,
 };
+pub use search::{Found, Jump};
 
 /// The whole state of the workbench.
 #[derive(Debug)]
@@ -78,6 +80,10 @@ pub struct Model {
     /// Lines sent (Enter) before the daemon answered: carried out, in order, once the
     /// state is read.
     pub(super) held: Vec<String>,
+    /// The last `/search`'s results ([`Overlay::Search`] lists them).
+    pub(super) found: Option<Found>,
+    /// The transcript entry the last search result opened.
+    pub(super) jump: Option<Jump>,
 }
 
 impl Model {
@@ -115,6 +121,8 @@ impl Model {
             stall_after: Duration::from_secs(120),
             confirm: None,
             held: Vec::new(),
+            found: None,
+            jump: None,
         }
     }
 
@@ -286,6 +294,9 @@ impl Model {
     /// and the wheel stay within it.
     pub fn set_scroll_extent(&mut self, extent: ScrollExtent) {
         self.scroll_extent = extent;
+        if let Some(offset) = extent.jumped {
+            self.jump_placed(offset);
+        }
     }
 
     pub fn set_connection(&mut self, connection: Connection) {
@@ -434,6 +445,7 @@ impl Model {
     pub(super) fn focus(&mut self, session_id: &str) -> Vec<Action> {
         if self.focused.as_deref() != Some(session_id) {
             self.scroll = 0;
+            self.jump = None;
         }
         self.focused = Some(session_id.to_string());
         self.flagged.remove(session_id);

@@ -477,7 +477,11 @@ fn a_flash_lasts_until_the_next_key() {
 #[test]
 fn scrolling_stops_at_what_was_drawn() {
     let mut model = three_sessions();
-    model.set_scroll_extent(model::ScrollExtent { max: 15, page: 10 });
+    model.set_scroll_extent(model::ScrollExtent {
+        max: 15,
+        page: 10,
+        jumped: None,
+    });
     model.handle_key(key(KeyCode::PageUp));
     assert_eq!(model.scroll, 8);
     model.handle_key(key(KeyCode::PageUp));
@@ -768,4 +772,87 @@ fn a_quiet_working_session_shows_its_stall_and_output_resets_it() {
     // Done: nothing to wake for.
     model.apply(with_state(1, SessionState::Complete));
     assert_eq!(model.next_stall_change(Instant::now()), None);
+}
+
+fn hit(session_id: &str, seq: u64) -> crate::protocol::SearchHit {
+    crate::protocol::SearchHit {
+        kind: crate::protocol::HitKind::Transcript,
+        session_id: session_id.into(),
+        session_name: "s".into(),
+        seq: Some(seq),
+        entry_kind: Some(EntryKind::Message),
+        message_id: None,
+        at: String::new(),
+        score: 1.0,
+        snippet: "the needle".into(),
+        marks: vec![(4, 10)],
+    }
+}
+
+#[test]
+fn a_search_result_jumps_to_its_entry_reading_that_stretch_when_not_held() {
+    let mut model = three_sessions();
+    let sessions = fixture::sessions();
+    let third = sessions[2].id.clone();
+    let first = sessions[0].id.clone();
+    assert_eq!(focused_number(&model), Some(1));
+    // `/search` asks the daemon; its answer lists the hits.
+    let actions = enter(&mut model, "/search the needle");
+    assert!(
+        matches!(&actions[..], [Action::Call(Request::Search(p))] if p.query == "the needle"),
+        "{actions:?}"
+    );
+    model.show_search("the needle".into(), vec![hit(&first, 3), hit(&third, 500)]);
+    assert_eq!(model.overlay, Some(Overlay::Search { selected: 0 }));
+    model.handle_key(key(KeyCode::Down));
+    model.handle_key(key(KeyCode::Down));
+    assert_eq!(
+        model.overlay,
+        Some(Overlay::Search { selected: 1 }),
+        "stops at the last hit"
+    );
+    // Session 3's entry 500 is not held: the stretch from 20 before it is read.
+    let actions = model.handle_key(key(KeyCode::Enter));
+    assert_eq!(model.overlay, None);
+    assert_eq!(focused_number(&model), Some(3));
+    assert_eq!(
+        actions,
+        vec![Action::Call(Request::SessionTranscript(
+            crate::protocol::TranscriptParams {
+                session_id: third.clone(),
+                after: Some(479),
+                limit: Some(crate::tui::transcript::TRANSCRIPT_CAP as u32),
+            }
+        ))]
+    );
+    let jump = model.jump().unwrap();
+    assert_eq!((jump.seq, jump.placed), (500, false));
+    // The frame that holds it places it; scrolling goes on from there.
+    let held = (480..=700)
+        .map(|seq| entry(&sessions[2], seq, EntryKind::Message, "x", None))
+        .collect();
+    model.load_transcript(&third, held);
+    model.set_scroll_extent(model::ScrollExtent {
+        max: 400,
+        page: 30,
+        jumped: Some(170),
+    });
+    assert_eq!(model.scroll, 170);
+    assert!(model.jump().unwrap().placed);
+    model.set_scroll_extent(model::ScrollExtent {
+        max: 400,
+        page: 30,
+        jumped: Some(3),
+    });
+    assert_eq!(model.scroll, 170, "placed once");
+    // A held entry is jumped to without reading; another session's focus drops the mark.
+    model.show_search("the needle".into(), vec![hit(&third, 600)]);
+    assert!(model.handle_key(key(KeyCode::Enter)).is_empty());
+    assert_eq!(model.jump().unwrap().seq, 600);
+    model.handle_key(alt('1'));
+    assert!(model.jump().is_none());
+    // Nothing found: said, no overlay.
+    model.show_search("zeppelin".into(), Vec::new());
+    assert_eq!(model.overlay, None);
+    assert_eq!(flash(&model), "nothing found for “zeppelin”");
 }

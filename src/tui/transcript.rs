@@ -47,6 +47,14 @@ impl Transcript {
         &self.streamed
     }
 
+    /// Whether `seq` is within the stretch of history held.
+    pub fn spans(&self, seq: u64) -> bool {
+        match (self.entries.first(), self.entries.last()) {
+            (Some(first), Some(last)) => first.seq <= seq && seq <= last.seq,
+            _ => false,
+        }
+    }
+
     /// The highest `seq` held (0 when empty).
     pub fn last_seq(&self) -> u64 {
         self.entries.last().map_or(0, |e| e.seq)

@@ -282,6 +282,15 @@ impl Model {
             // arrows are its own; every other key closes it and does what it would
             // have done, so nothing typed while it came up is lost or swallowed.
             (Overlay::Page { .. }, KeyCode::Esc | KeyCode::Enter) => self.close_overlay(),
+            (Overlay::Search { selected }, KeyCode::Enter) => return self.open_found(selected),
+            (Overlay::Search { selected }, KeyCode::Up | KeyCode::Char('k')) => {
+                self.move_found(selected, -1);
+            }
+            (Overlay::Search { selected }, KeyCode::Down | KeyCode::Char('j')) => {
+                self.move_found(selected, 1);
+            }
+            (Overlay::Search { selected }, KeyCode::PageUp) => self.move_found(selected, -10),
+            (Overlay::Search { selected }, KeyCode::PageDown) => self.move_found(selected, 10),
             (Overlay::Page { .. }, _) if !page_key(key) => {
                 self.close_overlay();
                 return self.handle_key(key);

@@ -39,6 +39,7 @@ mod podman;
 mod restart;
 mod rules;
 mod sandbox;
+mod search;
 mod sessions;
 mod settings;
 mod ssh;

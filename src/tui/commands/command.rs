@@ -69,6 +69,8 @@ pub enum SlashCommand {
     },
     /// The focused session's task goes on with this agent profile.
     Handoff(String),
+    /// Find words in every session's transcript, the inbox and sessions' names and tasks.
+    Search(String),
     /// A fresh session for the focused one's worktree and agent.
     Reset {
         keep_disabled: bool,

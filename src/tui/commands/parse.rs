@@ -75,6 +75,8 @@ pub fn parse(line: &str) -> Result<SlashCommand, CommandError> {
             Err(usage("needs the agent profile that takes over"))
         }
         "handoff" => Ok(SlashCommand::Handoff(rest.to_string())),
+        "search" if !rest.chars().any(char::is_alphanumeric) => Err(usage("needs words to find")),
+        "search" => Ok(SlashCommand::Search(rest.to_string())),
         "approve" => no_args(SlashCommand::Approve),
         "reset" => match rest {
             "" => Ok(SlashCommand::Reset {

@@ -26,6 +26,13 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
     spec("inbox", &[], "", "show the inbox pane and move to it", &[]),
     spec("goto", &["g"], "<n>", "focus session n", &[]),
+    spec(
+        "search",
+        &["find"],
+        "<words…>",
+        "find words in every transcript, the inbox and sessions' names and tasks; Enter jumps to one",
+        &[],
+    ),
     spec("next", &["n"], "", "focus the next session", &[]),
     spec("prev", &["p"], "", "focus the previous session", &[]),
     spec(

@@ -28,6 +28,10 @@ pub enum Overlay {
     },
     /// A session's changes ([`Model::diff`]), with a cursor for review comments.
     Diff,
+    /// The last search's results ([`Model::found`]); `selected` is the hit Enter opens.
+    Search {
+        selected: usize,
+    },
 }
 
 /// Which side panes are shown.
@@ -116,6 +120,9 @@ pub struct ScrollExtent {
     pub max: u16,
     /// Rows visible.
     pub page: u16,
+    /// Where the frame put the entry a search jumped to (rows above the bottom), the
+    /// first time it could.
+    pub jumped: Option<u16>,
 }
 
 /// A session's context stack as the context pane shows it.

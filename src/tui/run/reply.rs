@@ -40,6 +40,20 @@ impl Runtime {
                 model.show_conflicts();
             }
             Reply::RulesList(reply) => model.show_page("rules".into(), rules_page(&reply)),
+            Reply::Search(results) => {
+                if let Request::Search(p) = &request {
+                    model.show_search(p.query.clone(), results.hits);
+                }
+            }
+            Reply::InboxGet(reply) => {
+                let m = reply.message;
+                let mut lines = vec![format!("from {}", m.session_name)];
+                lines.extend(m.body.iter().flat_map(|b| b.lines().map(str::to_string)));
+                if let Some(answer) = &m.response {
+                    lines.push(format!("answered: {answer}"));
+                }
+                model.show_page(m.title, lines);
+            }
             Reply::SessionSecurity(reply) => {
                 model.show_page("security state".into(), security_page(&reply.security));
             }
@@ -136,6 +150,8 @@ pub(super) fn doing(method: &str) -> &str {
         "session.audit" => "reading the audit log",
         "session.security" => "reading the security state",
         "session.transcript" => "reading the transcript",
+        "search" => "searching",
+        "inbox.get" => "reading the message",
         "rules.list" => "reading the rules",
         "inbox.respond" => "answering",
         "inbox.mark_read" => "marking read",

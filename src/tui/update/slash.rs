@@ -11,9 +11,12 @@ use super::super::review::review_prompt;
 use crate::protocol::methods::{NoParams, Request};
 use crate::protocol::{
     CommitParams, CreateSessionParams, DeleteSessionParams, DiffParams, ForkParams, HandoffParams,
-    MergeParams, PrParams, RenameParams, ResetParams, RulesParams, SessionIdParams,
+    MergeParams, PrParams, RenameParams, ResetParams, RulesParams, SearchParams, SessionIdParams,
     SessionRuleParams,
 };
+
+/// Hits `/search` lists.
+const SEARCH_HITS: u32 = 50;
 
 impl Model {
     /// Runs a parsed slash command.
@@ -81,6 +84,15 @@ impl Model {
             },
             SlashCommand::Review(op) => self.review(op),
             SlashCommand::Conflicts => vec![Request::SessionConflicts(NoParams {}).into()],
+            SlashCommand::Search(query) => vec![
+                Request::Search(SearchParams {
+                    query,
+                    session_id: None,
+                    types: None,
+                    limit: Some(SEARCH_HITS),
+                })
+                .into(),
+            ],
             SlashCommand::Prune(options) => vec![Request::SessionPrune(options).into()],
             SlashCommand::Approve => self.answer_approval(Choice::Approve),
             SlashCommand::Deny => self.answer_approval(Choice::Deny),
@@ -202,6 +214,7 @@ fn session_call(command: SlashCommand, session_id: String) -> Option<Request> {
         | SlashCommand::Skills
         | SlashCommand::Review(_)
         | SlashCommand::Conflicts
+        | SlashCommand::Search(_)
         | SlashCommand::Prune(_)
         | SlashCommand::Approve
         | SlashCommand::Deny

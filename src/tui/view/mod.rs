@@ -8,6 +8,7 @@ mod inbox;
 mod input;
 mod overlay;
 pub(super) mod pages;
+mod search;
 mod status_bar;
 mod style;
 #[cfg(test)]
@@ -96,6 +97,7 @@ pub fn render(frame: &mut Frame, model: &Model, state: &mut ViewState, theme: &T
         Some(Overlay::Sessions) => overlay::sessions(frame, area, model, theme),
         Some(Overlay::Page { scroll }) => overlay::page(frame, area, model, theme, scroll),
         Some(Overlay::Diff) => diff::render(frame, area, model, theme),
+        Some(Overlay::Search { selected }) => search::render(frame, area, model, theme, selected),
         None => {}
     }
 }

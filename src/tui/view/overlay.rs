@@ -86,7 +86,7 @@ pub fn context_pane(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme)
 }
 
 /// A box in the middle of the screen for `rows` rows of content, at most `max_width` wide.
-fn centered(area: Rect, max_width: u16, rows: usize) -> Rect {
+pub(super) fn centered(area: Rect, max_width: u16, rows: usize) -> Rect {
     let width = area.width.saturating_sub(4).min(max_width);
     let wanted = u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(2);
     let height = area.height.saturating_sub(2).min(wanted);

@@ -98,10 +98,23 @@ pub fn render(
     let total = cache.line_count() + streamed.len();
     let height = usize::from(inner.height);
     let max = total.saturating_sub(height);
-    let offset = usize::from(model.scroll).min(max);
+    // The entry a search jumped to (or the one its folded update belongs to): marked, and
+    // brought a quarter of the way down the pane the first time it is held.
+    let jump = model.jump().filter(|j| j.session_id == session.id);
+    let target = jump.and_then(|j| cache.held_at_or_before(j.seq));
+    let jumped = match (jump, target) {
+        (Some(j), Some(seq)) if !j.placed => {
+            let rows_to_start = streamed.len() + cache.rows_from(seq);
+            let offset = (rows_to_start + height / 4).saturating_sub(height).min(max);
+            Some(u16::try_from(offset).unwrap_or(u16::MAX))
+        }
+        _ => None,
+    };
+    let offset = jumped.map_or(usize::from(model.scroll).min(max), usize::from);
     let extent = ScrollExtent {
         max: u16::try_from(max).unwrap_or(u16::MAX),
         page: inner.height,
+        jumped,
     };
     if offset > 0 {
         block = block.title_bottom(
@@ -116,18 +129,25 @@ pub fn render(
         );
     }
     // Only the rows on screen are copied, counted from the bottom.
-    let stored = cache
-        .entries
-        .iter()
-        .rev()
-        .flat_map(|w| w.lines.iter().rev());
+    let stored = cache.entries.iter().rev().flat_map(|w| {
+        let found = Some(w.seq) == target;
+        w.lines.iter().rev().map(move |line| (line, found))
+    });
+    let found_style = theme.style(Role::SelectionBg);
     let mut shown: Vec<Line> = streamed
         .iter()
         .rev()
+        .map(|line| (line, false))
         .chain(stored)
         .skip(offset)
         .take(height)
-        .cloned()
+        .map(|(line, found)| {
+            if found {
+                line.clone().patch_style(found_style)
+            } else {
+                line.clone()
+            }
+        })
         .collect();
     shown.reverse();
     frame.render_widget(block, area);
@@ -217,6 +237,22 @@ impl WrapCache {
 
     fn line_count(&self) -> usize {
         self.lines
+    }
+
+    /// The `seq` of the last entry held at or before `seq`.
+    fn held_at_or_before(&self, seq: u64) -> Option<u64> {
+        let at = self.entries.partition_point(|w| w.seq <= seq);
+        at.checked_sub(1).map(|i| self.entries[i].seq)
+    }
+
+    /// Rows from the bottom up to and including the first row of entry `seq`.
+    fn rows_from(&self, seq: u64) -> usize {
+        self.entries
+            .iter()
+            .rev()
+            .take_while(|w| w.seq >= seq)
+            .map(|w| w.lines.len())
+            .sum()
     }
 }
 

@@ -158,6 +158,10 @@ impl Handler for Call<'_> {
         session::transcript(self, p).await
     }
 
+    async fn search(&self, p: SearchParams) -> Result<SearchResults, ErrorObject> {
+        session::search(self, p).await
+    }
+
     async fn inbox_send(&self, p: SendParams) -> Result<Sent, ErrorObject> {
         inbox::send(self, p).await
     }

@@ -1,0 +1,130 @@
+//! `cru search QUERY [--session N] [--type KIND]… [--limit N] [--json]`: transcripts,
+//! inbox messages and sessions' names and tasks holding every word of the query, best
+//! first, the matched words marked.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+
+use crate::cli::output::{self, outln};
+use crate::kiln::Kiln;
+use crate::protocol::methods as m;
+use crate::protocol::{HitKind, SearchHit, SearchParams, Session};
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// The words to find (every one must be there; "failing" also finds "failed").
+    #[arg(required = true)]
+    query: Vec<String>,
+    /// Only in this session (its number, name or id).
+    #[arg(long)]
+    session: Option<String>,
+    /// Only hits of this kind (repeat for several).
+    #[arg(long = "type", value_enum)]
+    types: Vec<Kind>,
+    /// The most hits.
+    #[arg(long, default_value_t = crate::ledger::DEFAULT_HITS)]
+    limit: u32,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Kind {
+    Transcript,
+    Inbox,
+    Session,
+}
+
+impl From<Kind> for HitKind {
+    fn from(kind: Kind) -> Self {
+        match kind {
+            Kind::Transcript => HitKind::Transcript,
+            Kind::Inbox => HitKind::Inbox,
+            Kind::Session => HitKind::Session,
+        }
+    }
+}
+
+pub async fn run(kiln: Kiln, args: SearchArgs) -> anyhow::Result<ExitCode> {
+    let client = super::connect(&kiln).await?;
+    let sessions = super::session::list(&client).await?;
+    let session_id = match &args.session {
+        Some(name) => Some(super::session::pick(&sessions, name)?.id.clone()),
+        None => None,
+    };
+    let query = args.query.join(" ");
+    let hits = client
+        .call::<m::Search>(&SearchParams {
+            query: query.clone(),
+            session_id,
+            types: (!args.types.is_empty())
+                .then(|| args.types.iter().map(|&k| HitKind::from(k)).collect()),
+            limit: Some(args.limit),
+        })
+        .await?
+        .hits;
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&hits)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if hits.is_empty() {
+        outln!("Nothing found for {query:?}.");
+        return Ok(ExitCode::from(1));
+    }
+    let bold = std::io::stdout().is_terminal();
+    let rows: Vec<Vec<String>> = hits
+        .iter()
+        .map(|hit| {
+            vec![
+                place(hit, &sessions),
+                output::age(&hit.at),
+                marked(hit, bold),
+            ]
+        })
+        .collect();
+    output::print_table(&["WHERE", "AGE", "FOUND"], &rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where a hit is: the session's number and name, and the entry or message.
+fn place(hit: &SearchHit, sessions: &[Session]) -> String {
+    let number = sessions
+        .iter()
+        .position(|s| s.id == hit.session_id)
+        .map(|i| format!("[{}] ", i + 1))
+        .unwrap_or_default();
+    let session = format!("{number}{}", hit.session_name);
+    match hit.kind {
+        HitKind::Transcript => format!(
+            "{session} #{}",
+            hit.seq.map(|s| s.to_string()).unwrap_or_default()
+        ),
+        HitKind::Inbox => format!(
+            "inbox {} ({session})",
+            hit.message_id.as_deref().unwrap_or("")
+        ),
+        HitKind::Session => format!("session {session}"),
+    }
+}
+
+/// The snippet, its matched words in bold and underlined on a terminal, in «» elsewhere.
+fn marked(hit: &SearchHit, terminal: bool) -> String {
+    let (open, close) = if terminal {
+        ("\x1b[1;4m", "\x1b[0m")
+    } else {
+        ("«", "»")
+    };
+    let mut out = String::with_capacity(hit.snippet.len() + 16);
+    for (i, c) in hit.snippet.chars().enumerate() {
+        if hit.marks.iter().any(|&(s, _)| s == i) {
+            out.push_str(open);
+        }
+        out.push(c);
+        if hit.marks.iter().any(|&(_, e)| e == i + 1) {
+            out.push_str(close);
+        }
+    }
+    out
+}

@@ -1,0 +1,270 @@
+//! Full-text search through the engine's search indexes (schema v15): transcript entries'
+//! text, inbox messages' titles and bodies, sessions' names and tasks. The engine ranks
+//! (BM25) and marks the matched words; what is shown is an excerpt around the first mark.
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Result, Store};
+use crate::protocol::{EntryKind, HitKind, SearchHit};
+
+/// What the engine puts around a matched word (control characters no text of ours is
+/// shown with; [`excerpt`] takes them out).
+const OPEN: char = '\u{2}';
+const CLOSE: char = '\u{3}';
+
+/// Characters of an excerpt.
+pub const EXCERPT_CHARS: usize = 160;
+
+#[derive(Deserialize)]
+struct EntryRow {
+    session_id: String,
+    seq: u64,
+    kind: EntryKind,
+    at: String,
+    score: Option<f64>,
+    marked: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct MessageRow {
+    id: String,
+    session_id: String,
+    #[serde(default)]
+    session_name: String,
+    timestamp: String,
+    score: Option<f64>,
+    marked: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct SessionRow {
+    id: String,
+    display_name: String,
+    started_at: String,
+    score: Option<f64>,
+    marked: Option<String>,
+}
+
+impl Store {
+    /// The best `limit` of each kind in `kinds` for `query` (all its words must match),
+    /// best first; `session_id` keeps to one session. Names of sessions are left for the
+    /// caller, except on session hits.
+    pub async fn search(
+        &self,
+        query: &str,
+        session_id: Option<&str>,
+        kinds: &[HitKind],
+        limit: u32,
+    ) -> Result<Vec<SearchHit>> {
+        let within = if session_id.is_some() {
+            "AND session_id = $session_id"
+        } else {
+            ""
+        };
+        let within_session = if session_id.is_some() {
+            "AND record::id(id) = $session_id"
+        } else {
+            ""
+        };
+        let vars = json!({
+            "query": query,
+            "session_id": session_id,
+            "limit": limit,
+            "open": OPEN.to_string(),
+            "close": CLOSE.to_string(),
+        });
+        let mut hits = Vec::new();
+        if kinds.contains(&HitKind::Transcript) {
+            let sql = format!(
+                "SELECT session_id, seq, kind, at, search::score(1) AS score,
+                    search::highlight($open, $close, 1) AS marked
+                 FROM transcript WHERE text @1@ $query {within}
+                 ORDER BY score DESC LIMIT $limit"
+            );
+            let rows: Vec<EntryRow> = self.rows(&sql, vars.clone(), 0).await?;
+            hits.extend(rows.into_iter().map(|r| {
+                let (snippet, marks) = excerpt(r.marked.as_deref().unwrap_or(""), EXCERPT_CHARS);
+                SearchHit {
+                    kind: HitKind::Transcript,
+                    session_id: r.session_id,
+                    session_name: String::new(),
+                    seq: Some(r.seq),
+                    entry_kind: Some(r.kind),
+                    message_id: None,
+                    at: r.at,
+                    score: r.score.unwrap_or(0.0),
+                    snippet,
+                    marks,
+                }
+            }));
+        }
+        // One statement per field: the engine scores a match of one index only.
+        if kinds.contains(&HitKind::Inbox) {
+            let mut found: Vec<(MessageRow, Option<String>)> = Vec::new();
+            for field in ["title", "body"] {
+                let sql = format!(
+                    "SELECT record::id(id) AS id, session_id, session_name, timestamp,
+                        search::score(1) AS score, search::highlight($open, $close, 1) AS marked
+                     FROM inbox_messages WHERE {field} @1@ $query {within}
+                     ORDER BY score DESC LIMIT $limit"
+                );
+                let rows: Vec<MessageRow> = self.rows(&sql, vars.clone(), 0).await?;
+                for row in rows {
+                    merge(
+                        &mut found,
+                        row,
+                        |r| &r.id,
+                        |r| &mut r.score,
+                        |r| r.marked.take(),
+                    );
+                }
+            }
+            hits.extend(found.into_iter().map(|(r, marked)| {
+                let (snippet, marks) = excerpt(marked.as_deref().unwrap_or(""), EXCERPT_CHARS);
+                SearchHit {
+                    kind: HitKind::Inbox,
+                    session_id: r.session_id,
+                    session_name: r.session_name,
+                    seq: None,
+                    entry_kind: None,
+                    message_id: Some(r.id),
+                    at: r.timestamp,
+                    score: r.score.unwrap_or(0.0),
+                    snippet,
+                    marks,
+                }
+            }));
+        }
+        if kinds.contains(&HitKind::Session) {
+            let mut found: Vec<(SessionRow, Option<String>)> = Vec::new();
+            for field in ["display_name", "task"] {
+                let sql = format!(
+                    "SELECT record::id(id) AS id, display_name, started_at,
+                        search::score(1) AS score, search::highlight($open, $close, 1) AS marked
+                     FROM sessions WHERE {field} @1@ $query {within_session}
+                     ORDER BY score DESC LIMIT $limit"
+                );
+                let rows: Vec<SessionRow> = self.rows(&sql, vars.clone(), 0).await?;
+                for row in rows {
+                    merge(
+                        &mut found,
+                        row,
+                        |r| &r.id,
+                        |r| &mut r.score,
+                        |r| r.marked.take(),
+                    );
+                }
+            }
+            hits.extend(found.into_iter().map(|(r, marked)| {
+                let (snippet, marks) = excerpt(marked.as_deref().unwrap_or(""), EXCERPT_CHARS);
+                SearchHit {
+                    kind: HitKind::Session,
+                    session_id: r.id,
+                    session_name: r.display_name,
+                    seq: None,
+                    entry_kind: None,
+                    message_id: None,
+                    at: r.started_at,
+                    score: r.score.unwrap_or(0.0),
+                    snippet,
+                    marks,
+                }
+            }));
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(hits)
+    }
+}
+
+/// Adds `row`, found by one field, to `found`: a record found by several fields is one
+/// hit whose score is their sum, shown by the first field that matched.
+fn merge<R>(
+    found: &mut Vec<(R, Option<String>)>,
+    mut row: R,
+    id: impl Fn(&R) -> &String,
+    score: impl Fn(&mut R) -> &mut Option<f64>,
+    marked: impl Fn(&mut R) -> Option<String>,
+) {
+    match found.iter_mut().find(|(held, _)| id(held) == id(&row)) {
+        Some((held, _)) => {
+            let more = score(&mut row).unwrap_or(0.0);
+            let total = score(held).unwrap_or(0.0) + more;
+            *score(held) = Some(total);
+        }
+        None => {
+            let text = marked(&mut row);
+            found.push((row, text));
+        }
+    }
+}
+
+/// One line of at most `width` characters from `marked` (text with the engine's marks
+/// around matched words), around its first mark: the marks taken out and given as
+/// character ranges of the excerpt, whitespace runs made one space, an elided start or
+/// end shown with `…`.
+pub fn excerpt(marked: &str, width: usize) -> (String, Vec<(usize, usize)>) {
+    // The text as characters with whether each is inside a mark, whitespace folded.
+    let mut chars: Vec<(char, bool)> = Vec::with_capacity(marked.len());
+    let mut inside = false;
+    for c in marked.chars() {
+        match c {
+            OPEN => inside = true,
+            CLOSE => inside = false,
+            c if c.is_whitespace() || c.is_control() => {
+                if chars.last().is_some_and(|(l, _)| *l != ' ') {
+                    chars.push((' ', inside));
+                }
+            }
+            c => chars.push((c, inside)),
+        }
+    }
+    while chars.last().is_some_and(|(c, _)| *c == ' ') {
+        chars.pop();
+    }
+    let width = width.max(8);
+    let first = chars.iter().position(|(_, m)| *m).unwrap_or(0);
+    // Start a fifth of the way before the first match, on a word's start when near.
+    let mut start = first.saturating_sub(width / 5);
+    if start > 0
+        && let Some(space) = chars[start..first].iter().position(|(c, _)| *c == ' ')
+    {
+        start += space + 1;
+    }
+    let lead = start > 0;
+    let room = width - usize::from(lead);
+    let end = (start + room).min(chars.len());
+    let tail = end < chars.len();
+    let end = if tail { end - 1 } else { end };
+    let mut out = String::with_capacity(width * 2);
+    let mut marks = Vec::new();
+    let mut open: Option<usize> = None;
+    let mut at = 0;
+    if lead {
+        out.push('…');
+        at += 1;
+    }
+    for &(c, m) in &chars[start..end] {
+        match (m, open) {
+            (true, None) => open = Some(at),
+            (false, Some(s)) => {
+                marks.push((s, at));
+                open = None;
+            }
+            _ => {}
+        }
+        out.push(c);
+        at += 1;
+    }
+    if let Some(s) = open {
+        marks.push((s, at));
+    }
+    if tail {
+        out.push('…');
+    }
+    (out, marks)
+}
+
+#[cfg(test)]
+#[path = "search_tests.rs"]
+mod tests;
