@@ -131,6 +131,7 @@ impl AgentProfile {
             driver: None,
             model_summaries: true,
             idle_stop_minutes: None,
+            fallback: None,
         }
     }
 }

@@ -64,6 +64,11 @@ pub struct AgentProfile {
     /// environment, never for `local`.
     #[serde(default)]
     pub idle_stop_minutes: Option<f64>,
+    /// When an agent of this profile reports a usage or rate limit, its task goes on
+    /// with this profile (another account or agent) through a hand-off instead of
+    /// waiting for the reset. Unset: the session is parked until the reset.
+    #[serde(default)]
+    pub fallback: Option<String>,
 }
 
 fn default_true() -> bool {

@@ -62,6 +62,13 @@ impl Config {
                     "agents.{name}.idle_stop_minutes must be 0 or more (0: never)"
                 )));
             }
+            if let Some(other) = &profile.fallback
+                && (other.trim().is_empty() || other == name)
+            {
+                return Err(InvalidSettings::Value(format!(
+                    "agents.{name}.fallback must name another agent profile"
+                )));
+            }
         }
         self.budget.validate().map_err(invalid)?;
         if self.notify.max_per_minute == 0 || self.notify.timeout_secs == 0 {

@@ -85,6 +85,15 @@ pub(super) struct Actor {
     /// The budget keeper, and word from it that a verdict may have changed.
     budgets: Arc<Budgets>,
     budget_changes: tokio::sync::watch::Receiver<u64>,
+    /// Where the task goes on when the agent hits a usage limit (taken when used).
+    fallback: Option<Fallback>,
+}
+
+/// A profile's `fallback`: the profile a session is handed off to on a usage limit, and
+/// the manager that hands it off.
+pub(super) struct Fallback {
+    pub agent: String,
+    pub sessions: std::sync::Weak<super::Sessions>,
 }
 
 /// How an actor starts.
@@ -101,6 +110,7 @@ pub(super) struct ActorSetup {
     pub rules: Arc<super::rule_files::RuleBook>,
     /// The daemon's budget keeper.
     pub budgets: Arc<Budgets>,
+    pub fallback: Option<Fallback>,
 }
 
 impl Actor {
@@ -121,6 +131,7 @@ impl Actor {
             agent_cwd,
             rules,
             budgets,
+            fallback,
         } = setup;
         let audit = Audit::new(ledger.kiln());
         let folder = std::path::PathBuf::from(super::context::folder(&ledger, &session));
@@ -163,6 +174,7 @@ impl Actor {
             limit_deadline: None,
             budgets,
             budget_changes,
+            fallback,
         }
     }
 
@@ -337,7 +349,11 @@ impl Actor {
                 // The message streaming in ends with the turn; the turn must know whether
                 // it could be stored.
                 self.flush(t).await;
-                limited(ended)
+                let input = limited(ended);
+                if matches!(input, SessionInput::TurnLimited { .. }) {
+                    self.fall_back();
+                }
+                input
             }
             AgentEvent::StartFailed(why) => SessionInput::StartFailed(why),
             AgentEvent::SessionRenewed { acp_session_id } => {
@@ -510,6 +526,41 @@ impl Actor {
         }
         let tail = &lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..];
         wording::with_stderr(text, &path, tail)
+    }
+}
+
+impl Actor {
+    /// On a usage limit, with a `fallback` on the profile: the task goes on with that
+    /// profile through a hand-off (which stops this session, parked meanwhile, in turn).
+    /// Once: the session is stopped by it, or, if it fails, waits for the reset.
+    fn fall_back(&mut self) {
+        let Some(fallback) = self.fallback.take() else {
+            return;
+        };
+        let Some(sessions) = fallback.sessions.upgrade() else {
+            return;
+        };
+        let ledger = Arc::clone(&self.ledger);
+        let session_id = self.session.id.clone();
+        tokio::spawn(
+            async move {
+                let params = crate::protocol::HandoffParams {
+                    session_id: session_id.clone(),
+                    agent: fallback.agent.clone(),
+                };
+                let notice = match sessions.handoff(params).await {
+                    Ok(to) => wording::fell_back(&to.display_name, &to.id, &fallback.agent),
+                    Err(e) => {
+                        tracing::warn!("the usage-limit fallback failed: {e}");
+                        wording::fallback_failed(&fallback.agent, &e.to_string())
+                    }
+                };
+                if let Err(e) = ledger.send(notice.into_params(&session_id)).await {
+                    tracing::warn!("cannot report the usage-limit fallback: {e}");
+                }
+            }
+            .in_current_span(),
+        );
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::actor::{Actor, ActorSetup};
+use super::actor::{Actor, ActorSetup, Fallback};
 use super::{Sessions, context, given, wording};
 use crate::agent::{self, AgentHandle, Launch};
 use crate::audit::{Audit, AuditEvent};
@@ -140,6 +140,16 @@ impl Sessions {
         self.environments_lock()
             .insert(session.id.clone(), Arc::clone(&environment));
         self.running.send_modify(|n| *n += 1);
+        // A session that is itself a hand-off does not fall back again: two profiles
+        // both at their limits would hand the task back and forth.
+        let fallback = profile
+            .fallback
+            .clone()
+            .filter(|_| session.handed_from.is_none())
+            .map(|agent| Fallback {
+                agent,
+                sessions: Arc::downgrade(self),
+            });
         let actor = Actor::new(
             Arc::clone(&self.ledger),
             session,
@@ -155,6 +165,7 @@ impl Sessions {
                 agent_cwd,
                 rules: Arc::clone(&self.rules),
                 budgets: Arc::clone(&self.budgets),
+                fallback,
             },
         );
         self.run_actor(actor);

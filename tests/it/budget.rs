@@ -209,6 +209,54 @@ async fn a_usage_limit_parks_the_session_until_it_resets_then_the_prompt_is_sent
 }
 
 #[tokio::test]
+async fn a_usage_limit_on_a_profile_with_a_fallback_hands_the_task_off_instead_of_waiting() {
+    let agent = scripted_agent();
+    let tk = agent_kiln(&format!(
+        "[agents.limited]\ncommand = {agent:?}\nfallback = \"backup\"\n\n\
+         [agents.backup]\ncommand = {agent:?}\n"
+    ));
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "limited", Some("say first part done")).await;
+    wait_state(&client, &s.id, SessionState::Complete).await;
+    // A limit that resets only in an hour: the fallback does not wait for it.
+    prompt(&client, &s.id, "limit-once 3600\nsay went through").await;
+    let told = wait_message_where(&client, &s.id, "the fallback's notice", |m| {
+        m.msg_type == MsgType::Info && m.title == "Usage limit: the task goes on with backup"
+    })
+    .await;
+    let from = session(&client, &s.id).await;
+    assert_eq!(from.state, Some(SessionState::Stopped));
+    let to_id = from.handed_to.clone().expect("handed off");
+    assert!(told.body.unwrap_or_default().contains(&to_id));
+    let to = session(&client, &to_id).await;
+    assert_eq!(to.agent_name, "backup");
+    assert_eq!(to.handed_from.as_deref(), Some(s.id.as_str()));
+    assert_eq!(to.worktree, s.worktree, "the same worktree");
+    // The other agent starts from the brief: the task and where it stands.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let first = loop {
+        let prompts: Vec<String> = transcript(&client, &to_id)
+            .await
+            .into_iter()
+            .filter(|e| e.kind == crucible::protocol::EntryKind::Prompt)
+            .filter_map(|e| e.text)
+            .collect();
+        if let Some(first) = prompts.into_iter().next() {
+            break first;
+        }
+        assert!(std::time::Instant::now() < deadline, "no first prompt");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    assert!(first.contains("TASK:\nsay first part done"), "{first}");
+    // The backup, itself a hand-off, would park on a limit rather than hand on.
+    wait_state(&client, &to_id, SessionState::Complete).await;
+    prompt(&client, &to_id, "limit-once 3600").await;
+    wait_state(&client, &to_id, SessionState::Parked).await;
+    assert!(session(&client, &to_id).await.handed_to.is_none());
+}
+
+#[tokio::test]
 async fn a_hand_off_carries_the_summary_the_diff_and_the_open_question_to_the_other_agent() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
