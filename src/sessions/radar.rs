@@ -2,41 +2,159 @@
 //! lines, found when a turn ends (or a session goes), never by polling. The report is
 //! kept for `session.conflicts` and announced as the `session.conflicts` event when it
 //! changes.
+//!
+//! Its work scales with what changed, not with the fleet: each session's changed lines
+//! are kept, and when a session comes to rest only its own worktree is read again (its
+//! agent is the one that changes it) and compared with the others' kept changes. Events
+//! that arrive while a worktree is read are taken together, one worktree read at a time
+//! (so at most one git process at a time), each session once. Nothing runs while nothing
+//! happens.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Weak};
 
 use super::*;
 use crate::protocol::{ConflictPair, ConflictReport, Event};
 
-/// Watches session events; recomputes the radar when a session comes to rest (its turn
-/// ended, it stopped or failed) or goes.
+/// The lines a session's branch changes, by file (see [`git::changed_lines`]).
+type Changes = BTreeMap<String, Vec<(u32, u32)>>;
+
+/// What the radar knows: each session's changes, and the pairs that overlap.
+#[derive(Debug, Default)]
+pub(super) struct Radar {
+    changes: BTreeMap<String, Changes>,
+    /// By the two sessions' ids, the smaller first.
+    pairs: BTreeMap<(String, String), Vec<crate::protocol::Overlap>>,
+}
+
+impl Radar {
+    /// Session `id` now changes `changes` (nothing: it is gone or changes nothing): its
+    /// pairs are compared again with every other session's kept changes.
+    pub fn set(&mut self, id: &str, changes: Option<Changes>) {
+        self.pairs.retain(|(a, b), _| a != id && b != id);
+        match changes.filter(|c| !c.is_empty()) {
+            Some(ours) => {
+                for (other, theirs) in &self.changes {
+                    if other == id {
+                        continue;
+                    }
+                    // Always from the first session's side, as a full recomputation.
+                    let (key, files) = if id < other.as_str() {
+                        (
+                            (id.to_string(), other.clone()),
+                            git::overlaps(&ours, theirs),
+                        )
+                    } else {
+                        (
+                            (other.clone(), id.to_string()),
+                            git::overlaps(theirs, &ours),
+                        )
+                    };
+                    if files.is_empty() {
+                        continue;
+                    }
+                    self.pairs.insert(key, files);
+                }
+                self.changes.insert(id.to_string(), ours);
+            }
+            None => {
+                self.changes.remove(id);
+            }
+        }
+    }
+
+    /// Whether `id` has changes kept.
+    pub fn knows(&self, id: &str) -> bool {
+        self.changes.contains_key(id)
+    }
+
+    pub fn report(&self) -> ConflictReport {
+        ConflictReport {
+            pairs: self
+                .pairs
+                .iter()
+                .map(|((a, b), files)| ConflictPair {
+                    a: a.clone(),
+                    b: b.clone(),
+                    files: files.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What the events since the last look ask of the radar.
+#[derive(Debug, Default)]
+struct Dirty {
+    /// Sessions that came to rest: their worktrees are read again.
+    rested: BTreeSet<String>,
+    /// Sessions that went.
+    gone: BTreeSet<String>,
+    /// Events were missed: every worktree is read again.
+    all: bool,
+}
+
+impl Dirty {
+    fn is_empty(&self) -> bool {
+        self.rested.is_empty() && self.gone.is_empty() && !self.all
+    }
+}
+
+/// Watches session events; reads a session's worktree again when it comes to rest (its
+/// turn ended, it stopped or failed), drops it when it goes.
 pub(super) async fn watch(sessions: Weak<Sessions>, mut events: broadcast::Receiver<Arc<Event>>) {
     let mut states: HashMap<String, Option<SessionState>> = HashMap::new();
-    if let Some(sessions) = sessions.upgrade() {
-        sessions.refresh_radar().await;
-    }
+    let mut radar = Radar::default();
+    let mut dirty = Dirty {
+        all: true,
+        ..Dirty::default()
+    };
     loop {
-        let changed = match events.recv().await.as_deref() {
-            Ok(Event::SessionUpdated(s) | Event::SessionRegistered(s)) => {
-                let previous = states.insert(s.id.clone(), s.state);
-                previous != Some(s.state) && s.state.is_some_and(at_rest)
-            }
-            Ok(Event::SessionDeregistered { session_id, .. }) => {
-                states.remove(session_id);
-                true
-            }
-            Ok(_) => false,
-            Err(broadcast::error::RecvError::Lagged(_)) => true,
-            Err(broadcast::error::RecvError::Closed) => return,
-        };
-        if !changed {
-            continue;
+        if !dirty.is_empty() {
+            let Some(sessions) = sessions.upgrade() else {
+                return;
+            };
+            sessions
+                .refresh_radar(&mut radar, std::mem::take(&mut dirty))
+                .await;
         }
-        let Some(sessions) = sessions.upgrade() else {
+        // Wait for an event, then take every one already queued with it.
+        let first = events.recv().await;
+        if matches!(first, Err(broadcast::error::RecvError::Closed)) {
             return;
-        };
-        sessions.refresh_radar().await;
+        }
+        note(&mut states, &mut dirty, first);
+        loop {
+            match events.try_recv() {
+                Ok(event) => note(&mut states, &mut dirty, Ok(event)),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => dirty.all = true,
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// What one event asks of the radar.
+fn note(
+    states: &mut HashMap<String, Option<SessionState>>,
+    dirty: &mut Dirty,
+    event: std::result::Result<Arc<Event>, broadcast::error::RecvError>,
+) {
+    match event.as_deref() {
+        Ok(Event::SessionUpdated(s) | Event::SessionRegistered(s)) => {
+            let previous = states.insert(s.id.clone(), s.state);
+            if previous != Some(s.state) && s.state.is_some_and(at_rest) {
+                dirty.rested.insert(s.id.clone());
+            }
+        }
+        Ok(Event::SessionDeregistered { session_id, .. }) => {
+            states.remove(session_id);
+            dirty.rested.remove(session_id);
+            dirty.gone.insert(session_id.clone());
+        }
+        Ok(_) => {}
+        Err(broadcast::error::RecvError::Lagged(_)) => dirty.all = true,
+        Err(broadcast::error::RecvError::Closed) => {}
     }
 }
 
@@ -55,40 +173,90 @@ impl Sessions {
         self.radar.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Recomputes the radar and announces it if it changed.
-    pub(super) async fn refresh_radar(&self) {
-        let mut changes: BTreeMap<String, BTreeMap<String, Vec<(u32, u32)>>> = BTreeMap::new();
-        for session in self.ledger.list_sessions() {
-            // Team mode: another daemon's worktrees are on its machine, in its clone.
-            if session.worktree.is_none()
-                || session.branch.is_none()
-                || self.ledger.is_foreign(&session)
-            {
-                continue;
-            }
-            let Ok(work) = self.work(&session.id).await else {
-                continue;
-            };
-            let base = match git::merge_base(&work.worktree, &work.base_branch, "HEAD").await {
-                Ok(base) => base,
-                Err(e) => {
-                    tracing::debug!(session = %session.id, "radar: no merge base: {e}");
-                    continue;
-                }
-            };
-            match git::changed_lines(&work.worktree, &base).await {
-                Ok(lines) if !lines.is_empty() => {
-                    changes.insert(session.id.clone(), lines);
-                }
-                Ok(_) => {}
-                Err(e) => tracing::debug!(session = %session.id, "radar: {e}"),
+    /// Brings `radar` up to date with what `dirty` says changed, and announces the report
+    /// if it changed.
+    async fn refresh_radar(&self, radar: &mut Radar, dirty: Dirty) {
+        for id in &dirty.gone {
+            radar.set(id, None);
+        }
+        let live: Vec<Session> = self.ledger.list_sessions();
+        if dirty.all {
+            let ids: BTreeSet<&str> = live.iter().map(|s| s.id.as_str()).collect();
+            let stale: Vec<String> = radar
+                .changes
+                .keys()
+                .filter(|id| !ids.contains(id.as_str()))
+                .cloned()
+                .collect();
+            for id in stale {
+                radar.set(&id, None);
             }
         }
-        let ids: Vec<&String> = changes.keys().collect();
+        for session in &live {
+            if !(dirty.all || dirty.rested.contains(&session.id)) {
+                continue;
+            }
+            let changes = self.changes_of(session).await;
+            if changes.is_some() || radar.knows(&session.id) {
+                radar.set(&session.id, changes);
+            }
+        }
+        let report = radar.report();
+        {
+            let mut current = self.radar_lock();
+            if *current == report {
+                return;
+            }
+            *current = report.clone();
+        }
+        self.ledger.publish_conflicts(report);
+    }
+
+    /// The lines `session`'s branch changes against where it left its base branch
+    /// (nothing for a session with no worktree of its own, or another daemon's).
+    async fn changes_of(&self, session: &Session) -> Option<Changes> {
+        // Team mode: another daemon's worktrees are on its machine, in its clone.
+        if session.worktree.is_none() || session.branch.is_none() || self.ledger.is_foreign(session)
+        {
+            return None;
+        }
+        let work = self.work(&session.id).await.ok()?;
+        let base = match git::merge_base(&work.worktree, &work.base_branch, "HEAD").await {
+            Ok(base) => base,
+            Err(e) => {
+                tracing::debug!(session = %session.id, "radar: no merge base: {e}");
+                return None;
+            }
+        };
+        match git::changed_lines(&work.worktree, &base).await {
+            Ok(lines) => Some(lines),
+            Err(e) => {
+                tracing::debug!(session = %session.id, "radar: {e}");
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changes(files: &[(&str, u32, u32)]) -> Changes {
+        let mut map = Changes::new();
+        for &(path, start, end) in files {
+            map.entry(path.to_string()).or_default().push((start, end));
+        }
+        map
+    }
+
+    /// The report a full recomputation over every pair gives.
+    fn recomputed(all: &BTreeMap<String, Changes>) -> ConflictReport {
+        let ids: Vec<&String> = all.keys().collect();
         let mut pairs = Vec::new();
         for (i, a) in ids.iter().enumerate() {
             for b in &ids[i + 1..] {
-                let files = git::overlaps(&changes[*a], &changes[*b]);
+                let files = git::overlaps(&all[*a], &all[*b]);
                 if !files.is_empty() {
                     pairs.push(ConflictPair {
                         a: (*a).clone(),
@@ -98,14 +266,41 @@ impl Sessions {
                 }
             }
         }
-        let report = ConflictReport { pairs };
-        {
-            let mut current = self.radar_lock();
-            if *current == report {
-                return;
+        ConflictReport { pairs }
+    }
+
+    #[test]
+    fn updating_one_session_gives_what_a_full_recomputation_gives() {
+        let mut radar = Radar::default();
+        let mut all = BTreeMap::new();
+        let steps: Vec<(&str, Option<Changes>)> = vec![
+            ("s2", Some(changes(&[("a.rs", 1, 5), ("b.rs", 3, 3)]))),
+            ("s1", Some(changes(&[("a.rs", 4, 9)]))),
+            ("s3", Some(changes(&[("b.rs", 10, 12), ("c.rs", 1, 1)]))),
+            // s2 changes again: it no longer touches a.rs.
+            ("s2", Some(changes(&[("b.rs", 3, 3), ("c.rs", 2, 2)]))),
+            ("s4", Some(changes(&[("c.rs", 2, 2)]))),
+            // s1's work is gone (committed away, or the session deleted).
+            ("s1", None),
+            ("s3", Some(Changes::new())),
+        ];
+        for (id, step) in steps {
+            match step.clone().filter(|c| !c.is_empty()) {
+                Some(c) => {
+                    all.insert(id.to_string(), c);
+                }
+                None => {
+                    all.remove(id);
+                }
             }
-            *current = report.clone();
+            radar.set(id, step);
+            assert_eq!(radar.report(), recomputed(&all), "after {id}");
         }
-        self.ledger.publish_conflicts(report);
+        let report = radar.report();
+        assert_eq!(report.pairs.len(), 1, "{report:?}");
+        assert_eq!(
+            (report.pairs[0].a.as_str(), report.pairs[0].b.as_str()),
+            ("s2", "s4")
+        );
     }
 }
