@@ -87,7 +87,23 @@ pub(super) struct Actor {
     budget_changes: tokio::sync::watch::Receiver<u64>,
     /// Where the task goes on when the agent hits a usage limit (taken when used).
     fallback: Option<Fallback>,
+    /// The memory the session's limits allow its agent, in bytes, and what is watched
+    /// of it while a turn runs ([`MemoryWatch`]).
+    memory: Option<MemoryWatch>,
 }
+
+/// A session with a memory cap is looked at every [`MEMORY_EVERY`] while a turn runs
+/// (never at rest): its agent's process tree near the cap is reported in the inbox
+/// before the kernel ends it, once until it falls back below.
+struct MemoryWatch {
+    cap: u64,
+    next: Option<tokio::time::Instant>,
+    warned: bool,
+}
+
+const MEMORY_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+/// Percent of the cap reported.
+const MEMORY_WARN_PERCENT: u64 = 80;
 
 /// A profile's `fallback`: the profile a session is handed off to on a usage limit, and
 /// the manager that hands it off.
@@ -150,6 +166,15 @@ impl Actor {
             price: budgets.price(&session.agent_name),
         });
         let budget_changes = budgets.subscribe();
+        let memory = session
+            .driver
+            .as_ref()
+            .and_then(|d| d.memory())
+            .map(|mib| MemoryWatch {
+                cap: mib.saturating_mul(1024 * 1024),
+                next: None,
+                warned: false,
+            });
         Self {
             ledger,
             session,
@@ -175,6 +200,7 @@ impl Actor {
             budgets,
             budget_changes,
             fallback,
+            memory,
         }
     }
 
@@ -199,7 +225,11 @@ impl Actor {
                 .idle_after
                 .zip(self.idle_since)
                 .map(|(after, since)| since + after);
+            let memory_due = self.memory_due();
             tokio::select! {
+                _ = tokio::time::sleep_until(memory_due.unwrap_or_else(tokio::time::Instant::now)), if memory_due.is_some() => {
+                    self.check_memory().await;
+                }
                 _ = tokio::time::sleep_until(idle_deadline.unwrap_or_else(tokio::time::Instant::now)), if idle_deadline.is_some() => {
                     self.idle_since = None;
                     self.feed(t, SessionInput::Park).await;
@@ -530,6 +560,55 @@ impl Actor {
 }
 
 impl Actor {
+    /// When the memory watch looks next: while a turn runs, every [`MEMORY_EVERY`].
+    fn memory_due(&mut self) -> Option<tokio::time::Instant> {
+        let working = matches!(
+            self.session.state,
+            Some(SessionState::Working | SessionState::Waiting)
+        );
+        let watch = self.memory.as_mut()?;
+        if !working {
+            watch.next = None;
+            return None;
+        }
+        Some(
+            *watch
+                .next
+                .get_or_insert_with(|| tokio::time::Instant::now() + MEMORY_EVERY),
+        )
+    }
+
+    /// Reads the agent's process tree; near the cap, says so in the inbox.
+    async fn check_memory(&mut self) {
+        let pid = self.session.agent_pid;
+        let Some(watch) = self.memory.as_mut() else {
+            return;
+        };
+        watch.next = Some(tokio::time::Instant::now() + MEMORY_EVERY);
+        let Some(used) = pid.and_then(crate::proc_tree::walk) else {
+            return;
+        };
+        let near =
+            used.rss_bytes.saturating_mul(100) >= watch.cap.saturating_mul(MEMORY_WARN_PERCENT);
+        if !near {
+            watch.warned = false;
+            return;
+        }
+        if watch.warned {
+            return;
+        }
+        watch.warned = true;
+        let notice = wording::memory_near_cap(used.rss_bytes, watch.cap, used.processes);
+        tracing::warn!(
+            rss = used.rss_bytes,
+            cap = watch.cap,
+            "agent near its memory cap"
+        );
+        if let Err(e) = self.ledger.send(notice.into_params(&self.session.id)).await {
+            tracing::warn!("cannot report the memory near its cap: {e}");
+        }
+    }
+
     /// On a usage limit, with a `fallback` on the profile: the task goes on with that
     /// profile through a hand-off (which stops this session, parked meanwhile, in turn).
     /// Once: the session is stopped by it, or, if it fails, waits for the reset.

@@ -300,6 +300,23 @@ pub fn env_missing(asked: &[String], given: Option<&ClientEnv>) -> String {
 /// The `error` message of an agent started again without variables its session passes:
 /// the asking process's values lived only in the memory of a daemon that has ended, and
 /// this daemon's environment lacks them.
+/// The agent's processes use most of the memory the session's limits allow.
+pub fn memory_near_cap(used: u64, cap: u64, processes: u32) -> Notice {
+    let mib = |bytes: u64| bytes / (1024 * 1024);
+    Notice::new(
+        MsgType::Error,
+        format!("Memory near its cap: {} of {} MiB", mib(used), mib(cap)),
+        Some(format!(
+            "The agent's {processes} process(es) hold {} MiB of the {} MiB this session's \
+             limits allow. At the cap the kernel ends what asks for more (the agent, or a \
+             command it runs). Cancel the turn, or start the session again with a higher \
+             `--memory`.",
+            mib(used),
+            mib(cap)
+        )),
+    )
+}
+
 /// A session whose agent hit a usage limit went on with its profile's fallback.
 pub fn fell_back(to_name: &str, to_id: &str, profile: &str) -> Notice {
     Notice::new(

@@ -12,7 +12,7 @@ use crucible::protocol::{MsgType, Session, SessionState};
 use serde_json::Value;
 
 use crate::common::*;
-use crate::sessions::{agent_kiln, git, said, wait_message, wait_state};
+use crate::sessions::{agent_kiln, git, said, wait_message, wait_message_where, wait_state};
 
 const SECRET_NAME: &str = "CRUCIBLE_TEST_SANDBOX_SECRET";
 const SECRET_VALUE: &str = "s3cr3t-value-that-must-not-leak-7f1c";
@@ -373,6 +373,51 @@ async fn the_scripted_acp_agent_works_in_a_sandbox() {
             "no {event} in {events:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn an_agent_near_its_memory_cap_is_reported_before_the_kernel_ends_it() {
+    if !bwrap_works() {
+        return;
+    }
+    let host = Host::new();
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let _daemon = host.daemon(&tk).await;
+    let client = tk.client().await;
+    // 512 MiB allowed; the agent starts a program that holds 440 MiB for a while.
+    let task = "spawn python3 -c x=b'a'*(440<<20);__import__('time').sleep(6)\nsay held it";
+    let created = cru_json(
+        &tk,
+        &[
+            "session", "new", "--agent", "scripted", "--driver", "sandbox", "--memory", "512",
+            "--task", task, "--json",
+        ],
+    );
+    let s: Session = serde_json::from_value(created).unwrap();
+    let warned = wait_message_where(&client, &s.id, "the memory warning", |m| {
+        m.title.starts_with("Memory near its cap:")
+    })
+    .await;
+    assert_eq!(warned.msg_type, MsgType::Error);
+    assert!(warned.title.ends_with(" of 512 MiB"), "{}", warned.title);
+    let said = wait_message(&client, &s.id, MsgType::TaskComplete).await;
+    assert!(
+        said.body.as_deref().unwrap_or("").contains("held it"),
+        "{said:?}"
+    );
+    // Said once: at rest nothing is watched, and the warning is not repeated.
+    let messages = client
+        .call_value("inbox.list", serde_json::json!({"session_id": s.id}))
+        .await
+        .unwrap();
+    let warnings = messages["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["title"].as_str().unwrap_or("").starts_with("Memory near"))
+        .count();
+    assert_eq!(warnings, 1, "{messages}");
 }
 
 #[tokio::test]
