@@ -84,6 +84,9 @@ pub struct Model {
     pub(super) found: Option<Found>,
     /// The transcript entry the last search result opened.
     pub(super) jump: Option<Jump>,
+    /// What each session's agent costs the machine, as read when the sessions overlay
+    /// was last opened.
+    pub(super) resources: HashMap<String, crate::protocol::Resources>,
 }
 
 impl Model {
@@ -123,6 +126,7 @@ impl Model {
             held: Vec::new(),
             found: None,
             jump: None,
+            resources: HashMap::new(),
         }
     }
 
@@ -288,6 +292,19 @@ impl Model {
         } else {
             Vec::new()
         }
+    }
+
+    /// What each session's agent costs the machine (`session.list` with resources).
+    pub fn set_resources(&mut self, sessions: &[Session]) {
+        self.resources = sessions
+            .iter()
+            .filter_map(|s| Some((s.id.clone(), s.resources.clone()?)))
+            .collect();
+    }
+
+    /// What `session_id`'s agent cost the machine when last read.
+    pub fn resources_of(&self, session_id: &str) -> Option<&crate::protocol::Resources> {
+        self.resources.get(session_id)
     }
 
     /// How far the focused transcript could scroll in the frame just drawn; scrolling keys

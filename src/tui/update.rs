@@ -361,8 +361,18 @@ impl Model {
         );
         if same {
             self.close_overlay();
-        } else {
-            self.overlay = Some(overlay);
+            return Vec::new();
+        }
+        self.overlay = Some(overlay);
+        if overlay == Overlay::Sessions {
+            // What each agent costs the machine, read when the list is opened.
+            return vec![
+                Request::SessionList(crate::protocol::SessionListParams {
+                    channel: None,
+                    resources: true,
+                })
+                .into(),
+            ];
         }
         Vec::new()
     }

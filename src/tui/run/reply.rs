@@ -40,6 +40,7 @@ impl Runtime {
                 model.show_conflicts();
             }
             Reply::RulesList(reply) => model.show_page("rules".into(), rules_page(&reply)),
+            Reply::SessionList(listed) => model.set_resources(&listed.sessions),
             Reply::Search(results) => {
                 if let Request::Search(p) = &request {
                     model.show_search(p.query.clone(), results.hits);
@@ -151,6 +152,7 @@ pub(super) fn doing(method: &str) -> &str {
         "session.security" => "reading the security state",
         "session.transcript" => "reading the transcript",
         "search" => "searching",
+        "session.list" => "reading the sessions",
         "inbox.get" => "reading the message",
         "rules.list" => "reading the rules",
         "inbox.respond" => "answering",

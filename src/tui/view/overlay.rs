@@ -257,6 +257,7 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
                 + usize::from(!model.conflicts_of(&s.id).is_empty())
                 + usize::from(s.channel.is_some())
                 + usize::from(lineage(model, s).is_some())
+                + usize::from(model.resources_of(&s.id).is_some())
         })
         .sum::<usize>();
     let rect = centered(area, 110, model.sessions().len().max(1) + 1 + summaries);
@@ -347,6 +348,9 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         if let Some(text) = lineage(model, session) {
             lines.push(Line::styled(clip(&text, max), dim(theme)));
         }
+        if let Some(text) = machine(model, session) {
+            lines.push(Line::styled(clip(&text, max), dim(theme)));
+        }
         // Where a contained session runs, and the limits on it.
         if let Some(driver) = contained(session) {
             lines.push(Line::styled(
@@ -369,6 +373,17 @@ pub fn sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
 }
 
 /// `⇄ handed off from [2] · to [5]`: the sessions a hand-off links this one with.
+/// What a session's agent costs the machine, as read when the list was opened.
+fn machine(model: &Model, session: &crate::protocol::Session) -> Option<String> {
+    let r = model.resources_of(&session.id)?;
+    Some(format!(
+        "        machine: {:.1} s CPU · {} MB resident · {} process(es)",
+        r.cpu_secs,
+        r.rss_bytes / (1024 * 1024),
+        r.processes
+    ))
+}
+
 fn lineage(model: &Model, session: &crate::protocol::Session) -> Option<String> {
     let name = |id: &str| {
         model

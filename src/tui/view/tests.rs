@@ -525,6 +525,33 @@ fn audit_overlay_shows_the_focused_sessions_log_and_contained_sessions_their_dri
 }
 
 #[test]
+fn the_sessions_overlay_asks_what_each_agent_costs_and_shows_it() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let mut model = fixture::model();
+    let actions = model.handle_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::ALT));
+    assert_eq!(model.overlay, Some(crate::tui::model::Overlay::Sessions));
+    assert!(
+        matches!(
+            &actions[..],
+            [crate::tui::Action::Call(crate::protocol::methods::Request::SessionList(p))] if p.resources
+        ),
+        "{actions:?}"
+    );
+    let mut listed = model.sessions.clone();
+    listed[0].resources = Some(crate::protocol::Resources {
+        cpu_secs: 12.44,
+        rss_bytes: 245 * 1024 * 1024,
+        processes: 3,
+    });
+    model.set_resources(&listed);
+    let shown = screen(&model, 120, 30);
+    assert!(
+        shown.contains("machine: 12.4 s CPU · 245 MB resident · 3 process(es)"),
+        "{shown}"
+    );
+}
+
+#[test]
 fn an_empty_workbench_names_the_agents_it_can_start() {
     let mut model = Model::new(crate::tui::Keymap::default());
     let text = screen(&model, 160, 24);
