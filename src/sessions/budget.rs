@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::agent::TurnTokens;
+pub use crate::agent::TurnTokens;
 use crate::config::{BudgetConfig, BudgetLimits, Price};
 use crate::protocol::{Session, Spent, Usage};
 
@@ -23,18 +23,18 @@ pub(super) const STOP: &str = "Stop the session";
 
 /// What one report added to a session's spending (`None`: nothing known).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(super) struct Charge {
+pub struct Charge {
     pub tokens: Option<u64>,
     pub cost: Option<f64>,
 }
 
 /// Today's UTC day, `YYYY-MM-DD`.
-pub(super) fn today() -> String {
+pub fn today() -> String {
     chrono::Utc::now().format("%Y-%m-%d").to_string()
 }
 
 /// Adds the tokens of a turn; priced when the agent tells no cost of its own.
-pub(super) fn add_tokens(
+pub fn add_tokens(
     spent: &mut Spent,
     day: &str,
     tokens: TurnTokens,

@@ -9,7 +9,7 @@
 //! silently replaced.
 
 mod actor;
-mod budget;
+pub mod budget;
 mod channel;
 mod command;
 mod context;

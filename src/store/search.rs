@@ -26,22 +26,16 @@ struct EntryRow {
     marked: Option<String>,
 }
 
+/// An inbox message or a session found by one of its fields: for a message its
+/// session's id and name, for a session its name (`id` is the session's).
 #[derive(Deserialize)]
-struct MessageRow {
+struct RecordRow {
     id: String,
-    session_id: String,
     #[serde(default)]
-    session_name: String,
-    timestamp: String,
-    score: Option<f64>,
-    marked: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct SessionRow {
-    id: String,
-    display_name: String,
-    started_at: String,
+    session_id: Option<String>,
+    #[serde(default)]
+    name: String,
+    at: String,
     score: Option<f64>,
     marked: Option<String>,
 }
@@ -99,77 +93,37 @@ impl Store {
                 }
             }));
         }
-        // One statement per field: the engine scores a match of one index only.
         if kinds.contains(&HitKind::Inbox) {
-            let mut found: Vec<(MessageRow, Option<String>)> = Vec::new();
-            for field in ["title", "body"] {
-                let sql = format!(
-                    "SELECT record::id(id) AS id, session_id, session_name, timestamp,
-                        search::score(1) AS score, search::highlight($open, $close, 1) AS marked
-                     FROM inbox_messages WHERE {field} @1@ $query {within}
-                     ORDER BY score DESC LIMIT $limit"
+            let columns = "session_id, session_name AS name, timestamp AS at";
+            let rows = self
+                .by_fields("inbox_messages", &["title", "body"], columns, within, &vars)
+                .await?;
+            hits.extend(rows.into_iter().map(|(r, marked)| {
+                let mut hit = record_hit(
+                    HitKind::Inbox,
+                    r.session_id.unwrap_or_default(),
+                    r.name,
+                    r.at,
+                    r.score,
+                    marked,
                 );
-                let rows: Vec<MessageRow> = self.rows(&sql, vars.clone(), 0).await?;
-                for row in rows {
-                    merge(
-                        &mut found,
-                        row,
-                        |r| &r.id,
-                        |r| &mut r.score,
-                        |r| r.marked.take(),
-                    );
-                }
-            }
-            hits.extend(found.into_iter().map(|(r, marked)| {
-                let (snippet, marks) = excerpt(marked.as_deref().unwrap_or(""), EXCERPT_CHARS);
-                SearchHit {
-                    kind: HitKind::Inbox,
-                    session_id: r.session_id,
-                    session_name: r.session_name,
-                    seq: None,
-                    entry_kind: None,
-                    message_id: Some(r.id),
-                    at: r.timestamp,
-                    score: r.score.unwrap_or(0.0),
-                    snippet,
-                    marks,
-                }
+                hit.message_id = Some(r.id);
+                hit
             }));
         }
         if kinds.contains(&HitKind::Session) {
-            let mut found: Vec<(SessionRow, Option<String>)> = Vec::new();
-            for field in ["display_name", "task"] {
-                let sql = format!(
-                    "SELECT record::id(id) AS id, display_name, started_at,
-                        search::score(1) AS score, search::highlight($open, $close, 1) AS marked
-                     FROM sessions WHERE {field} @1@ $query {within_session}
-                     ORDER BY score DESC LIMIT $limit"
-                );
-                let rows: Vec<SessionRow> = self.rows(&sql, vars.clone(), 0).await?;
-                for row in rows {
-                    merge(
-                        &mut found,
-                        row,
-                        |r| &r.id,
-                        |r| &mut r.score,
-                        |r| r.marked.take(),
-                    );
-                }
-            }
-            hits.extend(found.into_iter().map(|(r, marked)| {
-                let (snippet, marks) = excerpt(marked.as_deref().unwrap_or(""), EXCERPT_CHARS);
-                SearchHit {
-                    kind: HitKind::Session,
-                    session_id: r.id,
-                    session_name: r.display_name,
-                    seq: None,
-                    entry_kind: None,
-                    message_id: None,
-                    at: r.started_at,
-                    score: r.score.unwrap_or(0.0),
-                    snippet,
-                    marks,
-                }
+            let columns = "display_name AS name, started_at AS at";
+            let rows = self
+                .by_fields(
+                    "sessions",
+                    &["display_name", "task"],
+                    columns,
+                    within_session,
+                    &vars,
+                )
+                .await?;
+            hits.extend(rows.into_iter().map(|(r, marked)| {
+                record_hit(HitKind::Session, r.id, r.name, r.at, r.score, marked)
             }));
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -177,24 +131,68 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The records of `table` whose `fields` match, one statement per field (the engine
+    /// scores a match of one index only), merged.
+    async fn by_fields(
+        &self,
+        table: &str,
+        fields: &[&str],
+        columns: &str,
+        within: &str,
+        vars: &serde_json::Value,
+    ) -> Result<Vec<(RecordRow, Option<String>)>> {
+        let mut found = Vec::new();
+        for field in fields {
+            let sql = format!(
+                "SELECT record::id(id) AS id, {columns},
+                    search::score(1) AS score, search::highlight($open, $close, 1) AS marked
+                 FROM {table} WHERE {field} @1@ $query {within}
+                 ORDER BY score DESC LIMIT $limit"
+            );
+            let rows: Vec<RecordRow> = self.rows(&sql, vars.clone(), 0).await?;
+            for row in rows {
+                merge(&mut found, row);
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A hit on an inbox message or a session, its excerpt from the field that matched.
+fn record_hit(
+    kind: HitKind,
+    session_id: String,
+    session_name: String,
+    at: String,
+    score: Option<f64>,
+    marked: Option<String>,
+) -> SearchHit {
+    let (snippet, marks) = excerpt(marked.as_deref().unwrap_or(""), EXCERPT_CHARS);
+    SearchHit {
+        kind,
+        session_id,
+        session_name,
+        seq: None,
+        entry_kind: None,
+        message_id: None,
+        at,
+        score: score.unwrap_or(0.0),
+        snippet,
+        marks,
+    }
+}
+
 /// Adds `row`, found by one field, to `found`: a record found by several fields is one
 /// hit whose score is their sum, shown by the first field that matched.
-fn merge<R>(
-    found: &mut Vec<(R, Option<String>)>,
-    mut row: R,
-    id: impl Fn(&R) -> &String,
-    score: impl Fn(&mut R) -> &mut Option<f64>,
-    marked: impl Fn(&mut R) -> Option<String>,
-) {
-    match found.iter_mut().find(|(held, _)| id(held) == id(&row)) {
+fn merge(found: &mut Vec<(RecordRow, Option<String>)>, mut row: RecordRow) {
+    match found.iter_mut().find(|(held, _)| held.id == row.id) {
         Some((held, _)) => {
-            let more = score(&mut row).unwrap_or(0.0);
-            let total = score(held).unwrap_or(0.0) + more;
-            *score(held) = Some(total);
+            held.score = Some(held.score.unwrap_or(0.0) + row.score.unwrap_or(0.0));
         }
         None => {
-            let text = marked(&mut row);
-            found.push((row, text));
+            let marked = row.marked.take();
+            found.push((row, marked));
         }
     }
 }

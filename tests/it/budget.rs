@@ -32,6 +32,23 @@ async fn wait_said(client: &crucible::client::Client, id: &str, text: &str) {
     }
 }
 
+/// The first prompt a session's agent was sent, once it was.
+async fn first_prompt(client: &crucible::client::Client, id: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let first = transcript(client, id)
+            .await
+            .into_iter()
+            .find(|e| e.kind == crucible::protocol::EntryKind::Prompt)
+            .and_then(|e| e.text);
+        if let Some(first) = first {
+            return first;
+        }
+        assert!(std::time::Instant::now() < deadline, "no first prompt");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_budget_reached_mid_task_ends_the_turn_holds_the_next_and_a_raise_goes_on() {
     let tk = agent_kiln("[budget]\nsession_cost = 1.0\nwarn_percent = 80\n");
@@ -234,20 +251,7 @@ async fn a_usage_limit_on_a_profile_with_a_fallback_hands_the_task_off_instead_o
     assert_eq!(to.handed_from.as_deref(), Some(s.id.as_str()));
     assert_eq!(to.worktree, s.worktree, "the same worktree");
     // The other agent starts from the brief: the task and where it stands.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let first = loop {
-        let prompts: Vec<String> = transcript(&client, &to_id)
-            .await
-            .into_iter()
-            .filter(|e| e.kind == crucible::protocol::EntryKind::Prompt)
-            .filter_map(|e| e.text)
-            .collect();
-        if let Some(first) = prompts.into_iter().next() {
-            break first;
-        }
-        assert!(std::time::Instant::now() < deadline, "no first prompt");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
+    let first = first_prompt(&client, &to_id).await;
     assert!(first.contains("TASK:\nsay first part done"), "{first}");
     // The backup, itself a hand-off, would park on a limit rather than hand on.
     wait_state(&client, &to_id, SessionState::Complete).await;
@@ -293,20 +297,7 @@ async fn a_hand_off_carries_the_summary_the_diff_and_the_open_question_to_the_ot
     assert!(!from.worktree_owned);
 
     // The other agent's first prompt is the brief.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let first = loop {
-        let prompts: Vec<String> = transcript(&client, &to.id)
-            .await
-            .into_iter()
-            .filter(|e| e.kind == crucible::protocol::EntryKind::Prompt)
-            .filter_map(|e| e.text)
-            .collect();
-        if let Some(first) = prompts.into_iter().next() {
-            break first;
-        }
-        assert!(std::time::Instant::now() < deadline, "no first prompt");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
+    let first = first_prompt(&client, &to.id).await;
     for part in [
         "another agent (scripted)",
         "TASK:\nwrite notes.txt first draft",
