@@ -55,7 +55,7 @@ pub async fn run(kiln: Kiln, args: SearchArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let query = args.query.join(" ");
-    let hits = client
+    let found = client
         .call::<m::Search>(&SearchParams {
             query: query.clone(),
             session_id,
@@ -63,10 +63,20 @@ pub async fn run(kiln: Kiln, args: SearchArgs) -> anyhow::Result<ExitCode> {
                 .then(|| args.types.iter().map(|&k| HitKind::from(k)).collect()),
             limit: Some(args.limit),
         })
-        .await?
-        .hits;
+        .await?;
+    let hits = found.hits;
+    let broad = found.broad.then(|| {
+        format!(
+            "Not all ranked: the words are in more than {} transcript entries, and these are \
+             the best of the first found. Add a word, or --session, to narrow it.",
+            crate::store::RANK_CAP
+        )
+    });
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&hits)?);
+        if let Some(note) = broad {
+            eprintln!("{note}");
+        }
         return Ok(ExitCode::SUCCESS);
     }
     if hits.is_empty() {
@@ -85,6 +95,9 @@ pub async fn run(kiln: Kiln, args: SearchArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     output::print_table(&["WHERE", "AGE", "FOUND"], &rows);
+    if let Some(note) = broad {
+        outln!("\n{note}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -2,14 +2,14 @@
 //! request, keeps to sessions that still exist and names them.
 
 use super::{Ledger, LedgerError, Result};
-use crate::protocol::{HitKind, SearchHit, SearchParams};
+use crate::protocol::{HitKind, SearchHit, SearchParams, SearchResults};
 
 /// Hits given when the caller names no limit, and the most a caller may ask for.
 pub const DEFAULT_HITS: u32 = 20;
 pub const MAX_HITS: u32 = 200;
 
 impl Ledger {
-    pub async fn search(&self, params: &SearchParams) -> Result<Vec<SearchHit>> {
+    pub async fn search(&self, params: &SearchParams) -> Result<SearchResults> {
         let query = params.query.trim();
         if !query.chars().any(char::is_alphanumeric) {
             return Err(LedgerError::Invalid(
@@ -29,7 +29,7 @@ impl Ledger {
             Some(kinds) if !kinds.is_empty() => kinds.clone(),
             _ => HitKind::ALL.to_vec(),
         };
-        let hits = self
+        let (hits, broad) = self
             .store
             .search(query, params.session_id.as_deref(), &kinds, limit)
             .await?;
@@ -48,6 +48,6 @@ impl Ledger {
             })
             .collect();
         kept.truncate(limit as usize);
-        Ok(kept)
+        Ok(SearchResults { hits: kept, broad })
     }
 }

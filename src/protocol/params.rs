@@ -585,4 +585,8 @@ pub struct SearchParams {
 pub struct SearchResults {
     /// Best first.
     pub hits: Vec<SearchHit>,
+    /// The words are in so many transcript entries that not all were ranked: the
+    /// transcript hits are the best of the first found. A word more narrows it.
+    #[serde(default)]
+    pub broad: bool,
 }

@@ -15,7 +15,7 @@ pub use records::GitLeftovers;
 mod remote;
 mod schema;
 mod search;
-pub use search::excerpt;
+pub use search::{RANK_CAP, excerpt};
 mod sessions;
 mod team;
 

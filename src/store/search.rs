@@ -16,6 +16,12 @@ const CLOSE: char = '\u{3}';
 /// Characters of an excerpt.
 pub const EXCERPT_CHARS: usize = 160;
 
+/// The most transcript entries one search ranks. Ranking reads every match (about 50 µs
+/// each on these machines), so a query whose words are in more entries than this is
+/// answered with the first entries found instead, best of them first, and said to be
+/// broad: a word more narrows it.
+pub const RANK_CAP: usize = 500;
+
 #[derive(Deserialize)]
 struct EntryRow {
     session_id: String,
@@ -43,14 +49,16 @@ struct RecordRow {
 impl Store {
     /// The best `limit` of each kind in `kinds` for `query` (all its words must match),
     /// best first; `session_id` keeps to one session. Names of sessions are left for the
-    /// caller, except on session hits.
+    /// caller, except on session hits. True beside them when the query's words are in
+    /// more than [`RANK_CAP`] transcript entries: those hits are the first found, not the
+    /// best of all.
     pub async fn search(
         &self,
         query: &str,
         session_id: Option<&str>,
         kinds: &[HitKind],
         limit: u32,
-    ) -> Result<Vec<SearchHit>> {
+    ) -> Result<(Vec<SearchHit>, bool)> {
         let within = if session_id.is_some() {
             "AND session_id = $session_id"
         } else {
@@ -69,12 +77,22 @@ impl Store {
             "close": CLOSE.to_string(),
         });
         let mut hits = Vec::new();
+        let mut broad = false;
         if kinds.contains(&HitKind::Transcript) {
+            // Without an order the engine stops at the limit: how many match, up to one
+            // more than are ranked, is cheap to learn.
+            let probe = format!(
+                "SELECT VALUE seq FROM transcript WHERE text @1@ $query {within} LIMIT {}",
+                RANK_CAP + 1
+            );
+            let matches: Vec<u64> = self.rows(&probe, vars.clone(), 0).await?;
+            broad = matches.len() > RANK_CAP;
+            let order = if broad { "" } else { "ORDER BY score DESC" };
             let sql = format!(
                 "SELECT session_id, seq, kind, at, search::score(1) AS score,
                     search::highlight($open, $close, 1) AS marked
                  FROM transcript WHERE text @1@ $query {within}
-                 ORDER BY score DESC LIMIT $limit"
+                 {order} LIMIT $limit"
             );
             let rows: Vec<EntryRow> = self.rows(&sql, vars.clone(), 0).await?;
             hits.extend(rows.into_iter().map(|r| {
@@ -127,7 +145,7 @@ impl Store {
             }));
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        Ok(hits)
+        Ok((hits, broad))
     }
 }
 

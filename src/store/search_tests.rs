@@ -109,7 +109,8 @@ async fn finds_each_kind_ranked_with_the_words_marked() {
     let hits = store
         .search("tokenizer failing", None, &HitKind::ALL, 10)
         .await
-        .unwrap();
+        .unwrap()
+        .0;
     // Both transcript entries match (stems: "failing" finds "failed" and "fails"); the
     // message and the session match "tokenizer" only, so not both words: not found.
     let found: Vec<(HitKind, &str, Option<u64>)> = hits
@@ -132,7 +133,8 @@ async fn finds_each_kind_ranked_with_the_words_marked() {
     let hits = store
         .search("tokenizer", None, &HitKind::ALL, 10)
         .await
-        .unwrap();
+        .unwrap()
+        .0;
     let kinds: Vec<HitKind> = hits.iter().map(|h| h.kind).collect();
     assert!(kinds.contains(&HitKind::Inbox), "{hits:#?}");
     assert!(kinds.contains(&HitKind::Session), "{hits:#?}");
@@ -148,7 +150,8 @@ async fn finds_each_kind_ranked_with_the_words_marked() {
     let hits = store
         .search("tokenizer", Some("s2"), &[HitKind::Transcript], 10)
         .await
-        .unwrap();
+        .unwrap()
+        .0;
     assert_eq!(hits.len(), 1);
     assert_eq!((hits[0].session_id.as_str(), hits[0].seq), ("s2", Some(1)));
     // A word no entry has: nothing.
@@ -157,6 +160,7 @@ async fn finds_each_kind_ranked_with_the_words_marked() {
             .search("zeppelin", None, &HitKind::ALL, 10)
             .await
             .unwrap()
+            .0
             .is_empty()
     );
 }
@@ -179,4 +183,31 @@ fn an_excerpt_is_one_line_around_the_first_mark() {
     assert_eq!(text.chars().count(), 40);
     assert!(text.starts_with("start") && text.ends_with('…'));
     assert_eq!(marks, [(0, 5)]);
+}
+
+#[tokio::test]
+async fn a_query_in_more_entries_than_are_ranked_is_answered_and_said_to_be_broad() {
+    let store = memory().await;
+    let entries: Vec<TranscriptEntry> = (1..=(RANK_CAP as u64 + 20))
+        .map(|i| {
+            let extra = if i == 7 { " with the rare needle" } else { "" };
+            entry("s1", i, &format!("common chatter number {i}{extra}"))
+        })
+        .collect();
+    store.append_transcript(&entries).await.unwrap();
+    let (hits, broad) = store
+        .search("chatter", None, &[HitKind::Transcript], 15)
+        .await
+        .unwrap();
+    assert!(broad, "more than {RANK_CAP} entries hold it");
+    assert_eq!(hits.len(), 15);
+    assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    // A word more narrows it: ranked again.
+    let (hits, broad) = store
+        .search("chatter needle", None, &[HitKind::Transcript], 15)
+        .await
+        .unwrap();
+    assert!(!broad);
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].seq, Some(7));
 }

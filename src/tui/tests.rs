@@ -802,7 +802,11 @@ fn a_search_result_jumps_to_its_entry_reading_that_stretch_when_not_held() {
         matches!(&actions[..], [Action::Call(Request::Search(p))] if p.query == "the needle"),
         "{actions:?}"
     );
-    model.show_search("the needle".into(), vec![hit(&first, 3), hit(&third, 500)]);
+    model.show_search(
+        "the needle".into(),
+        vec![hit(&first, 3), hit(&third, 500)],
+        false,
+    );
     assert_eq!(model.overlay, Some(Overlay::Search { selected: 0 }));
     model.handle_key(key(KeyCode::Down));
     model.handle_key(key(KeyCode::Down));
@@ -846,13 +850,13 @@ fn a_search_result_jumps_to_its_entry_reading_that_stretch_when_not_held() {
     });
     assert_eq!(model.scroll, 170, "placed once");
     // A held entry is jumped to without reading; another session's focus drops the mark.
-    model.show_search("the needle".into(), vec![hit(&third, 600)]);
+    model.show_search("the needle".into(), vec![hit(&third, 600)], false);
     assert!(model.handle_key(key(KeyCode::Enter)).is_empty());
     assert_eq!(model.jump().unwrap().seq, 600);
     model.handle_key(alt('1'));
     assert!(model.jump().is_none());
     // Nothing found: said, no overlay.
-    model.show_search("zeppelin".into(), Vec::new());
+    model.show_search("zeppelin".into(), Vec::new(), false);
     assert_eq!(model.overlay, None);
     assert_eq!(flash(&model), "nothing found for “zeppelin”");
 }

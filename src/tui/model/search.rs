@@ -17,6 +17,8 @@ const JUMP_CONTEXT: u64 = 20;
 pub struct Found {
     pub query: String,
     pub hits: Vec<SearchHit>,
+    /// Not every match was ranked (the words are in too many entries).
+    pub broad: bool,
 }
 
 /// A transcript entry a search jumped to: drawn marked, and scrolled to in the first
@@ -30,12 +32,12 @@ pub struct Jump {
 
 impl Model {
     /// The answer to `/search`: the hits listed in an overlay, or a flash when none.
-    pub fn show_search(&mut self, query: String, hits: Vec<SearchHit>) {
+    pub fn show_search(&mut self, query: String, hits: Vec<SearchHit>, broad: bool) {
         if hits.is_empty() {
             self.report(Flash::info(format!("nothing found for “{query}”")));
             return;
         }
-        self.found = Some(Found { query, hits });
+        self.found = Some(Found { query, hits, broad });
         self.overlay = Some(Overlay::Search { selected: 0 });
     }
 

@@ -43,7 +43,7 @@ impl Runtime {
             Reply::SessionList(listed) => model.set_resources(&listed.sessions),
             Reply::Search(results) => {
                 if let Request::Search(p) = &request {
-                    model.show_search(p.query.clone(), results.hits);
+                    model.show_search(p.query.clone(), results.hits, results.broad);
                 }
             }
             Reply::InboxGet(reply) => {

@@ -19,9 +19,14 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme, selec
     };
     let rect = super::overlay::centered(area, 120, found.hits.len() + 1);
     let title = format!(
-        " {} found for “{}” · ↑↓ choose · enter goes there · esc closes ",
+        " {} found for “{}”{} · ↑↓ choose · enter goes there · esc closes ",
         found.hits.len(),
-        clip(&found.query, 30)
+        clip(&found.query, 30),
+        if found.broad {
+            " (too many to rank all: add a word)"
+        } else {
+            ""
+        }
     );
     let block = pane(title, true, theme);
     let inner = block.inner(rect);

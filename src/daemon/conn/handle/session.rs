@@ -204,9 +204,7 @@ pub(super) async fn handoff(call: &Call<'_>, p: HandoffParams) -> Result<Created
 
 pub(super) async fn search(call: &Call<'_>, p: SearchParams) -> Result<SearchResults, ErrorObject> {
     let ledger = &call.conn.shared.ledger;
-    Ok(SearchResults {
-        hits: ledger.search(&p).await.map_err(app_error)?,
-    })
+    ledger.search(&p).await.map_err(app_error)
 }
 
 pub(super) async fn transcript(
