@@ -99,7 +99,7 @@ fn add_cost(spent: &mut Spent, day: &str, cost: f64) {
 
 /// Whose budget.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) enum Scope {
+pub enum Scope {
     /// The session's own, over its life.
     Session,
     /// An agent profile's, for today.
@@ -110,7 +110,7 @@ pub(super) enum Scope {
 
 /// A budget spent: whose, how far, and what raising it adds.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Over {
+pub struct Over {
     pub scope: Scope,
     /// `this session's budget: 1.02 of 1.00 USD`.
     pub what: String,
@@ -119,7 +119,7 @@ pub(super) struct Over {
 
 /// What a raise adds to a budget.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub(super) struct Raise {
+pub struct Raise {
     #[serde(default)]
     pub cost: f64,
     #[serde(default)]
@@ -205,7 +205,7 @@ impl Keeper {
 }
 
 /// The keeper of the day budgets; see the module's notes.
-pub(super) struct Budgets {
+pub struct Budgets {
     keeper: Mutex<Keeper>,
     /// Bumped whenever a verdict may have changed: spending, a raise, new settings.
     changed: watch::Sender<u64>,
