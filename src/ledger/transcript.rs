@@ -16,9 +16,11 @@ pub(super) type AppendJob = (
 );
 
 /// The most appends waiting to be taken at once, and the most bytes of text committed in
-/// one transaction (well inside the engine's write buffer).
+/// one transaction: well inside the engine's write buffer (8 MiB by default), which also
+/// holds what the full-text index writes for every word of the text (a few times the
+/// text) and for every entry.
 pub(super) const MAX_APPEND_JOBS: usize = 512;
-const MAX_APPEND_BYTES: usize = 2 * 1024 * 1024;
+const MAX_APPEND_BYTES: usize = 128 * 1024;
 
 pub(super) async fn transcript_writer(store: Arc<Store>, mut jobs: mpsc::Receiver<AppendJob>) {
     let mut batch = Vec::with_capacity(MAX_APPEND_JOBS);
