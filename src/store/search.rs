@@ -80,13 +80,17 @@ impl Store {
         let mut broad = false;
         if kinds.contains(&HitKind::Transcript) {
             // Without an order the engine stops at the limit: how many match, up to one
-            // more than are ranked, is cheap to learn.
-            let probe = format!(
-                "SELECT VALUE seq FROM transcript WHERE text @1@ $query {within} LIMIT {}",
-                RANK_CAP + 1
-            );
-            let matches: Vec<u64> = self.rows(&probe, vars.clone(), 0).await?;
-            broad = matches.len() > RANK_CAP;
+            // more than are ranked, is cheap to learn. Within one session the engine
+            // intersects the word's entries with the session's index before reading any,
+            // and ranking is cheap, while the probe would filter entry by entry.
+            if session_id.is_none() {
+                let probe = format!(
+                    "SELECT VALUE seq FROM transcript WHERE text @1@ $query LIMIT {}",
+                    RANK_CAP + 1
+                );
+                let matches: Vec<u64> = self.rows(&probe, vars.clone(), 0).await?;
+                broad = matches.len() > RANK_CAP;
+            }
             let order = if broad { "" } else { "ORDER BY score DESC" };
             let sql = format!(
                 "SELECT session_id, seq, kind, at, search::score(1) AS score,
