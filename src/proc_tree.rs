@@ -19,11 +19,10 @@ pub struct ProcTable {
 impl ProcTable {
     /// Reads `/proc` once.
     pub fn read() -> Self {
+        let (tick, page) = units();
         let mut table = ProcTable {
-            // SAFETY: sysconf only reads a system constant.
-            tick: unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64,
-            // SAFETY: as above.
-            page: unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64,
+            tick,
+            page,
             ..ProcTable::default()
         };
         let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -71,6 +70,15 @@ impl ProcTable {
     }
 }
 
+/// CPU ticks per second and bytes per page, as `/proc` counts them.
+fn units() -> (f64, u64) {
+    // SAFETY: sysconf only reads a system constant.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    // SAFETY: as above.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    (tick, page)
+}
+
 /// The most processes [`walk`] visits.
 const WALK_LIMIT: usize = 10_000;
 
@@ -78,10 +86,7 @@ const WALK_LIMIT: usize = 10_000;
 /// (`/proc/<pid>/task/<tid>/children`) without reading the rest of `/proc`: cheap enough
 /// to ask for one session every few seconds while its agent works.
 pub fn walk(root: u32) -> Option<Resources> {
-    // SAFETY: sysconf only reads a system constant.
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    // SAFETY: as above.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    let (tick, page) = units();
     let (mut ticks, mut pages, mut processes) = (0u64, 0u64, 0u32);
     let mut todo = vec![root];
     let mut seen = std::collections::HashSet::new();

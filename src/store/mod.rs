@@ -18,6 +18,10 @@ mod search;
 pub use search::{RANK_CAP, excerpt};
 mod sessions;
 mod team;
+#[cfg(test)]
+mod test_store;
+#[cfg(test)]
+pub(crate) use test_store::memory_store;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,16 +1,7 @@
 use super::*;
-use crate::config::StoreConfig;
 use crate::protocol::{InboxMessage, MsgType, Session, TranscriptEntry};
 
-async fn memory() -> Store {
-    let cfg = StoreConfig {
-        url: "mem://".into(),
-        ..StoreConfig::default()
-    };
-    Store::open(&cfg, std::path::Path::new("/nonexistent"))
-        .await
-        .unwrap()
-}
+use crate::store::memory_store as memory;
 
 fn entry(session: &str, seq: u64, text: &str) -> TranscriptEntry {
     TranscriptEntry {

@@ -373,19 +373,10 @@ mod tests {
     use std::time::Duration;
 
     use super::record_key;
-    use crate::config::StoreConfig;
     use crate::protocol::{DaemonInfo, Session};
-    use crate::store::{CommandRecord, Store};
+    use crate::store::CommandRecord;
 
-    async fn memory() -> Store {
-        let cfg = StoreConfig {
-            url: "mem://".into(),
-            ..StoreConfig::default()
-        };
-        Store::open(&cfg, std::path::Path::new("/nonexistent"))
-            .await
-            .unwrap()
-    }
+    use crate::store::memory_store as memory;
 
     fn daemon(id: &str) -> DaemonInfo {
         DaemonInfo {
