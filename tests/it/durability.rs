@@ -173,15 +173,22 @@ async fn a_byte_changed_in_a_table_file_is_found_named_and_repaired() {
     let out = tk.cru(&["daemon", "stop"]);
     assert!(out.status.success(), "{}", crate::common::stderr(&out));
     daemon.wait_exit(Duration::from_secs(30)).await;
+    // The byte changed lies inside a message's record (table files are not compressed),
+    // not in the search index's entries that share the file.
     let tables = tk.kiln.db_path().join("sstables");
-    let file = std::fs::read_dir(&tables)
+    let needle = b"report 1500";
+    let (file, mut bytes, at) = std::fs::read_dir(&tables)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .expect("a table file");
-    let mut bytes = std::fs::read(&file).unwrap();
-    let at = bytes.len() / 3;
-    bytes[at] ^= 0x10;
+        .find_map(|file| {
+            let bytes = std::fs::read(&file).unwrap();
+            let at = bytes
+                .windows(needle.len() + 1)
+                .position(|w| w.starts_with(needle) && !w[needle.len()].is_ascii_digit())?;
+            Some((file, bytes, at))
+        })
+        .expect("a table file holding the message");
+    bytes[at + 2] ^= 0x10;
     std::fs::write(&file, bytes).unwrap();
 
     // The daemon starts and serves; its check at start finds the damage.
