@@ -20,6 +20,7 @@ mod context;
 mod daemon;
 mod deliberate;
 mod durability;
+mod engine;
 mod failures;
 mod full_disk;
 mod hardening;
