@@ -19,6 +19,7 @@ use super::transcript::Transcript;
 
 mod fields;
 mod pages;
+mod picker;
 mod quiet;
 mod search;
 
@@ -87,6 +88,8 @@ pub struct Model {
     /// What each session's agent costs the machine, as read when the sessions overlay
     /// was last opened.
     pub(super) resources: HashMap<String, crate::protocol::Resources>,
+    /// What was typed into the sessions overlay.
+    pub(super) picker: String,
 }
 
 impl Model {
@@ -127,6 +130,7 @@ impl Model {
             found: None,
             jump: None,
             resources: HashMap::new(),
+            picker: String::new(),
         }
     }
 
@@ -447,7 +451,7 @@ impl Model {
             Some(SessionState::Stopped) => Activity::Stopped,
             Some(SessionState::Parked) => Activity::Parked,
             Some(SessionState::Error) => Activity::Error,
-            None if self.is_waiting(&session.id) => Activity::Waiting,
+            None if self.inbox.open_items(&session.id).next().is_some() => Activity::Waiting,
             None if session.status == "active" => Activity::Active,
             None => Activity::Idle,
         }

@@ -295,10 +295,11 @@ fn question_mark_opens_help_only_on_an_empty_input() {
 fn the_sessions_overlay_focuses_by_digit() {
     let mut model = three_sessions();
     enter(&mut model, "/sessions");
-    assert_eq!(model.overlay, Some(Overlay::Sessions));
+    assert_eq!(model.overlay, Some(Overlay::Sessions { selected: 0 }));
     model.handle_key(key(KeyCode::Char('2')));
     assert_eq!(model.overlay, None);
     assert_eq!(focused_number(&model), Some(2));
+    assert_eq!(model.input.text(), "", "the digit chose, it was not typed");
 }
 
 #[test]

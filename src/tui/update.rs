@@ -142,7 +142,7 @@ impl Model {
                 scroll: 0,
                 commands_first: false,
             }),
-            KeyAction::Sessions => self.toggle_overlay(Overlay::Sessions),
+            KeyAction::Sessions => self.toggle_overlay(Overlay::Sessions { selected: 0 }),
             KeyAction::ToggleInbox => {
                 self.toggle_inbox();
                 Vec::new()
@@ -272,6 +272,11 @@ impl Model {
     }
 
     fn overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Vec<Action> {
+        if let Overlay::Sessions { selected } = overlay
+            && let Some(actions) = self.picker_key(selected, key)
+        {
+            return actions;
+        }
         match self.keymap.lookup(Scope::Global, &key) {
             Some(KeyAction::Quit) => return vec![Action::Quit],
             Some(action @ (KeyAction::Help | KeyAction::Sessions)) => return self.perform(action),
@@ -334,10 +339,6 @@ impl Model {
                     scroll: scroll.saturating_add(step),
                 });
             }
-            (Overlay::Sessions, KeyCode::Char(c @ '1'..='9')) => {
-                self.close_overlay();
-                return self.goto(c as usize - '0' as usize);
-            }
             // Any other printable key is typing: the overlay closes and the key goes to
             // the input, so nothing typed while an overlay came up is lost.
             (_, KeyCode::Char(_))
@@ -357,14 +358,15 @@ impl Model {
         let same = matches!(
             (self.overlay, overlay),
             (Some(Overlay::Help { .. }), Overlay::Help { .. })
-                | (Some(Overlay::Sessions), Overlay::Sessions)
+                | (Some(Overlay::Sessions { .. }), Overlay::Sessions { .. })
         );
         if same {
             self.close_overlay();
             return Vec::new();
         }
         self.overlay = Some(overlay);
-        if overlay == Overlay::Sessions {
+        if let Overlay::Sessions { .. } = overlay {
+            self.open_picker();
             // What each agent costs the machine, read when the list is opened.
             return vec![
                 Request::SessionList(crate::protocol::SessionListParams {
@@ -381,6 +383,7 @@ impl Model {
     fn close_overlay(&mut self) {
         self.overlay = None;
         self.zone = Zone::Input;
+        self.picker.clear();
     }
 
     /// Hidden → shown and focused; focused → hidden; shown elsewhere → focused.
@@ -432,7 +435,7 @@ impl Model {
         }
     }
 
-    fn focused_index(&self) -> Option<usize> {
+    pub(super) fn focused_index(&self) -> Option<usize> {
         let id = self.focused.as_deref()?;
         self.sessions.iter().position(|s| s.id == id)
     }

@@ -16,22 +16,17 @@ pub enum Zone {
 pub enum Overlay {
     /// Bindings and commands; `scroll` is the first row shown. `/help` puts the
     /// commands first, F1 and `?` the keys.
-    Help {
-        scroll: u16,
-        commands_first: bool,
-    },
-    Sessions,
+    Help { scroll: u16, commands_first: bool },
+    /// The sessions, filtered by what is typed ([`Model::picker_filter`]); `selected` is
+    /// the one Enter focuses, among those the filter keeps.
+    Sessions { selected: usize },
     /// A read-only page ([`Model::page`]: an audit log, the rules, the security state, the
     /// context summary); `scroll` is the first row.
-    Page {
-        scroll: u16,
-    },
+    Page { scroll: u16 },
     /// A session's changes ([`Model::diff`]), with a cursor for review comments.
     Diff,
     /// The last search's results ([`Model::found`]); `selected` is the hit Enter opens.
-    Search {
-        selected: usize,
-    },
+    Search { selected: usize },
 }
 
 /// Which side panes are shown.

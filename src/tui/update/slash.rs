@@ -22,7 +22,7 @@ impl Model {
     /// Runs a parsed slash command.
     pub fn handle_command(&mut self, command: SlashCommand) -> Vec<Action> {
         match command {
-            SlashCommand::Sessions => self.toggle_overlay(Overlay::Sessions),
+            SlashCommand::Sessions => self.toggle_overlay(Overlay::Sessions { selected: 0 }),
             SlashCommand::Help => self.toggle_overlay(Overlay::Help {
                 scroll: 0,
                 commands_first: true,

@@ -4,11 +4,14 @@
 //! in, so the model stays plain data.
 
 mod diff;
+#[cfg(test)]
+mod fleet_tests;
 mod inbox;
 mod input;
 mod overlay;
 pub(super) mod pages;
 mod search;
+mod sessions;
 mod status_bar;
 mod style;
 #[cfg(test)]
@@ -94,7 +97,9 @@ pub fn render(frame: &mut Frame, model: &Model, state: &mut ViewState, theme: &T
             scroll,
             commands_first,
         }) => overlay::help(frame, area, model, theme, scroll, commands_first),
-        Some(Overlay::Sessions) => overlay::sessions(frame, area, model, theme),
+        Some(Overlay::Sessions { selected }) => {
+            sessions::render(frame, area, model, theme, selected)
+        }
         Some(Overlay::Page { scroll }) => overlay::page(frame, area, model, theme, scroll),
         Some(Overlay::Diff) => diff::render(frame, area, model, theme),
         Some(Overlay::Search { selected }) => search::render(frame, area, model, theme, selected),

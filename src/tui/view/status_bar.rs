@@ -55,6 +55,9 @@ const NAME_MAX: usize = 28;
 /// The longest name on a crowded, narrow line.
 const SHORT_NAME_MAX: usize = 8;
 
+/// The narrowest a session shows when all are shown: ` [1]● `.
+const MIN_SEGMENT: usize = 6;
+
 /// Spans, and the index of the session they show (if any).
 type Piece<'a> = (Option<usize>, Vec<Span<'a>>);
 
@@ -138,13 +141,21 @@ fn sessions<'a>(model: &Model, theme: &Theme, room: usize) -> Vec<Piece<'a>> {
         let hint = clip(hint, room);
         return vec![(None, vec![Span::styled(hint, theme.style(Role::TextDim))])];
     }
-    for detail in [
-        Detail::Full,
-        Detail::Mixed,
-        Detail::NoLabel,
-        Detail::Named,
-        Detail::NamedBare,
-    ] {
+    // Every session named takes at least a few columns each: a crowd goes straight to
+    // the window, without laying out every session five times.
+    let crowded = model.sessions().len() * MIN_SEGMENT > room;
+    let details: &[Detail] = if crowded {
+        &[]
+    } else {
+        &[
+            Detail::Full,
+            Detail::Mixed,
+            Detail::NoLabel,
+            Detail::Named,
+            Detail::NamedBare,
+        ]
+    };
+    for &detail in details {
         let pieces: Vec<Piece> = (0..model.sessions().len())
             .map(|i| (Some(i), segment(model, theme, i, detail)))
             .collect();
@@ -202,21 +213,22 @@ fn window<'a>(model: &Model, theme: &Theme, room: usize, detail: Detail) -> Vec<
         .focused_session()
         .and_then(|s| model.number_of(&s.id))
         .map_or(0, |n| n - 1);
-    let widths: Vec<usize> = (0..count)
-        .map(|i| line_width(&segment(model, theme, i, detail)))
-        .collect();
+    // Only the sessions near the focused one are laid out.
+    let width_of = |i: usize| line_width(&segment(model, theme, i, detail));
     let (mut first, mut last) = (focused, focused);
-    let mut used = widths[focused] + 2;
+    let mut used = width_of(focused) + 2;
     loop {
-        let grew_right = last + 1 < count && used + widths[last + 1] <= room;
-        if grew_right {
+        let right = (last + 1 < count).then(|| width_of(last + 1));
+        let grew_right = right.is_some_and(|w| used + w <= room);
+        if let (true, Some(w)) = (grew_right, right) {
             last += 1;
-            used += widths[last];
+            used += w;
         }
-        let grew_left = first > 0 && used + widths[first - 1] <= room;
-        if grew_left {
+        let left = (first > 0).then(|| width_of(first - 1));
+        let grew_left = left.is_some_and(|w| used + w <= room);
+        if let (true, Some(w)) = (grew_left, left) {
             first -= 1;
-            used += widths[first];
+            used += w;
         }
         if !grew_right && !grew_left {
             break;

@@ -516,7 +516,7 @@ fn audit_overlay_shows_the_focused_sessions_log_and_contained_sessions_their_dri
         ..Default::default()
     }));
     model.sessions[0].limits = vec!["memory 128 MiB (cgroup v1)".into()];
-    model.overlay = Some(crate::tui::model::Overlay::Sessions);
+    model.overlay = Some(crate::tui::model::Overlay::Sessions { selected: 0 });
     let shown = screen(&model, 120, 30);
     assert!(
         shown.contains("driver sandbox (network none, memory 128 MiB)"),
@@ -529,7 +529,10 @@ fn the_sessions_overlay_asks_what_each_agent_costs_and_shows_it() {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     let mut model = fixture::model();
     let actions = model.handle_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::ALT));
-    assert_eq!(model.overlay, Some(crate::tui::model::Overlay::Sessions));
+    assert_eq!(
+        model.overlay,
+        Some(crate::tui::model::Overlay::Sessions { selected: 0 })
+    );
     assert!(
         matches!(
             &actions[..],
