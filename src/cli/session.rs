@@ -440,10 +440,16 @@ fn removed(d: &DeleteOutcome) -> &'static str {
 }
 
 pub(super) async fn list(client: &Client) -> anyhow::Result<Vec<Session>> {
+    listed(client, false).await
+}
+
+/// The sessions, with what each agent costs the machine when `resources` (the daemon
+/// reads every process's figures for it).
+pub(super) async fn listed(client: &Client, resources: bool) -> anyhow::Result<Vec<Session>> {
     Ok(client
         .call::<m::SessionList>(&crate::protocol::SessionListParams {
             channel: None,
-            resources: true,
+            resources,
         })
         .await?
         .sessions)

@@ -244,7 +244,7 @@ fn print_entry(entry: &TranscriptEntry, json: bool) -> anyhow::Result<()> {
 
 /// `cru session list`: the sessions as a table, or as JSON.
 pub(super) async fn list(client: &Client, json: bool) -> anyhow::Result<()> {
-    let list = super::list(client).await?;
+    let list = super::listed(client, true).await?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&list)?);
     } else if list.is_empty() {
@@ -297,7 +297,10 @@ pub(super) async fn status(
     session: &str,
     json: bool,
 ) -> anyhow::Result<()> {
-    let s = match resolve(client, session).await {
+    let found = super::listed(client, true)
+        .await
+        .and_then(|sessions| pick(&sessions, session).cloned());
+    let s = match found {
         Ok(s) => s,
         // A registered session that ended is no longer listed, but its
         // termination record answers to its full id for a while.
