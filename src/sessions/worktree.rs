@@ -51,7 +51,10 @@ impl Sessions {
 
         let (branch, new_branch) = match spec {
             Some(branch) => (branch.to_string(), !git::branch_exists(&repo, branch).await),
-            None => (default_branch(id), true),
+            None => (
+                free_default_branch(&repo, &kiln.worktrees_dir(), id).await,
+                true,
+            ),
         };
         let path = kiln.worktrees_dir().join(&branch);
         if path.exists() {
@@ -326,14 +329,26 @@ impl Placement {
 }
 
 /// `cru/<6 letters>`: short, unique enough within a kiln, and visibly crucible's.
-pub(super) fn default_branch(id: &str) -> String {
+pub(super) fn default_branch(id: &str, length: usize) -> String {
     let tail: String = id
         .chars()
         .rev()
-        .take(6)
+        .take(length)
         .collect::<Vec<_>>()
         .into_iter()
         .rev()
         .collect();
     format!("cru/{}", tail.to_lowercase())
+}
+
+/// `cru/` and the end of the session's id: six characters, or more when a branch or
+/// worktree of that name is already there (two ids can end alike in a large fleet).
+async fn free_default_branch(repo: &Path, worktrees: &Path, id: &str) -> String {
+    for length in [6, 10] {
+        let branch = default_branch(id, length);
+        if !worktrees.join(&branch).exists() && !git::branch_exists(repo, &branch).await {
+            return branch;
+        }
+    }
+    default_branch(id, id.len())
 }

@@ -10,6 +10,7 @@ mod durable;
 mod inbox;
 mod journal;
 mod keyspace;
+mod migrate;
 mod records;
 pub use records::GitLeftovers;
 mod remote;
@@ -248,10 +249,9 @@ impl Store {
             damage: std::sync::Mutex::new(Vec::new()),
             origin: ulid::Ulid::new().to_string(),
         };
-        store.use_ns(&cfg.namespace, &cfg.database).await?;
-        if usage == Use::Serve {
-            store.migrate().await?;
-        }
+        store
+            .prepare(&cfg.namespace, &cfg.database, usage == Use::Serve)
+            .await?;
         Ok(store)
     }
 
@@ -371,7 +371,7 @@ impl Store {
         }
     }
 
-    async fn use_ns(&self, ns: &str, db: &str) -> Result<()> {
+    pub(super) async fn use_ns(&self, ns: &str, db: &str) -> Result<()> {
         match &self.conn {
             Conn::Local(s, _) => s.use_ns(ns).use_db(db).await?,
             Conn::Remote(r) => r.db.use_ns(ns).use_db(db).await?,
@@ -469,42 +469,6 @@ impl Store {
             .map(Value::take)
             .unwrap_or(Value::Null);
         decode_rows(rows)
-    }
-
-    async fn migrate(&self) -> Result<()> {
-        self.run(schema::META_TABLE, json!({})).await?;
-        let current = self.schema_version().await?;
-        if current > SCHEMA_VERSION {
-            return Err(StoreError::TooNew { found: current });
-        }
-        for version in current..SCHEMA_VERSION {
-            let sql = format!(
-                "BEGIN TRANSACTION; {} UPSERT crucible_meta:schema SET version = {}; COMMIT TRANSACTION;",
-                schema::MIGRATIONS[version as usize],
-                version + 1
-            );
-            if let Err(e) = self.run(&sql, json!({})).await {
-                // Team mode: another daemon sharing the server may have just done it.
-                if self.schema_version().await? > version {
-                    continue;
-                }
-                return Err(e);
-            }
-            tracing::info!(version = version + 1, "database schema migrated");
-        }
-        Ok(())
-    }
-
-    /// The schema version recorded in the database (0 for a new one).
-    pub async fn schema_version(&self) -> Result<i64> {
-        let rows = self
-            .run("SELECT VALUE version FROM crucible_meta:schema", json!({}))
-            .await?;
-        Ok(rows
-            .first()
-            .and_then(|v| v.get(0))
-            .and_then(Value::as_i64)
-            .unwrap_or(0))
     }
 
     /// `db.query`: any SurrealQL with bindings (a JSON `null` stays `NULL`); one JSON

@@ -549,3 +549,31 @@ async fn wss_with_the_teams_own_certificate_authority() {
     assert_eq!(Some(listed[0].id.as_str()), sent["id"].as_str());
     assert_eq!(status(&client).await.database, server.url());
 }
+
+/// Daemons of a team opening a new database at once: their schema migrations race, the
+/// losers run them again and find the work done, and every daemon serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemons_starting_at_once_on_a_new_database_all_serve() {
+    let server = start_server().await;
+    let kilns: Vec<TestKiln> = (0..8)
+        .map(|_| TestKiln::with_settings(&team_settings(&server, "race", "")))
+        .collect();
+    let _guards: Vec<KillOnDrop> = kilns.iter().map(|tk| KillOnDrop(tk.kiln.clone())).collect();
+    // Each waits until its daemon answers, and fails (with what it said) if it exits
+    // first.
+    let _daemons = futures::future::join_all(kilns.iter().map(|tk| {
+        let mut cru = Command::new(CRU);
+        cru.env(PASSWORD_ENV, PASSWORD).stderr(Stdio::piped());
+        tk.run_daemon(cru)
+    }))
+    .await;
+    for tk in &kilns {
+        let client = tk.client().await;
+        client
+            .call_value("session.list", json!({}))
+            .await
+            .expect("the daemon serves");
+        let out = tk.cru(&["inbox", "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+}
