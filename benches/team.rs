@@ -1,28 +1,50 @@
 //! Team-mode benchmark: the same daemon against the embedded store and against a real
 //! SurrealDB server on loopback (SurrealDB's own server code, the engine's version, data
-//! in surrealkv with an fsync on every commit; see tests/equipment/team_server.rs), and the
-//! delay from an answer given on one daemon to the agent waiting on another.
+//! in surrealkv with an fsync on every commit; see tests/equipment/team_server.rs), the
+//! delay from an answer given on one daemon to the agent waiting on another, and a team of
+//! many daemons on one server.
 //!
 //! ```text
 //! cargo bench --bench team
 //! ```
 //!
-//! Environment: `CRU_BENCH_SECS` (seconds of the send phase, default 3),
-//! `CRU_BENCH_TEAM_MESSAGES` (inbox size for the list phase, default 20,000),
-//! `CRU_BENCH_RESPONDS` (answers timed, default 200).
+//! Environment:
+//! - `CRU_BENCH_TEAM_PHASES`: which phases run, of `stores`, `pair` and `scale`, comma
+//!   separated (default all three).
+//! - `CRU_BENCH_SECS` (seconds of the send phase, default 3),
+//!   `CRU_BENCH_TEAM_MESSAGES` (inbox size for the list phase, default 20,000),
+//!   `CRU_BENCH_RESPONDS` (answers timed in the pair phase, default 200).
+//! - `CRU_BENCH_TEAM_DAEMONS` (daemons of the scale phase, default 10),
+//!   `CRU_BENCH_TEAM_SESSIONS` (sessions each, default 50), `CRU_BENCH_TEAM_ROUNDS`
+//!   (answers and renames timed, default 100), `CRU_BENCH_TEAM_IDLE_SECS` (the idle
+//!   window, default 60), `CRU_BENCH_TEAM_SERVER` (a `cru-surreal-server` built
+//!   elsewhere, for the scale phase: started as the equipment starts its own; with
+//!   `CRU_BENCH_TEAM_PHASES=scale`, the equipment's server is then neither built nor
+//!   started), `CRU_BENCH_TEAM_CREATE_AT_ONCE=1` (the daemons make their sessions at the
+//!   same time, not one daemon after another).
 //!
-//! Phases, for each store:
-//! 1. Durable `inbox.send` round trips/s with 64 concurrent clients.
-//! 2. Fill the inbox, then time `inbox.list {unread_only: true, limit: 50}`.
-//!
-//! Then, two daemons on two kilns sharing the server: a client of daemon A (the agent)
-//! sends a `decision_needed` message and waits for its answer (`inbox.wait`, what
-//! `cru ask` does); a client of daemon B answers it (`inbox.respond`, what
-//! `cru inbox respond` does). The figure is the time from B's call to A's wait returning.
+//! Phases:
+//! - `stores`, for each store: durable `inbox.send` round trips/s with 64 concurrent
+//!   clients; then the inbox filled, and `inbox.list {unread_only: true, limit: 50}` timed.
+//! - `pair`: two daemons on two kilns sharing the server: a client of daemon A (the agent)
+//!   sends a `decision_needed` message and waits for its answer (`inbox.wait`, what
+//!   `cru ask` does); a client of daemon B answers it (`inbox.respond`, what
+//!   `cru inbox respond` does). The figure is the time from B's call to A's wait returning.
+//! - `scale` (team/scale.rs): `CRU_BENCH_TEAM_DAEMONS` daemons, each on its own kiln (a git
+//!   repository of its own) with `CRU_BENCH_TEAM_SESSIONS` sessions of `cru-scripted-agent`
+//!   (`session.create`; each says one line and ends its turn), all on one server, each
+//!   through a counting proxy of its own (team/proxy.rs). With every session idle, the
+//!   requests each daemon sends the server over the window, against the lease renewals
+//!   (`store.lease_secs` 15, renewed every 5 s); then `inbox.respond` on one daemon →
+//!   `inbox.wait` on another, rotating over the pairs; then a session renamed on its daemon
+//!   until every other daemon's subscriber has the `session.updated` event with the new
+//!   name; last, one daemon killed with SIGKILL, until the others report each of its
+//!   sessions owned by a live daemon (events, then checked with `session.list`).
 //!
 //! The daemon is this bench build's `cru` (release code, no LTO); the server's engine
-//! crates are optimised (opt-level 2), its own thin layer is not. Figures are printed,
-//! never asserted.
+//! crates are optimised (opt-level 1), its own thin layer is not. Figures are printed,
+//! never asserted. Every daemon, agent and server started here is stopped at the end, on
+//! success and on failure alike.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
@@ -33,6 +55,16 @@ mod built;
 mod cargo_env;
 #[path = "support/figures.rs"]
 mod figures;
+#[path = "support/kiln.rs"]
+mod kiln;
+#[path = "team/members.rs"]
+mod members;
+#[path = "team/prebuilt.rs"]
+mod prebuilt;
+#[path = "team/proxy.rs"]
+mod proxy;
+#[path = "team/scale.rs"]
+mod scale;
 #[path = "../tests/equipment/team_server.rs"]
 mod team_server;
 
@@ -85,41 +117,80 @@ async fn run() -> Result<()> {
     let secs = env_number("CRU_BENCH_SECS", 3)?;
     let messages = env_number("CRU_BENCH_TEAM_MESSAGES", 20_000)?;
     let responds = env_number("CRU_BENCH_RESPONDS", 200)? as usize;
+    let scale_settings = scale::Settings::from_env()?;
+    let phases =
+        std::env::var("CRU_BENCH_TEAM_PHASES").unwrap_or_else(|_| "stores,pair,scale".into());
+    let phases: Vec<&str> = phases.split(',').map(str::trim).collect();
+    if let Some(unknown) = phases
+        .iter()
+        .find(|p| !["stores", "pair", "scale"].contains(p))
+    {
+        bail!("CRU_BENCH_TEAM_PHASES: no phase {unknown:?} (stores, pair, scale)");
+    }
+    let prebuilt = std::env::var_os("CRU_BENCH_TEAM_SERVER");
     println!("team mode: embedded store against a SurrealDB server on loopback");
     println!("  load average before: {}", load_average());
-    let server = Server::start(Path::new(CRU), PASSWORD).await;
+    // The equipment's server, built on first use, unless only the scale phase runs on a
+    // server built elsewhere.
+    let equipment = phases != ["scale"] || prebuilt.is_none();
+    let server = if equipment {
+        Some(Server::start(Path::new(CRU), PASSWORD).await)
+    } else {
+        None
+    };
 
-    let embedded_settings = "[daemon]\ngrace_period_secs = 300\n".to_string();
-    let server_settings = team_settings(&server, "bench");
-    let embedded = store_phases("embedded", &embedded_settings, secs, messages).await?;
-    let shared = store_phases("server", &server_settings, secs, messages).await?;
-    let delay = respond_delay(&server, responds).await?;
-
-    println!();
-    println!("| figure | embedded | server |");
-    println!("|---|---|---|");
-    println!(
-        "| durable `inbox.send`, {CLIENTS} clients | {:.0}/s | {:.0}/s |",
-        embedded.sends_per_sec, shared.sends_per_sec
-    );
-    println!(
-        "| `inbox.list` unread limit {LIST_LIMIT}, {} stored | p50 {:.2} ms, p99 {:.2} ms | p50 {:.2} ms, p99 {:.2} ms |",
-        shared.messages.max(embedded.messages),
-        ms(embedded.list.median()),
-        ms(embedded.list.percentile(0.99)),
-        ms(shared.list.median()),
-        ms(shared.list.percentile(0.99)),
-    );
-    println!(
-        "| `inbox.respond` on B to the agent on A | – | median {:.2} ms, p99 {:.2} ms |",
-        ms(delay.median()),
-        ms(delay.percentile(0.99)),
-    );
-    if embedded.send_errors + shared.send_errors > 0 {
+    if let (Some(server), true) = (&server, phases.contains(&"stores")) {
+        let embedded_settings = "[daemon]\ngrace_period_secs = 300\n".to_string();
+        let server_settings = team_settings(server, "bench");
+        let embedded = store_phases("embedded", &embedded_settings, secs, messages).await?;
+        let shared = store_phases("server", &server_settings, secs, messages).await?;
+        println!();
+        println!("| figure | embedded | server |");
+        println!("|---|---|---|");
         println!(
-            "  send errors: embedded {}, server {}",
-            embedded.send_errors, shared.send_errors
+            "| durable `inbox.send`, {CLIENTS} clients | {:.0}/s | {:.0}/s |",
+            embedded.sends_per_sec, shared.sends_per_sec
         );
+        println!(
+            "| `inbox.list` unread limit {LIST_LIMIT}, {} stored | p50 {:.2} ms, p99 {:.2} ms | p50 {:.2} ms, p99 {:.2} ms |",
+            shared.messages.max(embedded.messages),
+            ms(embedded.list.median()),
+            ms(embedded.list.percentile(0.99)),
+            ms(shared.list.median()),
+            ms(shared.list.percentile(0.99)),
+        );
+        if embedded.send_errors + shared.send_errors > 0 {
+            println!(
+                "  send errors: embedded {}, server {}",
+                embedded.send_errors, shared.send_errors
+            );
+        }
+    }
+    if let (Some(server), true) = (&server, phases.contains(&"pair")) {
+        let delay = respond_delay(server, responds).await?;
+        println!(
+            "| `inbox.respond` on B to the agent on A | – | median {:.2} ms, p99 {:.2} ms |",
+            ms(delay.median()),
+            ms(delay.percentile(0.99)),
+        );
+    }
+    if phases.contains(&"scale") {
+        match (&prebuilt, &server) {
+            (Some(binary), _) => {
+                let own = prebuilt::Prebuilt::start(Path::new(binary), PASSWORD).await?;
+                println!(
+                    "  scale phase on the server {}",
+                    Path::new(binary).display()
+                );
+                let outcome = scale::run(own.port, &scale_settings).await;
+                for (count, warning) in own.warnings() {
+                    println!("  the server logged {count} × {warning}");
+                }
+                outcome?;
+            }
+            (None, Some(server)) => scale::run(server.port, &scale_settings).await?,
+            (None, None) => unreachable!("the equipment's server runs without a prebuilt one"),
+        }
     }
     println!("  load average after: {}", load_average());
     Ok(())
