@@ -60,7 +60,6 @@ mod pty;
 mod ship;
 
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -541,25 +540,9 @@ impl Lab {
     /// Runs the workbench in a pseudo-terminal until it is filled in, then quits it.
     fn open_workbench(&self, read_rss: bool) -> Result<Start> {
         let (pty, slave) = Pty::open(COLS, ROWS)?;
-        let stdio = || -> Result<Stdio> { Ok(Stdio::from(slave.try_clone()?)) };
         let mut command = self.command();
-        command
-            .env("TERM", "xterm-256color")
-            .stdin(stdio()?)
-            .stdout(stdio()?)
-            .stderr(stdio()?);
-        // SAFETY: only async-signal-safe calls (setsid, ioctl) between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        command.env("TERM", "xterm-256color");
+        Pty::give(&mut command, &slave)?;
         let spawned = Instant::now();
         let child = command.spawn().context("spawning cru")?;
         let mut tui = Reaped::new(child, spawned);

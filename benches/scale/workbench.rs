@@ -5,9 +5,8 @@
 //! window of the bar around the focused one) and the focused session's transcript shows
 //! its agent's last reply. Ctrl-Q quits each start.
 
-use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -55,28 +54,13 @@ impl Drop for Reaped {
 /// Runs the workbench until it is populated with `sessions` sessions, then quits it.
 pub fn open(place: &Place, sessions: usize) -> Result<Start> {
     let (pty, slave) = Pty::open(COLS, ROWS)?;
-    let stdio = || -> Result<Stdio> { Ok(Stdio::from(slave.try_clone()?)) };
     let mut command = Command::new(&place.exe);
     command
         .env("CRU_KILN", &place.kiln)
         .env("XDG_CONFIG_HOME", &place.xdg)
         .env("TERM", "xterm-256color")
-        .current_dir(&place.kiln)
-        .stdin(stdio()?)
-        .stdout(stdio()?)
-        .stderr(stdio()?);
-    // SAFETY: only async-signal-safe calls (setsid, ioctl) between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+        .current_dir(&place.kiln);
+    Pty::give(&mut command, &slave)?;
     let spawned = Instant::now();
     let mut tui = Reaped(command.spawn().context("spawning cru")?);
     // Only the child holds the terminal's side now.

@@ -15,6 +15,27 @@ pub struct Pty {
 }
 
 impl Pty {
+    /// Makes `terminal` (the side [`Pty::open`] gave) the standard input, output and
+    /// error of `command`, and its controlling terminal in a session of its own.
+    pub fn give(command: &mut std::process::Command, terminal: &OwnedFd) -> Result<()> {
+        use std::os::unix::process::CommandExt as _;
+        let stdio = || -> Result<std::process::Stdio> { Ok(terminal.try_clone()?.into()) };
+        command.stdin(stdio()?).stdout(stdio()?).stderr(stdio()?);
+        // SAFETY: only async-signal-safe calls (setsid, ioctl) between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+
     /// A pseudo-terminal of this size, and its terminal side (for the child).
     pub fn open(cols: u16, rows: u16) -> Result<(Self, OwnedFd)> {
         let (mut master, mut slave) = (-1, -1);
