@@ -20,7 +20,7 @@ pub(super) struct Work {
 
 impl Sessions {
     /// The remote place of an ssh session.
-    fn remote(&self, session: &Session) -> Option<driver::ssh::Remote> {
+    pub(super) fn remote(&self, session: &Session) -> Option<driver::ssh::Remote> {
         driver::remote_of(session.driver.as_ref()?, self.ledger.kiln(), &session.id)
     }
 

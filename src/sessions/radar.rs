@@ -1,20 +1,24 @@
 //! The conflict radar: sessions whose branches change the same files, or the same
-//! lines, found when a turn ends (or a session goes), never by polling. The report is
-//! kept for `session.conflicts` and announced as the `session.conflicts` event when it
-//! changes.
+//! lines, found when a turn ends, a session goes, or a resting session's worktree is
+//! changed by hand; never by polling. The report is kept for `session.conflicts` and
+//! announced as the `session.conflicts` event when it changes.
 //!
 //! Its work scales with what changed, not with the fleet: each session's changed lines
 //! are kept, and when a session comes to rest only its own worktree is read again (its
-//! agent is the one that changes it) and compared with the others' kept changes. Events
-//! that arrive while a worktree is read are taken together, one worktree read at a time
-//! (so at most one git process at a time), each session once. Nothing runs while nothing
-//! happens.
+//! agent is the one that changes it) and compared with the others' kept changes; a
+//! worktree nothing happened in since its last read is not read at all ([`freshness`]).
+//! Events that arrive while a worktree is read are taken together, one worktree read at a
+//! time (so at most one git process at a time), each session once. Nothing runs while
+//! nothing happens.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Weak};
 
 use super::*;
 use crate::protocol::{ConflictPair, ConflictReport, Event};
+
+mod freshness;
+use freshness::Freshness;
 
 /// The lines a session's branch changes, by file (see [`git::changed_lines`]).
 type Changes = BTreeMap<String, Vec<(u32, u32)>>;
@@ -88,6 +92,9 @@ impl Radar {
 struct Dirty {
     /// Sessions that came to rest: their worktrees are read again.
     rested: BTreeSet<String>,
+    /// Sessions whose worktrees changed while at rest, now quiet: read again if still at
+    /// rest.
+    touched: BTreeSet<String>,
     /// Sessions that went.
     gone: BTreeSet<String>,
     /// Events were missed: every worktree is read again.
@@ -96,15 +103,29 @@ struct Dirty {
 
 impl Dirty {
     fn is_empty(&self) -> bool {
-        self.rested.is_empty() && self.gone.is_empty() && !self.all
+        self.rested.is_empty() && self.touched.is_empty() && self.gone.is_empty() && !self.all
+    }
+
+    /// Whether session `id`, now in `state`, is read: every session when events were
+    /// missed; otherwise one that came to rest, or changed while resting, and whose
+    /// worktree is not known `clean` (nothing happened in it since its last read).
+    fn wants(&self, id: &str, state: Option<SessionState>, clean: bool) -> bool {
+        if self.all {
+            return true;
+        }
+        let asked =
+            self.rested.contains(id) || (self.touched.contains(id) && state.is_some_and(at_rest));
+        asked && !clean
     }
 }
 
-/// Watches session events; reads a session's worktree again when it comes to rest (its
-/// turn ended, it stopped or failed), drops it when it goes.
+/// Watches session events and worktrees; reads a session's worktree again when it comes
+/// to rest (its turn ended, it stopped or failed) after something happened in it, or when
+/// it changed while at rest; drops it when it goes.
 pub(super) async fn watch(sessions: Weak<Sessions>, mut events: broadcast::Receiver<Arc<Event>>) {
     let mut states: HashMap<String, Option<SessionState>> = HashMap::new();
     let mut radar = Radar::default();
+    let mut fresh = Freshness::start();
     let mut dirty = Dirty {
         all: true,
         ..Dirty::default()
@@ -115,15 +136,22 @@ pub(super) async fn watch(sessions: Weak<Sessions>, mut events: broadcast::Recei
                 return;
             };
             sessions
-                .refresh_radar(&mut radar, std::mem::take(&mut dirty))
+                .refresh_radar(&mut radar, &mut fresh, std::mem::take(&mut dirty))
                 .await;
         }
-        // Wait for an event, then take every one already queued with it.
-        let first = events.recv().await;
-        if matches!(first, Err(broadcast::error::RecvError::Closed)) {
-            return;
+        // Wait for an event, a change in a watched worktree, or the end of a changed
+        // worktree's quiet time; then take every event already queued.
+        let due = fresh.next_due();
+        tokio::select! {
+            first = events.recv() => {
+                if matches!(first, Err(broadcast::error::RecvError::Closed)) {
+                    return;
+                }
+                note(&mut states, &mut dirty, first);
+            }
+            () = fresh.changed() => {}
+            () = sleep_until(due), if due.is_some() => {}
         }
-        note(&mut states, &mut dirty, first);
         loop {
             match events.try_recv() {
                 Ok(event) => note(&mut states, &mut dirty, Ok(event)),
@@ -131,6 +159,17 @@ pub(super) async fn watch(sessions: Weak<Sessions>, mut events: broadcast::Recei
                 Err(_) => break,
             }
         }
+        fresh.collect();
+        dirty
+            .touched
+            .extend(fresh.take_due(tokio::time::Instant::now()));
+    }
+}
+
+async fn sleep_until(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -160,7 +199,11 @@ fn note(
 
 /// A state in which the worktree does not change under the radar's feet.
 fn at_rest(state: SessionState) -> bool {
-    state.is_resting() || matches!(state, SessionState::Stopped | SessionState::Error)
+    state.is_resting()
+        || matches!(
+            state,
+            SessionState::Stopped | SessionState::Error | SessionState::Parked
+        )
 }
 
 impl Sessions {
@@ -173,32 +216,48 @@ impl Sessions {
         self.radar.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Brings `radar` up to date with what `dirty` says changed, and announces the report
-    /// if it changed.
-    async fn refresh_radar(&self, radar: &mut Radar, dirty: Dirty) {
+    /// Brings `radar` up to date with what `dirty` says changed (a session's worktree is
+    /// read only if something happened in it since its last read, or if events were
+    /// missed), and announces the report if it changed.
+    async fn refresh_radar(&self, radar: &mut Radar, fresh: &mut Freshness, dirty: Dirty) {
         for id in &dirty.gone {
             radar.set(id, None);
+            fresh.forget(id).await;
         }
-        let live: Vec<Session> = self.ledger.list_sessions();
-        if dirty.all {
+        // Only the sessions named are looked at, unless events were missed.
+        let looked_at: Vec<Session> = if dirty.all {
+            let live = self.ledger.list_sessions();
             let ids: BTreeSet<&str> = live.iter().map(|s| s.id.as_str()).collect();
-            let stale: Vec<String> = radar
+            let stale: BTreeSet<String> = radar
                 .changes
                 .keys()
+                .chain(fresh.known())
                 .filter(|id| !ids.contains(id.as_str()))
                 .cloned()
                 .collect();
             for id in stale {
                 radar.set(&id, None);
+                fresh.forget(&id).await;
             }
-        }
-        for session in &live {
-            if !(dirty.all || dirty.rested.contains(&session.id)) {
+            live
+        } else {
+            dirty
+                .rested
+                .iter()
+                .chain(dirty.touched.difference(&dirty.rested))
+                .filter_map(|id| self.ledger.get_session(id).ok())
+                .collect()
+        };
+        for session in &looked_at {
+            let id = &session.id;
+            // What the watcher saw since the last session was read.
+            fresh.collect();
+            if !dirty.wants(id, session.state, fresh.is_clean(id)) {
                 continue;
             }
-            let changes = self.changes_of(session).await;
-            if changes.is_some() || radar.knows(&session.id) {
-                radar.set(&session.id, changes);
+            let changes = self.changes_of(session, fresh).await;
+            if changes.is_some() || radar.knows(id) {
+                radar.set(id, changes);
             }
         }
         let report = radar.report();
@@ -214,13 +273,19 @@ impl Sessions {
 
     /// The lines `session`'s branch changes against where it left its base branch
     /// (nothing for a session with no worktree of its own, or another daemon's).
-    async fn changes_of(&self, session: &Session) -> Option<Changes> {
+    /// From now on `fresh` watches its worktree (a local one).
+    async fn changes_of(&self, session: &Session, fresh: &mut Freshness) -> Option<Changes> {
         // Team mode: another daemon's worktrees are on its machine, in its clone.
         if session.worktree.is_none() || session.branch.is_none() || self.ledger.is_foreign(session)
         {
             return None;
         }
         let work = self.work(&session.id).await.ok()?;
+        // An ssh session's agent changes the worktree over there, and reading it brings
+        // the work here: only its turns say when it changed.
+        if self.remote(session).is_none() {
+            fresh.reading(&session.id, &work.worktree).await;
+        }
         let base = match git::merge_base(&work.worktree, &work.base_branch, "HEAD").await {
             Ok(base) => base,
             Err(e) => {
@@ -267,6 +332,34 @@ mod tests {
             }
         }
         ConflictReport { pairs }
+    }
+
+    #[test]
+    fn a_worktree_is_read_only_when_something_happened_in_it() {
+        let ids = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
+        let dirty = Dirty {
+            rested: ids(&["rested"]),
+            touched: ids(&["touched"]),
+            ..Dirty::default()
+        };
+        let idle = Some(SessionState::Complete);
+        let working = Some(SessionState::Working);
+        assert!(dirty.wants("rested", idle, false));
+        assert!(
+            !dirty.wants("rested", idle, true),
+            "a turn that changed nothing needs no git"
+        );
+        assert!(dirty.wants("touched", idle, false), "edited while resting");
+        assert!(
+            !dirty.wants("touched", working, false),
+            "its agent is at work: read when the turn ends"
+        );
+        assert!(!dirty.wants("other", idle, false), "nothing asked");
+        let all = Dirty {
+            all: true,
+            ..Dirty::default()
+        };
+        assert!(all.wants("other", idle, true), "events were missed");
     }
 
     #[test]

@@ -170,6 +170,27 @@ async fn two_sessions_changing_one_file_are_flagged_by_the_radar() {
     let value: Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(value["pairs"].as_array().unwrap().len(), 1, "{value}");
 
+    // A person edits the third session's worktree while it rests: no turn ends, and the
+    // radar sees it all the same (it watches the worktrees it has read).
+    let three = sessions(&tk)
+        .into_iter()
+        .find(|s| s["branch"] == "feat/three")
+        .unwrap();
+    let worktree = tk.root().join(three["worktree"].as_str().unwrap());
+    std::fs::write(worktree.join("shared.txt"), "by hand\n").unwrap();
+    wait_until(
+        "the radar to pair the edit by hand",
+        Duration::from_secs(30),
+        || {
+            let json = tk.cru(&["session", "conflicts", "--json"]);
+            let value: Value = serde_json::from_str(&stdout(&json)).unwrap();
+            value["pairs"].as_array().unwrap().len() == 3
+        },
+    )
+    .await;
+    let report = stdout(&tk.cru(&["session", "conflicts"]));
+    assert!(report.contains("feat/three"), "{report}");
+
     // A pull request needs gh and a remote; without them the refusal says which.
     let pr = tk.cru(&["session", "pr", "feat/one"]);
     assert!(!pr.status.success());

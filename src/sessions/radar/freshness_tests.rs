@@ -1,0 +1,133 @@
+use std::process::Command;
+
+use super::*;
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A repository with one commit and linked worktrees `names`, under a temp dir.
+fn repo_with_worktrees(names: &[&str]) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    git(&repo, &["add", "a.txt"]);
+    git(&repo, &["commit", "-q", "-m", "one"]);
+    let worktrees = names
+        .iter()
+        .map(|name| {
+            let path = dir.path().join(name);
+            git(
+                &repo,
+                &["worktree", "add", "-q", "-b", name, path.to_str().unwrap()],
+            );
+            path
+        })
+        .collect();
+    (dir, worktrees)
+}
+
+/// Collects what the watcher saw until `id` is no longer clean (at most 10 s).
+async fn until_touched(fresh: &mut Freshness, id: &str) {
+    for _ in 0..200 {
+        fresh.collect();
+        if !fresh.is_clean(id) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{id} was never seen changed");
+}
+
+#[tokio::test]
+async fn a_read_worktree_stays_clean_until_a_file_in_it_changes() {
+    let (_dir, trees) = repo_with_worktrees(&["one"]);
+    let mut fresh = Freshness::start();
+    assert!(!fresh.is_clean("s1"), "never read: not clean");
+    fresh.reading("s1", &trees[0]).await;
+    assert!(fresh.is_clean("s1"));
+    assert_eq!(fresh.next_due(), None);
+
+    // A person edits a file in a new folder of the worktree.
+    std::fs::create_dir(trees[0].join("src")).unwrap();
+    std::fs::write(trees[0].join("src/b.txt"), "b\n").unwrap();
+    until_touched(&mut fresh, "s1").await;
+    let due = fresh.next_due().expect("pending");
+    assert!(
+        fresh.take_due(due - Duration::from_millis(1)).is_empty(),
+        "not before the quiet time"
+    );
+    assert_eq!(fresh.take_due(due), vec!["s1".to_string()]);
+    assert_eq!(fresh.next_due(), None);
+
+    // Read again: clean, and a file in the folder made after the watch began is seen.
+    fresh.reading("s1", &trees[0]).await;
+    assert!(fresh.is_clean("s1"));
+    std::fs::write(trees[0].join("src/b.txt"), "b2\n").unwrap();
+    until_touched(&mut fresh, "s1").await;
+}
+
+#[tokio::test]
+async fn a_commit_by_hand_changes_the_worktree_even_with_no_file_changed() {
+    let (_dir, trees) = repo_with_worktrees(&["one"]);
+    let mut fresh = Freshness::start();
+    fresh.reading("s1", &trees[0]).await;
+    assert!(fresh.is_clean("s1"));
+    git(
+        &trees[0],
+        &["commit", "-q", "--allow-empty", "-m", "by hand"],
+    );
+    until_touched(&mut fresh, "s1").await;
+}
+
+#[tokio::test]
+async fn the_daemons_own_temporary_index_is_not_a_change_and_one_worktree_is_not_another() {
+    let (_dir, trees) = repo_with_worktrees(&["one", "two"]);
+    let mut fresh = Freshness::start();
+    fresh.reading("s1", &trees[0]).await;
+    fresh.reading("s2", &trees[1]).await;
+    let git_dir = linked_git_dir(&trees[0]).unwrap();
+    let own = git_dir.join("crucible-diff-0123.index");
+    std::fs::write(&own, "x").unwrap();
+    std::fs::remove_file(&own).unwrap();
+    // Events come in order: once two's change is seen, one's would have been.
+    std::fs::write(trees[1].join("a.txt"), "changed\n").unwrap();
+    until_touched(&mut fresh, "s2").await;
+    assert!(
+        fresh.is_clean("s1"),
+        "the daemon's own files are not changes"
+    );
+}
+
+#[tokio::test]
+async fn a_folder_that_is_no_linked_worktree_is_never_clean_and_a_forgotten_one_is_not_watched() {
+    let (dir, trees) = repo_with_worktrees(&["one"]);
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let mut fresh = Freshness::start();
+    fresh.reading("plain", &plain).await;
+    assert!(!fresh.is_clean("plain"));
+    fresh.reading("plain", &plain).await;
+    assert!(!fresh.is_clean("plain"), "not tried again, still not clean");
+
+    fresh.reading("s1", &trees[0]).await;
+    fresh.forget("s1").await;
+    assert!(!fresh.is_clean("s1"));
+    assert!(lock(&fresh.seen).roots.is_empty(), "no folder left watched");
+    std::fs::write(trees[0].join("a.txt"), "changed\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    fresh.collect();
+    assert_eq!(fresh.next_due(), None, "a forgotten session is not pending");
+}
