@@ -398,4 +398,4 @@ fn hunk_header(line: &str) -> Option<Hunk> {
 
 #[cfg(test)]
 #[path = "diff_tests.rs"]
-pub(super) mod tests;
+pub(crate) mod tests;

@@ -9,6 +9,9 @@ use std::process::{Output, Stdio};
 use tokio::process::Command;
 
 mod diff;
+/// Real repositories for tests: a kiln, and session worktrees as the product makes them.
+#[cfg(test)]
+pub(crate) use diff::tests as test_repos;
 mod land;
 
 pub use diff::{changed_lines, diff, overlaps};

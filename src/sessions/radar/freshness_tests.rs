@@ -1,41 +1,10 @@
-use std::process::Command;
-
 use super::*;
+use crate::git::test_repos::{kiln, session, sh};
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A repository with one commit and linked worktrees `names`, under a temp dir.
+/// A kiln with session worktrees `names`, under a temp dir.
 fn repo_with_worktrees(names: &[&str]) -> (tempfile::TempDir, Vec<PathBuf>) {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-    git(&repo, &["add", "a.txt"]);
-    git(&repo, &["commit", "-q", "-m", "one"]);
-    let worktrees = names
-        .iter()
-        .map(|name| {
-            let path = dir.path().join(name);
-            git(
-                &repo,
-                &["worktree", "add", "-q", "-b", name, path.to_str().unwrap()],
-            );
-            path
-        })
-        .collect();
+    let (dir, repo) = kiln();
+    let worktrees = names.iter().map(|name| session(&repo, name)).collect();
     (dir, worktrees)
 }
 
@@ -85,7 +54,7 @@ async fn a_commit_by_hand_changes_the_worktree_even_with_no_file_changed() {
     let mut fresh = Freshness::start();
     fresh.reading("s1", &trees[0]).await;
     assert!(fresh.is_clean("s1"));
-    git(
+    sh(
         &trees[0],
         &["commit", "-q", "--allow-empty", "-m", "by hand"],
     );
@@ -103,7 +72,7 @@ async fn the_daemons_own_temporary_index_is_not_a_change_and_one_worktree_is_not
     std::fs::write(&own, "x").unwrap();
     std::fs::remove_file(&own).unwrap();
     // Events come in order: once two's change is seen, one's would have been.
-    std::fs::write(trees[1].join("a.txt"), "changed\n").unwrap();
+    std::fs::write(trees[1].join("f.txt"), "changed\n").unwrap();
     until_touched(&mut fresh, "s2").await;
     assert!(
         fresh.is_clean("s1"),
@@ -126,7 +95,7 @@ async fn a_folder_that_is_no_linked_worktree_is_never_clean_and_a_forgotten_one_
     fresh.forget("s1").await;
     assert!(!fresh.is_clean("s1"));
     assert!(lock(&fresh.seen).roots.is_empty(), "no folder left watched");
-    std::fs::write(trees[0].join("a.txt"), "changed\n").unwrap();
+    std::fs::write(trees[0].join("f.txt"), "changed\n").unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     fresh.collect();
     assert_eq!(fresh.next_due(), None, "a forgotten session is not pending");
