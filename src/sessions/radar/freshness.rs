@@ -33,9 +33,52 @@ struct Seen {
     roots: BTreeMap<PathBuf, String>,
     /// Sessions something happened to since the radar last looked, with when it last did.
     touched: HashMap<String, Instant>,
+    /// Sessions a folder of which could not be watched (the system's limit on watches was
+    /// reached as it appeared): what happens there may go unseen.
+    unreliable: HashSet<String>,
+    /// Events were lost (the kernel's queue overflowed): any worktree may have changed.
+    overflowed: bool,
 }
 
 impl Seen {
+    /// Takes in what the watcher reports; true if the radar should look.
+    fn note(&mut self, event: notify::Result<notify::Event>, now: Instant) -> bool {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                let owners: Vec<String> = e
+                    .paths
+                    .iter()
+                    .filter_map(|p| self.owner(p).cloned())
+                    .collect();
+                if owners.is_empty() {
+                    self.overflowed = true;
+                }
+                for id in owners {
+                    self.touched.insert(id.clone(), now);
+                    self.unreliable.insert(id);
+                }
+                return true;
+            }
+        };
+        if event.need_rescan() {
+            self.overflowed = true;
+            return true;
+        }
+        // Reads (the daemon's own among them) are not changes.
+        if event.kind.is_access() {
+            return false;
+        }
+        let mut any = false;
+        for path in event.paths.iter().filter(|p| !own(p)) {
+            if let Some(id) = self.owner(path).cloned() {
+                self.touched.insert(id, now);
+                any = true;
+            }
+        }
+        any
+    }
+
     /// The session whose watched folder holds `path`.
     fn owner(&self, path: &Path) -> Option<&String> {
         let (root, id) = self
@@ -59,7 +102,7 @@ pub(super) struct Freshness {
     watcher: Option<Arc<Mutex<notify::RecommendedWatcher>>>,
     /// Sessions whose worktrees are watched.
     watched: HashMap<String, Watched>,
-    /// Sessions that could not be watched: not tried again.
+    /// Sessions that could not be watched, or not wholly: never clean, not tried again.
     unwatchable: HashSet<String>,
     /// Watched sessions with nothing seen since their last read began.
     clean: HashSet<String>,
@@ -75,23 +118,7 @@ impl Freshness {
             let seen = Arc::clone(&seen);
             let wake = Arc::clone(&wake);
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                let Ok(event) = event else {
-                    return;
-                };
-                if event.kind.is_access() {
-                    return;
-                }
-                let mut seen = lock(&seen);
-                let now = Instant::now();
-                let mut any = false;
-                for path in event.paths.iter().filter(|p| !own(p)) {
-                    if let Some(id) = seen.owner(path).cloned() {
-                        seen.touched.insert(id, now);
-                        any = true;
-                    }
-                }
-                drop(seen);
-                if any {
+                if lock(&seen).note(event, Instant::now()) {
                     wake.notify_one();
                 }
             })
@@ -123,8 +150,33 @@ impl Freshness {
 
     /// Takes what the watcher saw: those sessions are no longer clean, and each is
     /// pending from its last change.
+    ///
+    /// A session a folder of which could not be watched is never clean again (it is read
+    /// at every rest); when events were lost, every watched session is pending.
     pub fn collect(&mut self) {
-        let touched = std::mem::take(&mut lock(&self.seen).touched);
+        let (touched, unreliable, overflowed) = {
+            let mut seen = lock(&self.seen);
+            (
+                std::mem::take(&mut seen.touched),
+                std::mem::take(&mut seen.unreliable),
+                std::mem::take(&mut seen.overflowed),
+            )
+        };
+        for id in unreliable {
+            tracing::info!(
+                session = %id,
+                "radar: a folder of its worktree cannot be watched (the system's limit on watches); it is read whenever its session comes to rest"
+            );
+            self.unwatchable.insert(id);
+        }
+        if overflowed {
+            tracing::info!("radar: changes were missed; every watched worktree is read again");
+            let now = Instant::now();
+            for id in self.watched.keys() {
+                self.pending.insert(id.clone(), now);
+            }
+            self.clean.clear();
+        }
         for (id, at) in touched {
             self.clean.remove(&id);
             self.pending.insert(id, at);
@@ -181,7 +233,7 @@ impl Freshness {
         // What the watcher saw before now is covered by this read.
         lock(&self.seen).touched.remove(id);
         self.pending.remove(id);
-        if self.watched.contains_key(id) {
+        if self.watched.contains_key(id) && !self.unwatchable.contains(id) {
             self.clean.insert(id.to_string());
         }
     }

@@ -100,3 +100,43 @@ async fn a_folder_that_is_no_linked_worktree_is_never_clean_and_a_forgotten_one_
     fresh.collect();
     assert_eq!(fresh.next_due(), None, "a forgotten session is not pending");
 }
+
+#[tokio::test]
+async fn a_folder_the_watch_limit_left_unwatched_or_lost_events_make_worktrees_read_again() {
+    let (_dir, trees) = repo_with_worktrees(&["one", "two"]);
+    let mut fresh = Freshness::start();
+    fresh.reading("s1", &trees[0]).await;
+    fresh.reading("s2", &trees[1]).await;
+    let now = Instant::now();
+
+    // A new folder of one's worktree could not be watched: one is read at every rest
+    // from now on, even right after a read; two is untouched.
+    let limit = notify::Error::new(notify::ErrorKind::MaxFilesWatch).add_path(trees[0].join("new"));
+    assert!(lock(&fresh.seen).note(Err(limit), now));
+    fresh.collect();
+    assert!(!fresh.is_clean("s1"));
+    assert!(fresh.is_clean("s2"));
+    fresh.reading("s1", &trees[0]).await;
+    assert!(!fresh.is_clean("s1"), "never clean again");
+
+    // The kernel's queue overflowed: every watched worktree is pending, none clean.
+    let overflow =
+        notify::Event::new(notify::EventKind::Other).set_flag(notify::event::Flag::Rescan);
+    assert!(lock(&fresh.seen).note(Ok(overflow), now));
+    fresh.collect();
+    assert!(!fresh.is_clean("s2"));
+    let mut due = fresh.take_due(Instant::now() + QUIET);
+    due.sort();
+    assert_eq!(due, vec!["s1".to_string(), "s2".to_string()]);
+
+    // Reads are not changes, and a path in no watched folder is nobody's.
+    let read = notify::Event::new(notify::EventKind::Access(notify::event::AccessKind::Any))
+        .add_path(trees[1].join("f.txt"));
+    fresh.reading("s2", &trees[1]).await;
+    assert!(!lock(&fresh.seen).note(Ok(read), now));
+    let elsewhere =
+        notify::Event::new(notify::EventKind::Any).add_path(PathBuf::from("/elsewhere/f.txt"));
+    assert!(!lock(&fresh.seen).note(Ok(elsewhere), now));
+    fresh.collect();
+    assert!(fresh.is_clean("s2"));
+}
