@@ -91,6 +91,8 @@ mod grow;
 mod lab;
 #[path = "scale/phases.rs"]
 mod phases;
+#[path = "support/process.rs"]
+mod process;
 #[path = "scale/procfs.rs"]
 mod procfs;
 #[path = "support/pty.rs"]

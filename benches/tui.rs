@@ -44,6 +44,8 @@ mod figures;
 mod kiln;
 #[path = "tui/live.rs"]
 mod live;
+#[path = "support/process.rs"]
+mod process;
 #[path = "tui/procfs.rs"]
 mod procfs;
 #[path = "tui/table.rs"]

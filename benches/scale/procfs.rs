@@ -8,6 +8,8 @@ use anyhow::{Context, Result, anyhow};
 
 use super::figures::ms;
 
+pub use super::process::{alive, clock_ticks};
+
 /// A process's memory, from `/proc/<pid>/status`, in KiB.
 pub struct Memory {
     pub rss_kib: u64,
@@ -88,20 +90,6 @@ pub fn proc_io(pid: u32) -> Result<Io> {
     Ok(Io {
         write_bytes: field("write_bytes:")?,
         syscw: field("syscw:")?,
-    })
-}
-
-pub fn clock_ticks() -> f64 {
-    // SAFETY: sysconf only reads a configuration value.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 { ticks as f64 } else { 100.0 }
-}
-
-pub fn alive(pid: u32) -> bool {
-    // A zombie has exited; only its entry is left.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rfind(')')
-            .is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z'))
     })
 }
 

@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+pub use super::process::{alive, clock_ticks};
+
 pub struct Pids {
     pub tui: u32,
     pub daemon: u32,
@@ -147,20 +149,6 @@ pub fn proc_sample(pid: u32) -> Option<ProcSample> {
         );
     }
     Some(ProcSample { ticks, threads })
-}
-
-pub fn clock_ticks() -> f64 {
-    // SAFETY: sysconf only reads a configuration value.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 { ticks as f64 } else { 100.0 }
-}
-
-pub fn alive(pid: u32) -> bool {
-    // A zombie has exited; only its entry is left.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rfind(')')
-            .is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z'))
-    })
 }
 
 pub fn comm(pid: u32) -> Option<String> {

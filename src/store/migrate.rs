@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 
 use super::schema::{self, SCHEMA_VERSION};
-use super::{Result, Store, StoreError, is_conflict};
+use std::time::Duration;
+
+use super::{Result, Store, StoreError, again_on_conflict};
 
 /// How many times the migrations are started over when another daemon's write conflicts.
 const MIGRATE_TRIES: u32 = 5;
@@ -14,22 +16,14 @@ impl Store {
     /// Chooses the namespace and database (a server makes them when they are new) and,
     /// when `migrate`, brings the schema up to date.
     pub(super) async fn prepare(&self, ns: &str, db: &str, migrate: bool) -> Result<()> {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let mut done = self.use_ns(ns, db).await;
-            if migrate && done.is_ok() {
-                done = self.migrate_once().await;
+        again_on_conflict(MIGRATE_TRIES, Duration::from_millis(50), || async {
+            self.use_ns(ns, db).await?;
+            if migrate {
+                self.migrate_once().await?;
             }
-            match done {
-                Err(e) if tries < MIGRATE_TRIES && is_conflict(&e.to_string()) => {
-                    tracing::info!(error = %e, "schema migration raced another daemon; again");
-                    tokio::time::sleep(std::time::Duration::from_millis(50 * u64::from(tries)))
-                        .await;
-                }
-                done => return done,
-            }
-        }
+            Ok(())
+        })
+        .await
     }
 
     async fn migrate_once(&self) -> Result<()> {

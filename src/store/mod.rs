@@ -150,8 +150,32 @@ const SESSION_WRITE_TRIES: u32 = 5;
 
 /// Whether the engine refused a transaction because another wrote the same keys first
 /// (it rolled back, and may be run again).
-fn is_conflict(error: &str) -> bool {
-    error.contains("Transaction conflict") || error.contains("can be retried")
+fn is_conflict(error: &StoreError) -> bool {
+    matches!(error, StoreError::Db(e) if e.contains("Transaction conflict") || e.contains("can be retried"))
+}
+
+/// Runs `attempt` again while the engine refuses it as a conflict, `tries` times in all,
+/// pausing `pause` after the first refusal and twice as long after each next one.
+async fn again_on_conflict<T, F>(
+    tries: u32,
+    mut pause: std::time::Duration,
+    mut attempt: impl FnMut() -> F,
+) -> Result<T>
+where
+    F: std::future::Future<Output = Result<T>>,
+{
+    let mut tried = 1;
+    loop {
+        match attempt().await {
+            Err(e) if tried < tries && is_conflict(&e) => {
+                tracing::debug!(error = %e, "a conflicting write; again");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                tried += 1;
+            }
+            done => return done,
+        }
+    }
 }
 
 impl Store {

@@ -61,27 +61,11 @@ impl Store {
         // record, a rename) at the same moment; the engine refuses the later of two
         // such transactions as a conflict and says it can be tried again. A whole-record
         // write is the same write the second time, so it is.
-        let mut pause = std::time::Duration::from_millis(1);
-        for _ in 1..SESSION_WRITE_TRIES {
-            let written = self
-                .write_bound(
-                    &sql,
-                    surrealdb::types::Value::Object(vars.clone()),
-                    Touched::record("sessions", &s.id),
-                )
-                .await;
-            match written {
-                Err(StoreError::Db(e)) if is_conflict(&e) => {
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                other => return other.map(|_| ()),
-            }
-        }
-        self.write_bound(
-            &sql,
-            surrealdb::types::Value::Object(vars),
-            Touched::record("sessions", &s.id),
+        let vars = surrealdb::types::Value::Object(vars);
+        again_on_conflict(
+            SESSION_WRITE_TRIES,
+            std::time::Duration::from_millis(1),
+            || self.write_bound(&sql, vars.clone(), Touched::record("sessions", &s.id)),
         )
         .await?;
         Ok(())

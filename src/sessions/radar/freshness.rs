@@ -89,19 +89,13 @@ impl Seen {
     }
 }
 
-/// The folders one session's watch covers.
-#[derive(Debug)]
-struct Watched {
-    folders: Vec<PathBuf>,
-}
-
 pub(super) struct Freshness {
     seen: Arc<Mutex<Seen>>,
     wake: Arc<tokio::sync::Notify>,
     /// `None` when no watcher could be made: nothing is ever clean.
     watcher: Option<Arc<Mutex<notify::RecommendedWatcher>>>,
-    /// Sessions whose worktrees are watched.
-    watched: HashMap<String, Watched>,
+    /// Sessions whose worktrees are watched, with the folders their watch covers.
+    watched: HashMap<String, Vec<PathBuf>>,
     /// Sessions that could not be watched, or not wholly: never clean, not tried again.
     unwatchable: HashSet<String>,
     /// Watched sessions with nothing seen since their last read began.
@@ -243,12 +237,12 @@ impl Freshness {
         self.clean.remove(id);
         self.pending.remove(id);
         self.unwatchable.remove(id);
-        let Some(watched) = self.watched.remove(id) else {
+        let Some(folders) = self.watched.remove(id) else {
             return;
         };
         {
             let mut seen = lock(&self.seen);
-            for folder in &watched.folders {
+            for folder in &folders {
                 seen.roots.remove(folder);
             }
             seen.touched.remove(id);
@@ -257,7 +251,7 @@ impl Freshness {
             let watcher = Arc::clone(watcher);
             let _ = tokio::task::spawn_blocking(move || {
                 let mut watcher = lock(&watcher);
-                for folder in &watched.folders {
+                for folder in &folders {
                     // A folder already removed with its worktree is unwatched already.
                     let _ = watcher.unwatch(folder);
                 }
@@ -268,7 +262,7 @@ impl Freshness {
 
     /// Watches `worktree` and its git folder, both whole (new folders are watched as
     /// they appear).
-    async fn watch(&self, id: &str, worktree: &Path) -> Result<Watched, String> {
+    async fn watch(&self, id: &str, worktree: &Path) -> Result<Vec<PathBuf>, String> {
         let watcher = self
             .watcher
             .as_ref()
@@ -305,7 +299,7 @@ impl Freshness {
             }
             return Err(e);
         }
-        Ok(Watched { folders })
+        Ok(folders)
     }
 }
 
