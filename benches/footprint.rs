@@ -83,15 +83,11 @@ const ROWS: u16 = 30;
 const FIRST_FRAME_TEXT: &str = "transcript";
 /// The status bar once connected and synchronised, on a kiln with no sessions.
 const FILLED_TEXT: &str = "no sessions — /new creates one";
-/// Ctrl-Q, the workbench's quit key.
-const QUIT_KEY: &[u8] = b"\x11";
 
 /// How long a start may take to fill in (a daemon that starts may take a while).
 const FRAME_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a daemon may take to answer its first handshake.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long the workbench may take to exit after Ctrl-Q before it is killed.
-const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest a `cru` command (`daemon stop`, `daemon status`) may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Quiet time before the daemon's idle memory is read.
@@ -583,21 +579,7 @@ impl Lab {
                 }
             }
         }
-        pty.write(QUIT_KEY)?;
-        let deadline = Instant::now() + EXIT_TIMEOUT;
-        loop {
-            if let Some(status) = tui.get().try_wait()? {
-                if !status.success() {
-                    bail!("the workbench exited with {status}");
-                }
-                break;
-            }
-            if Instant::now() > deadline {
-                bail!("the workbench did not quit within {EXIT_TIMEOUT:?} of ctrl-q");
-            }
-            // Keep reading, so its last writes never wait on a full terminal.
-            let _ = pty.read(Duration::from_millis(20))?;
-        }
+        pty.quit(tui.get())?;
         Ok(Start {
             first: first.context("the filled-in frame came without the first")?,
             filled: filled.context("no filled-in frame")?,

@@ -21,9 +21,7 @@ const FIRST_FRAME_TEXT: &str = "transcript";
 const FOCUSED_TEXT: &str = "▸[1]";
 /// What every session's last turn ends with (`session` said `session <agent's id>`).
 pub const REPLY_TEXT: &str = "session scripted-";
-const QUIT_KEY: &[u8] = b"\x11";
 const FRAME_TIMEOUT: Duration = Duration::from_secs(60);
-const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where the workbench runs.
 #[derive(Clone)]
@@ -99,21 +97,7 @@ pub fn open(place: &Place, sessions: usize) -> Result<Start> {
             populated = Some(at);
         }
     }
-    pty.write(QUIT_KEY)?;
-    let deadline = Instant::now() + EXIT_TIMEOUT;
-    loop {
-        if let Some(status) = tui.0.try_wait()? {
-            if !status.success() {
-                bail!("the workbench exited with {status}");
-            }
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("the workbench did not quit within {EXIT_TIMEOUT:?} of ctrl-q");
-        }
-        // Keep reading, so its last writes never wait on a full terminal.
-        let _ = pty.read(Duration::from_millis(20))?;
-    }
+    pty.quit(&mut tui.0)?;
     Ok(Start {
         first: first.context("the populated frame came without the first")?,
         populated: populated.context("no populated frame")?,

@@ -111,7 +111,31 @@ impl Pty {
         let mut master = std::fs::File::from(self.master.try_clone()?);
         master.write_all(bytes).context("writing to the pty")
     }
+
+    /// Quits the workbench `tui` running on this terminal with ctrl-q and waits for it to
+    /// exit successfully (at most [`EXIT_TIMEOUT`]), reading what it still writes.
+    pub fn quit(&self, tui: &mut std::process::Child) -> Result<()> {
+        self.write(QUIT_KEY)?;
+        let deadline = std::time::Instant::now() + EXIT_TIMEOUT;
+        loop {
+            if let Some(status) = tui.try_wait()? {
+                anyhow::ensure!(status.success(), "the workbench exited with {status}");
+                return Ok(());
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() <= deadline,
+                "the workbench did not quit within {EXIT_TIMEOUT:?} of ctrl-q"
+            );
+            // Keep reading, so its last writes never wait on a full terminal.
+            let _ = self.read(Duration::from_millis(20))?;
+        }
+    }
 }
+
+/// Ctrl-q, the workbench's quit key.
+const QUIT_KEY: &[u8] = b"\x11";
+/// How long the workbench may take to exit after ctrl-q.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The screen as the output draws it: text at cursor positions. What ratatui's crossterm
 /// backend sends is cursor moves (`CSI row;col H`), clears and styles (skipped); every
