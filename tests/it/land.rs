@@ -83,6 +83,9 @@ fn a_change_is_reviewed_commented_on_and_merged_and_a_conflict_is_refused() {
     term.keys(&["Enter"]);
     term.wait_text("✎ say it louder");
     term.keys(&["Escape"]);
+    // A key right behind Escape would be read with it as one Alt chord: wait for the
+    // diff to close first.
+    term.wait_for("the diff closed", |s| !s.contains("c comment · esc closes"));
     command(&term, "/review send");
     term.wait_text("unknown command: - greeting.txt:1: say it louder");
     term.wait_for("the review turn done", |s| status_bar(s).contains("●done"));
