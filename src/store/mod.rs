@@ -18,6 +18,8 @@ mod schema;
 mod search;
 pub use search::{RANK_CAP, excerpt};
 mod sessions;
+#[cfg(test)]
+mod sessions_tests;
 mod team;
 #[cfg(test)]
 mod test_store;
@@ -138,8 +140,8 @@ const MIB: u64 = 1024 * 1024;
 const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_name, status, \
      started_at, last_heartbeat, display_name, state, state_reason, task, branch, \
      worktree_owned, acp_session_id, agent_pid, updated_at, ended_at, exit_code, \
-     context_summary, turn_count, driver, limits, security, skills, base_branch, usage, channel, \
-     owner, host";
+     context_summary, turn_count, driver, limits, security, skills, base_branch, usage, spent, \
+     handed_from, handed_to, channel, owner, host, queued, turn_prompt";
 const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
      msg_type, title, body, options, option_kinds, rule, operation, read, responded, response, \
