@@ -524,12 +524,35 @@ async fn end_process(child: &mut Child, pid: Option<u32>) {
     }
 }
 
+/// The name of a signal that ends a process.
+fn signal_name(signal: i32) -> Option<&'static str> {
+    Some(match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        _ => return None,
+    })
+}
+
 fn describe_exit(status: std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
-        (Some(0), _) => "exited normally".into(),
+        (Some(0), _) => "exited with code 0".into(),
         (Some(code), _) => format!("exited with code {code}"),
-        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, Some(signal)) => match signal_name(signal) {
+            Some(name) => format!("was killed by signal {signal} ({name})"),
+            None => format!("was killed by signal {signal}"),
+        },
         (None, None) => format!("ended ({status})"),
     }
 }

@@ -96,6 +96,9 @@ enum SessionAction {
     },
     /// Ask the agent to stop its current turn.
     Cancel { session: String },
+    /// Send the turn that was cut short (by a daemon restart, or its agent's end) again;
+    /// an agent that is gone is started again for it.
+    Resend { session: String },
     /// End the session's agent; the worktree and transcript stay.
     Stop { session: String },
     /// Delete a session (stopping its agent first).
@@ -262,6 +265,9 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
         }
         SessionAction::Cancel { session } => {
             manage::cancel(&client, &resolve(&client, &session).await?).await?;
+        }
+        SessionAction::Resend { session } => {
+            manage::resend(&client, &resolve(&client, &session).await?).await?;
         }
         SessionAction::Stop { session } => {
             manage::stop(&client, &resolve(&client, &session).await?).await?;

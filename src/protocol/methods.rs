@@ -212,6 +212,7 @@ methods! {
         CreateSessionParams => Created;
     SessionPrompt = "session.prompt", session_prompt, Owner, InOrder, Owner, ["session_id", "text"], PromptParams => PromptResult;
     SessionCancel = "session.cancel", session_cancel, Owner, InOrder, Owner, ["session_id"], SessionIdParams => Done;
+    SessionResend = "session.resend", session_resend, Owner, InOrder, Owner, ["session_id"], SessionIdParams => PromptResult;
     SessionStop = "session.stop", session_stop, Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply;
     SessionDelete = "session.delete", session_delete, Owner, Apart, Owner,
         ["session_id", "remove_worktree", "delete_branch", "force", "audit"],

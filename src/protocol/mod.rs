@@ -45,6 +45,12 @@ pub mod limits {
     /// An inbox message's title and body.
     pub const TITLE_BYTES: usize = 1024;
     pub const BODY_BYTES: usize = 64 * 1024;
+    /// A session's task: its words go into the search index in the same transaction as
+    /// the session, several times over, so a longer one is refused (a hand-off's brief is
+    /// cut to it instead).
+    pub const TASK_BYTES: usize = 64 * 1024;
+    /// One prompt: kept on the session record until its turn ends.
+    pub const PROMPT_BYTES: usize = 256 * 1024;
 }
 
 /// The longest line the daemon reads; a longer one is answered with -32600 and skipped.

@@ -71,6 +71,7 @@ pub(super) struct Actor {
     next_key: Key,
     /// The acknowledgement the command being handled waits for.
     prompt_ack: Option<oneshot::Sender<bool>>,
+    resend_ack: Option<oneshot::Sender<Option<bool>>>,
     cancel_ack: Option<oneshot::Sender<()>>,
     rule_ack: Option<oneshot::Sender<SecurityState>>,
     /// Everyone waiting for the agent to be gone.
@@ -143,6 +144,8 @@ impl Actor {
             state: session.state,
             resumed_from,
             first_prompt,
+            queued: session.queued.clone(),
+            turn_prompt: session.turn_prompt.clone(),
             skills: session.skills.clone(),
             usage: session.usage.clone(),
             spent: session.spent.clone().unwrap_or_default(),
@@ -171,6 +174,7 @@ impl Actor {
             waiting: HashMap::new(),
             next_key: 0,
             prompt_ack: None,
+            resend_ack: None,
             cancel_ack: None,
             rule_ack: None,
             stoppers: Vec::new(),
@@ -237,6 +241,7 @@ impl Actor {
                     }
                     // Every command is answered by now; an ack left over means "not running".
                     self.prompt_ack = None;
+                    self.resend_ack = None;
                     self.cancel_ack = None;
                     self.rule_ack = None;
                 }
@@ -386,6 +391,10 @@ impl Actor {
             Command::Prompt { text, ack } => {
                 self.prompt_ack = Some(ack);
                 SessionInput::Prompt(text)
+            }
+            Command::Resend { ack } => {
+                self.resend_ack = Some(ack);
+                SessionInput::Resend
             }
             Command::Cancel { ack } => {
                 self.cancel_ack = Some(ack);

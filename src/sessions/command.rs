@@ -13,6 +13,11 @@ pub(super) enum Command {
         text: String,
         ack: oneshot::Sender<bool>,
     },
+    /// Send the turn that was cut short again; answered with whether it had to queue,
+    /// or `None` when no turn was cut short.
+    Resend {
+        ack: oneshot::Sender<Option<bool>>,
+    },
     Cancel {
         ack: oneshot::Sender<()>,
     },

@@ -54,6 +54,28 @@ impl Sessions {
         self.ledger.get_session(id)
     }
 
+    /// Sends the turn that was cut short (by a restart, or its agent's end) again: to the
+    /// agent if it runs, else to a new one started for it. True when it had to queue.
+    pub async fn resend(self: &Arc<Self>, id: &str) -> Result<bool> {
+        let session = self.managed(id)?;
+        if self.actor(id).is_none() && session.turn_prompt.is_some() {
+            // Its agent is gone: a new one takes the session, and the cut turn with it.
+            self.restart(id).await?;
+        }
+        let session = self.managed(id)?;
+        self.tell(id, |ack| Command::Resend { ack })
+            .await?
+            .ok_or_else(|| {
+                LedgerError::Conflict(format!(
+                    "session {} has no turn that was cut short (it is {})",
+                    session.id,
+                    session
+                        .state
+                        .map_or("not run by crucible", SessionState::as_str)
+                ))
+            })
+    }
+
     /// Gives the session a name of the human's choosing (lists and the status bar show
     /// it; `cru session` commands accept it).
     pub async fn rename(&self, id: &str, name: &str) -> Result<Session> {
@@ -132,4 +154,21 @@ async fn free_branch(repo: &Path, base: &str) -> String {
         n += 1;
     }
     name
+}
+
+/// A task as a session may hold it: one over [`limits::TASK_BYTES`] is refused (nothing
+/// is made), or, for a hand-off's brief, cut to it with the cut marked.
+pub(super) fn bounded_task(task: String, handed: bool) -> Result<String> {
+    if task.len() <= limits::TASK_BYTES {
+        return Ok(task);
+    }
+    if handed {
+        return Ok(crate::text::cap(task, limits::TASK_BYTES));
+    }
+    Err(LedgerError::Invalid(format!(
+        "the task is {} KiB, over the {} KiB a task may hold: put the rest in a file in the \
+         worktree and name it in the task",
+        task.len().div_ceil(1024),
+        limits::TASK_BYTES / 1024
+    )))
 }

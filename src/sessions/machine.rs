@@ -21,6 +21,7 @@ mod effect;
 mod gating;
 mod input;
 mod limited;
+mod prompts;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -95,6 +96,10 @@ pub(super) struct MachineSetup {
     pub resumed_from: Option<SessionState>,
     /// A prompt to start on as soon as the agent is ready.
     pub first_prompt: Option<String>,
+    /// What the session record keeps of its prompts: those acknowledged and not yet
+    /// sent, and the prompt of a turn that never ended (it was cut short).
+    pub queued: Vec<String>,
+    pub turn_prompt: Option<String>,
     /// The skills and usage the session record has now.
     pub skills: Vec<String>,
     pub usage: Option<Usage>,
@@ -118,6 +123,9 @@ pub(super) struct Machine {
     /// The state the session record was last given.
     state: Option<SessionState>,
     queue: VecDeque<String>,
+    /// The prompt of the turn that was cut short (a restart, the agent's end): sent
+    /// again on request; meanwhile nothing queued behind it starts on its own.
+    cut: Option<String>,
     /// Open decisions and approvals of this session.
     blocking: BTreeSet<String>,
     /// Approvals being posted, and those posted (by message id), oldest first.
@@ -161,7 +169,9 @@ impl Machine {
             phase: Phase::Starting,
             stop: None,
             state: setup.state,
-            queue: setup.first_prompt.into_iter().collect(),
+            // A first prompt given with the start (an unpark's) moves on from a cut turn.
+            cut: setup.turn_prompt.filter(|_| setup.first_prompt.is_none()),
+            queue: setup.queued.into_iter().chain(setup.first_prompt).collect(),
             terminated: None,
             blocking: BTreeSet::new(),
             posting: HashMap::new(),
@@ -193,6 +203,7 @@ impl Machine {
         match input {
             SessionInput::Start => {
                 fx.push(Effect::Record(RecordChange::AgentPid(self.agent_pid)));
+                self.note_prompts(&mut fx);
                 let reason = self.resumed_from.map(|from| match from {
                     SessionState::Parked => wording::UNPARKING.to_string(),
                     SessionState::Stopped => wording::RESTARTING.to_string(),
@@ -200,6 +211,15 @@ impl Machine {
                 });
                 self.set_state(&mut fx, SessionState::Starting, reason);
                 fx.push(Effect::OpenContext);
+                if self.resumed_from.is_some_and(|from| {
+                    !matches!(from, SessionState::Parked | SessionState::Stopped)
+                }) {
+                    // Resumed after a daemon restart: the process that asked the open
+                    // questions is gone, so no answer to them can reach it.
+                    fx.push(Effect::WithdrawOpen {
+                        note: wording::withdrawn(wording::ASKER_GONE),
+                    });
+                }
                 fx.push(Effect::ReadOpen);
             }
             SessionInput::Ready {
@@ -267,6 +287,7 @@ impl Machine {
             }
             SessionInput::Exited { status, code } => self.exited(&mut fx, &status, code),
             SessionInput::Prompt(text) => self.prompt(&mut fx, text),
+            SessionInput::Resend => self.resend(&mut fx),
             SessionInput::Cancel => self.cancel(&mut fx),
             SessionInput::Stop { shutdown } => self.stop(&mut fx, shutdown),
             SessionInput::Park => {
@@ -322,12 +343,20 @@ impl Machine {
         }
         self.phase = Phase::Idle;
         fx.push(Effect::Record(RecordChange::AcpSession(acp_session_id)));
+        let remade = matches!(
+            self.resumed_from,
+            Some(SessionState::Parked | SessionState::Stopped)
+        );
+        if remade && !resumed && self.kind == AgentKind::Acp {
+            fx.push(Effect::SeedFresh);
+        }
+        if self.cut.is_some() {
+            self.ready_after_cut(fx);
+            return;
+        }
         if let Some(from @ (SessionState::Parked | SessionState::Stopped)) = self.resumed_from {
             // Made again on purpose (for the prompt waiting in the queue, or restarted by
             // the human): no news for the inbox.
-            if !resumed && self.kind == AgentKind::Acp {
-                fx.push(Effect::SeedFresh);
-            }
             let why = if from == SessionState::Parked {
                 wording::UNPARKED
             } else {
@@ -348,23 +377,10 @@ impl Machine {
         }
     }
 
-    fn prompt(&mut self, fx: &mut Effects, text: String) {
-        if self.stop.is_some() || self.phase == Phase::Ended {
-            fx.push(Effect::Reply(Reply::NotRunning));
-            return;
-        }
-        if self.phase == Phase::Idle && self.over.is_none() && !self.limited {
-            fx.push(Effect::Reply(Reply::Started));
-            self.start_turn(fx, text);
-        } else {
-            self.queue.push_back(text);
-            fx.push(Effect::Reply(Reply::Queued));
-            self.ask_budget(fx);
-        }
-    }
-
     fn cancel(&mut self, fx: &mut Effects) {
         self.queue.clear();
+        self.cut = None;
+        self.keep_prompts(fx);
         // Nothing waits for a budget any more.
         self.cut_by_budget = false;
         self.withdraw_budget_question(fx, wording::TURN_CANCELLED);
@@ -386,38 +402,6 @@ impl Machine {
             Stop::Requested
         });
         fx.push(Effect::StopAgent);
-    }
-
-    fn start_turn(&mut self, fx: &mut Effects, text: String) {
-        fx.push(Effect::Append(Line::new(EntryKind::Prompt).text(&text)));
-        self.unsaid.clear();
-        self.phase = Phase::Turn(Turn {
-            prompt: text.clone(),
-            reply: String::new(),
-        });
-        let renew = self.kind == AgentKind::Acp;
-        fx.push(Effect::Prompt { text, renew });
-        self.settle(fx);
-    }
-
-    /// Starts the next prompt in the queue, unless a budget is reached: whether it did.
-    fn next_turn(&mut self, fx: &mut Effects) -> bool {
-        if self.limited {
-            return false;
-        }
-        if self.over.is_some() {
-            if !self.queue.is_empty() {
-                self.ask_budget(fx);
-            }
-            return false;
-        }
-        match self.queue.pop_front() {
-            Some(next) => {
-                self.start_turn(fx, next);
-                true
-            }
-            None => false,
-        }
     }
 
     fn kept(&mut self, kind: EntryKind, text: &str) {
@@ -461,6 +445,7 @@ impl Machine {
         }
         match ended {
             Ok(reason) => {
+                self.note_prompts(fx);
                 self.after_turn(fx);
                 let line = Line::new(EntryKind::TurnEnd).status(&reason);
                 fx.push(Effect::Append(line));
@@ -483,12 +468,14 @@ impl Machine {
                     fx.push(Effect::Post(notice));
                 }
             }
-            // The connection is gone; the exit that follows says why.
-            Err(TurnFailure::Lost) => {}
+            // The connection is gone; the exit that follows says why, and the turn did
+            // not end: it was cut short.
+            Err(TurnFailure::Lost) => self.cut = Some(turn.prompt),
             Err(TurnFailure::Failed(why)) => {
-                self.after_turn(fx);
                 let dropped = self.queue.len();
                 self.queue.clear();
+                self.note_prompts(fx);
+                self.after_turn(fx);
                 self.withdraw_approvals(fx, wording::TURN_FAILED);
                 fx.push(Effect::Append(Line::new(EntryKind::Error).text(&why)));
                 let (reason, notice) = wording::turn_failed(&why, dropped);
@@ -561,11 +548,19 @@ impl Machine {
             // The failure was reported already.
             fx.push(Effect::Save);
         } else {
-            let mid_turn = matches!(was, Phase::Turn(_));
-            let (reason, notice) = wording::agent_ended(status, mid_turn);
-            fx.push(Effect::Append(Line::new(EntryKind::Error).text(&reason)));
-            self.set_state(fx, SessionState::Error, Some(reason));
-            fx.push(Effect::Post(notice));
+            let cut = match was {
+                Phase::Turn(turn) => Some(turn.prompt),
+                _ => self.cut.take(),
+            };
+            match cut {
+                Some(prompt) => self.cut_by_exit(fx, status, prompt),
+                None => {
+                    let (reason, notice) = wording::agent_ended(status, false);
+                    fx.push(Effect::Append(Line::new(EntryKind::Error).text(&reason)));
+                    self.set_state(fx, SessionState::Error, Some(reason));
+                    fx.push(Effect::Post(notice));
+                }
+            }
         }
         fx.push(Effect::Finish);
     }

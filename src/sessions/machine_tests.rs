@@ -17,6 +17,9 @@ mod during_a_turn;
 #[path = "machine_park_tests.rs"]
 mod parking;
 
+#[path = "machine_cut_tests.rs"]
+mod cut;
+
 #[path = "machine_gate_tests.rs"]
 mod gating;
 
@@ -34,6 +37,8 @@ fn machine(kind: AgentKind, resumed_from: Option<SessionState>, first: Option<&s
         state: Some(SessionState::Creating),
         resumed_from,
         first_prompt: first.map(String::from),
+        queued: Vec::new(),
+        turn_prompt: None,
         skills: Vec::new(),
         usage: None,
         spent: Default::default(),
@@ -269,6 +274,21 @@ fn turn_failed(why: &str, dropped: &str) -> Vec<Effect> {
         line(EntryKind::Error, why),
         set(SessionState::Error, &reason),
         notice(MsgType::Error, "Turn failed", &body, true),
+    ]
+}
+
+/// The agent ended in the middle of a turn: the session is `interrupted`.
+fn cut_by_exit() -> Vec<Effect> {
+    let (reason, notice) = crate::sessions::wording::agent_ended(EXIT, true);
+    assert!(
+        reason.contains(EXIT) && reason.contains("cut short"),
+        "{reason}"
+    );
+    vec![
+        line(EntryKind::Error, &reason),
+        set(SessionState::Interrupted, &reason),
+        Effect::Post(notice),
+        Effect::Finish,
     ]
 }
 
@@ -511,6 +531,7 @@ fn resuming_after_a_restart() -> Vec<Case> {
                 Effect::Record(RecordChange::AgentPid(PID)),
                 set(Starting, "resuming after a daemon restart"),
                 Effect::OpenContext,
+                withdraw_open(crate::sessions::wording::ASKER_GONE),
                 Effect::ReadOpen,
             ],
         )
@@ -587,6 +608,8 @@ fn transitions() {
         gating::credentials_and_rules(),
         gating::the_agents_own_doings(),
         budgeting::budgets(),
+        cut::interruptions(),
+        cut::sending_again(),
     ];
     let mut wrong = Vec::new();
     let mut count = 0;
@@ -596,7 +619,7 @@ fn transitions() {
         for input in case.given {
             machine.step(input);
         }
-        let effects = machine.step(case.when);
+        let effects = cut::without_kept_prompts(machine.step(case.when));
         if effects != case.then {
             wrong.push(format!(
                 "{}:\n  got  {effects:#?}\n  want {:#?}",

@@ -17,11 +17,7 @@ pub(super) fn turns() -> Vec<Case> {
             "a prompt when idle starts a turn",
             idle(),
             prompt("go"),
-            cat([
-                vec![reply(Reply::Started)],
-                starts("go"),
-                vec![settle(Working)],
-            ]),
+            cat([starts("go"), vec![settle(Working), reply(Reply::Started)]]),
         )
         .ends("turn"),
         case(
@@ -29,13 +25,13 @@ pub(super) fn turns() -> Vec<Case> {
             idle(),
             prompt("go"),
             vec![
-                reply(Reply::Started),
                 line(EntryKind::Prompt, "go"),
                 Effect::Prompt {
                     text: "go".into(),
                     renew: false,
                 },
                 settle(Working),
+                reply(Reply::Started),
             ],
         )
         .on(machine(AgentKind::Command, None, None))
@@ -230,14 +226,14 @@ pub(super) fn endings() -> Vec<Case> {
     let stopped = format!("stopped; the agent {EXIT}");
     vec![
         case(
-            "the agent exiting mid-turn with an approval open",
+            "the agent exiting mid-turn with an approval open: the turn was cut short",
             waiting(),
             exited(),
             cat([
                 vec![Effect::RevokeHandles],
                 withdrawn("the agent exited"),
                 vec![withdraw_open("the agent exited"), gone()],
-                agent_ended(" in the middle of a turn"),
+                cut_by_exit(),
             ]),
         )
         .ends("ended"),
@@ -256,7 +252,7 @@ pub(super) fn endings() -> Vec<Case> {
         )
         .ends("ended"),
         case(
-            "after a lost turn the exit is not mid-turn",
+            "after a lost turn the exit still cuts that turn short",
             plus(working("go"), [lost()]),
             exited(),
             cat([
@@ -265,7 +261,7 @@ pub(super) fn endings() -> Vec<Case> {
                     withdraw_open("the agent exited"),
                     gone(),
                 ],
-                agent_ended(""),
+                cut_by_exit(),
             ]),
         )
         .ends("ended"),

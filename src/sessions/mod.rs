@@ -44,7 +44,7 @@ use crate::git;
 use crate::ledger::{Ledger, LedgerError, display_name, now_rfc3339};
 use crate::protocol::{
     ClientEnv, CreateSessionParams, DeleteOutcome, Event, PruneResult, RemoveOptions, Session,
-    SessionState, Skipped,
+    SessionState, Skipped, limits,
 };
 
 use crate::markdown::MarkdownLog;
@@ -213,6 +213,10 @@ impl Sessions {
         given: Option<Arc<ClientEnv>>,
         from: Option<&Session>,
     ) -> Result<Session> {
+        let mut params = params;
+        if let Some(task) = params.task.take() {
+            params.task = Some(control::bounded_task(task, from.is_some())?);
+        }
         let kiln = self.ledger.kiln().clone();
         let config = self.settings()?;
         let profile = given::profile(&config, &params.agent, given.as_deref()).map_err(|why| {
@@ -330,6 +334,14 @@ impl Sessions {
         let session = self.managed(id)?;
         if text.trim().is_empty() {
             return Err(LedgerError::Invalid("the prompt must not be empty".into()));
+        }
+        if text.len() > limits::PROMPT_BYTES {
+            return Err(LedgerError::Invalid(format!(
+                "the prompt is {} KiB, over the {} KiB a prompt may hold: put the rest in a \
+                 file in the worktree and name it in the prompt",
+                text.len().div_ceil(1024),
+                limits::PROMPT_BYTES / 1024
+            )));
         }
         if session.state == Some(SessionState::Parked) {
             let _one_at_a_time = self.unparking.lock().await;

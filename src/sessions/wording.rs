@@ -40,6 +40,8 @@ pub const UNPARKED: &str = "its environment was made again";
 pub const RESTARTING: &str = "restarting its agent";
 pub const RESTARTED: &str = "its agent was restarted";
 pub const AGENT_EXITED: &str = "the agent exited";
+/// Why a question is withdrawn when its session is resumed after a daemon restart.
+pub const ASKER_GONE: &str = "the daemon restarted, and the agent process that asked is gone";
 pub const DELETED: &str = "the session was deleted";
 
 /// Why a session's agent did not survive a daemon restart (see [`lost`]).
@@ -366,18 +368,73 @@ pub fn stopped(status: &str) -> String {
 /// The state reason of a session whose agent ended by itself, and the `error` message
 /// that says so.
 pub fn agent_ended(status: &str, mid_turn: bool) -> (String, Notice) {
-    let reason = format!("the agent {status}");
-    let interrupted = if mid_turn {
-        " in the middle of a turn"
-    } else {
-        ""
-    };
+    if !mid_turn {
+        let reason = format!("the agent {status}");
+        let body = format!(
+            "The agent of this session {status}. Other sessions are not affected; \
+             the worktree and transcript are kept."
+        );
+        let notice = Notice::new(MsgType::Error, format!("Agent {status}"), Some(body));
+        return (reason, notice.with_stderr_tail());
+    }
+    let reason = format!("the turn was cut short: the agent {status} in its middle; {RESEND_HOW}");
     let body = format!(
-        "The agent of this session {status}{interrupted}. Other sessions are not affected; \
-         the worktree and transcript are kept."
+        "The agent of this session {status} in the middle of a turn, so the turn did not \
+         end. Other sessions are not affected; the worktree and transcript are kept. \
+         {RESEND_HOW_BODY}"
     );
-    let notice = Notice::new(MsgType::Error, format!("Agent {status}"), Some(body));
+    let notice = Notice::new(
+        MsgType::Error,
+        format!("Agent {status} mid-turn; the turn was cut short"),
+        Some(body),
+    );
     (reason, notice.with_stderr_tail())
+}
+
+/// How a cut-short turn is sent again, as a session's reason says it.
+const RESEND_HOW: &str = "resend it with `cru session resend` or alt-r in the workbench";
+const RESEND_HOW_BODY: &str = "Send the turn again with `cru session resend <session>` \
+     (alt-r on the session in the workbench, /resend), or send a new prompt.";
+
+/// What cut a turn short, for a session whose agent is ready again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// The daemon stopped (or was killed) while the turn ran.
+    DaemonStopped,
+    /// The session was stopped, or its agent restarted, while the turn ran.
+    Restarted,
+    /// The session was parked while the turn ran.
+    Unparked,
+}
+
+/// The reason and the inbox notice of a session whose turn was cut short, now ready for
+/// it to be sent again; `waiting` prompts queued behind it wait too.
+pub fn interrupted(how: Cut, waiting: usize) -> (String, Notice) {
+    let what = match how {
+        Cut::DaemonStopped => "the daemon stopped while it ran",
+        Cut::Restarted => "the session was stopped or restarted while it ran",
+        Cut::Unparked => "the session was parked while it ran",
+    };
+    let behind = match waiting {
+        0 => String::new(),
+        1 => "; 1 prompt waits behind it".to_string(),
+        n => format!("; {n} prompts wait behind it"),
+    };
+    let reason = format!("the turn was cut short: {what}{behind}; {RESEND_HOW}");
+    let body = format!(
+        "The turn that was running did not end: {what}. The agent is ready again.{} \
+         {RESEND_HOW_BODY}",
+        match waiting {
+            0 => String::new(),
+            n => format!(
+                " {n} queued prompt{} wait{} until then.",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "s" } else { "" }
+            ),
+        }
+    );
+    let notice = Notice::new(MsgType::Error, "A turn was cut short", Some(body));
+    (reason, notice)
 }
 
 /// `text`, then the last lines the agent wrote to stderr (kept in `path`).

@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -190,6 +190,13 @@ pub const MIGRATIONS: &[&str] = &[
         FULLTEXT ANALYZER crucible_words BM25 HIGHLIGHTS;
     DEFINE INDEX search_session_task ON sessions FIELDS task
         FULLTEXT ANALYZER crucible_words BM25 HIGHLIGHTS;
+    "#,
+    // v16: the prompts a session acknowledged and has not yet given its agent, and the
+    // prompt of the turn running (or, once interrupted, of the turn cut short), so that a
+    // restart loses no prompt and can send a cut turn again.
+    r#"
+    DEFINE FIELD queued ON sessions TYPE option<array<string>>;
+    DEFINE FIELD turn_prompt ON sessions TYPE option<string>;
     "#,
 ];
 

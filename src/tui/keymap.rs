@@ -61,6 +61,8 @@ pub enum KeyAction {
     CancelTurn,
     /// Open the focused session's diff.
     Diff,
+    /// Send the focused session's turn that was cut short again.
+    Resend,
 }
 
 /// One row of the binding table.
@@ -150,6 +152,13 @@ pub const BINDINGS: &[Binding] = &[
         G,
         "the focused session's changes (review, comment)",
         &["alt-d"],
+    ),
+    bind(
+        "resend",
+        A::Resend,
+        G,
+        "send the focused session's cut-short turn again",
+        &["alt-r"],
     ),
     bind("focus_1", A::Focus(1), G, "focus session 1", &["alt-1"]),
     bind("focus_2", A::Focus(2), G, "focus session 2", &["alt-2"]),

@@ -448,6 +448,7 @@ impl Model {
             Some(SessionState::Waiting) => Activity::Waiting,
             Some(SessionState::Complete) => Activity::Done,
             Some(SessionState::Cancelled) => Activity::Cancelled,
+            Some(SessionState::Interrupted) => Activity::Interrupted,
             Some(SessionState::Stopped) => Activity::Stopped,
             Some(SessionState::Parked) => Activity::Parked,
             Some(SessionState::Error) => Activity::Error,

@@ -25,6 +25,7 @@
 //! | `read <path>`            | `fs/read_text_file`; says `read <path>: <content>` or `read failed: <path>: <error>` |
 //! | `usage <used> <size> [<cost> <currency>]` | `usage_update`: tokens in context, the window, and the session's cost so far |
 //! | `limit-once <secs>`      | the first time in the session: the prompt fails with a usage-limit error, `You've hit your usage limit. Please retry in <secs>s.`; afterwards nothing |
+//! | `limit-while <path> <secs>` | while the file `<path>` exists: the prompt fails with that usage-limit error (a limit that outlives the agent's process) |
 //! | `tokens <input> <output> [<cached>]` | the turn's end reports these tokens (`PromptResponse.usage`) |
 //! | `skills <name…>`         | `available_commands_update` with these commands (description `the <name> command`) |
 //! | `run <program> <args…>`  | `terminal/create` (words split on spaces), `terminal/wait_for_exit`, `terminal/output`, `terminal/release`; says `ran <line>: exit <code>: <output>` or `run refused: <line>: <error>` |
@@ -351,6 +352,7 @@ enum Command<'a> {
     Usage(&'a str),
     Tokens(&'a str),
     LimitOnce(u64),
+    LimitWhile(&'a str, u64),
     Sleep(Duration),
     Hang,
     Log(&'a str),
@@ -402,6 +404,10 @@ impl<'a> Command<'a> {
             "usage" => Self::Usage(rest),
             "tokens" => Self::Tokens(rest),
             "limit-once" => Self::LimitOnce(rest.parse().ok()?),
+            "limit-while" => {
+                let (path, secs) = split_word(rest);
+                Self::LimitWhile(path, secs.parse().ok()?)
+            }
             "sleep" => Self::Sleep(Duration::from_millis(rest.parse().ok()?)),
             "hang" if rest.is_empty() => Self::Hang,
             "log" => Self::Log(rest),
@@ -560,6 +566,14 @@ impl Turn {
                 let id = self.session_id.to_string();
                 if !hit.contains(&id) {
                     hit.push(id);
+                    return Err(Error::new(
+                        agent_client_protocol::ErrorCode::INTERNAL_ERROR,
+                        format!("You've hit your usage limit. Please retry in {secs}s."),
+                    ));
+                }
+            }
+            Command::LimitWhile(path, secs) => {
+                if std::path::Path::new(path).exists() {
                     return Err(Error::new(
                         agent_client_protocol::ErrorCode::INTERNAL_ERROR,
                         format!("You've hit your usage limit. Please retry in {secs}s."),

@@ -241,14 +241,16 @@ async fn after_a_daemon_kill_the_running_program_is_ended_and_the_session_reopen
     daemon.kill9();
     let _guard = KillOnDrop(tk.kiln.clone());
     let client = tk.client().await;
-    let s = wait_state(&client, &s.id, SessionState::Complete).await;
+    // The turn never ended: the session says it was cut short, and keeps its prompt.
+    let s = wait_state(&client, &s.id, SessionState::Interrupted).await;
     assert!(
         s.state_reason
             .as_deref()
             .unwrap_or("")
-            .contains("interrupted"),
+            .contains("cut short: the daemon stopped"),
         "{s:?}"
     );
+    assert_eq!(s.turn_prompt.as_deref(), Some("wait"));
     assert!(
         !crucible::sys::process_has_env(program, "CRUCIBLE_SESSION_ID", &s.id),
         "the program left by the killed daemon still runs"

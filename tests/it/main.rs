@@ -51,6 +51,7 @@ mod team;
 #[path = "../equipment/team_server.rs"]
 mod team_server;
 mod tmux;
+mod truth;
 mod tui;
 mod web;
 mod webhooks;

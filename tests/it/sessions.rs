@@ -432,18 +432,22 @@ async fn restart_resumes_agents_that_can_load_and_reports_the_others_lost() {
     assert!(entries.len() > entries_before, "no state entry was added");
     assert!(said(&client, &lost.id).await.contains("before the restart"));
 
-    // One that can is resumed with session/load; the interrupted turn is said to be.
-    let s = wait_state(&client, &resumable.id, SessionState::Complete).await;
+    // One that can is resumed with session/load; the turn it was in is said to be cut
+    // short, and the session waits for a word.
+    let s = wait_state(&client, &resumable.id, SessionState::Interrupted).await;
     assert!(
         s.state_reason
             .as_deref()
             .unwrap_or("")
-            .contains("interrupted"),
+            .contains("cut short: the daemon stopped"),
         "{s:?}"
     );
     assert_eq!(s.acp_session_id.as_deref(), Some(acp_id.as_str()));
     assert!(s.agent_pid.is_some_and(|p| p != old_pid));
-    wait_message(&client, &resumable.id, MsgType::Info).await;
+    wait_message_where(&client, &resumable.id, "the cut turn's notice", |m| {
+        m.msg_type == MsgType::Error && m.title == "A turn was cut short"
+    })
+    .await;
     client
         .call_value(
             "session.prompt",

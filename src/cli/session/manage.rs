@@ -22,6 +22,24 @@ pub(super) async fn send(client: &Client, s: &Session, text: String) -> anyhow::
     Ok(())
 }
 
+/// Sends the session's turn that was cut short again.
+pub(super) async fn resend(client: &Client, s: &Session) -> anyhow::Result<()> {
+    let sent = client
+        .call::<m::SessionResend>(&SessionIdParams {
+            session_id: s.id.clone(),
+        })
+        .await?;
+    if sent.queued {
+        outln!(
+            "the cut-short turn is queued for {}: it runs when the agent is ready",
+            s.display_name
+        );
+    } else {
+        outln!("the cut-short turn is sent again to {}", s.display_name);
+    }
+    Ok(())
+}
+
 /// Asks the session to stop its turn.
 pub(super) async fn cancel(client: &Client, s: &Session) -> anyhow::Result<()> {
     client

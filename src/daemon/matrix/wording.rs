@@ -79,6 +79,7 @@ pub(super) fn state_notice(session: &Session, state: SessionState) -> Option<Str
         SessionState::Error => Some(format!("⚠️ The session hit an error: {reason}")),
         SessionState::Stopped => Some(format!("⏹ The session stopped. {reason}")),
         SessionState::Cancelled => Some("The turn was cancelled.".into()),
+        SessionState::Interrupted => Some(format!("⚠️ The turn was cut short: {reason}")),
         _ => None,
     }
 }
@@ -110,3 +111,8 @@ pub(super) const HELP: &str = "Talk to the room's session by writing to it. Comm
 - `/skills`: the agent's own commands\n\
 - `/memory`: the session's context\n\
 - `/help`: this";
+
+/// Said to plain words in reply to a question, or in a room of other sessions' questions.
+pub(super) const HOW_TO_ANSWER: &str = "That is not passed on to any session: answer a \
+    question with a reaction on it (✅ approve, ❌ deny, 1️⃣… an option), or with `/approve`, \
+    `/deny` or `/answer N` in reply to it.";

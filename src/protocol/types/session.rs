@@ -115,6 +115,14 @@ pub struct Session {
     pub owner: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// Prompts acknowledged (`queued: true`) and not yet given to the agent, oldest
+    /// first: kept with the session, so a restart runs them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued: Vec<String>,
+    /// The prompt of the turn running now; once the session is `interrupted`, of the turn
+    /// that was cut short: what `session.resend` sends again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_prompt: Option<String>,
 }
 
 impl Session {
@@ -364,6 +372,10 @@ pub enum SessionState {
     Complete,
     /// The last turn was cancelled; the agent waits for a prompt.
     Cancelled,
+    /// The last turn was cut short before it ended (the daemon stopped, or the agent
+    /// ended in its middle); `state_reason` says how, and `session.resend` sends its
+    /// prompt again.
+    Interrupted,
     /// The agent has ended; the worktree and transcript are kept.
     Stopped,
     /// Idle too long: its environment (sandbox, ssh connection, container) was torn
@@ -383,6 +395,7 @@ impl SessionState {
             SessionState::Waiting => "waiting",
             SessionState::Complete => "complete",
             SessionState::Cancelled => "cancelled",
+            SessionState::Interrupted => "interrupted",
             SessionState::Stopped => "stopped",
             SessionState::Parked => "parked",
             SessionState::Error => "error",
@@ -400,10 +413,13 @@ impl SessionState {
         )
     }
 
-    /// Whether the agent runs and waits for a prompt (the last turn ended or was
-    /// cancelled).
+    /// Whether no turn runs and the session waits for a prompt (the last turn ended, was
+    /// cancelled or was cut short).
     pub fn is_resting(self) -> bool {
-        matches!(self, SessionState::Complete | SessionState::Cancelled)
+        matches!(
+            self,
+            SessionState::Complete | SessionState::Cancelled | SessionState::Interrupted
+        )
     }
 }
 

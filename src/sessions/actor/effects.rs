@@ -204,6 +204,10 @@ impl Actor {
             RecordChange::Skills(skills) => self.session.skills = skills,
             RecordChange::Usage(usage) => self.session.usage = Some(usage),
             RecordChange::Spent(spent) => self.session.spent = Some(spent),
+            RecordChange::Prompts { queued, turn } => {
+                self.session.queued = queued;
+                self.session.turn_prompt = turn;
+            }
             // Applied to the security state above.
             RecordChange::Rule { .. }
             | RecordChange::OperationApproved { .. }
@@ -214,12 +218,24 @@ impl Actor {
     fn reply(&mut self, reply: Reply) {
         match reply {
             Reply::Started | Reply::Queued => {
+                let queued = reply == Reply::Queued;
                 if let Some(ack) = self.prompt_ack.take() {
-                    let _ = ack.send(reply == Reply::Queued);
+                    let _ = ack.send(queued);
+                }
+                if let Some(ack) = self.resend_ack.take() {
+                    let _ = ack.send(Some(queued));
+                }
+            }
+            Reply::NothingCut => {
+                if let Some(ack) = self.resend_ack.take() {
+                    let _ = ack.send(None);
                 }
             }
             // Dropping the ack tells the caller the agent is not running.
-            Reply::NotRunning => self.prompt_ack = None,
+            Reply::NotRunning => {
+                self.prompt_ack = None;
+                self.resend_ack = None;
+            }
             Reply::Cancelled => {
                 if let Some(ack) = self.cancel_ack.take() {
                     let _ = ack.send(());

@@ -105,6 +105,11 @@ pub(in crate::sessions) enum RecordChange {
     Skills(Vec<String>),
     Usage(Usage),
     Spent(Spent),
+    /// The prompts acknowledged and not yet sent, and the running (or cut) turn's.
+    Prompts {
+        queued: Vec<String>,
+        turn: Option<String>,
+    },
     /// A rule switched off (or on again) for the session.
     Rule {
         rule: String,
@@ -163,6 +168,8 @@ pub(in crate::sessions) enum Reply {
     Queued,
     /// The agent is not running (it is being stopped): nothing was done.
     NotRunning,
+    /// No turn was cut short: there is nothing to send again.
+    NothingCut,
     Cancelled,
     /// The session's security state, after a rule was switched.
     Security,

@@ -86,6 +86,8 @@ pub(in crate::sessions) enum SessionInput {
 
     // What people asked.
     Prompt(String),
+    /// Send the turn that was cut short again.
+    Resend,
     Cancel,
     Stop {
         shutdown: bool,

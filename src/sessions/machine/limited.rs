@@ -21,10 +21,11 @@ impl Machine {
         // The prompt is sent again: what the turn could not store is moot.
         self.failure = None;
         self.cut_by_budget = false;
+        self.queue.push_front(turn.prompt);
+        self.note_prompts(fx);
         self.after_turn(fx);
         self.withdraw_approvals(fx, wording::TURN_FAILED);
         fx.push(Effect::Append(Line::new(EntryKind::Error).text(&why)));
-        self.queue.push_front(turn.prompt);
         self.limited = true;
         self.set_state(fx, SessionState::Parked, Some(wording::limited(resumes)));
         fx.push(Effect::Post(wording::limit_notice(&why, resumes)));

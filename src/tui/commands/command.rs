@@ -56,6 +56,8 @@ pub enum SlashCommand {
     Conflicts,
     /// Start the focused session's agent again.
     Restart,
+    /// Send the turn that was cut short again.
+    Resend,
     /// Delete the focused session.
     Delete(RemoveOptions),
     /// Delete every finished session.

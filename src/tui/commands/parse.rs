@@ -48,6 +48,7 @@ pub fn parse(line: &str) -> Result<SlashCommand, CommandError> {
         "cancel" => no_args(SlashCommand::Cancel),
         "stop" => no_args(SlashCommand::Stop),
         "restart" => no_args(SlashCommand::Restart),
+        "resend" => no_args(SlashCommand::Resend),
         "diff" => no_args(SlashCommand::Diff),
         "pr" => no_args(SlashCommand::Pr),
         "conflicts" => no_args(SlashCommand::Conflicts),

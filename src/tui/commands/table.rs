@@ -120,6 +120,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         &[],
     ),
     spec(
+        "resend",
+        &[],
+        "",
+        "send the focused session's turn that was cut short again (alt-r)",
+        &[],
+    ),
+    spec(
         "stop",
         &[],
         "",

@@ -80,6 +80,8 @@ pub enum Activity {
     Done,
     /// The last turn was cancelled.
     Cancelled,
+    /// The last turn was cut short (a restart, its agent's end): alt-r sends it again.
+    Interrupted,
     Stopped,
     /// Idle long enough that its environment was torn down; a prompt brings it back.
     Parked,
@@ -98,6 +100,7 @@ impl Activity {
             Activity::Waiting => "waiting",
             Activity::Done => "done",
             Activity::Cancelled => "cancelled",
+            Activity::Interrupted => "interrupted",
             Activity::Stopped => "stopped",
             Activity::Parked => "parked",
             Activity::Error => "error",

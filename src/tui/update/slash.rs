@@ -161,6 +161,7 @@ fn session_call(command: SlashCommand, session_id: String) -> Option<Request> {
         SlashCommand::Cancel => on(Request::SessionCancel),
         SlashCommand::Stop => on(Request::SessionStop),
         SlashCommand::Restart => on(Request::SessionRestart),
+        SlashCommand::Resend => on(Request::SessionResend),
         SlashCommand::Diff => Some(diff_request(session_id)),
         SlashCommand::Rule { rule, enabled } => Some(Request::SessionRule(SessionRuleParams {
             session_id,

@@ -25,7 +25,8 @@ pub(super) fn pane<'a>(title: impl Into<Line<'a>>, focused: bool, theme: &Theme)
 pub(super) fn activity_role(activity: Activity) -> Role {
     match activity {
         Activity::Starting | Activity::Working | Activity::Active => Role::SessionWorking,
-        Activity::Waiting => Role::SessionWaiting,
+        // A turn that did not end asks for attention, as a question does.
+        Activity::Waiting | Activity::Interrupted => Role::SessionWaiting,
         Activity::Done => Role::SessionDone,
         Activity::Cancelled | Activity::Stopped | Activity::Parked | Activity::Idle => {
             Role::SessionIdle

@@ -58,6 +58,10 @@ impl Handler for Call<'_> {
         session::cancel(self, p).await
     }
 
+    async fn session_resend(&self, p: SessionIdParams) -> Result<PromptResult, ErrorObject> {
+        session::resend(self, p).await
+    }
+
     async fn session_stop(&self, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
         session::stop(self, p).await
     }

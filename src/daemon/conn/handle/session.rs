@@ -90,6 +90,15 @@ pub(super) async fn prompt(call: &Call<'_>, p: PromptParams) -> Result<PromptRes
     Ok(PromptResult { queued })
 }
 
+pub(super) async fn resend(
+    call: &Call<'_>,
+    p: SessionIdParams,
+) -> Result<PromptResult, ErrorObject> {
+    let sessions = &call.conn.shared.sessions;
+    let queued = sessions.resend(&p.session_id).await.map_err(app_error)?;
+    Ok(PromptResult { queued })
+}
+
 pub(super) async fn cancel(call: &Call<'_>, p: SessionIdParams) -> Result<Done, ErrorObject> {
     let sessions = &call.conn.shared.sessions;
     sessions.cancel(&p.session_id).await.map_err(app_error)?;
