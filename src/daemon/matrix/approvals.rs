@@ -33,6 +33,9 @@ struct Post {
     settled: bool,
     /// An answer from the room is being given: its own update is not "elsewhere".
     answering: bool,
+    /// Posted in an `approval_target`, not in the session's own room.
+    #[serde(default)]
+    tagged: bool,
 }
 
 /// The questions posted, kept on disk.
@@ -88,6 +91,15 @@ impl Posted {
 
     fn is_posted(&self, message_id: &str) -> bool {
         lock(&self.posts).iter().any(|p| p.message_id == message_id)
+    }
+
+    /// Whether a message in `room` replying to `event` (if any) is about questions rather
+    /// than to a session: a reply to a posted question, or any message in a room that
+    /// receives other sessions' questions (an `approval_target`).
+    pub(super) fn is_about_questions(&self, room: &RoomId, event: Option<&OwnedEventId>) -> bool {
+        lock(&self.posts)
+            .iter()
+            .any(|p| p.room == room && (p.tagged || event.is_some_and(|e| p.event == *e)))
     }
 
     /// The open question a reaction on `event` in `room` answers, marked as being
@@ -161,6 +173,7 @@ impl Bot {
                 event: event.clone(),
                 settled: false,
                 answering: false,
+                tagged,
             });
         });
         // The choices as reactions of the bot's own, for a client to show as buttons.
@@ -301,5 +314,47 @@ mod tests {
         assert_eq!(answer_of_reaction("0️⃣"), None);
         assert_eq!(answer_of_reaction("🎉"), None);
         assert_eq!(answer_of_reaction("2"), None);
+    }
+
+    #[test]
+    fn words_in_reply_to_a_question_or_in_an_approval_room_are_about_questions() {
+        let dir = tempfile::tempdir().unwrap();
+        let posted = Posted::load(dir.path());
+        let own: OwnedRoomId = "!own:example.org".try_into().unwrap();
+        let target: OwnedRoomId = "!approvals:example.org".try_into().unwrap();
+        let other: OwnedRoomId = "!other:example.org".try_into().unwrap();
+        let question: OwnedEventId = "$question".try_into().unwrap();
+        let chat: OwnedEventId = "$chat".try_into().unwrap();
+        posted.change(|posts| {
+            posts.push(Post {
+                message_id: "m1".into(),
+                room: own.clone(),
+                event: question.clone(),
+                settled: false,
+                answering: false,
+                tagged: false,
+            });
+            posts.push(Post {
+                message_id: "m2".into(),
+                room: target.clone(),
+                event: "$elsewhere".try_into().unwrap(),
+                settled: true,
+                answering: false,
+                tagged: true,
+            });
+        });
+        // A session's own room: only a reply to its question is held back.
+        assert!(posted.is_about_questions(&own, Some(&question)));
+        assert!(!posted.is_about_questions(&own, Some(&chat)));
+        assert!(!posted.is_about_questions(&own, None));
+        // A room other sessions' questions go to: nothing there starts a session.
+        assert!(posted.is_about_questions(&target, None));
+        assert!(posted.is_about_questions(&target, Some(&chat)));
+        assert!(!posted.is_about_questions(&other, None));
+        // Posts kept before the flag existed read back as the session's own.
+        let old =
+            r#"[{"message_id":"m","room":"!r:x","event":"$e","settled":false,"answering":false}]"#;
+        let posts: Vec<Post> = serde_json::from_str(old).unwrap();
+        assert!(!posts[0].tagged);
     }
 }

@@ -105,6 +105,13 @@ async fn on_message(event: OriginalSyncRoomMessageEvent, room: Room, Ctx(bot): C
     let body = without_reply_fallback(&text.body);
     if let Some(command) = body.strip_prefix('/') {
         command_of(&bot, &room, &event.sender, replied_to.as_ref(), command).await;
+    } else if bot
+        .posted
+        .is_about_questions(room.room_id(), replied_to.as_ref())
+    {
+        // Words are no answer, and a question's room is no conversation: nothing is
+        // passed on, and the sender is told how to answer.
+        bot.notice(&room, wording::HOW_TO_ANSWER, None).await;
     } else {
         converse(&bot, &room, body).await;
     }
