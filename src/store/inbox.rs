@@ -3,7 +3,9 @@
 use serde_json::{Value, json};
 
 use super::durable::Touched;
-use super::{MESSAGE_FIELDS, Result, Store, decode_rows, typed_row};
+use super::{
+    MESSAGE_FIELDS, Result, SESSION_WRITE_TRIES, Store, again_on_conflict, decode_rows, typed_row,
+};
 use crate::protocol::InboxMessage;
 
 impl Store {
@@ -96,13 +98,16 @@ impl Store {
                     origin = $origin
                 WHERE responded = false RETURN AFTER)"
         );
-        let out = self
-            .write(
-                &sql,
-                json!({"id": id, "response": response, "withdrawn": withdrawn}),
-                Touched::record("inbox_messages", id),
-            )
-            .await?;
+        // Two answers at once: the engine refuses the later transaction as a conflict.
+        // Run again, it finds the message answered and changes nothing, so its caller is
+        // told the message was answered already, never that the store failed.
+        let vars = json!({"id": id, "response": response, "withdrawn": withdrawn});
+        let out = again_on_conflict(
+            SESSION_WRITE_TRIES,
+            std::time::Duration::from_millis(1),
+            || self.write(&sql, vars.clone(), Touched::record("inbox_messages", id)),
+        )
+        .await?;
         let rows: Vec<InboxMessage> = decode_rows(out.into_iter().next().unwrap_or(Value::Null))?;
         Ok(rows.into_iter().next())
     }
