@@ -44,6 +44,18 @@ pub fn pid_alive(pid: u32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
+/// Whether the process is stopped by a signal (SIGSTOP, SIGTSTP, a debugger): state `T`
+/// or `t` in `/proc/<pid>/stat`.
+pub fn is_suspended(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state == "T" || state == "t")
+}
+
 /// Sends SIGTERM.
 pub fn terminate(pid: u32) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
@@ -249,5 +261,38 @@ pub fn host_name() -> String {
     match String::from_utf8_lossy(&buf[..end]).trim() {
         "" => "localhost".into(),
         name => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_stopped_process_reads_as_suspended_and_a_running_one_does_not() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let stat = |p| super::is_suspended(p);
+        assert!(!stat(pid), "sleeping is not suspended");
+        // SAFETY: signals to our own child.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !stat(pid) {
+            assert!(std::time::Instant::now() < deadline, "never seen stopped");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+        while stat(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never seen running again"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!stat(u32::MAX), "no such process");
     }
 }

@@ -4,9 +4,10 @@
 //! 2. A daemon of another protocol version is stopped (SIGTERM via its pid file).
 //! 3. Take `daemon.start.lock`. Whoever holds it is the only client starting a daemon;
 //!    the others wait for it and then find the daemon running (step 4).
-//! 4. Under the lock, try to connect again; if still nobody answers, remove a socket file
-//!    that refuses connections (stale), start `cru daemon run` detached, and wait until it
-//!    answers.
+//! 4. Under the lock, try to connect again; if a daemon named in the pid file is alive but
+//!    does not answer (it is idling out, or starting), wait for it to answer or go. If still
+//!    nobody answers, remove a socket file that refuses connections (stale), start
+//!    `cru daemon run` detached, and wait until it answers.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -51,7 +52,14 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
             stop_daemon(kiln).await?;
         }
         Err(ClientError::Timeout(t)) => {
-            let pid = kiln.read_pid().map_or("?".into(), |p| p.to_string());
+            let pid = kiln.read_pid();
+            // A suspended daemon is not hung: stopping it would end every agent's work.
+            if let Some(pid) = pid.filter(|&p| sys::is_suspended(p)) {
+                return Err(ClientError::Start(format!(
+                    "the daemon (pid {pid}) is suspended (stopped by a signal), so it cannot answer; `kill -CONT {pid}` resumes it and its agents"
+                )));
+            }
+            let pid = pid.map_or("?".into(), |p| p.to_string());
             return Err(ClientError::Start(format!(
                 "a daemon (pid {pid}) holds the socket but did not answer within {t:?}; stop it with `cru daemon stop` or kill it"
             )));
@@ -74,6 +82,11 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
 
     // Someone may have started it while we waited for the lock.
     if let Ok(client) = Client::connect(kiln).await {
+        return Ok(client);
+    }
+    // A daemon that holds the kiln but does not answer is on its way out (its grace
+    // period ended) or on its way in (started by hand): wait for it to answer or go.
+    if let Some(client) = wait_for_holder(kiln).await {
         return Ok(client);
     }
     remove_stale_socket(kiln);
@@ -109,6 +122,31 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
     });
     drop(lock);
     result
+}
+
+/// How long a daemon that holds the kiln without answering may take to answer or go.
+const HOLDER_WAIT: Duration = Duration::from_secs(15);
+
+/// Waits while a daemon holds the kiln (its pid file's lock) and does not answer: a
+/// client if it comes to answer, `None` once it is gone (or never was, or the wait ran
+/// out).
+async fn wait_for_holder(kiln: &Kiln) -> Option<Client> {
+    let deadline = Instant::now() + HOLDER_WAIT;
+    loop {
+        let file = std::fs::File::open(kiln.pid_path()).ok()?;
+        // Taken: nobody holds the kiln (dropping the file lets it go again).
+        if sys::try_lock(&file).unwrap_or(true) {
+            return None;
+        }
+        drop(file);
+        if let Ok(client) = Client::connect(kiln).await {
+            return Some(client);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// A socket nobody listens on is left over from a crash: connecting is refused.
