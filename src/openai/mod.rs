@@ -7,6 +7,12 @@
 //! as it arrives and assembling text and tool-call deltas into one [`Reply`] (see the
 //! `stream` module). [`ChatClient::complete`] asks for one JSON answer instead (for summaries).
 //!
+//! Both read the tokens the server says the request used ([`Usage`]): a plain answer's
+//! `usage`, and in a stream the chunk that carries it. Streamed requests ask for it with
+//! `stream_options: {include_usage: true}`, OpenAI's option, which compatible servers
+//! follow or ignore; a server that ignores it, or reports nothing, leaves the usage
+//! unknown (never zero).
+//!
 //! [`messages_from_stack`] turns a context stack into the messages to send: the stack is
 //! the conversation, so every stack operation shows in the next request.
 
@@ -132,6 +138,51 @@ struct Body<'a> {
     #[serde(flatten)]
     request: &'a ChatRequest,
     stream: bool,
+    /// Only with `stream: true`: OpenAI refuses it on a plain request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    /// Asks for a last chunk that carries the request's `usage`.
+    include_usage: bool,
+}
+
+/// The tokens one request used, as the server reported them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// `prompt_tokens`: the messages and tools sent, cached ones included.
+    pub prompt: u64,
+    /// `completion_tokens`: the answer, reasoning included.
+    pub completion: u64,
+    /// `total_tokens`; the sum of the two when the server leaves it out.
+    pub total: u64,
+    /// `prompt_tokens_details.cached_tokens`: the part of `prompt` read from the cache.
+    pub cached: u64,
+}
+
+impl Usage {
+    /// The usage a completion or a chunk carries (its `usage`), if it tells a count.
+    /// A count that is missing, `null` or not a whole number is left out rather than
+    /// failing the reply: the tokens are the server's report, not part of the answer.
+    fn read(usage: &Value) -> Option<Usage> {
+        let prompt = usage["prompt_tokens"].as_u64();
+        let completion = usage["completion_tokens"].as_u64();
+        let total = usage["total_tokens"].as_u64();
+        if prompt.is_none() && completion.is_none() && total.is_none() {
+            return None;
+        }
+        let (prompt, completion) = (prompt.unwrap_or(0), completion.unwrap_or(0));
+        Some(Usage {
+            prompt,
+            completion,
+            total: total.unwrap_or_else(|| prompt.saturating_add(completion)),
+            cached: usage["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap_or(0),
+        })
+    }
 }
 
 /// The model's answer, assembled.
@@ -141,6 +192,8 @@ pub struct Reply {
     pub tool_calls: Vec<ToolCall>,
     /// `stop`, `tool_calls`, `length`, … when the server says.
     pub finish_reason: Option<String>,
+    /// The tokens the request used, when the server reported them.
+    pub usage: Option<Usage>,
 }
 
 impl Reply {
@@ -255,6 +308,7 @@ impl ChatClient {
             content: choice.message.content.unwrap_or_default(),
             tool_calls: choice.message.tool_calls.unwrap_or_default(),
             finish_reason: choice.finish_reason,
+            usage: completion.usage.as_ref().and_then(Usage::read),
         })
     }
 
@@ -264,8 +318,14 @@ impl ChatClient {
         request: &ChatRequest,
         stream: bool,
     ) -> Result<reqwest::Response, ChatError> {
-        let body = serde_json::to_vec(&Body { request, stream })
-            .map_err(|e| ChatError::Setup(e.to_string()))?;
+        let body = Body {
+            request,
+            stream,
+            stream_options: stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+        };
+        let body = serde_json::to_vec(&body).map_err(|e| ChatError::Setup(e.to_string()))?;
         let mut builder = self
             .http
             .post(&self.url)
@@ -354,6 +414,8 @@ pub(super) fn error_message(body: &str, reason: Option<&str>) -> String {
 #[derive(Deserialize)]
 struct Completion {
     choices: Vec<CompletionChoice>,
+    /// Read leniently, by [`Usage::read`].
+    usage: Option<Value>,
 }
 
 #[derive(Deserialize)]

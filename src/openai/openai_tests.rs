@@ -199,6 +199,73 @@ async fn complete_reads_one_json_answer() {
     );
 }
 
+/// An OpenAI `usage` object: 1,500 tokens, 200 of the prompt's from the cache.
+fn reported() -> Value {
+    json!({
+        "prompt_tokens": 1200,
+        "completion_tokens": 300,
+        "total_tokens": 1500,
+        "prompt_tokens_details": {"cached_tokens": 200},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    })
+}
+
+const REPORTED: Usage = Usage {
+    prompt: 1200,
+    completion: 300,
+    total: 1500,
+    cached: 200,
+};
+
+#[tokio::test]
+async fn a_plain_answer_carries_the_usage_the_server_reported() {
+    let (server, client) = server(vec![ScriptedReply::text("GOAL: x")]).await;
+    server.report_usage(reported());
+    let reply = client
+        .complete(&request(vec![user("sum up")]))
+        .await
+        .unwrap();
+    assert_eq!(reply.content, "GOAL: x");
+    assert_eq!(reply.usage, Some(REPORTED));
+    // OpenAI refuses `stream_options` on a plain request.
+    let body = &server.requests()[0].body;
+    assert!(body.get("stream_options").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn a_stream_asks_for_usage_and_reads_it_from_the_last_chunk() {
+    let (server, client) = server(vec![
+        ScriptedReply::text("Hello, streaming world!"),
+        ScriptedReply::tool_call("c1", "notify", json!({"text": "done"})),
+    ])
+    .await;
+    server.report_usage(reported());
+    let (deltas, reply) = stream(&client, &request(vec![user("hi")])).await;
+    let reply = reply.unwrap();
+    assert_eq!(deltas.concat(), "Hello, streaming world!");
+    assert_eq!(reply.usage, Some(REPORTED));
+    let body = &server.requests()[0].body;
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    let (_, reply) = stream(&client, &request(vec![user("go")])).await;
+    let reply = reply.unwrap();
+    assert_eq!(reply.tool_calls.len(), 1);
+    assert_eq!(reply.usage, Some(REPORTED));
+}
+
+#[tokio::test]
+async fn a_server_that_reports_no_usage_leaves_it_unknown() {
+    let (server, client) = server(vec![
+        ScriptedReply::text("streamed"),
+        ScriptedReply::text("plain"),
+    ])
+    .await;
+    let (_, reply) = stream(&client, &request(vec![user("hi")])).await;
+    assert_eq!(reply.unwrap().usage, None);
+    let reply = client.complete(&request(vec![user("hi")])).await.unwrap();
+    assert_eq!((reply.content.as_str(), reply.usage), ("plain", None));
+    assert_eq!(server.requests().len(), 2);
+}
+
 #[tokio::test]
 async fn an_exhausted_script_answers_500_and_waiters_see_requests() {
     let (server, client) = server(vec![]).await;
@@ -328,6 +395,7 @@ fn a_reply_on_the_stack_turns_back_into_the_same_assistant_message() {
         content: "Reading.".into(),
         tool_calls: vec![ToolCall::function("r1", "read_file", r#"{"path":"a"}"#)],
         finish_reason: Some("tool_calls".into()),
+        usage: None,
     };
     let mut s = ContextStack::new("sys");
     for m in reply.clone().into_stack_messages() {

@@ -7,13 +7,16 @@
 //! call's id and name come from the first delta that carries them, its argument
 //! fragments are joined (none at all become `{}`), and a call without an id gets
 //! `call_{index}` so its result can refer to it. An `{"error": …}` chunk ends the reply.
+//! The request's `usage` is read from whichever chunk carries it (OpenAI sends it last,
+//! with no choices; llama.cpp with the finish reason); when several do, the last counts,
+//! since servers that repeat it send the running total.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ChatError, Reply, ToolCall, error_message};
+use super::{ChatError, Reply, ToolCall, Usage, error_message};
 
 /// Splits a byte stream into Server-Sent Events and returns their `data`.
 #[derive(Default)]
@@ -73,6 +76,8 @@ impl SseDecoder {
 struct Chunk {
     choices: Option<Vec<ChunkChoice>>,
     error: Option<Value>,
+    /// Read leniently, by [`Usage::read`].
+    usage: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -129,6 +134,7 @@ pub(super) struct Assembler {
     content: String,
     calls: BTreeMap<usize, PartialCall>,
     finish_reason: Option<String>,
+    usage: Option<Usage>,
 }
 
 impl Assembler {
@@ -145,6 +151,9 @@ impl Assembler {
             .map_err(|e| StreamError::Malformed(format!("{e} in chunk {}", clip(data, 200))))?;
         if let Some(error) = chunk.error {
             return Err(StreamError::Remote(error_message(&error.to_string(), None)));
+        }
+        if let Some(usage) = chunk.usage.as_ref().and_then(Usage::read) {
+            self.usage = Some(usage);
         }
         // Crucible asks for one choice; only the first is read.
         let Some(choice) = chunk.choices.unwrap_or_default().into_iter().next() else {
@@ -219,6 +228,7 @@ impl Assembler {
             content: self.content,
             tool_calls,
             finish_reason: self.finish_reason,
+            usage: self.usage,
         }
     }
 }
@@ -281,6 +291,57 @@ mod tests {
                 ToolCall::function("x2", "list_dir", "{}"),
                 ToolCall::function("call_5", "noid", "{}"),
             ]
+        );
+    }
+
+    #[test]
+    fn usage_is_read_from_any_chunk_and_the_last_report_counts() {
+        let usage = |prompt: u64| json!({"prompt_tokens": prompt, "completion_tokens": 5});
+        let reply = assemble(&[
+            json!({"choices": [{"delta": {"content": "hi"}}], "usage": null}),
+            // llama.cpp: with the finish reason.
+            json!({"choices": [{"delta": {}, "finish_reason": "stop"}], "usage": usage(10)}),
+            // A running total repeated: the last one is the request's.
+            json!({"choices": [], "usage": usage(12)}),
+        ])
+        .ok()
+        .unwrap();
+        assert_eq!(reply.content, "hi");
+        assert_eq!(
+            reply.usage,
+            Some(Usage {
+                prompt: 12,
+                completion: 5,
+                total: 17,
+                cached: 0
+            })
+        );
+    }
+
+    #[test]
+    fn usage_that_tells_no_count_leaves_it_unknown_and_the_reply_whole() {
+        for odd in [
+            json!({}),
+            json!("lots"),
+            json!({"prompt_tokens": -3, "completion_tokens": 1.5, "total_tokens": null}),
+        ] {
+            let reply = assemble(&[
+                json!({"choices": [{"delta": {"content": "ok"}, "finish_reason": "stop"}]}),
+                json!({"choices": [], "usage": odd}),
+            ])
+            .ok()
+            .unwrap();
+            assert_eq!((reply.content.as_str(), reply.usage), ("ok", None), "{odd}");
+        }
+        let only_total = assemble(&[json!({"choices": [], "usage": {"total_tokens": 9}})])
+            .ok()
+            .unwrap();
+        assert_eq!(
+            only_total.usage,
+            Some(Usage {
+                total: 9,
+                ..Usage::default()
+            })
         );
     }
 

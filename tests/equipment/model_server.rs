@@ -10,6 +10,11 @@
 //! one JSON completion. Every chat request's JSON body is recorded, so a test can check
 //! exactly what the next request carried. When the script runs out, requests get HTTP 500 saying so.
 //!
+//! Usage is reported only once a test sets it ([`ScriptedServer::report_usage`]), as OpenAI
+//! does: in every plain completion's `usage`, and in a stream that asks for it
+//! (`stream_options.include_usage`) as a last chunk with no choices, before `[DONE]`,
+//! the other chunks then carrying `"usage": null`.
+//!
 //! The HTTP side is minimal: one request per connection (`Connection: close`), bodies
 //! sized by `Content-Length`, as `reqwest` sends them.
 
@@ -105,6 +110,8 @@ impl RecordedRequest {
 struct Shared {
     replies: Mutex<VecDeque<ScriptedReply>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// The `usage` every reply reports, once set.
+    usage: Mutex<Option<Value>>,
     /// The number of requests recorded, for waiters.
     count: watch::Sender<usize>,
 }
@@ -124,6 +131,7 @@ impl ScriptedServer {
         let shared = Arc::new(Shared {
             replies: Mutex::new(replies.into_iter().collect()),
             requests: Mutex::new(Vec::new()),
+            usage: Mutex::new(None),
             count: watch::channel(0).0,
         });
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
@@ -142,6 +150,13 @@ impl ScriptedServer {
     /// Adds a reply to the end of the script.
     pub fn push_reply(&self, reply: ScriptedReply) {
         lock(&self.shared.replies).push_back(reply);
+    }
+
+    /// From now on every reply reports `usage` (an OpenAI `usage` object, e.g.
+    /// `{"prompt_tokens": 1200, "completion_tokens": 300, "total_tokens": 1500}`), a
+    /// stream only when the request asks for it.
+    pub fn report_usage(&self, usage: Value) {
+        *lock(&self.shared.usage) = Some(usage);
     }
 
     /// Every chat request so far, oldest first.
@@ -206,6 +221,9 @@ async fn answer(stream: &mut TcpStream, shared: &Shared) -> io::Result<()> {
         Err(e) => return write_error(stream, 400, &format!("body is not JSON: {e}")).await,
     };
     let streaming = body["stream"] == json!(true);
+    let usage = lock(&shared.usage)
+        .clone()
+        .filter(|_| !streaming || body["stream_options"]["include_usage"] == json!(true));
     let model = body["model"].as_str().unwrap_or("scripted").to_string();
     let number = {
         let mut requests = lock(&shared.requests);
@@ -222,9 +240,9 @@ async fn answer(stream: &mut TcpStream, shared: &Shared) -> io::Result<()> {
         return write_error(stream, 500, &message).await;
     };
     if streaming {
-        write_stream(stream, &reply, &model).await
+        write_stream(stream, &reply, &model, usage.as_ref()).await
     } else {
-        write_completion(stream, &reply, &model).await
+        write_completion(stream, &reply, &model, usage.as_ref()).await
     }
 }
 
@@ -326,6 +344,7 @@ async fn write_completion(
     stream: &mut TcpStream,
     reply: &ScriptedReply,
     model: &str,
+    usage: Option<&Value>,
 ) -> io::Result<()> {
     let (text, calls, finish) = match reply {
         ScriptedReply::Text(text) => (text.as_str(), &[][..], "stop"),
@@ -346,13 +365,16 @@ async fn write_completion(
     if !tool_calls.is_empty() {
         message["tool_calls"] = Value::Array(tool_calls);
     }
-    let body = json!({
+    let mut body = json!({
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
         "created": 0,
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
     });
+    if let Some(usage) = usage {
+        body["usage"] = usage.clone();
+    }
     write_json(stream, 200, &body).await
 }
 
@@ -360,6 +382,7 @@ async fn write_stream(
     stream: &mut TcpStream,
     reply: &ScriptedReply,
     model: &str,
+    usage: Option<&Value>,
 ) -> io::Result<()> {
     if let ScriptedReply::Error { status, message } = reply {
         return write_error(stream, *status, message).await;
@@ -367,15 +390,23 @@ async fn write_stream(
     let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
                 Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
     stream.write_all(head.as_bytes()).await?;
-    let chunk = |delta: Value, finish: Option<&str>| {
-        let event = json!({
+    let event = |choices: Value, usage: Option<Value>| {
+        let mut event = json!({
             "id": "chatcmpl-scripted",
             "object": "chat.completion.chunk",
             "created": 0,
             "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            "choices": choices,
         });
+        if let Some(usage) = usage {
+            event["usage"] = usage;
+        }
         format!("data: {event}\n\n")
+    };
+    let asked = usage.is_some();
+    let chunk = |delta: Value, finish: Option<&str>| {
+        let choices = json!([{"index": 0, "delta": delta, "finish_reason": finish}]);
+        event(choices, asked.then_some(Value::Null))
     };
     let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
     let text_events = |text: &str| -> Vec<String> {
@@ -413,6 +444,9 @@ async fn write_stream(
             events.push("data: {\"choices\": [{\"delta\": \n\n".to_string());
         }
         ScriptedReply::Error { .. } => {}
+    }
+    if let Some(usage) = usage {
+        events.push(event(json!([]), Some(usage.clone())));
     }
     events.push("data: [DONE]\n\n".to_string());
     for event in &events {
