@@ -8,8 +8,11 @@
 //!
 //! A turn: ask the model (streaming its text as [`AgentEvent::Chunk`]s); if it called
 //! tools, run them and ask again; the turn ends when it answers without calling any (or
-//! after [`MAX_STEPS`] requests). Tools work inside the session's folder only, through
-//! the same [`Firewall`] as ACP agents' file requests:
+//! after [`MAX_STEPS`] requests). The tokens the model's answers report are added up and
+//! told once, as [`AgentEvent::TurnTokens`] before the turn's end (also of a turn that
+//! failed or was cancelled: what was spent is spent); a turn none of whose answers told
+//! any sends none, and its spending stays unknown. Tools work inside the session's folder
+//! only, through the same [`Firewall`] as ACP agents' file requests:
 //!
 //! | tool               | does |
 //! |--------------------|------|
@@ -33,11 +36,11 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::agent::{
     AgentError, AgentEvent, AgentHandle, Firewall, Launch, OptionKind, Order, PermissionChoice,
-    SessionLink, TurnFailure,
+    SessionLink, TurnFailure, TurnTokens,
 };
 use crate::config::AgentProfile;
 use crate::context::Message;
-use crate::openai::{ChatClient, ChatRequest, Tool, messages_from_stack};
+use crate::openai::{ChatClient, ChatRequest, Tool, Usage, messages_from_stack};
 use crate::protocol::{EntryKind, MsgType};
 use crate::rules::Operation;
 use crate::text::{clip, first_line};
@@ -183,7 +186,12 @@ impl Agent {
                 order = orders.recv() => match order {
                     Some(Order::Prompt { .. }) => {
                         turn += 1;
-                        let ended = self.turn(&format!("{session}-{turn}"), &mut orders, &mut stop).await;
+                        let mut spent = None;
+                        let id = format!("{session}-{turn}");
+                        let ended = self.turn(&id, &mut spent, &mut orders, &mut stop).await;
+                        if let Some(tokens) = spent {
+                            self.send(AgentEvent::TurnTokens(tokens));
+                        }
                         match ended {
                             Ok(outcome) => self.send(AgentEvent::TurnEnded(outcome)),
                             Err(Interrupt::Cancel) => {
@@ -204,10 +212,12 @@ impl Agent {
         });
     }
 
-    /// One turn; the prompt is already on the stack.
+    /// One turn; the prompt is already on the stack. Adds what each answer reports it
+    /// used to `spent`.
     async fn turn(
         &self,
         message_id: &str,
+        spent: &mut Option<TurnTokens>,
         orders: &mut mpsc::UnboundedReceiver<Order>,
         stop: &mut oneshot::Receiver<()>,
     ) -> Result<Result<String, TurnFailure>, Interrupt> {
@@ -235,6 +245,9 @@ impl Agent {
                 Ok(reply) => reply,
                 Err(e) => return failed(AgentError::Protocol(e.to_string())),
             };
+            if let Some(usage) = reply.usage {
+                *spent = Some(add_usage(spent.unwrap_or_default(), usage));
+            }
             let calls = reply.tool_calls.clone();
             for message in reply.into_stack_messages() {
                 if let Err(why) = self.link.push(message).await {
@@ -521,6 +534,23 @@ impl Agent {
     }
 }
 
+/// `turn` with one answer's usage added. The prompt's cached part counts as cached, the
+/// rest as input; a total above prompt and completion (a server counting more than it
+/// itemises) counts as output, so the turn adds up to what the server said it used.
+fn add_usage(turn: TurnTokens, usage: Usage) -> TurnTokens {
+    let cached = usage.cached.min(usage.prompt);
+    let output = usage
+        .completion
+        .max(usage.total.saturating_sub(usage.prompt));
+    TurnTokens {
+        input: turn
+            .input
+            .saturating_add(usage.prompt.saturating_sub(cached)),
+        output: turn.output.saturating_add(output),
+        cached: turn.cached.saturating_add(cached),
+    }
+}
+
 /// The tools offered to the model.
 pub fn tools() -> Vec<Tool> {
     let path = json!({"type": "string", "description": "relative to the working folder"});
@@ -567,4 +597,42 @@ pub fn tools() -> Vec<Tool> {
                    "details": {"type": "string"}}, "required": ["action"]}),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turns_answers_add_up_with_the_cached_prompt_apart() {
+        let answer = Usage {
+            prompt: 600,
+            completion: 150,
+            total: 750,
+            cached: 200,
+        };
+        let turn = add_usage(add_usage(TurnTokens::default(), answer), answer);
+        assert_eq!(
+            turn,
+            TurnTokens {
+                input: 800,
+                output: 300,
+                cached: 400
+            }
+        );
+        assert_eq!(turn.total(), 1500);
+        // Only a total told: it all counts. Odd cache figures never count twice.
+        let only_total = Usage {
+            total: 90,
+            ..Usage::default()
+        };
+        assert_eq!(add_usage(TurnTokens::default(), only_total).total(), 90);
+        let over_cached = Usage {
+            prompt: 10,
+            completion: 1,
+            total: 11,
+            cached: 50,
+        };
+        assert_eq!(add_usage(TurnTokens::default(), over_cached).total(), 11);
+    }
 }

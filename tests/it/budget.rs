@@ -2,6 +2,7 @@
 //! turn's tokens) is counted; near a budget the inbox is told; at 100% the running turn
 //! is asked to end, new turns wait, and the inbox asks to raise the budget or stop; the
 //! answer applies at once. What an agent does not report is unknown, never zero.
+//! Crucible's own agent counts what its model's answers report.
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use crucible::protocol::{MsgType, SessionState};
 use serde_json::{Value, json};
 
 use crate::common::*;
+use crate::model_server::{ScriptedReply, ScriptedServer};
 use crate::sessions::{
     agent_kiln, create, said, session, transcript, wait_message_where, wait_session, wait_state,
 };
@@ -355,4 +357,60 @@ async fn idle_stop_parks_a_local_agent_and_the_next_prompt_wakes_it() {
         session(&client, &awake.id).await.state,
         Some(SessionState::Complete)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_internal_agent_counts_and_prices_the_tokens_its_model_reported() {
+    // One turn of two answers (a tool call, then the text), each reporting 750 tokens,
+    // 200 of its prompt read from the cache.
+    let server = ScriptedServer::start([
+        ScriptedReply::tool_call("call_1", "list_dir", json!({"path": "."})),
+        ScriptedReply::text("Listed."),
+    ])
+    .await
+    .expect("server");
+    server.report_usage(json!({
+        "prompt_tokens": 600,
+        "completion_tokens": 150,
+        "total_tokens": 750,
+        "prompt_tokens_details": {"cached_tokens": 200},
+    }));
+    let tk = agent_kiln(&format!(
+        "[agents.local]\ntype = \"internal\"\nbase_url = {:?}\nmodel = \"test-model\"\n\
+         model_summaries = false\n\n\
+         [budget.prices.local]\ninput = 1.0\noutput = 10.0\ncached = 0.1\n",
+        server.base_url()
+    ));
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let s = create(&client, "local", Some("list the folder")).await;
+    let done = wait_session(&client, &s.id, "the turn's end", |s| {
+        s.turn_count >= 1 && s.state == Some(SessionState::Complete)
+    })
+    .await;
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "two answers in the turn");
+    for request in &requests {
+        assert_eq!(request.body["stream_options"]["include_usage"], true);
+    }
+
+    // Both answers, counted once for the turn; priced with the profile's list, the
+    // cached part at its own price: 2 × (400 × 1 + 150 × 10 + 200 × 0.1) / 1M.
+    let spent = done.spent.expect("spent");
+    assert_eq!(spent.tokens, Some(1500), "{spent:?}");
+    assert!(spent.priced, "{spent:?}");
+    assert!((spent.cost.unwrap() - 0.00384).abs() < 1e-12, "{spent:?}");
+    let status = stdout(&tk.cru(&["session", "status", &s.id]));
+    assert!(status.contains("1500 tokens; 0.00 USD"), "{status}");
+    let out = tk.cru(&["usage", "--by", "agent", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let local = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "local")
+        .unwrap_or_else(|| panic!("no local row: {rows}"));
+    assert_eq!(local["tokens"], 1500, "{rows}");
+    assert_eq!(local["tokens_unknown"], 0, "{rows}");
 }
