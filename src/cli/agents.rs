@@ -1,6 +1,12 @@
 //! `cru agents [--check] [--json]`: every agent profile, where it comes from (built-in or
 //! settings), whether its program is found and its version; with `--check`, whether it
 //! answers ACP `initialize` and what it says about signing in. Needs no daemon.
+//!
+//! Listing runs no settings profile's program: such a program may be a script that does
+//! its work whatever its arguments say. A version is read from files where it can be (the
+//! npm package the program belongs to), taken from the agent's own `initialize` answer
+//! with `--check`, and asked with `--version` only of a built-in profile's program, one of
+//! the well-known agents. Otherwise it is not known.
 
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
@@ -21,7 +27,7 @@ use crate::cli::output::{self, outln};
 use crate::config::{AgentKind, AgentProfile, ProfileEntry, ProfileSource};
 use crate::kiln::Kiln;
 
-/// How long `--version` may take.
+/// How long a built-in agent's `--version` may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest `--check` waits for `initialize`, whatever the profile allows.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -58,6 +64,9 @@ struct Checked {
     says: String,
     /// Ways to sign in the agent offers (ACP `authMethods`).
     auth_methods: Vec<String>,
+    /// The version the agent gave for itself (ACP `agentInfo`).
+    #[serde(skip)]
+    version: Option<String>,
 }
 
 pub async fn run(kiln: Kiln, args: AgentsArgs) -> anyhow::Result<ExitCode> {
@@ -118,13 +127,13 @@ pub async fn run(kiln: Kiln, args: AgentsArgs) -> anyhow::Result<ExitCode> {
 
 async fn list(entry: &ProfileEntry, check: bool) -> Listed {
     let profile = &entry.profile;
-    let version = match &entry.program {
-        Some(program) => version(program).await,
-        None => None,
-    };
     let check = match (&entry.program, profile.kind) {
         (Some(program), AgentKind::Acp) if check => Some(initialize(program, profile).await),
         _ => None,
+    };
+    let version = match &entry.program {
+        Some(program) => version(entry.source, program, check.as_ref()).await,
+        None => None,
     };
     Listed {
         name: entry.name.clone(),
@@ -137,8 +146,51 @@ async fn list(entry: &ProfileEntry, check: bool) -> Listed {
     }
 }
 
+/// The program's version, read without running it where that can be done: what the agent
+/// said of itself when checked, else its npm package's. Only a built-in profile's program
+/// is run with `--version`.
+async fn version(
+    source: ProfileSource,
+    program: &Path,
+    checked: Option<&Checked>,
+) -> Option<String> {
+    if let Some(version) = checked.and_then(|c| c.version.clone()) {
+        return Some(version);
+    }
+    if let Some(version) = npm_version(program) {
+        return Some(version);
+    }
+    match source {
+        ProfileSource::BuiltIn => asked_version(program).await,
+        ProfileSource::Settings => None,
+    }
+}
+
+/// The `version` in the `package.json` of the npm package `program` belongs to: the
+/// program's links resolved, the package is the folder right inside a `node_modules`
+/// (or inside a `node_modules/@scope`) that holds it. Reads files only.
+fn npm_version(program: &Path) -> Option<String> {
+    let real = std::fs::canonicalize(program).ok()?;
+    let is_modules = |dir: &Path| dir.file_name().is_some_and(|n| n == "node_modules");
+    let mut dir = real.parent()?;
+    loop {
+        let parent = dir.parent()?;
+        let scoped = parent
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('@'))
+            && parent.parent().is_some_and(is_modules);
+        if is_modules(parent) || scoped {
+            let text = std::fs::read(dir.join("package.json")).ok()?;
+            let manifest: serde_json::Value = serde_json::from_slice(&text).ok()?;
+            let version = manifest.get("version")?.as_str()?.trim();
+            return (!version.is_empty()).then(|| output::clip(version, 60));
+        }
+        dir = parent;
+    }
+}
+
 /// The first line `program --version` prints, if it prints one in time.
-async fn version(program: &Path) -> Option<String> {
+async fn asked_version(program: &Path) -> Option<String> {
     let mut command = Command::new(program);
     command
         .arg("--version")
@@ -179,6 +231,7 @@ async fn initialize(program: &Path, profile: &AgentProfile) -> Checked {
         ok: false,
         says,
         auth_methods: Vec::new(),
+        version: None,
     };
     let limit = Duration::from_secs(profile.startup_timeout_secs).min(CHECK_TIMEOUT);
     match tokio::time::timeout(limit, ask_initialize(program, profile)).await {
@@ -197,6 +250,12 @@ async fn initialize(program: &Path, profile: &AgentProfile) -> Checked {
                     .iter()
                     .map(|m| m.name().to_string())
                     .collect(),
+                version: reply
+                    .agent_info
+                    .as_ref()
+                    .map(|info| info.version.trim())
+                    .filter(|v| !v.is_empty())
+                    .map(|v| output::clip(v, 60)),
             }
         }
     }
@@ -261,4 +320,45 @@ async fn ask_initialize(
     Err(AgentError::Protocol(
         "it ended without answering initialize".into(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    #[test]
+    fn an_npm_agents_version_is_read_from_its_package_through_the_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let modules = dir.path().join("node_modules");
+        for package in ["pkg", "@scope/tool"] {
+            std::fs::create_dir_all(modules.join(package).join("bin")).unwrap();
+        }
+        std::fs::create_dir_all(modules.join(".bin")).unwrap();
+        std::fs::write(modules.join("pkg/package.json"), r#"{"version":"1.2.3"}"#).unwrap();
+        std::fs::write(
+            modules.join("@scope/tool/package.json"),
+            r#"{"name":"@scope/tool","version":"0.16.0"}"#,
+        )
+        .unwrap();
+        std::fs::write(modules.join("pkg/bin/x.js"), "").unwrap();
+        std::fs::write(modules.join("@scope/tool/bin/tool.js"), "").unwrap();
+        symlink("../pkg/bin/x.js", modules.join(".bin/x")).unwrap();
+        symlink("../@scope/tool/bin/tool.js", modules.join(".bin/tool")).unwrap();
+        assert_eq!(
+            npm_version(&modules.join(".bin/x")).as_deref(),
+            Some("1.2.3")
+        );
+        assert_eq!(
+            npm_version(&modules.join(".bin/tool")).as_deref(),
+            Some("0.16.0")
+        );
+
+        // A script in a project with a package.json of its own belongs to no package.
+        std::fs::write(dir.path().join("package.json"), r#"{"version":"9.9.9"}"#).unwrap();
+        std::fs::write(dir.path().join("agent.sh"), "").unwrap();
+        assert_eq!(npm_version(&dir.path().join("agent.sh")), None);
+        assert_eq!(npm_version(&dir.path().join("missing")), None);
+    }
 }

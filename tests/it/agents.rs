@@ -1,5 +1,6 @@
 //! Agents talking to the inbox with their session handle: `cru notify / ask / approve`,
-//! and everything a handle may not do.
+//! and everything a handle may not do; and `cru agents`, which lists them without
+//! running any.
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -414,4 +415,81 @@ async fn stored(owner: &Client, id: &str) -> usize {
         .await
         .unwrap();
     rows["result"][0].as_array().map_or(0, Vec::len)
+}
+
+/// `cru agents` and `cru agents --json` in a kiln whose settings profiles are scripts that
+/// do their work whatever their arguments: none of them runs (no marker, the file they
+/// change untouched), and an npm agent's version is read from its package.
+#[test]
+fn listing_agents_runs_no_settings_profiles_program() {
+    let tk = TestKiln::new();
+    let root = tk.root();
+    let ran = root.join("ran");
+    let notes = root.join("notes.txt");
+    std::fs::write(&notes, "start\n").unwrap();
+    let work =
+        format!("#!/bin/sh\necho \"$0 $*\" >> {ran:?}\necho deployed >> {notes:?}\necho 9.9.9\n");
+    let deploy = root.join("deploy.sh");
+    write_script(&deploy, &work);
+    // An npm layout: the command is the package's link in node_modules/.bin.
+    let modules = root.join("tools/node_modules");
+    std::fs::create_dir_all(modules.join("pkg/bin")).unwrap();
+    std::fs::create_dir_all(modules.join(".bin")).unwrap();
+    std::fs::write(
+        modules.join("pkg/package.json"),
+        r#"{"name":"pkg","version":"1.2.3","bin":{"x":"bin/x.js"}}"#,
+    )
+    .unwrap();
+    write_script(&modules.join("pkg/bin/x.js"), &work);
+    std::os::unix::fs::symlink("../pkg/bin/x.js", modules.join(".bin/x")).unwrap();
+    std::fs::write(
+        tk.kiln.settings_path(),
+        format!(
+            "[agents.deploy]\ntype = \"command\"\ncommand = {deploy:?}\n\n\
+             [agents.deploy-acp]\ncommand = {deploy:?}\n\n\
+             [agents.npm]\ntype = \"command\"\ncommand = {:?}\n",
+            modules.join(".bin/x")
+        ),
+    )
+    .unwrap();
+
+    let out = tk.cru(&["agents"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} is listed:\n{table}"))
+            .to_string()
+    };
+    assert!(row("npm").contains("1.2.3"), "{table}");
+    for name in ["deploy", "deploy-acp"] {
+        let line = row(name);
+        assert!(line.trim_end().ends_with('—'), "{table}");
+        assert!(!line.contains("9.9.9"), "{table}");
+    }
+
+    let out = tk.cru(&["agents", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let version = |name: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is listed: {listed}"))["version"]
+            .clone()
+    };
+    assert_eq!(version("npm"), json!("1.2.3"));
+    assert_eq!(version("deploy"), Value::Null);
+    assert_eq!(version("deploy-acp"), Value::Null);
+
+    assert!(
+        !ran.exists(),
+        "listing ran a profile's program: {}",
+        std::fs::read_to_string(&ran).unwrap_or_default()
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "start\n");
 }
