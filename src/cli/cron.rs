@@ -1,6 +1,7 @@
 //! `cru cron [list] [--json]`, `cru cron run ID [--json]`: the `[[cron]]` jobs the
-//! daemon runs, their next and last runs, and running one now. With no daemon running,
-//! the list is the settings' jobs, and says so (it starts no daemon).
+//! daemon runs, their next and last runs, the runs in a row that could not start (with
+//! the last error), and running one now. With no daemon running, the list is the
+//! settings' jobs, and says so (it starts no daemon).
 
 use std::process::ExitCode;
 
@@ -23,8 +24,8 @@ pub struct CronArgs {
 
 #[derive(Debug, Subcommand)]
 enum CronAction {
-    /// The jobs the daemon runs, with their next run (UTC), last run and skipped runs
-    /// (the default).
+    /// The jobs the daemon runs, with their next run (UTC), last run, skipped runs and
+    /// runs in a row that could not start (the default).
     List,
     /// Run a job now (skipped while its previous run is still working).
     Run { id: String },
@@ -81,13 +82,27 @@ pub async fn run(kiln: Kiln, args: CronArgs) -> anyhow::Result<ExitCode> {
                             Some(at) => format!("{} (last {at})", j.skipped),
                             None => j.skipped.to_string(),
                         },
+                        match &j.last_failed_at {
+                            Some(at) if j.failures > 0 => format!("{} (last {at})", j.failures),
+                            _ => j.failures.to_string(),
+                        },
                     ]
                 })
                 .collect();
             output::print_table(
-                &["ID", "SCHEDULE", "AGENT", "NEXT RUN", "LAST RUN", "SKIPPED"],
+                &[
+                    "ID", "SCHEDULE", "AGENT", "NEXT RUN", "LAST RUN", "SKIPPED", "FAILING",
+                ],
                 &rows,
             );
+            for job in reply.jobs.iter().filter(|j| j.failures > 0) {
+                let error = job.last_error.as_deref().unwrap_or("(not kept)");
+                outln!(
+                    "\n{}: {} run(s) in a row could not start; the last: {error}",
+                    job.id,
+                    job.failures
+                );
+            }
         }
         CronAction::Run { id } => {
             let client = super::connect(&kiln).await?;
@@ -126,6 +141,9 @@ fn from_settings(kiln: &Kiln) -> anyhow::Result<CronJobs> {
             last_state: None,
             skipped: 0,
             last_skipped_at: None,
+            failures: 0,
+            last_error: None,
+            last_failed_at: None,
         })
         .collect();
     Ok(CronJobs {

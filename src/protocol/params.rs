@@ -552,6 +552,14 @@ pub struct CronJobView {
     pub skipped: u64,
     #[serde(default)]
     pub last_skipped_at: Option<String>,
+    /// Runs in a row that could not start (0 once one does), since the daemon started.
+    #[serde(default)]
+    pub failures: u64,
+    /// Why the last of them could not start; kept until a run starts.
+    #[serde(default)]
+    pub last_error: Option<String>,
+    #[serde(default)]
+    pub last_failed_at: Option<String>,
 }
 
 /// `session.list`: every session, or (a named param only, as the first clients send no
