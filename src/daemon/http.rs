@@ -4,7 +4,8 @@
 //! resolved to the session of its conversation. Webhooks are taken as GitHub sends them, since GitHub
 //! marks a hook failing on any answer but 2xx: a `ping` is answered 200 and makes nothing;
 //! the body may be JSON or GitHub's default form encoding (`payload=<JSON>`, signed as
-//! sent); a delivery of an event or action the hook does not take is answered 202
+//! sent); a delivery of an event or action the hook does not take, or whose payload has
+//! no value at the hook's `ref` (a `push` to a hook keyed by issue), is answered 202
 //! `ignored` with the reason; a redelivery (an `X-GitHub-Delivery` answered before) gets
 //! the first answer again and prompts nothing ([`deliveries`]). Bad input gets its status
 //! and creates nothing: unknown hook 404, bad or missing signature 401, body over the
@@ -296,9 +297,21 @@ async fn deliver(hooks: &Hooks, delivery: Delivery) -> Answer {
         tracing::info!(hook = %hook.name, delivery = delivery.id.as_deref().unwrap_or(""), "webhook ignored: {why}");
         return Answer::ignored(why.to_string());
     }
+    // A delivery without the hook's `ref` belongs to none of its conversations (a `push`
+    // to a hook keyed by issue): not a delivery it takes, and not a failed one.
     let reference = match hook.reference_of(&payload) {
         Ok(reference) => reference,
-        Err(why) => return Answer::refused(StatusCode::BAD_REQUEST, why.to_string()),
+        Err(why) => {
+            let what = match delivery.event.as_deref() {
+                Some(event) => format!("a {event:?} delivery"),
+                None => "this delivery".to_string(),
+            };
+            let why = format!(
+                "{why}: {what} belongs to no conversation of this hook (its events can name the ones it takes)"
+            );
+            tracing::info!(hook = %hook.name, delivery = delivery.id.as_deref().unwrap_or(""), "webhook ignored: {why}");
+            return Answer::ignored(why);
+        }
     };
     let resolved = hooks
         .sessions

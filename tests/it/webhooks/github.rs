@@ -198,6 +198,83 @@ async fn pings_filters_redeliveries_and_form_bodies_are_taken_as_github_sends_th
     );
 }
 
+/// A push as GitHub sends it (trimmed of its many URLs).
+fn push_payload() -> Vec<u8> {
+    let commit = json!({
+        "id": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+        "tree_id": "f9d2a07e9488b91af2641b26b9407fe22a451433",
+        "distinct": true,
+        "message": "Fix the crash on start",
+        "timestamp": "2026-11-27T10:15:07+01:00",
+        "url": "https://github.com/octo-org/crucible-demo/commit/6dcb09b5b57875f334f61aebed695e2e4193db5e",
+        "author": {"name": "Mona Lisa", "email": "mona@example.com", "username": "monalisa"},
+        "committer": {"name": "GitHub", "email": "noreply@github.com", "username": "web-flow"},
+        "added": [],
+        "removed": [],
+        "modified": ["src/main.rs"]
+    });
+    serde_json::to_vec(&json!({
+        "ref": "refs/heads/main",
+        "before": "a10867b14bb761a232cd80139fbd4c0d33264240",
+        "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+        "repository": {
+            "id": 186853002,
+            "node_id": "MDEwOlJlcG9zaXRvcnkxODY4NTMwMDI=",
+            "name": "crucible-demo",
+            "full_name": "octo-org/crucible-demo",
+            "private": false,
+            "owner": {"login": "octo-org", "id": 6811672, "type": "Organization"},
+            "html_url": "https://github.com/octo-org/crucible-demo",
+            "default_branch": "main",
+            "master_branch": "main"
+        },
+        "pusher": {"name": "monalisa", "email": "mona@example.com"},
+        "organization": {"login": "octo-org", "id": 6811672},
+        "sender": {"login": "monalisa", "id": 21031067, "type": "User"},
+        "created": false,
+        "deleted": false,
+        "forced": false,
+        "base_ref": null,
+        "compare": "https://github.com/octo-org/crucible-demo/compare/a10867b14bb7...6dcb09b5b578",
+        "commits": [commit.clone()],
+        "head_commit": commit
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_push_to_hooks_that_do_not_take_it_is_ignored_with_a_2xx() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    // `issues` takes any event but is keyed by /issue/number; `comments` takes only
+    // issue comments.
+    let tk = hook_kiln(
+        dir.path(),
+        port,
+        "[[webhooks]]\nname = \"comments\"\nsecret_env = \"HOOK_SECRET\"\nagent = \"hook\"\n\
+         prompt = \"{{/comment/body}}\"\nref = \"/issue/number\"\nevents = [\"issue_comment\"]\n",
+    );
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let (_daemon, hook) = listening(&tk, port).await;
+    let client = tk.client().await;
+    let body = push_payload();
+    for (name, because) in [("issues", "/issue/number"), ("comments", "\"push\"")] {
+        let headers = [
+            ("X-GitHub-Event", "push"),
+            ("X-GitHub-Delivery", "b2d3c0e0-cc78-11f0-8f4b-6e1a2f3b4c5d"),
+            ("X-GitHub-Hook-ID", "498765432"),
+            ("User-Agent", "GitHub-Hookshot/2f3e4d5"),
+        ];
+        let (status, reply) = hook.send(name, &body, &headers, true).await;
+        assert!((200..300).contains(&status), "{name}: {status} {reply}");
+        assert_eq!(reply["status"], "ignored", "{name}: {reply}");
+        let why = reply["reason"].as_str().unwrap_or_default();
+        assert!(why.contains(because), "{name}: {reply}");
+    }
+    assert_eq!(sessions(&client).await.len(), 0, "nothing was made");
+    assert_eq!(inbox_len(&client).await, 0, "nothing was said");
+}
+
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
