@@ -118,3 +118,14 @@ async fn what_a_session_spent_survives_its_next_whole_record_write() {
     let owned = store.owned_sessions("daemon-1").await.unwrap();
     assert_eq!(owned[0].spent, written.spent);
 }
+
+#[tokio::test]
+async fn a_session_with_nothing_queued_reads_back_with_nothing_queued() {
+    let store = super::memory_store().await;
+    let mut written = everything_set();
+    written.queued.clear();
+    written.turn_prompt = None;
+    store.save_session(&written).await.unwrap();
+    let read = store.list_sessions().await.unwrap().remove(0);
+    assert!(read.queued.is_empty() && read.turn_prompt.is_none(), "{read:?}");
+}

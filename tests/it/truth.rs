@@ -108,10 +108,10 @@ async fn a_turn_cut_short_by_kill_9_is_interrupted_and_sent_again_with_one_comma
     let s = create(
         &client,
         "loader",
-        Some("say step one\nsleep 3000\nsay step two"),
+        Some("say step one\nsleep 4000\nsay step two"),
     )
     .await;
-    wait_said(&client, &s.id, "step one").await;
+    wait_state(&client, &s.id, SessionState::Working).await;
     // Acknowledged while the turn runs: it waits behind it.
     let queued = prompt(&client, &s.id, "say queued behind").await;
     assert_eq!(queued["queued"], true, "{queued}");
@@ -127,7 +127,7 @@ async fn a_turn_cut_short_by_kill_9_is_interrupted_and_sent_again_with_one_comma
     assert!(reason.contains("1 prompt waits behind it"), "{reason}");
     assert_eq!(
         cut.turn_prompt.as_deref(),
-        Some("say step one\nsleep 3000\nsay step two")
+        Some("say step one\nsleep 4000\nsay step two")
     );
     assert_eq!(cut.queued, vec!["say queued behind".to_string()]);
     // Nothing ran on its own meanwhile.
@@ -191,7 +191,7 @@ async fn the_agent_killed_mid_turn_is_named_and_a_resend_starts_a_new_one() {
     let _guard = KillOnDrop(tk.kiln.clone());
     let client = tk.client().await;
     let s = create(&client, "scripted", Some("say started\nsleep 600000")).await;
-    wait_said(&client, &s.id, "started").await;
+    wait_state(&client, &s.id, SessionState::Working).await;
     let pid = session(&client, &s.id).await.agent_pid.expect("pid");
     crucible::sys::signal_group(pid, libc::SIGKILL);
 

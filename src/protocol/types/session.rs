@@ -117,7 +117,11 @@ pub struct Session {
     pub host: Option<String>,
     /// Prompts acknowledged (`queued: true`) and not yet given to the agent, oldest
     /// first: kept with the session, so a restart runs them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub queued: Vec<String>,
     /// The prompt of the turn running now; once the session is `interrupted`, of the turn
     /// that was cut short: what `session.resend` sends again.
@@ -329,6 +333,11 @@ impl SecurityState {
 /// The security state, as an object on the wire or its JSON text as the store keeps it.
 fn security_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SecurityState, D::Error> {
     object_or_text(d).map(Option::unwrap_or_default)
+}
+
+/// A list the store leaves out when empty (read back as `null`): empty.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A value the wire carries as an object and the store keeps as its JSON text (a
