@@ -9,12 +9,15 @@
 //! `ignored` with the reason; a redelivery (an `X-GitHub-Delivery` answered before) gets
 //! the first answer again and prompts nothing ([`deliveries`]). Bad input gets its status
 //! and creates nothing: unknown hook 404, bad or missing signature 401, body over the
-//! limit 413, body not sent in time 408, malformed payload 400. The hooks are looked up in
+//! limit 413, body not sent in time 408, malformed payload 400, each with a JSON error
+//! of the API's shape ([`error`]). The hooks are looked up in
 //! the daemon's live settings at every request, so edits apply without a restart (the
 //! address and body limit: `webhooks.rs`). How slow and idle clients are kept from
 //! starving the daemon: [`listen`].
 
+pub(super) mod body;
 mod deliveries;
+pub(super) mod error;
 pub(super) mod listen;
 pub(super) mod quiet;
 
@@ -22,16 +25,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use futures::StreamExt;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
+use body::BodyError;
 use deliveries::{Deliveries, Seen};
 use quiet::Quiet;
 
@@ -67,7 +69,7 @@ pub async fn serve(
     tracing::info!(
         max_connections = cap,
         header_timeout_secs = listen::HEADER_TIMEOUT.as_secs(),
-        body_timeout_secs = listen::BODY_TIMEOUT.as_secs(),
+        body_timeout_secs = body::BODY_TIMEOUT.as_secs(),
         "the webhook listener's bounds"
     );
     let quiet = Arc::new(Quiet::new("webhooks", REFUSALS_LOGGED_EVERY));
@@ -80,6 +82,7 @@ pub async fn serve(
     });
     let app = Router::new()
         .route("/hooks/{name}", post(hook))
+        .layer(axum::middleware::map_response(error::json_errors))
         .with_state(hooks);
     listen::run(listener, app, cap, quiet).await;
 }
@@ -100,7 +103,7 @@ impl Answer {
     fn refused(status: StatusCode, why: impl Into<String>) -> Self {
         Self {
             status,
-            body: json!({ "error": why.into() }),
+            body: error::body(status, &why.into()),
         }
     }
 
@@ -128,7 +131,7 @@ async fn hook(
 ) -> Response {
     let answer = answer(&hooks, &name, request).await;
     if !answer.status.is_success() {
-        let why = answer.body["error"].as_str().unwrap_or_default();
+        let why = answer.body["error"]["message"].as_str().unwrap_or_default();
         hooks.quiet.note(
             "requests refused",
             &format!("{} for the hook {name:?}: {why}", answer.status.as_u16()),
@@ -140,9 +143,12 @@ async fn hook(
 async fn answer(hooks: &Arc<Hooks>, name: &str, request: Request) -> Answer {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
-    let body = match read_body(body, &headers, hooks.max_body).await {
-        Ok(body) => body,
-        Err(answer) => return answer,
+    let body = match body::read(body, &headers, hooks.max_body).await {
+        Ok(body) => body.to_vec(),
+        Err(e @ BodyError::TooLarge(_)) => {
+            return Answer::refused(e.status(), format!("{e} (channels.http.max_body_kb)"));
+        }
+        Err(e) => return Answer::refused(e.status(), e.to_string()),
     };
     let config = Arc::clone(&hooks.settings.borrow());
     let Some(hook) = config.webhook(name) else {
@@ -210,51 +216,6 @@ async fn answer(hooks: &Arc<Hooks>, name: &str, request: Request) -> Answer {
             format!("the delivery failed: {e}"),
         )
     })
-}
-
-/// Reads the body, refusing one over `limit` bytes (413) or not sent in time (408).
-async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Vec<u8>, Answer> {
-    let too_large = || {
-        Answer::refused(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the body is over {limit} bytes (channels.http.max_body_kb)"),
-        )
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > u64::try_from(limit).unwrap_or(u64::MAX)) {
-        return Err(too_large());
-    }
-    let read = async {
-        let mut chunks = body.into_data_stream();
-        let mut bytes = Vec::new();
-        while let Some(chunk) = chunks.next().await {
-            let chunk = chunk.map_err(|e| {
-                Answer::refused(
-                    StatusCode::BAD_REQUEST,
-                    format!("the body could not be read: {e}"),
-                )
-            })?;
-            if bytes.len().saturating_add(chunk.len()) > limit {
-                return Err(too_large());
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        Ok(bytes)
-    };
-    tokio::time::timeout(listen::BODY_TIMEOUT, read)
-        .await
-        .unwrap_or_else(|_| {
-            Err(Answer::refused(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the body did not arrive within {} s",
-                    listen::BODY_TIMEOUT.as_secs()
-                ),
-            ))
-        })
 }
 
 /// Whether the body is form-encoded (GitHub's default content type), not JSON.

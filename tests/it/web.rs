@@ -372,3 +372,391 @@ async fn on_a_phone_the_inbox_and_its_buttons_fit_the_screen() {
     .await;
     browser.close().await;
 }
+
+// ---- Bounds and lock-out, over plain HTTP (no browser) ----
+
+/// The daemon's descriptor limit in the tests of slow clients, as on a stock system: the
+/// web view then holds at most 256 connections.
+const FD_LIMIT: u64 = 1024;
+
+/// A request from the page's own origin, as its script sends it.
+fn from_page(
+    client: &reqwest::Client,
+    method: &str,
+    base: &str,
+    path: &str,
+) -> reqwest::RequestBuilder {
+    client
+        .request(method.parse().unwrap(), format!("{base}{path}"))
+        .header("origin", base)
+        .header("sec-fetch-site", "same-origin")
+}
+
+/// Status, headers and body of an answer.
+async fn answered(request: reqwest::RequestBuilder) -> (u16, reqwest::header::HeaderMap, String) {
+    let answer = request.send().await.expect("the web view answers");
+    let status = answer.status().as_u16();
+    let headers = answer.headers().clone();
+    (status, headers, answer.text().await.unwrap_or_default())
+}
+
+/// Pairs with `code` as the pairing page does; the cookie the browser keeps (`name=token`).
+async fn pair_over_http(base: &str, code: &str) -> String {
+    let client = reqwest::Client::new();
+    let answer = from_page(&client, "POST", base, "/api/pair")
+        .header("content-type", "application/json")
+        .body(json!({"code": code, "label": "a test"}).to_string())
+        .send()
+        .await
+        .expect("the web view answers");
+    assert_eq!(answer.status().as_u16(), 200);
+    let set = answer.headers()["set-cookie"].to_str().unwrap();
+    set.split(';').next().unwrap().to_string()
+}
+
+/// A paired owner: the cookie and the request token its page sends.
+struct Owner {
+    cookie: String,
+    csrf: String,
+}
+
+impl Owner {
+    async fn pair(tk: &TestKiln, base: &str) -> Owner {
+        let cookie = pair_over_http(base, &pairing(tk, &[]).code).await;
+        let (status, me) = http("GET", &format!("{base}/api/me"), Some(&cookie)).await;
+        assert_eq!(status, 200, "{me}");
+        let me: Value = serde_json::from_str(&me).unwrap();
+        Owner {
+            cookie,
+            csrf: me["csrf"].as_str().unwrap().to_string(),
+        }
+    }
+
+    /// The session list, as the page asks for it; on a connection of its own.
+    async fn list(&self, base: &str) -> (u16, String) {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let (status, _, body) = answered(
+            from_page(&client, "POST", base, "/api/call/session.list")
+                .header("cookie", &self.cookie)
+                .header("x-crucible-csrf", &self.csrf)
+                .header("content-type", "application/json")
+                .body("{}"),
+        )
+        .await;
+        (status, body)
+    }
+}
+
+/// The `{"error": {"code", "message"}}` of an answer, which must be JSON of that shape.
+fn error_of(headers: &reqwest::header::HeaderMap, body: &str) -> (i64, String) {
+    assert_eq!(headers["content-type"], "application/json", "{body}");
+    let said: Value = serde_json::from_str(body).expect("a JSON error");
+    let code = said["error"]["code"].as_i64().expect("error.code");
+    let message = said["error"]["message"].as_str().expect("error.message");
+    (code, message.to_string())
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Whether the server closed `stream` (no answer) or answered it; a timeout reads as open.
+fn read_all(stream: &mut std::net::TcpStream) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = Vec::new();
+    stream.read_to_end(&mut text)?;
+    Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
+#[tokio::test]
+async fn slow_bodies_leave_the_paired_owner_served_and_its_event_stream_open() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    const SLOW: usize = 256;
+    const OWNER_CALLS: usize = 10;
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let mut cru = cru_on_path();
+    // SAFETY: setrlimit only, between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cru.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: FD_LIMIT,
+                rlim_max: FD_LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let daemon = tk.run_daemon(cru).await;
+    let base = base(&pairing(&tk, &[]));
+    let owner = Owner::pair(&tk, &base).await;
+    let (status, body) = owner.list(&base).await;
+    assert_eq!(status, 200, "{body}");
+
+    // The owner's page is open: its event stream says it is ready.
+    let mut events = reqwest::Client::new()
+        .get(format!("{base}/api/events"))
+        .header("cookie", &owner.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status().as_u16(), 200);
+    let first = tokio::time::timeout(Duration::from_secs(10), events.chunk())
+        .await
+        .expect("the stream's first event")
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("event: ready"));
+
+    // As many half-sent pairings as the web view holds connections: headers that pass
+    // every check, a body of 100 bytes announced and one sent.
+    let port = base.rsplit(':').next().unwrap();
+    let before = open_fds(daemon.pid());
+    let mut slow = Vec::with_capacity(SLOW);
+    for _ in 0..SLOW {
+        let mut stream = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+        stream
+            .write_all(
+                format!(
+                    "POST /api/pair HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: {base}\r\n\
+                     Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+        slow.push(stream);
+    }
+    let started = Instant::now();
+    // Wait until the daemon holds them all (a connection it refused it does not hold).
+    let deadline = started + Duration::from_secs(10);
+    while open_fds(daemon.pid()) < before + SLOW - OWNER_CALLS && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // While they are held, the owner is served, each call on a new connection.
+    let mut took = Vec::new();
+    for _ in 0..OWNER_CALLS {
+        let asked = Instant::now();
+        let (status, body) = owner.list(&base).await;
+        took.push(asked.elapsed());
+        assert_eq!(status, 200, "the owner was refused: {body}");
+    }
+    took.sort();
+    println!(
+        "the owner's session list with {SLOW} slow bodies held: median {:?}, slowest {:?}",
+        took[took.len() / 2],
+        took[took.len() - 1]
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "the owner was served only after {:?}",
+        started.elapsed()
+    );
+    // The page's event stream was not shed to make room: it is still open (nothing
+    // more within a moment, or an event; not its end).
+    let more = tokio::time::timeout(Duration::from_millis(300), events.chunk()).await;
+    assert!(
+        matches!(more, Err(_) | Ok(Ok(Some(_)))),
+        "the owner's event stream ended while slow bodies were held: {more:?}"
+    );
+
+    // The slow bodies still held are given up within the body's time limit (408, JSON);
+    // those shed to make room were closed.
+    let (mut timed_out, mut shed) = (0, 0);
+    for stream in &mut slow {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let text = read_all(stream).unwrap_or_default();
+        // Shed to make room: closed, or told so if its request came as it was shed.
+        if text.is_empty() || text.starts_with("HTTP/1.1 503") {
+            shed += 1;
+        } else {
+            assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+            assert!(text.contains("\"code\":-32007"), "{text}");
+            timed_out += 1;
+        }
+    }
+    println!(
+        "{timed_out} slow bodies timed out (408) after {:?}, {shed} shed",
+        started.elapsed()
+    );
+    assert!(started.elapsed() < Duration::from_secs(25));
+    assert!(
+        shed <= OWNER_CALLS + 1,
+        "{shed} shed for {OWNER_CALLS} calls"
+    );
+    drop(slow);
+    drop(events);
+}
+
+#[tokio::test]
+async fn wrong_pairing_codes_lock_out_pairing_from_an_address_but_never_a_paired_browser() {
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let base = base(&pairing(&tk, &[]));
+    let owner = Owner::pair(&tk, &base).await;
+    let client = reqwest::Client::new();
+
+    // A revoked cookie sent again and again guesses nothing new: it locks nothing.
+    let stale = format!(
+        "{}={}",
+        owner.cookie.split('=').next().unwrap(),
+        "0".repeat(64)
+    );
+    for _ in 0..30 {
+        let (status, _) = http("GET", &format!("{base}/api/me"), Some(&stale)).await;
+        assert_eq!(status, 401);
+    }
+    // Twenty different wrong codes from this address: the next try is refused, whatever
+    // its code, and says for how long.
+    for i in 0..20 {
+        let (status, headers, body) = answered(
+            from_page(&client, "POST", &base, "/api/pair")
+                .header("content-type", "application/json")
+                .body(json!({"code": format!("WRONG-CODE-{i:04}")}).to_string()),
+        )
+        .await;
+        assert_eq!(status, 401, "{body}");
+        error_of(&headers, &body);
+    }
+    let good = pairing(&tk, &[]);
+    let (status, headers, body) = answered(
+        from_page(&client, "POST", &base, "/api/pair")
+            .header("content-type", "application/json")
+            .body(json!({"code": good.code}).to_string()),
+    )
+    .await;
+    assert_eq!(status, 429, "{body}");
+    let (_, message) = error_of(&headers, &body);
+    assert!(message.contains("try again in 5 minutes"), "{message}");
+    assert!(headers.contains_key("retry-after"));
+
+    // The paired browser from the same address is served as before.
+    let (status, body) = http("GET", &format!("{base}/api/me"), Some(&owner.cookie)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = owner.list(&base).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, page) = http("GET", &format!("{base}/"), Some(&owner.cookie)).await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("app.js"),
+        "the app, not the login page: {page}"
+    );
+
+    // A browser without a cookie is told why it cannot pair, and for how long.
+    for path in ["/", "/pair"] {
+        let (status, headers, page) = answered(client.get(format!("{base}{path}"))).await;
+        assert_eq!(status, 429, "{path}");
+        assert!(
+            headers["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html")
+        );
+        assert!(
+            page.contains("Too many failed pairing attempts")
+                && page.contains("try again in 5 minutes")
+                && !page.contains("pair-form"),
+            "{page}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn pairings_and_changes_from_another_origin_are_refused_and_lock_nothing() {
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let base = base(&pairing(&tk, &[]));
+    let owner = Owner::pair(&tk, &base).await;
+    let client = reqwest::Client::new();
+    let port = base.rsplit(':').next().unwrap();
+    // As a browser sends them for a page of another site, and of another port here.
+    let elsewhere = [
+        ("http://evil.example", "cross-site"),
+        ("http://127.0.0.1:1", "same-site"),
+    ];
+    for i in 0..30 {
+        let (origin, site) = elsewhere[i % 2];
+        let (status, headers, body) = answered(
+            client
+                .post(format!("{base}/api/pair"))
+                .header("origin", origin)
+                .header("sec-fetch-site", site)
+                .header("content-type", "text/plain")
+                .body(json!({"code": format!("GUESS-{i:04}")}).to_string()),
+        )
+        .await;
+        assert_eq!(status, 403, "{body}");
+        assert_eq!(error_of(&headers, &body).0, -32005);
+        // A page on another port of this host is the same site: the browser sends the
+        // cookie with its changes, which are refused too.
+        let (status, _, body) = answered(
+            client
+                .post(format!("{base}/api/call/session.list"))
+                .header("origin", format!("http://127.0.0.1:{port}1"))
+                .header("sec-fetch-site", "same-site")
+                .header("cookie", &owner.cookie)
+                .body("{}"),
+        )
+        .await;
+        assert_eq!(status, 403, "{body}");
+    }
+    // None of it counted: pairing from the page itself works, and the owner is served.
+    pair_over_http(&base, &pairing(&tk, &[]).code).await;
+    let (status, body) = owner.list(&base).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn every_error_of_the_web_api_is_json_in_the_api_shape() {
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let base = base(&pairing(&tk, &[]));
+    let owner = Owner::pair(&tk, &base).await;
+    let client = reqwest::Client::new();
+    let big = format!("{{\"code\": \"{}\"}}", "x".repeat(300 * 1024));
+    // A body over the limit, to pairing and to a call.
+    let (status, headers, body) = answered(
+        from_page(&client, "POST", &base, "/api/pair")
+            .header("content-type", "application/json")
+            .body(big.clone()),
+    )
+    .await;
+    assert_eq!(status, 413);
+    let (code, message) = error_of(&headers, &body);
+    assert_eq!(code, -32600);
+    assert!(message.contains("over 262144 bytes"), "{message}");
+    let (status, headers, body) = answered(
+        from_page(&client, "POST", &base, "/api/call/session.prompt")
+            .header("cookie", &owner.cookie)
+            .header("x-crucible-csrf", &owner.csrf)
+            .body(big),
+    )
+    .await;
+    assert_eq!(status, 413);
+    error_of(&headers, &body);
+    // Refusals of the routes and of the HTTP stack alike.
+    for (method, path, cookie, want) in [
+        ("GET", "/api/me", None, 401),
+        ("GET", "/api/pair", None, 405),
+        ("GET", "/no-such-page", Some(&owner.cookie), 404),
+        ("POST", "/api/call/db.query", Some(&owner.cookie), 404),
+    ] {
+        let mut request = client.request(method.parse().unwrap(), format!("{base}{path}"));
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        let (status, headers, body) = answered(request).await;
+        assert_eq!(status, want, "{method} {path}: {body}");
+        error_of(&headers, &body);
+    }
+}

@@ -315,7 +315,7 @@ async fn webhooks_start_continue_reset_and_time_out_conversations_and_refuse_bad
     let (status, reply) = hook.post("issues", &body, None).await;
     assert_eq!(status, 401, "{reply}");
     assert!(
-        reply["error"]
+        reply["error"]["message"]
             .as_str()
             .unwrap()
             .contains("X-Hub-Signature-256"),
@@ -325,8 +325,9 @@ async fn webhooks_start_continue_reset_and_time_out_conversations_and_refuse_bad
         &json!({"issue": {"number": 5}, "comment": {"body": "x".repeat(20_000)}}),
     )
     .unwrap();
-    let (status, _) = hook.post("issues", &big, Some(sign(SECRET, &big))).await;
+    let (status, reply) = hook.post("issues", &big, Some(sign(SECRET, &big))).await;
     assert_eq!(status, 413);
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
     let malformed = b"{\"issue\": {\"number\": 5,";
     let (status, reply) = hook
         .post("issues", malformed, Some(sign(SECRET, malformed)))

@@ -1,35 +1,41 @@
-//! The webhook listener's connections, served so that slow or idle clients cannot starve
-//! the daemon. At most [`connection_cap`] connections are open at once, a share of the
-//! descriptor limit well below it, so the socket's clients, the agents and the database
-//! keep theirs. A client has [`HEADER_TIMEOUT`] to send a request's headers (and as long
-//! between requests of a kept-alive connection). When the cap is reached, the oldest
-//! connection that is not in the middle of a request is shed to make room, so a flood of
-//! idle connections cannot keep a real delivery out; only when every open connection is
-//! busy with a request is a new one answered 503 and closed. Refusals are logged through
-//! [`Quiet`], a line at most every few seconds.
+//! The connections of the webhook listener and the web view, served so that slow or idle
+//! clients cannot starve the daemon. At most [`connection_cap`] connections are open at
+//! once, a share of the descriptor limit well below it, so the socket's clients, the
+//! agents and the database keep theirs. A client has [`HEADER_TIMEOUT`] to send a
+//! request's headers (and as long between requests of a kept-alive connection), and a
+//! handler reads a body under [`body::BODY_TIMEOUT`](super::body::BODY_TIMEOUT).
+//!
+//! When the cap is reached, one connection is shed to make room, the oldest of the first
+//! kind there is: one idle (no request in progress), one whose request's body is still
+//! arriving, one carrying a paired device's live stream ([`Connection::streaming`]). So
+//! neither a flood of idle connections nor one of half-sent bodies keeps a real delivery
+//! or a paired phone out, and an open page is the last to lose its events. Only when
+//! every open connection is answering a request is a new one answered 503 and closed.
+//! Refusals are logged through [`Quiet`], a line at most every few seconds.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
 use axum::response::Response;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Frame, Incoming, SizeHint};
 use hyper::service::Service as _;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use serde_json::json;
 use tokio::sync::Notify;
 
+use super::error;
 use super::quiet::Quiet;
 
 /// How long a client has to send a request's headers, or to start the next request.
 pub(in crate::daemon) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a client has to send a request's body once its headers are in.
-pub(in crate::daemon) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long accepting pauses after the system refused a connection (out of descriptors).
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
@@ -62,10 +68,24 @@ pub(in crate::daemon) async fn run(
         };
         let held = match open.admit() {
             Admitted::Room(held) => held,
-            Admitted::Shed(held) => {
+            Admitted::Shed(held, IDLE) => {
                 quiet.note(
                     "idle connections shed",
                     &format!("{cap} connections were open, none of them sending a request"),
+                );
+                held
+            }
+            Admitted::Shed(held, READING) => {
+                quiet.note(
+                    "connections with a slow body shed",
+                    &format!("{cap} connections were open, none idle"),
+                );
+                held
+            }
+            Admitted::Shed(held, _) => {
+                quiet.note(
+                    "live event streams shed",
+                    &format!("{cap} connections were open, each answering a request or a stream"),
                 );
                 held
             }
@@ -85,7 +105,19 @@ pub(in crate::daemon) async fn run(
             request
                 .extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer));
-            let busy = Busy::begin(&slot);
+            request
+                .extensions_mut()
+                .insert(Connection(Arc::clone(&slot)));
+            let arriving = !request.body().is_end_stream();
+            let busy = Busy::begin(&slot, arriving);
+            let slot = Arc::clone(&slot);
+            let request = request.map(|body| {
+                if arriving {
+                    Body::new(Arriving { body, slot })
+                } else {
+                    Body::new(body)
+                }
+            });
             let call = busy.as_ref().map(|_| router.call(request));
             async move {
                 let _busy = busy;
@@ -100,7 +132,7 @@ pub(in crate::daemon) async fn run(
             tokio::select! {
                 result = connection => {
                     if let Err(e) = result {
-                        tracing::debug!("a webhook connection ended: {e}");
+                        tracing::debug!("a connection ended: {e}");
                     }
                 }
                 () = held.slot.shed.notified() => {}
@@ -110,16 +142,15 @@ pub(in crate::daemon) async fn run(
     }
 }
 
+const FULL: &str = "the listener is full; try again";
+
 fn shed_answer() -> Response {
-    super::reply(
-        StatusCode::SERVICE_UNAVAILABLE,
-        &json!({"error": "the listener is full; try again"}),
-    )
+    error::reply(StatusCode::SERVICE_UNAVAILABLE, FULL)
 }
 
 /// Answers 503 without reading the request, if the socket takes it at once, and closes.
 fn refuse_at_once(stream: &tokio::net::TcpStream) {
-    let body = r#"{"error":"the listener is full; try again"}"#;
+    let body = error::body(StatusCode::SERVICE_UNAVAILABLE, FULL).to_string();
     let answer = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
          content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
@@ -128,24 +159,36 @@ fn refuse_at_once(stream: &tokio::net::TcpStream) {
     let _ = stream.try_write(answer.as_bytes());
 }
 
+/// No request in progress.
 const IDLE: u8 = 0;
-const BUSY: u8 = 1;
-const SHED: u8 = 2;
+/// A request whose body is still arriving.
+const READING: u8 = 1;
+/// A request being answered.
+const BUSY: u8 = 2;
+/// A paired device's live stream.
+const STREAMING: u8 = 3;
+/// Told to close.
+const SHED: u8 = 4;
+/// What may be shed to make room, first to last.
+const SHED_ORDER: [u8; 3] = [IDLE, READING, STREAMING];
 
-/// One open connection: whether it is in the middle of a request, and how it is told to
-/// close.
+/// One open connection: what it is doing, and how it is told to close.
 pub(in crate::daemon) struct Slot {
     state: AtomicU8,
     shed: Notify,
 }
 
 impl Slot {
-    /// Marks an idle connection shed; false if it is busy (or already shed).
-    fn shed(&self) -> bool {
-        let shed = self
-            .state
-            .compare_exchange(IDLE, SHED, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok();
+    /// Moves the connection from `from` to `to`; false if it was not in `from`.
+    fn turn(&self, from: u8, to: u8) -> bool {
+        self.state
+            .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Marks the connection shed if it is in `state`; false otherwise.
+    fn shed(&self, state: u8) -> bool {
+        let shed = self.turn(state, SHED);
         if shed {
             self.shed.notify_one();
         }
@@ -157,21 +200,73 @@ impl Slot {
 struct Busy(Arc<Slot>);
 
 impl Busy {
-    /// None when the connection was shed just as its request arrived.
-    fn begin(slot: &Arc<Slot>) -> Option<Self> {
-        slot.state
-            .compare_exchange(IDLE, BUSY, Ordering::AcqRel, Ordering::Acquire)
-            .ok()
-            .map(|_| Busy(Arc::clone(slot)))
+    /// A request begins, its body still `arriving` or not; None when the connection was
+    /// shed just as the request came.
+    fn begin(slot: &Arc<Slot>, arriving: bool) -> Option<Self> {
+        slot.turn(IDLE, if arriving { READING } else { BUSY })
+            .then(|| Busy(Arc::clone(slot)))
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        let _ = self
-            .0
-            .state
-            .compare_exchange(BUSY, IDLE, Ordering::AcqRel, Ordering::Acquire);
+        // A stream the request opened keeps its state until it ends.
+        if !self.0.turn(READING, IDLE) {
+            self.0.turn(BUSY, IDLE);
+        }
+    }
+}
+
+/// A request's body while it arrives: its connection counts as busy, no longer as slow,
+/// once the whole body is in.
+struct Arriving {
+    body: Incoming,
+    slot: Arc<Slot>,
+}
+
+impl hyper::body::Body for Arriving {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.body.is_end_stream() {
+            self.slot.turn(READING, BUSY);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A request's connection, as its handler sees it (in the request's extensions).
+#[derive(Clone)]
+pub(in crate::daemon) struct Connection(Arc<Slot>);
+
+impl Connection {
+    /// Holds the connection as a paired device's live stream while the guard lives: it
+    /// is then shed only when no connection is idle or sending a body.
+    pub fn streaming(&self) -> Streaming {
+        self.0.turn(BUSY, STREAMING);
+        Streaming(Arc::clone(&self.0))
+    }
+}
+
+/// A live stream on a connection; the connection is idle again when it drops.
+pub(in crate::daemon) struct Streaming(Arc<Slot>);
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        self.0.turn(STREAMING, IDLE);
     }
 }
 
@@ -184,8 +279,8 @@ struct Open {
 
 enum Admitted {
     Room(Held),
-    /// Room was made by shedding the oldest idle connection.
-    Shed(Held),
+    /// Room was made by shedding a connection in this state.
+    Shed(Held, u8),
     /// Every open connection is busy.
     Full,
 }
@@ -216,20 +311,22 @@ impl Open {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A place for a new connection, shedding the oldest idle one when all are taken.
+    /// A place for a new connection, shedding one when all are taken: the oldest of the
+    /// first state of [`SHED_ORDER`] there is.
     fn admit(self: &Arc<Self>) -> Admitted {
         let mut slots = self.slots();
-        let mut shed = false;
+        let mut shed = None;
         if slots.len() >= self.cap {
-            let Some(oldest_idle) = slots
-                .iter()
-                .find(|(_, slot)| slot.shed())
-                .map(|(id, _)| *id)
-            else {
+            let Some((oldest, state)) = SHED_ORDER.iter().find_map(|&state| {
+                slots
+                    .iter()
+                    .find(|(_, slot)| slot.shed(state))
+                    .map(|(id, _)| (*id, state))
+            }) else {
                 return Admitted::Full;
             };
-            slots.remove(&oldest_idle);
-            shed = true;
+            slots.remove(&oldest);
+            shed = Some(state);
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot {
@@ -242,10 +339,9 @@ impl Open {
             slot,
             open: Arc::clone(self),
         };
-        if shed {
-            Admitted::Shed(held)
-        } else {
-            Admitted::Room(held)
+        match shed {
+            Some(state) => Admitted::Shed(held, state),
+            None => Admitted::Room(held),
         }
     }
 }
@@ -256,9 +352,13 @@ mod tests {
 
     fn held(admitted: Admitted) -> Held {
         match admitted {
-            Admitted::Room(held) | Admitted::Shed(held) => held,
+            Admitted::Room(held) | Admitted::Shed(held, _) => held,
             Admitted::Full => panic!("refused"),
         }
+    }
+
+    fn state(held: &Held) -> u8 {
+        held.slot.state.load(Ordering::Acquire)
     }
 
     #[test]
@@ -267,29 +367,67 @@ mod tests {
         let first = held(open.admit());
         let second = held(open.admit());
         let third = held(open.admit());
-        let busy = Busy::begin(&first.slot).unwrap();
+        let busy = Busy::begin(&first.slot, false).unwrap();
         // The oldest is busy with a request: the next oldest, idle, is shed.
-        let Admitted::Shed(fourth) = open.admit() else {
+        let Admitted::Shed(fourth, IDLE) = open.admit() else {
             panic!("an idle connection should have made room");
         };
-        assert_eq!(second.slot.state.load(Ordering::Acquire), SHED);
+        assert_eq!(state(&second), SHED);
         assert!(
-            Busy::begin(&second.slot).is_none(),
+            Busy::begin(&second.slot, false).is_none(),
             "a shed connection takes no request"
         );
         assert_eq!(open.slots().len(), 3);
         // All busy: the new one is refused.
-        let _third_busy = Busy::begin(&third.slot).unwrap();
-        let _fourth_busy = Busy::begin(&fourth.slot).unwrap();
+        let _third_busy = Busy::begin(&third.slot, false).unwrap();
+        let _fourth_busy = Busy::begin(&fourth.slot, false).unwrap();
         assert!(matches!(open.admit(), Admitted::Full));
         // A finished request leaves its connection idle, and so sheddable.
         drop(busy);
-        assert!(matches!(open.admit(), Admitted::Shed(_)));
-        assert_eq!(first.slot.state.load(Ordering::Acquire), SHED);
+        assert!(matches!(open.admit(), Admitted::Shed(_, IDLE)));
+        assert_eq!(state(&first), SHED);
         // A connection that closes gives its place back.
         drop(second);
         drop(third);
         assert_eq!(open.slots().len(), 1, "only the fourth is still open");
+    }
+
+    #[test]
+    fn slow_bodies_are_shed_after_idle_connections_and_before_live_streams() {
+        let open = Open::new(3);
+        let stream = held(open.admit());
+        let slow = held(open.admit());
+        let answering = held(open.admit());
+        // The oldest carries a paired device's events, the next one's body still arrives,
+        // the newest is being answered.
+        let request = Busy::begin(&stream.slot, false).unwrap();
+        let live = Connection(Arc::clone(&stream.slot)).streaming();
+        drop(request);
+        assert_eq!(state(&stream), STREAMING, "a stream is not idle");
+        let _reading = Busy::begin(&slow.slot, true).unwrap();
+        let _answering = Busy::begin(&answering.slot, false).unwrap();
+        let Admitted::Shed(fourth, READING) = open.admit() else {
+            panic!("the slow body should have made room");
+        };
+        assert_eq!(state(&slow), SHED);
+        assert_eq!(state(&stream), STREAMING);
+        // Nothing idle or slow left: the stream goes before a new connection is refused.
+        let _fourth_busy = Busy::begin(&fourth.slot, false).unwrap();
+        assert!(matches!(open.admit(), Admitted::Shed(_, STREAMING)));
+        assert_eq!(state(&stream), SHED);
+        drop(live);
+        assert_eq!(state(&stream), SHED, "a shed stream stays shed");
+    }
+
+    #[test]
+    fn a_body_that_has_all_arrived_makes_its_connection_busy() {
+        let open = Open::new(1);
+        let one = held(open.admit());
+        let reading = Busy::begin(&one.slot, true).unwrap();
+        assert_eq!(state(&one), READING);
+        assert!(one.slot.turn(READING, BUSY));
+        drop(reading);
+        assert_eq!(state(&one), IDLE);
     }
 
     #[test]

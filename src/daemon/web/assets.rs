@@ -69,6 +69,9 @@ pub(super) const INDEX: &Asset = &FILES[0];
 /// The login page: where a browser pairs with a code.
 pub(super) const PAIR: &Asset = &FILES[1];
 pub(super) const MANIFEST: &Asset = &FILES[2];
+/// What a browser without a valid cookie is shown while its address may not try more
+/// pairing codes; `{try_again}` is replaced by when it may.
+pub(super) const LOCKED: &str = include_str!("../../../assets/web/locked.html");
 
 /// Each file's tag of its content (`ETag`), in [`FILES`]' order: made once.
 static TAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
@@ -104,7 +107,7 @@ pub(super) fn named(name: &str) -> Option<&'static Asset> {
 mod tests {
     use super::*;
 
-    const PAGES: [&str; 2] = [INDEX.body, PAIR.body];
+    const PAGES: [&str; 3] = [INDEX.body, PAIR.body, LOCKED];
 
     /// The `src="…"` and `href="…"` values of a page.
     fn links(page: &str) -> Vec<&str> {
@@ -126,7 +129,7 @@ mod tests {
             }
         }
         // The login page works without a cookie: all it loads is public.
-        for link in links(PAIR.body) {
+        for link in links(PAIR.body).into_iter().chain(links(LOCKED)) {
             if let Some(name) = link.strip_prefix("/assets/") {
                 assert!(!named(name).unwrap().private, "{name}");
             }

@@ -117,7 +117,7 @@ fn new_code() -> String {
 }
 
 /// A code as typed, made comparable: upper case, without spaces or dashes.
-fn normal_code(code: &str) -> String {
+pub(super) fn normal_code(code: &str) -> String {
     code.chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .map(|c| match c.to_ascii_uppercase() {

@@ -1,9 +1,19 @@
 //! Who a web request comes from and whether it may act: the device its cookie names, the
 //! cross-site checks a change must pass (its `Origin` is this page's, and it carries the
 //! device's request token in a header, which another site cannot read), and the count of
-//! failed attempts by address, past which an address is refused for a while.
+//! wrong guesses, past which more guesses are refused for a while.
+//!
+//! Failures are counted by what was guessed (a pairing code, a device token) and from
+//! which address, each different guess once: a browser that sends its revoked cookie
+//! again and again, or a link with a used code reloaded, makes one failure, not one a
+//! request. A lock-out refuses only more guesses of its kind; a request with a valid
+//! device cookie is never refused by it, and nothing another site makes a browser send
+//! (a pairing or a change from another origin, refused at once) counts. Behind a proxy
+//! every client has the proxy's address, so a lock-out there is everyone's, and that is
+//! why it may never reach a paired device.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -16,22 +26,43 @@ use crate::daemon::http::quiet::Quiet;
 
 /// The header a change carries its request token in.
 pub(super) const CSRF_HEADER: &str = "x-crucible-csrf";
-/// Failed attempts (a wrong code or token) an address may make within [`WINDOW`].
-const MAX_FAILURES: u32 = 20;
-/// How long failures are counted, and an address refused once past them.
+/// Different wrong guesses of one kind an address may make within [`WINDOW`].
+const MAX_FAILURES: usize = 20;
+/// How long failures are counted, and guesses refused once past them.
 const WINDOW: Duration = Duration::from_secs(5 * 60);
-/// The most addresses whose failures are remembered.
+/// The most (kind, address) pairs whose failures are remembered.
 const REMEMBERED: usize = 4096;
 
-/// The failures of one address.
-struct Failures {
-    count: u32,
-    since: Instant,
+/// What a failed attempt guessed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Guess {
+    /// A pairing code (`POST /api/pair`).
+    Code,
+    /// A device token (the cookie).
+    Token,
 }
 
-/// Failed attempts by address.
+impl Guess {
+    /// How its failures are named in the log.
+    fn what(self) -> &'static str {
+        match self {
+            Self::Code => "wrong pairing codes",
+            Self::Token => "requests with an unknown or revoked token",
+        }
+    }
+}
+
+/// The wrong guesses of one kind from one address since the first.
+struct Failures {
+    since: Instant,
+    /// Each different guess once (hashed), at most [`MAX_FAILURES`].
+    guesses: Vec<u64>,
+}
+
+/// Wrong guesses by kind and address.
 pub(super) struct Guard {
-    failures: Mutex<HashMap<IpAddr, Failures>>,
+    failures: Mutex<HashMap<(Guess, IpAddr), Failures>>,
+    hasher: RandomState,
     quiet: Arc<Quiet>,
 }
 
@@ -39,21 +70,24 @@ impl Guard {
     pub fn new(quiet: Arc<Quiet>) -> Self {
         Self {
             failures: Mutex::default(),
+            hasher: RandomState::new(),
             quiet,
         }
     }
 
-    /// Whether `ip` made too many failed attempts lately.
-    pub fn blocked(&self, ip: IpAddr) -> bool {
+    /// How much longer `ip` is refused guesses of `guess`, when it made too many lately.
+    pub fn locked(&self, guess: Guess, ip: IpAddr) -> Option<Duration> {
         let failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
-        failures
-            .get(&ip)
-            .is_some_and(|f| f.count >= MAX_FAILURES && f.since.elapsed() < WINDOW)
+        let failed = failures.get(&(guess, ip))?;
+        let left = WINDOW.checked_sub(failed.since.elapsed())?;
+        (failed.guesses.len() >= MAX_FAILURES && !left.is_zero()).then_some(left)
     }
 
-    /// Counts a failed attempt of `ip`, logged (a line now and then, not one each).
-    pub fn failed(&self, ip: IpAddr, what: &'static str) {
+    /// Counts `value`, a wrong guess of `ip`, unless it was counted already; logged (a
+    /// line now and then, not one each).
+    pub fn failed(&self, guess: Guess, ip: IpAddr, value: &str) {
         let now = Instant::now();
+        let hashed = self.hasher.hash_one(value);
         {
             let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
             if failures.len() >= REMEMBERED {
@@ -62,20 +96,27 @@ impl Guard {
             if failures.len() >= REMEMBERED {
                 failures.clear();
             }
-            let entry = failures.entry(ip).or_insert(Failures {
-                count: 0,
+            let entry = failures.entry((guess, ip)).or_insert(Failures {
                 since: now,
+                guesses: Vec::new(),
             });
             if now.duration_since(entry.since) >= WINDOW {
                 *entry = Failures {
-                    count: 0,
                     since: now,
+                    guesses: Vec::new(),
                 };
             }
-            entry.count += 1;
+            if entry.guesses.len() < MAX_FAILURES && !entry.guesses.contains(&hashed) {
+                entry.guesses.push(hashed);
+            }
         }
-        self.quiet.note(what, &format!("from {ip}"));
+        self.quiet.note(guess.what(), &format!("from {ip}"));
     }
+}
+
+/// Whole minutes, rounded up: what "try again in N minutes" says.
+pub(super) fn minutes(left: Duration) -> u64 {
+    left.as_secs().div_ceil(60).max(1)
 }
 
 /// The value of the cookie `name` in a request, if it has one.
@@ -106,8 +147,16 @@ pub(super) fn may_change(headers: &HeaderMap, device: &Device, public_url: Optio
 
 /// Whether the request's `Origin` is this server's: its host and port are the `Host`
 /// the request was sent to, or those of the public address. A request without an
-/// `Origin` (browsers send one with every `POST`) is not.
+/// `Origin` (browsers send one with every `POST`) is not, nor one a browser says it
+/// sent for another site's page (`Sec-Fetch-Site`).
 pub(super) fn same_origin(headers: &HeaderMap, public_url: Option<&str>) -> bool {
+    let from_elsewhere = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|site| !matches!(site, "same-origin" | "none"));
+    if from_elsewhere {
+        return false;
+    }
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
         return false;
     };
@@ -195,15 +244,63 @@ mod tests {
     }
 
     #[test]
-    fn an_address_is_refused_after_too_many_failures() {
+    fn a_page_of_another_site_is_not_this_origin_whatever_its_origin_says() {
+        let mut from = headers(&[
+            ("host", "127.0.0.1:7433"),
+            ("origin", "http://127.0.0.1:7433"),
+            ("sec-fetch-site", "same-origin"),
+        ]);
+        assert!(same_origin(&from, None));
+        from.insert("sec-fetch-site", HeaderValue::from_static("same-site"));
+        assert!(!same_origin(&from, None));
+        from.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
+        assert!(!same_origin(&from, None));
+        let other_port = headers(&[
+            ("host", "127.0.0.1:7433"),
+            ("origin", "http://127.0.0.1:8080"),
+        ]);
+        assert!(!same_origin(&other_port, None));
+    }
+
+    #[test]
+    fn different_wrong_guesses_lock_their_kind_from_their_address_only() {
         let guard = Guard::new(Arc::new(Quiet::new("web view", Duration::from_secs(10))));
         let ip: IpAddr = "192.0.2.7".parse().unwrap();
-        for _ in 0..MAX_FAILURES - 1 {
-            guard.failed(ip, "wrong tokens");
+        // The same wrong guess again and again is one failure.
+        for _ in 0..100 {
+            guard.failed(Guess::Token, ip, "a revoked token");
         }
-        assert!(!guard.blocked(ip));
-        guard.failed(ip, "wrong tokens");
-        assert!(guard.blocked(ip));
-        assert!(!guard.blocked("192.0.2.8".parse().unwrap()));
+        assert_eq!(guard.locked(Guess::Token, ip), None);
+        for i in 0..MAX_FAILURES - 1 {
+            guard.failed(Guess::Code, ip, &format!("CODE{i}"));
+        }
+        assert_eq!(guard.locked(Guess::Code, ip), None);
+        guard.failed(Guess::Code, ip, "CODE0");
+        assert_eq!(
+            guard.locked(Guess::Code, ip),
+            None,
+            "a repeat does not count"
+        );
+        guard.failed(Guess::Code, ip, "ONE MORE");
+        let left = guard.locked(Guess::Code, ip).unwrap();
+        assert!(left <= WINDOW && left > WINDOW - Duration::from_secs(60));
+        assert_eq!(minutes(left), 5);
+        assert_eq!(
+            guard.locked(Guess::Token, ip),
+            None,
+            "codes lock codes only"
+        );
+        assert_eq!(
+            guard.locked(Guess::Code, "192.0.2.8".parse().unwrap()),
+            None
+        );
+    }
+
+    #[test]
+    fn minutes_are_rounded_up() {
+        assert_eq!(minutes(Duration::from_secs(1)), 1);
+        assert_eq!(minutes(Duration::from_secs(60)), 1);
+        assert_eq!(minutes(Duration::from_secs(61)), 2);
+        assert_eq!(minutes(Duration::ZERO), 1);
     }
 }

@@ -12,6 +12,7 @@
 
 mod assets;
 pub(crate) mod devices;
+mod events;
 mod guard;
 mod routes;
 

@@ -6,33 +6,36 @@
 //!
 //! Every response but the login page's files needs a paired browser's cookie: without
 //! one, 401 and nothing else. A change also needs this page's `Origin` and the device's
-//! request token ([`guard`]); a read-only device's change is 403. Every response carries
-//! a strict Content-Security-Policy (only the page's own files run).
+//! request token ([`guard`]); a read-only device's change is 403. A body is read only once
+//! the request may be answered, within the listener's time limit ([`body`]). Every error
+//! is JSON in the API's shape ([`error`]), but for the pages: a browser that is not
+//! paired is shown the login page, or, while its address may not try more pairing codes,
+//! a page that says for how long. Every response carries a strict
+//! Content-Security-Policy (only the page's own files run).
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequestParts, Path, State};
+use axum::extract::{ConnectInfo, Extension, FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::assets::{self, Asset};
-use super::devices::{Device, DeviceError};
-use super::guard::{self, Guard};
+use super::devices::{self, Device, DeviceError};
+use super::events;
+use super::guard::{self, Guard, Guess};
 use crate::config::Config;
 use crate::daemon::Shared;
 use crate::daemon::conn::Local;
-use crate::daemon::http::{listen, quiet::Quiet};
+use crate::daemon::http::{body, error, listen, quiet::Quiet};
 use crate::protocol::methods::{self as m, Method};
-use crate::protocol::{DriverKind, Notification, WebAccess, code};
+use crate::protocol::{DriverKind, WebAccess, code};
 
 /// At most one log line about refused requests this often.
 const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
@@ -73,6 +76,8 @@ struct Server {
     /// The connection the page's calls are answered on.
     calls: Local,
     guard: Guard,
+    /// Refusals that are not guesses, logged now and then.
+    quiet: Arc<Quiet>,
 }
 
 type Web = State<Arc<Server>>;
@@ -89,6 +94,7 @@ pub(super) async fn serve(
         shared,
         calls,
         guard: Guard::new(Arc::clone(&quiet)),
+        quiet: Arc::clone(&quiet),
     });
     let app = Router::new()
         .route("/", get(index))
@@ -101,7 +107,7 @@ pub(super) async fn serve(
         .route("/api/events", get(events))
         .route("/api/logout", post(logout))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::map_response(error::json_errors))
         .layer(axum::middleware::map_response(secure_headers))
         .with_state(server);
     listen::run(listener, app, listen::connection_cap(fd_limit), quiet).await;
@@ -137,17 +143,67 @@ fn json_reply(status: StatusCode, body: &Value) -> Response {
         .into_response()
 }
 
-fn refusal(status: StatusCode, message: &str) -> Response {
-    json_reply(status, &json!({ "error": message }))
+/// Why a request is not served: its status, the words said and, for a lock-out, when to
+/// try again.
+struct Refused {
+    status: StatusCode,
+    message: String,
+    retry_after: Option<Duration>,
 }
 
-/// Why a request is not served: its status and the words said.
-struct Refused(StatusCode, &'static str);
+impl Refused {
+    fn new(status: StatusCode, message: &str) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// 429: too many wrong guesses (`what`) from this address, for `left` more.
+    fn locked(what: &str, left: Duration) -> Self {
+        Self {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            message: format!("too many {what} from this address; {}", try_again(left)),
+            retry_after: Some(left),
+        }
+    }
+}
 
 impl IntoResponse for Refused {
     fn into_response(self) -> Response {
-        refusal(self.0, self.1)
+        let mut answer = error::reply(self.status, &self.message);
+        if let Some(left) = self.retry_after {
+            answer
+                .headers_mut()
+                .insert(header::RETRY_AFTER, left.as_secs().max(1).into());
+        }
+        answer
     }
+}
+
+/// "try again in N minutes", for a lock-out with `left` to run.
+fn try_again(left: Duration) -> String {
+    match guard::minutes(left) {
+        1 => "try again in 1 minute".into(),
+        n => format!("try again in {n} minutes"),
+    }
+}
+
+/// The page a browser without a valid cookie is shown while its address may not try
+/// more pairing codes.
+fn locked_page(left: Duration) -> Response {
+    let page = assets::LOCKED.replace("{try_again}", &try_again(left));
+    let retry = left.as_secs().max(1).to_string();
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::RETRY_AFTER, retry.as_str()),
+        ],
+        page,
+    )
+        .into_response()
 }
 
 /// A file of the page, with the tag of its content: a browser that has it already (its
@@ -204,60 +260,79 @@ impl Server {
         self.shared.settings.current()
     }
 
-    /// The paired device a request comes from; otherwise the refusal: 429 for an address
-    /// past its failed attempts, 401 without a cookie or with one no device holds.
+    /// The paired device a request comes from, whatever failures came from its address;
+    /// otherwise the refusal: 401 without a cookie or with one no device holds, 429 for
+    /// one no device holds from an address past its wrong tokens.
     fn device(&self, headers: &HeaderMap, peer: SocketAddr) -> Result<Device, Refused> {
-        if self.guard.blocked(peer.ip()) {
-            return Err(Refused(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too many failed attempts from this address; try again in a few minutes",
-            ));
-        }
         let web = &self.shared.web;
         let Some(token) = guard::cookie(headers, &web.cookie) else {
-            return Err(Refused(
+            return Err(Refused::new(
                 StatusCode::UNAUTHORIZED,
                 "this browser is not paired: run `cru web` and open its link",
             ));
         };
-        web.devices.device(token).ok_or_else(|| {
-            self.guard
-                .failed(peer.ip(), "requests with an unknown or revoked token");
-            Refused(
-                StatusCode::UNAUTHORIZED,
-                "this browser's pairing was revoked or is unknown: run `cru web` and pair again",
-            )
-        })
+        if let Some(device) = web.devices.device(token) {
+            return Ok(device);
+        }
+        if let Some(left) = self.guard.locked(Guess::Token, peer.ip()) {
+            return Err(Refused::locked("unknown tokens", left));
+        }
+        self.guard.failed(Guess::Token, peer.ip(), token);
+        Err(Refused::new(
+            StatusCode::UNAUTHORIZED,
+            "this browser's pairing was revoked or is unknown: run `cru web` and pair again",
+        ))
     }
 
     /// A device that may make a change: paired, this page's origin and request token.
+    /// A change that fails these guesses nothing (it came with a valid cookie), so it is
+    /// not counted toward a lock-out.
     fn changer(&self, headers: &HeaderMap, peer: SocketAddr) -> Result<Device, Refused> {
         let device = self.device(headers, peer)?;
         let config = self.config();
         if !guard::may_change(headers, &device, config.web.public_url.as_deref()) {
-            self.guard.failed(
-                peer.ip(),
+            self.quiet.note(
                 "changes without this page's origin or request token",
+                &format!("from {}", peer.ip()),
             );
-            return Err(Refused(
+            return Err(Refused::new(
                 StatusCode::FORBIDDEN,
                 "a change must come from the page itself (its origin and request token)",
             ));
         }
         Ok(device)
     }
-}
 
-async fn index(paired: Result<Paired, Refused>, headers: HeaderMap) -> Response {
-    match paired {
-        Ok(_) => file(assets::INDEX, &headers),
-        // The login page, with the refusal's status.
-        Err(Refused(status, _)) => (status, file(assets::PAIR, &headers)).into_response(),
+    /// What a browser without a valid cookie is shown: the login page with `status`, or,
+    /// while its address may not try more pairing codes, a page that says how long.
+    fn login(&self, headers: &HeaderMap, peer: SocketAddr, status: StatusCode) -> Response {
+        match self.guard.locked(Guess::Code, peer.ip()) {
+            Some(left) => locked_page(left),
+            None => (status, file(assets::PAIR, headers)).into_response(),
+        }
     }
 }
 
-async fn pair_page(headers: HeaderMap) -> Response {
-    file(assets::PAIR, &headers)
+async fn index(
+    State(web): Web,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    match web.device(&headers, peer) {
+        Ok(_) => file(assets::INDEX, &headers),
+        Err(_) => web.login(&headers, peer, StatusCode::UNAUTHORIZED),
+    }
+}
+
+async fn pair_page(
+    State(web): Web,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if web.device(&headers, peer).is_ok() {
+        return file(assets::PAIR, &headers);
+    }
+    web.login(&headers, peer, StatusCode::OK)
 }
 
 async fn manifest(headers: HeaderMap) -> Response {
@@ -284,7 +359,7 @@ async fn asset(
 /// Unknown paths: 404 to a paired browser, 401 to anyone else.
 async fn not_found(paired: Result<Paired, Refused>) -> Response {
     match paired {
-        Ok(_) => refusal(StatusCode::NOT_FOUND, "no such page"),
+        Ok(_) => error::reply(StatusCode::NOT_FOUND, "no such page"),
         Err(refused) => refused.into_response(),
     }
 }
@@ -296,25 +371,33 @@ struct PairBody {
     label: String,
 }
 
+/// Pairs a browser with a code. From another origin it is refused at once and counts as
+/// no failure (a page elsewhere could otherwise lock this address out); past too many
+/// wrong codes from its address it is refused without a look at the code.
 async fn pair(
     State(web): Web,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: Request,
 ) -> Response {
-    if web.guard.blocked(peer.ip()) {
-        return refusal(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many failed attempts from this address; try again in a few minutes",
-        );
-    }
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
     let config = web.config();
     if !guard::same_origin(&headers, config.web.public_url.as_deref()) {
-        web.guard.failed(peer.ip(), "pairings from another origin");
-        return refusal(StatusCode::FORBIDDEN, "pair from the page itself");
+        web.quiet.note(
+            "pairings from another origin",
+            &format!("from {}", peer.ip()),
+        );
+        return error::reply(StatusCode::FORBIDDEN, "pair from the page itself");
     }
+    if let Some(left) = web.guard.locked(Guess::Code, peer.ip()) {
+        return Refused::locked("wrong pairing codes", left).into_response();
+    }
+    let body = match body::read(body, &headers, MAX_BODY).await {
+        Ok(body) => body,
+        Err(e) => return error::reply(e.status(), &e.to_string()),
+    };
     let Ok(asked) = serde_json::from_slice::<PairBody>(&body) else {
-        return refusal(StatusCode::BAD_REQUEST, "expected {\"code\": \"…\"}");
+        return error::reply(StatusCode::BAD_REQUEST, "expected {\"code\": \"…\"}");
     };
     match web
         .shared
@@ -347,12 +430,13 @@ async fn pair(
             answer
         }
         Err(DeviceError::BadCode) => {
-            web.guard.failed(peer.ip(), "wrong pairing codes");
-            refusal(StatusCode::UNAUTHORIZED, &DeviceError::BadCode.to_string())
+            web.guard
+                .failed(Guess::Code, peer.ip(), &devices::normal_code(&asked.code));
+            error::reply(StatusCode::UNAUTHORIZED, &DeviceError::BadCode.to_string())
         }
         Err(e) => {
             tracing::error!("{e}");
-            refusal(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())
+            error::reply(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())
         }
     }
 }
@@ -425,10 +509,11 @@ fn creation(params: &Value) -> Value {
 async fn call(
     State(web): Web,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
     Path(method): Path<String>,
-    body: Bytes,
+    request: Request,
 ) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
     let changes = CHANGES.contains(&method.as_str());
     if !changes && !READS.contains(&method.as_str()) {
         // Said only to a paired browser.
@@ -451,6 +536,10 @@ async fn call(
             "this browser was paired read-only: it may look, not change",
         );
     }
+    let body = match body::read(body, &headers, MAX_BODY).await {
+        Ok(body) => body,
+        Err(e) => return error::reply(e.status(), &e.to_string()),
+    };
     let params: Value = if body.is_empty() {
         json!({})
     } else {
@@ -478,89 +567,22 @@ async fn call(
     }
 }
 
-/// Counts an open event stream as a client of the daemon while it is open.
-struct Watching(Arc<Shared>);
-
-impl Watching {
-    fn new(shared: &Arc<Shared>) -> Self {
-        shared.clients.send_modify(|n| *n += 1);
-        Self(Arc::clone(shared))
+async fn events(
+    State(web): Web,
+    Paired(device): Paired,
+    Extension(connection): Extension<listen::Connection>,
+) -> Response {
+    match events::open(&web.shared, device.id, &connection).await {
+        Ok(events) => Sse::new(events)
+            .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+            .into_response(),
+        Err(e) => call_error(e.code, &e.message),
     }
-}
-
-impl Drop for Watching {
-    fn drop(&mut self) {
-        self.0.clients.send_modify(|n| *n = n.saturating_sub(1));
-    }
-}
-
-/// An open event stream: the daemon's events for one page, until its device is revoked.
-struct Stream {
-    shared: Arc<Shared>,
-    device: String,
-    _local: Local,
-    lines: tokio::sync::mpsc::Receiver<String>,
-    revocations: tokio::sync::watch::Receiver<u64>,
-    _watching: Watching,
-    ready: bool,
-}
-
-/// A notification line of the daemon as an SSE event named after it.
-fn sse_event(line: &str) -> Option<SseEvent> {
-    let note: Notification = serde_json::from_str(line).ok()?;
-    Some(
-        SseEvent::default()
-            .event(note.method)
-            .data(note.params.to_string()),
-    )
-}
-
-impl Stream {
-    async fn next(mut self) -> Option<(Result<SseEvent, Infallible>, Self)> {
-        if !self.ready {
-            self.ready = true;
-            return Some((Ok(SseEvent::default().event("ready").data("{}")), self));
-        }
-        loop {
-            tokio::select! {
-                line = self.lines.recv() => {
-                    if let Some(event) = sse_event(&line?) {
-                        return Some((Ok(event), self));
-                    }
-                }
-                Ok(()) = self.revocations.changed() => {
-                    if !self.shared.web.devices.is_paired(&self.device) {
-                        return None;
-                    }
-                }
-            }
-        }
-    }
-}
-
-async fn events(State(web): Web, Paired(device): Paired) -> Response {
-    let (local, lines) = Local::new(Arc::clone(&web.shared));
-    if let Err(e) = local.call(m::Subscribe::NAME, json!({})).await {
-        return call_error(e.code, &e.message);
-    }
-    let stream = Stream {
-        shared: Arc::clone(&web.shared),
-        device: device.id,
-        _local: local,
-        lines,
-        revocations: web.shared.web.devices.revocations(),
-        _watching: Watching::new(&web.shared),
-        ready: false,
-    };
-    let events = futures::stream::unfold(stream, Stream::next);
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response()
 }
 
 async fn logout(State(web): Web, Changer(device): Changer) -> Response {
     if let Err(e) = web.shared.web.devices.revoke(&device.id) {
-        return refusal(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
+        return error::reply(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
     }
     tracing::info!(device = %device.id, "a browser forgot its pairing");
     let mut answer = json_reply(StatusCode::OK, &json!({"revoked": device.id}));
