@@ -14,6 +14,7 @@ mod drivers;
 mod matrix;
 mod profiles;
 mod settings;
+mod stamp;
 mod validate;
 mod web;
 pub use budget::{BudgetConfig, KNOWN_PRICES, Limits as BudgetLimits, Price};
@@ -27,6 +28,7 @@ pub use profiles::{AgentKind, AgentProfile};
 pub use settings::{
     Attention, DaemonConfig, InboxConfig, MAX_LIST_LIMIT, StoreAuth, StoreConfig, TuiConfig,
 };
+pub use stamp::FileStamp;
 pub use validate::InvalidSettings;
 use validate::is_name;
 pub use web::{DEFAULT_PORT as WEB_DEFAULT_PORT, WebAddress, WebConfig};
@@ -40,6 +42,56 @@ pub enum ConfigError {
     },
     #[error("invalid settings in {path}: {message}")]
     Invalid { path: PathBuf, message: String },
+}
+
+impl ConfigError {
+    /// The error on one line, for a warning or a log: the file, where in it for a TOML
+    /// error, and the reason, e.g. ``/k/.crucible.toml, line 3, column 1: unknown field
+    /// `comand`, expected one of …``.
+    pub fn summary(&self) -> String {
+        self.described(None)
+    }
+
+    /// [`summary`](Self::summary) for a screen's one line: a file in `dir` named from
+    /// there, and an unknown key without the list of the known ones, e.g.
+    /// ``.crucible.toml, line 3, column 1: unknown field `comand` ``.
+    pub fn brief(&self, dir: &Path) -> String {
+        self.described(Some(dir))
+    }
+
+    fn described(&self, brief_in: Option<&Path>) -> String {
+        let (path, at, mut reason) = match self {
+            ConfigError::Read { path, source } => (path, None, format!("cannot read it: {source}")),
+            ConfigError::Invalid { path, message } => {
+                let lines: Vec<&str> = message
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                // TOML's: where, the line with a caret under the fault, then the reason.
+                match lines.as_slice() {
+                    [first, .., last] if first.starts_with("TOML parse error at ") => {
+                        let at = &first["TOML parse error at ".len()..];
+                        (path, Some(at), (*last).to_string())
+                    }
+                    _ => (path, None, lines.join(" ")),
+                }
+            }
+        };
+        let mut name = path.as_path();
+        if let Some(dir) = brief_in {
+            name = path.strip_prefix(dir).unwrap_or(path);
+            if reason.starts_with("unknown field ")
+                && let Some(list) = reason.find(", expected")
+            {
+                reason.truncate(list);
+            }
+        }
+        match at {
+            Some(at) => format!("{}, {at}: {reason}", name.display()),
+            None => format!("{}: {reason}", name.display()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -214,6 +266,38 @@ mod tests {
             .to_string();
         assert!(err.contains("kiln.toml"), "{err}");
         assert!(err.contains("grace_perod_secs"), "{err}");
+    }
+
+    #[test]
+    fn the_summary_is_one_line_with_the_file_the_key_and_the_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kiln = write(
+            tmp.path(),
+            ".crucible.toml",
+            "[agents.x]\ncommand = \"a\"\ncomand = \"sh\"\n",
+        );
+        let err = Config::load_layers(&[Some(kiln.clone())]).unwrap_err();
+        let line = err.summary();
+        assert!(!line.contains('\n'), "{line}");
+        assert!(
+            line.starts_with(&format!(
+                "{}, line 3, column 1: unknown field `comand`",
+                kiln.display()
+            )),
+            "{line}"
+        );
+
+        assert_eq!(
+            err.brief(tmp.path()),
+            ".crucible.toml, line 3, column 1: unknown field `comand`"
+        );
+
+        let kiln = write(tmp.path(), "k.toml", "[inbox]\ndefault_limit = 0\n");
+        let line = Config::load_layers(&[Some(kiln)]).unwrap_err().summary();
+        assert!(
+            line.contains("k.toml: inbox.default_limit must be between"),
+            "{line}"
+        );
     }
 
     #[test]

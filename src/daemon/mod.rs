@@ -178,7 +178,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     crate::sys::private_umask();
     let fd_limit = raise_fd_limit();
     crate::sys::quiet_process_metrics();
-    let live = LiveSettings::new(config.clone());
+    let live = LiveSettings::of_kiln(&kiln, config.clone());
     let mut settings = live.subscribe();
     let started_with = Arc::clone(&settings.borrow());
     let ledger = Ledger::open(kiln.clone(), config).await?;

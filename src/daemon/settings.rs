@@ -1,9 +1,12 @@
 //! The daemon's settings, followed live. One watcher notices edits of the settings files
 //! (the kiln's and the user's), waits for a quiet pause (editors write in steps), reads
 //! them again and publishes the result on a `watch` channel the daemon's components
-//! follow. Settings that fail to load leave the last good ones in use, and say why: in
-//! the log, and to `cron.list` and `daemon.status`. Nothing wakes while no file changes
-//! (inotify, through `notify`).
+//! follow. A request does not wait for the watcher: before it is answered,
+//! [`LiveSettings::fresh`] compares the files with what was last read (a stat each) and
+//! reads them at once when they changed, so a command run right after a save sees it.
+//! Settings that fail to load leave the last good ones in use, and say why: in the log,
+//! and to `cron.list` and `daemon.status`. Nothing wakes while no file changes (inotify,
+//! through `notify`).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -12,7 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, FileStamp};
 use crate::kiln::Kiln;
 
 /// How long the files must stay still before they are read again.
@@ -25,15 +28,76 @@ pub(crate) struct LiveSettings {
     error: Mutex<Option<String>>,
     /// Changes the daemon has not applied, each saying what to do about it.
     pending: Mutex<Vec<String>>,
+    /// Where the settings are read from; `None` for settings given whole (tests).
+    source: Option<Source>,
+}
+
+/// The settings files, and how they stood when last read.
+struct Source {
+    /// The kiln's settings file (the loader layers the user's under it).
+    kiln_settings: PathBuf,
+    files: Vec<PathBuf>,
+    /// `None` until the files are first read here: the settings given at start were read
+    /// before, at a moment not known.
+    read: Mutex<Option<Vec<FileStamp>>>,
 }
 
 impl LiveSettings {
+    /// Settings given whole, never read again.
+    #[cfg(test)]
     pub fn new(config: Config) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new(Self::with_source(config, None))
+    }
+
+    /// The kiln's settings, as loaded at start (`config`), read again from its files
+    /// whenever they change.
+    pub fn of_kiln(kiln: &Kiln, config: Config) -> Arc<Self> {
+        let kiln_settings = kiln.settings_path();
+        let source = Source {
+            files: crate::config::settings_files(&kiln_settings),
+            kiln_settings,
+            read: Mutex::new(None),
+        };
+        Arc::new(Self::with_source(config, Some(source)))
+    }
+
+    fn with_source(config: Config, source: Option<Source>) -> Self {
+        Self {
             config: watch::channel(Arc::new(config)).0,
             error: Mutex::new(None),
             pending: Mutex::new(Vec::new()),
-        })
+            source,
+        }
+    }
+
+    /// Makes the settings in use those of the files as they are now: when a file changed
+    /// since the last read (its size, times or inode, or whether it exists), reads them
+    /// again before returning, publishing the result as the watcher does. Files that do
+    /// not load leave the last good settings in use and say why; they are read again only
+    /// once they change. Costs a stat of each file when nothing changed.
+    pub fn fresh(&self) {
+        self.read_files(false);
+    }
+
+    /// Reads the files again whether or not they seem to have changed (the watcher's
+    /// read: two saves within one tick of the file system's clock look the same).
+    fn read_again(&self) {
+        self.read_files(true);
+    }
+
+    fn read_files(&self, always: bool) {
+        let Some(source) = &self.source else {
+            return;
+        };
+        // Held while reading: a request that comes meanwhile waits for this read rather
+        // than answer from the settings before it.
+        let mut read = lock(&source.read);
+        let now = FileStamp::all(&source.files);
+        if !always && read.as_ref() == Some(&now) {
+            return;
+        }
+        self.reload(Config::load(&source.kiln_settings));
+        *read = Some(now);
     }
 
     /// Follows the settings in use; it changes only when they do.
@@ -66,7 +130,7 @@ impl LiveSettings {
 
     /// Takes a fresh read of the files: publishes good settings that differ from the
     /// ones in use, and keeps the ones in use, saying why, when the read failed.
-    pub(super) fn reload(&self, read: Result<Config, ConfigError>) {
+    fn reload(&self, read: Result<Config, ConfigError>) {
         match read {
             Ok(config) => {
                 if lock(&self.error).take().is_some() {
@@ -84,9 +148,12 @@ impl LiveSettings {
                 }
             }
             Err(e) => {
-                let why = e.to_string();
-                tracing::warn!("settings: {why}; the last good settings stay in use");
-                *lock(&self.error) = Some(why);
+                let why = e.summary();
+                let mut error = lock(&self.error);
+                if error.as_deref() != Some(why.as_str()) {
+                    tracing::warn!("settings: {why}; the last good settings stay in use");
+                }
+                *error = Some(why);
             }
         }
     }
@@ -122,8 +189,7 @@ impl SettingsWatch {
                 None
             }
         };
-        let settings_path = kiln.settings_path();
-        let task = tokio::spawn(follow(changes, live, move || Config::load(&settings_path)));
+        let task = tokio::spawn(follow(changes, move || live.read_again()));
         Self {
             _watcher: watcher,
             task,
@@ -131,15 +197,12 @@ impl SettingsWatch {
     }
 }
 
-/// Reads the settings again after each burst of changes, until the watcher is dropped.
-async fn follow(
-    mut changes: mpsc::UnboundedReceiver<()>,
-    live: Arc<LiveSettings>,
-    read: impl Fn() -> Result<Config, ConfigError>,
-) {
+/// Reads the settings again (`read`) after each burst of changes, until the watcher is
+/// dropped.
+async fn follow(mut changes: mpsc::UnboundedReceiver<()>, read: impl Fn()) {
     while changes.recv().await.is_some() {
         while let Ok(Some(())) = tokio::time::timeout(QUIET, changes.recv()).await {}
-        live.reload(read());
+        read();
     }
 }
 
@@ -231,6 +294,38 @@ mod tests {
     }
 
     #[test]
+    fn a_request_sees_the_file_saved_just_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let kiln = Kiln::new(dir.path());
+        let live = LiveSettings::of_kiln(&kiln, Config::default());
+        let mut rx = live.subscribe();
+        let mut text = String::new();
+        for n in 0..5 {
+            // Saved in place, right before the request: no watcher has run.
+            text.push_str(&format!("[agents.fresh{n}]\ncommand = \"sh\"\n"));
+            std::fs::write(kiln.settings_path(), &text).unwrap();
+            live.fresh();
+            assert!(live.current().agents.contains_key(&format!("fresh{n}")));
+            assert!(rx.has_changed().unwrap(), "published to the components");
+            rx.borrow_and_update();
+        }
+
+        // Half written: the last good settings stay, the error says where.
+        std::fs::write(kiln.settings_path(), format!("{text}comand = \"sh\"\n")).unwrap();
+        live.fresh();
+        assert!(live.current().agents.contains_key("fresh4"));
+        assert!(!rx.has_changed().unwrap());
+        let why = live.error().unwrap();
+        assert!(why.contains("comand") && why.contains("line 11"), "{why}");
+
+        // Taken away: the defaults, and no error.
+        std::fs::remove_file(kiln.settings_path()).unwrap();
+        live.fresh();
+        assert_eq!(live.error(), None);
+        assert!(live.current().agents.is_empty());
+    }
+
+    #[test]
     fn what_only_a_restart_applies_is_named() {
         let started = Config::default();
         let mut now = Config::default();
@@ -252,11 +347,12 @@ mod tests {
         let (tx, changes) = mpsc::unbounded_channel();
         let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counted = Arc::clone(&reads);
-        let task = tokio::spawn(follow(changes, Arc::clone(&live), move || {
+        let followed = Arc::clone(&live);
+        let task = tokio::spawn(follow(changes, move || {
             counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let mut c = Config::default();
             c.notify.max_per_minute = 1;
-            Ok(c)
+            followed.reload(Ok(c));
         }));
         for _ in 0..5 {
             tx.send(()).unwrap();

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, FileStamp};
 use crate::kiln::Kiln;
 use crate::rules::{RuleSet, RuleSpec};
 
@@ -113,37 +113,11 @@ fn settings_with_rules(kiln: &Kiln) -> PathBuf {
     }
 }
 
-/// How a rule file stood when it was last read, to tell whether it changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Stamp {
-    Absent,
-    /// Its metadata cannot be read (not "absent"): the error's kind.
-    Unreadable(std::io::ErrorKind),
-    /// Device, inode, kind, size, modification and change times.
-    Present([i64; 8]),
-}
-
-fn stamps(kiln: &Kiln) -> Vec<Stamp> {
-    use std::os::unix::fs::MetadataExt;
+/// How the settings files and `rules.toml` stand now, to tell whether one changed.
+fn stamps(kiln: &Kiln) -> Vec<FileStamp> {
     let mut files = crate::config::settings_files(&kiln.settings_path());
     files.push(rules_path(kiln));
-    files
-        .into_iter()
-        .map(|path| match std::fs::metadata(path) {
-            Ok(m) => Stamp::Present([
-                m.dev() as i64,
-                m.ino() as i64,
-                i64::from(m.mode()),
-                m.size() as i64,
-                m.mtime(),
-                m.mtime_nsec(),
-                m.ctime(),
-                m.ctime_nsec(),
-            ]),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Stamp::Absent,
-            Err(e) => Stamp::Unreadable(e.kind()),
-        })
-        .collect()
+    FileStamp::all(&files)
 }
 
 /// The rules in force now, as [`RuleBook::in_force`] gives them.
@@ -165,7 +139,7 @@ pub struct RuleBook {
 #[derive(Default)]
 struct Book {
     /// The files as last read; `None` before the first read.
-    stamps: Option<Vec<Stamp>>,
+    stamps: Option<Vec<FileStamp>>,
     good: Option<Arc<RuleSet>>,
     fault: Option<RulesFault>,
 }

@@ -269,3 +269,47 @@ async fn the_webhook_listener_follows_its_address_and_says_when_it_cannot() {
     wait_hook(second, None).await;
     assert!(pending(&client).await.is_empty());
 }
+
+/// The kiln's settings with `text` added at the end, saved in place.
+fn append_settings(tk: &TestKiln, text: &str) {
+    let path = tk.kiln.settings_path();
+    let mut settings = std::fs::read_to_string(&path).unwrap();
+    settings.push_str(text);
+    std::fs::write(&path, settings).unwrap();
+}
+
+/// A profile saved and used at once (no wait for the daemon's watcher) is found, every
+/// time: the daemon reads the files again when they changed before it answers.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_profile_saved_is_used_by_the_very_next_request() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let agent = scripted_agent();
+    for n in 0..5 {
+        let name = format!("fresh{n}");
+        append_settings(&tk, &format!("\n[agents.{name}]\ncommand = {agent:?}\n"));
+        let saved = std::time::Instant::now();
+        let created = client
+            .call_value(
+                "session.create",
+                json!({"agent": name, "in_place": true, "task": "say hi"}),
+            )
+            .await;
+        let created = created
+            .unwrap_or_else(|e| panic!("{name}, asked {:?} after saving: {e}", saved.elapsed()));
+        assert_eq!(created["session"]["agent_name"], name, "{created}");
+    }
+    // And from the command line.
+    append_settings(&tk, &format!("\n[agents.cli]\ncommand = {agent:?}\n"));
+    let out = tk.cru(&[
+        "session",
+        "new",
+        "--agent",
+        "cli",
+        "--task",
+        "say hi",
+        "--in-place",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

@@ -1,7 +1,8 @@
 //! Whether a call is answered, and by whom: the access its row of the table
 //! ([`methods`]) gives, the scope of a connection holding a session handle (only
 //! `Session` methods, for its own session), and in team mode the daemon that runs the
-//! session. The answers themselves are in `handle`, one function per row.
+//! session. Every call answered here sees the settings files as they are when it comes
+//! (`LiveSettings::fresh`). The answers themselves are in `handle`, one function per row.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -118,6 +119,9 @@ async fn checked(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, Erro
         map.entry("session_id")
             .or_insert_with(|| Value::String(scope.session_id.clone()));
     }
+    // Read your own writes: a settings file saved just before this call is in use for it
+    // (a stat of each file when none changed), whatever the watcher has seen yet.
+    conn.shared.settings.fresh();
     m::handle(&Call::new(conn, scope.as_ref(), client_env), name, raw).await
 }
 
