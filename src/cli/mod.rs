@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::client::{Client, StartOptions, connect_or_start};
+use crate::client::{Client, StartOptions, open};
 use crate::config::Config;
 use crate::kiln::Kiln;
 
@@ -188,9 +188,23 @@ pub(crate) fn load_config(kiln: &Kiln) -> anyhow::Result<Config> {
     Ok(Config::load(&kiln.settings_path())?)
 }
 
-/// Connects to the kiln's daemon, starting it if needed.
+/// Connects to the kiln's daemon, starting it if needed. Settings files that do not load
+/// lock no one out: the daemon that runs keeps its last good settings, and the file's
+/// error is one line on standard error. Only with no daemon running is it the error
+/// (none can start on such files).
 pub(crate) async fn connect(kiln: &Kiln) -> anyhow::Result<Client> {
-    // Refuse early, with the file and key, rather than start a daemon that will not run.
-    load_config(kiln)?;
-    Ok(connect_or_start(kiln, &StartOptions::default()).await?)
+    let opened = open(kiln, &StartOptions::default()).await?;
+    if let Some(broken) = &opened.settings_error {
+        warn_settings(broken);
+    }
+    Ok(opened.client)
+}
+
+/// Says on standard error that the settings files do not load and the last good ones are
+/// in use.
+pub(crate) fn warn_settings(broken: &crate::config::ConfigError) {
+    eprintln!(
+        "warning: {} — using the last good settings",
+        broken.summary()
+    );
 }

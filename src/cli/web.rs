@@ -51,7 +51,9 @@ enum TokensAction {
 const WAIT_STEP: Duration = Duration::from_millis(500);
 
 pub async fn run(kiln: Kiln, args: WebArgs) -> anyhow::Result<ExitCode> {
-    let config = super::load_config(&kiln)?;
+    // For a hint only: settings that do not load leave it out (the daemon pairs on its
+    // last good ones).
+    let loopback_only = super::load_config(&kiln).is_ok_and(|c| c.web.listen.is_none());
     let client = super::connect(&kiln).await?;
     match args.action {
         Some(WebAction::Tokens { action: None }) => {
@@ -132,7 +134,7 @@ pub async fn run(kiln: Kiln, args: WebArgs) -> anyhow::Result<ExitCode> {
                 if pairing.access == WebAccess::ReadOnly {
                     outln!("The browser will be read-only: it can look, not change anything.");
                 }
-                if config.web.listen.is_none() {
+                if loopback_only {
                     outln!(
                         "The web view listens on loopback only; for a phone, set [web] listen (and public_url behind a proxy) in .crucible.toml."
                     );

@@ -4,6 +4,7 @@
 
 pub mod agent;
 mod env;
+mod open;
 mod spawn;
 
 use std::collections::HashMap;
@@ -25,6 +26,7 @@ use crate::protocol::{
     Response, SubscribeParams, Topic, code,
 };
 
+pub use open::{Opened, open};
 pub use spawn::{StartOptions, connect_or_start, stop_daemon};
 
 /// How long a daemon may take to answer the handshake before it counts as hung.

@@ -50,6 +50,9 @@ pub struct Model {
     pub(super) store_damaged: Option<String>,
     /// Team mode: why the daemon cannot reach its database server, while it cannot.
     pub(super) store_down: Option<String>,
+    /// Why the settings files do not load (one line), while they do not: the last good
+    /// settings stay in use.
+    pub(super) settings_error: Option<String>,
     /// This machine: sessions that run on another (team mode) say where.
     pub(super) host: String,
     pub(super) keymap: Keymap,
@@ -112,6 +115,7 @@ impl Model {
             connection: Connection::Connected,
             store_down: None,
             store_damaged: None,
+            settings_error: None,
             host: crate::sys::host_name(),
             keymap,
             scroll: 0,
@@ -337,6 +341,11 @@ impl Model {
             (!health.connected).then(|| health.error.unwrap_or_else(|| "no answer".into()));
     }
 
+    /// Why the settings files do not load, or `None` once they do: a banner while set.
+    pub fn set_settings_error(&mut self, why: Option<String>) {
+        self.settings_error = why;
+    }
+
     /// Replaces the key bindings (the config changed).
     pub fn set_keymap(&mut self, keymap: Keymap) {
         self.keymap = keymap;
@@ -388,6 +397,10 @@ impl Model {
             return "reading the sessions…".into();
         }
         match self.agents.as_slice() {
+            // The profiles are in the files that do not load (the banner says why).
+            [] if self.settings_error.is_some() => {
+                "no session yet — /new --agent <name> <task> starts one".into()
+            }
             [] => "no agent found — install one (`cru agents` lists the known ones) or add \
                    [agents.<name>] to .crucible.toml"
                 .into(),

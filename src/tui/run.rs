@@ -57,26 +57,50 @@ pub struct Options {
 
 /// Opens the workbench for the kiln and runs it until the user quits.
 pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
-    // Refuse a broken configuration before the terminal is taken over.
-    let settings = Settings::load(&kiln)?;
+    // Settings files that do not load lock no one out: the daemon keeps its last good
+    // settings, and the workbench starts on its built-in keys and theme with the error in
+    // a banner. Only a daemon to start needs them (in this process, or a new one), and
+    // that is refused before the terminal is taken over.
+    let (settings, broken) = match Settings::load(&kiln) {
+        Ok(settings) => (settings, None),
+        Err(why) => (Settings::defaults(), Some(why)),
+    };
+    let embedded = match options.embedded {
+        Some(daemon) => {
+            let config = Config::load(&kiln.settings_path()).map_err(|e| {
+                anyhow::anyhow!(
+                    "no daemon can start inside the workbench on settings that do not load: {}",
+                    e.summary()
+                )
+            })?;
+            Some((daemon, config))
+        }
+        None => None,
+    };
+    let ready = match (&embedded, &broken) {
+        (None, Some(_)) => Some(Link::open(&kiln).await?),
+        _ => None,
+    };
     kiln.ensure_state_dir()?;
     let _log = crate::logging::to_file(&kiln.log_dir(), "tui.log")?;
     crate::logging::log_panics();
+    if let Some(why) = &broken {
+        tracing::warn!("settings: {why}; the workbench uses its defaults until they load");
+    }
 
-    let embedded = options
-        .embedded
-        .map(|daemon| Embedded::start(daemon, &kiln, settings.config.clone()));
+    let embedded = embedded.map(|(daemon, config)| Embedded::start(daemon, &kiln, config));
 
     // The screen is drawn before the daemon answers (starting it can take a while); the
     // state fills in once the connection is up.
     let mut screen = Screen::enter()?;
-    let connect: futures::future::BoxFuture<'_, anyhow::Result<Link>> = match &embedded {
-        Some(daemon) => Box::pin(daemon.connect(&kiln)),
-        None => Box::pin(Link::open(&kiln)),
+    let connect: futures::future::BoxFuture<'_, anyhow::Result<Link>> = match (&embedded, ready) {
+        (Some(daemon), _) => Box::pin(daemon.connect(&kiln)),
+        (None, Some(link)) => Box::pin(std::future::ready(Ok(link))),
+        (None, None) => Box::pin(Link::open(&kiln)),
     };
-    let outcome = Runtime::new(kiln.clone(), settings, embedded.is_some())
-        .run(&mut screen.terminal, connect)
-        .await;
+    let mut runtime = Runtime::new(kiln.clone(), settings, embedded.is_some());
+    runtime.model.set_settings_error(broken);
+    let outcome = runtime.run(&mut screen.terminal, connect).await;
     drop(screen);
     if let Some(daemon) = embedded {
         daemon.stop(&kiln).await;
@@ -112,7 +136,9 @@ struct Runtime {
 impl Runtime {
     fn new(kiln: Kiln, settings: Settings, embedded: bool) -> Self {
         let mut model = Model::new(settings.keymap.clone());
-        model.set_agents(settings.config.startable());
+        if settings.from_files {
+            model.set_agents(settings.config.startable());
+        }
         model.set_stall_after(Duration::from_secs(settings.config.tui.stall_secs));
         model.set_connection(Connection::Connecting);
         Self {
@@ -374,6 +400,9 @@ impl Runtime {
     /// The profile `/new` starts when it names none: `tui.default_agent`, else the only
     /// profile there is.
     fn default_agent(&self) -> Result<String, NoDefaultAgent> {
+        if !self.settings.from_files {
+            return Err(NoDefaultAgent::Unknown);
+        }
         let config = &self.settings.config;
         if !config.tui.default_agent.is_empty() {
             return Ok(config.tui.default_agent.clone());
@@ -397,7 +426,8 @@ impl Runtime {
         let _ = out.flush();
     }
 
-    /// Applies edited settings; a broken edit is reported and the last good ones kept.
+    /// Applies edited settings; a broken edit is reported, shown in the banner until the
+    /// files load again, and the last good ones kept.
     fn reload_settings(&mut self) {
         match Settings::load(&self.kiln) {
             Ok(settings) => {
@@ -406,12 +436,15 @@ impl Runtime {
                 self.model
                     .set_stall_after(Duration::from_secs(settings.config.tui.stall_secs));
                 self.settings = settings;
+                self.model.set_settings_error(None);
                 self.model.report(Flash::info("settings reloaded"));
             }
-            Err(e) => self.model.report(Flash::error(format!(
-                "settings not applied, keeping the previous ones: {}",
-                one_line(&format!("{e:#}"))
-            ))),
+            Err(why) => {
+                self.model.report(Flash::error(format!(
+                    "settings not applied, keeping the previous ones: {why}"
+                )));
+                self.model.set_settings_error(Some(why));
+            }
         }
     }
 }
@@ -455,4 +488,6 @@ enum NoDefaultAgent {
     None,
     #[error("which agent? /new --agent <name> (profiles: {0}), or set tui.default_agent")]
     Many(String),
+    #[error("the settings do not load, so the default agent is not known: /new --agent <name>")]
+    Unknown,
 }

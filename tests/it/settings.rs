@@ -278,6 +278,91 @@ fn append_settings(tk: &TestKiln, text: &str) {
     std::fs::write(&path, settings).unwrap();
 }
 
+/// A command's standard error names the settings file, the key and its line, and says the
+/// last good settings are in use.
+fn warns_of_the_typo(out: &std::process::Output, what: &str) {
+    let err = stderr(out);
+    assert!(
+        err.contains("warning: ")
+            && err.contains(".crucible.toml, line 4, column 1: unknown field `comand`")
+            && err.contains("using the last good settings"),
+        "{what}: {err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
+}
+
+/// A typo in the settings while a question waits: every command keeps working on the
+/// daemon's last good settings and names the error on stderr; only starting a new daemon,
+/// which would run on the broken file, is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_settings_file_locks_no_one_out() {
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let session = register(&client, "claude").await;
+    let out = tk.cru(&[
+        "inbox",
+        "send",
+        "--session",
+        &session,
+        "--type",
+        "decision_needed",
+        "Which way?",
+        "--option",
+        "left",
+        "--option",
+        "right",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let question = stdout(&out).trim().to_string();
+
+    append_settings(&tk, "[agents.typo]\ncomand = \"sh\"\n");
+
+    let out = tk.cru(&["inbox"]);
+    assert!(out.status.success(), "cru inbox: {}", stderr(&out));
+    assert!(stdout(&out).contains("Which way?"), "{}", stdout(&out));
+    warns_of_the_typo(&out, "cru inbox");
+
+    let out = tk.cru(&["session", "list"]);
+    assert!(out.status.success(), "cru session list: {}", stderr(&out));
+    assert!(stdout(&out).contains("claude"), "{}", stdout(&out));
+    warns_of_the_typo(&out, "cru session list");
+
+    let out = tk.cru(&["inbox", "respond", &question, "left"]);
+    assert!(out.status.success(), "cru inbox respond: {}", stderr(&out));
+    assert!(stdout(&out).contains("answered"), "{}", stdout(&out));
+    warns_of_the_typo(&out, "cru inbox respond");
+    let answered = client
+        .call_value("inbox.get", json!({"id": question}))
+        .await
+        .expect("inbox.get");
+    assert_eq!(answered["message"]["response"], "left", "{answered}");
+
+    // The daemon says the same, and keeps the last good settings.
+    let status = client
+        .call::<m::DaemonStatusOf>(&NoParams {})
+        .await
+        .expect("daemon.status");
+    let why = status.settings_error.expect("the daemon names the error");
+    assert!(why.contains("comand") && why.contains("line 4"), "{why}");
+
+    // With no daemon running, none can start on the broken file: that is the error.
+    drop(client);
+    let out = tk.cru(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = tk.cru(&["inbox"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("no daemon runs for this kiln") && err.contains("unknown field `comand`"),
+        "{err}"
+    );
+    assert!(
+        tk.daemon_pid().is_none(),
+        "a daemon started on the broken file"
+    );
+}
+
 /// A profile saved and used at once (no wait for the daemon's watcher) is found, every
 /// time: the daemon reads the files again when they changed before it answers.
 #[tokio::test(flavor = "multi_thread")]

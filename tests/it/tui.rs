@@ -283,3 +283,57 @@ fn reset_in_the_workbench_starts_a_fresh_session_and_keeps_the_old_one() {
     term.keys(&["C-q"]);
     term.wait_for("cru to exit", |_| term.exited());
 }
+
+#[test]
+fn a_workbench_opened_on_broken_settings_says_why_and_answers_the_waiting_agent() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    // An agent waits for an approval, then the settings get a typo.
+    let out = tk.cru(&[
+        "session",
+        "new",
+        "--agent",
+        "scripted",
+        "--task",
+        "permit p1 Run the deploy",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !stdout(&tk.cru(&["inbox"])).contains("Run the deploy") {
+        assert!(std::time::Instant::now() < deadline, "no approval asked");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let settings = tk.kiln.settings_path();
+    let good = std::fs::read_to_string(&settings).unwrap();
+    std::fs::write(
+        &settings,
+        format!("{good}\n[agents.typo]\ncomand = \"sh\"\n"),
+    )
+    .unwrap();
+
+    // The workbench opens on the daemon's last good settings, the error in a banner.
+    let term = open("broken", &tk, (120, 30));
+    let screen = term.wait_text("Run the deploy");
+    let banner = screen.lines().next().unwrap_or_default();
+    assert!(
+        banner.contains("settings: .crucible.toml, line 13, column 1: unknown field `comand`")
+            && banner.contains("the last good ones stay in use"),
+        "{screen}"
+    );
+
+    // The waiting agent is answered from the inbox pane, and goes on.
+    term.keys(&["F2"]);
+    term.wait_text("enter open to answer");
+    term.keys(&["Enter"]);
+    term.wait_text("approve/deny");
+    term.keys(&["a"]);
+    term.wait_text("granted: Run the deploy");
+
+    // Mended: the banner goes.
+    std::fs::write(&settings, &good).unwrap();
+    term.wait_for("the banner to go", |s| {
+        !s.contains("the last good ones stay")
+    });
+    term.keys(&["C-q"]);
+    term.wait_for("cru to exit", |_| term.exited());
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::EmbeddedDaemon;
-use crate::client::{Client, StartOptions, connect_or_start};
+use crate::client::{Client, StartOptions, open};
 use crate::config::Config;
 use crate::kiln::Kiln;
 use crate::protocol::Notification;
@@ -19,10 +19,11 @@ pub(super) struct Link {
 }
 
 impl Link {
-    /// Connects to the kiln's daemon, starting one if none runs, and subscribes.
+    /// Connects to the kiln's daemon, starting one if none runs (and the settings files
+    /// load: the workbench shows their error itself), and subscribes.
     pub(super) async fn open(kiln: &Kiln) -> anyhow::Result<Self> {
-        let client = connect_or_start(kiln, &StartOptions::default()).await?;
-        Self::subscribed(client).await
+        let opened = open(kiln, &StartOptions::default()).await?;
+        Self::subscribed(opened.client).await
     }
 
     pub(super) async fn subscribed(client: Client) -> anyhow::Result<Self> {

@@ -26,19 +26,37 @@ pub(super) struct Settings {
     pub(super) config: Config,
     pub(super) keymap: Keymap,
     pub(super) theme: Theme,
+    /// False for the built-in defaults of a workbench whose files have not loaded yet:
+    /// then nothing is known of the profiles the files name.
+    pub(super) from_files: bool,
 }
 
 impl Settings {
-    pub(super) fn load(kiln: &Kiln) -> anyhow::Result<Self> {
-        let config = Config::load(&kiln.settings_path())?;
+    /// The settings of the files, or what is wrong with them, on one line (the file, the
+    /// key or line, the reason).
+    pub(super) fn load(kiln: &Kiln) -> Result<Self, String> {
+        let config = Config::load(&kiln.settings_path()).map_err(|e| e.brief(kiln.root()))?;
         let keymap = Keymap::with_overrides(&config.tui.keys)
-            .map_err(|e| anyhow::anyhow!("invalid settings: [tui.keys]: {e}"))?;
-        let theme = find_theme(kiln, &config.tui.theme)?;
+            .map_err(|e| format!("invalid settings: [tui.keys]: {e}"))?;
+        let theme =
+            find_theme(kiln, &config.tui.theme).map_err(|e| super::one_line(&format!("{e:#}")))?;
         Ok(Self {
             config,
             keymap,
             theme,
+            from_files: true,
         })
+    }
+
+    /// The built-in keys, theme and settings, for a workbench started while the files
+    /// do not load (the daemon keeps its last good settings meanwhile).
+    pub(super) fn defaults() -> Self {
+        Self {
+            config: Config::default(),
+            keymap: Keymap::default(),
+            theme: Theme::default(),
+            from_files: false,
+        }
     }
 }
 

@@ -118,7 +118,8 @@ pub fn layout(model: &Model, area: Rect) -> Areas {
     };
     let banner = (model.connection != Connection::Connected
         || model.store_down.is_some()
-        || model.store_damaged.is_some())
+        || model.store_damaged.is_some()
+        || model.settings_error.is_some())
     .then(|| take_top(1));
     let status_bar = Rect {
         y: rest.bottom() - 1,
@@ -233,7 +234,15 @@ fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let (text, style) = match &model.connection {
         Connection::Connected => match &model.store_down {
             None => match &model.store_damaged {
-                None => return,
+                None => match &model.settings_error {
+                    None => return,
+                    Some(why) => (
+                        format!(" settings: {why} — the last good ones stay in use"),
+                        theme
+                            .style(Role::Error)
+                            .add_modifier(Modifier::REVERSED | Modifier::BOLD),
+                    ),
+                },
                 Some(what) => (
                     format!(
                         " database damaged: {what} — `cru daemon check` names it; stop the daemon and `cru daemon repair`"

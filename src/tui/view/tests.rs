@@ -807,3 +807,33 @@ fn a_session_on_another_host_says_where_and_an_unreachable_server_is_a_banner() 
     }));
     assert!(!screen(&model, 160, 30).contains("damaged"));
 }
+
+#[test]
+fn settings_that_do_not_load_are_a_banner_until_they_do() {
+    let mut model = fixture::model();
+    assert!(!screen(&model, 120, 30).contains("settings:"));
+    model.set_settings_error(Some(
+        ".crucible.toml, line 3, column 1: unknown field `comand`".into(),
+    ));
+    let text = screen(&model, 120, 30);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(
+            "settings: .crucible.toml, line 3, column 1: unknown field `comand` — the last good ones stay in use"
+        ),
+        "{text}"
+    );
+    // The daemon gone says more: it takes the one line.
+    model.set_connection(Connection::Lost {
+        reason: "no daemon".into(),
+    });
+    let first = screen(&model, 120, 30)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(first.contains("daemon gone (no daemon)"), "{first}");
+    model.set_connection(Connection::Connected);
+    model.set_settings_error(None);
+    assert!(!screen(&model, 120, 30).contains("settings:"));
+}
