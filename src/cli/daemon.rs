@@ -283,6 +283,12 @@ fn store_line(status: &crate::protocol::DaemonStatus) -> String {
             crate::store::check::WHAT_TO_DO
         ));
     }
+    if let Some(why) = &status.writes_refused {
+        line.push_str(&format!(
+            " — WRITES REFUSED since a storage failure ({why}); everything acknowledged \
+             before it is kept. Fix the cause, then `cru daemon stop` and start again"
+        ));
+    }
     if let Some(health) = &status.store
         && !health.connected
     {

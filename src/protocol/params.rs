@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::driver::DriverOptions;
-use super::types::{HitKind, MsgType, SearchHit, StoreHealth, Topic};
+use super::types::{HitKind, MsgType, SearchHit, Topic};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HandshakeParams {
@@ -377,86 +377,6 @@ pub struct TranscriptParams {
     pub after: Option<u64>,
     #[serde(default)]
     pub limit: Option<u32>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DaemonStatus {
-    pub pid: u32,
-    pub daemon_version: String,
-    pub protocol_version: u32,
-    pub kiln: String,
-    pub database: String,
-    pub uptime_secs: u64,
-    pub clients: usize,
-    pub sessions: usize,
-    /// Agent processes the daemon runs.
-    #[serde(default)]
-    pub agents: usize,
-    pub unread: u64,
-    /// `embedded`, `memory` or `server` (team mode).
-    #[serde(default)]
-    pub store_kind: String,
-    /// Whether the database answers (always, for an embedded one).
-    #[serde(default)]
-    pub store: Option<StoreHealth>,
-    /// This daemon, as other daemons see it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance: Option<DaemonInfo>,
-    /// Team mode: the other daemons sharing the database, live or not.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub daemons: Vec<DaemonInfo>,
-    /// Why the settings files cannot be used; the daemon keeps the last good ones.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub settings_error: Option<String>,
-    /// Changes of the settings the daemon has not applied, each saying what to do.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub settings_pending: Vec<String>,
-    /// The Matrix channel, when `[channels.matrix]` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub matrix: Option<MatrixStatus>,
-}
-
-/// The Matrix channel as `daemon.status` shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MatrixStatus {
-    /// The bot account.
-    pub user_id: String,
-    pub homeserver: String,
-    /// Whether the bot is logged in (its stored device restored).
-    #[serde(default)]
-    pub logged_in: bool,
-    /// The bot's device, which allowed users verify.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device_id: Option<String>,
-    /// The rooms it has joined.
-    #[serde(default)]
-    pub rooms: usize,
-    /// RFC 3339: the last sync the homeserver answered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_sync: Option<String>,
-    /// What went wrong last (cleared by the next good sync).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// One daemon of a team (a record of the `daemons` table).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DaemonInfo {
-    /// Its instance id, which sessions' `owner` names.
-    pub id: String,
-    pub host: String,
-    pub kiln: String,
-    pub pid: u32,
-    /// RFC 3339.
-    pub started_at: String,
-    /// RFC 3339: it holds its sessions until then unless it renews.
-    pub lease_until: String,
-    /// The daemon that took its sessions over after its lease ran out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub taken_by: Option<String>,
-    /// Whether its lease is current (as this daemon sees the clock).
-    #[serde(default)]
-    pub live: bool,
 }
 
 /// `session.resolve`: a message from a channel (a webhook), resolved to a session by

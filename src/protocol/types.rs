@@ -2,12 +2,14 @@
 //! results of the methods are in `params.rs`). Wire types never deny unknown fields; new fields get
 //! `#[serde(default)]` so older and newer peers can talk.
 
+mod daemon;
 mod event;
 mod inbox;
 mod search;
 mod session;
 mod transcript;
 
+pub use daemon::*;
 pub use event::*;
 pub use inbox::*;
 pub use search::*;

@@ -358,6 +358,11 @@ impl Store {
         }
     }
 
+    /// Why every write is refused, once a storage failure stopped them.
+    pub fn writes_refused(&self) -> Option<String> {
+        self.failure()
+    }
+
     /// The damage the engine is known to have, one line per damaged stretch.
     pub fn damage(&self) -> Vec<String> {
         self.damage

@@ -138,6 +138,7 @@ pub(super) async fn status(call: &Call<'_>, _: NoParams) -> Result<DaemonStatus,
         unread,
         settings_error: shared.settings.error(),
         settings_pending: shared.settings.pending(),
+        writes_refused: store.writes_refused(),
         matrix: shared
             .matrix
             .lock()
