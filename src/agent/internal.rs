@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::agent::{
@@ -40,10 +40,13 @@ use crate::agent::{
 };
 use crate::config::AgentProfile;
 use crate::context::Message;
-use crate::openai::{ChatClient, ChatRequest, Tool, Usage, messages_from_stack};
+use crate::openai::{ChatClient, ChatRequest, Usage, messages_from_stack};
 use crate::protocol::{EntryKind, MsgType};
 use crate::rules::Operation;
 use crate::text::{clip, first_line};
+
+mod tools;
+pub use tools::tools;
 
 /// The most model requests one turn may make.
 pub const MAX_STEPS: usize = 50;
@@ -549,54 +552,6 @@ fn add_usage(turn: TurnTokens, usage: Usage) -> TurnTokens {
         output: turn.output.saturating_add(output),
         cached: turn.cached.saturating_add(cached),
     }
-}
-
-/// The tools offered to the model.
-pub fn tools() -> Vec<Tool> {
-    let path = json!({"type": "string", "description": "relative to the working folder"});
-    vec![
-        Tool::function(
-            "read_file",
-            "Read a text file.",
-            json!({"type": "object", "properties": {"path": path}, "required": ["path"]}),
-        ),
-        Tool::function(
-            "write_file",
-            "Write a text file (created, or replaced), making its folders.",
-            json!({"type": "object", "properties": {"path": path, "content": {"type": "string"}},
-                   "required": ["path", "content"]}),
-        ),
-        Tool::function(
-            "list_dir",
-            "List a folder; folders end in '/'.",
-            json!({"type": "object", "properties": {"path": path}}),
-        ),
-        Tool::function(
-            "run_command",
-            "Run a shell command in the working folder; returns its output.",
-            json!({"type": "object", "properties": {"command": {"type": "string"}},
-                   "required": ["command"]}),
-        ),
-        Tool::function(
-            "notify",
-            "Tell the human something; does not wait.",
-            json!({"type": "object", "properties": {"title": {"type": "string"},
-                   "body": {"type": "string"}}, "required": ["title"]}),
-        ),
-        Tool::function(
-            "request_decision",
-            "Ask the human to decide; waits for the answer.",
-            json!({"type": "object", "properties": {"question": {"type": "string"},
-                   "options": {"type": "array", "items": {"type": "string"}},
-                   "details": {"type": "string"}}, "required": ["question"]}),
-        ),
-        Tool::function(
-            "request_approval",
-            "Ask the human to approve an action; waits for approve or deny.",
-            json!({"type": "object", "properties": {"action": {"type": "string"},
-                   "details": {"type": "string"}}, "required": ["action"]}),
-        ),
-    ]
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use crate::protocol::methods::Request;
 
 mod slash;
 
-use slash::diff;
+use slash::{diff, resend};
 
 /// Rows one notch of the mouse wheel scrolls.
 const WHEEL_ROWS: i32 = 3;
@@ -193,19 +193,8 @@ impl Model {
             KeyAction::Approve => self.answer_opened(Choice::Approve),
             KeyAction::Deny => self.answer_opened(Choice::Deny),
             KeyAction::Diff => self.on_focused(diff),
-            KeyAction::Resend => match self.focused_session() {
-                Some(session)
-                    if session.turn_prompt.is_some()
-                        && !session.state.is_some_and(SessionState::is_busy) =>
-                {
-                    vec![Action::on_session(
-                        Request::SessionResend,
-                        session.id.clone(),
-                    )]
-                }
-                // No turn was cut short: nothing is sent.
-                _ => Vec::new(),
-            },
+            // The daemon says so when no turn was cut short.
+            KeyAction::Resend => self.on_focused(resend),
             KeyAction::CancelTurn if !self.input.is_empty() => Vec::new(),
             KeyAction::CancelTurn => match self.focused_session() {
                 Some(session) if session.state.is_some_and(SessionState::is_busy) => {

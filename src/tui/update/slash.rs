@@ -223,6 +223,11 @@ fn session_call(command: SlashCommand, session_id: String) -> Option<Request> {
     }
 }
 
+/// `session.resend` of a session: its turn that was cut short, sent again.
+pub(super) fn resend(session_id: String) -> Action {
+    Action::on_session(Request::SessionResend, session_id)
+}
+
 /// `session.diff` of a session, shown in the diff view.
 pub(super) fn diff(session_id: String) -> Action {
     Action::Call(diff_request(session_id))
