@@ -379,9 +379,15 @@ async fn one_crash_among_ten_sessions_leaves_nine_complete() {
 
     for (i, s) in sessions.iter().enumerate() {
         if i == 4 {
-            let failed = wait_state(&client, &s.id, SessionState::Error).await;
+            // It crashed in the middle of its turn: the turn was cut short, and can be
+            // sent again.
+            let failed = wait_state(&client, &s.id, SessionState::Interrupted).await;
             let reason = failed.state_reason.unwrap_or_default();
             assert!(reason.contains("exited with code 7"), "{reason}");
+            assert_eq!(
+                failed.turn_prompt.as_deref(),
+                Some("say about to fail\ncrash 7")
+            );
             assert_eq!(failed.agent_pid, None);
             assert_eq!(failed.exit_code, Some(7));
             assert!(failed.ended_at.is_some());
