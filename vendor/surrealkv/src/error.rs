@@ -125,6 +125,19 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl Error {
+	/// Whether the error says a table file does not read back as written (a block that
+	/// fails its checksum or does not decode). Crucible's patch, see vendor/README.md.
+	pub fn is_table_damage(&self) -> bool {
+		matches!(
+			self,
+			Self::SSTable(_)
+				| Self::CorruptedBlock(_)
+				| Self::Corruption(_)
+				| Self::Decompression(_)
+				| Self::CorruptedTableMetadata(_)
+		)
+	}
+
 	/// Creates a WalCorruption error with the given segment ID, offset, and
 	/// message
 	pub fn wal_corruption(segment_id: usize, offset: usize, message: impl Into<String>) -> Self {
@@ -218,6 +231,9 @@ pub struct BackgroundErrorHandler {
 	is_db_stopped: AtomicBool,
 	/// Stats tracking
 	error_count: AtomicU64,
+	/// Set when a compaction found a damaged table file (crucible's patch): compaction
+	/// stops for the life of the tree, reads and writes go on.
+	compaction_halt: RwLock<Option<Error>>,
 }
 
 impl BackgroundErrorHandler {
@@ -227,7 +243,27 @@ impl BackgroundErrorHandler {
 			bg_error: RwLock::new(None),
 			is_db_stopped: AtomicBool::new(false),
 			error_count: AtomicU64::new(0),
+			compaction_halt: RwLock::new(None),
 		}
+	}
+
+	/// Stops compaction after it met a damaged table file, instead of stopping the
+	/// database (crucible's patch): merging the damaged file's blocks would drop them or
+	/// fail again, while every block that reads is still served and writes still land.
+	pub fn halt_compaction(&self, error: Error) {
+		log::error!(
+			"compaction stopped: a table file it read is damaged ({error}); reads and writes \
+			 go on, table files are no longer merged until the database is repaired"
+		);
+		let mut halt = self.compaction_halt.write();
+		if halt.is_none() {
+			*halt = Some(error);
+		}
+	}
+
+	/// Why compaction stopped, if it did.
+	pub fn compaction_halted(&self) -> Option<Error> {
+		self.compaction_halt.read().clone()
 	}
 
 	/// Classify error severity based on error type and context

@@ -14,6 +14,8 @@ mod lockfile;
 mod lsm;
 mod memtable;
 mod oracle;
+// Crucible's patch: checking table files and rebuilding a manifest (vendor/README.md).
+mod salvage;
 mod snapshot;
 mod sstable;
 mod stall;
@@ -38,6 +40,9 @@ use sstable::bloom::LevelDBBloomFilter;
 use crate::clock::{DefaultLogicalClock, LogicalClock};
 pub use crate::error::{Error, Result};
 pub use crate::lsm::{Tree, TreeBuilder};
+pub use crate::salvage::{
+	compaction_halted, rebuild_manifest, verify_tables, DamagedBlock, RebuiltManifest,
+};
 pub use crate::transaction::{
 	Durability,
 	HistoryOptions,

@@ -201,6 +201,11 @@ impl CoreInner {
 			None
 		};
 
+		// Crucible's patch: known by its path, so its owner can ask whether compaction
+		// stopped (salvage::compaction_halted).
+		let error_handler = Arc::new(BackgroundErrorHandler::new());
+		crate::salvage::register(&opts.path, &error_handler);
+
 		Ok(Self {
 			opts,
 			active_memtable,
@@ -212,7 +217,7 @@ impl CoreInner {
 			wal: WalManager::new(wal_instance),
 			versioned_index,
 			lockfile: Mutex::new(lockfile),
-			error_handler: Arc::new(BackgroundErrorHandler::new()),
+			error_handler,
 			visible_seq_num,
 		})
 	}
@@ -893,7 +898,13 @@ impl WriteStallCountProvider for CoreInner {
 	fn get_stall_counts(&self) -> StallCounts {
 		StallCounts {
 			immutable_memtables: self.immutable_count(),
-			l0_files: self.l0_file_count(),
+			// Crucible's patch: with compaction stopped at a damaged table file, waiting
+			// for it to shrink level 0 would stall every write for good.
+			l0_files: if self.error_handler.compaction_halted().is_some() {
+				0
+			} else {
+				self.l0_file_count()
+			},
 		}
 	}
 }

@@ -217,21 +217,34 @@ impl Snapshot {
 		// Check the tables in each level for the key
 		for (level_idx, level) in (&level_manifest.levels).into_iter().enumerate() {
 			if level_idx == 0 {
-				// Level 0: Tables can overlap, check all
+				// Level 0: Tables can overlap, check all. Crucible's patch: the newest
+				// version wins, not the first table's. Tables flushed from memtables are
+				// ordered newest first, so a later table is only read when it holds newer
+				// sequence numbers than the version found, which happens after a manifest
+				// was rebuilt from the table files (see salvage.rs).
+				let mut newest: Option<(InternalKey, Value)> = None;
 				for table in level.tables.iter() {
 					if !table.is_key_in_key_range(&ikey) {
 						continue; // Skip this table if the key is not in its range
 					}
-
-					let maybe_item = table.get(&ikey)?;
-
-					if let Some(item) = maybe_item {
-						let ikey = &item.0;
-						if ikey.is_tombstone() {
-							return Ok(None); // Key is a tombstone, return None
+					if let Some((found, _)) = &newest {
+						if table.meta.largest_seq_num.is_none_or(|l| l <= found.seq_num()) {
+							continue;
 						}
-						return Ok(Some((item.1, ikey.seq_num()))); // Key found, return the value
 					}
+
+					if let Some(item) = table.get(&ikey)? {
+						if newest.as_ref().is_none_or(|(found, _)| item.0.seq_num() > found.seq_num())
+						{
+							newest = Some(item);
+						}
+					}
+				}
+				if let Some((ikey, value)) = newest {
+					if ikey.is_tombstone() {
+						return Ok(None); // Key is a tombstone, return None
+					}
+					return Ok(Some((value, ikey.seq_num()))); // Key found, return the value
 				}
 			} else {
 				// Level 1+: Non-overlapping, binary search for the one table

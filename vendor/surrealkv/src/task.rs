@@ -134,13 +134,26 @@ impl TaskManager {
 					running.store(true, Ordering::SeqCst);
 					log::debug!("Level compaction task starting");
 
+					// Crucible's patch: after a damaged table file, no more compactions.
+					if core.error_handler().compaction_halted().is_some() {
+						running.store(false, Ordering::SeqCst);
+						continue;
+					}
+
 					// Use leveled compaction strategy
 					let strategy: Arc<dyn CompactionStrategy> =
 						Arc::new(Strategy::from_options(Arc::clone(&opts)));
 					if let Err(e) = core.compact(strategy) {
-						log::error!("Level compaction task error: {e:?}");
-						core.error_handler().set_error(e, BackgroundErrorReason::Compaction);
-						write_stall.signal_shutdown();
+						if e.is_table_damage() {
+							// Crucible's patch: a damaged input stops compaction, not
+							// the database (see BackgroundErrorHandler::halt_compaction).
+							core.error_handler().halt_compaction(e);
+							write_stall.signal_work_done();
+						} else {
+							log::error!("Level compaction task error: {e:?}");
+							core.error_handler().set_error(e, BackgroundErrorReason::Compaction);
+							write_stall.signal_shutdown();
+						}
 					} else {
 						log::debug!("Level compaction completed successfully");
 						write_stall.signal_work_done();

@@ -137,7 +137,9 @@ impl Compactor {
 			match self.write_merged_table(&new_table_path, new_table_id, iterators, input) {
 				Ok(result) => result,
 				Err(e) => {
-					// Guard will unhide tables on drop
+					// Guard will unhide tables on drop. Crucible's patch: the half-written
+					// output goes too (it would stay until the next open otherwise).
+					let _ = std::fs::remove_file(&new_table_path);
 					return Err(e);
 				}
 			};

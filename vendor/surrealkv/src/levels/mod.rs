@@ -38,6 +38,30 @@ pub(crate) fn validate_wal_log_number(wal_path: &Path, manifest_log_number: u64)
 /// Current manifest format version
 pub const MANIFEST_FORMAT_VERSION_V1: u16 = 1;
 
+/// Crucible's patch: what precedes the CRC32 of everything before it at the end of a
+/// manifest. Readers that do not know it stop before it (they read the manifest's parts
+/// and ignore what follows), so the format stays readable by the published engine.
+const MANIFEST_CHECKSUM_TAG: &[u8; 4] = b"CKS1";
+
+/// The manifest without its checksum: checked when it has one, as it is when it has none
+/// (written before the checksum existed; it must then parse to its last byte).
+pub(crate) fn manifest_body(mut data: Vec<u8>) -> Result<Vec<u8>> {
+	let len = data.len();
+	if len >= 8 && &data[len - 8..len - 4] == MANIFEST_CHECKSUM_TAG {
+		let mut stored = [0u8; 4];
+		stored.copy_from_slice(&data[len - 4..]);
+		let stored = u32::from_be_bytes(stored);
+		data.truncate(len - 8);
+		let computed = crc32fast::hash(&data);
+		if computed != stored {
+			return Err(Error::ManifestCorruption(format!(
+				"checksum mismatch (stored {stored:08x}, computed {computed:08x})"
+			)));
+		}
+	}
+	Ok(data)
+}
+
 /// Snapshot information stored in the manifest
 #[derive(Debug, Clone)]
 pub(crate) struct SnapshotInfo {
@@ -201,10 +225,25 @@ impl LevelManifest {
 		manifest_path: P,
 		opts: Arc<Options>,
 	) -> Result<Self> {
+		// Crucible's patch: every failure to load says it is the manifest's, and where.
+		let path = manifest_path.as_ref();
+		Self::load_from_file_unnamed(path, opts).map_err(|e| match e {
+			Error::LoadManifestFail(_) | Error::ManifestCorruption(_) => e,
+			e => Error::LoadManifestFail(format!("{}: {e}", path.display())),
+		})
+	}
+
+	fn load_from_file_unnamed<P: AsRef<Path>>(
+		manifest_path: P,
+		opts: Arc<Options>,
+	) -> Result<Self> {
 		log::info!("Loading manifest from {:?}", manifest_path.as_ref());
 
-		// Read and parse the manifest file
+		// Read and parse the manifest file. Crucible's patch: a manifest that fails its
+		// checksum, or does not parse to its end, is damaged (see `manifest_body`).
 		let data = std::fs::read(&manifest_path)?;
+		let data = manifest_body(data)?;
+		let body_len = data.len() as u64;
 		let mut level_manifest = Cursor::new(data);
 
 		// Read versioned manifest format
@@ -244,6 +283,12 @@ impl LevelManifest {
 			let snapshot = SnapshotInfo::decode(&snapshot_bytes)?;
 			snapshots.push(snapshot);
 		}
+		if level_manifest.position() != body_len {
+			return Err(Error::ManifestCorruption(format!(
+				"{} bytes after the manifest's end",
+				body_len - level_manifest.position()
+			)));
+		}
 
 		// Now convert the level data into actual Level objects with Table instances
 		// Use the actual number of levels from the manifest, not the configured level
@@ -260,7 +305,11 @@ impl LevelManifest {
 					Ok(table) => tables.push(table),
 					Err(err) => {
 						log::error!("Error loading table {table_id}: {err:?}");
-						return Err(Error::LoadManifestFail(err.to_string()));
+						// Crucible's patch: name the table file.
+						return Err(Error::LoadManifestFail(format!(
+							"table file {} (level {level_idx}): {err}",
+							opts.sstable_file_path(table_id).display()
+						)));
 					}
 				}
 			}
@@ -371,8 +420,33 @@ impl LevelManifest {
 		Ok(())
 	}
 
+	/// The table IDs the manifest on disk lists, level by level, without opening the
+	/// tables (crucible's patch, for `salvage::verify_tables`).
+	pub(crate) fn table_ids_on_disk(opts: &Options) -> Result<Vec<Vec<u64>>> {
+		let path = opts.manifest_file_path(0);
+		let read = || -> Result<Vec<Vec<u64>>> {
+			let data = manifest_body(std::fs::read(&path)?)?;
+			let mut manifest = Cursor::new(data);
+			let version = manifest.read_u16::<BigEndian>()?;
+			if version != MANIFEST_FORMAT_VERSION_V1 {
+				return Err(Error::LoadManifestFail(format!(
+					"Unsupported manifest format version: {version}"
+				)));
+			}
+			// next_table_id, log_number, last_sequence
+			for _ in 0..3 {
+				manifest.read_u64::<BigEndian>()?;
+			}
+			Levels::decode(&mut manifest)
+		};
+		read().map_err(|e| match e {
+			Error::LoadManifestFail(_) | Error::ManifestCorruption(_) => e,
+			e => Error::LoadManifestFail(format!("{}: {e}", path.display())),
+		})
+	}
+
 	/// Helper to load a single table by ID
-	fn load_table(table_id: u64, opts: Arc<Options>) -> Result<Arc<Table>> {
+	pub(crate) fn load_table(table_id: u64, opts: Arc<Options>) -> Result<Arc<Table>> {
 		let table_file_path = opts.sstable_file_path(table_id);
 
 		// Open the table file
@@ -655,6 +729,11 @@ pub(crate) fn write_manifest_to_disk(manifest: &LevelManifest) -> Result<()> {
 		buf.write_u32::<BigEndian>(snapshot_bytes.len() as u32)?;
 		buf.extend_from_slice(&snapshot_bytes);
 	}
+
+	// Crucible's patch: a checksum after the manifest (see `manifest_body`).
+	let checksum = crc32fast::hash(&buf);
+	buf.extend_from_slice(MANIFEST_CHECKSUM_TAG);
+	buf.write_u32::<BigEndian>(checksum)?;
 
 	replace_file_content(&manifest.path, &buf)?;
 	log::debug!("Manifest written successfully to {:?}", manifest.path);

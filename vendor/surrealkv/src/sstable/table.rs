@@ -803,6 +803,22 @@ pub(crate) fn read_table_block(
 	Ok(Block::new(block, comparator))
 }
 
+/// Reads a block and checks its checksum, without decoding it (crucible's patch).
+pub(crate) fn check_block(f: Arc<dyn File>, location: &BlockHandle) -> Result<()> {
+	let trailer = read_bytes(
+		Arc::clone(&f),
+		&BlockHandle::new(location.offset() + location.size(), BLOCK_COMPRESS_LEN + BLOCK_CKSUM_LEN),
+	)?;
+	let buf = read_bytes(f, location)?;
+	let want = unmask(u32::from_le_bytes([trailer[1], trailer[2], trailer[3], trailer[4]]));
+	if !verify_table_block(&buf, trailer[0], want) {
+		return Err(Error::from(SSTableError::ChecksumVerificationFailed {
+			block_offset: location.offset() as u64,
+		}));
+	}
+	Ok(())
+}
+
 /// Verifies a block's checksum.
 fn verify_table_block(block: &[u8], compression_type: u8, want: u32) -> bool {
 	let mut cksum = Crc32::new();
@@ -856,6 +872,8 @@ pub(crate) struct Table {
 
 	pub(crate) index_block: IndexType,
 	pub(crate) filter_reader: Option<FilterBlockReader>,
+	/// Why the filter block was left out (crucible's patch).
+	pub(crate) filter_damage: Option<String>,
 }
 
 impl Table {
@@ -887,11 +905,19 @@ impl Table {
 		let writer_metadata =
 			read_writer_meta_properties(&metaindexblock)?.ok_or(Error::TableMetadataNotFound)?;
 
-		// Step 5: Load filter block if configured
-		let filter_reader = if opts.filter_policy.is_some() {
-			Self::read_filter_block(&metaindexblock, Arc::clone(&file), &opts)?
+		// Step 5: Load filter block if configured. Crucible's patch: a damaged filter is
+		// left out (every read then looks in the table's blocks: right, only slower).
+		let (filter_reader, filter_damage) = if opts.filter_policy.is_some() {
+			match Self::read_filter_block(&metaindexblock, Arc::clone(&file), &opts) {
+				Ok(filter) => (filter, None),
+				Err(e) if e.is_table_damage() => {
+					log::error!("table {id}: its filter block is damaged ({e}); read without it");
+					(None, Some(e.to_string()))
+				}
+				Err(e) => return Err(e),
+			}
 		} else {
-			None
+			(None, None)
 		};
 
 		Ok(Table {
@@ -900,6 +926,7 @@ impl Table {
 			file_size,
 			opts,
 			filter_reader,
+			filter_damage,
 			index_block,
 			meta: writer_metadata,
 		})
@@ -933,6 +960,10 @@ impl Table {
 				Ok(res) => res.0,
 			};
 			if filter_block_location.size() > 0 {
+				// Crucible's patch: the filter's checksum is checked like every other
+				// block's; unchecked, a changed bit made it answer "absent" for keys the
+				// table holds.
+				check_block(Arc::clone(&file), &filter_block_location)?;
 				return Ok(Some(read_filter_block(
 					file,
 					&filter_block_location,
