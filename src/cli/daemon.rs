@@ -77,7 +77,7 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
             if json {
                 outln!("{}", serde_json::to_value(&check)?);
             } else {
-                print_check(&check);
+                print_check(&check, true);
             }
             Ok(if check.damaged() {
                 ExitCode::from(1)
@@ -199,7 +199,10 @@ async fn repair(kiln: &Kiln) -> anyhow::Result<ExitCode> {
         None => kiln.db_path(),
     };
     let repaired = crate::store::check::repair(&config.store, &path).await?;
-    print_check(&repaired.check);
+    for line in &repaired.manifest {
+        outln!("{line}");
+    }
+    print_check(&repaired.check, false);
     outln!(
         "rebuilt {}: {} records copied, {} journaled changes applied",
         path.display(),
@@ -216,8 +219,9 @@ async fn repair(kiln: &Kiln) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What a check found: each table's records, and each damaged stretch.
-fn print_check(check: &crate::protocol::check::Check) {
+/// What a check found: each table's records, and each damaged stretch; `files`: whether
+/// the check read the engine's files too (a repair reads records only).
+fn print_check(check: &crate::protocol::check::Check, files: bool) {
     for table in &check.tables {
         let state = if table.damaged.is_empty() {
             "ok".to_string()
@@ -230,7 +234,14 @@ fn print_check(check: &crate::protocol::check::Check) {
         outln!("  {line}");
     }
     if !check.damaged() {
-        outln!("every record reads back");
+        outln!(
+            "{}",
+            if files {
+                "every record and every index entry reads back"
+            } else {
+                "every record reads back"
+            }
+        );
     }
 }
 

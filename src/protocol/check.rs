@@ -35,15 +35,45 @@ impl Damaged {
     }
 }
 
-/// A whole check: every table.
+/// A part of the engine's files that does not read back as written: a block of a table
+/// file (records, or a search or lookup index's entries), or the manifest that lists the
+/// table files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileDamage {
+    /// The file.
+    pub file: String,
+    /// Where in the file the damaged block starts, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// What the damaged part holds, in words.
+    pub holds: String,
+    /// The table whose records or index entries it holds, when one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// The index whose entries it holds, when one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
+    /// What reading it said.
+    pub error: String,
+    /// What the damage does until a repair.
+    pub effect: String,
+}
+
+/// A whole check: every table's records, and every block of the engine's files.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     pub tables: Vec<TableCheck>,
+    /// Damaged parts of the engine's files (an embedded database only).
+    #[serde(default)]
+    pub files: Vec<FileDamage>,
+    /// Why the engine stopped merging its table files, when it met a damaged one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merging_stopped: Option<String>,
 }
 
 impl Check {
     pub fn damaged(&self) -> bool {
-        self.tables.iter().any(|t| !t.damaged.is_empty())
+        self.tables.iter().any(|t| !t.damaged.is_empty()) || !self.files.is_empty()
     }
 
     /// One line per damaged stretch, for the log and the terminal.
@@ -57,6 +87,23 @@ impl Check {
                     describe_stretch(d)
                 ));
             }
+        }
+        for f in &self.files {
+            let at = f
+                .offset
+                .map(|o| format!(" (the block at byte {o})"))
+                .unwrap_or_default();
+            lines.push(format!(
+                "{} cannot be read in {}{at}: {}; {}",
+                f.holds, f.file, f.error, f.effect
+            ));
+        }
+        if let Some(why) = &self.merging_stopped {
+            lines.push(format!(
+                "the engine stopped merging its table files at a damaged block ({why}): \
+                 reads and writes go on, and its table files accumulate until `cru daemon \
+                 repair`"
+            ));
         }
         lines
     }
@@ -113,6 +160,8 @@ mod tests {
                     before: None,
                 }],
             }],
+            files: Vec::new(),
+            merging_stopped: None,
         };
         assert!(check.damaged());
         assert_eq!(

@@ -46,11 +46,13 @@ const PAGE: usize = 1000;
 
 /// What one read of a key range asks for.
 #[derive(Clone, Copy)]
-enum Fetch {
+enum Fetch<'a> {
     /// Only the keys (a check).
     Keys,
     /// Whole records (a rebuild).
     Records,
+    /// These fields, as a `SELECT` names them (loading what the daemon starts with).
+    Fields(&'a str),
 }
 
 /// One table's readable records (key, and the record without its id when fetched).
@@ -72,8 +74,39 @@ impl Store {
                 damaged: walked.damaged,
             });
         }
+        // What the walk cannot see: the indexes' entries, and the manifest.
+        check.files = self.check_files().await;
+        check.merging_stopped = self
+            .disk_path()
+            .and_then(|path| surrealkv::compaction_halted(&path));
         self.set_damage(check.describe());
         Ok(check)
+    }
+
+    /// `SELECT {fields} FROM {table}` in key order, read around what the engine cannot
+    /// read back: for what the daemon loads to start, which a damaged record must not
+    /// stop. What is left out is logged (and the check at start names it).
+    pub(super) async fn readable_rows<T: serde::de::DeserializeOwned>(
+        &self,
+        table: &str,
+        fields: &str,
+    ) -> Result<Vec<T>> {
+        let walked = self.walk(table, Fetch::Fields(fields)).await?;
+        let left_out = TableCheck {
+            table: table.to_string(),
+            readable: walked.rows.len(),
+            damaged: walked.damaged,
+        };
+        let left_out = Check {
+            tables: vec![left_out],
+            ..Check::default()
+        };
+        for line in left_out.describe() {
+            tracing::error!("left out of what the daemon loads: {line}");
+        }
+        super::decode_rows(Value::Array(
+            walked.rows.into_iter().map(|(_, row)| row).collect(),
+        ))
     }
 
     /// The records of `table` with keys from `from` (inclusive) to `to` (exclusive), an
@@ -83,7 +116,7 @@ impl Store {
         table: &str,
         from: Option<&str>,
         to: Option<&str>,
-        fetch: Fetch,
+        fetch: Fetch<'_>,
         limit: Option<usize>,
     ) -> Result<Vec<(String, Value)>> {
         let range = format!(
@@ -95,7 +128,11 @@ impl Store {
         let sql = match fetch {
             Fetch::Keys => format!("SELECT record::id(id) AS __id FROM {range}{limit}"),
             Fetch::Records => format!("SELECT *, record::id(id) AS __id FROM {range}{limit}"),
+            Fetch::Fields(fields) => {
+                format!("SELECT {fields}, record::id(id) AS __id FROM {range}{limit}")
+            }
         };
+        let keep_id = matches!(fetch, Fetch::Fields(_));
         let mut results = self.run(&sql, json!({})).await?;
         let rows = match results.get_mut(0).map(Value::take) {
             Some(Value::Array(rows)) => rows,
@@ -106,7 +143,9 @@ impl Store {
             .filter_map(|mut row| {
                 let map = row.as_object_mut()?;
                 let id = map.remove("__id")?.as_str()?.to_string();
-                map.remove("id");
+                if !keep_id {
+                    map.remove("id");
+                }
                 Some((id, row))
             })
             .collect())
@@ -125,7 +164,7 @@ impl Store {
     }
 
     /// Reads `table` from end to end around its damaged stretches.
-    async fn walk(&self, table: &str, fetch: Fetch) -> Result<Walked> {
+    async fn walk(&self, table: &str, fetch: Fetch<'_>) -> Result<Walked> {
         let mut walked = Walked {
             rows: Vec::new(),
             damaged: Vec::new(),
@@ -256,6 +295,8 @@ pub struct Repaired {
     pub restored: Vec<String>,
     /// Where the damaged engine was kept.
     pub kept_at: PathBuf,
+    /// What rebuilding a damaged manifest from the table files did, when it was.
+    pub manifest: Vec<String>,
 }
 
 /// Rebuilds the embedded engine at `path` from what it can still read, then the journal:
@@ -286,8 +327,19 @@ pub async fn repair(cfg: &StoreConfig, path: &Path) -> Result<Repaired> {
         ..cfg.clone()
     };
     let cfg = &cfg;
-    // Read what the damaged engine still gives, without replaying into it.
-    let old = Store::open_to_salvage(cfg, path).await?;
+    // Read what the damaged engine still gives, without replaying into it. An engine
+    // whose manifest (the list of its table files) is damaged gets a new one built from
+    // the table files first.
+    let mut manifest = Vec::new();
+    let old = match Store::open_to_salvage(cfg, path).await {
+        Ok(old) => old,
+        Err(e) if super::files::is_manifest_damage(&e) => {
+            tracing::warn!("{e}");
+            manifest = super::files::rebuild_manifest(path).await?;
+            Store::open_to_salvage(cfg, path).await?
+        }
+        Err(e) => return Err(e),
+    };
     let mut check = Check::default();
     let mut ops = Vec::new();
     for table in TABLES {
@@ -353,6 +405,7 @@ pub async fn repair(cfg: &StoreConfig, path: &Path) -> Result<Repaired> {
         journaled: replay.ops.len(),
         restored,
         kept_at,
+        manifest,
     })
 }
 

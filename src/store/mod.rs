@@ -7,6 +7,7 @@
 
 pub mod check;
 mod durable;
+mod files;
 mod inbox;
 mod journal;
 mod keyspace;
@@ -245,9 +246,12 @@ impl Store {
         };
         let open_err = |failure: OpenFailure| {
             let message = failure.to_string();
+            let failure = StoreError::Db(message.clone());
             StoreError::Open {
                 url: url.clone(),
-                message: if check::is_unreadable(&StoreError::Db(message.clone())) {
+                message: if files::is_manifest_damage(&failure) {
+                    format!("{message}. {}", files::MANIFEST_WHAT_TO_DO)
+                } else if check::is_unreadable(&failure) {
                     format!("{message}. {}", check::WHAT_TO_DO)
                 } else {
                     message

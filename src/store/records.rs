@@ -174,12 +174,27 @@ impl Store {
 
     /// Sessions deleted whose purge has not finished.
     pub async fn deleted_sessions(&self) -> Result<Vec<String>> {
-        self.rows(
-            "SELECT VALUE record::id(id) FROM deleted_sessions",
-            json!({}),
-            0,
-        )
-        .await
+        match self
+            .rows(
+                "SELECT VALUE record::id(id) FROM deleted_sessions",
+                json!({}),
+                0,
+            )
+            .await
+        {
+            // Read around what cannot be read: the daemon starts with the rest.
+            Err(e) if super::check::is_unreadable(&e) => {
+                #[derive(serde::Deserialize)]
+                struct Row {
+                    id: String,
+                }
+                let rows: Vec<Row> = self
+                    .readable_rows("deleted_sessions", "record::id(id) AS id")
+                    .await?;
+                Ok(rows.into_iter().map(|r| r.id).collect())
+            }
+            ids => ids,
+        }
     }
 
     // ---- context stacks ----

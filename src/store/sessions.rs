@@ -71,9 +71,16 @@ impl Store {
         Ok(())
     }
 
+    /// Every session (what the daemon starts with): a record the engine cannot read
+    /// back is left out, not a reason to stay down.
     pub async fn list_sessions(&self) -> Result<Vec<Session>> {
         let sql = format!("SELECT {SESSION_FIELDS} FROM sessions ORDER BY id");
-        self.rows(&sql, json!({}), 0).await
+        match self.rows(&sql, json!({}), 0).await {
+            Err(e) if check::is_unreadable(&e) => {
+                self.readable_rows("sessions", SESSION_FIELDS).await
+            }
+            listed => listed,
+        }
     }
 
     pub async fn delete_session(&self, id: &str) -> Result<bool> {
@@ -141,13 +148,14 @@ impl Store {
             digest: String,
             session_id: String,
         }
-        let rows: Vec<Row> = self
-            .rows(
-                "SELECT record::id(id) AS digest, session_id FROM handles",
-                json!({}),
-                0,
-            )
-            .await?;
+        const FIELDS: &str = "record::id(id) AS digest, session_id";
+        let rows: Vec<Row> = match self
+            .rows(&format!("SELECT {FIELDS} FROM handles"), json!({}), 0)
+            .await
+        {
+            Err(e) if check::is_unreadable(&e) => self.readable_rows("handles", FIELDS).await?,
+            rows => rows?,
+        };
         Ok(rows.into_iter().map(|r| (r.digest, r.session_id)).collect())
     }
 

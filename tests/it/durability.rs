@@ -311,3 +311,328 @@ async fn a_byte_changed_in_a_table_file_is_found_named_and_repaired() {
     let status: serde_json::Value = serde_json::from_str(&crate::common::stdout(&out)).unwrap();
     assert!(status["store"]["damaged"].is_null(), "{status}");
 }
+
+/// The ids of the sessions the daemon lists.
+async fn listed_sessions(client: &crucible::client::Client) -> std::collections::BTreeSet<String> {
+    let listed = client
+        .call_value("session.list", serde_json::json!({}))
+        .await
+        .expect("session.list");
+    listed["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| s["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+/// Stops the daemon cleanly: everything it wrote is in a table file of its own.
+async fn stop_cleanly(tk: &crate::common::TestKiln, daemon: &mut crate::common::DaemonProcess) {
+    let out = tk.cru(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    daemon.wait_exit(Duration::from_secs(30)).await;
+}
+
+/// Every table file of the engine, with its bytes.
+fn table_files(tk: &crate::common::TestKiln) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(tk.kiln.db_path().join("sstables"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// One bit flipped inside a session's record, in one of four table files the next start
+/// merges (a compaction at open reads every block): the daemon starts, lists every session
+/// outside the damaged stretch, takes new sessions, and says what is damaged and where.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flipped_bit_in_a_table_file_leaves_the_daemon_starting_and_serving_the_rest() {
+    use crate::common::{KillOnDrop, TestKiln, register};
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let padding = "PADDING ".repeat(60);
+    let mut registered = Vec::new();
+    // Four clean stops: four table files in the engine's first level, which the next
+    // start merges.
+    for round in 0..4 {
+        let mut daemon = tk.spawn_daemon().await;
+        let client = tk.client().await;
+        for i in 0..120 {
+            let id = register(&client, &format!("AGENT{round}X{i:03} {padding}")).await;
+            registered.push(id);
+        }
+        let listed = listed_sessions(&client).await;
+        assert!(registered.iter().all(|id| listed.contains(id)));
+        drop(client);
+        stop_cleanly(&tk, &mut daemon).await;
+    }
+    // A bit in the middle of one record of the third round (a record holds its name
+    // twice, the search index's words are lower-case).
+    let needle = format!("AGENT2X060 {}", &padding[..16]);
+    let (file, mut bytes) = table_files(&tk)
+        .into_iter()
+        .find(|(_, b)| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        .expect("a table file holding the record");
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle.as_bytes())
+        .unwrap();
+    bytes[at + needle.len() - 3] ^= 0x04;
+    std::fs::write(&file, bytes).unwrap();
+
+    let mut daemon = tk.spawn_daemon().await;
+    let client = tk.client().await;
+    let listed = listed_sessions(&client).await;
+    let missing: Vec<&String> = registered
+        .iter()
+        .filter(|id| !listed.contains(*id))
+        .collect();
+    assert!(
+        !missing.is_empty() && missing.len() < 120,
+        "{} of {} sessions listed",
+        listed.len(),
+        registered.len()
+    );
+    // A new session can be made, and is kept.
+    let fresh = register(&client, "after the damage").await;
+    assert!(listed_sessions(&client).await.contains(&fresh));
+
+    let mut status = serde_json::Value::Null;
+    crate::common::wait_until("the check at start", Duration::from_secs(60), || {
+        let out = tk.cru(&["daemon", "status", "--json"]);
+        status = serde_json::from_str(&crate::common::stdout(&out)).unwrap_or_default();
+        status["store"]["damaged"]
+            .to_string()
+            .contains("sessions: unreadable records")
+    })
+    .await;
+    let damaged = status["store"]["damaged"].to_string();
+    let file_name = file.file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        damaged.contains("records of sessions cannot be read in")
+            && damaged.contains(&file_name)
+            && damaged.contains("the engine stopped merging its table files"),
+        "{damaged}"
+    );
+    // Every session missing lies in the stretch the check names.
+    let out = tk.cru(&["daemon", "check", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        crate::common::stderr(&out)
+    );
+    let check: serde_json::Value = serde_json::from_str(&crate::common::stdout(&out)).unwrap();
+    let sessions = stretches(&check, "sessions");
+    for id in &missing {
+        assert!(
+            sessions.iter().any(|(after, before)| {
+                after.as_deref().is_none_or(|a| id.as_str() > a)
+                    && before.as_deref().is_none_or(|b| id.as_str() < b)
+            }),
+            "{id} is not listed but lies outside every stretch the check named: {sessions:?}"
+        );
+    }
+    drop(client);
+    stop_cleanly(&tk, &mut daemon).await;
+    let log = std::fs::read_to_string(tk.kiln.log_dir().join("daemon.log")).unwrap_or_default();
+    assert!(!log.contains("Pipeline stall"), "{log}");
+}
+
+/// One bit flipped in the search index's entries (the records all read back): `cru
+/// daemon check` finds it and names the index, and `cru daemon repair` rebuilds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damage_in_a_search_index_is_found_and_named_by_the_check() {
+    use crate::common::{KillOnDrop, TestKiln, register};
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let mut daemon = tk.spawn_daemon().await;
+    let client = tk.client().await;
+    let session = register(&client, "claude").await;
+    // Three thousand distinct words: the index's entries fill many blocks of their own.
+    let word = |i: u64| {
+        let mut n = i.wrapping_mul(2_654_435_761) % 26u64.pow(7);
+        let mut w = String::from("QZ");
+        for _ in 0..7 {
+            w.push((b'A' + (n % 26) as u8) as char);
+            n /= 26;
+        }
+        w
+    };
+    let words: Vec<String> = (0..3000).map(word).collect();
+    client
+        .call_value(
+            "inbox.send",
+            serde_json::json!({"session_id": session, "msg_type": "info",
+                               "title": "many words", "body": words.join(" ")}),
+        )
+        .await
+        .unwrap();
+    drop(client);
+    stop_cleanly(&tk, &mut daemon).await;
+
+    // The index keeps its words folded to lower case (the record keeps them as sent),
+    // each key stored after what it shares with the one before, so a word's last five
+    // letters show where its entries are. The first block holds the engine's catalog
+    // and the record; a bit three quarters into the index's entries is in blocks of
+    // their own.
+    let tails: Vec<String> = words
+        .iter()
+        .map(|w| w[w.len() - 5..].to_lowercase())
+        .collect();
+    let (file, mut bytes) = table_files(&tk)
+        .into_iter()
+        .max_by_key(|(_, b)| b.len())
+        .expect("a table file");
+    let mut found: Vec<usize> = tails
+        .iter()
+        .flat_map(|tail| {
+            bytes
+                .windows(tail.len())
+                .enumerate()
+                .filter(|(_, w)| *w == tail.as_bytes())
+                .map(|(at, _)| at)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    found.sort_unstable();
+    assert!(found.len() > 1000, "{} words found", found.len());
+    bytes[found[found.len() * 3 / 4] + 1] ^= 0x01;
+    std::fs::write(&file, bytes).unwrap();
+
+    let out = tk.cru(&["daemon", "check", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        crate::common::stdout(&out),
+        crate::common::stderr(&out)
+    );
+    let check: serde_json::Value = serde_json::from_str(&crate::common::stdout(&out)).unwrap();
+    for table in check["tables"].as_array().unwrap() {
+        assert!(table["damaged"].as_array().unwrap().is_empty(), "{check}");
+    }
+    let files = check["files"].as_array().unwrap();
+    assert!(
+        files.iter().any(|f| f["index"] == "search_inbox_body"
+            && f["table"] == "inbox_messages"
+            && f["file"]
+                .as_str()
+                .unwrap()
+                .ends_with(&*file.file_name().unwrap().to_string_lossy())),
+        "{check}"
+    );
+    let human = crate::common::stdout(&tk.cru(&["daemon", "check"]));
+    assert!(
+        human.contains("entries of the index search_inbox_body on inbox_messages")
+            && !human.contains("every record"),
+        "{human}"
+    );
+
+    let out = tk.cru(&["daemon", "repair"]);
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    let out = tk.cru(&["daemon", "check", "--json"]);
+    assert!(out.status.success(), "{}", crate::common::stdout(&out));
+    // The rebuilt index finds the word again.
+    let _daemon = tk.spawn_daemon().await;
+    let client = tk.client().await;
+    let found = client
+        .call_value(
+            "search",
+            serde_json::json!({"query": words[1500], "limit": 5}),
+        )
+        .await
+        .unwrap();
+    assert!(found.to_string().contains(&words[1500]), "{found}");
+}
+
+/// The byte offset of the first table id the engine's manifest lists.
+fn first_table_id_offset(manifest: &[u8]) -> usize {
+    // version (2), next table id, log number, last sequence (8 each), level count (1),
+    // then per level: a table count (4) and the ids (8 each).
+    let levels = manifest[26] as usize;
+    let mut at = 27;
+    for _ in 0..levels {
+        let count = u32::from_be_bytes(manifest[at..at + 4].try_into().unwrap()) as usize;
+        if count > 0 {
+            return at + 4;
+        }
+        at += 4;
+    }
+    panic!("the manifest lists no table");
+}
+
+/// One bit flipped in the engine's manifest (the list of its table files), every table
+/// file intact: the daemon refuses to start and says to repair, `cru daemon repair`
+/// rebuilds the list from the table files, and the daemon starts with every session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flipped_bit_in_the_manifest_is_repaired_from_the_table_files() {
+    use crate::common::{KillOnDrop, TestKiln, register};
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let mut registered = Vec::new();
+    for round in 0..2 {
+        let mut daemon = tk.spawn_daemon().await;
+        let client = tk.client().await;
+        for i in 0..20 {
+            registered.push(register(&client, &format!("agent {round} {i}")).await);
+        }
+        drop(client);
+        stop_cleanly(&tk, &mut daemon).await;
+    }
+    let manifest_path = tk
+        .kiln
+        .db_path()
+        .join("manifest")
+        .join("00000000000000000000.manifest");
+    let mut manifest = std::fs::read(&manifest_path).unwrap();
+    let at = first_table_id_offset(&manifest);
+    manifest[at] ^= 0x40;
+    std::fs::write(&manifest_path, manifest).unwrap();
+
+    let out = tk.cru(&["daemon", "run"]);
+    assert!(!out.status.success());
+    let said = crate::common::stderr(&out);
+    assert!(
+        said.contains("manifest") && said.contains("cru daemon repair"),
+        "{said}"
+    );
+    let out = tk.cru(&["daemon", "check"]);
+    assert!(!out.status.success());
+    let said = format!(
+        "{}{}",
+        crate::common::stdout(&out),
+        crate::common::stderr(&out)
+    );
+    assert!(
+        said.contains("manifest") && said.contains("cru daemon repair"),
+        "{said}"
+    );
+
+    let out = tk.cru(&["daemon", "repair"]);
+    let said = crate::common::stdout(&out);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        crate::common::stderr(&out)
+    );
+    assert!(
+        said.contains("rebuilt the engine's manifest from its"),
+        "{said}"
+    );
+
+    let _daemon = tk.spawn_daemon().await;
+    let client = tk.client().await;
+    let listed = listed_sessions(&client).await;
+    for id in &registered {
+        assert!(listed.contains(id), "{id} did not come back");
+    }
+    let out = tk.cru(&["daemon", "check"]);
+    assert!(out.status.success(), "{}", crate::common::stdout(&out));
+}
