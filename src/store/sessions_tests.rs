@@ -127,5 +127,8 @@ async fn a_session_with_nothing_queued_reads_back_with_nothing_queued() {
     written.turn_prompt = None;
     store.save_session(&written).await.unwrap();
     let read = store.list_sessions().await.unwrap().remove(0);
-    assert!(read.queued.is_empty() && read.turn_prompt.is_none(), "{read:?}");
+    assert!(
+        read.queued.is_empty() && read.turn_prompt.is_none(),
+        "{read:?}"
+    );
 }

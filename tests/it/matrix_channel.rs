@@ -283,6 +283,12 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(matrix_sessions(&client, dm.as_str()).await.is_empty());
+    // Plain words in the chat the approvals go to start no session and answer nothing:
+    // the sender is told how to answer.
+    alice.send_text(&dm, "looks fine to me").await;
+    let told = from_bot(&alice, &bot, &dm, "not passed on to any session").await;
+    assert!(told.body.contains("/approve"), "{told:?}");
+    assert!(matrix_sessions(&client, dm.as_str()).await.is_empty());
 
     // New Matrix settings restart the bot in the running daemon: the same device, and
     // one reply per message (the bot it replaces posts nothing more).
