@@ -19,19 +19,7 @@ use super::{Result, Store, StoreError, journal_dir};
 use crate::config::StoreConfig;
 pub use crate::protocol::check::{Check, Damaged, TableCheck};
 
-/// Every table crucible keeps, in the order a rebuild writes them.
-pub const TABLES: &[&str] = &[
-    "crucible_meta",
-    "sessions",
-    "inbox_messages",
-    "transcript",
-    "handles",
-    "context_stacks",
-    "context_history",
-    "deleted_sessions",
-    "daemons",
-    "commands",
-];
+pub use super::schema::TABLES;
 
 pub use crate::protocol::check::WHAT_TO_DO;
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use surrealdb_catalog::providers::{DatabaseProvider, TableProvider};
 
-use super::check::TABLES;
+use super::schema::TABLES;
 use super::{Conn, Result, Store, StoreError};
 use crate::protocol::check::FileDamage;
 

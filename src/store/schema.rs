@@ -4,6 +4,20 @@
 /// The version this build writes. A database newer than this is refused, not guessed at.
 pub const SCHEMA_VERSION: i64 = 16;
 
+/// Every table crucible keeps, in the order a rebuild writes them.
+pub const TABLES: &[&str] = &[
+    "crucible_meta",
+    "sessions",
+    "inbox_messages",
+    "transcript",
+    "handles",
+    "context_stacks",
+    "context_history",
+    "deleted_sessions",
+    "daemons",
+    "commands",
+];
+
 /// `MIGRATIONS[n]` takes a database from version `n` to `n + 1`.
 pub const MIGRATIONS: &[&str] = &[
     // v1: the session registry and the inbox. Record keys are ULID strings (each
