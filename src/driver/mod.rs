@@ -134,6 +134,8 @@ pub struct Environment {
     passed: Vec<(String, String)>,
     /// Where programs are looked for (see [`path::search`]).
     search: Option<OsString>,
+    /// Set once the environment is released: a second release waits for the first.
+    closed: tokio::sync::OnceCell<()>,
 }
 
 impl Environment {
@@ -155,6 +157,7 @@ impl Environment {
             place,
             passed,
             search,
+            closed: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -208,9 +211,10 @@ impl Environment {
         self.remote().and_then(|r| r.explain(code))
     }
 
-    /// Releases what the environment holds open (the ssh connection, the container).
+    /// Releases what the environment holds open (the ssh connection, the container),
+    /// once: whoever asks while it is being released returns when it is.
     pub async fn close(&self) {
-        self.place.close().await;
+        self.closed.get_or_init(|| self.place.close()).await;
     }
 
     /// `program args` in the environment, in `cwd`, with `vars` (crucible's and the

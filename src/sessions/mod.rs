@@ -425,13 +425,15 @@ impl Sessions {
 
     async fn stop_actor(&self, id: &str, shutdown: bool) {
         let Some(actor) = self.actor(id) else { return };
+        // Its environment goes with it (a container, an ssh connection): held from here,
+        // so the stop returns only once it is gone, whoever releases it.
+        let environment = self.environments_lock().get(id).cloned();
         let (ack, done) = oneshot::channel();
         if actor.send(Command::Stop { ack, shutdown }).is_ok() {
             let _ = done.await;
         }
-        // Its environment goes with it (a container, an ssh connection).
-        let environment = self.environments_lock().remove(id);
         if let Some(environment) = environment {
+            self.forget_environment(id, &environment);
             environment.close().await;
         }
     }

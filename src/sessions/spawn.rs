@@ -168,7 +168,7 @@ impl Sessions {
                 fallback,
             },
         );
-        self.run_actor(actor);
+        self.run_actor(actor, environment);
         if !missing.is_empty() {
             let notice = wording::started_without(&missing);
             if let Err(e) = self.ledger.send(notice.into_params(&session_id)).await {
@@ -178,19 +178,29 @@ impl Sessions {
         Ok(())
     }
 
+    /// Forgets the session's environment if it is still `environment` (a restart may have
+    /// made the session a new one meanwhile).
+    pub(super) fn forget_environment(&self, id: &str, environment: &Arc<Environment>) {
+        let mut environments = self.environments_lock();
+        if environments
+            .get(id)
+            .is_some_and(|e| Arc::ptr_eq(e, environment))
+        {
+            environments.remove(id);
+        }
+    }
+
     /// Runs the actor; once it ends, the session's environment goes and a context miss
     /// asks whether to widen the manifest.
-    fn run_actor(self: &Arc<Self>, actor: Actor) {
+    fn run_actor(self: &Arc<Self>, actor: Actor, environment: Arc<Environment>) {
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
             let id = actor.id().to_string();
             actor.run().await;
             if let Some(me) = me.upgrade() {
                 me.lock().remove(&id);
-                let environment = me.environments_lock().remove(&id);
-                if let Some(environment) = environment {
-                    environment.close().await;
-                }
+                me.forget_environment(&id, &environment);
+                environment.close().await;
                 if let Ok(ended) = me.ledger.get_session(&id)
                     && ended
                         .state_reason
