@@ -15,14 +15,16 @@ use crate::sessions::{
     agent_kiln, create, said, session, transcript, wait_message_where, wait_session, wait_state,
 };
 
-async fn prompt(client: &crucible::client::Client, id: &str, text: &str) -> Value {
+/// `session.prompt`, which must be answered.
+pub(crate) async fn prompt(client: &crucible::client::Client, id: &str, text: &str) -> Value {
     client
         .call_value("session.prompt", json!({"session_id": id, "text": text}))
         .await
         .expect("session.prompt")
 }
 
-async fn wait_said(client: &crucible::client::Client, id: &str, text: &str) {
+/// Waits until the session's agent said `text` (a minute at most).
+pub(crate) async fn wait_said(client: &crucible::client::Client, id: &str, text: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !said(client, id).await.contains(text) {
         assert!(

@@ -2,34 +2,18 @@
 //! spent survives `cru daemon stop` and kill -9; a turn the daemon's end cut short is
 //! `interrupted` and sent again with one command; prompts answered `queued` (behind a
 //! running turn, or behind one a usage limit parked) run after a kill -9 and a restart;
-//! a session restarted after its agent failed to start is sent its task.
+//! an agent killed mid-turn is named with its signal; a task too large for one write is
+//! refused alone; of two answers at once the loser hears it was answered; clients that
+//! start while the last daemon idles out all get one.
 
 use std::time::Duration;
 
 use crucible::protocol::{EntryKind, SessionState};
 use serde_json::{Value, json};
 
+use crate::budget::{prompt, wait_said};
 use crate::common::*;
 use crate::sessions::{agent_kiln, create, said, session, transcript, wait_session, wait_state};
-
-async fn prompt(client: &crucible::client::Client, id: &str, text: &str) -> Value {
-    client
-        .call_value("session.prompt", json!({"session_id": id, "text": text}))
-        .await
-        .expect("session.prompt")
-}
-
-async fn wait_said(client: &crucible::client::Client, id: &str, text: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !said(client, id).await.contains(text) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent never said {text:?}: {:?}",
-            session(client, id).await
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
 
 /// `cru usage --by session --json`: (tokens, cost) of the one session listed.
 fn usage(tk: &TestKiln) -> (Value, Value) {
