@@ -132,3 +132,20 @@ async fn a_session_with_nothing_queued_reads_back_with_nothing_queued() {
         "{read:?}"
     );
 }
+
+#[tokio::test]
+async fn a_store_that_stopped_taking_writes_says_why_and_refuses_the_next() {
+    let store = super::memory_store().await;
+    assert_eq!(store.writes_refused(), None);
+    store.save_session(&everything_set()).await.unwrap();
+    store.stop_writes("No space left on device (os error 28)".into());
+    let why = store.writes_refused().expect("writes are refused");
+    assert!(why.contains("No space left"), "{why}");
+    let refused = store.save_session(&everything_set()).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("stopped taking writes"),
+        "{refused}"
+    );
+    // What was stored before still reads back.
+    assert_eq!(store.list_sessions().await.unwrap().len(), 1);
+}
