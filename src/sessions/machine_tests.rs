@@ -292,10 +292,11 @@ fn cut_by_exit() -> Vec<Effect> {
     ]
 }
 
-fn agent_ended(mid_turn: &str) -> Vec<Effect> {
+/// The agent ended between turns: the session is in `error`.
+fn agent_ended() -> Vec<Effect> {
     let reason = format!("the agent {EXIT}");
     let body = format!(
-        "The agent of this session {EXIT}{mid_turn}. Other sessions are not affected; \
+        "The agent of this session {EXIT}. Other sessions are not affected; \
          the worktree and transcript are kept."
     );
     vec![

@@ -247,7 +247,7 @@ pub(super) fn endings() -> Vec<Case> {
                     withdraw_open("the agent exited"),
                     gone(),
                 ],
-                agent_ended(""),
+                agent_ended(),
             ]),
         )
         .ends("ended"),

@@ -415,23 +415,21 @@ pub fn interrupted(how: Cut, waiting: usize) -> (String, Notice) {
         Cut::Restarted => "the session was stopped or restarted while it ran",
         Cut::Unparked => "the session was parked while it ran",
     };
-    let behind = match waiting {
-        0 => String::new(),
-        1 => "; 1 prompt waits behind it".to_string(),
-        n => format!("; {n} prompts wait behind it"),
+    let (behind, until) = match waiting {
+        0 => (String::new(), String::new()),
+        1 => (
+            "; 1 prompt waits behind it".to_string(),
+            " 1 queued prompt waits until then.".to_string(),
+        ),
+        n => (
+            format!("; {n} prompts wait behind it"),
+            format!(" {n} queued prompts wait until then."),
+        ),
     };
     let reason = format!("the turn was cut short: {what}{behind}; {RESEND_HOW}");
     let body = format!(
-        "The turn that was running did not end: {what}. The agent is ready again.{} \
-         {RESEND_HOW_BODY}",
-        match waiting {
-            0 => String::new(),
-            n => format!(
-                " {n} queued prompt{} wait{} until then.",
-                if n == 1 { "" } else { "s" },
-                if n == 1 { "s" } else { "" }
-            ),
-        }
+        "The turn that was running did not end: {what}. The agent is ready again.{until} \
+         {RESEND_HOW_BODY}"
     );
     let notice = Notice::new(MsgType::Error, "A turn was cut short", Some(body));
     (reason, notice)

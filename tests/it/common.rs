@@ -390,3 +390,22 @@ pub fn assert_in_no_file(dir: &Path, value: &str) {
         );
     }
 }
+
+/// Runs `command` with at most `limit` open descriptors (soft and hard), as a stock
+/// system gives a process.
+pub fn limit_descriptors(command: &mut Command, limit: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit only, between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

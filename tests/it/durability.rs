@@ -194,15 +194,7 @@ async fn a_byte_changed_in_a_table_file_is_found_named_and_repaired() {
     // The daemon starts and serves; its check at start finds the damage.
     let mut daemon = tk.spawn_daemon().await;
     let client = tk.client().await;
-    let mut status = serde_json::Value::Null;
-    crate::common::wait_until("the check at start", Duration::from_secs(60), || {
-        let out = tk.cru(&["daemon", "status", "--json"]);
-        status = serde_json::from_str(&crate::common::stdout(&out)).unwrap_or_default();
-        status["store"]["damaged"]
-            .to_string()
-            .contains("inbox_messages: unreadable records")
-    })
-    .await;
+    let status = damage_named(&tk, "inbox_messages: unreadable records").await;
     let damaged = status["store"]["damaged"].to_string();
     assert!(
         damaged.contains("inbox_messages: unreadable records"),
@@ -403,15 +395,7 @@ async fn a_flipped_bit_in_a_table_file_leaves_the_daemon_starting_and_serving_th
     let fresh = register(&client, "after the damage").await;
     assert!(listed_sessions(&client).await.contains(&fresh));
 
-    let mut status = serde_json::Value::Null;
-    crate::common::wait_until("the check at start", Duration::from_secs(60), || {
-        let out = tk.cru(&["daemon", "status", "--json"]);
-        status = serde_json::from_str(&crate::common::stdout(&out)).unwrap_or_default();
-        status["store"]["damaged"]
-            .to_string()
-            .contains("sessions: unreadable records")
-    })
-    .await;
+    let status = damage_named(&tk, "sessions: unreadable records").await;
     let damaged = status["store"]["damaged"].to_string();
     let file_name = file.file_name().unwrap().to_string_lossy().to_string();
     assert!(
@@ -635,4 +619,16 @@ async fn a_flipped_bit_in_the_manifest_is_repaired_from_the_table_files() {
     }
     let out = tk.cru(&["daemon", "check"]);
     assert!(out.status.success(), "{}", crate::common::stdout(&out));
+}
+
+/// `daemon status --json` once the check at start names `what` among the damage.
+async fn damage_named(tk: &crate::common::TestKiln, what: &str) -> serde_json::Value {
+    let mut status = serde_json::Value::Null;
+    crate::common::wait_until("the check at start", Duration::from_secs(60), || {
+        let out = tk.cru(&["daemon", "status", "--json"]);
+        status = serde_json::from_str(&crate::common::stdout(&out)).unwrap_or_default();
+        status["store"]["damaged"].to_string().contains(what)
+    })
+    .await;
+    status
 }

@@ -481,20 +481,7 @@ async fn slow_bodies_leave_the_paired_owner_served_and_its_event_stream_open() {
     let tk = TestKiln::new();
     let _guard = KillOnDrop(tk.kiln.clone());
     let mut cru = cru_on_path();
-    // SAFETY: setrlimit only, between fork and exec.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cru.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: FD_LIMIT,
-                rlim_max: FD_LIMIT,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    limit_descriptors(&mut cru, FD_LIMIT);
     let daemon = tk.run_daemon(cru).await;
     let base = base(&pairing(&tk, &[]));
     let owner = Owner::pair(&tk, &base).await;

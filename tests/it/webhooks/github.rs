@@ -4,7 +4,6 @@
 //! connections that must not keep a signed hook or the daemon's socket out.
 
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 
 use serde_json::{Value, json};
 
@@ -295,19 +294,7 @@ async fn a_flood_of_idle_connections_keeps_out_neither_a_signed_hook_nor_the_soc
     let _guard = KillOnDrop(tk.kiln.clone());
     let mut cru = cru_on_path();
     cru.env("HOOK_SECRET", SECRET);
-    // SAFETY: setrlimit only, between fork and exec.
-    unsafe {
-        cru.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: FD_LIMIT,
-                rlim_max: FD_LIMIT,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    limit_descriptors(&mut cru, FD_LIMIT);
     let daemon = tk.run_daemon(cru).await;
     // A listener that never accepts must fail the test, not hang it.
     let hook = Hook {
