@@ -1,11 +1,10 @@
-//! The method table: every method the daemon serves, declared once with its name, the
-//! function of [`Handler`] that answers it, who may call it (and why not, when a handle
-//! may not), whether it is answered in order or on its own, which daemon answers it in
-//! team mode, its params in the documented order, and its params and result types. The
-//! daemon implements [`Handler`] and answers through [`handle`], the client calls the
-//! methods by type (`Client::call::<M>`) or sends any [`Request`] (`Client::send`), and a
-//! test holds the table and PROTOCOL.md to each other.
-
+//! The method table: every method the daemon serves, declared once with its name, who
+//! may call it (and why not, when a handle may not), whether it is answered in order or
+//! on its own, which daemon answers it in team mode, its params in the documented order,
+//! and its params and result types. The daemon implements an [`Answer`] to each row (so
+//! it is a [`Handler`]) and answers through [`handle`], the client calls the methods by
+//! type (`Client::call::<M>`) or sends any [`Request`] (`Client::send`), and a test holds
+//! the table and PROTOCOL.md to each other.
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -60,6 +59,15 @@ pub trait Method {
     type Result: Serialize + DeserializeOwned + Send + Sync + 'static;
 }
 
+/// What answers the method `M`: its params in, its result (or why not) out. The daemon
+/// implements it once per row, in the file of the method's noun.
+pub trait Answer<M: Method> {
+    fn answer(
+        &self,
+        params: M::Params,
+    ) -> impl std::future::Future<Output = Result<M::Result, ErrorObject>> + Send;
+}
+
 /// One row of the table, for code that goes by name.
 #[derive(Debug, Clone, Copy)]
 pub struct Row {
@@ -74,7 +82,7 @@ pub struct Row {
 }
 
 /// A typed result as the JSON answer.
-fn answer<T: Serialize>(result: Result<T, ErrorObject>) -> Result<Value, ErrorObject> {
+fn written<T: Serialize>(result: Result<T, ErrorObject>) -> Result<Value, ErrorObject> {
     serde_json::to_value(result?).map_err(|e| ErrorObject::internal(e.to_string()))
 }
 
@@ -93,7 +101,7 @@ macro_rules! refusal {
 }
 
 macro_rules! methods {
-    ($( $(#[$doc:meta])* $ty:ident = $name:literal, $handler:ident,
+    ($( $(#[$doc:meta])* $ty:ident = $name:literal,
         $access:ident $(($why:literal))?, $order:ident, $route:ident,
         [$($p:literal),*], $params:ty => $result:ty; )*) => {
         $(
@@ -123,16 +131,11 @@ macro_rules! methods {
             }, )*
         ];
 
-        /// What answers the methods: one function per row of the table, so a row without
-        /// its handler does not compile.
-        pub trait Handler: Sync {
-            $(
-                fn $handler(
-                    &self,
-                    params: $params,
-                ) -> impl std::future::Future<Output = Result<$result, ErrorObject>> + Send;
-            )*
-        }
+        /// What answers every method of the table: an [`Answer`] to each row, so a row
+        /// without its answer does not compile (the dispatch, [`handle`], needs one).
+        pub trait Handler: Sync $( + Answer<$ty> )* {}
+
+        impl<H: Sync $( + Answer<$ty> )*> Handler for H {}
 
         /// One call of a method of the table with its typed params: what a caller holds
         /// to send a call without code of its own per method (`Client::send`), and what
@@ -190,109 +193,109 @@ macro_rules! methods {
             raw: Value,
         ) -> Result<Value, ErrorObject> {
             match Request::read(name, raw)? {
-                $( Request::$ty(p) => answer(handler.$handler(p).await), )*
+                $( Request::$ty(p) => written(Answer::<$ty>::answer(handler, p).await), )*
             }
         }
     };
 }
 
 methods! {
-    Ping = "ping", ping, Open, InOrder, Local, [], NoParams => Pong;
-    Handshake = "handshake", handshake, Open, InOrder, Local, ["protocol_version", "client", "handle"],
+    Ping = "ping", Open, InOrder, Local, [], NoParams => Pong;
+    Handshake = "handshake", Open, InOrder, Local, ["protocol_version", "client", "handle"],
         HandshakeParams => HandshakeResult;
-    SessionRegister = "session.register", session_register, Owner, InOrder, Local, ["agent_type", "agent_name", "worktree"],
+    SessionRegister = "session.register", Owner, InOrder, Local, ["agent_type", "agent_name", "worktree"],
         RegisterParams => Registered;
-    SessionList = "session.list", session_list, Owner("a session handle may not list other sessions; use session.get for its own"), InOrder, Local, [], SessionListParams => ListedSessions;
-    SessionGet = "session.get", session_get, Session, InOrder, Local, ["session_id"], SessionIdParams => SessionReply;
-    SessionHeartbeat = "session.heartbeat", session_heartbeat, Session, InOrder, Local, ["session_id"], SessionIdParams => Done;
-    SessionDeregister = "session.deregister", session_deregister, Owner, InOrder, Local, ["session_id", "reason", "exit_code"],
+    SessionList = "session.list", Owner("a session handle may not list other sessions; use session.get for its own"), InOrder, Local, [], SessionListParams => ListedSessions;
+    SessionGet = "session.get", Session, InOrder, Local, ["session_id"], SessionIdParams => SessionReply;
+    SessionHeartbeat = "session.heartbeat", Session, InOrder, Local, ["session_id"], SessionIdParams => Done;
+    SessionDeregister = "session.deregister", Owner, InOrder, Local, ["session_id", "reason", "exit_code"],
         DeregisterParams => Done;
-    SessionCreate = "session.create", session_create, Owner, InOrder, Local,
+    SessionCreate = "session.create", Owner, InOrder, Local,
         ["agent", "worktree", "in_place", "task", "driver", "allow_read"],
         CreateSessionParams => Created;
-    SessionPrompt = "session.prompt", session_prompt, Owner, InOrder, Owner, ["session_id", "text"], PromptParams => PromptResult;
-    SessionCancel = "session.cancel", session_cancel, Owner, InOrder, Owner, ["session_id"], SessionIdParams => Done;
-    SessionResend = "session.resend", session_resend, Owner, InOrder, Owner, ["session_id"], SessionIdParams => PromptResult;
-    SessionStop = "session.stop", session_stop, Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply;
-    SessionDelete = "session.delete", session_delete, Owner, Apart, Owner,
+    SessionPrompt = "session.prompt", Owner, InOrder, Owner, ["session_id", "text"], PromptParams => PromptResult;
+    SessionCancel = "session.cancel", Owner, InOrder, Owner, ["session_id"], SessionIdParams => Done;
+    SessionResend = "session.resend", Owner, InOrder, Owner, ["session_id"], SessionIdParams => PromptResult;
+    SessionStop = "session.stop", Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply;
+    SessionDelete = "session.delete", Owner, Apart, Owner,
         ["session_id", "remove_worktree", "delete_branch", "force", "audit"],
         DeleteSessionParams => DeleteOutcome;
-    SessionPrune = "session.prune", session_prune, Owner, Apart, Local,
+    SessionPrune = "session.prune", Owner, Apart, Local,
         ["remove_worktree", "delete_branch", "force", "audit"],
         RemoveOptions => PruneResult;
-    SessionExec = "session.exec", session_exec, Owner, Apart, Owner, ["session_id", "command", "timeout_secs"],
+    SessionExec = "session.exec", Owner, Apart, Owner, ["session_id", "command", "timeout_secs"],
         ExecParams => ExecResult;
-    SessionAudit = "session.audit", session_audit, Owner, InOrder, Owner, ["session_id"], SessionIdParams => AuditLog;
-    SessionSecurity = "session.security", session_security, Owner, InOrder, Owner, ["session_id"],
+    SessionAudit = "session.audit", Owner, InOrder, Owner, ["session_id"], SessionIdParams => AuditLog;
+    SessionSecurity = "session.security", Owner, InOrder, Owner, ["session_id"],
         SessionIdParams => SecurityReply;
-    SessionRule = "session.rule", session_rule, Owner, InOrder, Owner, ["session_id", "rule", "enabled"],
+    SessionRule = "session.rule", Owner, InOrder, Owner, ["session_id", "rule", "enabled"],
         SessionRuleParams => SecurityReply;
-    SessionRefine = "session.refine", session_refine, Owner, Apart, Owner, ["session_id", "allow_read", "prompt"],
+    SessionRefine = "session.refine", Owner, Apart, Owner, ["session_id", "allow_read", "prompt"],
         RefineParams => SessionReply;
-    SessionReset = "session.reset", session_reset, Owner, Apart, Owner, ["session_id", "keep_disabled"],
+    SessionReset = "session.reset", Owner, Apart, Owner, ["session_id", "keep_disabled"],
         ResetParams => Created;
-    SessionRestart = "session.restart", session_restart, Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply;
-    SessionResolve = "session.resolve", session_resolve, Owner, InOrder, Local,
+    SessionRestart = "session.restart", Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply;
+    SessionResolve = "session.resolve", Owner, InOrder, Local,
         ["channel", "source", "ref", "text", "agent", "driver", "words"], ResolveParams => ResolveResult;
-    SessionClose = "session.close", session_close, Owner, InOrder, Owner, ["session_id"], SessionIdParams => SessionReply;
-    CronList = "cron.list", cron_list, Owner, InOrder, Local, [], NoParams => CronJobs;
-    CronRunNow = "cron.run", cron_run, Owner, Apart, Local, ["id"], CronRunParams => CronRun;
-    SessionRename = "session.rename", session_rename, Owner, InOrder, Owner, ["session_id", "name"],
+    SessionClose = "session.close", Owner, InOrder, Owner, ["session_id"], SessionIdParams => SessionReply;
+    CronList = "cron.list", Owner, InOrder, Local, [], NoParams => CronJobs;
+    CronRunNow = "cron.run", Owner, Apart, Local, ["id"], CronRunParams => CronRun;
+    SessionRename = "session.rename", Owner, InOrder, Owner, ["session_id", "name"],
         RenameParams => SessionReply;
-    SessionFork = "session.fork", session_fork, Owner, Apart, Owner, ["session_id", "worktree", "task"],
+    SessionFork = "session.fork", Owner, Apart, Owner, ["session_id", "worktree", "task"],
         ForkParams => Created;
-    SessionHandoff = "session.handoff", session_handoff, Owner, Apart, Owner, ["session_id", "agent"],
+    SessionHandoff = "session.handoff", Owner, Apart, Owner, ["session_id", "agent"],
         HandoffParams => Created;
-    SessionDiff = "session.diff", session_diff, Owner, Apart, Owner, ["session_id", "context"], DiffParams => DiffReply;
-    SessionCommit = "session.commit", session_commit, Owner, Apart, Owner, ["session_id", "message"],
+    SessionDiff = "session.diff", Owner, Apart, Owner, ["session_id", "context"], DiffParams => DiffReply;
+    SessionCommit = "session.commit", Owner, Apart, Owner, ["session_id", "message"],
         CommitParams => CommitReply;
-    SessionMerge = "session.merge", session_merge, Owner, Apart, Owner, ["session_id", "strategy", "message"],
+    SessionMerge = "session.merge", Owner, Apart, Owner, ["session_id", "strategy", "message"],
         MergeParams => MergeReply;
-    SessionPr = "session.pr", session_pr, Owner, Apart, Owner, ["session_id", "title", "body"], PrParams => PrReply;
-    SessionConflicts = "session.conflicts", session_conflicts, Owner, InOrder, Local, [], NoParams => ConflictReport;
-    RulesList = "rules.list", rules_list, Owner, InOrder, Local, ["session_id"], RulesParams => RulesReply;
-    SecretGet = "secret.get", secret_get, Session, Apart, Local, ["session_id", "name"], SecretParams => SecretReply;
-    SessionTranscript = "session.transcript", session_transcript, Owner, InOrder, Local, ["session_id", "after", "limit"],
+    SessionPr = "session.pr", Owner, Apart, Owner, ["session_id", "title", "body"], PrParams => PrReply;
+    SessionConflicts = "session.conflicts", Owner, InOrder, Local, [], NoParams => ConflictReport;
+    RulesList = "rules.list", Owner, InOrder, Local, ["session_id"], RulesParams => RulesReply;
+    SecretGet = "secret.get", Session, Apart, Local, ["session_id", "name"], SecretParams => SecretReply;
+    SessionTranscript = "session.transcript", Owner, InOrder, Local, ["session_id", "after", "limit"],
         TranscriptParams => Entries;
-    Search = "search", search, Owner("a session handle may not search other sessions' transcripts"), Apart, Local,
+    Search = "search", Owner("a session handle may not search other sessions' transcripts"), Apart, Local,
         ["query", "session_id", "types", "limit"], SearchParams => SearchResults;
-    InboxSend = "inbox.send", inbox_send, Session, InOrder, Local, ["session_id", "msg_type", "title", "body", "options"],
+    InboxSend = "inbox.send", Session, InOrder, Local, ["session_id", "msg_type", "title", "body", "options"],
         SendParams => Sent;
-    InboxList = "inbox.list", inbox_list, Owner, InOrder, Local, ["unread_only", "limit", "session_id"],
+    InboxList = "inbox.list", Owner, InOrder, Local, ["unread_only", "limit", "session_id"],
         ListParams => Messages;
-    InboxGet = "inbox.get", inbox_get, Session, InOrder, Local, ["id"], IdParams => MessageReply;
-    InboxMarkRead = "inbox.mark_read", inbox_mark_read, Owner, InOrder, Local, ["ids"], IdsParams => Updated;
-    InboxRespond = "inbox.respond", inbox_respond, Owner("an agent may not answer inbox messages: answers come from a human"), InOrder, Local, ["id", "response"], RespondParams => MessageReply;
-    InboxWait = "inbox.wait", inbox_wait, Session, Apart, Local, ["id", "timeout_secs"], WaitParams => MessageReply;
-    InboxClear = "inbox.clear", inbox_clear, Owner, InOrder, Local, [], NoParams => Deleted;
-    DbQuery = "db.query", db_query, Owner("a session handle may not query the database"), InOrder, Local, ["sql", "bindings"], QueryParams => QueryResult;
-    DbCheck = "db.check", db_check, Owner, Apart, Local, [], NoParams => Check;
-    Subscribe = "subscribe", subscribe, Owner, InOrder, Local, ["topics"], SubscribeParams => Subscribed;
-    Unsubscribe = "unsubscribe", unsubscribe, Owner, InOrder, Local, [], NoParams => Subscribed;
-    DaemonStatusOf = "daemon.status", daemon_status, Owner, InOrder, Local, [], NoParams => DaemonStatus;
-    DaemonShutdown = "daemon.shutdown", daemon_shutdown, Owner, InOrder, Local, [], NoParams => Stopping;
-    WebPair = "web.pair", web_pair, Owner, InOrder, Local, ["read_only"], WebPairParams => WebPairing;
-    WebDevicesOf = "web.devices", web_devices, Owner, InOrder, Local, [], NoParams => WebDevices;
-    WebRevoke = "web.revoke", web_revoke, Owner, InOrder, Local, ["id"], WebRevokeParams => WebRevoked;
-    ContextApply = "context.apply", context_apply, Owner, InOrder, Owner, ["session_id", "op"],
+    InboxGet = "inbox.get", Session, InOrder, Local, ["id"], IdParams => MessageReply;
+    InboxMarkRead = "inbox.mark_read", Owner, InOrder, Local, ["ids"], IdsParams => Updated;
+    InboxRespond = "inbox.respond", Owner("an agent may not answer inbox messages: answers come from a human"), InOrder, Local, ["id", "response"], RespondParams => MessageReply;
+    InboxWait = "inbox.wait", Session, Apart, Local, ["id", "timeout_secs"], WaitParams => MessageReply;
+    InboxClear = "inbox.clear", Owner, InOrder, Local, [], NoParams => Deleted;
+    DbQuery = "db.query", Owner("a session handle may not query the database"), InOrder, Local, ["sql", "bindings"], QueryParams => QueryResult;
+    DbCheck = "db.check", Owner, Apart, Local, [], NoParams => Check;
+    Subscribe = "subscribe", Owner, InOrder, Local, ["topics"], SubscribeParams => Subscribed;
+    Unsubscribe = "unsubscribe", Owner, InOrder, Local, [], NoParams => Subscribed;
+    DaemonStatusOf = "daemon.status", Owner, InOrder, Local, [], NoParams => DaemonStatus;
+    DaemonShutdown = "daemon.shutdown", Owner, InOrder, Local, [], NoParams => Stopping;
+    WebPair = "web.pair", Owner, InOrder, Local, ["read_only"], WebPairParams => WebPairing;
+    WebDevicesOf = "web.devices", Owner, InOrder, Local, [], NoParams => WebDevices;
+    WebRevoke = "web.revoke", Owner, InOrder, Local, ["id"], WebRevokeParams => WebRevoked;
+    ContextApply = "context.apply", Owner, InOrder, Owner, ["session_id", "op"],
         ContextApplyParams => ContextResult;
     /// `context.apply` with `get` (kept under its own name).
-    ContextGet = "context.get", context_get, Owner, InOrder, Owner, ["session_id"], SessionIdParams => ContextResult;
+    ContextGet = "context.get", Owner, InOrder, Owner, ["session_id"], SessionIdParams => ContextResult;
     /// `context.apply` with `pop` (kept under its own name).
-    ContextPop = "context.pop", context_pop, Owner, InOrder, Owner, ["session_id", "n"], ContextPopParams => ContextResult;
+    ContextPop = "context.pop", Owner, InOrder, Owner, ["session_id", "n"], ContextPopParams => ContextResult;
     /// `context.apply` with `checkpoint` (kept under its own name).
-    ContextCheckpoint = "context.checkpoint", context_checkpoint, Owner, InOrder, Owner, ["session_id", "name"],
+    ContextCheckpoint = "context.checkpoint", Owner, InOrder, Owner, ["session_id", "name"],
         ContextNameParams => ContextResult;
     /// `context.apply` with `rollback` (kept under its own name).
-    ContextRollback = "context.rollback", context_rollback, Owner, InOrder, Owner, ["session_id", "name"],
+    ContextRollback = "context.rollback", Owner, InOrder, Owner, ["session_id", "name"],
         ContextNameParams => ContextResult;
     /// `context.apply` with `replace_top` (kept under its own name).
-    ContextReplaceTop = "context.replace_top", context_replace_top, Owner, InOrder, Owner, ["session_id", "summary"],
+    ContextReplaceTop = "context.replace_top", Owner, InOrder, Owner, ["session_id", "summary"],
         ContextReplaceParams => ContextResult;
     /// `context.apply` with `reset` (kept under its own name).
-    ContextReset = "context.reset", context_reset, Owner, InOrder, Owner, ["session_id"], SessionIdParams => ContextResult;
+    ContextReset = "context.reset", Owner, InOrder, Owner, ["session_id"], SessionIdParams => ContextResult;
     /// `context.apply` with `summarize` (kept under its own name).
-    ContextSummarize = "context.summarize", context_summarize, Owner, InOrder, Owner, ["session_id", "summary"],
+    ContextSummarize = "context.summarize", Owner, InOrder, Owner, ["session_id", "summary"],
         ContextSummarizeParams => ContextResult;
 }
 

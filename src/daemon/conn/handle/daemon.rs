@@ -8,147 +8,157 @@ use super::super::{Door, Scope, subscribe as start_subscription};
 use super::*;
 
 /// The handshake: the protocol version, and for a session handle the session it acts for.
-pub(super) async fn handshake(
-    call: &Call<'_>,
-    p: HandshakeParams,
-) -> Result<HandshakeResult, ErrorObject> {
-    let conn = call.conn;
-    let ledger = &conn.shared.ledger;
-    if conn.handshaken.load(Ordering::Acquire) {
-        return Err(ErrorObject::invalid_request(
-            "this connection has already made its handshake; open a new connection for another",
-        ));
-    }
-    if p.protocol_version != PROTOCOL_VERSION {
-        return Err(ErrorObject::new(
-            code::VERSION_MISMATCH,
-            format!(
-                "this daemon speaks protocol {PROTOCOL_VERSION}, the client {}",
-                p.protocol_version
-            ),
-        )
-        .with_data(json!({"protocol_version": PROTOCOL_VERSION, "daemon_version": env!("CARGO_PKG_VERSION")})));
-    }
-    let scope = match p.handle.as_deref() {
-        None if conn.door == Door::Agent => return Err(agent_door()),
-        None => None,
-        Some(text) => {
-            let found = Handle::parse(text)
-                .and_then(|handle| Some((ledger.session_for_handle(&handle)?, handle)));
-            let Some((session_id, handle)) = found else {
-                conn.refused.store(true, Ordering::Release);
-                return Err(forbidden("unknown or revoked session handle"));
-            };
-            Some(Scope { session_id, handle })
+impl Answer<m::Handshake> for Call<'_> {
+    async fn answer(&self, p: HandshakeParams) -> Result<HandshakeResult, ErrorObject> {
+        let conn = self.conn;
+        let ledger = &conn.shared.ledger;
+        if conn.handshaken.load(Ordering::Acquire) {
+            return Err(ErrorObject::invalid_request(
+                "this connection has already made its handshake; open a new connection for another",
+            ));
         }
-    };
-    let session_id = scope.as_ref().map(|s| s.session_id.clone());
-    *conn.scope.lock().unwrap_or_else(|e| e.into_inner()) = scope;
-    conn.handshaken.store(true, Ordering::Release);
-    Ok(HandshakeResult {
-        protocol_version: PROTOCOL_VERSION,
-        daemon_version: env!("CARGO_PKG_VERSION").into(),
-        pid: std::process::id(),
-        kiln: ledger.kiln().root().display().to_string(),
-        session_id,
-    })
-}
-
-pub(super) async fn ping(_call: &Call<'_>, _: NoParams) -> Result<m::Pong, ErrorObject> {
-    Ok(m::Pong { pong: true })
-}
-
-pub(super) async fn db_query(call: &Call<'_>, p: QueryParams) -> Result<QueryResult, ErrorObject> {
-    let ledger = &call.conn.shared.ledger;
-    let bindings = Value::Object(p.bindings.unwrap_or_default());
-    Ok(m::QueryResult {
-        result: ledger.query(&p.sql, bindings).await.map_err(app_error)?,
-    })
-}
-
-pub(super) async fn db_check(call: &Call<'_>, _: NoParams) -> Result<Check, ErrorObject> {
-    let ledger = &call.conn.shared.ledger;
-    ledger
-        .store()
-        .check()
-        .await
-        .map_err(|e| app_error(e.into()))
-}
-
-pub(super) async fn subscribe(
-    call: &Call<'_>,
-    p: SubscribeParams,
-) -> Result<Subscribed, ErrorObject> {
-    let conn = call.conn;
-    start_subscription(conn, p.topics).await;
-    Ok(m::Subscribed { subscribed: true })
-}
-
-pub(super) async fn unsubscribe(call: &Call<'_>, _: NoParams) -> Result<Subscribed, ErrorObject> {
-    let conn = call.conn;
-    if let Some(task) = conn.subscription.lock().await.take() {
-        task.abort();
+        if p.protocol_version != PROTOCOL_VERSION {
+            return Err(ErrorObject::new(
+                code::VERSION_MISMATCH,
+                format!(
+                    "this daemon speaks protocol {PROTOCOL_VERSION}, the client {}",
+                    p.protocol_version
+                ),
+            )
+            .with_data(json!({"protocol_version": PROTOCOL_VERSION, "daemon_version": env!("CARGO_PKG_VERSION")})));
+        }
+        let scope = match p.handle.as_deref() {
+            None if conn.door == Door::Agent => return Err(agent_door()),
+            None => None,
+            Some(text) => {
+                let found = Handle::parse(text)
+                    .and_then(|handle| Some((ledger.session_for_handle(&handle)?, handle)));
+                let Some((session_id, handle)) = found else {
+                    conn.refused.store(true, Ordering::Release);
+                    return Err(forbidden("unknown or revoked session handle"));
+                };
+                Some(Scope { session_id, handle })
+            }
+        };
+        let session_id = scope.as_ref().map(|s| s.session_id.clone());
+        *conn.scope.lock().unwrap_or_else(|e| e.into_inner()) = scope;
+        conn.handshaken.store(true, Ordering::Release);
+        Ok(HandshakeResult {
+            protocol_version: PROTOCOL_VERSION,
+            daemon_version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            kiln: ledger.kiln().root().display().to_string(),
+            session_id,
+        })
     }
-    Ok(m::Subscribed { subscribed: false })
 }
 
-pub(super) async fn status(call: &Call<'_>, _: NoParams) -> Result<DaemonStatus, ErrorObject> {
-    let ledger = &call.conn.shared.ledger;
-    let sessions = &call.conn.shared.sessions;
-    let shared = &call.conn.shared;
-    let store = ledger.store();
-    // A server that is away must not hide the rest of the status.
-    let unread = match ledger.unread_count().await {
-        Ok(n) => n,
-        // Damage is reported below, not in place of the status.
-        Err(_) if store.is_shared() || !store.damage().is_empty() => 0,
-        Err(e) => return Err(app_error(e)),
-    };
-    let shared_store = store.is_shared();
-    let mut instance = ledger.instance().clone();
-    instance.lease_until.clear();
-    Ok(DaemonStatus {
-        store_kind: store.kind().into(),
-        store: Some(StoreHealth {
-            damaged: store.damage(),
-            ..store
-                .health()
-                .map(|h| h.borrow().clone())
-                .unwrap_or(StoreHealth {
-                    connected: true,
-                    error: None,
-                    damaged: Vec::new(),
-                })
-        }),
-        instance: Some(instance),
-        daemons: if shared_store {
-            ledger.daemons().await
-        } else {
-            Vec::new()
-        },
-        pid: std::process::id(),
-        daemon_version: env!("CARGO_PKG_VERSION").into(),
-        protocol_version: PROTOCOL_VERSION,
-        kiln: ledger.kiln().root().display().to_string(),
-        database: ledger.store().url().to_string(),
-        uptime_secs: shared.started.elapsed().as_secs(),
-        clients: *shared.clients.borrow(),
-        sessions: ledger.session_count(),
-        agents: *sessions.running().borrow(),
-        unread,
-        settings_error: shared.settings.error(),
-        settings_pending: shared.settings.pending(),
-        writes_refused: store.writes_refused(),
-        matrix: shared
-            .matrix
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone(),
-    })
+impl Answer<m::Ping> for Call<'_> {
+    async fn answer(&self, _: NoParams) -> Result<m::Pong, ErrorObject> {
+        Ok(m::Pong { pong: true })
+    }
 }
 
-pub(super) async fn shutdown(call: &Call<'_>, _: NoParams) -> Result<Stopping, ErrorObject> {
-    let shared = &call.conn.shared;
-    shared.shutdown.notify_one();
-    Ok(m::Stopping { stopping: true })
+impl Answer<m::DbQuery> for Call<'_> {
+    async fn answer(&self, p: QueryParams) -> Result<QueryResult, ErrorObject> {
+        let ledger = &self.conn.shared.ledger;
+        let bindings = Value::Object(p.bindings.unwrap_or_default());
+        Ok(m::QueryResult {
+            result: ledger.query(&p.sql, bindings).await.map_err(app_error)?,
+        })
+    }
+}
+
+impl Answer<m::DbCheck> for Call<'_> {
+    async fn answer(&self, _: NoParams) -> Result<Check, ErrorObject> {
+        let ledger = &self.conn.shared.ledger;
+        ledger
+            .store()
+            .check()
+            .await
+            .map_err(|e| app_error(e.into()))
+    }
+}
+
+impl Answer<m::Subscribe> for Call<'_> {
+    async fn answer(&self, p: SubscribeParams) -> Result<Subscribed, ErrorObject> {
+        let conn = self.conn;
+        start_subscription(conn, p.topics).await;
+        Ok(m::Subscribed { subscribed: true })
+    }
+}
+
+impl Answer<m::Unsubscribe> for Call<'_> {
+    async fn answer(&self, _: NoParams) -> Result<Subscribed, ErrorObject> {
+        let conn = self.conn;
+        if let Some(task) = conn.subscription.lock().await.take() {
+            task.abort();
+        }
+        Ok(m::Subscribed { subscribed: false })
+    }
+}
+
+impl Answer<m::DaemonStatusOf> for Call<'_> {
+    async fn answer(&self, _: NoParams) -> Result<DaemonStatus, ErrorObject> {
+        let ledger = &self.conn.shared.ledger;
+        let sessions = &self.conn.shared.sessions;
+        let shared = &self.conn.shared;
+        let store = ledger.store();
+        // A server that is away must not hide the rest of the status.
+        let unread = match ledger.unread_count().await {
+            Ok(n) => n,
+            // Damage is reported below, not in place of the status.
+            Err(_) if store.is_shared() || !store.damage().is_empty() => 0,
+            Err(e) => return Err(app_error(e)),
+        };
+        let shared_store = store.is_shared();
+        let mut instance = ledger.instance().clone();
+        instance.lease_until.clear();
+        Ok(DaemonStatus {
+            store_kind: store.kind().into(),
+            store: Some(StoreHealth {
+                damaged: store.damage(),
+                ..store
+                    .health()
+                    .map(|h| h.borrow().clone())
+                    .unwrap_or(StoreHealth {
+                        connected: true,
+                        error: None,
+                        damaged: Vec::new(),
+                    })
+            }),
+            instance: Some(instance),
+            daemons: if shared_store {
+                ledger.daemons().await
+            } else {
+                Vec::new()
+            },
+            pid: std::process::id(),
+            daemon_version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: PROTOCOL_VERSION,
+            kiln: ledger.kiln().root().display().to_string(),
+            database: ledger.store().url().to_string(),
+            uptime_secs: shared.started.elapsed().as_secs(),
+            clients: *shared.clients.borrow(),
+            sessions: ledger.session_count(),
+            agents: *sessions.running().borrow(),
+            unread,
+            settings_error: shared.settings.error(),
+            settings_pending: shared.settings.pending(),
+            writes_refused: store.writes_refused(),
+            matrix: shared
+                .matrix
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        })
+    }
+}
+
+impl Answer<m::DaemonShutdown> for Call<'_> {
+    async fn answer(&self, _: NoParams) -> Result<Stopping, ErrorObject> {
+        let shared = &self.conn.shared;
+        shared.shutdown.notify_one();
+        Ok(m::Stopping { stopping: true })
+    }
 }

@@ -2,33 +2,43 @@
 
 use super::*;
 
-pub(super) async fn diff(call: &Call<'_>, p: DiffParams) -> Result<DiffReply, ErrorObject> {
-    let sessions = &call.conn.shared.sessions;
-    sessions
-        .diff(&p.session_id, p.context)
-        .await
-        .map_err(app_error)
+impl Answer<m::SessionDiff> for Call<'_> {
+    async fn answer(&self, p: DiffParams) -> Result<DiffReply, ErrorObject> {
+        let sessions = &self.conn.shared.sessions;
+        sessions
+            .diff(&p.session_id, p.context)
+            .await
+            .map_err(app_error)
+    }
 }
 
-pub(super) async fn commit(call: &Call<'_>, p: CommitParams) -> Result<CommitReply, ErrorObject> {
-    let sessions = &call.conn.shared.sessions;
-    sessions
-        .commit(&p.session_id, p.message)
-        .await
-        .map_err(app_error)
+impl Answer<m::SessionCommit> for Call<'_> {
+    async fn answer(&self, p: CommitParams) -> Result<CommitReply, ErrorObject> {
+        let sessions = &self.conn.shared.sessions;
+        sessions
+            .commit(&p.session_id, p.message)
+            .await
+            .map_err(app_error)
+    }
 }
 
-pub(super) async fn merge(call: &Call<'_>, p: MergeParams) -> Result<MergeReply, ErrorObject> {
-    let sessions = &call.conn.shared.sessions;
-    sessions.merge(p).await.map_err(app_error)
+impl Answer<m::SessionMerge> for Call<'_> {
+    async fn answer(&self, p: MergeParams) -> Result<MergeReply, ErrorObject> {
+        let sessions = &self.conn.shared.sessions;
+        sessions.merge(p).await.map_err(app_error)
+    }
 }
 
-pub(super) async fn pr(call: &Call<'_>, p: PrParams) -> Result<PrReply, ErrorObject> {
-    let sessions = &call.conn.shared.sessions;
-    sessions.pr(p).await.map_err(app_error)
+impl Answer<m::SessionPr> for Call<'_> {
+    async fn answer(&self, p: PrParams) -> Result<PrReply, ErrorObject> {
+        let sessions = &self.conn.shared.sessions;
+        sessions.pr(p).await.map_err(app_error)
+    }
 }
 
-pub(super) async fn conflicts(call: &Call<'_>, _: NoParams) -> Result<ConflictReport, ErrorObject> {
-    let sessions = &call.conn.shared.sessions;
-    Ok(sessions.conflicts())
+impl Answer<m::SessionConflicts> for Call<'_> {
+    async fn answer(&self, _: NoParams) -> Result<ConflictReport, ErrorObject> {
+        let sessions = &self.conn.shared.sessions;
+        Ok(sessions.conflicts())
+    }
 }

@@ -2,41 +2,40 @@
 
 use super::*;
 
-pub(super) async fn security(
-    call: &Call<'_>,
-    p: SessionIdParams,
-) -> Result<SecurityReply, ErrorObject> {
-    let sessions = &call.conn.shared.sessions;
-    sessions.security(&p.session_id).map_err(app_error)
+impl Answer<m::SessionSecurity> for Call<'_> {
+    async fn answer(&self, p: SessionIdParams) -> Result<SecurityReply, ErrorObject> {
+        let sessions = &self.conn.shared.sessions;
+        sessions.security(&p.session_id).map_err(app_error)
+    }
 }
 
-pub(super) async fn rule(
-    call: &Call<'_>,
-    p: SessionRuleParams,
-) -> Result<SecurityReply, ErrorObject> {
-    let sessions = &call.conn.shared.sessions;
-    sessions
-        .set_rule(&p.session_id, &p.rule, p.enabled)
-        .await
-        .map_err(app_error)
+impl Answer<m::SessionRule> for Call<'_> {
+    async fn answer(&self, p: SessionRuleParams) -> Result<SecurityReply, ErrorObject> {
+        let sessions = &self.conn.shared.sessions;
+        sessions
+            .set_rule(&p.session_id, &p.rule, p.enabled)
+            .await
+            .map_err(app_error)
+    }
 }
 
-pub(super) async fn rules_list(call: &Call<'_>, p: RulesParams) -> Result<RulesReply, ErrorObject> {
-    let sessions = &call.conn.shared.sessions;
-    sessions.rules(p.session_id.as_deref()).map_err(app_error)
+impl Answer<m::RulesList> for Call<'_> {
+    async fn answer(&self, p: RulesParams) -> Result<RulesReply, ErrorObject> {
+        let sessions = &self.conn.shared.sessions;
+        sessions.rules(p.session_id.as_deref()).map_err(app_error)
+    }
 }
 
-pub(super) async fn secret_get(
-    call: &Call<'_>,
-    p: SecretParams,
-) -> Result<SecretReply, ErrorObject> {
-    let sessions = &call.conn.shared.sessions;
-    let value = sessions
-        .secret(&p.session_id, &p.name)
-        .await
-        .map_err(app_error)?;
-    Ok(SecretReply {
-        name: p.name,
-        value,
-    })
+impl Answer<m::SecretGet> for Call<'_> {
+    async fn answer(&self, p: SecretParams) -> Result<SecretReply, ErrorObject> {
+        let sessions = &self.conn.shared.sessions;
+        let value = sessions
+            .secret(&p.session_id, &p.name)
+            .await
+            .map_err(app_error)?;
+        Ok(SecretReply {
+            name: p.name,
+            value,
+        })
+    }
 }

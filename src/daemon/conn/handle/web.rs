@@ -2,7 +2,7 @@
 
 use super::super::call::Call;
 use crate::daemon::web::devices::DeviceError;
-use crate::protocol::methods::NoParams;
+use crate::protocol::methods::{self as m, Answer, NoParams};
 use crate::protocol::*;
 
 fn device_error(e: DeviceError) -> ErrorObject {
@@ -14,57 +14,63 @@ fn device_error(e: DeviceError) -> ErrorObject {
     ErrorObject::new(code, e.to_string())
 }
 
-pub(super) async fn pair(call: &Call<'_>, p: WebPairParams) -> Result<WebPairing, ErrorObject> {
-    let shared = &call.conn.shared;
-    let config = shared.settings.current();
-    let Some(base) = shared.web.base_url(&config) else {
-        return Err(ErrorObject::new(
-            code::CONFLICT,
-            if config.web.enabled {
-                "the web view could not listen (the daemon's log says why): free its address or change [web] listen"
-            } else {
-                "the web view is off: [web] enabled = false in the settings"
-            },
-        ));
-    };
-    let access = if p.read_only {
-        WebAccess::ReadOnly
-    } else {
-        WebAccess::Full
-    };
-    let (code, expires_at) = shared
-        .web
-        .devices
-        .new_pairing(access, config.web.pairing_minutes)
-        .map_err(device_error)?;
-    let expires_at = chrono::DateTime::from_timestamp(expires_at, 0)
-        .map(|t| t.to_rfc3339())
-        .unwrap_or_default();
-    Ok(WebPairing {
-        url: format!("{base}/pair#code={code}"),
-        code,
-        access,
-        expires_at,
-    })
+impl Answer<m::WebPair> for Call<'_> {
+    async fn answer(&self, p: WebPairParams) -> Result<WebPairing, ErrorObject> {
+        let shared = &self.conn.shared;
+        let config = shared.settings.current();
+        let Some(base) = shared.web.base_url(&config) else {
+            return Err(ErrorObject::new(
+                code::CONFLICT,
+                if config.web.enabled {
+                    "the web view could not listen (the daemon's log says why): free its address or change [web] listen"
+                } else {
+                    "the web view is off: [web] enabled = false in the settings"
+                },
+            ));
+        };
+        let access = if p.read_only {
+            WebAccess::ReadOnly
+        } else {
+            WebAccess::Full
+        };
+        let (code, expires_at) = shared
+            .web
+            .devices
+            .new_pairing(access, config.web.pairing_minutes)
+            .map_err(device_error)?;
+        let expires_at = chrono::DateTime::from_timestamp(expires_at, 0)
+            .map(|t| t.to_rfc3339())
+            .unwrap_or_default();
+        Ok(WebPairing {
+            url: format!("{base}/pair#code={code}"),
+            code,
+            access,
+            expires_at,
+        })
+    }
 }
 
-pub(super) async fn devices(call: &Call<'_>, _: NoParams) -> Result<WebDevices, ErrorObject> {
-    let shared = &call.conn.shared;
-    let config = shared.settings.current();
-    Ok(WebDevices {
-        devices: shared.web.devices.list(),
-        url: shared.web.base_url(&config),
-    })
+impl Answer<m::WebDevicesOf> for Call<'_> {
+    async fn answer(&self, _: NoParams) -> Result<WebDevices, ErrorObject> {
+        let shared = &self.conn.shared;
+        let config = shared.settings.current();
+        Ok(WebDevices {
+            devices: shared.web.devices.list(),
+            url: shared.web.base_url(&config),
+        })
+    }
 }
 
-pub(super) async fn revoke(call: &Call<'_>, p: WebRevokeParams) -> Result<WebRevoked, ErrorObject> {
-    let device = call
-        .conn
-        .shared
-        .web
-        .devices
-        .revoke(&p.id)
-        .map_err(device_error)?;
-    tracing::info!(device = %device.id, label = %device.label, "a browser's pairing was revoked");
-    Ok(WebRevoked { device })
+impl Answer<m::WebRevoke> for Call<'_> {
+    async fn answer(&self, p: WebRevokeParams) -> Result<WebRevoked, ErrorObject> {
+        let device = self
+            .conn
+            .shared
+            .web
+            .devices
+            .revoke(&p.id)
+            .map_err(device_error)?;
+        tracing::info!(device = %device.id, label = %device.label, "a browser's pairing was revoked");
+        Ok(WebRevoked { device })
+    }
 }
