@@ -341,3 +341,114 @@ fn no_source_file_is_over_600_lines() {
         long.join("\n")
     );
 }
+
+/// A file's product code: without comments, and without the items `#[cfg(test)]` marks
+/// (a test module, or a function or import only tests use).
+fn product_code(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines().map(|l| l.split("//").next().unwrap_or(""));
+    while let Some(line) = lines.next() {
+        if line.trim() != "#[cfg(test)]" {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        // The marked item ends at a `;` before any brace, or where its first brace closes.
+        let mut depth = 0i32;
+        let mut opened = false;
+        for line in lines.by_ref() {
+            for c in line.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if (opened && depth <= 0) || (!opened && line.trim_end().ends_with(';')) {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The `Result<…, String>` types `code` names.
+fn string_errors(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("Result<") {
+        let rest = &code[at + "Result<".len()..];
+        let (mut depth, mut end, mut commas, mut previous) = (0, None, vec![0], ' ');
+        for (i, c) in rest.char_indices() {
+            match c {
+                '>' if previous == '-' => {}
+                '>' if depth == 0 => {
+                    end = Some(i);
+                    break;
+                }
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' => depth -= 1,
+                ',' if depth == 0 => commas.push(i + 1),
+                _ => {}
+            }
+            previous = c;
+        }
+        let Some(end) = end else { continue };
+        commas.push(end);
+        let arguments: Vec<&str> = commas
+            .windows(2)
+            .map(|w| rest[w[0]..w[1]].trim_end_matches(',').trim())
+            .filter(|a| !a.is_empty())
+            .collect();
+        if let [_, error] = arguments.as_slice()
+            && *error == "String"
+        {
+            found.push(format!("Result<{}>", &rest[..end]));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_string_error_check_sees_product_code_only() {
+    let text = "fn a() -> Result<Vec<(u8, u8)>, String> {}\n\
+                fn b() -> io::Result<String> {}\n\
+                fn c() -> Result<Box<dyn Fn() -> u8>, Why> {}\n\
+                // fn d() -> Result<(), String>\n\
+                #[cfg(test)]\n\
+                fn e() -> Result<(), String> {\n    if x { y }\n}\n\
+                #[cfg(test)]\n\
+                use f::Result<(), String>;\n\
+                fn g() -> Result<\n    u8,\n    String,\n> {}\n";
+    let found = string_errors(&product_code(text));
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].contains("Vec<(u8, u8)>"), "{found:?}");
+    assert!(found[1].contains("u8"), "{found:?}");
+}
+
+/// An error is a type that keeps its kind and source, never a bare `String`: no
+/// `Result<…, String>` in product code.
+#[test]
+fn no_product_code_answers_a_bare_string_error() {
+    let mut sources = Vec::new();
+    files(&src(), "", &mut sources);
+    let mut found: Vec<String> = sources
+        .iter()
+        .filter(|(_, path)| path.file_name().is_some_and(|n| n != "tests.rs"))
+        .flat_map(|(_, path)| {
+            let text = std::fs::read_to_string(path).unwrap();
+            string_errors(&product_code(&text))
+                .into_iter()
+                .map(|t| format!("{}: {t}", path.display()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    found.sort();
+    assert!(
+        found.is_empty(),
+        "Result<…, String> in product code (give it an error type):\n{}",
+        found.join("\n")
+    );
+}

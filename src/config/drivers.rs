@@ -29,14 +29,20 @@ impl DriversConfig {
     }
 
     /// Refuses a section for a driver that makes no environment (it has no options).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), DriversError> {
         match self.sections.keys().find(|kind| !kind.makes_environment()) {
-            Some(kind) => Err(format!(
-                "[drivers.{kind}]: the {kind} driver takes no options"
-            )),
+            Some(kind) => Err(DriversError::TakesNoOptions(*kind)),
             None => Ok(()),
         }
     }
+}
+
+/// A `[drivers]` table that cannot be meant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DriversError {
+    /// A section for a driver that makes no environment, so has no options to give.
+    #[error("[drivers.{0}]: the {0} driver takes no options")]
+    TakesNoOptions(DriverKind),
 }
 
 impl Default for DriversConfig {

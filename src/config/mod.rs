@@ -22,7 +22,7 @@ pub use builtin::{Finder, KNOWN, Known, ProfileEntry, ProfileError, ProfileSourc
 pub use channels::{
     ChannelError, ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
 };
-pub use drivers::DriversConfig;
+pub use drivers::{DriversConfig, DriversError};
 pub use matrix::MatrixConfig;
 pub use profiles::{AgentKind, AgentProfile};
 pub use settings::{

@@ -63,7 +63,7 @@ pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
     // that is refused before the terminal is taken over.
     let (settings, broken) = match Settings::load(&kiln) {
         Ok(settings) => (settings, None),
-        Err(why) => (Settings::defaults(), Some(why)),
+        Err(why) => (Settings::defaults(), Some(why.to_string())),
     };
     let embedded = match options.embedded {
         Some(daemon) => {
@@ -443,7 +443,7 @@ impl Runtime {
                 self.model.report(Flash::error(format!(
                     "settings not applied, keeping the previous ones: {why}"
                 )));
-                self.model.set_settings_error(Some(why));
+                self.model.set_settings_error(Some(why.to_string()));
             }
         }
     }

@@ -262,11 +262,8 @@ impl Freshness {
 
     /// Watches `worktree` and its git folder, both whole (new folders are watched as
     /// they appear).
-    async fn watch(&self, id: &str, worktree: &Path) -> Result<Vec<PathBuf>, String> {
-        let watcher = self
-            .watcher
-            .as_ref()
-            .ok_or_else(|| "no watcher".to_string())?;
+    async fn watch(&self, id: &str, worktree: &Path) -> Result<Vec<PathBuf>, Unwatchable> {
+        let watcher = self.watcher.as_ref().ok_or(Unwatchable::NoWatcher)?;
         let git_dir = linked_git_dir(worktree)?;
         let folders = vec![worktree.to_path_buf(), git_dir];
         {
@@ -284,13 +281,13 @@ impl Freshness {
                     for done in &to_watch[..=i] {
                         let _ = watcher.unwatch(done);
                     }
-                    return Err(e.to_string());
+                    return Err(Unwatchable::Watch(e));
                 }
             }
             Ok(())
         })
         .await
-        .map_err(|e| e.to_string())
+        .map_err(Unwatchable::Gone)
         .and_then(|r| r);
         if let Err(e) = watched {
             let mut seen = lock(&self.seen);
@@ -303,21 +300,51 @@ impl Freshness {
     }
 }
 
+/// Why a worktree is not watched.
+#[derive(Debug, thiserror::Error)]
+enum Unwatchable {
+    /// The system gave the radar no watcher at all.
+    #[error("no watcher")]
+    NoWatcher,
+    /// The worktree's `.git` is not a file that can be read.
+    #[error("{}: {source} (not a linked worktree)", .dot_git.display())]
+    NotLinked {
+        dot_git: PathBuf,
+        source: std::io::Error,
+    },
+    /// The worktree's `.git` file names no git folder.
+    #[error("{} names no git folder", .0.display())]
+    NoGitFolder(PathBuf),
+    /// The git folder `.git` names is not a folder.
+    #[error("{} is not a folder", .0.display())]
+    NotAFolder(PathBuf),
+    /// The watcher refused a folder (the system's limit on watches, say).
+    #[error("{0}")]
+    Watch(#[source] notify::Error),
+    /// The task that set up the watches did not finish.
+    #[error("{0}")]
+    Gone(#[source] tokio::task::JoinError),
+}
+
 /// The git folder of the linked worktree at `worktree`: its `.git` is a file naming it.
-fn linked_git_dir(worktree: &Path) -> Result<PathBuf, String> {
+fn linked_git_dir(worktree: &Path) -> Result<PathBuf, Unwatchable> {
     let dot_git = worktree.join(".git");
-    let text = std::fs::read_to_string(&dot_git)
-        .map_err(|e| format!("{}: {e} (not a linked worktree)", dot_git.display()))?;
-    let named = text
+    let text = match std::fs::read_to_string(&dot_git) {
+        Ok(text) => text,
+        Err(source) => return Err(Unwatchable::NotLinked { dot_git, source }),
+    };
+    let Some(named) = text
         .strip_prefix("gitdir:")
         .map(str::trim)
         .filter(|p| !p.is_empty())
-        .ok_or_else(|| format!("{} names no git folder", dot_git.display()))?;
+    else {
+        return Err(Unwatchable::NoGitFolder(dot_git));
+    };
     let dir = worktree.join(named);
     if dir.is_dir() {
         Ok(dir)
     } else {
-        Err(format!("{} is not a folder", dir.display()))
+        Err(Unwatchable::NotAFolder(dir))
     }
 }
 

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::kiln::Kiln;
-use crate::tui::{Keymap, Theme};
+use crate::tui::{Keymap, KeymapError, Theme};
 
 /// The settings the workbench uses, loaded together so that a broken edit keeps the
 /// previous ones whole.
@@ -34,12 +34,14 @@ pub(super) struct Settings {
 impl Settings {
     /// The settings of the files, or what is wrong with them, on one line (the file, the
     /// key or line, the reason).
-    pub(super) fn load(kiln: &Kiln) -> Result<Self, String> {
-        let config = Config::load(&kiln.settings_path()).map_err(|e| e.brief(kiln.root()))?;
-        let keymap = Keymap::with_overrides(&config.tui.keys)
-            .map_err(|e| format!("invalid settings: [tui.keys]: {e}"))?;
-        let theme =
-            find_theme(kiln, &config.tui.theme).map_err(|e| super::one_line(&format!("{e:#}")))?;
+    pub(super) fn load(kiln: &Kiln) -> Result<Self, SettingsError> {
+        let config =
+            Config::load(&kiln.settings_path()).map_err(|source| SettingsError::Config {
+                brief: source.brief(kiln.root()),
+                source,
+            })?;
+        let keymap = Keymap::with_overrides(&config.tui.keys)?;
+        let theme = find_theme(kiln, &config.tui.theme).map_err(SettingsError::Theme)?;
         Ok(Self {
             config,
             keymap,
@@ -58,6 +60,24 @@ impl Settings {
             from_files: false,
         }
     }
+}
+
+/// Why the workbench's settings do not load, on one line (the file, the key or line, the
+/// reason).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SettingsError {
+    /// The settings file: `brief` names it from the kiln.
+    #[error("{brief}")]
+    Config {
+        brief: String,
+        source: crate::config::ConfigError,
+    },
+    /// `[tui.keys]`.
+    #[error("invalid settings: [tui.keys]: {0}")]
+    Keys(#[from] KeymapError),
+    /// The theme `tui.theme` names.
+    #[error("{}", super::one_line(&format!("{:#}", .0)))]
+    Theme(#[source] anyhow::Error),
 }
 
 /// Folders a theme file may be in, most specific first.
