@@ -257,6 +257,7 @@ async fn engine_alone(kiln: &Kiln, settings: &Settings) -> Result<Engine> {
                 responded: false,
                 response: None,
                 withdrawn: false,
+                answered_by: None,
             })
             .collect()
     };

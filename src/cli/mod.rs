@@ -113,6 +113,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .thread_stack_size(10 * 1024 * 1024)
         .build()
         .context("cannot start the async runtime")?;
+    crate::client::name_this_client(match cli.command {
+        None => "workbench".into(),
+        Some(_) => command_words(std::env::args().skip(1)),
+    });
     match cli.command {
         Some(Command::Daemon(args)) => runtime.block_on(daemon::run(kiln, args)),
         Some(Command::Inbox(args)) => {
@@ -181,6 +185,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             ))
         }
     }
+}
+
+/// The command as people say it (`cru inbox respond`): its first words, without options
+/// or the ids and texts it was given.
+fn command_words(args: impl Iterator<Item = String>) -> String {
+    let mut after_kiln = false;
+    let words: Vec<String> = args
+        .filter(|a| {
+            let value_of_kiln = std::mem::replace(&mut after_kiln, a == "--kiln");
+            !value_of_kiln && !a.starts_with('-')
+        })
+        .take_while(|a| !a.is_empty() && a.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+        .take(2)
+        .collect();
+    format!("cru {}", words.join(" "))
 }
 
 /// Loads the kiln's settings, with the file and key named on error.

@@ -98,6 +98,21 @@ impl Drop for Client {
     }
 }
 
+/// What this process calls itself at the handshake (`workbench`, `cru inbox respond`):
+/// the daemon records it as who answered a question.
+static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Names this process's connections, once, before the first.
+pub fn name_this_client(name: String) {
+    let _ = NAME.set(name);
+}
+
+fn client_name() -> String {
+    NAME.get()
+        .cloned()
+        .unwrap_or_else(|| format!("cru/{}", env!("CARGO_PKG_VERSION")))
+}
+
 impl Client {
     /// Connects to the kiln's daemon, if one answers, and performs the handshake.
     pub async fn connect(kiln: &Kiln) -> Result<Self> {
@@ -137,7 +152,7 @@ impl Client {
         };
         let hello = HandshakeParams {
             protocol_version: PROTOCOL_VERSION,
-            client: Some(format!("cru/{}", env!("CARGO_PKG_VERSION"))),
+            client: Some(client_name()),
             handle: handle.map(|h| h.expose().to_string()),
         };
         let answer =

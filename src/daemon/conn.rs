@@ -20,6 +20,7 @@ mod dispatch;
 mod handle;
 
 use super::Shared;
+use super::caller::Caller;
 use crate::protocol::jsonrpc::{Id, Incoming, parse_line};
 use crate::protocol::methods as m;
 use crate::protocol::*;
@@ -30,7 +31,7 @@ const OUTBOX: usize = 1024;
 
 /// Which socket a connection came in through.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Door {
+pub(crate) enum Socket {
     /// `daemon.sock`: the owner's TUI and commands; a handle is optional.
     Owner,
     /// `agent.sock`: agents only; the handshake must present a session handle.
@@ -39,7 +40,7 @@ pub(crate) enum Door {
 
 struct Conn {
     shared: Arc<Shared>,
-    door: Door,
+    door: Socket,
     out: mpsc::Sender<String>,
     handshaken: AtomicBool,
     /// Set when a handshake presented a handle that was refused: such a connection is
@@ -47,12 +48,16 @@ struct Conn {
     refused: AtomicBool,
     /// Set when the handshake presented a session handle.
     scope: std::sync::Mutex<Option<Scope>>,
+    /// Who this connection's calls come from when it holds no handle: the owner's client
+    /// (named at its handshake), or, for a connection made inside the daemon, the
+    /// caller it was made for.
+    caller: std::sync::Mutex<Caller>,
     subscription: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Conn {
     /// A connection that has not handshaken (the owner's socket serves it all the same).
-    fn new(shared: Arc<Shared>, door: Door, out: mpsc::Sender<String>) -> Self {
+    fn new(shared: Arc<Shared>, door: Socket, out: mpsc::Sender<String>) -> Self {
         Conn {
             shared,
             door,
@@ -60,8 +65,19 @@ impl Conn {
             handshaken: AtomicBool::new(false),
             refused: AtomicBool::new(false),
             scope: std::sync::Mutex::new(None),
+            caller: std::sync::Mutex::new(Caller::OWNER),
             subscription: Mutex::new(None),
         }
+    }
+
+    /// Who the next call comes from: the handle's session, or the connection's caller.
+    fn caller(&self) -> Caller {
+        if let Some(scope) = &*self.scope.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Caller::Handle {
+                session_id: scope.session_id.clone(),
+            };
+        }
+        self.caller.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -81,7 +97,7 @@ impl Drop for ClientGuard {
     }
 }
 
-pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>, door: Door) {
+pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>, door: Socket) {
     let _guard = ClientGuard(Arc::clone(&shared));
     let (read, write) = stream.into_split();
     let (out, out_rx) = mpsc::channel(OUTBOX);
@@ -154,7 +170,7 @@ pub(crate) struct Local(Arc<Conn>);
 impl Local {
     pub(crate) fn new(shared: Arc<Shared>) -> (Self, mpsc::Receiver<String>) {
         let (out, rx) = mpsc::channel(OUTBOX);
-        (Local(Arc::new(Conn::new(shared, Door::Owner, out))), rx)
+        (Local(Arc::new(Conn::new(shared, Socket::Owner, out))), rx)
     }
 
     /// Answers one call.
@@ -163,6 +179,34 @@ impl Local {
         self.0.shared.activity.notify_one();
         outcome
     }
+
+    /// Answers one call from `caller` (a paired browser, by its device).
+    pub(crate) async fn call_as(
+        &self,
+        caller: Caller,
+        name: &str,
+        params: Value,
+    ) -> Result<Value, ErrorObject> {
+        let outcome = dispatch::call_as(&self.0, caller, name, params).await;
+        self.0.shared.activity.notify_one();
+        outcome
+    }
+}
+
+/// Answers one call made inside the daemon for `caller` (a channel, the team), on a
+/// connection of its own that nobody reads: its answer is the return value.
+pub(crate) async fn call_inside(
+    shared: Arc<Shared>,
+    caller: Caller,
+    name: &str,
+    params: Value,
+) -> Result<Value, ErrorObject> {
+    let (out, _unread) = mpsc::channel(1);
+    let conn = Arc::new(Conn::new(shared, Socket::Owner, out));
+    conn.handshaken.store(true, std::sync::atomic::Ordering::Release);
+    let outcome = dispatch::call_as(&conn, caller, name, params).await;
+    conn.shared.activity.notify_one();
+    outcome
 }
 
 impl Drop for Local {
@@ -338,18 +382,11 @@ pub(super) async fn run_forwarded(shared: Arc<Shared>, command: crate::store::Co
         match serde_json::from_str::<Value>(&command.params) {
             Err(e) => Err(ErrorObject::invalid_params(format!("bad params: {e}"))),
             Ok(params) => {
-                // Nobody reads this connection: its answer goes back through the database.
-                let (out, _unread) = mpsc::channel(1);
-                let conn = Arc::new(Conn {
-                    shared: Arc::clone(&shared),
-                    door: Door::Owner,
-                    out,
-                    handshaken: AtomicBool::new(true),
-                    refused: AtomicBool::new(false),
-                    scope: std::sync::Mutex::new(None),
-                    subscription: Mutex::new(None),
-                });
-                dispatch::call(&conn, &command.method, params).await
+                // Its answer goes back through the database.
+                let caller = Caller::Peer {
+                    daemon: command.origin.clone(),
+                };
+                call_inside(Arc::clone(&shared), caller, &command.method, params).await
             }
         }
     };

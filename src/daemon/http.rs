@@ -37,20 +37,19 @@ use body::BodyError;
 use deliveries::{Deliveries, Seen};
 use quiet::Quiet;
 
+use super::caller::Caller;
+use super::door::Door;
 use crate::config::{ChannelError, Config, WebhookConfig};
-use crate::ledger::LedgerError;
-use crate::protocol::ResolveParams;
-use crate::sessions::Sessions;
-
-/// The channel name webhook sessions carry.
-pub const CHANNEL: &str = "webhook";
+use crate::protocol::methods as m;
+use crate::protocol::{ChannelKind, ResolveParams, code};
 
 /// At most one log line about refused requests and connections this often.
 const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
 
 struct Hooks {
     settings: tokio::sync::watch::Receiver<Arc<Config>>,
-    sessions: Arc<Sessions>,
+    /// Each delivery goes in as `session.resolve`, from its hook.
+    door: Door,
     max_body: usize,
     deliveries: Arc<Deliveries<Answer>>,
     quiet: Arc<Quiet>,
@@ -61,7 +60,7 @@ struct Hooks {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     settings: tokio::sync::watch::Receiver<Arc<Config>>,
-    sessions: Arc<Sessions>,
+    door: Door,
     max_body: usize,
     fd_limit: Option<u64>,
 ) {
@@ -75,7 +74,7 @@ pub async fn serve(
     let quiet = Arc::new(Quiet::new("webhooks", REFUSALS_LOGGED_EVERY));
     let hooks = Arc::new(Hooks {
         settings,
-        sessions,
+        door,
         max_body,
         deliveries: Deliveries::new(deliveries::REMEMBERED, deliveries::REMEMBER_FOR),
         quiet: Arc::clone(&quiet),
@@ -274,18 +273,20 @@ async fn deliver(hooks: &Hooks, delivery: Delivery) -> Answer {
             return Answer::ignored(why);
         }
     };
+    let inbound = ResolveParams {
+        channel: ChannelKind::Webhook,
+        source: hook.name.clone(),
+        reference,
+        text: hook.render(&payload),
+        words: hook.words_of(&payload),
+        agent: hook.agent.clone(),
+        driver: hook.driver,
+        persistent: false,
+    };
+    let caller = Caller::channel(ChannelKind::Webhook, format!("hook {}", hook.name));
     let resolved = hooks
-        .sessions
-        .resolve(ResolveParams {
-            channel: CHANNEL.into(),
-            source: hook.name.clone(),
-            reference,
-            text: hook.render(&payload),
-            words: hook.words_of(&payload),
-            agent: hook.agent.clone(),
-            driver: hook.driver,
-            persistent: false,
-        })
+        .door
+        .call::<m::SessionResolve>(caller, &inbound)
         .await;
     match resolved {
         Ok(result) => {
@@ -305,10 +306,20 @@ async fn deliver(hooks: &Hooks, delivery: Delivery) -> Answer {
                 body,
             }
         }
-        Err(e @ LedgerError::Invalid(_)) => {
-            Answer::refused(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+        Err(e) if e.code == code::INVALID_PARAMS => {
+            let why = hooks
+                .failures
+                .failed(&hooks.door, &hook.name, e.message)
+                .await;
+            Answer::refused(StatusCode::UNPROCESSABLE_ENTITY, why)
         }
-        Err(e) => Answer::refused(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => {
+            let why = hooks
+                .failures
+                .failed(&hooks.door, &hook.name, e.message)
+                .await;
+            Answer::refused(StatusCode::INTERNAL_SERVER_ERROR, why)
+        }
     }
 }
 

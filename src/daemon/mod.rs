@@ -5,8 +5,10 @@
 //! ([`settings`]).
 
 mod accept;
+mod caller;
 mod components;
 mod conn;
+mod door;
 mod gone;
 mod http;
 mod lifecycle;
@@ -25,7 +27,7 @@ use tokio::sync::{Notify, watch};
 
 use accept::Acceptor;
 use components::{Components, Cron, Task};
-pub(crate) use conn::Door;
+pub(crate) use conn::Socket;
 use settings::{LiveSettings, SettingsWatch};
 
 use crate::config::Config;
@@ -136,7 +138,7 @@ fn start_components(
     let mut components = Components::default();
     let (ledger, sessions) = (&shared.ledger, &shared.sessions);
     components.add(webhooks::Webhooks::start(
-        Arc::clone(sessions),
+        door::Door::new(shared),
         live.subscribe(),
         started_with,
         fd_limit,
@@ -145,14 +147,13 @@ fn start_components(
     components.add(web::Web::start(Arc::clone(shared), started_with, fd_limit));
     #[cfg(feature = "matrix")]
     components.add(matrix::Matrix::start(
-        Arc::clone(sessions),
-        Arc::clone(ledger),
+        door::Door::new(shared),
         started_with,
         Arc::clone(&shared.matrix),
     ));
     // Messages that need a human: the notify command, and the approval timeout of
     // background sessions. Both sleep until a message arrives.
-    components.add(notify::Notifier::start(Arc::clone(ledger), started_with));
+    components.add(notify::Notifier::start(door::Door::new(shared), started_with));
     components.add(Task::spawn(
         "approvals",
         Arc::clone(sessions).watch_approvals(),
@@ -241,11 +242,11 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         tokio::select! {
             stream = owners.accept() => {
                 shared.clients.send_modify(|n| *n += 1);
-                tokio::spawn(conn::serve(stream, Arc::clone(&shared), Door::Owner));
+                tokio::spawn(conn::serve(stream, Arc::clone(&shared), Socket::Owner));
             }
             stream = agents_door.accept() => {
                 shared.clients.send_modify(|n| *n += 1);
-                tokio::spawn(conn::serve(stream, Arc::clone(&shared), Door::Agent));
+                tokio::spawn(conn::serve(stream, Arc::clone(&shared), Socket::Agent));
             }
             why = kiln_watch.gone() => {
                 tracing::warn!("{why}; nobody can reach this daemon any more, shutting down");

@@ -7,16 +7,17 @@
 
 use std::collections::VecDeque;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch};
 
+use super::caller::Caller;
 use super::components::Component;
+use super::door::Door;
 use crate::config::{Config, NotifyConfig};
 use crate::kiln::Kiln;
-use crate::ledger::Ledger;
-use crate::protocol::{Event, InboxMessage};
+use crate::protocol::methods as m;
+use crate::protocol::{ChannelKind, Event, InboxMessage, SessionIdParams};
 
 const WINDOW: Duration = Duration::from_secs(60);
 
@@ -27,11 +28,11 @@ pub(super) struct Notifier {
 }
 
 impl Notifier {
-    pub fn start(ledger: Arc<Ledger>, config: &Config) -> Self {
+    pub fn start(door: Door, config: &Config) -> Self {
         let (config, settings) = watch::channel(config.notify.clone());
         Self {
             config,
-            task: tokio::spawn(run(ledger, settings)),
+            task: tokio::spawn(run(door, settings)),
         }
     }
 }
@@ -59,8 +60,8 @@ impl Component for Notifier {
 }
 
 /// Follows the inbox until the daemon ends; wakes only when a message arrives.
-async fn run(ledger: Arc<Ledger>, settings: watch::Receiver<NotifyConfig>) {
-    let mut events = ledger.subscribe();
+async fn run(door: Door, settings: watch::Receiver<NotifyConfig>) {
+    let mut events = door.events();
     let mut recent: VecDeque<Instant> = VecDeque::new();
     let mut missed = 0u64;
     loop {
@@ -94,15 +95,20 @@ async fn run(ledger: Arc<Ledger>, settings: watch::Receiver<NotifyConfig>) {
             continue;
         }
         recent.push_back(now);
-        let channel = ledger
-            .get_session(&message.session_id)
+        let asked = SessionIdParams {
+            session_id: message.session_id.clone(),
+        };
+        let notifier = Caller::channel(ChannelKind::Other("notify".into()), "the notify command");
+        let channel = door
+            .call::<m::SessionGet>(notifier, &asked)
+            .await
             .ok()
-            .and_then(|s| s.channel)
+            .and_then(|reply| reply.session.channel)
             .map(|t| t.label())
             .unwrap_or_default();
         let timeout = Duration::from_secs(config.timeout_secs);
         tokio::spawn(notify(
-            ledger.kiln().clone(),
+            door.kiln().clone(),
             command,
             message,
             channel,

@@ -11,9 +11,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::components::Component;
+use super::door::Door;
 use super::{DaemonError, http, io_err};
 use crate::config::{Config, HttpConfig};
-use crate::sessions::Sessions;
 
 /// A socket the listener accepts on, and the server on it.
 struct Listening {
@@ -24,7 +24,7 @@ struct Listening {
 }
 
 pub(super) struct Webhooks {
-    sessions: Arc<Sessions>,
+    door: Door,
     settings: watch::Receiver<Arc<Config>>,
     listening: Option<Listening>,
     /// The daemon's descriptor limit, of which the listener holds a share.
@@ -45,13 +45,13 @@ impl Webhooks {
     /// Starts listening if the settings say where; an address that cannot be bound at
     /// start is an error of the daemon's start.
     pub fn start(
-        sessions: Arc<Sessions>,
+        door: Door,
         settings: watch::Receiver<Arc<Config>>,
         config: &Config,
         fd_limit: Option<u64>,
     ) -> Result<Self, DaemonError> {
         let mut webhooks = Self {
-            sessions,
+            door,
             settings,
             listening: None,
             fd_limit,
@@ -80,7 +80,7 @@ impl Webhooks {
         let server = tokio::spawn(http::serve(
             listener,
             self.settings.clone(),
-            Arc::clone(&self.sessions),
+            self.door.clone(),
             max_body,
             self.fd_limit,
         ));

@@ -57,6 +57,7 @@ impl Ledger {
             responded: false,
             response: None,
             withdrawn: false,
+            answered_by: None,
         };
         let (ack, done) = oneshot::channel();
         self.sends
@@ -103,7 +104,7 @@ impl Ledger {
     }
 
     /// Records the human's answer to a decision or approval and wakes its waiters.
-    pub async fn respond(&self, id: &str, response: &str) -> Result<InboxMessage> {
+    pub async fn respond(&self, id: &str, response: &str, by: &str) -> Result<InboxMessage> {
         let message = self.get_message(id).await?;
         let Some(accepted) = message.accepted_answers() else {
             return Err(LedgerError::Invalid(format!(
@@ -127,7 +128,7 @@ impl Ledger {
                 ))
             })?
         };
-        match self.store.respond(id, &response, false).await? {
+        match self.store.respond(id, &response, false, Some(by)).await? {
             Some(updated) => {
                 self.publish(Event::InboxUpdated(updated.clone()));
                 Ok(updated)
@@ -207,11 +208,12 @@ pub fn no_message(id: &str) -> LedgerError {
 }
 
 pub(super) fn already_answered(message: &InboxMessage) -> LedgerError {
-    LedgerError::Conflict(format!(
-        "message {} was already answered: {}",
-        message.id,
-        message.response.as_deref().unwrap_or("")
-    ))
+    let said = message.response.as_deref().unwrap_or("");
+    LedgerError::Conflict(match (message.withdrawn, &message.answered_by) {
+        (true, _) => format!("message {} was withdrawn: {said}", message.id),
+        (false, Some(by)) => format!("message {} was already answered by {by}: {said}", message.id),
+        (false, None) => format!("message {} was already answered: {said}", message.id),
+    })
 }
 
 /// Group commit: takes every send waiting in the queue, stores them in one transaction,

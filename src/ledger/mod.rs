@@ -523,7 +523,7 @@ impl Ledger {
     /// Closes a question nobody needs answered any more (its turn was cancelled, or its
     /// agent is gone), so it no longer waits in the inbox. `note` is stored as the answer.
     pub async fn withdraw(&self, id: &str, note: &str) -> Result<()> {
-        if let Some(updated) = self.store.respond(id, note, true).await? {
+        if let Some(updated) = self.store.respond(id, note, true, None).await? {
             self.publish(Event::InboxUpdated(updated));
         }
         Ok(())

@@ -384,8 +384,8 @@ pub struct TranscriptParams {
 /// there.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ResolveParams {
-    /// The channel: `webhook` (or any name of the caller's).
-    pub channel: String,
+    /// The channel: `webhook`, `matrix`, `cron` (or any name of the caller's).
+    pub channel: crate::protocol::ChannelKind,
     /// Which hook or job of it.
     pub source: String,
     /// The conversation within it (e.g. an issue number); `""` for one conversation.

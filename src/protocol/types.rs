@@ -2,6 +2,7 @@
 //! results of the methods are in `params.rs`). Wire types never deny unknown fields; new fields get
 //! `#[serde(default)]` so older and newer peers can talk.
 
+mod channel;
 mod daemon;
 mod event;
 mod inbox;
@@ -9,6 +10,7 @@ mod search;
 mod session;
 mod transcript;
 
+pub use channel::*;
 pub use daemon::*;
 pub use event::*;
 pub use inbox::*;

@@ -5,13 +5,32 @@
 //! summary, and anything else continues the same session as a follow-up prompt. The
 //! decision is kept on the session ([`ChannelTag`]) and returned.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use super::*;
 use crate::protocol::{ChannelTag, DriverOptions, Resolution, ResolveParams, ResolveResult};
 use tracing::Instrument;
 
+/// Gives a conversation's follow-up message to its session, as `session.prompt` does: in
+/// team mode that reaches the daemon running the session, wherever it is. Answers
+/// whether the prompt had to queue.
+pub trait Deliver: Sync {
+    fn prompt<'a>(
+        &'a self,
+        session_id: &'a str,
+        text: String,
+    ) -> Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
+}
+
 impl Sessions {
-    /// Resolves `inbound` to its conversation's session and delivers its text there.
-    pub async fn resolve(self: &Arc<Self>, inbound: ResolveParams) -> Result<ResolveResult> {
+    /// Resolves `inbound` to its conversation's session and delivers its text there
+    /// (a follow-up through `deliver`).
+    pub async fn resolve(
+        self: &Arc<Self>,
+        inbound: ResolveParams,
+        deliver: &dyn Deliver,
+    ) -> Result<ResolveResult> {
         if inbound.text.trim().is_empty() {
             return Err(LedgerError::Invalid("the message is empty".into()));
         }
@@ -51,7 +70,7 @@ impl Sessions {
             let mut continued = self.ledger.get_session(&session.id)?;
             continued.channel = Some(tag);
             self.ledger.save_managed(&continued).await?;
-            let queued = self.prompt(&session.id, inbound.text.clone()).await?;
+            let queued = deliver.prompt(&session.id, inbound.text.clone()).await?;
             return Ok(ResolveResult {
                 session_id: session.id.clone(),
                 decision: reason.decision().into(),
@@ -193,7 +212,7 @@ impl Sessions {
 
     /// The newest session of the message's conversation.
     fn conversation(&self, inbound: &ResolveParams) -> Option<Session> {
-        self.newest_of(&inbound.channel, &inbound.source, &inbound.reference)
+        self.newest_of(inbound.channel.as_str(), &inbound.source, &inbound.reference)
     }
 
     /// The newest session of a channel's conversation (a cron job's runs are one, `""`).

@@ -184,6 +184,7 @@ mod tests {
             responded: false,
             response: None,
             withdrawn: false,
+            answered_by: None,
         };
         let text = brief(&from, Some(&diff), &[open]);
         for part in [

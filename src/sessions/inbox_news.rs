@@ -61,3 +61,33 @@ pub(super) async fn route_inbox_events(
         }
     }
 }
+
+impl Sessions {
+    /// Why an answer to `message` would reach no one, if it would not: its session is
+    /// gone, or crucible runs its agent and that agent is not running (a crash, a stop, a
+    /// daemon restart that could not resume it). A session another daemon runs (team
+    /// mode) is that daemon's to tell, and a session that registered itself hears its
+    /// answers through `inbox.wait` as long as it has not ended.
+    pub fn unheard(&self, message: &crate::protocol::InboxMessage) -> Option<String> {
+        let Ok(session) = self.ledger.get_session(&message.session_id) else {
+            return Some(format!("its session {} is gone", message.session_id));
+        };
+        if self.ledger.is_foreign(&session) {
+            return None;
+        }
+        if !session.is_managed() {
+            return session
+                .ended_at
+                .is_some()
+                .then(|| format!("its agent ended (session {} deregistered)", session.id));
+        }
+        if self.actor(&session.id).is_some() {
+            return None;
+        }
+        let state = session.state.map_or("stopped", |s| s.as_str());
+        Some(format!(
+            "its agent is not running (session {} is {state})",
+            session.id
+        ))
+    }
+}

@@ -49,6 +49,7 @@ use crate::protocol::{
 
 use crate::markdown::MarkdownLog;
 pub use context::{PREAMBLE_HEADER, preamble};
+pub use channel::Deliver;
 
 use command::Command;
 use spawn::Resume;

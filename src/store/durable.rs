@@ -378,6 +378,7 @@ mod tests {
             responded: false,
             response: None,
             withdrawn: false,
+            answered_by: None,
         }
     }
 

@@ -90,18 +90,19 @@ impl Store {
         id: &str,
         response: &str,
         withdrawn: bool,
+        by: Option<&str>,
     ) -> Result<Option<InboxMessage>> {
         let sql = format!(
             "SELECT {MESSAGE_FIELDS} FROM (
                 UPDATE type::record('inbox_messages', $id)
                 SET responded = true, response = $response, read = true, withdrawn = $withdrawn,
-                    origin = $origin
+                    answered_by = $by, origin = $origin
                 WHERE responded = false RETURN AFTER)"
         );
         // Two answers at once: the engine refuses the later transaction as a conflict.
         // Run again, it finds the message answered and changes nothing, so its caller is
         // told the message was answered already, never that the store failed.
-        let vars = json!({"id": id, "response": response, "withdrawn": withdrawn});
+        let vars = json!({"id": id, "response": response, "withdrawn": withdrawn, "by": by});
         let out = again_on_conflict(
             SESSION_WRITE_TRIES,
             std::time::Duration::from_millis(1),

@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 /// Every table crucible keeps, in the order a rebuild writes them.
 pub const TABLES: &[&str] = &[
@@ -211,6 +211,10 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     DEFINE FIELD queued ON sessions TYPE option<array<string>>;
     DEFINE FIELD turn_prompt ON sessions TYPE option<string>;
+    "#,
+    // v17: who answered a message, and through which channel.
+    r#"
+    DEFINE FIELD answered_by ON inbox_messages TYPE option<string>;
     "#,
 ];
 

@@ -32,6 +32,7 @@ fn message(id: &str, title: &str, body: &str) -> InboxMessage {
         responded: false,
         response: None,
         withdrawn: false,
+        answered_by: None,
     }
 }
 

@@ -61,6 +61,7 @@ pub fn message(
         responded: false,
         response: None,
         withdrawn: false,
+        answered_by: None,
     }
 }
 

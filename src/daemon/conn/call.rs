@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::{Conn, Scope};
+use crate::daemon::caller::Caller;
 use crate::ledger::LedgerError;
 use crate::protocol::*;
 
@@ -19,6 +20,8 @@ pub(super) fn agent_door() -> ErrorObject {
 /// One call on a connection: who asks (its scope, when it presented a session handle).
 pub(super) struct Call<'a> {
     pub(super) conn: &'a Arc<Conn>,
+    /// Who asks: the owner's client, a handle's session, someone in a channel, a browser.
+    pub(super) caller: Caller,
     pub(super) scope: Option<&'a Scope>,
     /// `session.create`'s asking process's environment, taken apart from its params
     /// (the params may be logged or stored, these values never).
@@ -28,11 +31,13 @@ pub(super) struct Call<'a> {
 impl<'a> Call<'a> {
     pub(super) fn new(
         conn: &'a Arc<Conn>,
+        caller: Caller,
         scope: Option<&'a Scope>,
         client_env: Option<ClientEnv>,
     ) -> Self {
         Call {
             conn,
+            caller,
             scope,
             client_env: std::sync::Mutex::new(client_env),
         }

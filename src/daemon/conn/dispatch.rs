@@ -11,7 +11,8 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::call::{Call, agent_door, forbidden};
-use super::{Conn, Door};
+use crate::daemon::caller::Caller;
+use super::{Conn, Socket};
 use crate::protocol::methods::{self as m, Access, Method, Route};
 use crate::protocol::*;
 
@@ -34,15 +35,27 @@ fn split_client_env(mut raw: Value) -> Result<(Value, Option<ClientEnv>), ErrorO
     Ok((raw, given))
 }
 
-/// Answers one call on a connection, inside a span that names the method and, when its
-/// params name one, the session: whatever is logged while answering carries both.
+/// Answers one call on a connection, from whoever the connection is.
 pub(super) async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorObject> {
+    let caller = conn.caller();
+    call_as(conn, caller, name, raw).await
+}
+
+/// Answers one call from `caller`, inside a span that names the method, the way in and,
+/// when its params name one, the session: whatever is logged while answering carries them.
+pub(super) async fn call_as(
+    conn: &Arc<Conn>,
+    caller: Caller,
+    name: &str,
+    raw: Value,
+) -> Result<Value, ErrorObject> {
+    let way = caller.way().to_string();
     let span = match raw.get("session_id").and_then(Value::as_str) {
-        Some(session) => tracing::info_span!("request", method = name, session),
-        None => tracing::info_span!("request", method = name),
+        Some(session) => tracing::info_span!("request", method = name, caller = way, session),
+        None => tracing::info_span!("request", method = name, caller = way),
     };
     async {
-        let outcome = checked(conn, name, raw).await;
+        let outcome = checked(conn, caller, name, raw).await;
         if let Err(error) = &outcome {
             tracing::debug!("request failed: {error}");
         }
@@ -54,12 +67,17 @@ pub(super) async fn call(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Val
 
 /// Answers one call, if its row, the connection's scope and (team mode) the session's
 /// owner let this daemon answer it.
-async fn checked(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, ErrorObject> {
+async fn checked(
+    conn: &Arc<Conn>,
+    caller: Caller,
+    name: &str,
+    raw: Value,
+) -> Result<Value, ErrorObject> {
     let Some(row) = m::row(name) else {
         return Err(ErrorObject::method_not_found(name));
     };
     if name == m::Handshake::NAME {
-        return m::handle(&Call::new(conn, None, None), name, raw).await;
+        return m::handle(&Call::new(conn, caller, None, None), name, raw).await;
     }
     if row.access != Access::Open {
         if conn.refused.load(Ordering::Acquire) {
@@ -69,7 +87,7 @@ async fn checked(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, Erro
         }
         // The handshake is optional on the owner's socket: a client that never makes one
         // (the first clients had none) is served as protocol 1 with the owner's access.
-        if !conn.handshaken.load(Ordering::Acquire) && conn.door == Door::Agent {
+        if !conn.handshaken.load(Ordering::Acquire) && conn.door == Socket::Agent {
             return Err(agent_door());
         }
     }
@@ -122,7 +140,7 @@ async fn checked(conn: &Arc<Conn>, name: &str, raw: Value) -> Result<Value, Erro
     // Read your own writes: a settings file saved just before this call is in use for it
     // (a stat of each file when none changed), whatever the watcher has seen yet.
     conn.shared.settings.fresh();
-    m::handle(&Call::new(conn, scope.as_ref(), client_env), name, raw).await
+    m::handle(&Call::new(conn, caller, scope.as_ref(), client_env), name, raw).await
 }
 
 /// The calls for one session that the daemon running its agent answers (team mode): the

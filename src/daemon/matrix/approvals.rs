@@ -20,7 +20,8 @@ use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, RoomAliasId, Room
 use serde::{Deserialize, Serialize};
 
 use super::{Bot, lock, wording};
-use crate::protocol::{InboxMessage, MsgType, Session};
+use crate::protocol::methods as m;
+use crate::protocol::{ChannelKind, InboxMessage, MsgType, RespondParams, Session};
 
 /// One question as posted.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -141,10 +142,10 @@ impl Bot {
         if self.posted.is_posted(&message.id) {
             return;
         }
-        let Ok(session) = self.ledger.get_session(&message.session_id) else {
+        let Some(session) = self.session(&message.session_id).await else {
             return;
         };
-        let (room, tagged) = match self.room_of_session(&session.id) {
+        let (room, tagged) = match super::room_of_tag(&session) {
             Some(room) => (self.client.get_room(&room), false),
             None => match self.approval_target(&session) {
                 Some(target) => (self.target_room(&target).await, true),
@@ -193,14 +194,14 @@ impl Bot {
     /// channel's.
     fn approval_target(&self, session: &Session) -> Option<String> {
         let tag = session.channel.as_ref()?;
-        let config = self.sessions.settings().ok()?;
-        let own = match tag.kind.as_str() {
-            "cron" => config
+        let config = self.door.settings()?;
+        let own = match tag.kind {
+            ChannelKind::Cron => config
                 .cron
                 .iter()
                 .find(|j| j.id == tag.source)
                 .and_then(|j| j.approval_target.clone()),
-            "webhook" => config
+            ChannelKind::Webhook => config
                 .webhook(&tag.source)
                 .and_then(|h| h.approval_target.clone()),
             _ => return None,
@@ -244,7 +245,14 @@ impl Bot {
         let Some(post) = self.posted.take_for_answer(room.room_id(), event) else {
             return false;
         };
-        let result = self.ledger.respond(&post.message_id, answer).await;
+        let asked = RespondParams {
+            id: post.message_id.clone(),
+            response: answer.to_string(),
+        };
+        let result = self
+            .call_as::<m::InboxRespond>(sender.as_str(), &asked)
+            .await
+            .map(|reply| reply.message);
         self.posted.finish_answer(&post.message_id, result.is_ok());
         let text = match &result {
             Ok(message) => wording::answered(message, sender),

@@ -5,33 +5,54 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use matrix_sdk::Room;
+use matrix_sdk::ruma::UserId;
 
 use super::{Bot, wording};
-use crate::protocol::{Session, SessionState};
+use crate::protocol::methods as m;
+use crate::protocol::{
+    ChannelKind, DiffParams, ResetParams, RulesParams, Session, SessionIdParams,
+    SessionListParams, SessionRuleParams, SessionState,
+};
 
-/// The reply to `/<name> <rest>` in `room`.
-pub(super) async fn run(bot: &Arc<Bot>, room: &Room, name: &str, rest: &str) -> String {
+/// The reply to `/<name> <rest>` in `room`, said by `sender`.
+pub(super) async fn run(
+    bot: &Arc<Bot>,
+    room: &Room,
+    sender: &UserId,
+    name: &str,
+    rest: &str,
+) -> String {
     if name == "help" {
         return wording::HELP.into();
     }
+    let all = match bot.call::<m::SessionList>(&SessionListParams::default()).await {
+        Ok(listed) => listed.sessions,
+        Err(e) => return format!("/{name}: {}", e.message),
+    };
     if name == "sessions" {
-        return sessions(bot);
+        return sessions(all);
     }
-    let Some(session) = room_session(bot, room) else {
+    let Some(session) = room_session(all, room) else {
         return match known(name) {
             true => "This room has no session yet: write to start one.".into(),
             false => format!("Unknown command /{name}: say /help."),
         };
     };
     let id = session.id.clone();
+    let who = sender.as_str();
+    let this = SessionIdParams {
+        session_id: id.clone(),
+    };
     let result = match name {
         "session" => Ok(describe(&session)),
         "stop" => bot
-            .sessions
-            .stop(&id)
+            .call_as::<m::SessionStop>(who, &this)
             .await
-            .map(|s| format!("Stopped `{}`: its worktree and transcript stay.", s.id)),
-        "rules" => bot.sessions.rules(Some(&id)).map(|reply| {
+            .map(|r| format!("Stopped `{}`: its worktree and transcript stay.", r.session.id)),
+        "rules" => bot
+            .call_as::<m::RulesList>(who, &RulesParams { session_id: Some(id.clone()) })
+            .await
+            .map(|reply| {
             let mut text = String::from("Rules:");
             for rule in reply.rules {
                 let stands = if rule.disabled || rule.off {
@@ -43,17 +64,28 @@ pub(super) async fn run(bot: &Arc<Bot>, room: &Room, name: &str, rest: &str) -> 
             }
             text
         }),
-        "disable" | "enable" if !rest.is_empty() => bot
-            .sessions
-            .set_rule(&id, rest, name == "enable")
-            .await
-            .map(|_| format!("Rule `{rest}` is {name}d for this session.")),
-        "reset" => bot.sessions.reset(&id, true).await.map(|s| {
-            format!(
-                "A fresh session `{}` takes over; nothing approved before stands.",
-                s.id
-            )
-        }),
+        "disable" | "enable" if !rest.is_empty() => {
+            let rule = SessionRuleParams {
+                session_id: id.clone(),
+                rule: rest.to_string(),
+                enabled: name == "enable",
+            };
+            bot.call_as::<m::SessionRule>(who, &rule)
+                .await
+                .map(|_| format!("Rule `{rest}` is {name}d for this session."))
+        }
+        "reset" => {
+            let reset = ResetParams {
+                session_id: id.clone(),
+                keep_disabled: true,
+            };
+            bot.call_as::<m::SessionReset>(who, &reset).await.map(|s| {
+                format!(
+                    "A fresh session `{}` takes over; nothing approved before stands.",
+                    s.session_id
+                )
+            })
+        }
         "skills" => Ok(match session.skills.is_empty() {
             true => "The agent has announced no commands.".into(),
             false => format!("- {}", session.skills.join("\n- ")),
@@ -62,14 +94,18 @@ pub(super) async fn run(bot: &Arc<Bot>, room: &Room, name: &str, rest: &str) -> 
             .context_summary
             .clone()
             .unwrap_or_else(|| "No context summary yet (after the first turn).".into())),
-        "diff" => bot
-            .sessions
-            .diff(&id, None)
-            .await
-            .map(|reply| diff_text(&reply.diff)),
+        "diff" => {
+            let asked = DiffParams {
+                session_id: id.clone(),
+                context: None,
+            };
+            bot.call_as::<m::SessionDiff>(who, &asked)
+                .await
+                .map(|reply| diff_text(&reply.diff))
+        }
         _ => return format!("Unknown command /{name}: say /help."),
     };
-    result.unwrap_or_else(|e| format!("/{name}: {e}"))
+    result.unwrap_or_else(|e| format!("/{name}: {}", e.message))
 }
 
 fn known(name: &str) -> bool {
@@ -79,16 +115,14 @@ fn known(name: &str) -> bool {
     .contains(&name)
 }
 
-/// The live session of the room (the newest, if several were).
-fn room_session(bot: &Bot, room: &Room) -> Option<Session> {
+/// The live session of the room among `all` (the newest, if several were).
+fn room_session(all: Vec<Session>, room: &Room) -> Option<Session> {
     let room_id = room.room_id().as_str();
-    bot.ledger
-        .list_sessions()
-        .into_iter()
+    all.into_iter()
         .filter(|s| {
-            s.channel
-                .as_ref()
-                .is_some_and(|t| t.kind == super::CHANNEL && t.reference == room_id && !t.closed)
+            s.channel.as_ref().is_some_and(|t| {
+                t.kind == ChannelKind::Matrix && t.reference == room_id && !t.closed
+            })
         })
         .max_by(|a, b| a.id.cmp(&b.id))
 }
@@ -114,8 +148,7 @@ fn describe(session: &Session) -> String {
     )
 }
 
-fn sessions(bot: &Bot) -> String {
-    let all = bot.ledger.list_sessions();
+fn sessions(all: Vec<Session>) -> String {
     if all.is_empty() {
         return "No sessions.".into();
     }

@@ -16,8 +16,9 @@ use matrix_sdk::ruma::events::room::message::{
 use matrix_sdk::ruma::{OwnedEventId, UserId};
 use matrix_sdk::{Room, RoomState};
 
-use super::{Bot, CHANNEL, SOURCE, approvals, wording};
-use crate::protocol::ResolveParams;
+use super::{Bot, SOURCE, approvals, wording};
+use crate::protocol::methods as m;
+use crate::protocol::{ChannelKind, Resolution, ResolveParams};
 
 /// The longest pause between attempts to join a room the bot was invited to.
 const MOST_JOIN_BACKOFF: Duration = Duration::from_secs(300);
@@ -113,7 +114,7 @@ async fn on_message(event: OriginalSyncRoomMessageEvent, room: Room, Ctx(bot): C
         // passed on, and the sender is told how to answer.
         bot.notice(&room, wording::HOW_TO_ANSWER, None).await;
     } else {
-        converse(&bot, &room, body).await;
+        converse(&bot, &room, &event.sender, body).await;
     }
 }
 
@@ -128,15 +129,15 @@ fn without_reply_fallback(body: &str) -> &str {
     }
 }
 
-/// The room's message, to the room's session: resolved as a channel message (a reset
-/// phrase, a closed or quiet conversation start a new session).
-async fn converse(bot: &Arc<Bot>, room: &Room, text: &str) {
+/// The room's message, to the room's session, from `sender`: resolved as a channel
+/// message (a reset phrase, a closed or quiet conversation start a new session).
+async fn converse(bot: &Arc<Bot>, room: &Room, sender: &UserId, text: &str) {
     if text.is_empty() {
         return;
     }
     let direct = room.is_direct().await.unwrap_or(false) || room.joined_members_count() <= 2;
     let inbound = ResolveParams {
-        channel: CHANNEL.into(),
+        channel: ChannelKind::Matrix,
         source: SOURCE.into(),
         reference: room.room_id().to_string(),
         text: text.to_string(),
@@ -145,10 +146,13 @@ async fn converse(bot: &Arc<Bot>, room: &Room, text: &str) {
         driver: bot.config.driver,
         persistent: direct,
     };
-    match bot.sessions.resolve(inbound).await {
+    match bot
+        .call_as::<m::SessionResolve>(sender.as_str(), &inbound)
+        .await
+    {
         Ok(resolved) => {
-            tracing::info!(room = %room.room_id(), session = %resolved.session_id, decision = %resolved.decision, "matrix message");
-            if resolved.decision == "new" {
+            tracing::info!(room = %room.room_id(), session = %resolved.session_id, reason = resolved.reason.as_str(), "matrix message");
+            if resolved.reason != Resolution::Continue {
                 let reason = resolved.reason.as_str();
                 let text = wording::new_session(
                     &resolved.session_id,
@@ -160,7 +164,7 @@ async fn converse(bot: &Arc<Bot>, room: &Room, text: &str) {
             let _ = room.typing_notice(true).await;
         }
         Err(e) => {
-            bot.notice(room, &format!("Cannot pass that on: {e}"), None)
+            bot.notice(room, &format!("Cannot pass that on: {}", e.message), None)
                 .await
         }
     }
@@ -223,6 +227,6 @@ async fn command_of(
         }
         return;
     }
-    let text = super::commands::run(bot, room, name, rest).await;
+    let text = super::commands::run(bot, room, sender, name, rest).await;
     bot.say_long(room, &text).await;
 }

@@ -26,15 +26,15 @@ use matrix_sdk::config::SyncSettings;
 use matrix_sdk::ruma::{OwnedRoomId, OwnedUserId};
 use tokio::task::JoinHandle;
 
+use super::caller::Caller;
 use super::components::Component;
+use super::door::Door;
 use crate::config::{Config, MatrixConfig};
-use crate::ledger::Ledger;
-use crate::protocol::MatrixStatus;
-use crate::sessions::Sessions;
+use crate::protocol::methods::{self as m, Method};
+use crate::protocol::{ChannelKind, ErrorObject, MatrixStatus, Session, SessionIdParams};
 
-/// The conversation key's channel and source: a room's session is keyed by
-/// (`matrix`, `room`, the room's id).
-pub(crate) const CHANNEL: &str = "matrix";
+/// The conversation key's source: a room's session is keyed by (`matrix`, `room`, the
+/// room's id).
 const SOURCE: &str = "room";
 
 /// How long one sync waits for news at the homeserver.
@@ -46,8 +46,7 @@ const MOST_BACKOFF: Duration = Duration::from_secs(60);
 pub(crate) type StatusCell = Arc<Mutex<Option<MatrixStatus>>>;
 
 pub(super) struct Matrix {
-    sessions: Arc<Sessions>,
-    ledger: Arc<Ledger>,
+    door: Door,
     folder: PathBuf,
     config: Option<MatrixConfig>,
     task: Option<JoinHandle<()>>,
@@ -55,16 +54,10 @@ pub(super) struct Matrix {
 }
 
 impl Matrix {
-    pub fn start(
-        sessions: Arc<Sessions>,
-        ledger: Arc<Ledger>,
-        config: &Config,
-        status: StatusCell,
-    ) -> Self {
-        let folder = ledger.kiln().state_dir().join("matrix");
+    pub fn start(door: Door, config: &Config, status: StatusCell) -> Self {
+        let folder = door.kiln().state_dir().join("matrix");
         let mut matrix = Self {
-            sessions,
-            ledger,
+            door,
             folder,
             config: None,
             task: None,
@@ -89,8 +82,7 @@ impl Matrix {
             let setup = Setup {
                 config: config.clone(),
                 folder: self.folder.clone(),
-                sessions: Arc::clone(&self.sessions),
-                ledger: Arc::clone(&self.ledger),
+                door: self.door.clone(),
                 status: Arc::clone(&self.status),
             };
             self.task = Some(tokio::spawn(run(setup)));
@@ -131,8 +123,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Setup {
     config: MatrixConfig,
     folder: PathBuf,
-    sessions: Arc<Sessions>,
-    ledger: Arc<Ledger>,
+    door: Door,
     status: StatusCell,
 }
 
@@ -141,8 +132,8 @@ pub(super) struct Bot {
     client: Client,
     config: MatrixConfig,
     own: OwnedUserId,
-    sessions: Arc<Sessions>,
-    ledger: Arc<Ledger>,
+    /// The daemon's methods, called for the room's users (the bot's own reads as itself).
+    door: Door,
     status: StatusCell,
     /// Questions posted in rooms, and whether they are answered.
     posted: approvals::Posted,
@@ -169,14 +160,42 @@ impl Bot {
         self.set_status(|s| s.rooms = rooms);
     }
 
-    /// The room a session talks in, if a room started it.
-    fn room_of_session(&self, session_id: &str) -> Option<OwnedRoomId> {
-        let session = self.ledger.get_session(session_id).ok()?;
-        let tag = session.channel?;
-        (tag.kind == CHANNEL)
-            .then(|| OwnedRoomId::try_from(tag.reference.as_str()).ok())
-            .flatten()
+    /// Calls method `M` as `who` (a Matrix user id) in the channel.
+    async fn call_as<M: Method>(
+        &self,
+        who: &str,
+        params: &M::Params,
+    ) -> Result<M::Result, ErrorObject> {
+        self.door
+            .call::<M>(Caller::channel(ChannelKind::Matrix, who), params)
+            .await
     }
+
+    /// Calls method `M` as the bot itself (what it reads to post).
+    async fn call<M: Method>(&self, params: &M::Params) -> Result<M::Result, ErrorObject> {
+        self.call_as::<M>(self.own.as_str(), params).await
+    }
+
+    /// A session as the daemon has it now.
+    async fn session(&self, session_id: &str) -> Option<Session> {
+        let asked = SessionIdParams {
+            session_id: session_id.to_string(),
+        };
+        Some(self.call::<m::SessionGet>(&asked).await.ok()?.session)
+    }
+
+    /// The room a session talks in, if a room started it.
+    async fn room_of_session(&self, session_id: &str) -> Option<OwnedRoomId> {
+        room_of_tag(&self.session(session_id).await?)
+    }
+}
+
+/// The room a session talks in, if a room started it.
+fn room_of_tag(session: &Session) -> Option<OwnedRoomId> {
+    let tag = session.channel.as_ref()?;
+    (tag.kind == ChannelKind::Matrix)
+        .then(|| OwnedRoomId::try_from(tag.reference.as_str()).ok())
+        .flatten()
 }
 
 /// Logs in (or restores the stored device) and serves, again after each failure, with
@@ -226,8 +245,7 @@ async fn serve(connected: account::Connected, setup: &Setup) {
         client: client.clone(),
         config: setup.config.clone(),
         own,
-        sessions: Arc::clone(&setup.sessions),
-        ledger: Arc::clone(&setup.ledger),
+        door: setup.door.clone(),
         status: Arc::clone(&setup.status),
         posted: approvals::Posted::load(&setup.folder),
         told: Mutex::new(HashSet::new()),

@@ -13,6 +13,7 @@ use matrix_sdk::ruma::events::room::message::{Relation, RoomMessageEventContent}
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{Bot, wording};
+use crate::protocol::methods as m;
 use crate::protocol::{
     EntryKind, Event, InboxMessage, ListParams, Session, SessionState, TranscriptEntry,
 };
@@ -29,7 +30,7 @@ struct Turn {
 
 /// Follows the daemon's events and posts what rooms need to hear.
 pub(super) async fn follow(bot: Arc<Bot>) {
-    let mut events = bot.ledger.subscribe();
+    let mut events = bot.door.events();
     post_open_questions(&bot).await;
     let mut turns: HashMap<String, Turn> = HashMap::new();
     let mut states: HashMap<String, Option<SessionState>> = HashMap::new();
@@ -44,7 +45,7 @@ pub(super) async fn follow(bot: Arc<Bot>) {
         };
         match &*event {
             Event::Transcript(entry) => {
-                if let Some(room) = room_of(&bot, &entry.session_id) {
+                if let Some(room) = room_of(&bot, &entry.session_id).await {
                     let turn = turns.entry(entry.session_id.clone()).or_default();
                     if note(turn, entry) {
                         let turn = std::mem::take(turn);
@@ -81,9 +82,10 @@ async fn post_open_questions(bot: &Bot) {
         limit: Some(crate::config::MAX_LIST_LIMIT),
         session_id: None,
     };
-    let Ok(messages) = bot.ledger.list_messages(&params).await else {
+    let Ok(listed) = bot.call::<m::InboxList>(&params).await else {
         return;
     };
+    let messages = listed.messages;
     let open: Vec<&InboxMessage> = messages
         .iter()
         .filter(|m| m.msg_type.blocks() && !m.responded && !m.withdrawn)
@@ -93,8 +95,8 @@ async fn post_open_questions(bot: &Bot) {
     }
 }
 
-fn room_of(bot: &Bot, session_id: &str) -> Option<Room> {
-    bot.client.get_room(&bot.room_of_session(session_id)?)
+async fn room_of(bot: &Bot, session_id: &str) -> Option<Room> {
+    bot.client.get_room(&bot.room_of_session(session_id).await?)
 }
 
 /// Adds what `entry` says to the turn; true when the turn ended.
@@ -136,7 +138,7 @@ fn tail(text: &str) -> String {
 }
 
 async fn state_changed(bot: &Bot, session: &Session) {
-    let Some(room) = room_of(bot, &session.id) else {
+    let Some(room) = super::room_of_tag(session).and_then(|room| bot.client.get_room(&room)) else {
         return;
     };
     let Some(state) = session.state else {

@@ -2,7 +2,7 @@
 
 use matrix_sdk::ruma::UserId;
 
-use crate::ledger::LedgerError;
+use crate::protocol::ErrorObject;
 use crate::protocol::{InboxMessage, MsgType, Session, SessionState};
 
 /// The keycap digits that pick options 1 to 9.
@@ -58,17 +58,17 @@ pub(super) fn answered(message: &InboxMessage, by: &UserId) -> String {
 }
 
 /// Why an answer given in the room was not taken.
-pub(super) fn not_answered(error: &LedgerError) -> String {
-    format!("Not answered: {error}")
+pub(super) fn not_answered(error: &ErrorObject) -> String {
+    format!("Not answered: {}", error.message)
 }
 
 /// A post whose question was answered or withdrawn elsewhere.
 pub(super) fn settled_elsewhere(message: &InboxMessage) -> String {
     let response = message.response.as_deref().unwrap_or("");
-    if message.withdrawn {
-        format!("~~{}~~ — withdrawn: {response}", message.title)
-    } else {
-        format!("~~{}~~ — answered elsewhere: **{response}**", message.title)
+    match (message.withdrawn, &message.answered_by) {
+        (true, _) => format!("~~{}~~ — withdrawn: {response}", message.title),
+        (false, Some(by)) => format!("~~{}~~ — answered by {by}: **{response}**", message.title),
+        (false, None) => format!("~~{}~~ — answered elsewhere: **{response}**", message.title),
     }
 }
 

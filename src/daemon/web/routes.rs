@@ -32,6 +32,7 @@ use super::events;
 use super::guard::{self, Guard, Guess};
 use crate::config::Config;
 use crate::daemon::Shared;
+use crate::daemon::caller::Caller;
 use crate::daemon::conn::Local;
 use crate::daemon::http::{body, error, listen, quiet::Quiet};
 use crate::protocol::methods::{self as m, Method};
@@ -561,7 +562,10 @@ async fn call(
     if changes {
         tracing::info!(device = %device.id, method = %method, "a change from the web view");
     }
-    match web.calls.call(&method, params).await {
+    let caller = Caller::Web {
+        device: device.label.clone(),
+    };
+    match web.calls.call_as(caller, &method, params).await {
         Ok(result) => json_reply(StatusCode::OK, &result),
         Err(e) => call_error(e.code, &e.message),
     }

@@ -90,6 +90,11 @@ pub struct InboxMessage {
     /// `response` says why.
     #[serde(default)]
     pub withdrawn: bool,
+    /// Who answered and through which channel (`@me:example.org via Matrix`, `web:
+    /// phone`, `workbench`, `cru inbox respond`); for a withdrawn question, what withdrew
+    /// it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
 }
 
 impl InboxMessage {

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::protocol::ChannelKind;
 use crate::protocol::driver::DriverSpec;
 
 /// A session in the registry. `Default` is the empty session, so a place that makes one
@@ -159,8 +160,8 @@ impl Session {
 /// reference) and how the last one found its session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelTag {
-    /// `webhook` (or `cron`).
-    pub kind: String,
+    /// Which channel.
+    pub kind: ChannelKind,
     /// Which hook or job: its name.
     pub source: String,
     /// The conversation within it (the hook's `ref` value, e.g. an issue number).

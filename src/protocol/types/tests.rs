@@ -20,6 +20,7 @@ mod wire {
             responded: false,
             response: None,
             withdrawn: false,
+            answered_by: None,
         }
     }
 

@@ -3,7 +3,7 @@
 
 use ratatui::text::Span;
 
-use crate::protocol::Usage;
+use crate::protocol::{ChannelKind, Usage};
 
 /// How long a session has been quiet: `2m`, `1h05m`.
 pub(super) fn quiet_text(quiet: std::time::Duration) -> String {
@@ -86,9 +86,9 @@ pub(super) fn clock(timestamp: &str) -> String {
 }
 
 /// The mark of a session a channel started: ◷ a cron job, ↯ a webhook (or another).
-pub(super) fn channel_icon(kind: &str) -> &'static str {
+pub(super) fn channel_icon(kind: &ChannelKind) -> &'static str {
     match kind {
-        "cron" => "◷",
+        ChannelKind::Cron => "◷",
         _ => "↯",
     }
 }

@@ -4,8 +4,9 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
-use super::super::{Door, Scope, subscribe as start_subscription};
+use super::super::{Scope, Socket, subscribe as start_subscription};
 use super::*;
+use crate::daemon::caller::Caller;
 
 /// The handshake: the protocol version, and for a session handle the session it acts for.
 impl Answer<m::Handshake> for Call<'_> {
@@ -28,7 +29,7 @@ impl Answer<m::Handshake> for Call<'_> {
             .with_data(json!({"protocol_version": PROTOCOL_VERSION, "daemon_version": env!("CARGO_PKG_VERSION")})));
         }
         let scope = match p.handle.as_deref() {
-            None if conn.door == Door::Agent => return Err(agent_door()),
+            None if conn.door == Socket::Agent => return Err(agent_door()),
             None => None,
             Some(text) => {
                 let found = Handle::parse(text)
@@ -42,6 +43,11 @@ impl Answer<m::Handshake> for Call<'_> {
         };
         let session_id = scope.as_ref().map(|s| s.session_id.clone());
         *conn.scope.lock().unwrap_or_else(|e| e.into_inner()) = scope;
+        if let Some(client) = crate::daemon::caller::client_name(p.client.as_deref()) {
+            *conn.caller.lock().unwrap_or_else(|e| e.into_inner()) = Caller::Owner {
+                client: Some(client),
+            };
+        }
         conn.handshaken.store(true, Ordering::Release);
         Ok(HandshakeResult {
             protocol_version: PROTOCOL_VERSION,

@@ -20,7 +20,7 @@ impl Answer<m::InboxSend> for Call<'_> {
         if let Some(allowed) = ruled {
             let answer = if allowed { "approve" } else { "deny" };
             message = ledger
-                .respond(&message.id, answer)
+                .respond(&message.id, answer, "the session's rules")
                 .await
                 .map_err(app_error)?;
         }
@@ -59,10 +59,30 @@ impl Answer<m::InboxMarkRead> for Call<'_> {
 
 impl Answer<m::InboxRespond> for Call<'_> {
     async fn answer(&self, p: RespondParams) -> Result<MessageReply, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let (ledger, sessions) = (&self.conn.shared.ledger, &self.conn.shared.sessions);
+        let message = self.visible(&p.id).await?;
+        // An answer is acknowledged only when something receives it: a question whose agent
+        // is gone is withdrawn, and the one answering is told why.
+        if !message.responded
+            && let Some(why) = sessions.unheard(&message)
+        {
+            ledger
+                .withdraw(&message.id, &why)
+                .await
+                .map_err(app_error)?;
+            return Err(ErrorObject::new(
+                code::CONFLICT,
+                format!(
+                    "message {} was not answered: {why}; the question is withdrawn",
+                    message.id
+                ),
+            )
+            .with_data(serde_json::json!({"reason": "agent_gone"})));
+        }
+        let by = self.caller.describe();
         Ok(m::MessageReply {
             message: ledger
-                .respond(&p.id, &p.response)
+                .respond(&p.id, &p.response, &by)
                 .await
                 .map_err(app_error)?,
         })

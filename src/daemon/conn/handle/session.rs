@@ -1,6 +1,9 @@
 //! Sessions: registering, creating, prompting, stopping, deleting and reshaping them.
 
+use std::future::Future;
+
 use super::*;
+use crate::ledger::LedgerError;
 
 impl Answer<m::SessionRegister> for Call<'_> {
     async fn answer(&self, p: RegisterParams) -> Result<Registered, ErrorObject> {
@@ -186,7 +189,50 @@ impl Answer<m::SessionRestart> for Call<'_> {
 impl Answer<m::SessionResolve> for Call<'_> {
     async fn answer(&self, p: ResolveParams) -> Result<ResolveResult, ErrorObject> {
         let sessions = &self.conn.shared.sessions;
-        sessions.resolve(p).await.map_err(app_error)
+        sessions
+            .resolve(p, &Prompter(self))
+            .await
+            .map_err(app_error)
+    }
+}
+
+/// A channel's follow-up message goes in as `session.prompt` from the same caller, so
+/// it is checked and routed (team mode: to the daemon that runs the session) as any
+/// prompt is.
+struct Prompter<'a, 'b>(&'a Call<'b>);
+
+impl crate::sessions::Deliver for Prompter<'_, '_> {
+    fn prompt<'a>(
+        &'a self,
+        session_id: &'a str,
+        text: String,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<bool, LedgerError>> + Send + 'a>> {
+        Box::pin(async move {
+            let params = serde_json::json!({"session_id": session_id, "text": text});
+            let caller = self.0.caller.clone();
+            let answer = super::super::dispatch::call_as(
+                self.0.conn,
+                caller,
+                m::SessionPrompt::NAME,
+                params,
+            )
+            .await
+            .map_err(ledger_error)?;
+            let reply: PromptResult = serde_json::from_value(answer).map_err(|e| {
+                LedgerError::Invalid(format!("cannot read the prompt's answer: {e}"))
+            })?;
+            Ok(reply.queued)
+        })
+    }
+}
+
+/// A refusal of a call made on a channel's behalf, as the ledger's error of its kind.
+fn ledger_error(e: ErrorObject) -> LedgerError {
+    match e.code {
+        code::NOT_FOUND => LedgerError::NotFound(e.message),
+        code::INVALID_PARAMS => LedgerError::Invalid(e.message),
+        code::TIMED_OUT => LedgerError::TimedOut(e.message),
+        _ => LedgerError::Conflict(e.message),
     }
 }
 
