@@ -48,8 +48,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
-#[path = "../tests/equipment/cargo_env.rs"]
-mod cargo_env;
 #[path = "support/figures.rs"]
 mod figures;
 #[path = "support/kiln.rs"]

@@ -78,10 +78,7 @@ mod kiln;
 #[path = "support/ship.rs"]
 mod ship;
 
-#[path = "../tests/equipment/built.rs"]
-mod built;
-#[path = "../tests/equipment/cargo_env.rs"]
-mod cargo_env;
+use testkit::built;
 
 #[path = "scale/follower.rs"]
 mod follower;

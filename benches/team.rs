@@ -1,6 +1,6 @@
 //! Team-mode benchmark: the same daemon against the embedded store and against a real
 //! SurrealDB server on loopback (SurrealDB's own server code, the engine's version, data
-//! in surrealkv with an fsync on every commit; see tests/equipment/team_server.rs), the
+//! in surrealkv with an fsync on every commit; see testkit/src/team_server.rs), the
 //! delay from an answer given on one daemon to the agent waiting on another, and a team of
 //! many daemons on one server.
 //!
@@ -49,10 +49,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
-#[path = "../tests/equipment/built.rs"]
-mod built;
-#[path = "../tests/equipment/cargo_env.rs"]
-mod cargo_env;
+use testkit::built;
 #[path = "support/figures.rs"]
 mod figures;
 #[path = "support/kiln.rs"]
@@ -65,8 +62,7 @@ mod prebuilt;
 mod proxy;
 #[path = "team/scale.rs"]
 mod scale;
-#[path = "../tests/equipment/team_server.rs"]
-mod team_server;
+use testkit::team_server;
 
 use std::path::Path;
 use std::process::{ExitCode, Stdio};

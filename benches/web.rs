@@ -24,10 +24,7 @@
 
 #[path = "../tests/equipment/browser.rs"]
 mod browser;
-#[path = "../tests/equipment/built.rs"]
-mod built;
-#[path = "../tests/equipment/cargo_env.rs"]
-mod cargo_env;
+use testkit::built;
 #[path = "support/figures.rs"]
 mod figures;
 #[path = "support/kiln.rs"]

@@ -98,7 +98,7 @@ pub fn build() -> Result<ShipBuild> {
     command
         .args(["build", "--release", "--bin", "cru", "--target-dir"])
         .arg(&dir);
-    super::cargo_env::as_from_a_shell(&mut command, &target);
+    testkit::cargo_env::as_from_a_shell(&mut command, &target);
     // The shipping build's own flags, not this bench build's.
     for (name, _) in std::env::vars_os() {
         let text = name.to_string_lossy();

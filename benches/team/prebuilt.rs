@@ -1,5 +1,5 @@
 //! The SurrealDB server from a `cru-surreal-server` already built elsewhere
-//! (`CRU_BENCH_TEAM_SERVER`), started as tests/equipment/team_server.rs starts the one it
+//! (`CRU_BENCH_TEAM_SERVER`), started as testkit/src/team_server.rs starts the one it
 //! builds: the same arguments, a free loopback port, surrealkv with an fsync on every
 //! commit, a folder of its own. For when that build is not there yet and would take
 //! longer than the run. Killed when dropped.

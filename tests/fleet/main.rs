@@ -5,15 +5,4 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a scenario reads as one story, start to end
 
-#[path = "../equipment/built.rs"]
-mod built;
-#[path = "../equipment/cargo_env.rs"]
-mod cargo_env;
-#[allow(dead_code)] // the equipment the integration tests share; this binary uses part of it
-#[path = "../it/common.rs"]
-mod common;
-#[allow(dead_code)]
-#[path = "../it/tmux.rs"]
-mod tmux;
-
 mod thousand;

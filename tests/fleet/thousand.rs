@@ -12,8 +12,8 @@ use std::time::Duration;
 use crucible::protocol::{Session, SessionState};
 use serde_json::json;
 
-use crate::common::*;
-use crate::tmux::Tmux;
+use testkit::tmux::Tmux;
+use testkit::*;
 
 const FLEET: usize = 1000;
 /// The sessions made with a worktree of their own.
@@ -161,7 +161,7 @@ async fn a_thousand_sessions_are_listed_addressed_by_number_shown_and_deleted() 
         (160, 40),
         tk.root(),
         &[("CRU_KILN", &root), ("TERM", "xterm-256color")],
-        CRU,
+        cru(),
         &[],
     );
     term.wait_text("▸[1]");

@@ -5,8 +5,10 @@
 use std::time::Duration;
 
 use crucible::client::Client;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::{CreateSessionParams, SessionListParams};
 use crucible::protocol::{InboxMessage, MsgType, SessionState};
-use serde_json::json;
+use testkit::params;
 
 use crate::common::*;
 use crate::sessions::{
@@ -72,7 +74,7 @@ async fn count(client: &Client, id: &str, msg_type: MsgType) -> usize {
 async fn a_shell_script_agent_asks_and_gets_approval_through_cru_inbox_respond() {
     let tk = command_kiln();
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "script", Some("add the auth flow")).await;
 
     // `cru ask` blocks the script, and the session waits for the human.
@@ -122,12 +124,8 @@ async fn a_shell_script_agent_asks_and_gets_approval_through_cru_inbox_respond()
 
     // A second prompt runs the program again; this time the human denies.
     client
-        .call_value(
-            "session.prompt",
-            json!({"session_id": s.id, "text": "once more"}),
-        )
-        .await
-        .unwrap();
+        .call::<m::SessionPrompt>(params::prompt(&s.id, "once more"))
+        .await;
     respond(
         &tk,
         &open_message(&client, &s.id, MsgType::DecisionNeeded).await,
@@ -156,7 +154,7 @@ async fn a_shell_script_agent_asks_and_gets_approval_through_cru_inbox_respond()
 async fn a_failing_program_fails_its_turn_with_its_stderr_and_a_hung_one_is_cancelled() {
     let tk = command_kiln();
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
 
     let failing = create(&client, "failing", Some("build it")).await;
     let error = wait_message(&client, &failing.id, MsgType::Error).await;
@@ -184,9 +182,8 @@ async fn a_failing_program_fails_its_turn_with_its_stderr_and_a_hung_one_is_canc
         &sleeper.id
     ));
     client
-        .call_value("session.cancel", json!({"session_id": sleeper.id}))
-        .await
-        .unwrap();
+        .call::<m::SessionCancel>(params::session_id(&sleeper.id))
+        .await;
     let s = wait_state(&client, &sleeper.id, SessionState::Cancelled).await;
     assert_eq!(s.state_reason.as_deref(), Some("stopped: cancelled"));
     assert_eq!(
@@ -209,9 +206,13 @@ async fn a_missing_program_makes_no_session() {
         "[agents.ghost]\ntype = \"command\"\ncommand = \"no-such-program-for-crucible\"\n",
     );
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let err = client
-        .call_value("session.create", json!({"agent": "ghost", "task": "x"}))
+        .try_call::<m::SessionCreate>(CreateSessionParams {
+            agent: "ghost".into(),
+            task: Some("x".into()),
+            ..Default::default()
+        })
         .await
         .expect_err("no program");
     let err = err.to_string();
@@ -220,15 +221,17 @@ async fn a_missing_program_makes_no_session() {
             && err.contains("set `command` in [agents.ghost]"),
         "{err}"
     );
-    let list = client.call_value("session.list", json!({})).await.unwrap();
-    assert_eq!(list["sessions"].as_array().map(Vec::len), Some(0), "{list}");
+    let list = client
+        .call::<m::SessionList>(SessionListParams::default())
+        .await;
+    assert!(list.sessions.is_empty(), "{:?}", list.sessions);
 }
 
 #[tokio::test]
 async fn after_a_daemon_kill_the_running_program_is_ended_and_the_session_reopened() {
     let tk = command_kiln();
     let mut daemon = tk.spawn_daemon().await;
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "sleeper", Some("wait")).await;
     let old_daemon = daemon.pid();
     let running = wait_session(&client, &s.id, "the program to run", |s| {
@@ -240,7 +243,7 @@ async fn after_a_daemon_kill_the_running_program_is_ended_and_the_session_reopen
 
     daemon.kill9();
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     // The turn never ended: the session says it was cut short, and keeps its prompt.
     let s = wait_state(&client, &s.id, SessionState::Interrupted).await;
     assert!(
@@ -257,12 +260,8 @@ async fn after_a_daemon_kill_the_running_program_is_ended_and_the_session_reopen
     );
     // The reopened session takes prompts again.
     client
-        .call_value(
-            "session.prompt",
-            json!({"session_id": s.id, "text": "again"}),
-        )
-        .await
-        .unwrap();
+        .call::<m::SessionPrompt>(params::prompt(&s.id, "again"))
+        .await;
     wait_session(&client, &s.id, "the program to run again", |s| {
         s.agent_pid
             .is_some_and(|p| p != program && Some(p) != tk.daemon_pid())

@@ -6,9 +6,12 @@ use crate::model_server::{ScriptedReply, ScriptedServer};
 use crucible::client::Client;
 use crucible::context::Message;
 use crucible::openai::ChatMessage;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::RegisterParams;
 use crucible::protocol::{ContextResult, Handle, MsgType, SessionState};
 use crucible::sessions::PREAMBLE_HEADER;
 use serde_json::{Value, json};
+use testkit::params::{prompt, query, respond, session_id};
 
 use crate::common::*;
 use crate::sessions::{LONG, agent_kiln, create, wait_message, wait_session};
@@ -58,7 +61,7 @@ async fn wait_turns(client: &Client, id: &str, n: u64) {
 async fn every_operation_and_refusal_survives_daemon_restarts() {
     let tk = agent_kiln("");
     let mut daemon = tk.spawn_daemon().await;
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "scripted", Some("say hello")).await;
     let id = s.id.as_str();
     wait_turns(&client, id, 1).await;
@@ -84,12 +87,8 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
     assert!(!marked.fresh_start, "a checkpoint removes nothing");
 
     client
-        .call_value(
-            "session.prompt",
-            json!({"session_id": id, "text": "tool t1 build it\nsay built"}),
-        )
-        .await
-        .expect("prompt");
+        .call::<m::SessionPrompt>(prompt(id, "tool t1 build it\nsay built"))
+        .await;
     wait_turns(&client, id, 2).await;
     let full = ctx(&client, "context.get", get.clone()).await;
     assert_eq!(
@@ -147,7 +146,7 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
     daemon.kill9();
     daemon.wait_exit(LONG).await;
     let mut daemon = tk.spawn_daemon().await;
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     assert_eq!(
         ctx(&client, "context.get", get.clone()).await.stack,
         full.stack
@@ -195,7 +194,7 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
     daemon.kill9();
     daemon.wait_exit(LONG).await;
     let _daemon = tk.spawn_daemon().await;
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let again = ctx(&client, "context.get", get.clone()).await;
     assert_eq!(again.stack, back.stack);
     assert!(again.fresh_start, "the fresh-start mark is stored too");
@@ -235,32 +234,30 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
 
     // Popped entries stay in the history.
     let history = client
-        .call_value(
-            "db.query",
-            json!({"sql": "SELECT VALUE change FROM context_history WHERE session_id = $id AND operation = 'pop 1'",
-                   "bindings": {"id": id}}),
-        )
-        .await
-        .expect("db.query");
-    let rows = history["result"][0].as_array().expect("rows").clone();
+        .call::<m::DbQuery>(query(
+            "SELECT VALUE change FROM context_history WHERE session_id = $id AND operation = 'pop 1'",
+            json!({"id": id}),
+        ))
+        .await;
+    let rows = history.result[0].as_array().expect("rows").clone();
     assert_eq!(rows.len(), 1);
     assert!(rows[0].as_str().unwrap().contains("\"built\""), "{rows:?}");
 
     // Not for sessions crucible does not run, and never for a session handle.
     let outsider = client
-        .call_value(
-            "session.register",
-            json!({"agent_type": "acp", "agent_name": "outside"}),
-        )
-        .await
-        .expect("register");
-    let outsider_id = outsider["session_id"].as_str().unwrap();
+        .call::<m::SessionRegister>(RegisterParams {
+            worktree: None,
+            agent_type: "acp".into(),
+            agent_name: "outside".into(),
+        })
+        .await;
+    let outsider_id = outsider.session_id.as_str();
     let err = client
-        .call_value("context.get", json!({"session_id": outsider_id}))
+        .try_call::<m::ContextGet>(session_id(outsider_id))
         .await
         .expect_err("a registered session has no stack here");
     assert_eq!(err.rpc_code(), Some(-32602));
-    let handle = Handle::parse(outsider["handle"].as_str().unwrap()).unwrap();
+    let handle = Handle::parse(&outsider.handle).unwrap();
     let agent = Client::connect_at(&tk.kiln.socket_path(), Some(&handle))
         .await
         .expect("connect with a handle");
@@ -276,7 +273,7 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_acp_rollback_opens_a_fresh_session_seeded_with_the_kept_stack() {
     let tk = agent_kiln("");
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "scripted", Some("session")).await;
     let id = s.id.as_str();
     wait_turns(&client, id, 1).await;
@@ -291,10 +288,7 @@ async fn an_acp_rollback_opens_a_fresh_session_seeded_with_the_kept_stack() {
     .await;
 
     for text in ["say the wrong path", "say more of it"] {
-        client
-            .call_value("session.prompt", json!({"session_id": id, "text": text}))
-            .await
-            .expect("prompt");
+        client.call::<m::SessionPrompt>(prompt(id, text)).await;
     }
     wait_turns(&client, id, 3).await;
     let back = ctx(
@@ -307,12 +301,8 @@ async fn an_acp_rollback_opens_a_fresh_session_seeded_with_the_kept_stack() {
     assert!(back.fresh_start);
 
     client
-        .call_value(
-            "session.prompt",
-            json!({"session_id": id, "text": "session\ncontext"}),
-        )
-        .await
-        .expect("prompt");
+        .call::<m::SessionPrompt>(prompt(id, "session\ncontext"))
+        .await;
     wait_turns(&client, id, 4).await;
     let after = ctx(&client, "context.get", json!({"session_id": id})).await;
     assert!(!after.fresh_start, "the fresh session holds the stack");
@@ -344,12 +334,8 @@ async fn an_acp_rollback_opens_a_fresh_session_seeded_with_the_kept_stack() {
 
     // The next prompt stays in that session.
     client
-        .call_value(
-            "session.prompt",
-            json!({"session_id": id, "text": "session\ncontext"}),
-        )
-        .await
-        .expect("prompt");
+        .call::<m::SessionPrompt>(prompt(id, "session\ncontext"))
+        .await;
     wait_turns(&client, id, 5).await;
     let last = ctx(&client, "context.get", json!({"session_id": id})).await;
     let reply = texts(&last).last().unwrap().clone();
@@ -389,7 +375,7 @@ async fn an_internal_write_waits_for_approval_then_lands_in_the_worktree() {
     .await
     .expect("server");
     let tk = internal_kiln(&server, "");
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "local", Some("write hello")).await;
     let id = s.id.as_str();
     let approval = wait_message(&client, id, MsgType::ApprovalRequired).await;
@@ -400,12 +386,8 @@ async fn an_internal_write_waits_for_approval_then_lands_in_the_worktree() {
     let file = std::path::Path::new(s.worktree.as_deref().unwrap()).join("notes/hello.txt");
     assert!(!file.exists(), "nothing is written before the approval");
     client
-        .call_value(
-            "inbox.respond",
-            json!({"id": approval.id, "response": "allow"}),
-        )
-        .await
-        .expect("respond");
+        .call::<m::InboxRespond>(respond(&approval.id, "allow"))
+        .await;
     wait_turns(&client, id, 1).await;
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "hi there\n");
 
@@ -453,7 +435,7 @@ async fn internal_operations_shape_the_next_request_exactly() {
         &server,
         "model_summaries = false\nrecover_tool_errors = true\nsystem_prompt = \"be brief\"",
     );
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "local", Some("one")).await;
     let id = s.id.as_str();
     wait_turns(&client, id, 1).await;
@@ -464,10 +446,7 @@ async fn internal_operations_shape_the_next_request_exactly() {
     )
     .await;
 
-    client
-        .call_value("session.prompt", json!({"session_id": id, "text": "two"}))
-        .await
-        .expect("prompt");
+    client.call::<m::SessionPrompt>(prompt(id, "two")).await;
     wait_turns(&client, id, 2).await;
     // The failed read was replaced by the error alone (pop(1) + inject).
     let second = chats(&server)[2].clone();
@@ -498,10 +477,7 @@ async fn internal_operations_shape_the_next_request_exactly() {
         json!({"session_id": id, "name": "base"}),
     )
     .await;
-    client
-        .call_value("session.prompt", json!({"session_id": id, "text": "three"}))
-        .await
-        .expect("prompt");
+    client.call::<m::SessionPrompt>(prompt(id, "three")).await;
     wait_turns(&client, id, 3).await;
     let third = chats(&server)[3].clone();
     assert_eq!(
@@ -525,10 +501,7 @@ async fn internal_operations_shape_the_next_request_exactly() {
     );
 
     // A server error fails the turn, with the server's message.
-    client
-        .call_value("session.prompt", json!({"session_id": id, "text": "four"}))
-        .await
-        .expect("prompt");
+    client.call::<m::SessionPrompt>(prompt(id, "four")).await;
     let failed = wait_session(&client, id, "an error", |s| {
         s.state == Some(SessionState::Error)
     })
@@ -558,7 +531,7 @@ async fn internal_tools_list_run_ask_and_notify_through_the_session() {
     .await
     .expect("server");
     let tk = internal_kiln(&server, "model_summaries = false");
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "local", Some("look around")).await;
     let id = s.id.as_str();
 
@@ -569,21 +542,13 @@ async fn internal_tools_list_run_ask_and_notify_through_the_session() {
         "{approval:?}"
     );
     client
-        .call_value(
-            "inbox.respond",
-            json!({"id": approval.id, "response": "allow"}),
-        )
-        .await
-        .expect("approve");
+        .call::<m::InboxRespond>(respond(&approval.id, "allow"))
+        .await;
     let question = wait_message(&client, id, MsgType::DecisionNeeded).await;
     assert_eq!(question.title, "Which backend?");
     client
-        .call_value(
-            "inbox.respond",
-            json!({"id": question.id, "response": "postgres"}),
-        )
-        .await
-        .expect("answer");
+        .call::<m::InboxRespond>(respond(&question.id, "postgres"))
+        .await;
     wait_turns(&client, id, 1).await;
     let note = wait_message(&client, id, MsgType::Info).await;
     assert_eq!(note.title, "halfway there");

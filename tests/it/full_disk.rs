@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crucible::protocol::methods as m;
+use crucible::protocol::params::CreateSessionParams;
 use serde_json::{Value, json};
+use testkit::params;
 
 use crate::common::*;
 
@@ -265,17 +268,19 @@ async fn a_turn_whose_output_cannot_be_stored_ends_in_error() {
     std::fs::write(&settings, text).expect("settings");
     let disk = SmallDisk::mount(&dir, 40);
     let _daemon = start_daemon(&tk, &disk).await;
-    let client = crucible::client::Client::connect(&tk.kiln)
+    let client = TestDaemon::from(
+        crucible::client::Client::connect(&tk.kiln)
+            .await
+            .expect("connect"),
+    );
+    let id = client
+        .call::<m::SessionCreate>(CreateSessionParams {
+            agent: "talker".into(),
+            worktree: Some("feat/talk".into()),
+            ..Default::default()
+        })
         .await
-        .expect("connect");
-    let reply = client
-        .call_value(
-            "session.create",
-            json!({"agent": "talker", "worktree": "feat/talk"}),
-        )
-        .await
-        .expect("create");
-    let id = reply["session_id"].as_str().expect("id").to_string();
+        .session_id;
     crate::sessions::wait_state(&client, &id, crucible::protocol::SessionState::Complete).await;
 
     let filler_kib = disk.free_kib().saturating_sub(2 * 1024);
@@ -284,9 +289,8 @@ async fn a_turn_whose_output_cannot_be_stored_ends_in_error() {
         dir.join("filler")
     ));
     client
-        .call_value("session.prompt", json!({"session_id": id, "text": "talk"}))
-        .await
-        .expect("prompt");
+        .call::<m::SessionPrompt>(params::prompt(&id, "talk"))
+        .await;
     let ended = crate::sessions::wait_session(&client, &id, "the turn to end", |s| {
         matches!(
             s.state,

@@ -4,7 +4,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use crucible::client::Client;
-use serde_json::json;
+use crucible::protocol::MsgType;
+use crucible::protocol::methods::{self as m, NoParams};
+use crucible::protocol::params::{IdParams, RegisterParams, SessionListParams};
+use serde_json::{Value, json};
+use testkit::params::{query, send, session_id};
 
 use crate::common::*;
 
@@ -52,7 +56,11 @@ async fn stale_socket_and_dead_pid_are_replaced() {
     let c = t.client().await;
     assert_ne!(c.daemon().pid, old_pid);
     assert_eq!(t.daemon_pid(), Some(c.daemon().pid));
-    assert!(c.call_value("session.list", json!({})).await.is_ok());
+    assert!(
+        c.call::<m::SessionList>(&SessionListParams::default())
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -85,7 +93,7 @@ async fn daemon_exits_after_the_grace_period_unless_a_client_arrives() {
         d.child.try_wait().unwrap().is_none(),
         "a connected client keeps the daemon up"
     );
-    assert!(held.call_value("ping", json!({})).await.is_ok());
+    assert!(held.call::<m::Ping>(&NoParams {}).await.is_ok());
     drop(held);
     let status = d.wait_exit(Duration::from_secs(20)).await;
     assert!(status.success(), "clean exit after the grace: {status}");
@@ -100,10 +108,7 @@ async fn sigterm_shuts_down_cleanly_and_keeps_data() {
     let c = Client::connect(&t.kiln).await.unwrap();
     let s = register(&c, "claude").await;
     let sent = c
-        .call_value(
-            "inbox.send",
-            json!({"session_id": s, "msg_type": "task_complete", "title": "done"}),
-        )
+        .call::<m::InboxSend>(&send(&s, MsgType::TaskComplete, "done", &[]))
         .await
         .unwrap();
     std::process::Command::new("kill")
@@ -118,14 +123,15 @@ async fn sigterm_shuts_down_cleanly_and_keeps_data() {
     let _again = t.spawn_daemon().await;
     let c = Client::connect(&t.kiln).await.unwrap();
     let got = c
-        .call_value("inbox.get", json!({"id": sent["id"]}))
+        .call::<m::InboxGet>(&IdParams { id: sent.id })
         .await
         .unwrap();
-    assert_eq!(got["message"]["title"], json!("done"));
-    assert_eq!(
-        c.call_value("session.list", json!({})).await.unwrap()["sessions"][0]["id"],
-        json!(s)
-    );
+    assert_eq!(got.message.title, "done");
+    let listed = c
+        .call::<m::SessionList>(&SessionListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.sessions[0].id, s);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -192,19 +198,18 @@ async fn a_database_from_a_newer_release_is_refused_not_guessed_at() {
     let t = TestKiln::new();
     let mut d = t.spawn_daemon().await;
     let c = Client::connect(&t.kiln).await.unwrap();
-    assert_eq!(
-        c.call_value(
-            "db.query",
-            json!({"sql": "SELECT VALUE version FROM crucible_meta:schema"})
-        )
+    let version = c
+        .call::<m::DbQuery>(&query(
+            "SELECT VALUE version FROM crucible_meta:schema",
+            Value::Null,
+        ))
         .await
-        .unwrap()["result"][0],
-        json!([crucible::store::SCHEMA_VERSION])
-    );
-    c.call_value(
-        "db.query",
-        json!({"sql": "UPSERT crucible_meta:schema SET version = 99"}),
-    )
+        .unwrap();
+    assert_eq!(version.result[0], json!([crucible::store::SCHEMA_VERSION]));
+    c.call::<m::DbQuery>(&query(
+        "UPSERT crucible_meta:schema SET version = 99",
+        Value::Null,
+    ))
     .await
     .unwrap();
     drop(c);
@@ -227,48 +232,41 @@ async fn a_database_from_a_newer_release_is_refused_not_guessed_at() {
 async fn registering_the_same_worktree_and_agent_again_evicts_the_live_one() {
     let tk = TestKiln::new();
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let register = |worktree: &'static str| {
         let client = &client;
         async move {
             client
-                .call_value(
-                    "session.register",
-                    json!({"agent_type": "acp", "agent_name": "claude", "worktree": worktree}),
-                )
+                .call::<m::SessionRegister>(RegisterParams {
+                    worktree: Some(worktree.into()),
+                    agent_type: "acp".into(),
+                    agent_name: "claude".into(),
+                })
                 .await
-                .expect("register")
         }
     };
     let first = register("/src/a").await;
     let other = register("/src/b").await;
-    assert_eq!(
-        other["evicted"],
-        json!([]),
-        "another worktree evicts nothing"
-    );
+    assert!(other.evicted.is_empty(), "another worktree evicts nothing");
     let second = register("/src/a").await;
-    assert_eq!(second["evicted"], json!([first["session_id"]]));
+    assert_eq!(second.evicted, [first.session_id.as_str()]);
     let old = client
-        .call_value("session.get", json!({"session_id": first["session_id"]}))
-        .await
-        .expect("the evicted session's record");
-    assert_eq!(old["session"]["status"], "ended");
+        .call::<m::SessionGet>(session_id(&first.session_id))
+        .await;
+    assert_eq!(old.session.status, "ended");
     assert!(
-        old["session"]["state_reason"]
-            .as_str()
+        old.session
+            .state_reason
+            .as_deref()
             .unwrap_or("")
             .starts_with("evicted"),
-        "{old}"
+        "{old:?}"
     );
-    let listed = client.call_value("session.list", json!({})).await.unwrap();
-    let ids: Vec<&str> = listed["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| s["id"].as_str())
-        .collect();
-    assert!(!ids.contains(&first["session_id"].as_str().unwrap()));
-    assert!(ids.contains(&second["session_id"].as_str().unwrap()));
-    assert!(ids.contains(&other["session_id"].as_str().unwrap()));
+    let listed = client
+        .call::<m::SessionList>(SessionListParams::default())
+        .await;
+    let ids: Vec<&str> = listed.sessions.iter().map(|s| s.id.as_str()).collect();
+    assert!(!ids.contains(&first.session_id.as_str()));
+    assert!(ids.contains(&second.session_id.as_str()));
+    assert!(ids.contains(&other.session_id.as_str()));
 }

@@ -4,14 +4,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a scenario reads as one story, start to end
 
+// The test kit's equipment, under the names the tests use.
+use testkit::{team_server, tmux};
+
 mod agents;
 #[path = "../equipment/browser.rs"]
 mod browser;
 mod budget;
-#[path = "../equipment/built.rs"]
-mod built;
-#[path = "../equipment/cargo_env.rs"]
-mod cargo_env;
 mod cli;
 mod client_env;
 mod command_agents;
@@ -48,9 +47,6 @@ mod ssh;
 #[path = "../equipment/synapse.rs"]
 mod synapse;
 mod team;
-#[path = "../equipment/team_server.rs"]
-mod team_server;
-mod tmux;
 mod truth;
 mod tui;
 mod web;

@@ -8,8 +8,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use crucible::protocol::methods as m;
 use crucible::protocol::{MsgType, SessionState};
-use serde_json::json;
+use testkit::params;
 
 use crate::common::*;
 use crate::sessions::{messages, said, wait_message_where, wait_session, wait_state};
@@ -43,7 +44,7 @@ pub(crate) async fn answers_after(
     after: After<'_>,
 ) -> DaemonProcess {
     let id = after.id;
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let before = wait_state(&client, id, SessionState::Complete).await;
     let old_pid = before.agent_pid.expect("an agent pid");
     drop(client);
@@ -56,7 +57,7 @@ pub(crate) async fn answers_after(
         }
     }
     let restarted = tk.run_daemon(next).await;
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let resumed = wait_session(&client, id, "the session resumed", |s| {
         s.state == Some(SessionState::Complete) && s.agent_pid.is_some_and(|p| p != old_pid)
     })
@@ -84,9 +85,8 @@ pub(crate) async fn answers_after(
         .collect();
     let new = |m: &crucible::protocol::InboxMessage| !before.contains(&m.id);
     client
-        .call_value("session.prompt", json!({"session_id": id, "text": prompt}))
-        .await
-        .expect("a prompt after the restart");
+        .call::<m::SessionPrompt>(params::prompt(id, &prompt))
+        .await;
     let approval = wait_message_where(&client, id, "the approval after the restart", |m| {
         new(m) && m.msg_type == MsgType::ApprovalRequired && m.title.contains("after.txt")
     })

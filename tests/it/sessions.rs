@@ -3,185 +3,22 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crucible::client::Client;
-use crucible::protocol::{
-    EntryKind, Event, InboxMessage, MsgType, Session, SessionState, TranscriptEntry,
-};
+use crucible::protocol::methods as m;
+use crucible::protocol::params::{CreateSessionParams, SessionListParams};
+use crucible::protocol::{EntryKind, MsgType, Session, SessionState, TranscriptEntry};
 use serde_json::{Value, json};
+use testkit::params::{prompt, query, respond, send, session_id};
 
 use crate::common::*;
 
-pub(crate) const LONG: Duration = Duration::from_secs(60);
-
-pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// A kiln that is a git repository with one commit on `main`, and agent profiles for
-/// the scripted agent: `scripted` (cannot resume), `loader` (can), plus `extra`.
-pub(crate) fn agent_kiln(extra: &str) -> TestKiln {
-    let agent = scripted_agent();
-    let settings = format!(
-        "[daemon]\ngrace_period_secs = 60\n\n\
-         [agents.scripted]\ncommand = {agent:?}\n\n\
-         [agents.loader]\ncommand = {agent:?}\nargs = [\"--load\"]\n\n{extra}"
-    );
-    let tk = TestKiln::with_settings(&settings);
-    git(tk.root(), &["init", "-q", "-b", "main"]);
-    std::fs::write(tk.root().join("README.md"), "project\n").unwrap();
-    std::fs::write(tk.root().join("secret.txt"), "not for agents\n").unwrap();
-    git(tk.root(), &["add", "README.md", "secret.txt"]);
-    git(tk.root(), &["commit", "-q", "-m", "start"]);
-    tk
-}
-
-/// Every event the daemon pushes, collected in the background.
-pub(crate) struct Events(pub(crate) Arc<Mutex<Vec<Event>>>);
-
-impl Events {
-    pub(crate) async fn start(client: &Client) -> Events {
-        let mut notes = client.subscribe(None).await.expect("subscribe");
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&seen);
-        tokio::spawn(async move {
-            while let Some(note) = notes.recv().await {
-                if let Some(event) = Event::from_notification(&note.method, note.params) {
-                    sink.lock().unwrap().push(event);
-                }
-            }
-        });
-        Events(seen)
-    }
-
-    /// The states session `id` went through, repeats collapsed.
-    pub(crate) fn states(&self, id: &str) -> Vec<SessionState> {
-        let mut states: Vec<SessionState> = Vec::new();
-        for event in self.0.lock().unwrap().iter() {
-            let session = match event {
-                Event::SessionRegistered(s) | Event::SessionUpdated(s) if s.id == id => s,
-                _ => continue,
-            };
-            if let Some(state) = session.state
-                && states.last() != Some(&state)
-            {
-                states.push(state);
-            }
-        }
-        states
-    }
-}
-
-pub(crate) async fn create(client: &Client, agent: &str, task: Option<&str>) -> Session {
-    let reply = client
-        .call_value("session.create", json!({"agent": agent, "task": task}))
-        .await
-        .expect("session.create");
-    serde_json::from_value(reply["session"].clone()).expect("a session")
-}
-
-pub(crate) async fn session(client: &Client, id: &str) -> Session {
-    let reply = client
-        .call_value("session.get", json!({"session_id": id}))
-        .await
-        .expect("session.get");
-    serde_json::from_value(reply["session"].clone()).expect("a session")
-}
-
-pub(crate) async fn messages(client: &Client, id: &str) -> Vec<InboxMessage> {
-    let reply = client
-        .call_value("inbox.list", json!({"session_id": id, "limit": 1000}))
-        .await
-        .expect("inbox.list");
-    serde_json::from_value(reply["messages"].clone()).expect("messages")
-}
-
-pub(crate) async fn transcript(client: &Client, id: &str) -> Vec<TranscriptEntry> {
-    let reply = client
-        .call_value("session.transcript", json!({"session_id": id}))
-        .await
-        .expect("session.transcript");
-    serde_json::from_value(reply["entries"].clone()).expect("entries")
-}
-
-/// What the agent said in the session, all messages joined.
-pub(crate) async fn said(client: &Client, id: &str) -> String {
-    transcript(client, id)
-        .await
-        .into_iter()
-        .filter(|e| e.kind == EntryKind::Message)
-        .filter_map(|e| e.text)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Polls (the daemon, over the socket) until `check` passes on the session.
-pub(crate) async fn wait_session(
-    client: &Client,
-    id: &str,
-    what: &str,
-    check: impl Fn(&Session) -> bool,
-) -> Session {
-    let deadline = std::time::Instant::now() + LONG;
-    loop {
-        let s = session(client, id).await;
-        if check(&s) {
-            return s;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}; session is {s:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-pub(crate) async fn wait_state(client: &Client, id: &str, state: SessionState) -> Session {
-    wait_session(client, id, state.as_str(), |s| s.state == Some(state)).await
-}
-
-pub(crate) async fn wait_message(client: &Client, id: &str, msg_type: MsgType) -> InboxMessage {
-    wait_message_where(client, id, &format!("a {msg_type} message"), |m| {
-        m.msg_type == msg_type
-    })
-    .await
-}
-
-/// Polls the session's inbox until a message passes `check`.
-pub(crate) async fn wait_message_where(
-    client: &Client,
-    id: &str,
-    what: &str,
-    check: impl Fn(&InboxMessage) -> bool,
-) -> InboxMessage {
-    let deadline = std::time::Instant::now() + LONG;
-    loop {
-        if let Some(m) = messages(client, id).await.into_iter().find(&check) {
-            return m;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}; session is {:?}",
-            session(client, id).await
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
+// The session helpers the other test modules take from here live in the test kit.
+pub(crate) use testkit::sessions::{
+    Events, LONG, agent_kiln, create, git, messages, said, session, transcript, wait_message,
+    wait_message_where, wait_session, wait_state,
+};
 
 fn worktree_of(s: &Session) -> PathBuf {
     PathBuf::from(s.worktree.as_deref().expect("a worktree"))
@@ -191,7 +28,7 @@ fn worktree_of(s: &Session) -> PathBuf {
 async fn approved_write_lands_in_the_worktree_and_states_follow_seed_004() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let events = Events::start(&client).await;
 
     let task = "say starting\npermit p1 Write notes.txt\nwrite notes.txt hello from the agent\nsay finished";
@@ -302,7 +139,7 @@ async fn approved_write_lands_in_the_worktree_and_states_follow_seed_004() {
 async fn denial_reaches_the_agent_and_outside_reads_are_refused() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let secret = tk.root().join("secret.txt");
     let task = format!(
         "read {}\nread README.md\nwrite /tmp/cru-escape-{}.txt x\npermit p9 Delete everything\nsay after",
@@ -312,13 +149,9 @@ async fn denial_reaches_the_agent_and_outside_reads_are_refused() {
     let s = create(&client, "scripted", Some(&task)).await;
     let approval = wait_message(&client, &s.id, MsgType::ApprovalRequired).await;
     let reply = client
-        .call_value(
-            "inbox.respond",
-            json!({"id": approval.id, "response": "reject"}),
-        )
-        .await
-        .expect("respond");
-    assert_eq!(reply["message"]["response"], "Reject");
+        .call::<m::InboxRespond>(respond(&approval.id, "reject"))
+        .await;
+    assert_eq!(reply.message.response.as_deref(), Some("Reject"));
 
     wait_message(&client, &s.id, MsgType::TaskComplete).await;
     let text = said(&client, &s.id).await;
@@ -412,7 +245,7 @@ async fn one_crash_among_ten_sessions_leaves_nine_complete() {
 async fn restart_resumes_agents_that_can_load_and_reports_the_others_lost() {
     let tk = agent_kiln("");
     let mut daemon = tk.spawn_daemon().await;
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let lost = create(&client, "scripted", Some("say before the restart")).await;
     let resumable = create(&client, "loader", Some("say working on it\nhang")).await;
     wait_state(&client, &lost.id, SessionState::Complete).await;
@@ -424,7 +257,7 @@ async fn restart_resumes_agents_that_can_load_and_reports_the_others_lost() {
 
     daemon.kill9();
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
 
     // An agent that cannot reload its conversation is reported lost, not replaced.
     let s = wait_state(&client, &lost.id, SessionState::Stopped).await;
@@ -455,12 +288,8 @@ async fn restart_resumes_agents_that_can_load_and_reports_the_others_lost() {
     })
     .await;
     client
-        .call_value(
-            "session.prompt",
-            json!({"session_id": resumable.id, "text": "say back again"}),
-        )
-        .await
-        .expect("prompt after resume");
+        .call::<m::SessionPrompt>(prompt(&resumable.id, "say back again"))
+        .await;
     wait_message(&client, &resumable.id, MsgType::TaskComplete).await;
     let text = said(&client, &resumable.id).await;
     assert!(text.contains(&format!("resumed {acp_id}")), "{text}");
@@ -471,17 +300,13 @@ async fn restart_resumes_agents_that_can_load_and_reports_the_others_lost() {
 async fn cancel_ends_a_hung_turn_and_prompts_queue_behind_a_running_one() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "scripted", Some("say waiting\nhang")).await;
     wait_state(&client, &s.id, SessionState::Working).await;
     let queued = client
-        .call_value(
-            "session.prompt",
-            json!({"session_id": s.id, "text": "say never"}),
-        )
-        .await
-        .unwrap();
-    assert_eq!(queued["queued"], true);
+        .call::<m::SessionPrompt>(prompt(&s.id, "say never"))
+        .await;
+    assert!(queued.queued);
 
     let out = tk.cru(&["session", "cancel", &s.id]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -504,21 +329,13 @@ async fn cancel_ends_a_hung_turn_and_prompts_queue_behind_a_running_one() {
 
     // Prompts sent during a turn run after it, in order.
     let first = client
-        .call_value(
-            "session.prompt",
-            json!({"session_id": s.id, "text": "sleep 300\nsay one"}),
-        )
-        .await
-        .unwrap();
-    assert_eq!(first["queued"], false);
+        .call::<m::SessionPrompt>(prompt(&s.id, "sleep 300\nsay one"))
+        .await;
+    assert!(!first.queued);
     let second = client
-        .call_value(
-            "session.prompt",
-            json!({"session_id": s.id, "text": "say two"}),
-        )
-        .await
-        .unwrap();
-    assert_eq!(second["queued"], true);
+        .call::<m::SessionPrompt>(prompt(&s.id, "say two"))
+        .await;
+    assert!(second.queued);
     wait_message(&client, &s.id, MsgType::TaskComplete).await;
     wait_state(&client, &s.id, SessionState::Complete).await;
     let text = said(&client, &s.id).await;
@@ -530,7 +347,7 @@ async fn cancel_ends_a_hung_turn_and_prompts_queue_behind_a_running_one() {
 async fn stop_keeps_the_worktree_and_delete_guards_uncommitted_work() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "scripted", None).await;
     let ready = wait_state(&client, &s.id, SessionState::Complete).await;
     let pid = ready.agent_pid.expect("agent pid");
@@ -577,7 +394,7 @@ async fn stop_keeps_the_worktree_and_delete_guards_uncommitted_work() {
     let branch = s.branch.unwrap();
     assert_eq!(git(tk.root(), &["branch", "--list", &branch]), "");
     let err = client
-        .call_value("session.get", json!({"session_id": s.id}))
+        .try_call::<m::SessionGet>(session_id(&s.id))
         .await
         .unwrap_err();
     assert_eq!(err.rpc_code(), Some(-32002));
@@ -590,7 +407,7 @@ async fn stop_keeps_the_worktree_and_delete_guards_uncommitted_work() {
 async fn a_deletion_cut_short_removes_its_worktree_and_branch_at_the_next_start() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "scripted", None).await;
     wait_state(&client, &s.id, SessionState::Complete).await;
     let worktree = worktree_of(&s);
@@ -599,17 +416,15 @@ async fn a_deletion_cut_short_removes_its_worktree_and_branch_at_the_next_start(
     assert!(out.status.success(), "{}", stderr(&out));
     // The deletion's first step, its one transaction, as `session.delete` runs it.
     client
-        .call_value(
-            "db.query",
-            json!({"sql": "BEGIN TRANSACTION;
+        .call::<m::DbQuery>(query(
+            "BEGIN TRANSACTION;
                 DELETE type::record('sessions', $id);
                 UPSERT type::record('deleted_sessions', $id) SET at = time::now(),
                     worktree = $worktree, branch = $branch, force = false;
                 COMMIT TRANSACTION;",
-                "bindings": {"id": s.id, "worktree": worktree, "branch": branch}}),
-        )
-        .await
-        .unwrap();
+            json!({"id": s.id, "worktree": worktree, "branch": branch}),
+        ))
+        .await;
     let pid = tk.daemon_pid().expect("the daemon's pid");
     std::process::Command::new("kill")
         .args(["-9", &pid.to_string()])
@@ -621,32 +436,32 @@ async fn a_deletion_cut_short_removes_its_worktree_and_branch_at_the_next_start(
     .await;
     assert!(worktree.is_dir(), "the kill came before the worktree went");
 
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     wait_until(
         "the worktree and branch are removed",
         Duration::from_secs(30),
         || !worktree.exists() && git(tk.root(), &["branch", "--list", &branch]).is_empty(),
     )
     .await;
-    let mut left = json!(null);
+    let mut left = Vec::new();
     for _ in 0..200 {
         left = client
-            .call_value("db.query", json!({"sql": "SELECT * FROM deleted_sessions"}))
+            .call::<m::DbQuery>(query("SELECT * FROM deleted_sessions", Value::Null))
             .await
-            .unwrap();
-        if left["result"][0] == json!([]) {
+            .result;
+        if left[0] == json!([]) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(left["result"][0], json!([]), "the tombstone stays: {left}");
+    assert_eq!(left[0], json!([]), "the tombstone stays: {left:?}");
 }
 
 #[tokio::test]
 async fn prune_deletes_finished_sessions_and_keeps_busy_ones() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let done = create(&client, "scripted", Some("say done")).await;
     let busy = create(&client, "scripted", Some("hang")).await;
     wait_state(&client, &done.id, SessionState::Complete).await;
@@ -671,7 +486,7 @@ async fn bad_requests_leave_no_half_made_session() {
          [agents.mute]\ncommand = \"sleep\"\nargs = [\"600\"]\nstartup_timeout_secs = 1\n",
     );
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
 
     let out = tk.cru(&["session", "new", "--agent", "nope"]);
     assert!(!out.status.success());
@@ -707,8 +522,10 @@ async fn bad_requests_leave_no_half_made_session() {
     // Its worktree and branch were rolled back.
     assert_eq!(git(tk.root(), &["worktree", "list"]).lines().count(), 1);
     assert_eq!(git(tk.root(), &["branch", "--list", "cru/*"]), "");
-    let list = client.call_value("session.list", json!({})).await.unwrap();
-    assert_eq!(list["sessions"], json!([]));
+    let list = client
+        .call::<m::SessionList>(SessionListParams::default())
+        .await;
+    assert!(list.sessions.is_empty(), "{:?}", list.sessions);
 
     // An agent that never answers `initialize` is given up on, and said to be.
     let s = create(&client, "mute", Some("say hi")).await;
@@ -753,20 +570,21 @@ async fn bad_requests_leave_no_half_made_session() {
 async fn in_place_sessions_work_in_the_kiln_but_not_in_crucible_state() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let pid_file = tk.root().join(".crucible/daemon.pid");
     let task = format!(
         "read README.md\nread {}\nwrite out.txt made in place",
         pid_file.display()
     );
-    let reply = client
-        .call_value(
-            "session.create",
-            json!({"agent": "scripted", "in_place": true, "task": task}),
-        )
+    let s = client
+        .call::<m::SessionCreate>(CreateSessionParams {
+            agent: "scripted".into(),
+            in_place: true,
+            task: Some(task),
+            ..Default::default()
+        })
         .await
-        .unwrap();
-    let s: Session = serde_json::from_value(reply["session"].clone()).unwrap();
+        .session;
     assert_eq!(s.worktree, None);
     assert_eq!(s.display_name, "main @ scripted");
     wait_message(&client, &s.id, MsgType::TaskComplete).await;
@@ -783,26 +601,22 @@ async fn in_place_sessions_work_in_the_kiln_but_not_in_crucible_state() {
 async fn a_question_from_the_agent_makes_the_session_wait() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "scripted", Some("hang")).await;
     wait_state(&client, &s.id, SessionState::Working).await;
     // What an agent's `cru ask` does: a blocking message for its own session.
     let asked = client
-        .call_value(
-            "inbox.send",
-            json!({"session_id": s.id, "msg_type": "decision_needed",
-                   "title": "Which database?", "options": ["sqlite", "postgres"]}),
-        )
-        .await
-        .unwrap();
+        .call::<m::InboxSend>(send(
+            &s.id,
+            MsgType::DecisionNeeded,
+            "Which database?",
+            &["sqlite", "postgres"],
+        ))
+        .await;
     wait_state(&client, &s.id, SessionState::Waiting).await;
     client
-        .call_value(
-            "inbox.respond",
-            json!({"id": asked["id"], "response": "postgres"}),
-        )
-        .await
-        .unwrap();
+        .call::<m::InboxRespond>(respond(&asked.id, "postgres"))
+        .await;
     wait_state(&client, &s.id, SessionState::Working).await;
 }
 
@@ -810,7 +624,7 @@ async fn a_question_from_the_agent_makes_the_session_wait() {
 async fn logs_follow_streams_until_the_agent_ends() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "scripted", Some("say first words")).await;
     wait_state(&client, &s.id, SessionState::Complete).await;
 
@@ -831,12 +645,8 @@ async fn logs_follow_streams_until_the_agent_ends() {
     })
     .await;
     client
-        .call_value(
-            "session.prompt",
-            json!({"session_id": s.id, "text": "tool t1 Run the suite\nsay streamed later"}),
-        )
-        .await
-        .unwrap();
+        .call::<m::SessionPrompt>(prompt(&s.id, "tool t1 Run the suite\nsay streamed later"))
+        .await;
     wait_session(&client, &s.id, "the second turn", |s| {
         s.state == Some(SessionState::Complete)
     })
@@ -862,14 +672,14 @@ async fn logs_follow_streams_until_the_agent_ends() {
 async fn a_clean_shutdown_keeps_sessions_for_the_next_daemon() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let s = create(&client, "loader", Some("say hello")).await;
     wait_state(&client, &s.id, SessionState::Complete).await;
     let out = tk.cru(&["daemon", "stop"]);
     assert!(out.status.success(), "{}", stderr(&out));
     drop(client);
 
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let resumed = wait_session(&client, &s.id, "a resume", |s| {
         s.state_reason.as_deref() == Some("resumed after a daemon restart")
     })

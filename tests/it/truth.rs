@@ -8,8 +8,11 @@
 
 use std::time::Duration;
 
+use crucible::protocol::methods as m;
+use crucible::protocol::params::{CreateSessionParams, SessionListParams};
 use crucible::protocol::{EntryKind, SessionState};
 use serde_json::{Value, json};
+use testkit::params;
 
 use crate::budget::{prompt, wait_said};
 use crate::common::*;
@@ -208,10 +211,14 @@ fn distinct_words(n: usize) -> String {
 async fn a_task_too_large_for_one_write_is_refused_alone_and_the_next_write_succeeds() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let client = tk.client().await;
+    let client = tk.daemon().await;
     let big = distinct_words(200 * 1024);
     let err = client
-        .call_value("session.create", json!({"agent": "scripted", "task": big}))
+        .try_call::<m::SessionCreate>(CreateSessionParams {
+            agent: "scripted".into(),
+            task: Some(big),
+            ..Default::default()
+        })
         .await
         .expect_err("a 200 KiB task is refused");
     assert_eq!(err.rpc_code(), Some(-32602), "{err}");
@@ -219,17 +226,16 @@ async fn a_task_too_large_for_one_write_is_refused_alone_and_the_next_write_succ
         err.to_string().contains("over the 64 KiB a task may hold"),
         "{err}"
     );
-    let list = client.call_value("session.list", json!({})).await.unwrap();
-    assert_eq!(list["sessions"].as_array().map(Vec::len), Some(0), "{list}");
+    let list = client
+        .call::<m::SessionList>(SessionListParams::default())
+        .await;
+    assert!(list.sessions.is_empty(), "{:?}", list.sessions);
 
     // The store took no harm: the next writes of every kind go through.
     let s = create(&client, "scripted", Some("say still writing")).await;
     wait_said(&client, &s.id, "still writing").await;
     let err = client
-        .call_value(
-            "session.prompt",
-            json!({"session_id": s.id, "text": distinct_words(300 * 1024)}),
-        )
+        .try_call::<m::SessionPrompt>(params::prompt(&s.id, &distinct_words(300 * 1024)))
         .await
         .expect_err("a 300 KiB prompt is refused");
     assert_eq!(err.rpc_code(), Some(-32602), "{err}");

@@ -1,9 +1,8 @@
 //! A real SurrealDB server for the team-mode tests and benchmark: SurrealDB's own server
-//! code at the engine's version (the `cru-surreal-server` example, `surreal_server.rs`
-//! beside this file, built on first use into the same target folder as `cru`), on a free loopback port, its data
-//! in surrealkv with an fsync on every commit, in a folder of its own. Killed when dropped.
-
-#![allow(dead_code)] // shared by the tests and the benchmark, which each use a part of it
+//! code at the engine's version (the `cru-surreal-server` example,
+//! `tests/equipment/surreal_server.rs`, built on first use into the same target folder as
+//! `cru`), on a free loopback port, its data in surrealkv with an fsync on every commit,
+//! in a folder of its own. Killed when dropped.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,7 +14,7 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 /// The server binary, built once per process (whoever asks first waits for the build).
 /// `cru` is the crucible binary of this build: the server goes into its target folder.
 pub fn server_binary(cru: &Path) -> PathBuf {
-    super::built::debug_example(cru, "cru-surreal-server")
+    crate::built::debug_example(cru, "cru-surreal-server")
 }
 
 pub struct Server {

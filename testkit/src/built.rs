@@ -1,9 +1,7 @@
-//! Test equipment built on first use: an example of this package (`cargo build --example
-//! NAME`), in the profile of the `cru` under test and into its target folder. Equipment is
-//! an example rather than a binary so that `cargo install --path .` installs `cru` alone.
-//! Whoever includes this file includes `cargo_env.rs` beside it as a sibling module.
-
-#![allow(dead_code)] // shared by the tests and the benchmarks, which each use a part of it
+//! Test equipment built on first use: an example of crucible's package (`cargo build
+//! --example NAME`), in the profile of the `cru` under test and into its target folder.
+//! Equipment is an example rather than a binary so that `cargo install --path .` installs
+//! `cru` alone.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,10 +49,11 @@ fn build(target: &Path, profile: &str, name: &str) -> PathBuf {
     if let Some((_, path)) = built.iter().find(|(k, _)| *k == key) {
         return path.clone();
     }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    // This package's folder is in crucible's.
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
-    super::cargo_env::as_from_a_shell(&mut command, target);
+    crate::cargo_env::as_from_a_shell(&mut command, target);
     command
         .args([
             "build",
