@@ -297,55 +297,22 @@ impl Actor {
     ) -> Option<SessionInput> {
         Some(match event {
             AgentEvent::Ready {
-                acp_session_id,
-                resumed,
-                agent_name,
+                agent_name: Some(ref name),
+                ..
             } => {
-                if let Some(name) = agent_name {
-                    tracing::info!(agent = %name, "agent ready");
-                }
-                SessionInput::Ready {
-                    acp_session_id,
-                    resumed,
-                }
+                tracing::info!(agent = %name, "agent ready");
+                SessionInput::Agent(event)
             }
-            AgentEvent::Chunk {
-                kind,
-                text,
-                message_id,
-            } => SessionInput::Chunk {
-                kind,
-                text,
-                message_id,
-            },
-            AgentEvent::ToolCall {
-                id,
-                title,
-                status,
-                operation,
-            } => {
+            AgentEvent::ToolCall { ref operation, .. } => {
                 // Rules still see what the agent runs by itself.
-                self.feed(t, SessionInput::Gate(GateRequest::Ran(operation)))
-                    .await;
-                SessionInput::ToolCall { id, title, status }
+                let ran = GateRequest::Ran(operation.clone());
+                self.feed(t, SessionInput::Gate(ran)).await;
+                SessionInput::Agent(event)
             }
             AgentEvent::Gate { operation, reply } => {
                 let key = self.wait(Waiting::Operation(reply));
                 SessionInput::Gate(GateRequest::Operation { key, operation })
             }
-            AgentEvent::ToolUpdate { id, title, status } => {
-                SessionInput::ToolUpdate { id, title, status }
-            }
-            AgentEvent::Plan(plan) => SessionInput::Plan(plan),
-            AgentEvent::Skills(skills) => SessionInput::Skills(skills),
-            AgentEvent::Usage(usage) => SessionInput::Usage {
-                usage,
-                day: super::budget::today(),
-            },
-            AgentEvent::TurnTokens(tokens) => SessionInput::TurnTokens {
-                tokens,
-                day: super::budget::today(),
-            },
             AgentEvent::Permission {
                 title,
                 tool_call_id,
@@ -362,7 +329,14 @@ impl Actor {
                     operation,
                 })
             }
-            AgentEvent::File { op, path, refused } => SessionInput::File { op, path, refused },
+            AgentEvent::Usage(usage) => SessionInput::Usage {
+                usage,
+                day: super::budget::today(),
+            },
+            AgentEvent::TurnTokens(tokens) => SessionInput::TurnTokens {
+                tokens,
+                day: super::budget::today(),
+            },
             AgentEvent::TurnEnded(ended) => {
                 // The message streaming in ends with the turn; the turn must know whether
                 // it could be stored.
@@ -373,15 +347,11 @@ impl Actor {
                 }
                 input
             }
-            AgentEvent::StartFailed(why) => SessionInput::StartFailed(why),
-            AgentEvent::SessionRenewed { acp_session_id } => {
-                SessionInput::SessionRenewed { acp_session_id }
-            }
-            AgentEvent::Process(pid) => SessionInput::Process(pid),
-            AgentEvent::Exited { status, code } => {
+            AgentEvent::Exited { .. } => {
                 self.flush(t).await;
-                SessionInput::Exited { status, code }
+                SessionInput::Agent(event)
             }
+            event => SessionInput::Agent(event),
         })
     }
 
@@ -569,9 +539,9 @@ fn limited(ended: Result<String, crate::agent::TurnFailure>) -> SessionInput {
                     resumes,
                 }
             }
-            None => SessionInput::TurnEnded(Err(TurnFailure::Failed(why))),
+            None => SessionInput::Agent(AgentEvent::TurnEnded(Err(TurnFailure::Failed(why)))),
         },
-        other => SessionInput::TurnEnded(other),
+        other => SessionInput::Agent(AgentEvent::TurnEnded(other)),
     }
 }
 

@@ -26,7 +26,7 @@ mod prompts;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use super::wording;
-use crate::agent::{PermissionChoice, TurnFailure};
+use crate::agent::{AgentEvent, PermissionChoice, TurnFailure};
 use crate::audit::AuditEvent;
 use crate::config::AgentKind;
 use crate::config::Price;
@@ -36,7 +36,6 @@ use crate::sessions::budget::Over;
 use approvals::Approval;
 #[cfg(test)]
 use approvals::inbox_choices;
-use doings::file;
 use gating::set_rule;
 
 pub(super) use effect::{Effect, Line, RecordChange, Reply};
@@ -222,29 +221,8 @@ impl Machine {
                 }
                 fx.push(Effect::ReadOpen);
             }
-            SessionInput::Ready {
-                acp_session_id,
-                resumed,
-            } => self.ready(&mut fx, acp_session_id, resumed),
-            SessionInput::Chunk {
-                kind,
-                text,
-                message_id,
-            } => fx.push(Effect::Stream {
-                kind,
-                text,
-                message_id,
-            }),
+            SessionInput::Agent(event) => self.agent(&mut fx, event),
             SessionInput::Kept { kind, text } => self.kept(kind, &text),
-            SessionInput::ToolCall { id, title, status } => {
-                self.tool_call(&mut fx, id, title, status)
-            }
-            SessionInput::ToolUpdate { id, title, status } => {
-                self.tool_update(&mut fx, id, title, status)
-            }
-            SessionInput::Plan(plan) => {
-                fx.push(Effect::Append(Line::new(EntryKind::Plan).text(plan)))
-            }
             SessionInput::Gate(request) => self.gate(&mut fx, request),
             SessionInput::Judged {
                 request,
@@ -256,7 +234,6 @@ impl Machine {
                 name,
                 approved,
             } => self.credential(&mut fx, key, name, approved),
-            SessionInput::Skills(skills) => self.skills(&mut fx, skills),
             SessionInput::Usage { usage, day } => self.usage(&mut fx, usage, &day),
             SessionInput::TurnTokens { tokens, day } => self.turn_tokens(&mut fx, tokens, day),
             SessionInput::Budget(over) => self.budget(&mut fx, over),
@@ -268,24 +245,10 @@ impl Machine {
             SessionInput::BudgetAsked(result) => self.budget_asked(&mut fx, result),
             SessionInput::SetRule { rule, enabled } => set_rule(&mut fx, rule, enabled),
             SessionInput::Posted { key, result } => self.posted(&mut fx, key, result),
-            SessionInput::File { op, path, refused } => file(&mut fx, op, path, refused),
-            SessionInput::TurnEnded(ended) => self.turn_ended(&mut fx, ended),
             SessionInput::TurnLimited { why, wait, resumes } => {
                 self.turn_limited(&mut fx, why, wait, &resumes)
             }
             SessionInput::LimitReset => self.limit_reset(&mut fx),
-            SessionInput::StartFailed(why) => self.start_failed(&mut fx, why),
-            SessionInput::SessionRenewed { acp_session_id } => {
-                fx.push(Effect::Record(RecordChange::AcpSession(acp_session_id)));
-                fx.push(Effect::Save);
-                fx.push(Effect::ClearFreshStart);
-            }
-            SessionInput::Process(pid) => {
-                let pid = pid.unwrap_or(self.agent_pid);
-                fx.push(Effect::Record(RecordChange::AgentPid(pid)));
-                fx.push(Effect::Save);
-            }
-            SessionInput::Exited { status, code } => self.exited(&mut fx, &status, code),
             SessionInput::Prompt(text) => self.prompt(&mut fx, text),
             SessionInput::Resend => self.resend(&mut fx),
             SessionInput::Cancel => self.cancel(&mut fx),

@@ -170,10 +170,10 @@ pub(super) fn sending_again() -> Vec<Case> {
         case(
             "the agent killed by a signal mid-turn: interrupted, and the signal named",
             working("go"),
-            SessionInput::Exited {
+            SessionInput::Agent(AgentEvent::Exited {
                 status: "was killed by signal 9 (SIGKILL)".into(),
                 code: None,
-            },
+            }),
             {
                 let (reason, notice) =
                     wording::agent_ended("was killed by signal 9 (SIGKILL)", true);

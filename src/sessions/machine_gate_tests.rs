@@ -532,8 +532,11 @@ pub(super) fn the_agents_own_doings() -> Vec<Case> {
         GateRequest::Approval { key: 1, title }
     };
     let verdict = |v| gate_reply(1, GateReply::Verdict(v));
-    let skills =
-        |names: &[&str]| SessionInput::Skills(names.iter().map(|n| n.to_string()).collect());
+    let skills = |names: &[&str]| {
+        agent(AgentEvent::Skills(
+            names.iter().map(|n| n.to_string()).collect(),
+        ))
+    };
     vec![
         case(
             "the agent ran by itself what a rule asks about: flagged in the inbox",

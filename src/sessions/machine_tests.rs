@@ -58,10 +58,15 @@ fn resuming(from: SessionState) -> Machine {
 
 fn ready(resumed: bool) -> SessionInput {
     let acp_session_id = "acp-1".into();
-    SessionInput::Ready {
+    SessionInput::Agent(AgentEvent::Ready {
         acp_session_id,
         resumed,
-    }
+        agent_name: None,
+    })
+}
+
+fn agent(event: AgentEvent) -> SessionInput {
+    SessionInput::Agent(event)
 }
 
 fn prompt(text: &str) -> SessionInput {
@@ -110,23 +115,23 @@ fn answered(id: &str, response: &str) -> SessionInput {
 }
 
 fn ended(reason: &str) -> SessionInput {
-    SessionInput::TurnEnded(Ok(reason.into()))
+    SessionInput::Agent(AgentEvent::TurnEnded(Ok(reason.into())))
 }
 
 fn failed(why: &str) -> SessionInput {
-    SessionInput::TurnEnded(Err(TurnFailure::Failed(why.into())))
+    SessionInput::Agent(AgentEvent::TurnEnded(Err(TurnFailure::Failed(why.into()))))
 }
 
 fn lost() -> SessionInput {
-    SessionInput::TurnEnded(Err(TurnFailure::Lost))
+    SessionInput::Agent(AgentEvent::TurnEnded(Err(TurnFailure::Lost)))
 }
 
 fn exited() -> SessionInput {
     let status = EXIT.into();
-    SessionInput::Exited {
+    SessionInput::Agent(AgentEvent::Exited {
         status,
         code: Some(1),
-    }
+    })
 }
 
 fn stop(shutdown: bool) -> SessionInput {
@@ -138,7 +143,7 @@ fn store_failed(why: &str) -> SessionInput {
 }
 
 fn start_failed(why: &str) -> SessionInput {
-    SessionInput::StartFailed(why.into())
+    SessionInput::Agent(AgentEvent::StartFailed(why.into()))
 }
 
 /// Where the machines of the table start from.

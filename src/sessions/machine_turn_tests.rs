@@ -108,10 +108,12 @@ pub(super) fn turns() -> Vec<Case> {
 }
 
 pub(super) fn cancels_and_failures() -> Vec<Case> {
-    let chunk = || SessionInput::Chunk {
-        kind: EntryKind::Message,
-        text: "hi".into(),
-        message_id: Some("r1".into()),
+    let chunk = || {
+        agent(AgentEvent::Chunk {
+            kind: EntryKind::Message,
+            text: "hi".into(),
+            message_id: Some("r1".into()),
+        })
     };
     vec![
         case(
@@ -449,15 +451,20 @@ pub(super) fn questions() -> Vec<Case> {
 }
 
 pub(super) fn the_context_stack() -> Vec<Case> {
-    let tool_call = |id: &str, status: &str| SessionInput::ToolCall {
-        id: id.into(),
-        title: "Read a.txt".into(),
-        status: status.into(),
+    let tool_call = |id: &str, status: &str| {
+        agent(AgentEvent::ToolCall {
+            id: id.into(),
+            title: "Read a.txt".into(),
+            status: status.into(),
+            operation: Operation::default(),
+        })
     };
-    let tool_done = |id: &str| SessionInput::ToolUpdate {
-        id: id.into(),
-        title: None,
-        status: Some("completed".into()),
+    let tool_done = |id: &str| {
+        agent(AgentEvent::ToolUpdate {
+            id: id.into(),
+            title: None,
+            status: Some("completed".into()),
+        })
     };
     let call_line = |status: &str| {
         let line = Line::new(EntryKind::ToolCall).text("Read a.txt").tool("c1");
@@ -546,9 +553,9 @@ pub(super) fn the_context_stack() -> Vec<Case> {
         case(
             "a renewed agent session is recorded and the fresh start cleared",
             working("go"),
-            SessionInput::SessionRenewed {
+            agent(AgentEvent::SessionRenewed {
                 acp_session_id: "acp-2".into(),
-            },
+            }),
             vec![
                 Effect::Record(RecordChange::AcpSession("acp-2".into())),
                 Effect::Save,
@@ -560,11 +567,11 @@ pub(super) fn the_context_stack() -> Vec<Case> {
 }
 
 pub(super) fn the_transcript() -> Vec<Case> {
-    let refused = SessionInput::File {
+    let refused = agent(AgentEvent::File {
         op: "write",
         path: "/etc/passwd".into(),
         refused: Some("outside the session's folder".into()),
-    };
+    });
     let refused_line = Line::new(EntryKind::File)
         .text("outside the session's folder")
         .status("write refused");
@@ -572,7 +579,7 @@ pub(super) fn the_transcript() -> Vec<Case> {
         case(
             "a plan goes to the transcript",
             working("go"),
-            SessionInput::Plan("[pending] read".into()),
+            agent(AgentEvent::Plan("[pending] read".into())),
             vec![line(EntryKind::Plan, "[pending] read")],
         )
         .ends("turn"),
@@ -593,14 +600,14 @@ pub(super) fn the_transcript() -> Vec<Case> {
         case(
             "the process doing the work is recorded",
             working("go"),
-            SessionInput::Process(Some(42)),
+            agent(AgentEvent::Process(Some(42))),
             vec![Effect::Record(RecordChange::AgentPid(42)), Effect::Save],
         )
         .ends("turn"),
         case(
             "when it ends, the agent's own pid again",
             working("go"),
-            SessionInput::Process(None),
+            agent(AgentEvent::Process(None)),
             vec![Effect::Record(RecordChange::AgentPid(PID)), Effect::Save],
         )
         .ends("turn"),

@@ -1,10 +1,62 @@
-//! What the agent did besides talking, in the session machine: its tool calls and their
-//! results (onto the context stack, into the transcript and the audit log), the files it
-//! touched, and the skills and usage it tells, kept on the session record.
+//! What the agent did, in the session machine: each of its events to the machine's part
+//! for it; its tool calls and their results (onto the context stack, into the transcript
+//! and the audit log), the files it touched, and the skills and usage it tells, kept on
+//! the session record.
 
 use super::*;
 
 impl Machine {
+    /// What the agent did, as it tells it.
+    pub(super) fn agent(&mut self, fx: &mut Effects, event: AgentEvent) {
+        match event {
+            AgentEvent::Ready {
+                acp_session_id,
+                resumed,
+                agent_name: _,
+            } => self.ready(fx, acp_session_id, resumed),
+            AgentEvent::Chunk {
+                kind,
+                text,
+                message_id,
+            } => fx.push(Effect::Stream {
+                kind,
+                text,
+                message_id,
+            }),
+            // The actor has put the operation through the gate already.
+            AgentEvent::ToolCall {
+                id, title, status, ..
+            } => self.tool_call(fx, id, title, status),
+            AgentEvent::ToolUpdate { id, title, status } => self.tool_update(fx, id, title, status),
+            AgentEvent::Plan(plan) => {
+                fx.push(Effect::Append(Line::new(EntryKind::Plan).text(plan)))
+            }
+            AgentEvent::Skills(skills) => self.skills(fx, skills),
+            AgentEvent::File { op, path, refused } => file(fx, op, path, refused),
+            AgentEvent::TurnEnded(ended) => self.turn_ended(fx, ended),
+            AgentEvent::StartFailed(why) => self.start_failed(fx, why),
+            AgentEvent::SessionRenewed { acp_session_id } => {
+                fx.push(Effect::Record(RecordChange::AcpSession(acp_session_id)));
+                fx.push(Effect::Save);
+                fx.push(Effect::ClearFreshStart);
+            }
+            AgentEvent::Process(pid) => {
+                let pid = pid.unwrap_or(self.agent_pid);
+                fx.push(Effect::Record(RecordChange::AgentPid(pid)));
+                fx.push(Effect::Save);
+            }
+            AgentEvent::Exited { status, code } => self.exited(fx, &status, code),
+            // The actor turns these into inputs of their own: it keeps the reply channels
+            // of requests for the gate ([`SessionInput::Gate`]), and dates what is spent
+            // ([`SessionInput::Usage`], [`SessionInput::TurnTokens`]). Dropping a reply
+            // here refuses the request.
+            AgentEvent::Permission { .. }
+            | AgentEvent::Gate { .. }
+            | AgentEvent::Usage(_)
+            | AgentEvent::TurnTokens(_) => {}
+        }
+    }
+
     pub(super) fn tool_call(
         &mut self,
         fx: &mut Effects,

@@ -2,7 +2,7 @@
 //! answers to the effects that ask something.
 
 use super::{GateRequest, Key};
-use crate::agent::{TurnFailure, TurnTokens};
+use crate::agent::{AgentEvent, TurnTokens};
 use crate::ledger::LedgerError;
 use crate::protocol::{EntryKind, Usage};
 use crate::sessions::budget::Over;
@@ -14,29 +14,10 @@ pub(in crate::sessions) enum SessionInput {
     /// The actor begins; the agent's process was just launched.
     Start,
 
-    // What the agent did ([`crate::agent::AgentEvent`]).
-    Ready {
-        acp_session_id: String,
-        resumed: bool,
-    },
-    Chunk {
-        kind: EntryKind,
-        text: String,
-        message_id: Option<String>,
-    },
-    ToolCall {
-        id: String,
-        title: String,
-        status: String,
-    },
-    ToolUpdate {
-        id: String,
-        title: Option<String>,
-        status: Option<String>,
-    },
-    Plan(String),
-    /// The agent's skills (its slash commands) as it tells them now.
-    Skills(Vec<String>),
+    /// What the agent did, as it tells it. Its requests for the gate come as
+    /// [`SessionInput::Gate`] instead (the actor keeps their reply channels), and what it
+    /// spent as [`SessionInput::Usage`] and [`SessionInput::TurnTokens`] (dated).
+    Agent(AgentEvent),
     /// The agent's context window use and cost, reported on `day` (UTC).
     Usage {
         usage: Usage,
@@ -56,14 +37,6 @@ pub(in crate::sessions) enum SessionInput {
     /// Something for the approval gate: what the agent asks for, what crucible runs or
     /// serves for it, or what it ran by itself.
     Gate(GateRequest),
-    File {
-        op: &'static str,
-        path: String,
-        refused: Option<String>,
-    },
-    /// The turn ended: its stop reason, or why it failed. The actor has ended the
-    /// streaming message first, so a failure to store it has already come in.
-    TurnEnded(Result<String, TurnFailure>),
     /// The turn failed on a usage or rate limit: parked until it resets (`resumes`, in
     /// words), then its prompt is sent again.
     TurnLimited {
@@ -73,16 +46,6 @@ pub(in crate::sessions) enum SessionInput {
     },
     /// The usage limit the session was parked for has reset.
     LimitReset,
-    StartFailed(String),
-    SessionRenewed {
-        acp_session_id: String,
-    },
-    /// The process doing the agent's work (`None`: the agent's own).
-    Process(Option<u32>),
-    Exited {
-        status: String,
-        code: Option<i32>,
-    },
 
     // What people asked.
     Prompt(String),
