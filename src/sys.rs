@@ -67,6 +67,17 @@ pub fn terminate(pid: u32) -> io::Result<()> {
     }
 }
 
+/// Sends SIGCONT: a process stopped by a signal runs again.
+pub fn resume(pid: u32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
+    // SAFETY: plain kill(2) on a pid we read from our own pid file.
+    if unsafe { libc::kill(pid, libc::SIGCONT) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Sends `signal` to the process group led by `pid` (agents run in their own group, so
 /// whatever they started goes too).
 pub fn signal_group(pid: u32, signal: libc::c_int) {

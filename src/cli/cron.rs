@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use crate::cli::output::{self, outln};
-use crate::client::Client;
+use crate::client::{Client, ClientError};
 use crate::kiln::Kiln;
 use crate::protocol::methods as m;
 use crate::protocol::methods::NoParams;
@@ -36,6 +36,8 @@ pub async fn run(kiln: Kiln, args: CronArgs) -> anyhow::Result<ExitCode> {
         CronAction::List => {
             let (reply, running) = match Client::connect(&kiln).await {
                 Ok(client) => (client.call::<m::CronList>(&NoParams {}).await?, true),
+                // It runs: its jobs are not the settings' ones.
+                Err(e @ ClientError::Suspended { .. }) => return Err(e.into()),
                 Err(e) => {
                     tracing::debug!("no daemon answered: {e}");
                     (from_settings(&kiln)?, false)

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::output;
-use crate::client::{Client, stop_daemon};
+use crate::client::{Client, ClientError, stop_daemon};
 use crate::kiln::Kiln;
 use crate::protocol::methods;
 
@@ -66,6 +66,8 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
                         .call::<methods::DbCheck>(&methods::NoParams {})
                         .await?
                 }
+                // It runs, and holds the database.
+                Err(e @ ClientError::Suspended { .. }) => return Err(e.into()),
                 Err(_) => {
                     let config = super::load_config(&kiln)?;
                     let store = crate::store::Store::open(&config.store, &kiln.db_path()).await?;
@@ -103,6 +105,8 @@ async fn status(kiln: &Kiln, json: bool) -> anyhow::Result<ExitCode> {
     crate::logging::to_stderr();
     let client = match Client::connect(kiln).await {
         Ok(client) => client,
+        // It runs: "no daemon running" would be wrong.
+        Err(e @ ClientError::Suspended { .. }) => return Err(e.into()),
         Err(e) => {
             if json {
                 outln!(
@@ -181,7 +185,10 @@ fn matrix_line(m: &crate::protocol::MatrixStatus) -> String {
 /// `cru daemon repair`: rebuilds a damaged embedded database while no daemon runs.
 async fn repair(kiln: &Kiln) -> anyhow::Result<ExitCode> {
     crate::logging::to_stderr();
-    if Client::connect(kiln).await.is_ok() {
+    if matches!(
+        Client::connect(kiln).await,
+        Ok(_) | Err(ClientError::Suspended { .. })
+    ) {
         anyhow::bail!(
             "the daemon is running for {}: stop it first (`cru daemon stop`), then repair",
             kiln.root().display()

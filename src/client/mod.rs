@@ -3,6 +3,7 @@
 //! start-up lock and wait until it answers).
 
 pub mod agent;
+mod answering;
 mod env;
 mod open;
 mod spawn;
@@ -16,7 +17,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::kiln::Kiln;
 use crate::protocol::jsonrpc::request_line;
@@ -26,6 +27,7 @@ use crate::protocol::{
     Response, SubscribeParams, Topic, code,
 };
 
+pub use answering::{Answering, PATIENCE};
 pub use open::{Opened, open};
 pub use spawn::{StartOptions, connect_or_start, stop_daemon};
 
@@ -41,6 +43,13 @@ pub enum ClientError {
     },
     #[error("the daemon did not answer within {0:?}")]
     Timeout(Duration),
+    /// The daemon's process is stopped by a signal; `sent` when the call was written to
+    /// it (the daemon may still carry it out once it is continued).
+    #[error(
+        "the daemon (pid {pid}) is stopped (suspended); `kill -CONT {pid}` resumes it{}",
+        if *sent { " (what was sent may still be carried out then)" } else { "" }
+    )]
+    Suspended { pid: u32, sent: bool },
     #[error("the daemon speaks protocol {daemon}, this client {client}")]
     VersionMismatch { daemon: u32, client: u32 },
     #[error("the connection to the daemon closed")]
@@ -90,6 +99,9 @@ pub struct Client {
     notifications: std::sync::Mutex<Option<mpsc::UnboundedReceiver<Notification>>>,
     daemon: HandshakeResult,
     reader: tokio::task::JoinHandle<()>,
+    /// The process at the other end of the socket, when the system says.
+    peer: Option<u32>,
+    answering: Arc<watch::Sender<Answering>>,
 }
 
 impl Drop for Client {
@@ -128,13 +140,21 @@ impl Client {
                 path: path.display().to_string(),
                 source,
             })?;
+        let peer = stream
+            .peer_cred()
+            .ok()
+            .and_then(|cred| cred.pid())
+            .and_then(|pid| u32::try_from(pid).ok())
+            .filter(|&pid| pid > 0);
         let (read, writer) = stream.into_split();
         let pending: Arc<Pending> = Arc::default();
         let (note_tx, note_rx) = mpsc::unbounded_channel();
+        let answering = Arc::new(watch::Sender::new(Answering::Yes));
         let reader = tokio::spawn(read_loop(
             BufReader::new(read),
             Arc::clone(&pending),
             note_tx,
+            Arc::clone(&answering),
         ));
         let mut client = Client {
             writer: tokio::sync::Mutex::new(writer),
@@ -149,6 +169,8 @@ impl Client {
                 session_id: None,
             },
             reader,
+            peer,
+            answering,
         };
         let hello = HandshakeParams {
             protocol_version: PROTOCOL_VERSION,
@@ -185,7 +207,16 @@ impl Client {
 
     /// Calls a method with JSON params. `session.create` also carries this process's
     /// `PATH` and the values of the variables the session asks for (see [`env`]).
-    pub async fn call_value(&self, name: &str, mut params: Value) -> Result<Value> {
+    pub async fn call_value(&self, name: &str, params: Value) -> Result<Value> {
+        self.exchange(name, params, answering::Wait::Bounded).await
+    }
+
+    async fn exchange(
+        &self,
+        name: &str,
+        mut params: Value,
+        wait: answering::Wait,
+    ) -> Result<Value> {
         if name == methods::SessionCreate::NAME {
             env::attach(&mut params, &self.daemon.kiln);
         }
@@ -201,7 +232,7 @@ impl Client {
             self.lock_pending().remove(&id);
             return Err(ClientError::Closed);
         }
-        let response = rx.await.map_err(|_| ClientError::Closed)?;
+        let response = self.answer(rx, name, wait).await?;
         response.into_result().map_err(ClientError::Rpc)
     }
 
@@ -216,11 +247,26 @@ impl Client {
     /// Sends a request of the table, whichever method it is; the answer is read as its
     /// row's result.
     pub async fn send(&self, request: &methods::Request) -> Result<methods::Reply> {
+        self.send_waiting(request, answering::Wait::Bounded).await
+    }
+
+    /// Sends a request like [`send`](Self::send), waiting through a stopped daemon for
+    /// its answer (the [`answering`](Self::answering) watchers are told meanwhile): for
+    /// a screen that stays up and says so, where a command would end.
+    pub async fn send_through(&self, request: &methods::Request) -> Result<methods::Reply> {
+        self.send_waiting(request, answering::Wait::Through).await
+    }
+
+    async fn send_waiting(
+        &self,
+        request: &methods::Request,
+        wait: answering::Wait,
+    ) -> Result<methods::Reply> {
         let name = request.method();
         let params = request
             .params()
             .map_err(|e| ClientError::Decode(e.to_string()))?;
-        let value = self.call_value(name, params).await?;
+        let value = self.exchange(name, params, wait).await?;
         request
             .reply(value)
             .map_err(|e| ClientError::Decode(format!("{name}: {e}")))
@@ -252,6 +298,7 @@ async fn read_loop(
     mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     pending: Arc<Pending>,
     notes: mpsc::UnboundedSender<Notification>,
+    answering: Arc<watch::Sender<Answering>>,
 ) {
     let mut line = String::new();
     loop {
@@ -260,6 +307,7 @@ async fn read_loop(
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
+        answering::heard(&answering);
         let Ok(value) = serde_json::from_str::<Value>(&line) else {
             tracing::warn!("unreadable line from the daemon");
             continue;

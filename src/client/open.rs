@@ -34,6 +34,7 @@ pub async fn open(kiln: &Kiln, opts: &StartOptions) -> Result<Opened> {
             client,
             settings_error: Some(broken),
         }),
+        Err(e @ ClientError::Suspended { .. }) => Err(e),
         Err(ClientError::Connect { .. }) => Err(ClientError::Start(format!(
             "no daemon runs for this kiln, and none can start on settings that do not load \
              (fix the file, then try again): {}",

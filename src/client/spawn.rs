@@ -51,13 +51,14 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
             );
             stop_daemon(kiln).await?;
         }
+        // Stopped by a signal, it is not hung: starting another or stopping it would end
+        // every agent's work.
+        Err(e @ ClientError::Suspended { .. }) => return Err(e),
         Err(ClientError::Timeout(t)) => {
             let pid = kiln.read_pid();
             // A suspended daemon is not hung: stopping it would end every agent's work.
             if let Some(pid) = pid.filter(|&p| sys::is_suspended(p)) {
-                return Err(ClientError::Start(format!(
-                    "the daemon (pid {pid}) is suspended (stopped by a signal), so it cannot answer; `kill -CONT {pid}` resumes it and its agents"
-                )));
+                return Err(ClientError::Suspended { pid, sent: false });
             }
             let pid = pid.map_or("?".into(), |p| p.to_string());
             return Err(ClientError::Start(format!(
@@ -204,6 +205,11 @@ pub async fn stop_daemon(kiln: &Kiln) -> Result<bool> {
     }
     sys::terminate(pid)
         .map_err(|e| ClientError::Stop(format!("cannot signal daemon {pid}: {e}")))?;
+    // A stopped daemon acts on the signal only once continued: asked to stop, it is.
+    if sys::is_suspended(pid) {
+        tracing::info!(pid, "continuing the stopped daemon so that it can stop");
+        let _ = sys::resume(pid);
+    }
     let deadline = Instant::now() + Duration::from_secs(10);
     while sys::pid_alive(pid) && kiln.pid_path().exists() {
         if Instant::now() >= deadline {

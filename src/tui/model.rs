@@ -53,6 +53,9 @@ pub struct Model {
     /// Why the settings files do not load (one line), while they do not: the last good
     /// settings stay in use.
     pub(super) settings_error: Option<String>,
+    /// Why the connected daemon does not answer (stopped by a signal, or silent), while
+    /// it does not.
+    pub(super) daemon_silence: Option<String>,
     /// This machine: sessions that run on another (team mode) say where.
     pub(super) host: String,
     pub(super) keymap: Keymap,
@@ -116,6 +119,7 @@ impl Model {
             store_down: None,
             store_damaged: None,
             settings_error: None,
+            daemon_silence: None,
             host: crate::sys::host_name(),
             keymap,
             scroll: 0,
@@ -344,6 +348,11 @@ impl Model {
     /// Why the settings files do not load, or `None` once they do: a banner while set.
     pub fn set_settings_error(&mut self, why: Option<String>) {
         self.settings_error = why;
+    }
+
+    /// Why the daemon does not answer, or `None` once it does: a banner while set.
+    pub fn set_daemon_silence(&mut self, why: Option<String>) {
+        self.daemon_silence = why;
     }
 
     /// Replaces the key bindings (the config changed).

@@ -25,12 +25,11 @@ mod link;
 mod reply;
 mod settings;
 
-use link::{Embedded, Link};
-use reply::doing;
+use link::{Embedded, FromLink, Link, next_from, probe};
 use settings::{Screen, Settings, watch_settings};
 
 use super::{Action, Connection, Flash, Model, ViewState, render};
-use crate::client::Client;
+use crate::client::{Client, ClientError};
 use crate::config::{Attention, Config};
 use crate::kiln::Kiln;
 use crate::protocol::methods::{self as m, Reply, Request};
@@ -195,8 +194,9 @@ impl Runtime {
                     Some(Err(e)) => return Err(e).context("the terminal failed"),
                     None => return Ok(()),
                 },
-                note = next_note(&mut self.link), if connected => match note {
-                    Some(note) => {
+                from = next_from(&mut self.link), if connected => match from {
+                    FromLink::Answering(seen) => self.model.set_daemon_silence(seen.words()),
+                    FromLink::Note(Some(note)) => {
                         quit = self.on_note(note).await;
                         // Apply whatever else is already queued before drawing.
                         for _ in 0..BATCH {
@@ -205,13 +205,20 @@ impl Runtime {
                             quit |= self.on_note(note).await;
                         }
                     }
-                    None => self.lost("the daemon closed the connection"),
+                    FromLink::Note(None) => self.lost("the daemon closed the connection"),
                 },
                 link = &mut connect, if connecting => {
                     connecting = false;
-                    self.link = Some(link?);
-                    self.model.set_connection(Connection::Connected);
-                    quit = self.resync().await;
+                    match link {
+                        Ok(link) => {
+                            self.link = Some(link);
+                            self.model.set_connection(Connection::Connected);
+                            quit = self.resync().await;
+                        }
+                        // Stopped by a signal, it is waited for as one that went away.
+                        Err(e) if is_suspended(&e) => self.lost(&format!("{e:#}")),
+                        Err(e) => return Err(e),
+                    }
                 }
                 Some(outcome) = self.outcomes.1.recv() => self.on_outcome(outcome),
                 Some(()) = settings_rx.recv() => {
@@ -234,6 +241,7 @@ impl Runtime {
     fn lost(&mut self, reason: &str) {
         tracing::warn!("lost the daemon: {reason}");
         self.link = None;
+        self.model.set_daemon_silence(None);
         self.loading.clear();
         self.model.set_connection(Connection::Lost {
             reason: reason.to_string(),
@@ -333,6 +341,13 @@ impl Runtime {
 
     /// True if the user quit.
     fn on_terminal(&mut self, event: TermEvent, screen: Rect) -> bool {
+        // A daemon stopped by a signal sends nothing to notice it by: a key is when the
+        // person looks, and the probe's answer says when it answers again.
+        if let Some(link) = &self.link
+            && link.client.check_suspended()
+        {
+            probe(&link.client);
+        }
         let actions = match event {
             TermEvent::Key(key) => self.model.handle_key(key),
             TermEvent::Mouse(mouse) => self.model.handle_mouse(mouse, screen),
@@ -389,9 +404,10 @@ impl Runtime {
         let client = Arc::clone(&link.client);
         let outcomes = self.outcomes.0.clone();
         tokio::spawn(async move {
-            let outcome = match client.send(&request).await {
+            // A stopped daemon keeps the call until it is continued; the banner says so.
+            let outcome = match client.send_through(&request).await {
                 Ok(reply) => Outcome::Answered(Box::new(request), Box::new(reply)),
-                Err(e) => Outcome::Failed(doing(request.method()).to_string(), e.words()),
+                Err(e) => Outcome::Failed(request.doing().to_string(), e.words()),
             };
             let _ = outcomes.send(outcome);
         });
@@ -449,6 +465,14 @@ impl Runtime {
     }
 }
 
+/// Whether the error says the daemon is stopped by a signal.
+fn is_suspended(error: &anyhow::Error) -> bool {
+    matches!(
+        error.downcast_ref::<ClientError>(),
+        Some(ClientError::Suspended { .. })
+    )
+}
+
 /// Sleeps until `when`, or forever when there is nothing to wake for.
 async fn sleep_until_or_never(when: Option<std::time::Instant>) {
     match when {
@@ -469,13 +493,6 @@ fn one_line(error: &str) -> String {
         [] => String::new(),
         [only] => (*only).to_string(),
         [first, .., last] => format!("{last} ({first})"),
-    }
-}
-
-async fn next_note(link: &mut Option<Link>) -> Option<Notification> {
-    match link {
-        Some(link) => link.notes.recv().await,
-        None => std::future::pending().await,
     }
 }
 

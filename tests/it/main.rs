@@ -43,9 +43,7 @@ mod search;
 mod sessions;
 mod settings;
 mod ssh;
-#[cfg(feature = "matrix")]
-#[path = "../equipment/synapse.rs"]
-mod synapse;
+mod suspended;
 mod team;
 mod truth;
 mod tui;

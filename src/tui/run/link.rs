@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::EmbeddedDaemon;
-use crate::client::{Client, StartOptions, open};
+use crate::client::{Answering, Client, StartOptions, open};
 use crate::config::Config;
 use crate::kiln::Kiln;
 use crate::protocol::Notification;
@@ -16,6 +16,8 @@ use crate::protocol::methods as m;
 pub(super) struct Link {
     pub(super) client: Arc<Client>,
     pub(super) notes: mpsc::UnboundedReceiver<Notification>,
+    /// Whether the daemon answers, as the calls on this connection find.
+    pub(super) answering: watch::Receiver<Answering>,
 }
 
 impl Link {
@@ -29,10 +31,44 @@ impl Link {
     pub(super) async fn subscribed(client: Client) -> anyhow::Result<Self> {
         let notes = client.subscribe(None).await?;
         Ok(Self {
+            answering: client.answering(),
             client: Arc::new(client),
             notes,
         })
     }
+}
+
+/// What comes next from the daemon.
+pub(super) enum FromLink {
+    /// A notification; `None` once the connection closed.
+    Note(Option<Notification>),
+    /// Whether it answers changed.
+    Answering(Answering),
+}
+
+/// What comes next on the connection; never, without one.
+pub(super) async fn next_from(link: &mut Option<Link>) -> FromLink {
+    let Some(link) = link else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        note = link.notes.recv() => FromLink::Note(note),
+        Ok(()) = link.answering.changed() => {
+            FromLink::Answering(*link.answering.borrow_and_update())
+        }
+    }
+}
+
+/// Sends a `ping` that waits through a stopped daemon: its answer, once the daemon is
+/// continued, says that it answers again.
+pub(super) fn probe(client: &Arc<Client>) {
+    let client = Arc::clone(client);
+    tokio::spawn(async move {
+        let ping = m::Request::Ping(m::NoParams {});
+        if let Err(e) = client.send_through(&ping).await {
+            tracing::debug!("the daemon was not reached: {e}");
+        }
+    });
 }
 
 /// The daemon, run inside this process (`cru --embedded`).

@@ -117,6 +117,7 @@ pub fn layout(model: &Model, area: Rect) -> Areas {
         top
     };
     let banner = (model.connection != Connection::Connected
+        || model.daemon_silence.is_some()
         || model.store_down.is_some()
         || model.store_damaged.is_some()
         || model.settings_error.is_some())
@@ -232,6 +233,12 @@ fn too_small(frame: &mut Frame, area: Rect, theme: &Theme) {
 
 fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let (text, style) = match &model.connection {
+        Connection::Connected if model.daemon_silence.is_some() => (
+            format!(" {}", model.daemon_silence.as_deref().unwrap_or_default()),
+            theme
+                .style(Role::Error)
+                .add_modifier(Modifier::REVERSED | Modifier::BOLD),
+        ),
         Connection::Connected => match &model.store_down {
             None => match &model.store_damaged {
                 None => match &model.settings_error {
