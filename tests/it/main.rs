@@ -44,6 +44,9 @@ mod sessions;
 mod settings;
 mod ssh;
 mod suspended;
+#[cfg(feature = "matrix")]
+#[path = "../equipment/synapse.rs"]
+mod synapse;
 mod team;
 mod truth;
 mod tui;
