@@ -1,7 +1,8 @@
 //! The method table: every method the daemon serves, declared once with its name, who
 //! may call it (and why not, when a handle may not), whether it is answered in order or
 //! on its own, which daemon answers it in team mode, its params in the documented order,
-//! and its params and result types. The daemon implements an [`Answer`] to each row (so
+//! its params and result types, whether the web view offers it (`web:`) and what a call
+//! of it does in words (`doing:`). The daemon implements an [`Answer`] to each row (so
 //! it is a [`Handler`]) and answers through [`handle`], the client calls the methods by
 //! type (`Client::call::<M>`) or sends any [`Request`] (`Client::send`), and a test holds
 //! the table and PROTOCOL.md to each other.
@@ -59,6 +60,17 @@ pub trait Method {
     type Result: Serialize + DeserializeOwned + Send + Sync + 'static;
 }
 
+/// Whether the web view offers a method to a paired browser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Web {
+    /// It only reads: any paired browser may call it.
+    Read,
+    /// It changes something: a browser paired with full access may call it.
+    Change,
+    /// The web view does not offer it.
+    No,
+}
+
 /// What answers the method `M`: its params in, its result (or why not) out. The daemon
 /// implements it once per row, in the file of the method's noun.
 pub trait Answer<M: Method> {
@@ -79,6 +91,10 @@ pub struct Row {
     /// "may not call".
     pub refusal: Option<&'static str>,
     pub params: &'static [&'static str],
+    /// Whether the web view offers it, to read or to change.
+    pub web: Web,
+    /// What a call of it does, in words, for "… failed: why" (the name when absent).
+    pub doing: Option<&'static str>,
 }
 
 /// A typed result as the JSON answer.
@@ -91,7 +107,7 @@ fn read<T: DeserializeOwned>(raw: Value) -> Result<T, ErrorObject> {
     serde_json::from_value(raw).map_err(|e| ErrorObject::invalid_params(format!("bad params: {e}")))
 }
 
-macro_rules! refusal {
+macro_rules! some {
     () => {
         None
     };
@@ -100,10 +116,20 @@ macro_rules! refusal {
     };
 }
 
+macro_rules! web {
+    () => {
+        Web::No
+    };
+    ($web:ident) => {
+        Web::$web
+    };
+}
+
 macro_rules! methods {
     ($( $(#[$doc:meta])* $ty:ident = $name:literal,
         $access:ident $(($why:literal))?, $order:ident, $route:ident,
-        [$($p:literal),*], $params:ty => $result:ty; )*) => {
+        [$($p:literal),*], $params:ty => $result:ty
+        $(, web: $web:ident)? $(, doing: $doing:literal)?; )*) => {
         $(
             $(#[$doc])*
             pub struct $ty;
@@ -126,8 +152,10 @@ macro_rules! methods {
                 access: Access::$access,
                 order: Order::$order,
                 route: Route::$route,
-                refusal: refusal!($($why)?),
+                refusal: some!($($why)?),
                 params: &[$($p),*],
+                web: web!($($web)?),
+                doing: some!($($doing)?),
             }, )*
         ];
 
@@ -205,67 +233,94 @@ methods! {
         HandshakeParams => HandshakeResult;
     SessionRegister = "session.register", Owner, InOrder, Local, ["agent_type", "agent_name", "worktree"],
         RegisterParams => Registered;
-    SessionList = "session.list", Owner("a session handle may not list other sessions; use session.get for its own"), InOrder, Local, [], SessionListParams => ListedSessions;
-    SessionGet = "session.get", Session, InOrder, Local, ["session_id"], SessionIdParams => SessionReply;
+    SessionList = "session.list", Owner("a session handle may not list other sessions; use session.get for its own"), InOrder, Local, [], SessionListParams => ListedSessions,
+        web: Read, doing: "reading the sessions";
+    SessionGet = "session.get", Session, InOrder, Local, ["session_id"], SessionIdParams => SessionReply,
+        web: Read;
     SessionHeartbeat = "session.heartbeat", Session, InOrder, Local, ["session_id"], SessionIdParams => Done;
     SessionDeregister = "session.deregister", Owner, InOrder, Local, ["session_id", "reason", "exit_code"],
         DeregisterParams => Done;
     SessionCreate = "session.create", Owner, InOrder, Local,
         ["agent", "worktree", "in_place", "task", "driver", "allow_read"],
-        CreateSessionParams => Created;
-    SessionPrompt = "session.prompt", Owner, InOrder, Owner, ["session_id", "text"], PromptParams => PromptResult;
-    SessionCancel = "session.cancel", Owner, InOrder, Owner, ["session_id"], SessionIdParams => Done;
+        CreateSessionParams => Created,
+        web: Change, doing: "starting the session";
+    SessionPrompt = "session.prompt", Owner, InOrder, Owner, ["session_id", "text"], PromptParams => PromptResult,
+        web: Change, doing: "sending the prompt";
+    SessionCancel = "session.cancel", Owner, InOrder, Owner, ["session_id"], SessionIdParams => Done,
+        web: Change, doing: "cancelling the turn";
     SessionResend = "session.resend", Owner, InOrder, Owner, ["session_id"], SessionIdParams => PromptResult;
-    SessionStop = "session.stop", Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply;
+    SessionStop = "session.stop", Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply,
+        web: Change, doing: "stopping the session";
     SessionDelete = "session.delete", Owner, Apart, Owner,
         ["session_id", "remove_worktree", "delete_branch", "force", "audit"],
-        DeleteSessionParams => DeleteOutcome;
+        DeleteSessionParams => DeleteOutcome,
+        doing: "deleting the session";
     SessionPrune = "session.prune", Owner, Apart, Local,
         ["remove_worktree", "delete_branch", "force", "audit"],
-        RemoveOptions => PruneResult;
+        RemoveOptions => PruneResult,
+        doing: "pruning";
     SessionExec = "session.exec", Owner, Apart, Owner, ["session_id", "command", "timeout_secs"],
         ExecParams => ExecResult;
-    SessionAudit = "session.audit", Owner, InOrder, Owner, ["session_id"], SessionIdParams => AuditLog;
+    SessionAudit = "session.audit", Owner, InOrder, Owner, ["session_id"], SessionIdParams => AuditLog,
+        doing: "reading the audit log";
     SessionSecurity = "session.security", Owner, InOrder, Owner, ["session_id"],
-        SessionIdParams => SecurityReply;
+        SessionIdParams => SecurityReply,
+        doing: "reading the security state";
     SessionRule = "session.rule", Owner, InOrder, Owner, ["session_id", "rule", "enabled"],
-        SessionRuleParams => SecurityReply;
+        SessionRuleParams => SecurityReply,
+        doing: "changing the rule";
     SessionRefine = "session.refine", Owner, Apart, Owner, ["session_id", "allow_read", "prompt"],
         RefineParams => SessionReply;
     SessionReset = "session.reset", Owner, Apart, Owner, ["session_id", "keep_disabled"],
-        ResetParams => Created;
-    SessionRestart = "session.restart", Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply;
+        ResetParams => Created,
+        doing: "resetting the session";
+    SessionRestart = "session.restart", Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply,
+        doing: "restarting the agent";
     SessionResolve = "session.resolve", Owner, InOrder, Local,
         ["channel", "source", "ref", "text", "agent", "driver", "words"], ResolveParams => ResolveResult;
     SessionClose = "session.close", Owner, InOrder, Owner, ["session_id"], SessionIdParams => SessionReply;
     CronList = "cron.list", Owner, InOrder, Local, [], NoParams => CronJobs;
     CronRunNow = "cron.run", Owner, Apart, Local, ["id"], CronRunParams => CronRun;
     SessionRename = "session.rename", Owner, InOrder, Owner, ["session_id", "name"],
-        RenameParams => SessionReply;
+        RenameParams => SessionReply,
+        doing: "renaming";
     SessionFork = "session.fork", Owner, Apart, Owner, ["session_id", "worktree", "task"],
-        ForkParams => Created;
+        ForkParams => Created,
+        doing: "forking the session";
     SessionHandoff = "session.handoff", Owner, Apart, Owner, ["session_id", "agent"],
         HandoffParams => Created;
-    SessionDiff = "session.diff", Owner, Apart, Owner, ["session_id", "context"], DiffParams => DiffReply;
+    SessionDiff = "session.diff", Owner, Apart, Owner, ["session_id", "context"], DiffParams => DiffReply,
+        web: Read, doing: "reading the changes";
     SessionCommit = "session.commit", Owner, Apart, Owner, ["session_id", "message"],
-        CommitParams => CommitReply;
+        CommitParams => CommitReply,
+        doing: "the commit";
     SessionMerge = "session.merge", Owner, Apart, Owner, ["session_id", "strategy", "message"],
-        MergeParams => MergeReply;
-    SessionPr = "session.pr", Owner, Apart, Owner, ["session_id", "title", "body"], PrParams => PrReply;
-    SessionConflicts = "session.conflicts", Owner, InOrder, Local, [], NoParams => ConflictReport;
-    RulesList = "rules.list", Owner, InOrder, Local, ["session_id"], RulesParams => RulesReply;
+        MergeParams => MergeReply,
+        web: Change, doing: "the merge";
+    SessionPr = "session.pr", Owner, Apart, Owner, ["session_id", "title", "body"], PrParams => PrReply,
+        doing: "opening the pull request";
+    SessionConflicts = "session.conflicts", Owner, InOrder, Local, [], NoParams => ConflictReport,
+        doing: "reading the conflicts";
+    RulesList = "rules.list", Owner, InOrder, Local, ["session_id"], RulesParams => RulesReply,
+        doing: "reading the rules";
     SecretGet = "secret.get", Session, Apart, Local, ["session_id", "name"], SecretParams => SecretReply;
     SessionTranscript = "session.transcript", Owner, InOrder, Local, ["session_id", "after", "limit"],
-        TranscriptParams => Entries;
+        TranscriptParams => Entries,
+        web: Read, doing: "reading the transcript";
     Search = "search", Owner("a session handle may not search other sessions' transcripts"), Apart, Local,
-        ["query", "session_id", "types", "limit"], SearchParams => SearchResults;
+        ["query", "session_id", "types", "limit"], SearchParams => SearchResults,
+        doing: "searching";
     InboxSend = "inbox.send", Session, InOrder, Local, ["session_id", "msg_type", "title", "body", "options"],
         SendParams => Sent;
     InboxList = "inbox.list", Owner, InOrder, Local, ["unread_only", "limit", "session_id"],
-        ListParams => Messages;
-    InboxGet = "inbox.get", Session, InOrder, Local, ["id"], IdParams => MessageReply;
-    InboxMarkRead = "inbox.mark_read", Owner, InOrder, Local, ["ids"], IdsParams => Updated;
-    InboxRespond = "inbox.respond", Owner("an agent may not answer inbox messages: answers come from a human"), InOrder, Local, ["id", "response"], RespondParams => MessageReply;
+        ListParams => Messages,
+        web: Read;
+    InboxGet = "inbox.get", Session, InOrder, Local, ["id"], IdParams => MessageReply,
+        web: Read, doing: "reading the message";
+    InboxMarkRead = "inbox.mark_read", Owner, InOrder, Local, ["ids"], IdsParams => Updated,
+        web: Change, doing: "marking read";
+    InboxRespond = "inbox.respond", Owner("an agent may not answer inbox messages: answers come from a human"), InOrder, Local, ["id", "response"], RespondParams => MessageReply,
+        web: Change, doing: "answering";
     InboxWait = "inbox.wait", Session, Apart, Local, ["id", "timeout_secs"], WaitParams => MessageReply;
     InboxClear = "inbox.clear", Owner, InOrder, Local, [], NoParams => Deleted;
     DbQuery = "db.query", Owner("a session handle may not query the database"), InOrder, Local, ["sql", "bindings"], QueryParams => QueryResult;
@@ -278,7 +333,8 @@ methods! {
     WebDevicesOf = "web.devices", Owner, InOrder, Local, [], NoParams => WebDevices;
     WebRevoke = "web.revoke", Owner, InOrder, Local, ["id"], WebRevokeParams => WebRevoked;
     ContextApply = "context.apply", Owner, InOrder, Owner, ["session_id", "op"],
-        ContextApplyParams => ContextResult;
+        ContextApplyParams => ContextResult,
+        doing: "the context operation";
     /// `context.apply` with `get` (kept under its own name).
     ContextGet = "context.get", Owner, InOrder, Owner, ["session_id"], SessionIdParams => ContextResult;
     /// `context.apply` with `pop` (kept under its own name).
@@ -307,6 +363,15 @@ impl PartialEq for Request {
 }
 
 impl Eq for Request {}
+
+impl Request {
+    /// What this call does, in words, for "… failed: why": its row's `doing`, else the
+    /// method's name.
+    pub fn doing(&self) -> &'static str {
+        let name = self.method();
+        row(name).and_then(|r| r.doing).unwrap_or(name)
+    }
+}
 
 /// The table's row for a method name.
 pub fn row(name: &str) -> Option<&'static Row> {
@@ -406,124 +471,5 @@ pub struct Stopping {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The methods PROTOCOL.md's table lists: its rows start with "| `name` |".
-    fn documented() -> Vec<String> {
-        let doc = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("PROTOCOL.md"),
-        )
-        .unwrap();
-        // The method tables open "## Methods" and "## Context stack"; subsections
-        // (types, notifications) list other things.
-        let mut in_methods = false;
-        doc.lines()
-            .filter(|l| {
-                if l.starts_with("## ") {
-                    in_methods = l.starts_with("## Methods") || l.starts_with("## Context stack");
-                } else if l.starts_with("### ") {
-                    in_methods = false;
-                }
-                in_methods
-            })
-            .filter_map(|l| l.strip_prefix("| `"))
-            .filter_map(|l| l.split('`').next())
-            .filter(|name| {
-                name.chars()
-                    .all(|c| c.is_ascii_lowercase() || c == '.' || c == '_')
-            })
-            .filter(|name| !name.is_empty())
-            .map(String::from)
-            .collect()
-    }
-
-    #[test]
-    fn the_table_and_protocol_md_list_the_same_methods() {
-        let mut documented = documented();
-        documented.sort();
-        documented.dedup();
-        let mut table: Vec<String> = TABLE.iter().map(|r| r.name.to_string()).collect();
-        table.sort();
-        assert_eq!(table, documented);
-    }
-
-    /// A call goes to the daemon that runs the session it names: a row routed to the
-    /// owner must name one, and a handle's refusal words are for owner-only rows.
-    #[test]
-    fn routes_and_refusals_fit_their_rows() {
-        for row in TABLE {
-            if row.route == Route::Owner {
-                assert!(row.params.contains(&"session_id"), "{}", row.name);
-            }
-            if row.refusal.is_some() {
-                assert_eq!(row.access, Access::Owner, "{}", row.name);
-            }
-        }
-        assert!(row(SessionPrompt::NAME).is_some_and(|r| r.route == Route::Owner));
-        assert!(row(InboxList::NAME).is_some_and(|r| r.route == Route::Local));
-    }
-
-    /// Every row reads its calls into a [`Request`] of its own name, which sends under
-    /// that name again (generated from the table, so a row cannot lack one).
-    #[test]
-    fn every_row_has_a_request_of_its_name() {
-        for row in TABLE {
-            match Request::read(row.name, serde_json::json!({})) {
-                Ok(request) => assert_eq!(request.method(), row.name),
-                Err(e) => assert_eq!(
-                    e.code,
-                    crate::protocol::code::INVALID_PARAMS,
-                    "{}",
-                    row.name
-                ),
-            }
-        }
-        let raw = serde_json::json!({"session_id": "s1", "op": {"pop": 2}});
-        let request = Request::read(ContextApply::NAME, raw.clone()).unwrap();
-        assert_eq!(request.params().unwrap(), raw);
-        assert!(Request::read("context.nothing", raw).is_err());
-    }
-
-    /// `context.apply`'s `op` on the wire: `"get"`, or the operation as `ContextOp` writes it.
-    #[test]
-    fn context_apply_reads_get_and_every_operation() {
-        use crate::context::ContextOp;
-        let op = |v: serde_json::Value| serde_json::from_value::<ContextCall>(v).unwrap();
-        assert_eq!(op(serde_json::json!("get")), ContextCall::Get);
-        assert_eq!(
-            op(serde_json::json!("reset")),
-            ContextCall::Apply(ContextOp::Reset)
-        );
-        assert_eq!(
-            op(serde_json::json!({"pop": 2})),
-            ContextCall::Apply(ContextOp::Pop(2))
-        );
-        assert_eq!(
-            op(serde_json::json!({"summarize": null})),
-            ContextCall::Apply(ContextOp::Summarize(None))
-        );
-        assert_eq!(
-            serde_json::to_value(ContextCall::Apply(ContextOp::Checkpoint("a".into()))).unwrap(),
-            serde_json::json!({"checkpoint": "a"})
-        );
-        assert_eq!(
-            serde_json::to_value(ContextCall::Get).unwrap(),
-            serde_json::json!("get")
-        );
-    }
-
-    #[test]
-    fn names_are_unique_and_params_named_once() {
-        let mut names: Vec<&str> = TABLE.iter().map(|r| r.name).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), TABLE.len());
-        for row in TABLE {
-            let mut params = row.params.to_vec();
-            params.sort_unstable();
-            params.dedup();
-            assert_eq!(params.len(), row.params.len(), "{}", row.name);
-        }
-    }
-}
+#[path = "methods_tests.rs"]
+mod tests;

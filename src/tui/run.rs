@@ -26,7 +26,6 @@ mod reply;
 mod settings;
 
 use link::{Embedded, FromLink, Link, next_from, probe};
-use reply::doing;
 use settings::{Screen, Settings, watch_settings};
 
 use super::{Action, Connection, Flash, Model, ViewState, render};
@@ -408,7 +407,7 @@ impl Runtime {
             // A stopped daemon keeps the call until it is continued; the banner says so.
             let outcome = match client.send_through(&request).await {
                 Ok(reply) => Outcome::Answered(Box::new(request), Box::new(reply)),
-                Err(e) => Outcome::Failed(doing(request.method()).to_string(), e.words()),
+                Err(e) => Outcome::Failed(request.doing().to_string(), e.words()),
             };
             let _ = outcomes.send(outcome);
         });

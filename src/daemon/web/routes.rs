@@ -51,27 +51,6 @@ const COOKIE_MAX_AGE: u64 = 365 * 24 * 60 * 60;
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
      connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/// The methods a paired browser may call that only read.
-const READS: &[&str] = &[
-    m::SessionList::NAME,
-    m::SessionGet::NAME,
-    m::SessionTranscript::NAME,
-    m::InboxList::NAME,
-    m::InboxGet::NAME,
-    m::SessionDiff::NAME,
-];
-
-/// The methods a paired browser with full access may call that change something.
-const CHANGES: &[&str] = &[
-    m::SessionCreate::NAME,
-    m::SessionPrompt::NAME,
-    m::SessionCancel::NAME,
-    m::SessionStop::NAME,
-    m::SessionMerge::NAME,
-    m::InboxRespond::NAME,
-    m::InboxMarkRead::NAME,
-];
-
 struct Server {
     shared: Arc<Shared>,
     /// The connection the page's calls are answered on.
@@ -515,8 +494,9 @@ async fn call(
 ) -> Response {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
-    let changes = CHANGES.contains(&method.as_str());
-    if !changes && !READS.contains(&method.as_str()) {
+    let offered = m::row(&method).map_or(m::Web::No, |row| row.web);
+    let changes = offered == m::Web::Change;
+    if offered == m::Web::No {
         // Said only to a paired browser.
         if let Err(refused) = web.device(&headers, peer) {
             return refused.into_response();

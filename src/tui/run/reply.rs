@@ -128,36 +128,3 @@ fn pruned_note(result: &PruneResult) -> String {
     }
     note
 }
-
-/// What a call to `method` does, in words, for "… failed: why".
-pub(super) fn doing(method: &str) -> &str {
-    match method {
-        "session.create" => "starting the session",
-        "session.prompt" => "sending the prompt",
-        "session.cancel" => "cancelling the turn",
-        "session.stop" => "stopping the session",
-        "session.restart" => "restarting the agent",
-        "session.merge" => "the merge",
-        "session.pr" => "opening the pull request",
-        "session.commit" => "the commit",
-        "session.diff" => "reading the changes",
-        "session.conflicts" => "reading the conflicts",
-        "session.delete" => "deleting the session",
-        "session.prune" => "pruning",
-        "session.rename" => "renaming",
-        "session.fork" => "forking the session",
-        "session.reset" => "resetting the session",
-        "session.rule" => "changing the rule",
-        "session.audit" => "reading the audit log",
-        "session.security" => "reading the security state",
-        "session.transcript" => "reading the transcript",
-        "search" => "searching",
-        "session.list" => "reading the sessions",
-        "inbox.get" => "reading the message",
-        "rules.list" => "reading the rules",
-        "inbox.respond" => "answering",
-        "inbox.mark_read" => "marking read",
-        "context.apply" => "the context operation",
-        other => other,
-    }
-}
