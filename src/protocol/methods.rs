@@ -95,6 +95,8 @@ pub struct Row {
     pub web: Web,
     /// What a call of it does, in words, for "… failed: why" (the name when absent).
     pub doing: Option<&'static str>,
+    /// What it does: the `///` lines above its row (a test holds every row to one).
+    pub doc: &'static str,
 }
 
 /// A typed result as the JSON answer.
@@ -126,12 +128,12 @@ macro_rules! web {
 }
 
 macro_rules! methods {
-    ($( $(#[$doc:meta])* $ty:ident = $name:literal,
+    ($( $(#[doc = $doc:literal])* $ty:ident = $name:literal,
         $access:ident $(($why:literal))?, $order:ident, $route:ident,
         [$($p:literal),*], $params:ty => $result:ty
         $(, web: $web:ident)? $(, doing: $doing:literal)?; )*) => {
         $(
-            $(#[$doc])*
+            $(#[doc = $doc])*
             pub struct $ty;
 
             impl Method for $ty {
@@ -156,6 +158,7 @@ macro_rules! methods {
                 params: &[$($p),*],
                 web: web!($($web)?),
                 doing: some!($($doing)?),
+                doc: concat!($($doc, "\n",)*),
             }, )*
         ];
 
@@ -228,110 +231,164 @@ macro_rules! methods {
 }
 
 methods! {
+    /// Whether the daemon answers at all (also before the handshake).
     Ping = "ping", Open, InOrder, Local, [], NoParams => Pong;
+    /// Agrees the protocol version; with a handle, the connection acts for that session.
     Handshake = "handshake", Open, InOrder, Local, ["protocol_version", "client", "handle"],
         HandshakeParams => HandshakeResult;
+    /// Registers an agent started outside the daemon as a session, and gives it its handle.
     SessionRegister = "session.register", Owner, InOrder, Local, ["agent_type", "agent_name", "worktree"],
         RegisterParams => Registered;
+    /// Every session, oldest first; by channel, and with each agent's process tree on request.
     SessionList = "session.list", Owner("a session handle may not list other sessions; use session.get for its own"), InOrder, Local, [], SessionListParams => ListedSessions,
         web: Read, doing: "reading the sessions";
+    /// One session, or the termination record of a registered one that ended.
     SessionGet = "session.get", Session, InOrder, Local, ["session_id"], SessionIdParams => SessionReply,
         web: Read;
+    /// A registered session says it is still alive.
     SessionHeartbeat = "session.heartbeat", Session, InOrder, Local, ["session_id"], SessionIdParams => Done;
+    /// A registered session ends: its handles are revoked and a termination record kept.
     SessionDeregister = "session.deregister", Owner, InOrder, Local, ["session_id", "reason", "exit_code"],
         DeregisterParams => Done;
+    /// Starts a session: its worktree, its driver's environment and its agent.
     SessionCreate = "session.create", Owner, InOrder, Local,
         ["agent", "worktree", "in_place", "task", "driver", "allow_read"],
         CreateSessionParams => Created,
         web: Change, doing: "starting the session";
+    /// Sends a prompt to the session's agent, or queues it behind the running turn.
     SessionPrompt = "session.prompt", Owner, InOrder, Owner, ["session_id", "text"], PromptParams => PromptResult,
         web: Change, doing: "sending the prompt";
+    /// Asks the agent to end its turn; queued prompts are dropped, open approvals withdrawn.
     SessionCancel = "session.cancel", Owner, InOrder, Owner, ["session_id"], SessionIdParams => Done,
         web: Change, doing: "cancelling the turn";
+    /// Sends the prompt of the turn that was cut short again, ahead of those waiting.
     SessionResend = "session.resend", Owner, InOrder, Owner, ["session_id"], SessionIdParams => PromptResult;
+    /// Stops the session's agent; answered once it has ended.
     SessionStop = "session.stop", Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply,
         web: Change, doing: "stopping the session";
+    /// Deletes a session, and on request its worktree, its branch and its audit log.
     SessionDelete = "session.delete", Owner, Apart, Owner,
         ["session_id", "remove_worktree", "delete_branch", "force", "audit"],
         DeleteSessionParams => DeleteOutcome,
         doing: "deleting the session";
+    /// Deletes every session that is complete, cancelled or stopped.
     SessionPrune = "session.prune", Owner, Apart, Local,
         ["remove_worktree", "delete_branch", "force", "audit"],
         RemoveOptions => PruneResult,
         doing: "pruning";
+    /// Runs a command in the session's environment, recorded in its audit log.
     SessionExec = "session.exec", Owner, Apart, Owner, ["session_id", "command", "timeout_secs"],
         ExecParams => ExecResult;
+    /// The session's audit log, also after the session was deleted.
     SessionAudit = "session.audit", Owner, InOrder, Owner, ["session_id"], SessionIdParams => AuditLog,
         doing: "reading the audit log";
+    /// The session's security state: rules activated and disabled, what was approved.
     SessionSecurity = "session.security", Owner, InOrder, Owner, ["session_id"],
         SessionIdParams => SecurityReply,
         doing: "reading the security state";
+    /// Switches one rule off, or on again, for the session.
     SessionRule = "session.rule", Owner, InOrder, Owner, ["session_id", "rule", "enabled"],
         SessionRuleParams => SecurityReply,
         doing: "changing the rule";
+    /// Widens the read manifest of a session a context miss stopped, and starts its agent again.
     SessionRefine = "session.refine", Owner, Apart, Owner, ["session_id", "allow_read", "prompt"],
         RefineParams => SessionReply;
+    /// Stops the session and starts a fresh one for the same worktree, profile and driver.
     SessionReset = "session.reset", Owner, Apart, Owner, ["session_id", "keep_disabled"],
         ResetParams => Created,
         doing: "resetting the session";
+    /// Ends the session's agent if it runs and starts it again.
     SessionRestart = "session.restart", Owner, Apart, Owner, ["session_id"], SessionIdParams => SessionReply,
         doing: "restarting the agent";
+    /// Delivers a channel's message to its conversation's session, new or the same.
     SessionResolve = "session.resolve", Owner, InOrder, Local,
         ["channel", "source", "ref", "text", "agent", "driver", "words"], ResolveParams => ResolveResult;
+    /// Closes a channel session; the conversation's next message starts a new one.
     SessionClose = "session.close", Owner, InOrder, Owner, ["session_id"], SessionIdParams => SessionReply;
+    /// The `[[cron]]` jobs the daemon runs, their next and latest runs and their failures.
     CronList = "cron.list", Owner, InOrder, Local, [], NoParams => CronJobs;
+    /// Runs a cron job now, as a new session.
     CronRunNow = "cron.run", Owner, Apart, Local, ["id"], CronRunParams => CronRun;
+    /// Gives the session a display name that `cru session` commands accept.
     SessionRename = "session.rename", Owner, InOrder, Owner, ["session_id", "name"],
         RenameParams => SessionReply,
         doing: "renaming";
+    /// A new session of the same profile on a new branch made from the session's HEAD.
     SessionFork = "session.fork", Owner, Apart, Owner, ["session_id", "worktree", "task"],
         ForkParams => Created,
         doing: "forking the session";
+    /// The session's task goes on with another agent profile in the same worktree.
     SessionHandoff = "session.handoff", Owner, Apart, Owner, ["session_id", "agent"],
         HandoffParams => Created;
+    /// Every change of the session's worktree against where its branch left the base branch.
     SessionDiff = "session.diff", Owner, Apart, Owner, ["session_id", "context"], DiffParams => DiffReply,
         web: Read, doing: "reading the changes";
+    /// Commits everything in the session's worktree.
     SessionCommit = "session.commit", Owner, Apart, Owner, ["session_id", "message"],
         CommitParams => CommitReply,
         doing: "the commit";
+    /// Lands the session's branch on its base branch, refused when it would conflict.
     SessionMerge = "session.merge", Owner, Apart, Owner, ["session_id", "strategy", "message"],
         MergeParams => MergeReply,
         web: Change, doing: "the merge";
+    /// Pushes the session's branch and opens a pull request with `gh`.
     SessionPr = "session.pr", Owner, Apart, Owner, ["session_id", "title", "body"], PrParams => PrReply,
         doing: "opening the pull request";
+    /// The conflict radar: pairs of sessions whose branches change the same files.
     SessionConflicts = "session.conflicts", Owner, InOrder, Local, [], NoParams => ConflictReport,
         doing: "reading the conflicts";
+    /// The rules in force, and why the rule files are not when they cannot be used.
     RulesList = "rules.list", Owner, InOrder, Local, ["session_id"], RulesParams => RulesReply,
         doing: "reading the rules";
+    /// A credential for the session's agent, once the human has approved it.
     SecretGet = "secret.get", Session, Apart, Local, ["session_id", "name"], SecretParams => SecretReply;
+    /// The session's transcript entries, oldest first.
     SessionTranscript = "session.transcript", Owner, InOrder, Local, ["session_id", "after", "limit"],
         TranscriptParams => Entries,
         web: Read, doing: "reading the transcript";
+    /// Transcript entries, inbox messages and sessions holding every word of a query, best first.
     Search = "search", Owner("a session handle may not search other sessions' transcripts"), Apart, Local,
         ["query", "session_id", "types", "limit"], SearchParams => SearchResults,
         doing: "searching";
+    /// A session's message to the human: a note, a question or an approval request.
     InboxSend = "inbox.send", Session, InOrder, Local, ["session_id", "msg_type", "title", "body", "options"],
         SendParams => Sent;
+    /// The inbox's messages, newest first.
     InboxList = "inbox.list", Owner, InOrder, Local, ["unread_only", "limit", "session_id"],
         ListParams => Messages,
         web: Read;
+    /// One inbox message.
     InboxGet = "inbox.get", Session, InOrder, Local, ["id"], IdParams => MessageReply,
         web: Read, doing: "reading the message";
+    /// Marks inbox messages read.
     InboxMarkRead = "inbox.mark_read", Owner, InOrder, Local, ["ids"], IdsParams => Updated,
         web: Change, doing: "marking read";
+    /// The human's answer to an inbox message, delivered to the session that asked.
     InboxRespond = "inbox.respond", Owner("an agent may not answer inbox messages: answers come from a human"), InOrder, Local, ["id", "response"], RespondParams => MessageReply,
         web: Change, doing: "answering";
+    /// Waits until an inbox message is answered.
     InboxWait = "inbox.wait", Session, Apart, Local, ["id", "timeout_secs"], WaitParams => MessageReply;
+    /// Deletes the read messages that need no answer or have one.
     InboxClear = "inbox.clear", Owner, InOrder, Local, [], NoParams => Deleted;
+    /// Runs a query on the daemon's database.
     DbQuery = "db.query", Owner("a session handle may not query the database"), InOrder, Local, ["sql", "bindings"], QueryParams => QueryResult;
+    /// Reads the whole database and names every record or file block that does not read back.
     DbCheck = "db.check", Owner, Apart, Local, [], NoParams => Check;
+    /// Starts the daemon's notifications on this connection, for some topics or all.
     Subscribe = "subscribe", Owner, InOrder, Local, ["topics"], SubscribeParams => Subscribed;
+    /// Stops this connection's notifications.
     Unsubscribe = "unsubscribe", Owner, InOrder, Local, [], NoParams => Subscribed;
+    /// The daemon's state: its process, database, clients, sessions and settings.
     DaemonStatusOf = "daemon.status", Owner, InOrder, Local, [], NoParams => DaemonStatus;
+    /// Stops the daemon cleanly.
     DaemonShutdown = "daemon.shutdown", Owner, InOrder, Local, [], NoParams => Stopping;
+    /// A one-time code that pairs a browser with the web view.
     WebPair = "web.pair", Owner, InOrder, Local, ["read_only"], WebPairParams => WebPairing;
+    /// The browsers paired with the web view, and where it is served.
     WebDevicesOf = "web.devices", Owner, InOrder, Local, [], NoParams => WebDevices;
+    /// Lets a paired browser go; its next request is refused.
     WebRevoke = "web.revoke", Owner, InOrder, Local, ["id"], WebRevokeParams => WebRevoked;
+    /// An operation on the session's context stack, or `get` to read it.
     ContextApply = "context.apply", Owner, InOrder, Owner, ["session_id", "op"],
         ContextApplyParams => ContextResult,
         doing: "the context operation";

@@ -175,3 +175,15 @@ fn a_call_says_what_it_does_from_its_row() {
             .all(|d| !d.trim().is_empty())
     );
 }
+
+/// Every row says what its method does, in a `///` line above it.
+#[test]
+fn every_row_has_a_doc_line() {
+    let bare: Vec<&str> = TABLE
+        .iter()
+        .filter(|r| r.doc.trim().is_empty())
+        .map(|r| r.name)
+        .collect();
+    assert!(bare.is_empty(), "rows without a /// line: {bare:?}");
+    assert!(row(ContextGet::NAME).is_some_and(|r| r.doc.contains("`get`")));
+}
