@@ -3,7 +3,7 @@
 //! in crucible's journal).
 //!
 //! The daemon is the shipping binary (`cargo build --release`, built into
-//! `<target dir>/ship` first; see `support/ship.rs`), or with `CRU_BENCH_SHIP=0` this
+//! `<target dir>/ship` first; see `testkit/src/bench/ship.rs`), or with `CRU_BENCH_SHIP=0` this
 //! bench build's `cru` (optimised, no LTO). Run with (`cargo bench` runs every benchmark):
 //!
 //! ```text
@@ -34,10 +34,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
-#[path = "support/figures.rs"]
-mod figures;
-#[path = "support/ship.rs"]
-mod ship;
+use testkit::bench::figures;
+use testkit::bench::ship;
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};

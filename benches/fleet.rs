@@ -1,4 +1,4 @@
-//! Fleet benchmark: what counting a turn's usage costs (see `support/accounting.rs`),
+//! Fleet benchmark: what counting a turn's usage costs (see `testkit/src/bench/accounting.rs`),
 //! then full-text search latency over a large transcript. `Store::search`
 //! (schema v15's FULLTEXT indexes, BM25-ranked, the matched words marked) on the
 //! embedded surrealkv store users run, in this process: no daemon, no socket.
@@ -65,10 +65,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
-#[path = "support/accounting.rs"]
-mod accounting;
-#[path = "support/figures.rs"]
-mod figures;
+use testkit::bench::accounting;
+use testkit::bench::figures;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

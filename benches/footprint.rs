@@ -48,14 +48,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
-#[path = "support/figures.rs"]
-mod figures;
-#[path = "support/kiln.rs"]
-mod kiln;
-#[path = "support/pty.rs"]
-mod pty;
-#[path = "support/ship.rs"]
-mod ship;
+use testkit::bench::figures;
+use testkit::bench::kiln;
+use testkit::bench::pty;
+use testkit::bench::ship;
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};

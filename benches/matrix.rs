@@ -13,7 +13,7 @@
 //! cargo bench --bench matrix
 //! ```
 //!
-//! The daemon measured is the shipping build (`support/ship.rs`: release, fat LTO), or the
+//! The daemon measured is the shipping build (`testkit/src/bench/ship.rs`: release, fat LTO), or the
 //! binary `CRU_BENCH_BIN` names. Environment: `CRU_BENCH_ROUNDS` (default 20). Figures
 //! are printed, never asserted.
 
@@ -21,16 +21,12 @@
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
 use testkit::built;
-#[path = "support/figures.rs"]
-mod figures;
-#[path = "support/kiln.rs"]
-mod kiln;
+use testkit::bench::figures;
+use testkit::bench::kiln;
 #[path = "../tests/equipment/matrix_human.rs"]
 mod matrix_human;
-#[path = "support/ship.rs"]
-mod ship;
-#[path = "../tests/equipment/synapse.rs"]
-mod synapse;
+use testkit::bench::ship;
+use testkit::synapse;
 
 use std::path::Path;
 use std::process::{ExitCode, Stdio};

@@ -15,22 +15,18 @@
 //! cargo bench --bench web
 //! ```
 //!
-//! The daemon measured is the shipping build (`support/ship.rs`: release, fat LTO), or the
+//! The daemon measured is the shipping build (`testkit/src/bench/ship.rs`: release, fat LTO), or the
 //! binary `CRU_BENCH_BIN` names. Environment: `CRU_BENCH_ROUNDS` (default 20). Figures
 //! are printed, never asserted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
-#[path = "../tests/equipment/browser.rs"]
-mod browser;
+use testkit::browser;
 use testkit::built;
-#[path = "support/figures.rs"]
-mod figures;
-#[path = "support/kiln.rs"]
-mod kiln;
-#[path = "support/ship.rs"]
-mod ship;
+use testkit::bench::figures;
+use testkit::bench::kiln;
+use testkit::bench::ship;
 
 use std::path::Path;
 use std::process::{ExitCode, Stdio};

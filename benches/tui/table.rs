@@ -1,4 +1,4 @@
-//! Plain-text tables for the TUI benchmark (its statistics are `support/figures.rs`).
+//! Plain-text tables for the TUI benchmark (its statistics are `testkit/src/bench/figures.rs`).
 
 pub use crate::figures::{Stats, ms};
 

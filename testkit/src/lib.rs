@@ -3,13 +3,16 @@
 //! daemon under test with typed calls over the protocol's method table
 //! ([`TestDaemon::call`]), raw connections for the conformance tests, waits with
 //! deadlines, and the equipment the tests build and start (the scripted agent, a
-//! SurrealDB server, a tmux terminal).
+//! SurrealDB server, a tmux terminal, a headless browser, a Matrix homeserver), and what
+//! the benchmarks share ([`bench`]).
 //!
 //! The `cru` under test is the binary cargo builds beside the running test or benchmark
 //! ([`cru`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 
+pub mod bench;
+pub mod browser;
 pub mod built;
 pub mod cargo_env;
 pub mod daemon;
@@ -18,6 +21,7 @@ pub mod params;
 pub mod process;
 pub mod raw;
 pub mod sessions;
+pub mod synapse;
 pub mod team_server;
 pub mod tmux;
 

@@ -5,11 +5,11 @@
 #![allow(clippy::too_many_lines)] // a scenario reads as one story, start to end
 
 // The test kit's equipment, under the names the tests use.
-use testkit::{team_server, tmux};
+#[cfg(feature = "matrix")]
+use testkit::synapse;
+use testkit::{browser, team_server, tmux};
 
 mod agents;
-#[path = "../equipment/browser.rs"]
-mod browser;
 mod budget;
 mod cli;
 mod client_env;
@@ -44,9 +44,6 @@ mod sessions;
 mod settings;
 mod ssh;
 mod suspended;
-#[cfg(feature = "matrix")]
-#[path = "../equipment/synapse.rs"]
-mod synapse;
 mod team;
 mod truth;
 mod tui;

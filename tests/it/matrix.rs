@@ -1,5 +1,5 @@
 //! The Matrix test equipment itself, on real parts: a Synapse homeserver
-//! (tests/equipment/synapse.rs) and two people on real Matrix clients
+//! (testkit/src/synapse.rs) and two people on real Matrix clients
 //! (tests/equipment/matrix_human.rs) talking end-to-end encrypted, through a homeserver
 //! that is killed and comes back.
 

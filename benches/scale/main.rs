@@ -22,7 +22,7 @@
 //! - `CRU_BENCH_SCALE_LIST_RUNS`: runs of `cru session list --json` per size (default 30).
 //! - `CRU_BENCH_SCALE_STARTS`: starts of the real workbench per size (default 10).
 //! - `CRU_BENCH_SCALE_CREATE_RATE`: `session.create` calls per second (default 10).
-//! - `CRU_BENCH_SHIP=0` / `CRU_BENCH_BIN=PATH`: which `cru` runs (see `support/ship.rs`).
+//! - `CRU_BENCH_SHIP=0` / `CRU_BENCH_BIN=PATH`: which `cru` runs (see `testkit/src/bench/ship.rs`).
 //!
 //! Phases:
 //! 1. Idle: the daemon with no session, a few seconds after start: its RSS (`VmRSS`, of
@@ -71,34 +71,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
-#[path = "support/figures.rs"]
-mod figures;
-#[path = "support/kiln.rs"]
-mod kiln;
-#[path = "support/ship.rs"]
-mod ship;
+use testkit::bench::figures;
+use testkit::bench::kiln;
+use testkit::bench::ship;
 
 use testkit::built;
 
-#[path = "scale/follower.rs"]
 mod follower;
-#[path = "scale/grow.rs"]
 mod grow;
-#[path = "scale/lab.rs"]
 mod lab;
-#[path = "scale/phases.rs"]
 mod phases;
-#[path = "support/process.rs"]
-mod process;
-#[path = "scale/procfs.rs"]
+use testkit::bench::process;
 mod procfs;
-#[path = "support/pty.rs"]
-mod pty;
-#[path = "scale/stream.rs"]
+use testkit::bench::pty;
 mod stream;
-#[path = "scale/table.rs"]
 mod table;
-#[path = "scale/workbench.rs"]
 mod workbench;
 
 use std::path::{Path, PathBuf};
@@ -112,7 +99,7 @@ use lab::{Daemon, Lab, PROBE_BYTES, fsync_probe};
 use procfs::{available_mib, clock_ticks, percent, proc_memory};
 use table::{Figures, SizeFigures};
 
-/// The `cru` measured: the shipping binary (see `support/ship.rs`), or with
+/// The `cru` measured: the shipping binary (see `testkit/src/bench/ship.rs`), or with
 /// `CRU_BENCH_SHIP=0` this bench build's own.
 fn cru() -> &'static Path {
     static CRU: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();

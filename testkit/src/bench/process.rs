@@ -1,7 +1,6 @@
 //! Small `/proc` helpers the benchmarks share: the kernel's clock tick, and whether a
 //! process still runs.
 
-#![allow(dead_code)] // shared by benchmarks that each use a part of it
 
 /// Clock ticks per second, the unit of `/proc/<pid>/stat`'s CPU times.
 pub fn clock_ticks() -> f64 {

@@ -50,17 +50,11 @@
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
 use testkit::built;
-#[path = "support/figures.rs"]
-mod figures;
-#[path = "support/kiln.rs"]
-mod kiln;
-#[path = "team/members.rs"]
+use testkit::bench::figures;
+use testkit::bench::kiln;
 mod members;
-#[path = "team/prebuilt.rs"]
 mod prebuilt;
-#[path = "team/proxy.rs"]
 mod proxy;
-#[path = "team/scale.rs"]
 mod scale;
 use testkit::team_server;
 

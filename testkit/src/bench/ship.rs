@@ -9,7 +9,6 @@
 //! The build runs with a shell's environment (`cargo_env`), and without this bench
 //! build's `RUSTC*` and `RUSTFLAGS`.
 
-#![allow(dead_code)] // shared by benchmarks that each use a part of it
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -59,7 +58,10 @@ pub fn cru_to_measure(fallback: &str) -> PathBuf {
 }
 
 pub fn build() -> Result<ShipBuild> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // crucible's folder: this package's is in it.
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("crucible's folder");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest.join("target"));
@@ -98,7 +100,7 @@ pub fn build() -> Result<ShipBuild> {
     command
         .args(["build", "--release", "--bin", "cru", "--target-dir"])
         .arg(&dir);
-    testkit::cargo_env::as_from_a_shell(&mut command, &target);
+    crate::cargo_env::as_from_a_shell(&mut command, &target);
     // The shipping build's own flags, not this bench build's.
     for (name, _) in std::env::vars_os() {
         let text = name.to_string_lossy();

@@ -1,7 +1,6 @@
 //! What the benchmarks share for their figures: timing statistics, numbers from the
 //! environment, and the machine's load.
 
-#![allow(dead_code)] // shared by benchmarks that each use a part of it
 
 use std::time::Duration;
 
@@ -21,6 +20,10 @@ impl Stats {
 
     pub fn len(&self) -> usize {
         self.sorted.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
     }
 
     /// Nearest-rank percentile.

@@ -35,17 +35,11 @@
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
 use testkit::built;
-#[path = "support/figures.rs"]
-mod figures;
-#[path = "support/kiln.rs"]
-mod kiln;
-#[path = "tui/live.rs"]
+use testkit::bench::figures;
+use testkit::bench::kiln;
 mod live;
-#[path = "support/process.rs"]
-mod process;
-#[path = "tui/procfs.rs"]
+use testkit::bench::process;
 mod procfs;
-#[path = "tui/table.rs"]
 mod table;
 
 use std::process::ExitCode;

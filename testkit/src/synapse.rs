@@ -6,7 +6,6 @@
 //! through the shared-secret admin API. Rate limits are raised out of the tests' way,
 //! unless a test asks for Synapse's default message rate limit. Killed when dropped.
 
-#![allow(dead_code)] // each Matrix test uses a part of it
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
