@@ -254,6 +254,7 @@ async fn engine_alone(kiln: &Kiln, settings: &Settings) -> Result<Engine> {
                 response: None,
                 withdrawn: false,
                 answered_by: None,
+                purpose: None,
             })
             .collect()
     };

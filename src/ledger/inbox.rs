@@ -10,12 +10,21 @@ use super::{
     Ledger, LedgerError, MAX_SEND_BATCH, MAX_SEND_BATCH_BYTES, Result, SendJob, now_rfc3339,
 };
 use crate::config::MAX_LIST_LIMIT;
-use crate::protocol::{Event, InboxMessage, ListParams, SendParams, limits};
+use crate::protocol::{Event, InboxMessage, ListParams, Purpose, SendParams, limits};
 use crate::store::{Store, StoreError};
 
 impl Ledger {
     /// Stores a message durably, then announces it.
     pub async fn send(&self, params: SendParams) -> Result<InboxMessage> {
+        self.post(params, None).await
+    }
+
+    /// [`send`](Self::send) for a question crucible asks itself, with what it is for.
+    pub async fn send_for(&self, params: SendParams, purpose: Purpose) -> Result<InboxMessage> {
+        self.post(params, Some(purpose)).await
+    }
+
+    async fn post(&self, params: SendParams, purpose: Option<Purpose>) -> Result<InboxMessage> {
         let session = self.get_session(&params.session_id)?;
         if params.title.trim().is_empty() {
             return Err(LedgerError::Invalid("title must not be empty".into()));
@@ -58,6 +67,7 @@ impl Ledger {
             response: None,
             withdrawn: false,
             answered_by: None,
+            purpose,
         };
         let (ack, done) = oneshot::channel();
         self.sends

@@ -185,6 +185,7 @@ mod tests {
             response: None,
             withdrawn: false,
             answered_by: None,
+            purpose: None,
         };
         let text = brief(&from, Some(&diff), &[open]);
         for part in [

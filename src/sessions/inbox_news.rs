@@ -5,9 +5,9 @@
 use tokio::sync::broadcast;
 use tracing::Instrument;
 
-use super::Sessions;
 use super::command::Command;
-use crate::protocol::Event;
+use super::{Sessions, wording};
+use crate::protocol::{Event, InboxMessage, Purpose};
 
 /// Tells each actor when a blocking message of its session opens or closes, which is
 /// what moves it between working and waiting, and answers its permission requests.
@@ -21,28 +21,24 @@ pub(super) async fn route_inbox_events(
             return;
         };
         match event.as_deref() {
-            Ok(Event::InboxUpdated(m))
-                if m.title.starts_with("Context miss:")
-                    && m.response.as_deref() == Some("Widen and restart") =>
-            {
-                let path = m
-                    .body
-                    .as_deref()
-                    .and_then(|b| b.lines().find_map(|l| l.strip_prefix("path: ")))
-                    .map(str::to_string);
-                if let Some(path) = path {
-                    let sessions = std::sync::Arc::clone(&sessions);
-                    let session_id = m.session_id.clone();
-                    let span = crate::logging::session_span(&session_id);
-                    tokio::spawn(
-                        async move {
-                            if let Err(e) = sessions.refine(&session_id, vec![path], None).await {
-                                tracing::warn!("cannot refine: {e}");
-                            }
+            // A context miss answered "widen": its path is added and the agent restarted.
+            Ok(Event::InboxUpdated(InboxMessage {
+                purpose: Some(Purpose::ContextMiss { path }),
+                response: Some(answer),
+                session_id,
+                ..
+            })) if answer == wording::WIDEN => {
+                let sessions = std::sync::Arc::clone(&sessions);
+                let (session_id, path) = (session_id.clone(), path.clone());
+                let span = crate::logging::session_span(&session_id);
+                tokio::spawn(
+                    async move {
+                        if let Err(e) = sessions.refine(&session_id, vec![path], None).await {
+                            tracing::warn!("cannot refine: {e}");
                         }
-                        .instrument(span),
-                    );
-                }
+                    }
+                    .instrument(span),
+                );
             }
             Ok(Event::InboxCreated(m)) | Ok(Event::InboxUpdated(m)) => {
                 if m.msg_type.blocks()
@@ -67,12 +63,16 @@ impl Sessions {
     /// gone, or crucible runs its agent and that agent is not running (a crash, a stop, a
     /// daemon restart that could not resume it). A session another daemon runs (team
     /// mode) is that daemon's to tell, and a session that registered itself hears its
-    /// answers through `inbox.wait` as long as it has not ended.
-    pub fn unheard(&self, message: &crate::protocol::InboxMessage) -> Option<String> {
+    /// answers through `inbox.wait` as long as it has not ended. A context miss's
+    /// question is heard by the daemon itself, its session stopped.
+    pub fn unheard(&self, message: &InboxMessage) -> Option<String> {
         let Ok(session) = self.ledger.get_session(&message.session_id) else {
             return Some(format!("its session {} is gone", message.session_id));
         };
         if self.ledger.is_foreign(&session) {
+            return None;
+        }
+        if matches!(message.purpose, Some(Purpose::ContextMiss { .. })) {
             return None;
         }
         if !session.is_managed() {

@@ -241,11 +241,17 @@ impl Sessions {
                 session.security.refinements,
                 crate::protocol::MAX_REFINEMENT_ATTEMPTS
             )),
-            options: Some(vec!["Widen and restart".into(), "Leave it stopped".into()]),
+            options: Some(vec![
+                super::wording::WIDEN.into(),
+                super::wording::LEAVE_STOPPED.into(),
+            ]),
             option_kinds: None,
             flagged: None,
         };
-        if let Err(e) = self.ledger.send(params).await {
+        let purpose = crate::protocol::Purpose::ContextMiss {
+            path: path.to_string(),
+        };
+        if let Err(e) = self.ledger.send_for(params, purpose).await {
             tracing::error!("cannot ask about the context miss: {e}");
         }
     }

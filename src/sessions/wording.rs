@@ -43,6 +43,10 @@ pub const AGENT_EXITED: &str = "the agent exited";
 /// Why a question is withdrawn when its session is resumed after a daemon restart.
 pub const ASKER_GONE: &str = "the daemon restarted, and the agent process that asked is gone";
 pub const DELETED: &str = "the session was deleted";
+/// The options of the question a context miss asks: widen the read manifest and restart
+/// the agent, or leave the session stopped.
+pub const WIDEN: &str = "Widen and restart";
+pub const LEAVE_STOPPED: &str = "Leave it stopped";
 
 /// Why a session's agent did not survive a daemon restart (see [`lost`]).
 pub const LOST_WHILE_CREATED: &str = "the daemon ended while the session was being created";

@@ -379,6 +379,7 @@ mod tests {
             response: None,
             withdrawn: false,
             answered_by: None,
+            purpose: None,
         }
     }
 

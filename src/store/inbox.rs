@@ -4,7 +4,8 @@ use serde_json::{Value, json};
 
 use super::durable::Touched;
 use super::{
-    MESSAGE_FIELDS, Result, SESSION_WRITE_TRIES, Store, again_on_conflict, decode_rows, typed_row,
+    MESSAGE_FIELDS, Result, SESSION_WRITE_TRIES, Store, StoreError, again_on_conflict, decode_rows,
+    typed_row,
 };
 use crate::protocol::InboxMessage;
 
@@ -15,15 +16,16 @@ impl Store {
         if messages.is_empty() {
             return Ok(());
         }
-        let rows = messages
+        let records = messages.iter().map(record).collect::<Result<Vec<_>>>()?;
+        let rows = records
             .iter()
             .map(|m| typed_row(m, &["timestamp"]).map(|row| self.stamped(row)))
             .collect::<Result<Vec<_>>>()?;
         let mut vars = surrealdb::types::Object::new();
         vars.insert("rows", Surreal::Array(rows.into_iter().collect()));
         let mut touched = Touched::default();
-        for m in messages {
-            touched.put("inbox_messages", &m.id, m)?;
+        for (m, record) in messages.iter().zip(&records) {
+            touched.put("inbox_messages", &m.id, record)?;
         }
         self.write_bound(
             "INSERT INTO inbox_messages $rows RETURN NONE",
@@ -161,4 +163,15 @@ impl Store {
             .and_then(Value::as_u64)
             .unwrap_or(0))
     }
+}
+
+/// A message as its record keeps it: its purpose as JSON text (its shape is the
+/// protocol's), as a session keeps its usage.
+fn record(message: &InboxMessage) -> Result<Value> {
+    let mut record =
+        serde_json::to_value(message).map_err(|e| StoreError::Decode(e.to_string()))?;
+    if let Some(purpose) = record.get_mut("purpose") {
+        *purpose = Value::String(purpose.to_string());
+    }
+    Ok(record)
 }

@@ -62,3 +62,78 @@ impl Store {
             .unwrap_or(0))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::protocol::{InboxMessage, MsgType, Purpose};
+    use crate::store::{SCHEMA_VERSION, memory_store};
+
+    fn message(id: &str, purpose: Option<Purpose>) -> InboxMessage {
+        InboxMessage {
+            id: id.into(),
+            session_id: "s".into(),
+            session_name: "s".into(),
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            msg_type: MsgType::DecisionNeeded,
+            title: "Context miss".into(),
+            body: None,
+            options: Some(vec!["Widen and restart".into(), "Leave it stopped".into()]),
+            option_kinds: None,
+            rule: None,
+            operation: None,
+            read: false,
+            responded: false,
+            response: None,
+            withdrawn: false,
+            answered_by: None,
+            purpose,
+        }
+    }
+
+    /// v18: a database of the version before keeps its messages, which read without a
+    /// purpose; a purpose, refused by the old schema, is kept once migrated.
+    #[tokio::test]
+    async fn messages_gain_a_purpose_at_v18_and_older_ones_read_without_one() {
+        let store = memory_store().await;
+        store
+            .run(
+                "REMOVE FIELD purpose ON inbox_messages; \
+                 UPSERT crucible_meta:schema SET version = 17;",
+                json!({}),
+            )
+            .await
+            .unwrap();
+        store
+            .insert_messages(&[message("old", None)])
+            .await
+            .unwrap();
+        let miss = Purpose::ContextMiss {
+            path: "/k/README.md".into(),
+        };
+        assert!(
+            store
+                .insert_messages(&[message("early", Some(miss.clone()))])
+                .await
+                .is_err(),
+            "the old schema has no place for a purpose"
+        );
+
+        store.migrate_once().await.unwrap();
+        assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
+        let old = store.get_message("old").await.unwrap().unwrap();
+        assert_eq!(old, message("old", None));
+        let asked = message("new", Some(miss));
+        store
+            .insert_messages(std::slice::from_ref(&asked))
+            .await
+            .unwrap();
+        assert_eq!(store.get_message("new").await.unwrap().unwrap(), asked);
+        let listed = store.list_messages(false, Some("s"), 10).await.unwrap();
+        assert!(
+            listed.contains(&asked) && listed.contains(&old),
+            "{listed:?}"
+        );
+    }
+}

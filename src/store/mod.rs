@@ -146,7 +146,7 @@ const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_
 const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
      msg_type, title, body, options, option_kinds, rule, operation, read, responded, response, \
-     withdrawn, answered_by";
+     withdrawn, answered_by, purpose";
 
 /// How many times a session's record is written when the engine reports a conflict.
 const SESSION_WRITE_TRIES: u32 = 5;

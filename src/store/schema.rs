@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 18;
 
 /// Every table crucible keeps, in the order a rebuild writes them.
 pub const TABLES: &[&str] = &[
@@ -215,6 +215,12 @@ pub const MIGRATIONS: &[&str] = &[
     // v17: who answered a message, and through which channel.
     r#"
     DEFINE FIELD answered_by ON inbox_messages TYPE option<string>;
+    "#,
+    // v18: what a question crucible asks itself is for (a context miss and its path, a
+    // budget reached, an approval), as JSON text, so its answer is acted on by that and
+    // not by its words.
+    r#"
+    DEFINE FIELD purpose ON inbox_messages TYPE option<string>;
     "#,
 ];
 

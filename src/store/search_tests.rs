@@ -33,6 +33,7 @@ fn message(id: &str, title: &str, body: &str) -> InboxMessage {
         response: None,
         withdrawn: false,
         answered_by: None,
+        purpose: None,
     }
 }
 

@@ -62,6 +62,7 @@ pub fn message(
         response: None,
         withdrawn: false,
         answered_by: None,
+        purpose: None,
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crucible::protocol::{MsgType, SessionState};
+use crucible::protocol::{MsgType, Purpose, SessionState};
 use serde_json::{Value, json};
 
 use crate::common::*;
@@ -88,6 +88,7 @@ async fn a_budget_reached_mid_task_ends_the_turn_holds_the_next_and_a_raise_goes
         question.options.as_deref(),
         Some(&["Raise by 1.00 USD".to_string(), "Stop the session".into()][..])
     );
+    assert_eq!(question.purpose, Some(Purpose::BudgetRaise));
     let ended = wait_state(&client, &s.id, SessionState::Cancelled).await;
     assert_eq!(ended.state_reason.as_deref(), Some(question.title.as_str()));
 

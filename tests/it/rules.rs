@@ -3,7 +3,7 @@
 //! (built-in and `<kiln>/.crucible/rules.toml`) against the session's security state.
 
 use crucible::client::Client;
-use crucible::protocol::{InboxMessage, MsgType, Session};
+use crucible::protocol::{InboxMessage, MsgType, Purpose, Session};
 
 use crate::common::*;
 use crate::sessions::{
@@ -41,6 +41,7 @@ async fn a_secret_read_then_curl_asks_with_the_reason_and_a_denial_runs_nothing(
         approval.title,
         "Approval required [rule: no-exfil-after-sensitive]"
     );
+    assert_eq!(approval.purpose, Some(Purpose::Approval));
     let body = approval.body.clone().unwrap_or_default();
     assert!(body.contains(".env"), "the reason names the read: {body}");
     assert!(body.contains("curl"), "the operation is shown: {body}");
@@ -288,6 +289,10 @@ async fn a_read_outside_the_manifest_ends_the_session_and_refinements_are_bounde
     );
     let question = wait_message(&client, &s.id, MsgType::DecisionNeeded).await;
     assert!(question.title.starts_with("Context miss"), "{question:?}");
+    let Some(Purpose::ContextMiss { path }) = &question.purpose else {
+        panic!("the question is a context miss's: {question:?}");
+    };
+    assert!(path.ends_with("/README.md"), "{path}");
     let worktree = std::path::PathBuf::from(s.worktree.clone().unwrap());
     assert!(
         !worktree.join("after.txt").exists(),

@@ -95,6 +95,28 @@ pub struct InboxMessage {
     /// it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_by: Option<String>,
+    /// For a question crucible asks itself: what it is for, so that its answer is acted
+    /// on by what it is, never by the words of its title or body (those are for people).
+    /// Set by the daemon only, never taken from a client's `inbox.send`.
+    #[serde(
+        default,
+        deserialize_with = "super::session::object_or_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub purpose: Option<Purpose>,
+}
+
+/// What a question crucible asks itself is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Purpose {
+    /// A read outside the manifest stopped the session: widening the manifest by `path`
+    /// restarts its agent.
+    ContextMiss { path: String },
+    /// The session reached a budget: raise it, or stop the session.
+    BudgetRaise,
+    /// The approval gate asks whether an operation of the agent may go ahead.
+    Approval,
 }
 
 impl InboxMessage {

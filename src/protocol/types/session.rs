@@ -342,8 +342,8 @@ fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, 
 }
 
 /// A value the wire carries as an object and the store keeps as its JSON text (a
-/// driver spec, a security state, usage): either is read.
-fn object_or_text<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+/// driver spec, a security state, usage, a message's purpose): either is read.
+pub(super) fn object_or_text<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: serde::de::DeserializeOwned,

@@ -21,6 +21,41 @@ mod wire {
             response: None,
             withdrawn: false,
             answered_by: None,
+            purpose: None,
+        }
+    }
+
+    #[test]
+    fn a_purpose_is_an_object_on_the_wire_and_read_from_the_store_s_text_or_absent() {
+        let mut asked = message(MsgType::DecisionNeeded, Some(vec!["a", "b"]));
+        asked.purpose = Some(Purpose::ContextMiss {
+            path: "/k/README.md".into(),
+        });
+        let wire = serde_json::to_value(&asked).unwrap();
+        assert_eq!(
+            wire["purpose"],
+            serde_json::json!({"kind": "context_miss", "path": "/k/README.md"})
+        );
+        assert_eq!(
+            serde_json::from_value::<InboxMessage>(wire.clone()).unwrap(),
+            asked
+        );
+        let mut stored = wire;
+        stored["purpose"] = serde_json::Value::String(stored["purpose"].to_string());
+        assert_eq!(
+            serde_json::from_value::<InboxMessage>(stored).unwrap(),
+            asked
+        );
+        // A message without one (every message before purposes, and people's) says nothing.
+        let plain = serde_json::to_value(message(MsgType::Info, None)).unwrap();
+        assert!(plain.get("purpose").is_none(), "{plain}");
+        let old: InboxMessage = serde_json::from_value(plain).unwrap();
+        assert_eq!(old.purpose, None);
+        for (purpose, kind) in [
+            (Purpose::BudgetRaise, "budget_raise"),
+            (Purpose::Approval, "approval"),
+        ] {
+            assert_eq!(serde_json::to_value(&purpose).unwrap()["kind"], kind);
         }
     }
 

@@ -3,7 +3,7 @@
 //! request for the approval gate), and what I/O found out fed back to the machine.
 
 use super::*;
-use crate::protocol::{EntryKind, MsgType, SendParams};
+use crate::protocol::{EntryKind, MsgType, Purpose, SendParams};
 use crate::sessions::budget::Scope;
 use crate::sessions::machine::GateReply;
 use crate::sessions::machine::Line;
@@ -47,15 +47,18 @@ impl Actor {
             } => {
                 let sent = self
                     .ledger
-                    .send(SendParams {
-                        session_id: id,
-                        msg_type: MsgType::ApprovalRequired,
-                        title,
-                        body: Some(body),
-                        options,
-                        option_kinds: kinds,
-                        flagged,
-                    })
+                    .send_for(
+                        SendParams {
+                            session_id: id,
+                            msg_type: MsgType::ApprovalRequired,
+                            title,
+                            body: Some(body),
+                            options,
+                            option_kinds: kinds,
+                            flagged,
+                        },
+                        Purpose::Approval,
+                    )
                     .await;
                 let result = sent.map(|m| m.id);
                 self.step(SessionInput::Posted { key, result });
@@ -160,15 +163,18 @@ impl Actor {
             } => {
                 let sent = self
                     .ledger
-                    .send(SendParams {
-                        session_id: id,
-                        msg_type: MsgType::DecisionNeeded,
-                        title,
-                        body: Some(body),
-                        options: Some(options),
-                        option_kinds: None,
-                        flagged: None,
-                    })
+                    .send_for(
+                        SendParams {
+                            session_id: id,
+                            msg_type: MsgType::DecisionNeeded,
+                            title,
+                            body: Some(body),
+                            options: Some(options),
+                            option_kinds: None,
+                            flagged: None,
+                        },
+                        Purpose::BudgetRaise,
+                    )
                     .await;
                 self.step(SessionInput::BudgetAsked(sent.map(|m| m.id)));
             }
