@@ -472,7 +472,8 @@ pub struct CronJobView {
     pub skipped: u64,
     #[serde(default)]
     pub last_skipped_at: Option<String>,
-    /// Runs in a row that could not start (0 once one does), since the daemon started.
+    /// Runs in a row that could not start (0 once one does), counted across daemon
+    /// restarts.
     #[serde(default)]
     pub failures: u64,
     /// Why the last of them could not start; kept until a run starts.

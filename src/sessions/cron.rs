@@ -11,7 +11,10 @@
 //! to [`RETRY_LONGEST_SECS`], still at its scheduled times. The first failure of a row is
 //! said once: a session record in state `error` stands for the run that could not start
 //! and carries one inbox `error`; the log says each new error once. The run that starts
-//! again posts an `info` saying so.
+//! again posts an `info` saying so. The count and the last error outlive the daemon
+//! ([`kept`]): a restarted one goes on counting the same row and says nothing new.
+
+mod kept;
 
 use chrono::{DateTime, Utc};
 
@@ -106,11 +109,43 @@ struct Scheduled {
     next: Option<DateTime<Utc>>,
 }
 
-/// The jobs the daemon runs, and their skips since it started.
+/// The jobs the daemon runs, their skips since it started, and their runs in a row that
+/// could not start.
 #[derive(Debug, Default)]
 pub(super) struct CronBook {
     jobs: Vec<Scheduled>,
     records: HashMap<String, JobRecord>,
+    /// Whether the kept failures were read in.
+    read: bool,
+}
+
+impl CronBook {
+    /// The jobs it runs that fail, as they are kept.
+    fn failing(&self) -> HashMap<String, kept::Failing> {
+        self.records
+            .iter()
+            .filter(|(id, r)| r.failures > 0 && self.jobs.iter().any(|s| &s.job.id == *id))
+            .map(|(id, r)| {
+                let failing = kept::Failing {
+                    failures: r.failures,
+                    last_error: r.last_error.clone(),
+                    last_failed_at: r.last_failed_at.clone(),
+                };
+                (id.clone(), failing)
+            })
+            .collect()
+    }
+
+    /// Takes in the failures a previous daemon kept.
+    fn read_in(&mut self, kept: HashMap<String, kept::Failing>) {
+        self.read = true;
+        for (id, failing) in kept {
+            let record = self.records.entry(id).or_default();
+            record.failures = failing.failures;
+            record.last_error = failing.last_error;
+            record.last_failed_at = failing.last_failed_at;
+        }
+    }
 }
 
 /// The schedule for `jobs` at `now`: a job whose id, schedule and switch are unchanged
@@ -243,6 +278,7 @@ impl Sessions {
             if let Some(s) = book.jobs.iter_mut().find(|s| s.job.id == job.id) {
                 s.next = after_failure(s, now, failures);
             }
+            self.keep_failures(&book);
             (failing, failures)
         };
         match failing {
@@ -361,6 +397,9 @@ impl Sessions {
                 && s.next.is_some()
             {
                 s.next = s.job.next_after(Utc::now());
+            }
+            if recovered.is_some() {
+                self.keep_failures(&book);
             }
             recovered
         };
@@ -487,100 +526,23 @@ impl Sessions {
     }
 
     fn cron_book(&self) -> std::sync::MutexGuard<'_, CronBook> {
-        self.cron.lock().unwrap_or_else(|e| e.into_inner())
+        let mut book = self.cron.lock().unwrap_or_else(|e| e.into_inner());
+        if !book.read {
+            book.read_in(kept::load(&self.cron_failures_path()));
+        }
+        book
+    }
+
+    /// Keeps the book's failures for the next daemon (under the book's lock, so that
+    /// writes follow the changes in order).
+    fn keep_failures(&self, book: &CronBook) {
+        kept::save(&self.cron_failures_path(), &book.failing());
+    }
+
+    fn cron_failures_path(&self) -> std::path::PathBuf {
+        self.ledger.kiln().state_dir().join(kept::FILE)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job(id: &str, schedule: &str) -> CronJob {
-        CronJob {
-            id: id.into(),
-            schedule: schedule.into(),
-            agent: "a".into(),
-            instructions: "do it".into(),
-            driver: None,
-            branch: None,
-            enabled: true,
-            approval_target: None,
-        }
-    }
-
-    fn at(text: &str) -> DateTime<Utc> {
-        text.parse().unwrap()
-    }
-
-    #[test]
-    fn a_row_of_failures_is_said_once_per_error_and_waits_longer_each_time() {
-        let mut record = JobRecord::default();
-        let t = "2026-01-01T00:00:00Z";
-        assert_eq!(record.failed("branch in use", t), Failing::Began);
-        assert_eq!(record.failed("branch in use", t), Failing::Again);
-        assert_eq!(record.failed("branch in use", t), Failing::Again);
-        assert_eq!(record.failed("agent gone", t), Failing::Changed);
-        assert_eq!(record.failures, 4);
-        assert_eq!(record.last_error.as_deref(), Some("agent gone"));
-        assert_eq!(record.started(), Some((4, "agent gone".to_string())));
-        assert_eq!((record.failures, record.last_error.as_deref()), (0, None));
-        assert_eq!(record.started(), None, "a run after a run says nothing");
-        assert_eq!(record.failed("agent gone", t), Failing::Began);
-
-        let secs = |n| retry_wait(n).num_seconds();
-        assert_eq!([secs(1), secs(2), secs(3), secs(4)], [1, 2, 4, 8]);
-        assert_eq!(secs(12), RETRY_LONGEST_SECS);
-        assert_eq!(secs(u64::MAX), RETRY_LONGEST_SECS);
-
-        // Every second: the wait skips scheduled times; hourly: the schedule is later
-        // than any wait, and kept.
-        let failed = at("2026-01-01T00:00:00.500Z");
-        let every_second = Scheduled {
-            job: job("s", "* * * * * *"),
-            next: Some(at("2026-01-01T00:00:01Z")),
-        };
-        assert_eq!(
-            after_failure(&every_second, failed, 4),
-            Some(at("2026-01-01T00:00:09Z"))
-        );
-        let hourly = Scheduled {
-            job: job("h", "0 * * * *"),
-            next: Some(at("2026-01-01T01:00:00Z")),
-        };
-        assert_eq!(
-            after_failure(&hourly, failed, 20),
-            Some(at("2026-01-01T01:00:00Z"))
-        );
-    }
-
-    #[test]
-    fn a_new_plan_keeps_the_waits_of_unchanged_jobs_and_drops_removed_ones() {
-        let start = at("2026-01-01T00:00:00Z");
-        let first = plan(
-            &[],
-            &[job("hourly", "0 * * * *"), job("gone", "* * * * *")],
-            start,
-        );
-        assert_eq!(first[0].next, Some(at("2026-01-01T01:00:00Z")));
-        assert_eq!(first[1].next, Some(at("2026-01-01T00:01:00Z")));
-
-        // Later: "gone" was taken out, "hourly" kept, "daily" added, nothing else moved.
-        let later = at("2026-01-01T00:30:00Z");
-        let mut daily = job("daily", "0 3 * * *");
-        let second = plan(&first, &[job("hourly", "0 * * * *"), daily.clone()], later);
-        assert_eq!(second.len(), 2);
-        assert_eq!(second[0].next, Some(at("2026-01-01T01:00:00Z")));
-        assert_eq!(second[1].next, Some(at("2026-01-01T03:00:00Z")));
-        assert_eq!(first_due(&second), Some((0, at("2026-01-01T01:00:00Z"))));
-
-        // A changed schedule is planned afresh; a disabled job is not due at all.
-        daily.schedule = "0 2 * * *".into();
-        let mut hourly = job("hourly", "0 * * * *");
-        hourly.enabled = false;
-        let third = plan(&second, &[hourly, daily], later);
-        assert_eq!(third[0].next, None);
-        assert_eq!(third[1].next, Some(at("2026-01-01T02:00:00Z")));
-        assert_eq!(first_due(&third), Some((1, at("2026-01-01T02:00:00Z"))));
-        assert_eq!(first_due(&plan(&third, &[], later)), None);
-    }
-}
+mod tests;

@@ -16,6 +16,7 @@ use crate::model_server::{ScriptedReply, ScriptedServer};
 use crate::sessions::{agent_kiln, said, session, wait_message, wait_message_where, wait_session};
 
 mod cron;
+mod cron_kept;
 mod github;
 
 const SECRET: &str = "hook-secret-4c1f9d";
