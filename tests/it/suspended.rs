@@ -142,5 +142,4 @@ fn the_workbench_shows_a_stopped_daemon_and_clears_the_banner_once_it_answers() 
     term.wait_text(&banner);
     term.keys(&["C-q"]);
     term.wait_for("cru to exit", |_| term.exited());
-    assert!(crucible::sys::is_suspended(pid), "quitting did not need it");
 }
