@@ -17,6 +17,7 @@
 
 pub(super) mod body;
 mod deliveries;
+mod failures;
 pub(super) mod error;
 pub(super) mod listen;
 pub(super) mod quiet;
@@ -53,6 +54,8 @@ struct Hooks {
     max_body: usize,
     deliveries: Arc<Deliveries<Answer>>,
     quiet: Arc<Quiet>,
+    /// Hooks whose deliveries fail, counted and said once a row.
+    failures: failures::Failures,
 }
 
 /// Serves webhooks on `listener` until the task is dropped, holding open at most a share
@@ -78,6 +81,7 @@ pub async fn serve(
         max_body,
         deliveries: Deliveries::new(deliveries::REMEMBERED, deliveries::REMEMBER_FOR),
         quiet: Arc::clone(&quiet),
+        failures: failures::Failures::default(),
     });
     let app = Router::new()
         .route("/hooks/{name}", post(hook))
@@ -290,6 +294,7 @@ async fn deliver(hooks: &Hooks, delivery: Delivery) -> Answer {
         .await;
     match resolved {
         Ok(result) => {
+            hooks.failures.delivered(&hook.name);
             tracing::info!(
                 hook = %hook.name,
                 delivery = delivery.id.as_deref().unwrap_or(""),

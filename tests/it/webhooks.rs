@@ -17,6 +17,7 @@ use crate::sessions::{agent_kiln, said, session, wait_message, wait_message_wher
 
 mod cron;
 mod cron_kept;
+mod failing;
 mod github;
 
 const SECRET: &str = "hook-secret-4c1f9d";
