@@ -584,8 +584,8 @@
         el.append(f);
       }
     }
-    if (m.responded) el.append(h('div', 'answered', 'Answered' + (m.response ? ': ' + m.response : '')));
-    else if (m.withdrawn) el.append(h('div', 'answered', 'Withdrawn'));
+    if (m.withdrawn) el.append(h('div', 'answered', 'Withdrawn' + (m.response ? ': ' + m.response : '')));
+    else if (m.responded) el.append(h('div', 'answered', 'Answered' + (m.response ? ': ' + m.response : '') + (m.answered_by ? ' (by ' + m.answered_by + ')' : '')));
     return el;
   };
   const renderInbox = () => {

@@ -382,12 +382,17 @@ impl Actor {
                     SessionInput::Answered {
                         id: message.id,
                         response: message.response,
+                        by: message.answered_by,
                     }
                 } else {
                     SessionInput::Opened(message.id)
                 }
             }
             Command::Resync => SessionInput::Resync,
+            Command::Settled { ack } => {
+                let _ = ack.send(());
+                return None;
+            }
             Command::SetRule { rule, enabled, ack } => {
                 self.rule_ack = Some(ack);
                 SessionInput::SetRule { rule, enabled }

@@ -67,9 +67,12 @@ impl Sessions {
             // The session as it is now, not as it was read above: its actor may have
             // saved it since (a new state, its agent's session), and only the channel's
             // record is this one's to change.
+            // A session another daemon runs is that daemon's to write (team mode).
             let mut continued = self.ledger.get_session(&session.id)?;
-            continued.channel = Some(tag);
-            self.ledger.save_managed(&continued).await?;
+            if !self.ledger.is_foreign(&continued) {
+                continued.channel = Some(tag);
+                self.ledger.save_managed(&continued).await?;
+            }
             let queued = deliver.prompt(&session.id, inbound.text.clone()).await?;
             return Ok(ResolveResult {
                 session_id: session.id.clone(),
@@ -256,8 +259,13 @@ impl Sessions {
         }
     }
 
-    /// Closed by hand or by a newer session, or its agent is gone for good.
+    /// Closed by hand or by a newer session, or its agent is gone for good. A session
+    /// another daemon runs (team mode) is that daemon's: open unless it stopped.
     fn is_closed(&self, s: &Session) -> bool {
+        if self.ledger.is_foreign(s) {
+            return s.channel.as_ref().is_some_and(|t| t.closed)
+                || matches!(s.state, Some(SessionState::Stopped | SessionState::Error));
+        }
         s.channel.as_ref().is_some_and(|t| t.closed)
             || (self.actor(&s.id).is_none()
                 && !matches!(

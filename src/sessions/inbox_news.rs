@@ -64,8 +64,10 @@ impl Sessions {
     /// daemon restart that could not resume it). A session another daemon runs (team
     /// mode) is that daemon's to tell, and a session that registered itself hears its
     /// answers through `inbox.wait` as long as it has not ended. A context miss's
-    /// question is heard by the daemon itself, its session stopped.
-    pub fn unheard(&self, message: &InboxMessage) -> Option<String> {
+    /// question is heard by the daemon itself, its session stopped. A running agent's
+    /// session is asked to settle first: one resumed after a restart withdraws the
+    /// questions its earlier agent asked before it answers.
+    pub async fn unheard(&self, message: &InboxMessage) -> Option<String> {
         let Ok(session) = self.ledger.get_session(&message.session_id) else {
             return Some(format!("its session {} is gone", message.session_id));
         };
@@ -81,8 +83,11 @@ impl Sessions {
                 .is_some()
                 .then(|| format!("its agent ended (session {} deregistered)", session.id));
         }
-        if self.actor(&session.id).is_some() {
-            return None;
+        if let Some(actor) = self.actor(&session.id) {
+            let (ack, settled) = tokio::sync::oneshot::channel();
+            if actor.send(Command::Settled { ack }).is_ok() && settled.await.is_ok() {
+                return None;
+            }
         }
         let state = session.state.map_or("stopped", |s| s.as_str());
         Some(format!(

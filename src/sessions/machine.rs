@@ -264,12 +264,14 @@ impl Machine {
                 self.blocking.insert(id);
                 self.settle(&mut fx);
             }
-            SessionInput::Answered { id, response } => self.answered(&mut fx, &id, response),
+            SessionInput::Answered { id, response, by } => {
+                self.answered(&mut fx, &id, response, by.as_deref())
+            }
             SessionInput::Resync => fx.push(Effect::ReadOpen),
             SessionInput::Open(open) => self.open(&mut fx, open),
             SessionInput::Closed(answers) => {
-                for (id, response) in answers {
-                    self.answered(&mut fx, &id, response);
+                for (id, response, by) in answers {
+                    self.answered(&mut fx, &id, response, by.as_deref());
                 }
                 self.settle(&mut fx);
             }

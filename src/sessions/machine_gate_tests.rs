@@ -784,3 +784,23 @@ fn a_credential_is_asked_for_once_per_session() {
     let mut reset = Judged::new("", SecurityState::default());
     assert!(asked_in_inbox(&reset.credential(1)));
 }
+
+#[test]
+fn the_audit_names_who_answered_and_through_which_channel() {
+    let mut s = Judged::new("", SecurityState::default());
+    s.step(SessionInput::Gate(permission_request(1)));
+    s.step(posted(1, "m1"));
+    let effects = s.step(SessionInput::Answered {
+        id: "m1".into(),
+        response: Some("Allow".into()),
+        by: Some("@me:example.org via Matrix".into()),
+    });
+    let by: Vec<&str> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Audit(AuditEvent::PermissionAnswered { by, .. }) => Some(by.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(by, ["@me:example.org via Matrix"], "{effects:#?}");
+}

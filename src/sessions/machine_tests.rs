@@ -111,7 +111,11 @@ fn posted(key: Key, message_id: &str) -> SessionInput {
 
 fn answered(id: &str, response: &str) -> SessionInput {
     let (id, response) = (id.into(), Some(response.into()));
-    SessionInput::Answered { id, response }
+    SessionInput::Answered {
+        id,
+        response,
+        by: None,
+    }
 }
 
 fn ended(reason: &str) -> SessionInput {

@@ -436,7 +436,7 @@ pub(super) fn questions() -> Vec<Case> {
         case(
             "answers read on a resync are handled as answers",
             plus(waiting(), [opened("q1"), open(&["q1"])]),
-            SessionInput::Closed(vec![("m1".into(), Some("Allow".into()))]),
+            SessionInput::Closed(vec![("m1".into(), Some("Allow".into()), None)]),
             cat([answer(1, Some("allow")), vec![permission("Allow")]]),
         )
         .ends("turn"),

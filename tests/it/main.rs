@@ -33,6 +33,7 @@ mod matrix_channel;
 #[path = "../equipment/matrix_human.rs"]
 mod matrix_human;
 mod mcp;
+mod one_door;
 #[path = "../equipment/model_server.rs"]
 mod model_server;
 mod podman;

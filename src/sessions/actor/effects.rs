@@ -271,7 +271,7 @@ impl Actor {
         let mut answers = Vec::new();
         for id in ids {
             if let Ok(message) = self.ledger.get_message(&id).await {
-                answers.push((id, message.response));
+                answers.push((id, message.response, message.answered_by));
             }
         }
         self.step(SessionInput::Closed(answers));

@@ -94,7 +94,13 @@ impl Machine {
     }
 
     /// An answer to one of this session's blocking messages.
-    pub(super) fn answered(&mut self, fx: &mut Effects, id: &str, response: Option<String>) {
+    pub(super) fn answered(
+        &mut self,
+        fx: &mut Effects,
+        id: &str,
+        response: Option<String>,
+        by: Option<&str>,
+    ) {
         self.blocking.remove(id);
         if self.budget_answered(fx, id, response.as_deref()) {
             self.settle(fx);
@@ -113,7 +119,7 @@ impl Machine {
             } else {
                 wording::WITHDRAWN.into()
             };
-            answer(fx, approval.key, approval.gated, chosen);
+            answer(fx, approval.key, approval.gated, chosen.map(|c| (c, by)));
             let line = Line::new(EntryKind::Permission).text(approval.title);
             fx.push(Effect::Append(line.status(status)));
         }
@@ -136,8 +142,13 @@ impl Machine {
 }
 
 /// The answer to an approval: what the chosen option grants and remembers, the audit
-/// line, and the reply to whoever waits (`None`: nobody chose; it is refused).
-fn answer(fx: &mut Effects, key: Key, gated: Gated, option: Option<String>) {
+/// line (who chose, when known), and the reply to whoever waits (`None`: nobody chose;
+/// it is refused).
+fn answer(fx: &mut Effects, key: Key, gated: Gated, chosen: Option<(String, Option<&str>)>) {
+    let (option, chooser) = match chosen {
+        Some((option, by)) => (Some(option), by),
+        None => (None, None),
+    };
     let Gated {
         operation,
         remembered,
@@ -168,7 +179,7 @@ fn answer(fx: &mut Effects, key: Key, gated: Gated, option: Option<String>) {
         fx.push(Effect::Save);
     }
     let (answer, by) = match option {
-        Some(chosen) => (chosen, "human (inbox)"),
+        Some(chosen) => (chosen, chooser.unwrap_or("human (inbox)")),
         None => ("none".to_string(), "nobody: withdrawn or cancelled"),
     };
     let by = by.into();

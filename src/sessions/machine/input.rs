@@ -75,6 +75,8 @@ pub(in crate::sessions) enum SessionInput {
     Answered {
         id: String,
         response: Option<String>,
+        /// Who answered, through which channel (`None`: not recorded).
+        by: Option<String>,
     },
     /// Inbox events were missed: what is open must be read again.
     Resync,
@@ -100,7 +102,7 @@ pub(in crate::sessions) enum SessionInput {
     /// The session's open blocking messages ([`Effect::ReadOpen`]).
     Open(Vec<String>),
     /// Messages no longer open, with their answers ([`Effect::ReadAnswers`]).
-    Closed(Vec<(String, Option<String>)>),
+    Closed(Vec<(String, Option<String>, Option<String>)>),
     /// A store write failed; why, in words for the turn's error.
     StoreFailed(String),
 }

@@ -217,8 +217,13 @@ fn detail(frame: &mut Frame, area: Rect, model: &Model, message: &InboxMessage, 
             message.response.as_deref().unwrap_or("closed")
         ))
     } else if message.responded {
+        let by = message
+            .answered_by
+            .as_deref()
+            .map(|by| format!(" (by {by})"))
+            .unwrap_or_default();
         Some(format!(
-            "answered: {}",
+            "answered: {}{by}",
             message.response.as_deref().unwrap_or_default()
         ))
     } else if is_open(message) && options.is_empty() {

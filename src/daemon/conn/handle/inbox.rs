@@ -64,7 +64,7 @@ impl Answer<m::InboxRespond> for Call<'_> {
         // An answer is acknowledged only when something receives it: a question whose agent
         // is gone is withdrawn, and the one answering is told why.
         if !message.responded
-            && let Some(why) = sessions.unheard(&message)
+            && let Some(why) = sessions.unheard(&message).await
         {
             ledger
                 .withdraw(&message.id, &why)
