@@ -17,8 +17,8 @@
 
 pub(super) mod body;
 mod deliveries;
-mod failures;
 pub(super) mod error;
+mod failures;
 pub(super) mod listen;
 pub(super) mod quiet;
 
