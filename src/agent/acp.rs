@@ -117,7 +117,11 @@ pub(super) fn operation(
             _ => None,
         });
     Operation {
-        kind: kind.map_or_else(|| "other".to_string(), wire_name),
+        // ACP's kinds have the rules' names.
+        kind: kind
+            .and_then(|k| serde_json::to_value(k).ok())
+            .and_then(|k| serde_json::from_value(k).ok())
+            .unwrap_or_default(),
         command,
         paths: locations
             .iter()

@@ -42,7 +42,7 @@ use crate::config::AgentProfile;
 use crate::context::Message;
 use crate::openai::{ChatClient, ChatRequest, Usage, messages_from_stack};
 use crate::protocol::{EntryKind, MsgType};
-use crate::rules::Operation;
+use crate::rules::{Operation, OperationKind};
 use crate::text::{clip, first_line};
 
 mod tools;
@@ -308,14 +308,14 @@ impl Agent {
                 .collect()
         };
         let (kind, command, paths) = match name {
-            "read_file" => ("read", None, path()),
-            "list_dir" => ("search", None, path()),
-            "write_file" => ("edit", None, path()),
-            "run_command" => ("execute", text("command"), Vec::new()),
-            _ => ("other", None, Vec::new()),
+            "read_file" => (OperationKind::Read, None, path()),
+            "list_dir" => (OperationKind::Search, None, path()),
+            "write_file" => (OperationKind::Edit, None, path()),
+            "run_command" => (OperationKind::Execute, text("command"), Vec::new()),
+            _ => (OperationKind::Other, None, Vec::new()),
         };
         Operation {
-            kind: kind.into(),
+            kind,
             command,
             paths,
             tool: Some(name.to_string()),
@@ -507,7 +507,7 @@ impl Agent {
         let (reply, answer) = oneshot::channel();
         self.send(AgentEvent::Permission {
             operation: Operation {
-                kind: "other".into(),
+                kind: OperationKind::Other,
                 tool: Some(title.clone()),
                 ..Default::default()
             },

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{AgentError, AgentEvent, Launch};
 use crate::driver::Environment;
-use crate::rules::Operation;
+use crate::rules::{Operation, OperationKind};
 
 /// The most output kept per terminal when the agent names no limit.
 const DEFAULT_LIMIT: usize = 1024 * 1024;
@@ -90,7 +90,7 @@ impl Terminals {
             .collect::<Vec<_>>()
             .join(" ");
         let operation = Operation {
-            kind: "execute".into(),
+            kind: OperationKind::Execute,
             command: Some(line.clone()),
             paths: Vec::new(),
             tool: Some("terminal".into()),

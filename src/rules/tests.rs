@@ -4,7 +4,7 @@ use super::*;
 
 fn op(kind: &str, command: Option<&str>, paths: &[&str]) -> Operation {
     Operation {
-        kind: kind.into(),
+        kind: OperationKind::parse(kind).unwrap(),
         command: command.map(String::from),
         paths: paths.iter().map(|p| p.to_string()).collect(),
         tool: None,

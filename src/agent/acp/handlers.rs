@@ -20,7 +20,7 @@ use super::{fs_error, operation, wire_name};
 use crate::agent::terminal::Terminals;
 use crate::agent::{AgentEvent, Firewall, OptionKind, PermissionChoice, ask_gate, fs};
 use crate::driver::ssh::Remote;
-use crate::rules::Operation;
+use crate::rules::{Operation, OperationKind};
 
 /// What the file handlers need: where to report, the firewall, and the remote host the
 /// files live on when the agent runs over SSH.
@@ -52,12 +52,12 @@ impl FileAccess {
     async fn admit(
         &self,
         op: &'static str,
-        kind: &str,
+        kind: OperationKind,
         path: &std::path::Path,
     ) -> Result<PathBuf, Error> {
         let real = gate(&self.events, &self.firewall, op, path)?;
         let operation = Operation {
-            kind: kind.into(),
+            kind,
             paths: vec![real.display().to_string()],
             tool: Some(format!("fs/{kind}")),
             ..Default::default()
@@ -122,7 +122,10 @@ pub(super) async fn read_text_file(
     responder: Responder<ReadTextFileResponse>,
 ) -> Result<(), Error> {
     let path = request.path.display().to_string();
-    let real = match access.admit("read", "read", &request.path).await {
+    let real = match access
+        .admit("read", OperationKind::Read, &request.path)
+        .await
+    {
         Ok(real) => real,
         Err(refusal) => return responder.respond_with_error(refusal),
     };
@@ -152,7 +155,10 @@ pub(super) async fn write_text_file(
     responder: Responder<WriteTextFileResponse>,
 ) -> Result<(), Error> {
     let path = request.path.display().to_string();
-    let real = match access.admit("write", "edit", &request.path).await {
+    let real = match access
+        .admit("write", OperationKind::Edit, &request.path)
+        .await
+    {
         Ok(real) => real,
         Err(refusal) => return responder.respond_with_error(refusal),
     };

@@ -7,7 +7,7 @@
 
 use super::*;
 use crate::agent::OptionKind;
-use crate::rules::Operation;
+use crate::rules::{Operation, OperationKind};
 use crate::sessions::gate::Judgement;
 use crate::sessions::wording::Notice;
 
@@ -408,7 +408,7 @@ fn decided(fx: &mut Effects, what: &str, status: String) {
 /// An operation of kind `other` naming a tool.
 fn other(tool: String) -> Operation {
     Operation {
-        kind: "other".into(),
+        kind: OperationKind::Other,
         tool: Some(tool),
         ..Default::default()
     }
