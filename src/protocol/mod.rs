@@ -122,6 +122,30 @@ mod param_tests {
     }
 
     #[test]
+    fn a_resolution_s_decision_is_sent_from_its_reason() {
+        for (reason, decision) in [
+            (Resolution::Continue, "continue"),
+            (Resolution::Timeout, "new"),
+            (Resolution::NoSession, "new"),
+        ] {
+            let result = ResolveResult {
+                session_id: "S1".into(),
+                reason,
+                previous_session_id: None,
+                queued: false,
+            };
+            let wire = serde_json::to_value(&result).unwrap();
+            assert_eq!(
+                wire,
+                json!({"session_id": "S1", "decision": decision,
+                       "reason": reason.as_str(), "queued": false})
+            );
+            let back: ResolveResult = serde_json::from_value(wire).unwrap();
+            assert_eq!((back.reason, back.decision()), (reason, decision));
+        }
+    }
+
+    #[test]
     fn every_method_with_params_has_an_order() {
         let without = [
             methods::Ping::NAME,

@@ -408,20 +408,50 @@ pub struct ResolveParams {
     pub persistent: bool,
 }
 
-/// How a message was resolved: to which session, and why.
+/// How a message was resolved: to which session, and why. On the wire it also says
+/// `decision`, `new` or `continue`, which follows from the reason.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(into = "ResolveWire")]
 pub struct ResolveResult {
     pub session_id: String,
-    /// `new` or `continue`.
-    pub decision: String,
     /// Which policy fired.
     pub reason: crate::protocol::Resolution,
     /// The session a new one replaced (closed), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub previous_session_id: Option<String>,
     /// On `continue`: true when a turn was running and the message waits for it.
     #[serde(default)]
     pub queued: bool,
+}
+
+impl ResolveResult {
+    /// `new` or `continue`, from the reason.
+    pub fn decision(&self) -> &'static str {
+        self.reason.decision()
+    }
+}
+
+/// [`ResolveResult`] as it is sent, with its decision.
+#[derive(Serialize)]
+struct ResolveWire {
+    session_id: String,
+    decision: &'static str,
+    reason: crate::protocol::Resolution,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous_session_id: Option<String>,
+    queued: bool,
+}
+
+impl From<ResolveResult> for ResolveWire {
+    fn from(r: ResolveResult) -> Self {
+        Self {
+            decision: r.decision(),
+            session_id: r.session_id,
+            reason: r.reason,
+            previous_session_id: r.previous_session_id,
+            queued: r.queued,
+        }
+    }
 }
 
 /// `cron.run`: run a job the daemon runs now.

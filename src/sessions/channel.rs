@@ -76,7 +76,6 @@ impl Sessions {
             let queued = deliver.prompt(&session.id, inbound.text.clone()).await?;
             return Ok(ResolveResult {
                 session_id: session.id.clone(),
-                decision: reason.decision().into(),
                 reason,
                 previous_session_id: None,
                 queued,
@@ -111,7 +110,6 @@ impl Sessions {
             .await?;
         Ok(ResolveResult {
             session_id: session.id,
-            decision: reason.decision().into(),
             reason,
             previous_session_id: previous.map(|s| s.id),
             queued: false,
