@@ -20,9 +20,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
-use testkit::built;
 use testkit::bench::figures;
 use testkit::bench::kiln;
+use testkit::built;
 #[path = "../tests/equipment/matrix_human.rs"]
 mod matrix_human;
 use testkit::bench::ship;

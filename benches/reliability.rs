@@ -17,13 +17,12 @@
 //!
 //! Exits non-zero if an acknowledged send was lost (or altered), if the fuzz found a
 //! protocol violation, or if either phase could not run. The equipment is
-//! tests/equipment/reliability.rs, shared with tests/it/durability.rs.
+//! testkit/src/reliability.rs, shared with tests/it/durability.rs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
-#[path = "../tests/equipment/reliability.rs"]
-mod reliability;
+use testkit::reliability;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

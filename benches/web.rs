@@ -22,11 +22,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
-use testkit::browser;
-use testkit::built;
 use testkit::bench::figures;
 use testkit::bench::kiln;
 use testkit::bench::ship;
+use testkit::browser;
+use testkit::built;
 
 use std::path::Path;
 use std::process::{ExitCode, Stdio};

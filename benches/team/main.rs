@@ -49,9 +49,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test equipment: a failure here should stop the run
 #![allow(clippy::too_many_lines)] // a benchmark's phases read in order, as the figures it prints
 
-use testkit::built;
 use testkit::bench::figures;
 use testkit::bench::kiln;
+use testkit::built;
 mod members;
 mod prebuilt;
 mod proxy;

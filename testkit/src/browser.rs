@@ -3,7 +3,6 @@
 //! chromedriver on a free loopback port and a fresh profile, so cookies never leak
 //! between tests. `.ci/run` installs both programs.
 
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

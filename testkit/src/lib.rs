@@ -20,6 +20,7 @@ pub mod kiln;
 pub mod params;
 pub mod process;
 pub mod raw;
+pub mod reliability;
 pub mod sessions;
 pub mod synapse;
 pub mod team_server;

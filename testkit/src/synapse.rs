@@ -6,7 +6,6 @@
 //! through the shared-secret admin API. Rate limits are raised out of the tests' way,
 //! unless a test asks for Synapse's default message rate limit. Killed when dropped.
 
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

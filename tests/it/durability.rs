@@ -1,10 +1,9 @@
 //! Durability and robustness of the real daemon, tested from the outside with the
-//! self-contained equipment in tests/equipment/reliability.rs (also run at length by
+//! self-contained equipment in testkit/src/reliability.rs (also run at length by
 //! `cargo bench --bench reliability`): kill -9 under concurrent durable writers,
 //! malformed or hostile protocol input, and a journal damaged on disk.
 
-#[path = "../equipment/reliability.rs"]
-mod reliability;
+use testkit::reliability;
 
 use std::path::Path;
 use std::time::Duration;

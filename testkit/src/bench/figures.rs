@@ -1,7 +1,6 @@
 //! What the benchmarks share for their figures: timing statistics, numbers from the
 //! environment, and the machine's load.
 
-
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};

@@ -2,7 +2,6 @@
 //! `.crucible.toml`, and a private config home `<tmp>/xdg-config` that keeps the user's
 //! own settings out of the measurement.
 
-
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -1,7 +1,6 @@
 //! Small `/proc` helpers the benchmarks share: the kernel's clock tick, and whether a
 //! process still runs.
 
-
 /// Clock ticks per second, the unit of `/proc/<pid>/stat`'s CPU times.
 pub fn clock_ticks() -> f64 {
     // SAFETY: sysconf only reads a configuration value.

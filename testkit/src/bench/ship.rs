@@ -9,7 +9,6 @@
 //! The build runs with a shell's environment (`cargo_env`), and without this bench
 //! build's `RUSTC*` and `RUSTFLAGS`.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;

@@ -6,7 +6,7 @@
 //! socket, as an outside tester would, and uses none of crucible's own code. Every daemon it
 //! starts is a [`Daemon`], SIGKILLed and reaped when dropped, so none outlives a run.
 
-#![allow(dead_code)]
+#![allow(dead_code)] // the test and the benchmark each use a part of it
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -21,9 +21,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
-#[path = "reliability_cases.rs"]
 mod cases;
-#[path = "reliability_fuzz.rs"]
 mod fuzz;
 #[allow(unused_imports)] // each user needs only some of them
 pub use fuzz::{FuzzReport, fuzz};
@@ -54,6 +52,7 @@ impl Rng {
     pub fn new(seed: u64) -> Self {
         Rng((seed ^ 0x9E37_79B9_7F4A_7C15) | 1)
     }
+    #[allow(clippy::should_implement_trait)] // a generator's next number, never ending
     pub fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
@@ -428,6 +427,7 @@ impl fmt::Display for KillReport {
 /// a time, kill -9 the daemon after a pseudo-random delay, restart; repeat. After every
 /// restart, and once more at the end, every acknowledged id is looked up in the database.
 /// `Err` is a failure of the equipment or of a restart, never a lost write.
+#[allow(clippy::too_many_lines)] // the loop's phases read in order
 pub async fn kill_loop(cru: &Path, options: &KillOptions) -> Result<KillReport> {
     let started = Instant::now();
     let kiln = TempKiln::new().context("creating the temp kiln")?;

@@ -208,6 +208,7 @@ pub(super) const CHEAP: [usize; 19] = [
 ];
 
 /// One case (a step or two) of a kind, on a handshaken connection.
+#[allow(clippy::too_many_lines)] // one match of every case, a table
 pub(super) fn case(kind: usize, rng: &mut Rng, ctx: &mut Ctx) -> Vec<Step> {
     let id = ctx.id(rng);
     let echo = || IdRule::Echo(id.clone());
