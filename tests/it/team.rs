@@ -8,8 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crucible::client::Client;
+use crucible::protocol::methods::{self as m, NoParams};
+use crucible::protocol::params::{CreateSessionParams, ListParams, SessionListParams};
 use crucible::protocol::{DaemonStatus, Event, InboxMessage, MsgType, Session, SessionState};
 use serde_json::{Value, json};
+use testkit::params::{query, send};
 
 use crate::common::*;
 use crate::sessions::{Events, LONG, git, said, session, wait_message_where, wait_state};
@@ -94,27 +97,36 @@ async fn daemon(tk: &TestKiln) -> DaemonProcess {
 }
 
 async fn status(client: &Client) -> DaemonStatus {
-    let reply = client
-        .call_value("daemon.status", json!({}))
+    client
+        .call::<m::DaemonStatusOf>(&NoParams {})
         .await
-        .expect("daemon.status");
-    serde_json::from_value(reply).expect("a status")
+        .expect("daemon.status")
 }
 
 async fn create(client: &Client, task: &str) -> Session {
-    let reply = client
-        .call_value("session.create", json!({"agent": "asker", "task": task}))
+    let params = CreateSessionParams {
+        agent: "asker".into(),
+        task: Some(task.into()),
+        ..Default::default()
+    };
+    client
+        .call::<m::SessionCreate>(&params)
         .await
-        .expect("session.create");
-    serde_json::from_value(reply["session"].clone()).expect("a session")
+        .expect("session.create")
+        .session
 }
 
 async fn messages_of(client: &Client, id: &str) -> Vec<InboxMessage> {
-    let reply = client
-        .call_value("inbox.list", json!({"session_id": id, "limit": 10_000}))
+    let params = ListParams {
+        session_id: Some(id.into()),
+        limit: Some(10_000),
+        ..Default::default()
+    };
+    client
+        .call::<m::InboxList>(&params)
         .await
-        .expect("inbox.list");
-    serde_json::from_value(reply["messages"].clone()).expect("messages")
+        .expect("inbox.list")
+        .messages
 }
 
 async fn wait_said(client: &Client, id: &str, text: &str) {
@@ -351,17 +363,12 @@ async fn sends_fail_clearly_while_the_server_is_down_and_none_acknowledged_is_lo
         let session_id = session_id.clone();
         writers.push(tokio::spawn(async move {
             for i in 0.. {
+                let title = format!("note {w}/{i}");
                 let sent = client
-                    .call_value(
-                        "inbox.send",
-                        json!({"session_id": session_id, "msg_type": "info", "title": format!("note {w}/{i}")}),
-                    )
+                    .call::<m::InboxSend>(&send(&session_id, MsgType::Info, &title, &[]))
                     .await;
                 match sent {
-                    Ok(reply) => acknowledged
-                        .lock()
-                        .unwrap()
-                        .push(reply["id"].as_str().unwrap().to_string()),
+                    Ok(reply) => acknowledged.lock().unwrap().push(reply.id),
                     Err(e) => {
                         failure.lock().unwrap().get_or_insert(json!(e.to_string()));
                         return;
@@ -389,10 +396,7 @@ async fn sends_fail_clearly_while_the_server_is_down_and_none_acknowledged_is_lo
     let down = status(&client).await;
     assert!(!down.store.as_ref().unwrap().connected, "{:?}", down.store);
     let refused = client
-        .call_value(
-            "inbox.send",
-            json!({"session_id": session_id, "msg_type": "info", "title": "while away"}),
-        )
+        .call::<m::InboxSend>(&send(&session_id, MsgType::Info, "while away", &[]))
         .await
         .expect_err("refused while the server is away")
         .to_string();
@@ -450,10 +454,7 @@ async fn sends_fail_clearly_while_the_server_is_down_and_none_acknowledged_is_lo
         acknowledged.len()
     );
     let sent = client
-        .call_value(
-            "inbox.send",
-            json!({"session_id": session_id, "msg_type": "info", "title": "after"}),
-        )
+        .call::<m::InboxSend>(&send(&session_id, MsgType::Info, "after", &[]))
         .await;
     assert!(sent.is_ok(), "{sent:?}");
 }
@@ -479,10 +480,10 @@ async fn a_user_the_server_refuses_is_a_clear_error_and_database_users_work() {
     let _root_daemon = daemon(&root).await;
     let client = root.client().await;
     client
-        .call_value(
-            "db.query",
-            json!({"sql": "DEFINE USER crew ON DATABASE PASSWORD 'crew-secret' ROLES EDITOR"}),
-        )
+        .call::<m::DbQuery>(&query(
+            "DEFINE USER crew ON DATABASE PASSWORD 'crew-secret' ROLES EDITOR",
+            Value::Null,
+        ))
         .await
         .expect("define a database user");
     let crew = TestKiln::with_settings(&format!(
@@ -496,14 +497,11 @@ async fn a_user_the_server_refuses_is_a_clear_error_and_database_users_work() {
     let crew_client = crew.client().await;
     let id = register(&crew_client, "crew-agent").await;
     let sent = crew_client
-        .call_value(
-            "inbox.send",
-            json!({"session_id": id, "msg_type": "info", "title": "from the crew"}),
-        )
+        .call::<m::InboxSend>(&send(&id, MsgType::Info, "from the crew", &[]))
         .await
         .expect("a database user can send");
     // The root daemon sees it: one database.
-    let mid = sent["id"].as_str().unwrap().to_string();
+    let mid = sent.id;
     wait_message_where(&client, &id, "the crew's message", |m| m.id == mid).await;
 }
 
@@ -538,15 +536,12 @@ async fn wss_with_the_teams_own_certificate_authority() {
     let client = tk.client().await;
     let id = register(&client, "over-tls").await;
     let sent = client
-        .call_value(
-            "inbox.send",
-            json!({"session_id": id, "msg_type": "info", "title": "encrypted"}),
-        )
+        .call::<m::InboxSend>(&send(&id, MsgType::Info, "encrypted", &[]))
         .await
         .expect("a send over wss");
     let listed = messages_of(&client, &id).await;
     assert_eq!(listed.len(), 1);
-    assert_eq!(Some(listed[0].id.as_str()), sent["id"].as_str());
+    assert_eq!(listed[0].id, sent.id);
     assert_eq!(status(&client).await.database, server.url());
 }
 
@@ -570,7 +565,7 @@ async fn daemons_starting_at_once_on_a_new_database_all_serve() {
     for tk in &kilns {
         let client = tk.client().await;
         client
-            .call_value("session.list", json!({}))
+            .call::<m::SessionList>(&SessionListParams::default())
             .await
             .expect("the daemon serves");
         let out = tk.cru(&["inbox", "--json"]);
