@@ -216,7 +216,7 @@ impl Runtime {
                             quit = self.resync().await;
                         }
                         // Stopped by a signal, it is waited for as one that went away.
-                        Err(e) if is_suspended(&e) => self.lost(&format!("{e:#}")),
+                        Err(e) if is_suspended(&e) => self.lost_to(&e),
                         Err(e) => return Err(e),
                     }
                 }
@@ -248,6 +248,13 @@ impl Runtime {
         });
     }
 
+    /// Lost to `error`; a daemon stopped by a signal is named as such in the banner.
+    fn lost_to(&mut self, error: &anyhow::Error) {
+        self.lost(&format!("{error:#}"));
+        self.model
+            .set_daemon_silence(is_suspended(error).then(|| format!("{error:#}")));
+    }
+
     async fn reconnect(&mut self) -> bool {
         let opened = if self.embedded {
             match Client::connect(&self.kiln).await {
@@ -261,12 +268,15 @@ impl Runtime {
             Ok(link) => {
                 self.link = Some(link);
                 self.model.set_connection(Connection::Connected);
+                self.model.set_daemon_silence(None);
                 true
             }
             Err(e) => {
                 self.model.set_connection(Connection::Lost {
                     reason: format!("{e:#}"),
                 });
+                self.model
+                    .set_daemon_silence(is_suspended(&e).then(|| format!("{e:#}")));
                 false
             }
         }
@@ -319,7 +329,7 @@ impl Runtime {
                 self.perform(actions)
             }
             Err(e) => {
-                self.lost(&format!("{e:#}"));
+                self.lost_to(&e);
                 false
             }
         }

@@ -98,19 +98,24 @@ async fn a_command_to_a_stopped_daemon_says_so_and_how_to_resume_it() {
     assert!(status.success(), "it stopped as asked: {status}");
 }
 
-#[test]
-fn the_workbench_shows_a_stopped_daemon_and_clears_the_banner_once_it_answers() {
-    let tk = agent_kiln("");
-    let _guard = KillOnDrop(tk.kiln.clone());
+/// A workbench on the kiln, in a terminal of its own.
+fn workbench(name: &str, tk: &TestKiln) -> Tmux {
     let root = tk.root().display().to_string();
-    let term = Tmux::start(
-        "suspended",
+    Tmux::start(
+        name,
         (120, 30),
         tk.root(),
         &[("CRU_KILN", &root), ("TERM", "xterm-256color")],
         CRU,
         &[],
-    );
+    )
+}
+
+#[test]
+fn the_workbench_shows_a_stopped_daemon_and_clears_the_banner_once_it_answers() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let term = workbench("suspended", &tk);
     term.wait_text("no sessions — /new creates one");
     let pid = tk.daemon_pid().expect("the workbench started a daemon");
     let _continue = Continue(pid);
@@ -136,10 +141,27 @@ fn the_workbench_shows_a_stopped_daemon_and_clears_the_banner_once_it_answers() 
     assert!(screen.contains("xyz"), "{screen}");
     assert!(!term.exited(), "{screen}");
 
-    // Stopped again, the workbench still quits.
+    // Opened while it is stopped, a workbench says so (it starts no other daemon), and
+    // still quits.
     runtime.block_on(suspend(pid));
-    term.type_text("w");
-    term.wait_text(&banner);
+    let late = workbench("suspended-late", &tk);
+    let screen = late.wait_text(&banner);
+    assert!(!screen.contains("daemon gone"), "{screen}");
+    late.keys(&["C-q"]);
+    late.wait_for("cru to exit", |_| late.exited());
+    assert_eq!(tk.daemon_pid(), Some(pid));
+
+    // Another opened while it is stopped fills in once it is continued.
+    let later = workbench("suspended-later", &tk);
+    later.wait_text(&banner);
+    signal(pid, libc::SIGCONT);
+    let screen = later.wait_for("the state read", |s| {
+        !s.contains(&banner) && s.contains("no sessions — /new creates one")
+    });
+    assert!(!screen.contains("daemon gone"), "{screen}");
+    assert_eq!(tk.daemon_pid(), Some(pid));
+    later.keys(&["C-q"]);
+    later.wait_for("cru to exit", |_| later.exited());
     term.keys(&["C-q"]);
     term.wait_for("cru to exit", |_| term.exited());
 }

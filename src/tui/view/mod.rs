@@ -272,6 +272,16 @@ fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
             format!(" connecting…{}", held(model)),
             theme.style(Role::TextDim).add_modifier(Modifier::REVERSED),
         ),
+        // Stopped by a signal: not gone, and not to be restarted.
+        Connection::Lost { .. } if model.daemon_silence.is_some() => (
+            format!(
+                " {} — waiting for it…",
+                model.daemon_silence.as_deref().unwrap_or_default()
+            ),
+            theme
+                .style(Role::Error)
+                .add_modifier(Modifier::REVERSED | Modifier::BOLD),
+        ),
         Connection::Lost { reason } => (
             format!(" daemon gone ({reason}) — reconnecting…{}", held(model)),
             theme
