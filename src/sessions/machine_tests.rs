@@ -675,25 +675,18 @@ fn inbox_choices_are_unique_and_map_back() {
         choice("r", "Reject"),
         choice("x", " "),
     ]);
+    let shown = |shown: &str, id: &str| approvals::Choice {
+        shown: shown.into(),
+        id: id.into(),
+        kind: OptionKind::AllowOnce,
+    };
     assert_eq!(
         choices,
         vec![
-            (
-                "Allow".to_string(),
-                "a".to_string(),
-                "allow_once".to_string()
-            ),
-            (
-                "allow (b)".to_string(),
-                "b".to_string(),
-                "allow_once".to_string()
-            ),
-            (
-                "Reject".to_string(),
-                "r".to_string(),
-                "allow_once".to_string()
-            ),
-            ("x".to_string(), "x".to_string(), "allow_once".to_string()),
+            shown("Allow", "a"),
+            shown("allow (b)", "b"),
+            shown("Reject", "r"),
+            shown("x", "x"),
         ]
     );
 }

@@ -1,17 +1,27 @@
 //! The approvals the agent waits on, asked in the inbox: how a request is posted,
 //! what an answer (or its withdrawal) chooses, and the options as the inbox shows them.
 
-use super::gating::{ALLOW, Asking, GateReply, Gated, Waiter};
+use super::gating::{Asking, GateReply, Gated, Waiter};
 use super::*;
+use crate::agent::OptionKind;
 use crate::ledger::LedgerError;
+
+/// An option of an approval as the inbox shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Choice {
+    /// Its name, unique whatever the case.
+    pub shown: String,
+    /// The ACP option id it stands for.
+    pub id: String,
+    pub kind: OptionKind,
+}
 
 /// A permission request, asked in the inbox.
 #[derive(Debug)]
 pub(super) struct Approval {
     key: Key,
     title: String,
-    /// (option as shown in the inbox, ACP option id, ACP kind)
-    choices: Vec<(String, String, String)>,
+    choices: Vec<Choice>,
     /// What its answer decides besides the option chosen.
     gated: Gated,
 }
@@ -44,9 +54,13 @@ impl Machine {
             title: title.clone(),
             body,
             options: (!choices.is_empty())
-                .then(|| choices.iter().map(|(shown, _, _)| shown.clone()).collect()),
-            kinds: (!choices.is_empty())
-                .then(|| choices.iter().map(|(_, _, kind)| kind.clone()).collect()),
+                .then(|| choices.iter().map(|c| c.shown.clone()).collect()),
+            kinds: (!choices.is_empty()).then(|| {
+                choices
+                    .iter()
+                    .map(|c| c.kind.as_str().to_string())
+                    .collect()
+            }),
             flagged,
         });
         let approval = Approval {
@@ -112,8 +126,8 @@ impl Machine {
             let chosen = approval
                 .choices
                 .iter()
-                .find(|(shown, _, _)| *shown == response)
-                .map(|(_, option, _)| option.clone());
+                .find(|c| c.shown == response)
+                .cloned();
             let status = if chosen.is_some() {
                 response
             } else {
@@ -144,17 +158,16 @@ impl Machine {
 /// The answer to an approval: what the chosen option grants and remembers, the audit
 /// line (who chose, when known), and the reply to whoever waits (`None`: nobody chose;
 /// it is refused).
-fn answer(fx: &mut Effects, key: Key, gated: Gated, chosen: Option<(String, Option<&str>)>) {
-    let (option, chooser) = match chosen {
-        Some((option, by)) => (Some(option), by),
-        None => (None, None),
+fn answer(fx: &mut Effects, key: Key, gated: Gated, chosen: Option<(Choice, Option<&str>)>) {
+    let (option, allowed, chooser) = match chosen {
+        Some((choice, by)) => (Some(choice.id), choice.kind.allows(), by),
+        None => (None, false, None),
     };
     let Gated {
         operation,
         remembered,
         waiter,
     } = gated;
-    let allowed = option.as_deref() == Some(ALLOW);
     let reply = match waiter {
         Waiter::Agent => Some(GateReply::Choose(option.clone())),
         Waiter::Operation { .. } if allowed => Some(GateReply::Proceed),
@@ -191,7 +204,7 @@ fn answer(fx: &mut Effects, key: Key, gated: Gated, chosen: Option<(String, Opti
 
 /// The options an approval shows: the agent's option names, made unique when two
 /// differ only in case, each with the ACP option id it stands for and its kind.
-pub(super) fn inbox_choices(options: &[PermissionChoice]) -> Vec<(String, String, String)> {
+pub(super) fn inbox_choices(options: &[PermissionChoice]) -> Vec<Choice> {
     let mut seen = HashSet::new();
     options
         .iter()
@@ -208,7 +221,11 @@ pub(super) fn inbox_choices(options: &[PermissionChoice]) -> Vec<(String, String
                 format!("{name} ({})", o.id)
             };
             seen.insert(shown.to_lowercase());
-            (shown, o.id.clone(), o.kind.as_str().to_string())
+            Choice {
+                shown,
+                id: o.id.clone(),
+                kind: o.kind,
+            }
         })
         .collect()
 }

@@ -12,7 +12,7 @@ use crate::sessions::gate::Judgement;
 use crate::sessions::wording::Notice;
 
 /// The id of the option that approves an approval crucible asks for itself.
-pub(super) const ALLOW: &str = "allow";
+const ALLOW: &str = "allow";
 
 /// The rule named on a credential's approval.
 const CREDENTIAL_RULE: &str = "credential";
@@ -70,9 +70,10 @@ pub(in crate::sessions) enum GateReply {
 pub(super) enum Waiter {
     /// The agent, for one of its own options.
     Agent,
-    /// An operation a rule asked about: it proceeds on [`ALLOW`].
+    /// An operation a rule asked about: it proceeds on an option that allows.
     Operation { rule: String },
-    /// The agent, for a credential: given on [`ALLOW`] for the rest of the session.
+    /// The agent, for a credential: given on an option that allows, for the rest of the
+    /// session.
     Credential { name: String },
 }
 
