@@ -77,7 +77,10 @@ impl Conn {
                 session_id: scope.session_id.clone(),
             };
         }
-        self.caller.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.caller
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -203,7 +206,8 @@ pub(crate) async fn call_inside(
 ) -> Result<Value, ErrorObject> {
     let (out, _unread) = mpsc::channel(1);
     let conn = Arc::new(Conn::new(shared, Socket::Owner, out));
-    conn.handshaken.store(true, std::sync::atomic::Ordering::Release);
+    conn.handshaken
+        .store(true, std::sync::atomic::Ordering::Release);
     let outcome = dispatch::call_as(&conn, caller, name, params).await;
     conn.shared.activity.notify_one();
     outcome

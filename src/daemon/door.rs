@@ -54,9 +54,8 @@ impl Door {
         let params =
             serde_json::to_value(params).map_err(|e| ErrorObject::internal(e.to_string()))?;
         let answer = self.call_value(caller, M::NAME, params).await?;
-        serde_json::from_value(answer).map_err(|e| {
-            ErrorObject::internal(format!("cannot read {}'s answer: {e}", M::NAME))
-        })
+        serde_json::from_value(answer)
+            .map_err(|e| ErrorObject::internal(format!("cannot read {}'s answer: {e}", M::NAME)))
     }
 
     /// Calls a method by name with JSON params, for `caller`.
@@ -79,7 +78,9 @@ impl Door {
 
     /// The settings in use (as saved, once a call has looked).
     pub(crate) fn settings(&self) -> Option<Arc<Config>> {
-        self.shared.upgrade().map(|shared| shared.settings.current())
+        self.shared
+            .upgrade()
+            .map(|shared| shared.settings.current())
     }
 
     pub(crate) fn kiln(&self) -> &Kiln {

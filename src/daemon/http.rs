@@ -288,10 +288,7 @@ async fn deliver(hooks: &Hooks, delivery: Delivery) -> Answer {
         persistent: false,
     };
     let caller = Caller::channel(ChannelKind::Webhook, format!("hook {}", hook.name));
-    let resolved = hooks
-        .door
-        .call::<m::SessionResolve>(caller, &inbound)
-        .await;
+    let resolved = hooks.door.call::<m::SessionResolve>(caller, &inbound).await;
     match resolved {
         Ok(result) => {
             hooks.failures.delivered(&hook.name);

@@ -153,7 +153,10 @@ fn start_components(
     ));
     // Messages that need a human: the notify command, and the approval timeout of
     // background sessions. Both sleep until a message arrives.
-    components.add(notify::Notifier::start(door::Door::new(shared), started_with));
+    components.add(notify::Notifier::start(
+        door::Door::new(shared),
+        started_with,
+    ));
     components.add(Task::spawn(
         "approvals",
         Arc::clone(sessions).watch_approvals(),

@@ -221,7 +221,10 @@ pub(super) fn already_answered(message: &InboxMessage) -> LedgerError {
     let said = message.response.as_deref().unwrap_or("");
     LedgerError::Conflict(match (message.withdrawn, &message.answered_by) {
         (true, _) => format!("message {} was withdrawn: {said}", message.id),
-        (false, Some(by)) => format!("message {} was already answered by {by}: {said}", message.id),
+        (false, Some(by)) => format!(
+            "message {} was already answered by {by}: {said}",
+            message.id
+        ),
         (false, None) => format!("message {} was already answered: {said}", message.id),
     })
 }

@@ -213,7 +213,11 @@ impl Sessions {
 
     /// The newest session of the message's conversation.
     fn conversation(&self, inbound: &ResolveParams) -> Option<Session> {
-        self.newest_of(inbound.channel.as_str(), &inbound.source, &inbound.reference)
+        self.newest_of(
+            inbound.channel.as_str(),
+            &inbound.source,
+            &inbound.reference,
+        )
     }
 
     /// The newest session of a channel's conversation (a cron job's runs are one, `""`).

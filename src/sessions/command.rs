@@ -31,7 +31,9 @@ pub(super) enum Command {
     Inbox(Box<InboxMessage>),
     /// Answered once the actor has handled everything sent before it: its start first,
     /// which withdraws the questions an agent of an earlier daemon asked.
-    Settled { ack: oneshot::Sender<()> },
+    Settled {
+        ack: oneshot::Sender<()>,
+    },
     /// Inbox events were missed: re-read what is open.
     Resync,
     /// Switch a rule off (or on again) for this session.

@@ -48,8 +48,8 @@ use crate::protocol::{
 };
 
 use crate::markdown::MarkdownLog;
-pub use context::{PREAMBLE_HEADER, preamble};
 pub use channel::Deliver;
+pub use context::{PREAMBLE_HEADER, preamble};
 
 use command::Command;
 use spawn::Resume;

@@ -33,9 +33,9 @@ mod matrix_channel;
 #[path = "../equipment/matrix_human.rs"]
 mod matrix_human;
 mod mcp;
-mod one_door;
 #[path = "../equipment/model_server.rs"]
 mod model_server;
+mod one_door;
 mod podman;
 mod restart;
 mod rules;

@@ -156,6 +156,17 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
         "the answer is confirmed in the question's thread"
     );
 
+    // The answer names who gave it, and where.
+    let deployed = wait_message_where(&client, &second_id, "the answered approval", |m| {
+        m.responded && m.title.contains("deploy to staging")
+    })
+    .await;
+    let alice_via_matrix = format!("{} via Matrix", hs.user_id("alice"));
+    assert_eq!(
+        deployed.answered_by.as_deref(),
+        Some(alice_via_matrix.as_str())
+    );
+
     // Another, answered by ❌: it does not.
     alice.send_text(&room, "permit p2 drop the database").await;
     let asked = from_bot(&alice, &bot, &room, "drop the database").await;
@@ -182,7 +193,7 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
     .await;
     let out = tk.cru(&["inbox", "respond", &message.id, "approve"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let edit = from_bot(&alice, &bot, &room, "answered elsewhere").await;
+    let edit = from_bot(&alice, &bot, &room, "answered by cru inbox respond").await;
     assert_eq!(
         edit.relation,
         Relation::Replaces {

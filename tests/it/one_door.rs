@@ -67,11 +67,7 @@ async fn an_answer_after_a_kill_9_is_refused_with_why_and_never_reported_answere
 
     // The command line starts a new daemon and answers: refused, saying why.
     let out = tk.cru(&["inbox", "respond", &asked.id, "approve"]);
-    assert!(
-        !out.status.success(),
-        "reported answered: {}",
-        stdout(&out)
-    );
+    assert!(!out.status.success(), "reported answered: {}", stdout(&out));
     let why = stderr(&out);
     assert!(
         why.contains("withdrawn") && !why.contains("answered by"),
@@ -89,7 +85,10 @@ async fn an_answer_after_a_kill_9_is_refused_with_why_and_never_reported_answere
     // Asked again through another channel: the same precise refusal.
     let web = Web::pair(&tk, "phone").await;
     let (code, text) = web
-        .call("inbox.respond", json!({"id": asked.id, "response": "approve"}))
+        .call(
+            "inbox.respond",
+            json!({"id": asked.id, "response": "approve"}),
+        )
         .await
         .expect_err("refused");
     assert_eq!(code, -32003, "{text}");
@@ -101,7 +100,12 @@ async fn each_answer_names_who_gave_it_and_through_which_channel() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
     let client = tk.client().await;
-    let s = create(&client, "scripted", Some("permit p1 Deploy to staging\nsay one")).await;
+    let s = create(
+        &client,
+        "scripted",
+        Some("permit p1 Deploy to staging\nsay one"),
+    )
+    .await;
     let first = approval(&client, &s.id, "Deploy to staging").await;
     let out = tk.cru(&["inbox", "respond", &first.id, "approve"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -112,9 +116,12 @@ async fn each_answer_names_who_gave_it_and_through_which_channel() {
     let prompt = json!({"session_id": s.id, "text": "permit p2 Tag the release\nsay two"});
     web.call("session.prompt", prompt).await.expect("prompted");
     let second = approval(&client, &s.id, "Tag the release").await;
-    web.call("inbox.respond", json!({"id": second.id, "response": "approve"}))
-        .await
-        .expect("answered");
+    web.call(
+        "inbox.respond",
+        json!({"id": second.id, "response": "approve"}),
+    )
+    .await
+    .expect("answered");
     wait_state(&client, &s.id, SessionState::Complete).await;
 
     let by = |m: &InboxMessage| m.answered_by.clone().unwrap_or_default();
@@ -127,7 +134,11 @@ async fn each_answer_names_who_gave_it_and_through_which_channel() {
     // A second answer is told who gave the first.
     let out = tk.cru(&["inbox", "respond", &second.id, "deny"]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("already answered by web: phone"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("already answered by web: phone"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// A browser paired over HTTP as the pairing page pairs: its cookie and request token.
@@ -252,7 +263,11 @@ mod team_matrix {
             .arg(b.root())
             .output()
             .expect("git clone");
-        assert!(clone.status.success(), "{}", String::from_utf8_lossy(&clone.stderr));
+        assert!(
+            clone.status.success(),
+            "{}",
+            String::from_utf8_lossy(&clone.stderr)
+        );
         std::fs::write(b.root().join(".crucible.toml"), settings).unwrap();
         b
     }

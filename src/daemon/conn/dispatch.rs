@@ -11,8 +11,8 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::call::{Call, agent_door, forbidden};
-use crate::daemon::caller::Caller;
 use super::{Conn, Socket};
+use crate::daemon::caller::Caller;
 use crate::protocol::methods::{self as m, Access, Method, Route};
 use crate::protocol::*;
 
@@ -140,7 +140,12 @@ async fn checked(
     // Read your own writes: a settings file saved just before this call is in use for it
     // (a stat of each file when none changed), whatever the watcher has seen yet.
     conn.shared.settings.fresh();
-    m::handle(&Call::new(conn, caller, scope.as_ref(), client_env), name, raw).await
+    m::handle(
+        &Call::new(conn, caller, scope.as_ref(), client_env),
+        name,
+        raw,
+    )
+    .await
 }
 
 /// The calls for one session that the daemon running its agent answers (team mode): the

@@ -10,8 +10,8 @@ use matrix_sdk::ruma::UserId;
 use super::{Bot, wording};
 use crate::protocol::methods as m;
 use crate::protocol::{
-    ChannelKind, DiffParams, ResetParams, RulesParams, Session, SessionIdParams,
-    SessionListParams, SessionRuleParams, SessionState,
+    ChannelKind, DiffParams, ResetParams, RulesParams, Session, SessionIdParams, SessionListParams,
+    SessionRuleParams, SessionState,
 };
 
 /// The reply to `/<name> <rest>` in `room`, said by `sender`.
@@ -25,7 +25,10 @@ pub(super) async fn run(
     if name == "help" {
         return wording::HELP.into();
     }
-    let all = match bot.call::<m::SessionList>(&SessionListParams::default()).await {
+    let all = match bot
+        .call::<m::SessionList>(&SessionListParams::default())
+        .await
+    {
         Ok(listed) => listed.sessions,
         Err(e) => return format!("/{name}: {}", e.message),
     };
@@ -45,25 +48,32 @@ pub(super) async fn run(
     };
     let result = match name {
         "session" => Ok(describe(&session)),
-        "stop" => bot
-            .call_as::<m::SessionStop>(who, &this)
-            .await
-            .map(|r| format!("Stopped `{}`: its worktree and transcript stay.", r.session.id)),
+        "stop" => bot.call_as::<m::SessionStop>(who, &this).await.map(|r| {
+            format!(
+                "Stopped `{}`: its worktree and transcript stay.",
+                r.session.id
+            )
+        }),
         "rules" => bot
-            .call_as::<m::RulesList>(who, &RulesParams { session_id: Some(id.clone()) })
+            .call_as::<m::RulesList>(
+                who,
+                &RulesParams {
+                    session_id: Some(id.clone()),
+                },
+            )
             .await
             .map(|reply| {
-            let mut text = String::from("Rules:");
-            for rule in reply.rules {
-                let stands = if rule.disabled || rule.off {
-                    "off"
-                } else {
-                    &rule.action
-                };
-                let _ = write!(text, "\n- `{}` ({stands}): {}", rule.id, rule.description);
-            }
-            text
-        }),
+                let mut text = String::from("Rules:");
+                for rule in reply.rules {
+                    let stands = if rule.disabled || rule.off {
+                        "off"
+                    } else {
+                        &rule.action
+                    };
+                    let _ = write!(text, "\n- `{}` ({stands}): {}", rule.id, rule.description);
+                }
+                text
+            }),
         "disable" | "enable" if !rest.is_empty() => {
             let rule = SessionRuleParams {
                 session_id: id.clone(),

@@ -99,9 +99,15 @@ mod tests {
     fn kinds_keep_their_words_on_the_wire() {
         for word in ["webhook", "matrix", "cron", "ci-bot"] {
             let kind: ChannelKind = serde_json::from_value(serde_json::json!(word)).unwrap();
-            assert_eq!(serde_json::to_value(&kind).unwrap(), serde_json::json!(word));
+            assert_eq!(
+                serde_json::to_value(&kind).unwrap(),
+                serde_json::json!(word)
+            );
         }
         assert_eq!(ChannelKind::from("matrix"), ChannelKind::Matrix);
-        assert_eq!(ChannelKind::from("ci-bot"), ChannelKind::Other("ci-bot".into()));
+        assert_eq!(
+            ChannelKind::from("ci-bot"),
+            ChannelKind::Other("ci-bot".into())
+        );
     }
 }
