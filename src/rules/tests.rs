@@ -135,6 +135,35 @@ fn user_rules_add_and_switch_off_and_bad_ones_are_named() {
 }
 
 #[test]
+fn operation_kinds_keep_acp_s_names_in_rule_files_and_on_the_wire() {
+    let names = [
+        "read", "edit", "delete", "move", "search", "execute", "fetch", "think", "other",
+    ];
+    for name in names {
+        let kind = OperationKind::parse(name).unwrap();
+        assert_eq!(kind.as_str(), name);
+        assert_eq!(serde_json::to_value(kind).unwrap(), serde_json::json!(name));
+        assert_eq!(
+            serde_json::from_value::<OperationKind>(serde_json::json!(name)).unwrap(),
+            kind
+        );
+    }
+    // ACP's mode switch is an operation's kind, but no rule matches it by kind.
+    let switch: OperationKind = serde_json::from_value(serde_json::json!("switch_mode")).unwrap();
+    assert_eq!(switch, OperationKind::SwitchMode);
+    assert_eq!(OperationKind::parse("switch_mode"), None);
+    // A kind this crucible does not know reads as other.
+    let later: OperationKind = serde_json::from_value(serde_json::json!("teleport")).unwrap();
+    assert_eq!(later, OperationKind::Other);
+    let described = Operation {
+        kind: OperationKind::Execute,
+        command: Some("ls".into()),
+        ..Default::default()
+    };
+    assert_eq!(described.describe(), "execute: ls");
+}
+
+#[test]
 fn the_same_operation_has_the_same_fingerprint() {
     let a = op("execute", Some("curl x"), &["/a"]);
     assert_eq!(a.fingerprint(), a.clone().fingerprint());
