@@ -22,10 +22,9 @@
 
 use testkit::bench::figures;
 use testkit::bench::kiln;
-use testkit::built;
-#[path = "../tests/equipment/matrix_human.rs"]
-mod matrix_human;
 use testkit::bench::ship;
+use testkit::built;
+use testkit::matrix_human;
 use testkit::synapse;
 
 use std::path::Path;

@@ -17,6 +17,8 @@ pub mod built;
 pub mod cargo_env;
 pub mod daemon;
 pub mod kiln;
+#[cfg(feature = "matrix")]
+pub mod matrix_human;
 pub mod params;
 pub mod process;
 pub mod raw;

@@ -6,7 +6,7 @@
 
 // The test kit's equipment, under the names the tests use.
 #[cfg(feature = "matrix")]
-use testkit::synapse;
+use testkit::{matrix_human, synapse};
 use testkit::{browser, team_server, tmux};
 
 mod agents;
@@ -29,9 +29,6 @@ mod lifecycle;
 mod matrix;
 #[cfg(feature = "matrix")]
 mod matrix_channel;
-#[cfg(feature = "matrix")]
-#[path = "../equipment/matrix_human.rs"]
-mod matrix_human;
 mod mcp;
 #[path = "../equipment/model_server.rs"]
 mod model_server;

@@ -1,6 +1,6 @@
 //! The Matrix test equipment itself, on real parts: a Synapse homeserver
 //! (testkit/src/synapse.rs) and two people on real Matrix clients
-//! (tests/equipment/matrix_human.rs) talking end-to-end encrypted, through a homeserver
+//! (testkit/src/matrix_human.rs) talking end-to-end encrypted, through a homeserver
 //! that is killed and comes back.
 
 use std::path::Path;

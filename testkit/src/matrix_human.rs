@@ -6,8 +6,6 @@
 //! replies, in the order they came. Messages it could not decrypt are kept apart, for a
 //! failure's message.
 
-#![allow(dead_code)] // each Matrix test uses a part of it
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
