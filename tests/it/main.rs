@@ -5,9 +5,9 @@
 #![allow(clippy::too_many_lines)] // a scenario reads as one story, start to end
 
 // The test kit's equipment, under the names the tests use.
+use testkit::{browser, team_server, tmux};
 #[cfg(feature = "matrix")]
 use testkit::{matrix_human, synapse};
-use testkit::{browser, team_server, tmux};
 
 mod agents;
 mod budget;
