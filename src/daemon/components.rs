@@ -4,13 +4,20 @@
 //! the webhook listener, the approval timeout and team forwarding are components; adding
 //! a part is one type implementing [`Component`] and one line in `daemon::run`.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::caller::Caller;
+use super::door::Door;
 use crate::config::{Config, CronJob};
-use crate::sessions::Sessions;
+use crate::ledger::LedgerError;
+use crate::protocol::methods as m;
+use crate::protocol::{ChannelKind, CronRun, CronRunParams};
+use crate::sessions::{CronDoor, Sessions};
 
 /// A background part of the daemon.
 pub(super) trait Component: Send {
@@ -98,7 +105,7 @@ pub(super) struct Cron {
 }
 
 impl Cron {
-    pub fn start(sessions: Arc<Sessions>, config: &Config) -> Self {
+    pub fn start(sessions: Arc<Sessions>, door: Door, config: &Config) -> Self {
         let (jobs, given) = watch::channel(config.cron.clone());
         let enabled = enabled_ids(&config.cron);
         if !enabled.is_empty() {
@@ -106,8 +113,26 @@ impl Cron {
         }
         Self {
             jobs,
-            task: tokio::spawn(sessions.run_cron(given)),
+            task: tokio::spawn(sessions.run_cron(given, Arc::new(JobCaller(door)))),
         }
+    }
+}
+
+/// A due job runs as `cron.run` through the door, the job named as its caller.
+struct JobCaller(Door);
+
+impl CronDoor for JobCaller {
+    fn run(
+        &self,
+        id: String,
+    ) -> Pin<Box<dyn Future<Output = Result<CronRun, LedgerError>> + Send>> {
+        let door = self.0.clone();
+        Box::pin(async move {
+            let caller = Caller::channel(ChannelKind::Cron, format!("job {id}"));
+            door.call::<m::CronRunNow>(caller, &CronRunParams { id })
+                .await
+                .map_err(LedgerError::from_refusal)
+        })
     }
 }
 

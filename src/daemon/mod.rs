@@ -143,7 +143,11 @@ fn start_components(
         started_with,
         fd_limit,
     )?);
-    components.add(Cron::start(Arc::clone(sessions), started_with));
+    components.add(Cron::start(
+        Arc::clone(sessions),
+        door::Door::new(shared),
+        started_with,
+    ));
     components.add(web::Web::start(Arc::clone(shared), started_with, fd_limit));
     #[cfg(feature = "matrix")]
     components.add(matrix::Matrix::start(

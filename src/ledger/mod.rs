@@ -74,6 +74,23 @@ pub enum LedgerError {
 
 pub type Result<T> = std::result::Result<T, LedgerError>;
 
+impl LedgerError {
+    /// A method's refusal (a call made through the daemon's door on a channel's behalf)
+    /// as the error of its kind.
+    pub fn from_refusal(e: crate::protocol::ErrorObject) -> Self {
+        use crate::protocol::code;
+        match e.code {
+            code::NOT_FOUND => LedgerError::NotFound(e.message),
+            code::INVALID_PARAMS => LedgerError::Invalid(e.message),
+            code::TIMED_OUT => LedgerError::TimedOut(e.message),
+            code::GIT_FAILED | code::TOOL_FAILED => LedgerError::Tool(e.message),
+            code::IO_ERROR => LedgerError::Io(e.message),
+            code::DRIVER_ERROR => LedgerError::Driver(e.message),
+            _ => LedgerError::Conflict(e.message),
+        }
+    }
+}
+
 /// The most inbox sends committed in one transaction, and the most bytes of them.
 const MAX_SEND_BATCH: usize = 1024;
 const MAX_SEND_BATCH_BYTES: usize = 2 * 1024 * 1024;

@@ -16,6 +16,9 @@
 
 mod kept;
 
+use std::future::Future;
+use std::pin::Pin;
+
 use chrono::{DateTime, Utc};
 
 use super::*;
@@ -177,10 +180,20 @@ fn first_due(jobs: &[Scheduled]) -> Option<(usize, DateTime<Utc>)> {
         .min_by_key(|(_, when)| *when)
 }
 
+/// How a due job is run: as `cron.run`, through the daemon's door, on the job's behalf
+/// (its access, its request span, the job named as the caller).
+pub trait CronDoor: Send + Sync {
+    fn run(&self, id: String) -> Pin<Box<dyn Future<Output = Result<CronRun>> + Send>>;
+}
+
 impl Sessions {
     /// Runs the jobs `jobs` holds on their schedules, following it as it changes, until
     /// its sender is dropped.
-    pub async fn run_cron(self: Arc<Self>, mut jobs: watch::Receiver<Vec<CronJob>>) {
+    pub async fn run_cron(
+        self: Arc<Self>,
+        mut jobs: watch::Receiver<Vec<CronJob>>,
+        door: Arc<dyn CronDoor>,
+    ) {
         let given = jobs.borrow_and_update().clone();
         self.reschedule(&given).await;
         loop {
@@ -216,9 +229,9 @@ impl Sessions {
                         s.next = s.job.next_after(now);
                         s.job.id.clone()
                     };
-                    let me = Arc::clone(&self);
+                    let door = Arc::clone(&door);
                     tokio::spawn(async move {
-                        match me.run_cron_now(&id).await {
+                        match door.run(id.clone()).await {
                             Ok(run) if run.skipped => {
                                 tracing::info!(job = %id, "cron run skipped: {}", run.note)
                             }

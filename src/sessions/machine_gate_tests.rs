@@ -792,7 +792,7 @@ fn the_audit_names_who_answered_and_through_which_channel() {
     s.step(posted(1, "m1"));
     let effects = s.step(SessionInput::Answered {
         id: "m1".into(),
-        response: Some("Allow".into()),
+        response: Some("Once".into()),
         by: Some("@me:example.org via Matrix".into()),
     });
     let by: Vec<&str> = effects

@@ -50,6 +50,7 @@ use crate::protocol::{
 use crate::markdown::MarkdownLog;
 pub use channel::Deliver;
 pub use context::{PREAMBLE_HEADER, preamble};
+pub use cron::CronDoor;
 
 use command::Command;
 use spawn::Resume;

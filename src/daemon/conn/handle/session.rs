@@ -217,22 +217,12 @@ impl crate::sessions::Deliver for Prompter<'_, '_> {
                 params,
             )
             .await
-            .map_err(ledger_error)?;
+            .map_err(LedgerError::from_refusal)?;
             let reply: PromptResult = serde_json::from_value(answer).map_err(|e| {
                 LedgerError::Invalid(format!("cannot read the prompt's answer: {e}"))
             })?;
             Ok(reply.queued)
         })
-    }
-}
-
-/// A refusal of a call made on a channel's behalf, as the ledger's error of its kind.
-fn ledger_error(e: ErrorObject) -> LedgerError {
-    match e.code {
-        code::NOT_FOUND => LedgerError::NotFound(e.message),
-        code::INVALID_PARAMS => LedgerError::Invalid(e.message),
-        code::TIMED_OUT => LedgerError::TimedOut(e.message),
-        _ => LedgerError::Conflict(e.message),
     }
 }
 
