@@ -452,3 +452,31 @@ fn no_product_code_answers_a_bare_string_error() {
         found.join("\n")
     );
 }
+
+/// The channels (Matrix, the web view, webhooks, the notifier) speak the method table
+/// through the daemon's door: none of their files names the engine or the domain.
+#[test]
+fn channels_reach_the_core_only_through_the_door() {
+    let daemon = src().join("daemon");
+    let mut channel_files = Vec::new();
+    for channel in ["matrix", "web", "http", "webhooks", "notify"] {
+        let dir = daemon.join(channel);
+        if dir.is_dir() {
+            files(&dir, channel, &mut channel_files);
+        }
+        let file = daemon.join(format!("{channel}.rs"));
+        if file.is_file() {
+            channel_files.push((channel.to_string(), file));
+        }
+    }
+    assert!(channel_files.len() > 10, "{channel_files:?}");
+    let reaching: Vec<String> = channel_files
+        .iter()
+        .filter(|(_, path)| uses(path).iter().any(|m| m == "sessions" || m == "ledger"))
+        .map(|(_, path)| path.display().to_string())
+        .collect();
+    assert!(
+        reaching.is_empty(),
+        "channel files that reach past the door: {reaching:?}"
+    );
+}

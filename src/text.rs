@@ -46,6 +46,11 @@ pub fn first_line(text: &str) -> &str {
         .trim()
 }
 
+/// The current time as SurrealDB prints datetimes (RFC 3339, UTC).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tracing::Instrument;
@@ -168,10 +167,7 @@ async fn check_at_start(ledger: std::sync::Weak<Ledger>) {
     }
 }
 
-/// The current time as SurrealDB prints datetimes.
-pub fn now_rfc3339() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::AutoSi, true)
-}
+pub use crate::text::now_rfc3339;
 
 impl Ledger {
     /// Opens the store and starts the background writers.

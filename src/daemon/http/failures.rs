@@ -10,9 +10,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::super::caller::Caller;
 use super::super::door::Door;
-use crate::ledger::now_rfc3339;
 use crate::protocol::methods::{self as m};
 use crate::protocol::{ChannelKind, DeregisterParams, MsgType, RegisterParams, SendParams};
+use crate::text::now_rfc3339;
 
 /// A hook's deliveries that failed in a row.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -268,7 +268,7 @@ async fn serve(connected: account::Connected, setup: &Setup) {
                 pause = Duration::from_secs(1);
                 bot.note_rooms();
                 bot.set_status(|s| {
-                    s.last_sync = Some(crate::ledger::now_rfc3339());
+                    s.last_sync = Some(crate::text::now_rfc3339());
                     s.error = None;
                 });
             }

@@ -230,7 +230,7 @@ impl Devices {
             label: clean_label(label),
             access: pairing.access,
             token_hash: hash(&token),
-            paired_at: crate::ledger::now_rfc3339(),
+            paired_at: crate::text::now_rfc3339(),
             paired_from: from,
         };
         let mut next = stored.clone();
@@ -258,7 +258,7 @@ impl Devices {
         self.seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(device.id.clone(), crate::ledger::now_rfc3339());
+            .insert(device.id.clone(), crate::text::now_rfc3339());
         Some(device)
     }
 
