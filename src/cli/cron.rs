@@ -31,6 +31,19 @@ enum CronAction {
     Run { id: String },
 }
 
+/// The webhooks whose deliveries fail in a row, each with its count and last error.
+fn say_failing_hooks(reply: &CronJobs) {
+    for hook in &reply.hooks {
+        outln!(
+            "webhook {}: {} deliveries in a row failed since {}; the last: {}",
+            hook.name,
+            hook.failures,
+            hook.since,
+            hook.last_error
+        );
+    }
+}
+
 pub async fn run(kiln: Kiln, args: CronArgs) -> anyhow::Result<ExitCode> {
     match args.action.unwrap_or(CronAction::List) {
         CronAction::List => {
@@ -57,6 +70,7 @@ pub async fn run(kiln: Kiln, args: CronArgs) -> anyhow::Result<ExitCode> {
             if let Some(why) = &reply.settings_error {
                 outln!("the settings cannot be used ({why}): the daemon runs the last good ones");
             }
+            say_failing_hooks(&reply);
             if reply.jobs.is_empty() {
                 outln!("no cron jobs: add [[cron]] entries to the settings");
                 return Ok(ExitCode::SUCCESS);
@@ -150,6 +164,7 @@ fn from_settings(kiln: &Kiln) -> anyhow::Result<CronJobs> {
         .collect();
     Ok(CronJobs {
         jobs,
+        hooks: Vec::new(),
         settings_error: None,
     })
 }

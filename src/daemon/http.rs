@@ -75,13 +75,14 @@ pub async fn serve(
         "the webhook listener's bounds"
     );
     let quiet = Arc::new(Quiet::new("webhooks", REFUSALS_LOGGED_EVERY));
+    let failures = failures::Failures::kept_at(super::hooks_failing::path(door.kiln()));
     let hooks = Arc::new(Hooks {
         settings,
         door,
         max_body,
         deliveries: Deliveries::new(deliveries::REMEMBERED, deliveries::REMEMBER_FOR),
         quiet: Arc::clone(&quiet),
-        failures: failures::Failures::default(),
+        failures,
     });
     let app = Router::new()
         .route("/hooks/{name}", post(hook))

@@ -10,6 +10,7 @@ mod components;
 mod conn;
 mod door;
 mod gone;
+mod hooks_failing;
 mod http;
 mod lifecycle;
 #[cfg(feature = "matrix")]

@@ -476,9 +476,23 @@ pub struct CronRun {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CronJobs {
     pub jobs: Vec<CronJobView>,
+    /// The webhooks whose deliveries fail in a row, with the last error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<FailingHook>,
     /// Why the settings files cannot be used: the jobs are the last good settings' ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings_error: Option<String>,
+}
+
+/// A webhook whose deliveries fail in a row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailingHook {
+    pub name: String,
+    /// Deliveries in a row that failed (counted across daemon restarts).
+    pub failures: u64,
+    pub last_error: String,
+    /// When the first of them failed (RFC 3339).
+    pub since: String,
 }
 
 /// A cron job, its next run and its last one.

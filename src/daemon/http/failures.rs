@@ -6,22 +6,15 @@
 //! log says each new error once, and that the hook delivers again once one does.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::super::caller::Caller;
 use super::super::door::Door;
+use super::super::hooks_failing::{self, Failing as Row};
 use crate::protocol::methods::{self as m};
 use crate::protocol::{ChannelKind, DeregisterParams, MsgType, RegisterParams, SendParams};
 use crate::text::now_rfc3339;
-
-/// A hook's deliveries that failed in a row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Row {
-    failures: u64,
-    last_error: String,
-    /// When the first of them failed (RFC 3339).
-    since: String,
-}
 
 /// What a failed delivery changes in what is said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,15 +27,32 @@ enum Failing {
     Again,
 }
 
-/// The failing hooks, by name. The daemon's own: a restart begins every row again.
+/// The failing hooks, by name, kept in the kiln's state folder each time they change: a
+/// restart goes on counting a row, and does not say it again.
 #[derive(Debug, Default)]
 pub(super) struct Failures {
     rows: Mutex<HashMap<String, Row>>,
+    /// Where they are kept (none: only in memory).
+    kept: Option<PathBuf>,
 }
 
 impl Failures {
+    /// The failing hooks kept at `path`, read back.
+    pub(super) fn kept_at(path: PathBuf) -> Self {
+        Failures {
+            rows: Mutex::new(hooks_failing::load(&path)),
+            kept: Some(path),
+        }
+    }
+
     fn rows(&self) -> MutexGuard<'_, HashMap<String, Row>> {
         self.rows.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn keep(&self, rows: &HashMap<String, Row>) {
+        if let Some(path) = &self.kept {
+            hooks_failing::save(path, rows);
+        }
     }
 
     /// Counts a failed delivery of `hook`.
@@ -60,7 +70,9 @@ impl Failures {
             () if before == error => Failing::Again,
             () => Failing::Changed,
         };
-        (failing, row.clone())
+        let row = row.clone();
+        self.keep(&rows);
+        (failing, row)
     }
 
     /// A delivery of `hook` failed with `error`: counted, said as the row asks, and the
@@ -101,7 +113,9 @@ impl Failures {
 
     /// A delivery of `hook` went through: a row of failures before it ends, and is logged.
     pub(super) fn delivered(&self, hook: &str) {
-        if let Some(row) = self.rows().remove(hook) {
+        let mut rows = self.rows();
+        if let Some(row) = rows.remove(hook) {
+            self.keep(&rows);
             tracing::info!(
                 hook,
                 failures = row.failures,
@@ -175,5 +189,25 @@ mod tests {
         failures.delivered("h");
         assert_eq!(failures.count("h", "agent gone", t).0, Failing::Began);
         assert_eq!(failures.count("other", "agent gone", t).0, Failing::Again);
+    }
+
+    #[test]
+    fn a_row_outlives_the_daemon_and_is_not_said_again_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("webhook-failures.json");
+        let t = "2026-01-01T00:00:00Z";
+        let before = Failures::kept_at(path.clone());
+        assert_eq!(before.count("h", "agent gone", t).0, Failing::Began);
+        before.count("h", "agent gone", t);
+        drop(before);
+        let after = Failures::kept_at(path.clone());
+        let (failing, row) = after.count("h", "agent gone", "2026-01-01T00:05:00Z");
+        assert_eq!(failing, Failing::Again, "said again after a restart");
+        assert_eq!((row.failures, row.since.as_str()), (3, t));
+        after.delivered("h");
+        assert!(
+            !path.exists(),
+            "a hook that delivers again is no longer kept"
+        );
     }
 }

@@ -58,6 +58,19 @@ async fn a_webhook_whose_deliveries_fail_counts_them_and_says_it_once() {
         errors[0]
     );
 
+    // `cron list` shows the hook's row, with its last error.
+    let out = tk.cru(&["cron", "list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(listed["hooks"][0]["name"], "broken", "{listed}");
+    assert_eq!(listed["hooks"][0]["failures"], 3, "{listed}");
+    let out = tk.cru(&["cron", "list"]);
+    assert!(
+        stdout(&out).contains("webhook broken: 3 deliveries in a row failed"),
+        "{}",
+        stdout(&out)
+    );
+
     // Mended, it delivers again, and the log says so; it warned once for the row.
     let settings = std::fs::read_to_string(tk.kiln.settings_path()).unwrap();
     std::fs::write(

@@ -8,6 +8,7 @@ impl Answer<m::CronList> for Call<'_> {
         let shared = &self.conn.shared;
         Ok(CronJobs {
             jobs: sessions.cron_jobs(),
+            hooks: crate::daemon::hooks_failing::listed(shared.ledger.kiln()),
             settings_error: shared.settings.error(),
         })
     }
