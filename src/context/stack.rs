@@ -331,6 +331,25 @@ impl ContextStack {
         self.entries.len() - 1
     }
 
+    /// The seq the next entry will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// A stack from its parts as stored (the store keeps its entries one by one), checked
+    /// as a stack read back whole is.
+    pub fn from_parts(
+        entries: Vec<Entry>,
+        checkpoints: Vec<Checkpoint>,
+        next_seq: u64,
+    ) -> Result<Self, StackError> {
+        ContextStack::try_from(StoredStack {
+            entries,
+            checkpoints,
+            next_seq,
+        })
+    }
+
     /// Puts `message` on top. A second system prompt is refused.
     pub fn push(&mut self, message: Message) -> Result<Change, StackError> {
         if matches!(message, Message::System { .. }) {

@@ -1,6 +1,7 @@
 //! Sessions' context stacks, kept in the store. Every change is written through (the
-//! stack and the change appended to the session's history, in one transaction) before
-//! it is acknowledged or announced, so a stack survives any daemon end, `kill -9`
+//! entries it adds, the stack's record and the change appended to the session's history,
+//! committed by one transaction; see `store::context`) before it is acknowledged or
+//! announced, so a stack survives any daemon end, `kill -9`
 //! included; entries that leave the stack stay in that history.
 //!
 //! Operations are applied one at a time across the daemon, so the agent's feeding and a
@@ -8,20 +9,12 @@
 
 use crate::context::{Change, ContextOp, ContextStack};
 use crate::protocol::{ContextUpdate, Event};
-use crate::store::StoredContext;
+use crate::store::StoreError;
 
 use super::{Ledger, LedgerError, Result};
 
-/// A session's stack and what goes with it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ContextState {
-    pub stack: ContextStack,
-    /// The stack lost entries an ACP agent still holds in its own session: its next
-    /// prompt must open a fresh one.
-    pub fresh_start: bool,
-    /// How many changes the session's history holds.
-    pub history_len: u64,
-}
+/// A session's stack and what goes with it, as the store keeps it.
+pub use crate::store::StoredContext as ContextState;
 
 impl Ledger {
     /// The session's stack; one holding only `system_prompt()` is made (and stored) if the
@@ -36,24 +29,14 @@ impl Ledger {
             return Ok(state.clone());
         }
         let state = match self.store.load_context(session_id).await? {
-            Some(stored) => ContextState {
-                stack: serde_json::from_str(&stored.stack).map_err(|e| {
-                    LedgerError::Store(crate::store::StoreError::Db(format!(
-                        "the context stack of session {session_id}: {e}"
-                    )))
-                })?,
-                fresh_start: stored.fresh_start,
-                history_len: stored.history_len,
-            },
+            Some(stored) => stored,
             None => {
                 let state = ContextState {
                     stack: ContextStack::new(system_prompt()),
                     fresh_start: false,
                     history_len: 0,
                 };
-                self.store
-                    .save_context(session_id, &stored(&state)?, None)
-                    .await?;
+                self.store.save_context(session_id, &state).await?;
                 state
             }
         };
@@ -86,16 +69,16 @@ impl Ledger {
             .stack
             .apply(op)
             .map_err(|e| LedgerError::Invalid(e.to_string()))?;
-        next.history_len += 1;
         next.fresh_start |= fresh_on_shrink && !change.removed.is_empty();
-        let change_json = serde_json::to_string(&change).map_err(unencodable)?;
-        self.store
-            .save_context(
-                session_id,
-                &stored(&next)?,
-                Some((&change.operation.to_string(), &change_json)),
-            )
-            .await?;
+        next.history_len = self
+            .store
+            .save_context_change(session_id, &next, &change)
+            .await
+            .map_err(|e| match e {
+                // One entry too large for the stack: refused alone, like bad input.
+                StoreError::TooLarge(why) => LedgerError::Invalid(why),
+                e => LedgerError::Store(e),
+            })?;
         cache.insert(session_id.to_string(), next.clone());
         drop(cache);
         self.publish(Event::Context(ContextUpdate {
@@ -111,16 +94,22 @@ impl Ledger {
     /// Gives session `to` a copy of `from`'s stack (a fork), marked so that `to`'s first
     /// prompt opens its agent session seeded with it. `to`'s history starts empty.
     pub async fn copy_context(&self, from: &str, to: &str) -> Result<()> {
-        let Some(source) = self.store.load_context(from).await? else {
-            return Ok(());
+        // Under the lock the changes take, so the copy is of a stack as stored.
+        let mut cache = self.contexts.lock().await;
+        let stack = match cache.get(from) {
+            Some(state) => state.stack.clone(),
+            None => match self.store.load_context(from).await? {
+                Some(stored) => stored.stack,
+                None => return Ok(()),
+            },
         };
-        let copy = StoredContext {
-            stack: source.stack,
+        let copy = ContextState {
+            stack,
             fresh_start: true,
             history_len: 0,
         };
-        self.store.save_context(to, &copy, None).await?;
-        self.contexts.lock().await.remove(to);
+        self.store.save_context(to, &copy).await?;
+        cache.remove(to);
         Ok(())
     }
 
@@ -139,12 +128,10 @@ impl Ledger {
         if current.fresh_start {
             return Ok(());
         }
-        let mut next = current.clone();
-        next.fresh_start = true;
-        self.store
-            .save_context(session_id, &stored(&next)?, None)
-            .await?;
-        cache.insert(session_id.to_string(), next);
+        self.store.mark_context_fresh(session_id, true).await?;
+        if let Some(current) = cache.get_mut(session_id) {
+            current.fresh_start = true;
+        }
         Ok(())
     }
 
@@ -157,12 +144,10 @@ impl Ledger {
         if !current.fresh_start {
             return Ok(());
         }
-        let mut next = current.clone();
-        next.fresh_start = false;
-        self.store
-            .save_context(session_id, &stored(&next)?, None)
-            .await?;
-        cache.insert(session_id.to_string(), next);
+        self.store.mark_context_fresh(session_id, false).await?;
+        if let Some(current) = cache.get_mut(session_id) {
+            current.fresh_start = false;
+        }
         Ok(())
     }
 
@@ -172,18 +157,6 @@ impl Ledger {
     }
 }
 
-fn stored(state: &ContextState) -> Result<StoredContext> {
-    Ok(StoredContext {
-        stack: serde_json::to_string(&state.stack).map_err(unencodable)?,
-        fresh_start: state.fresh_start,
-        history_len: state.history_len,
-    })
-}
-
-/// A context stack or change that cannot be written as JSON for the store: the store
-/// cannot keep it, so nothing is saved.
-fn unencodable(e: serde_json::Error) -> LedgerError {
-    LedgerError::Store(crate::store::StoreError::Db(format!(
-        "cannot encode the context stack: {e}"
-    )))
-}
+#[cfg(test)]
+#[path = "context_tests.rs"]
+mod tests;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::journal::{Journal, Op};
-use super::{MIB, OpenFailure, PURGE_BATCH, Result, Store, StoreError, absent_for_null, typed_row};
+use super::{MIB, OpenFailure, Result, Store, StoreError, absent_for_null, typed_row};
 use crate::config::StoreConfig;
 
 pub(super) struct Disk {
@@ -275,7 +275,7 @@ impl Store {
             self.run_bound(&sql, Surreal::Object(vars)).await?;
             for op in chunk {
                 if let Op::Purge { session_id } = op {
-                    self.purge_rows(session_id, PURGE_BATCH).await?;
+                    self.purge_rows(session_id).await?;
                 }
             }
         }

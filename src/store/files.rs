@@ -32,11 +32,11 @@ pub fn is_manifest_damage(e: &StoreError) -> bool {
 }
 
 /// The ids crucible's database has in the engine's keys, and its indexes by id.
-struct Names {
-    ns: u32,
-    db: u32,
-    /// (table, index id) → index name, and whether it is a full-text index.
-    indexes: HashMap<(String, u32), String>,
+pub(super) struct Names {
+    pub(super) ns: u32,
+    pub(super) db: u32,
+    /// (table, index id) → index name.
+    pub(super) indexes: HashMap<(String, u32), String>,
 }
 
 /// Whose data a key is.
@@ -212,7 +212,7 @@ impl Store {
 
     /// The namespace and database ids of crucible's keys, and its indexes by id, from
     /// the engine's catalog (`None` when it cannot be read).
-    async fn index_names(&self) -> Option<Names> {
+    pub(super) async fn index_names(&self) -> Option<Names> {
         let Conn::Local(_, ds) = &self.conn else {
             return None;
         };

@@ -6,12 +6,18 @@
 //! scale with the host, so both are bounded from `[store]`.
 
 pub mod check;
+mod context;
+pub use context::StoredContext;
+#[cfg(test)]
+mod context_tests;
 mod durable;
 mod files;
 mod inbox;
 mod journal;
 mod keyspace;
 mod migrate;
+#[cfg(test)]
+mod purge_tests;
 mod records;
 pub use records::GitLeftovers;
 mod remote;
@@ -45,17 +51,6 @@ pub use team::{CommandRecord, LiveChange, LiveTable};
 use crate::config::StoreConfig;
 use crate::protocol::{Session, StoreHealth};
 
-/// A context stack as stored: its JSON form (checked when it is read back), whether the
-/// next ACP prompt must start a fresh agent session, and how many changes its history has.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct StoredContext {
-    pub stack: String,
-    #[serde(default)]
-    pub fresh_start: bool,
-    #[serde(default)]
-    pub history_len: u64,
-}
-
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("cannot open the database at {url}: {message}")]
@@ -72,6 +67,10 @@ pub enum StoreError {
     /// the disk is below the free-space reserve. Nothing was written.
     #[error("{0}")]
     Refused(String),
+    /// One change is larger than the store keeps in one piece (a context entry past
+    /// its cap); it alone is refused, nothing of it was written, and the store goes on.
+    #[error("{0}")]
+    TooLarge(String),
     /// The database server does not answer (team mode); see [`remote`].
     #[error("{0}")]
     Unreachable(String),
@@ -513,9 +512,6 @@ impl Store {
         self.run_bound(sql, bindings.into_value()).await
     }
 }
-
-/// Transcript entries (or context changes) one purge transaction deletes.
-const PURGE_BATCH: u64 = 1000;
 
 /// One process owns the embedded engine, so the cluster and streaming housekeeping that
 /// SurrealDB runs on timers has nothing to do here, and an idle daemon should not wake up

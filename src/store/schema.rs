@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 19;
 
 /// Every table crucible keeps, in the order a rebuild writes them.
 pub const TABLES: &[&str] = &[
@@ -12,6 +12,7 @@ pub const TABLES: &[&str] = &[
     "transcript",
     "handles",
     "context_stacks",
+    "context_entries",
     "context_history",
     "deleted_sessions",
     "daemons",
@@ -221,6 +222,19 @@ pub const MIGRATIONS: &[&str] = &[
     // not by its words.
     r#"
     DEFINE FIELD purpose ON inbox_messages TYPE option<string>;
+    "#,
+    // v19: context stacks in pieces, so that a stack of any size keeps recording: each
+    // entry on a stack is a record of its own (`<session>-<seq>`, written once), and the
+    // stack's record keeps the rest, with the seq ranges of the entries on it
+    // (`on_stack`). A stack written whole (`on_stack` absent) is stored again in pieces
+    // when it is next read. (Idempotent, as a test taking a database back to an earlier
+    // version runs it again.)
+    r#"
+    DEFINE TABLE IF NOT EXISTS context_entries SCHEMAFULL;
+    DEFINE FIELD IF NOT EXISTS session_id ON context_entries TYPE string;
+    DEFINE FIELD IF NOT EXISTS seq ON context_entries TYPE int;
+    DEFINE FIELD IF NOT EXISTS entry ON context_entries TYPE string;
+    DEFINE FIELD IF NOT EXISTS on_stack ON context_stacks TYPE option<array<array<int>>>;
     "#,
 ];
 

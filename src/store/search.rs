@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Result, Store};
+use super::{Conn, Result, Store, StoreError};
 use crate::protocol::{EntryKind, HitKind, SearchHit};
 
 /// What the engine puts around a matched word (control characters no text of ours is
@@ -178,6 +178,66 @@ impl Store {
             }
         }
         Ok(found)
+    }
+}
+
+impl Store {
+    /// How many changes each search index holds that the engine has not merged into it
+    /// yet, by index name (an embedded store only). Every indexed write leaves its
+    /// changes beside the index, and the engine's compaction folds them in shortly after
+    /// in rounds of bounded size; searches read them meanwhile, at a cost that grows
+    /// with them. A backlog that stays is a compaction that fails.
+    pub async fn search_backlog(&self) -> Result<Vec<(String, usize)>> {
+        let Conn::Local(_, ds) = &self.conn else {
+            return Ok(Vec::new());
+        };
+        let Some(names) = self.index_names().await else {
+            return Ok(Vec::new());
+        };
+        let db_err = |e: anyhow::Error| StoreError::Db(format!("{e:#}"));
+        let tx = ds
+            .transaction(surrealdb_kvs::TransactionType::Read)
+            .await
+            .map_err(db_err)?;
+        let mut backlog = Vec::new();
+        let mut indexes: Vec<_> = names
+            .indexes
+            .iter()
+            .filter(|(_, name)| name.starts_with("search_"))
+            .collect();
+        indexes.sort_by(|a, b| a.1.cmp(b.1));
+        for ((table, ix), name) in indexes {
+            // `/*<ns>*<db>*<table>\0+<index>` then the kind of key: `!tx` a write's
+            // changes to one word's entries, `!tt` older per-entry ones, `!dx` its
+            // changes to the index's counts, `!dc` followed by more older ones.
+            let mut prefix = b"/*".to_vec();
+            prefix.extend(names.ns.to_be_bytes());
+            prefix.push(b'*');
+            prefix.extend(names.db.to_be_bytes());
+            prefix.push(b'*');
+            prefix.extend(table.as_bytes());
+            prefix.extend([0, b'+']);
+            prefix.extend(ix.to_be_bytes());
+            let mut pending = 0;
+            for family in [&b"!tx"[..], b"!tt", b"!dx", b"!dc\0"] {
+                let mut start = prefix.clone();
+                start.extend(family);
+                let mut end = prefix.clone();
+                end.extend(&family[..3]);
+                end.push(0xff);
+                let range = surrealdb_kvs::key::RawRange::of_bytes(&start, &end);
+                match tx.count(range, None).await {
+                    Ok(n) => pending += n,
+                    Err(e) => {
+                        let _ = tx.cancel().await;
+                        return Err(db_err(e));
+                    }
+                }
+            }
+            backlog.push((name.clone(), pending));
+        }
+        let _ = tx.cancel().await;
+        Ok(backlog)
     }
 }
 

@@ -204,3 +204,85 @@ async fn a_query_in_more_entries_than_are_ranked_is_answered_and_said_to_be_broa
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].seq, Some(7));
 }
+
+/// Words no dictionary has, `count` of them from `seed`: every entry brings the index
+/// new words, the most work its compaction can be given.
+fn distinct_words(seed: u64, count: usize) -> String {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = String::with_capacity(count * 8);
+    for _ in 0..count {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut w = x;
+        for _ in 0..7 {
+            out.push((b'a' + (w % 26) as u8) as char);
+            w /= 26;
+        }
+        out.push(' ');
+    }
+    out
+}
+
+/// A transcript whose changes to the search index take compaction rounds larger than the
+/// engine's 8 MiB write buffer (a round folds up to 50,000 changes): every round is
+/// merged, so no change is left pending, and an entry written last is found.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_transcript_is_merged_into_the_index_and_a_late_entry_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        &crate::config::StoreConfig::default(),
+        &tmp.path().join("db"),
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut seq = 0;
+    for batch in 0..40 {
+        let entries: Vec<TranscriptEntry> = (0..20)
+            .map(|i| {
+                seq += 1;
+                entry("s1", seq, &distinct_words(batch * 1000 + i, 800))
+            })
+            .collect();
+        store.append_transcript(&entries).await.unwrap();
+    }
+    let written = started.elapsed();
+    let backlog = store.search_backlog().await.unwrap();
+    eprintln!("{seq} entries of 800 new words written in {written:?}; pending: {backlog:?}");
+    store
+        .append_transcript(&[entry("s1", seq + 1, "the zebracorn arrived last")])
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    loop {
+        let backlog = store.search_backlog().await.unwrap();
+        let pending = backlog
+            .iter()
+            .find(|(name, _)| name == "search_transcript")
+            .map(|(_, n)| *n);
+        if pending == Some(0) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the index's changes were never merged: {backlog:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    eprintln!(
+        "all merged {:?} after the last write",
+        started.elapsed() - written
+    );
+    let (hits, broad) = store
+        .search("zebracorn", None, &[HitKind::Transcript], 10)
+        .await
+        .unwrap();
+    assert!(!broad);
+    assert_eq!(
+        hits.iter().map(|h| h.seq).collect::<Vec<_>>(),
+        [Some(seq + 1)]
+    );
+    assert_eq!(store.writes_refused(), None);
+    store.close().await;
+}

@@ -378,10 +378,24 @@ impl CoreInner {
 	///
 	/// The actual SST flush happens asynchronously via background task.
 	pub(crate) fn rotate_memtable(&self) -> Result<()> {
+		self.rotate_memtable_sized(self.opts.max_memtable_size)
+	}
+
+	/// Crucible's patch: [`Self::rotate_memtable`], with the fresh memtable at least
+	/// `capacity` bytes: room for a batch larger than a whole memtable of the configured
+	/// size. An empty active memtable too small for it is replaced in place (it holds
+	/// nothing and keeps its WAL number).
+	pub(crate) fn rotate_memtable_sized(&self, capacity: usize) -> Result<()> {
+		let capacity = capacity.max(self.opts.max_memtable_size);
 		// Step 1: Acquire WRITE lock upfront to prevent race conditions
 		let mut active_memtable = self.active_memtable.write()?;
 
 		if active_memtable.is_empty() {
+			if active_memtable.arena_capacity() < capacity {
+				let wal_number = active_memtable.get_wal_number();
+				*active_memtable = Arc::new(MemTable::new(capacity));
+				active_memtable.set_wal_number(wal_number);
+			}
 			return Ok(());
 		}
 
@@ -406,10 +420,8 @@ impl CoreInner {
 		};
 
 		// Step 3: Swap memtable while STILL holding write lock
-		let flushed_memtable = std::mem::replace(
-			&mut *active_memtable,
-			Arc::new(MemTable::new(self.opts.max_memtable_size)),
-		);
+		let flushed_memtable =
+			std::mem::replace(&mut *active_memtable, Arc::new(MemTable::new(capacity)));
 
 		// Set the WAL number on the new (empty) active memtable
 		active_memtable.set_wal_number(new_wal_number);
@@ -924,6 +936,39 @@ impl LsmCommitEnv {
 			task_manager: Some(task_manager),
 		})
 	}
+
+	/// Crucible's patch: a batch larger than a whole memtable (a transaction that writes
+	/// more than the write buffer holds, such as a full-text index's compaction round of
+	/// tens of thousands of keys) gets a memtable of its own size, which is then rotated
+	/// out to be flushed like any other. Published, such a batch failed with
+	/// `ArenaFull` after it was in the WAL: the same compaction failed again after every
+	/// later write, and a restart after a crash could not replay the WAL at all ("Batch
+	/// too large for memtable").
+	fn apply_oversized(&self, batch: &Batch) -> Result<()> {
+		let capacity = oversized_capacity(batch);
+		log::debug!("apply: a batch needs {capacity} bytes, more than a memtable; one of its own");
+		for _ in 0..OVERSIZED_TRIES {
+			self.core.rotate_memtable_sized(capacity)?;
+			let added = {
+				let active_memtable = self.core.active_memtable.read()?;
+				active_memtable.add(batch)
+			};
+			match added {
+				Ok(()) => {
+					// Back to memtables of the configured size; this one is flushed.
+					self.core.rotate_memtable()?;
+					if let Some(ref task_manager) = self.task_manager {
+						task_manager.wake_up_memtable();
+					}
+					return Ok(());
+				}
+				// Other writers filled it first: make another.
+				Err(Error::ArenaFull) => continue,
+				Err(e) => return Err(e),
+			}
+		}
+		Err(Error::ArenaFull)
+	}
 }
 
 impl CommitEnv for LsmCommitEnv {
@@ -991,8 +1036,18 @@ impl CommitEnv for LsmCommitEnv {
 				}
 
 				// Retry on new memtable - must succeed
-				let active_memtable = self.core.active_memtable.read()?;
-				active_memtable.add(batch)
+				let retried = {
+					let active_memtable = self.core.active_memtable.read()?;
+					active_memtable.add(batch)
+				};
+				match retried {
+					Err(Error::ArenaFull)
+						if !fits_a_memtable(batch, self.core.opts.max_memtable_size) =>
+					{
+						self.apply_oversized(batch)
+					}
+					retried => retried,
+				}
 			}
 			Err(e) => Err(e),
 		}
@@ -1006,6 +1061,26 @@ impl CommitEnv for LsmCommitEnv {
 	fn oldest_active_start_seq(&self) -> u64 {
 		self.core.oldest_active_start_seq()
 	}
+}
+
+/// Crucible's patch: how often [`LsmCommitEnv::apply_oversized`]'s memtable may be filled
+/// by other writers before the batch fails.
+const OVERSIZED_TRIES: usize = 4;
+
+/// Crucible's patch: room a memtable keeps besides its batches (its head and tail nodes,
+/// and the offset 0 it never hands out).
+const MEMTABLE_OVERHEAD: usize = 4096;
+
+/// Crucible's patch: whether `batch` fits an empty memtable of `capacity` bytes.
+pub(crate) fn fits_a_memtable(batch: &Batch, capacity: usize) -> bool {
+	batch.memtable_size_estimate().saturating_add(MEMTABLE_OVERHEAD as u64) <= capacity as u64
+}
+
+/// Crucible's patch: the capacity of a memtable made for `batch` alone.
+pub(crate) fn oversized_capacity(batch: &Batch) -> usize {
+	usize::try_from(batch.memtable_size_estimate())
+		.unwrap_or(usize::MAX)
+		.saturating_add(MEMTABLE_OVERHEAD)
 }
 
 // ===== Core with Background Task Management =====

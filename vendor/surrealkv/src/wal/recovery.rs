@@ -184,22 +184,24 @@ pub(crate) fn replay_wal(
 						Err(Error::ArenaFull) => {
 							// `MemTable::add` is atomic: it either fully applies the
 							// batch or returns ArenaFull with the memtable unchanged
-							// (no partial prefix). If the active memtable is empty here,
-							// the batch alone exceeds arena capacity and no rotation
-							// will help — surface as fatal.
-							if current_memtable.is_empty() {
-								return Err(Error::Other(format!(
-									"Batch too large for memtable (batch size exceeds arena_size={})",
-									arena_size
-								)));
+							// (no partial prefix). Crucible's patch: a batch larger
+							// than a whole memtable gets a memtable of its own size,
+							// as when it was written (`CommitEnv::apply_oversized`);
+							// published, it made the WAL unreadable ("Batch too large
+							// for memtable").
+							if !current_memtable.is_empty() {
+								log::warn!(
+									"WAL segment #{:020} exceeds single memtable capacity, splitting",
+									segment_id
+								);
+								memtables.push((Arc::clone(&current_memtable), segment_id));
 							}
-							// Save current memtable and create new one
-							log::warn!(
-								"WAL segment #{:020} exceeds single memtable capacity, splitting",
-								segment_id
-							);
-							memtables.push((Arc::clone(&current_memtable), segment_id));
-							current_memtable = Arc::new(MemTable::new(arena_size));
+							let capacity = if crate::lsm::fits_a_memtable(&batch, arena_size) {
+								arena_size
+							} else {
+								crate::lsm::oversized_capacity(&batch)
+							};
+							current_memtable = Arc::new(MemTable::new(capacity));
 							// Retry on fresh memtable
 							current_memtable.add(&batch)?;
 						}
