@@ -67,6 +67,10 @@ pub enum LedgerError {
     /// The session's environment (its driver) could not be made or used.
     #[error("{0}")]
     Driver(String),
+    /// A session's agent could not be started (its program, its environment or its
+    /// handle); the cause is kept.
+    #[error(transparent)]
+    Start(Box<dyn std::error::Error + Send + Sync>),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -85,6 +89,7 @@ impl LedgerError {
             code::GIT_FAILED | code::TOOL_FAILED => LedgerError::Tool(e.message),
             code::IO_ERROR => LedgerError::Io(e.message),
             code::DRIVER_ERROR => LedgerError::Driver(e.message),
+            code::SPAWN_FAILED => LedgerError::Start(e.message.into()),
             _ => LedgerError::Conflict(e.message),
         }
     }

@@ -43,6 +43,9 @@ pub mod code {
     /// The session's environment (its driver: sandbox, container, remote host) could not
     /// be made or used.
     pub const DRIVER_ERROR: i64 = -32012;
+    /// A session's agent could not be started: its program not found or not launched,
+    /// its environment not made, or its handle not issued.
+    pub const SPAWN_FAILED: i64 = -32013;
 }
 
 /// A request or notification id: a number or a string (null is allowed by the spec but

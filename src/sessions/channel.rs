@@ -135,14 +135,14 @@ impl Sessions {
             tag.closed = true;
         }
         self.ledger.save_managed(&closed).await?;
-        if self.actor(&session.id).is_some() {
+        if self.runner.actor(&session.id).is_some() {
             // Stopping waits for the agent to go; the message need not.
             let me = Arc::clone(self);
             let id = session.id.clone();
             let span = crate::logging::session_span(&id);
             tokio::spawn(
                 async move {
-                    if let Err(e) = me.stop(&id).await {
+                    if let Err(e) = me.runner.stop(&id).await {
                         tracing::warn!("cannot stop a closed channel session: {e}");
                     }
                 }
@@ -194,7 +194,7 @@ impl Sessions {
                     {
                         tracing::warn!("cannot post: {e}");
                     }
-                    if let Err(e) = me.cancel(&message.session_id).await {
+                    if let Err(e) = me.runner.cancel(&message.session_id).await {
                         tracing::warn!("cannot cancel: {e}");
                     }
                     // Whoever asked (the agent itself, through `cru ask`) no longer waits.
@@ -269,7 +269,7 @@ impl Sessions {
                 || matches!(s.state, Some(SessionState::Stopped | SessionState::Error));
         }
         s.channel.as_ref().is_some_and(|t| t.closed)
-            || (self.actor(&s.id).is_none()
+            || (self.runner.actor(&s.id).is_none()
                 && !matches!(
                     s.state,
                     Some(SessionState::Parked | SessionState::Creating | SessionState::Starting)

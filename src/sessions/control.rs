@@ -11,7 +11,7 @@ impl Sessions {
     /// Ends the agent if it runs and starts it again, resuming its own session where
     /// the agent can load one (otherwise a fresh one, seeded with the context stack).
     pub async fn restart(self: &Arc<Self>, id: &str) -> Result<Session> {
-        let _one_at_a_time = self.unparking.lock().await;
+        let _one_at_a_time = self.runner.one_start_at_a_time().await;
         let session = self.managed(id)?;
         if session.state == Some(SessionState::Creating) {
             return Err(LedgerError::Conflict(format!(
@@ -19,10 +19,10 @@ impl Sessions {
             )));
         }
         // Its environment goes with it and is made again.
-        self.stop_actor(id, false).await;
+        self.runner.stop_actor(id, false).await;
         let session = self.managed(id)?;
         let config = self.settings()?;
-        let given = self.given(id);
+        let given = self.runner.given(id);
         let profile = super::given::profile(&config, &session.agent_name, given.as_deref())
             .map_err(|why| {
                 LedgerError::Invalid(format!(
@@ -41,7 +41,8 @@ impl Sessions {
         };
         let name = session.agent_name.clone();
         if let Err(why) = self
-            .spawn_actor(starting, &name, profile, Some(resume), None)
+            .runner
+            .spawn(starting, &name, profile, Some(resume), None)
             .await
         {
             let mut failed = session;
@@ -49,7 +50,7 @@ impl Sessions {
             failed.state_reason = Some(format!("the restart failed: {why}"));
             failed.updated_at = Some(now_rfc3339());
             self.ledger.save_managed(&failed).await?;
-            return Err(LedgerError::Invalid(why.to_string()));
+            return Err(RunError::Spawn(why).into());
         }
         self.ledger.get_session(id)
     }
@@ -58,12 +59,13 @@ impl Sessions {
     /// agent if it runs, else to a new one started for it. True when it had to queue.
     pub async fn resend(self: &Arc<Self>, id: &str) -> Result<bool> {
         let session = self.managed(id)?;
-        if self.actor(id).is_none() && session.turn_prompt.is_some() {
+        if self.runner.actor(id).is_none() && session.turn_prompt.is_some() {
             // Its agent is gone: a new one takes the session, and the cut turn with it.
             self.restart(id).await?;
         }
         let session = self.managed(id)?;
-        self.tell(id, |ack| Command::Resend { ack })
+        self.runner
+            .tell(id, |ack| Command::Resend { ack })
             .await?
             .ok_or_else(|| {
                 LedgerError::Conflict(format!(
@@ -133,7 +135,7 @@ impl Sessions {
             allow_read: source.security.read_manifest.clone().unwrap_or_default(),
             channel: None,
         };
-        let given = self.given(&source.id);
+        let given = self.runner.given(&source.id);
         let forked = self
             .create_from(create, Some(&source.id), given, None)
             .await;

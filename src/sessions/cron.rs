@@ -441,7 +441,7 @@ impl Sessions {
     async fn run_cron_job(self: &Arc<Self>, job: &CronJob) -> Result<CronRun> {
         let previous = self.newest_of(CHANNEL, &job.id, "");
         if let Some(prev) = &previous
-            && self.actor(&prev.id).is_some()
+            && self.runner.actor(&prev.id).is_some()
             && matches!(
                 prev.state,
                 Some(
@@ -478,9 +478,9 @@ impl Sessions {
             (branch, _) => branch.clone(),
         };
         if let Some(prev) = &previous
-            && self.actor(&prev.id).is_some()
+            && self.runner.actor(&prev.id).is_some()
         {
-            self.stop(&prev.id).await?;
+            self.runner.stop(&prev.id).await?;
         }
         let session = self
             .create(CreateSessionParams {

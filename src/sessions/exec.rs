@@ -31,13 +31,13 @@ impl Sessions {
     /// The environment the session's agent runs in, or a new one made the same way when
     /// the agent is not running.
     async fn environment(&self, id: &str) -> Result<Arc<Environment>> {
-        if let Some(environment) = self.environments_lock().get(id).cloned() {
+        if let Some(environment) = self.runner.environment(id) {
             return Ok(environment);
         }
         let session = self.managed(id)?;
         let cwd = PathBuf::from(context::folder(&self.ledger, &session));
         let spec = session.driver.clone().unwrap_or_default();
-        let given = self.given(id);
+        let given = self.runner.given(id);
         let (passed, _) = super::given::values(spec.env(), given.as_deref());
         let environment = Environment::provision(
             &spec,

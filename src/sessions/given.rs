@@ -8,34 +8,11 @@
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use super::{Sessions, wording};
+use super::wording;
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::ledger::LedgerError;
 use crate::protocol::{ClientEnv, DriverKind, DriverOptions, DriverSpec};
-
-impl Sessions {
-    /// What the asking process gave for session `id`, while this daemon runs.
-    pub(super) fn given(&self, id: &str) -> Option<Arc<ClientEnv>> {
-        self.given_lock().get(id).cloned()
-    }
-
-    /// Keeps (or, with `None`, drops) what the asking process gave for session `id`.
-    pub(super) fn keep_given(&self, id: &str, given: Option<Arc<ClientEnv>>) {
-        let mut all = self.given_lock();
-        match given {
-            Some(given) => all.insert(id.to_string(), given),
-            None => all.remove(id),
-        };
-    }
-
-    fn given_lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Arc<ClientEnv>>> {
-        self.given.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// The values found for `names` (the asking process's, else the daemon's), and the
 /// names found in neither.

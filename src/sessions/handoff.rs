@@ -28,7 +28,7 @@ impl Sessions {
         }
         // The profile is checked before anything stops.
         let config = self.settings()?;
-        let given = self.given(&from.id);
+        let given = self.runner.given(&from.id);
         given::profile(&config, &params.agent, given.as_deref())
             .map_err(|why| LedgerError::Invalid(format!("cannot hand off: {why}")))?;
         // Where the work stands, read before the old agent stops.
@@ -45,7 +45,7 @@ impl Sessions {
             }
         }
         let brief = brief(&from, diff.as_ref(), &open);
-        self.stop(&from.id).await?;
+        self.runner.stop(&from.id).await?;
         let from = self.managed(&from.id)?;
         let create = CreateSessionParams {
             agent: params.agent.clone(),

@@ -42,16 +42,14 @@ pub(super) async fn route_inbox_events(
             }
             Ok(Event::InboxCreated(m)) | Ok(Event::InboxUpdated(m)) => {
                 if m.msg_type.blocks()
-                    && let Some(actor) = sessions.actor(&m.session_id)
+                    && let Some(actor) = sessions.runner.actor(&m.session_id)
                 {
                     let _ = actor.send(Command::Inbox(Box::new(m.clone())));
                 }
             }
             Ok(_) => {}
             Err(broadcast::error::RecvError::Lagged(_)) => {
-                for actor in sessions.lock().values() {
-                    let _ = actor.send(Command::Resync);
-                }
+                sessions.runner.tell_all(|| Command::Resync);
             }
             Err(broadcast::error::RecvError::Closed) => return,
         }
@@ -83,7 +81,7 @@ impl Sessions {
                 .is_some()
                 .then(|| format!("its agent ended (session {} deregistered)", session.id));
         }
-        if let Some(actor) = self.actor(&session.id) {
+        if let Some(actor) = self.runner.actor(&session.id) {
             let (ack, settled) = tokio::sync::oneshot::channel();
             if actor.send(Command::Settled { ack }).is_ok() && settled.await.is_ok() {
                 return None;

@@ -7,7 +7,7 @@ use tokio::sync::oneshot;
 
 use super::command::Command;
 use super::{Result, Sessions};
-use crate::ledger::LedgerError;
+use crate::ledger::{Ledger, LedgerError};
 use crate::protocol::{RuleInfo, RulesFileError, RulesReply, SecurityReply, SecurityState};
 
 impl Sessions {
@@ -82,7 +82,7 @@ impl Sessions {
                 ids.join(", ")
             )));
         }
-        if let Some(actor) = self.actor(id) {
+        if let Some(actor) = self.runner.actor(id) {
             let (ack, done) = oneshot::channel();
             let rule = rule.to_string();
             if actor.send(Command::SetRule { rule, enabled, ack }).is_ok()
@@ -116,7 +116,7 @@ impl Sessions {
         keep_disabled: bool,
     ) -> Result<crate::protocol::Session> {
         let old = self.managed(id)?;
-        self.stop_actor(id, false).await;
+        self.runner.stop_actor(id, false).await;
         let mut ended = self.managed(id)?;
         ended.state = Some(crate::protocol::SessionState::Stopped);
         ended.state_reason = Some("reset".into());
@@ -144,7 +144,7 @@ impl Sessions {
             }),
         };
         // The asking process's environment, if this daemon still holds it, goes on too.
-        let given = self.given(id).map(|g| (*g).clone());
+        let given = self.runner.given(id).map(|g| (*g).clone());
         let created = self.create_for(params, given).await?;
         if keep_disabled {
             for rule in &old.security.disabled {
@@ -158,7 +158,7 @@ impl Sessions {
     /// when a rule allows it (or it was approved before), `Some(false)` when one denies
     /// it, `None` when the human decides.
     pub async fn judge_approval(&self, id: &str, title: &str) -> Option<bool> {
-        let actor = self.actor(id)?;
+        let actor = self.runner.actor(id)?;
         let (ack, done) = oneshot::channel();
         actor
             .send(Command::JudgeApproval {
@@ -182,9 +182,9 @@ impl Sessions {
         if globs.iter().all(|g| g.trim().is_empty()) {
             return Err(LedgerError::Invalid("give the globs to allow".into()));
         }
-        let _one_at_a_time = self.unparking.lock().await;
+        let _one_at_a_time = self.runner.one_start_at_a_time().await;
         let session = self.managed(id)?;
-        if self.actor(id).is_some() {
+        if self.runner.actor(id).is_some() {
             return Err(LedgerError::Conflict(format!(
                 "session {id} is running; a refinement restarts a session a context miss stopped"
             )));
@@ -215,45 +215,8 @@ impl Sessions {
                 globs.join(", ")
             )
         });
-        self.unpark(next, prompt).await?;
+        self.runner.unpark(next, prompt).await?;
         self.ledger.get_session(id)
-    }
-
-    /// After a context miss stopped the session: the question whether to widen.
-    #[tracing::instrument(name = "session", skip_all, fields(session = %session.id))]
-    pub(super) async fn ask_to_refine(&self, session: &crate::protocol::Session) {
-        let Some(reason) = session.state_reason.as_deref() else {
-            return;
-        };
-        let Some(path) = reason
-            .strip_prefix("CONTEXT_MISS: ")
-            .and_then(|r| r.split(" is outside").next())
-        else {
-            return;
-        };
-        let params = crate::protocol::SendParams {
-            session_id: session.id.clone(),
-            msg_type: crate::protocol::MsgType::DecisionNeeded,
-            title: format!("Context miss: widen the read manifest? ({path})"),
-            body: Some(format!(
-                "{reason}\npath: {path}\n\nWidening allows this path and restarts the agent (a \
-                 refinement: {} of {} used). Or leave the session stopped.",
-                session.security.refinements,
-                crate::protocol::MAX_REFINEMENT_ATTEMPTS
-            )),
-            options: Some(vec![
-                super::wording::WIDEN.into(),
-                super::wording::LEAVE_STOPPED.into(),
-            ]),
-            option_kinds: None,
-            flagged: None,
-        };
-        let purpose = crate::protocol::Purpose::ContextMiss {
-            path: path.to_string(),
-        };
-        if let Err(e) = self.ledger.send_for(params, purpose).await {
-            tracing::error!("cannot ask about the context miss: {e}");
-        }
     }
 
     /// A credential for the session's agent: asked of the human the first time in the
@@ -269,7 +232,10 @@ impl Sessions {
             )));
         }
         let session = self.managed(id)?;
-        let actor = self.actor(id).ok_or_else(|| super::not_running(&session))?;
+        let actor = self
+            .runner
+            .actor(id)
+            .ok_or_else(|| super::not_running(&session))?;
         let (ack, done) = oneshot::channel();
         actor
             .send(Command::Secret {
@@ -280,5 +246,42 @@ impl Sessions {
         done.await
             .map_err(|_| super::not_running(&session))?
             .map_err(|e| LedgerError::Invalid(e.to_string()))
+    }
+}
+
+/// After a context miss stopped the session: the question whether to widen.
+#[tracing::instrument(name = "session", skip_all, fields(session = %session.id))]
+pub(super) async fn ask_to_refine(ledger: &Ledger, session: &crate::protocol::Session) {
+    let Some(reason) = session.state_reason.as_deref() else {
+        return;
+    };
+    let Some(path) = reason
+        .strip_prefix("CONTEXT_MISS: ")
+        .and_then(|r| r.split(" is outside").next())
+    else {
+        return;
+    };
+    let params = crate::protocol::SendParams {
+        session_id: session.id.clone(),
+        msg_type: crate::protocol::MsgType::DecisionNeeded,
+        title: format!("Context miss: widen the read manifest? ({path})"),
+        body: Some(format!(
+            "{reason}\npath: {path}\n\nWidening allows this path and restarts the agent (a \
+             refinement: {} of {} used). Or leave the session stopped.",
+            session.security.refinements,
+            crate::protocol::MAX_REFINEMENT_ATTEMPTS
+        )),
+        options: Some(vec![
+            super::wording::WIDEN.into(),
+            super::wording::LEAVE_STOPPED.into(),
+        ]),
+        option_kinds: None,
+        flagged: None,
+    };
+    let purpose = crate::protocol::Purpose::ContextMiss {
+        path: path.to_string(),
+    };
+    if let Err(e) = ledger.send_for(params, purpose).await {
+        tracing::error!("cannot ask about the context miss: {e}");
     }
 }

@@ -140,7 +140,7 @@ impl Sessions {
                 )));
             }
         }
-        self.stop_actor(id, false).await;
+        self.runner.stop_actor(id, false).await;
         // The records first: the worktree and branch go only once the session is gone,
         // so a failure leaves the session whole and a retry can finish.
         self.ledger
@@ -155,7 +155,7 @@ impl Sessions {
             force: options.force,
         };
         self.ledger.remove_managed(id, &git).await?;
-        self.keep_given(id, None);
+        self.runner.keep_given(id, None);
         let dir = self.ledger.kiln().sessions_dir();
         let _ = std::fs::remove_file(MarkdownLog::path_for(&dir, id));
         let _ = std::fs::remove_file(dir.join(format!("{id}.stderr.log")));

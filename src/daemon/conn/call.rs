@@ -90,6 +90,7 @@ pub(super) fn app_error(e: LedgerError) -> ErrorObject {
         LedgerError::Tool(_) => code::TOOL_FAILED,
         LedgerError::Io(_) => code::IO_ERROR,
         LedgerError::Driver(_) => code::DRIVER_ERROR,
+        LedgerError::Start(_) => code::SPAWN_FAILED,
         LedgerError::Store(_) => code::STORE_ERROR,
     };
     ErrorObject::new(code, e.to_string())

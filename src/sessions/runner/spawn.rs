@@ -8,9 +8,8 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::actor::{Actor, ActorSetup, Fallback};
-use super::{Sessions, context, given, wording};
-use crate::agent::{self, AgentHandle, Launch};
+use super::{Runner, locked};
+use crate::agent::{self, AgentEvent, AgentHandle, Launch};
 use crate::audit::{Audit, AuditEvent};
 use crate::config::{AgentKind, AgentProfile, Config};
 use crate::driver::{self, DriverError, Environment};
@@ -18,9 +17,12 @@ use crate::kiln::Kiln;
 use crate::ledger::LedgerError;
 use crate::protocol::env::{self, SESSION as SESSION_ENV};
 use crate::protocol::{DriverKind, Session, SessionState};
+use crate::sessions::actor::{Actor, ActorSetup, Fallback};
+use crate::sessions::security::ask_to_refine;
+use crate::sessions::{context, given, wording};
 
 /// What a resumed actor needs to know.
-pub(super) struct Resume {
+pub(in crate::sessions) struct Resume {
     /// The agent's own session to load (none for agents that keep none).
     pub acp_session_id: Option<String>,
     pub previous: SessionState,
@@ -28,7 +30,7 @@ pub(super) struct Resume {
 
 /// Why a session's agent could not be started.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum SpawnError {
+pub enum SpawnError {
     /// The agent's program cannot be found.
     #[error(transparent)]
     Locate(LedgerError),
@@ -43,10 +45,18 @@ pub(super) enum SpawnError {
     Handle(LedgerError),
 }
 
-impl Sessions {
+/// What starting an agent made before its actor runs.
+struct Started {
+    environment: Arc<Environment>,
+    agent_cwd: Option<PathBuf>,
+    handle: AgentHandle,
+    events: mpsc::UnboundedReceiver<AgentEvent>,
+}
+
+impl Runner {
     /// Starts the agent, with a fresh handle, and the actor that owns it.
     #[tracing::instrument(name = "session", skip_all, fields(session = %session.id))]
-    pub(super) async fn spawn_actor(
+    pub(in crate::sessions) async fn spawn(
         self: &Arc<Self>,
         mut session: Session,
         profile_name: &str,
@@ -54,17 +64,81 @@ impl Sessions {
         resume: Option<Resume>,
         first_prompt: Option<String>,
     ) -> std::result::Result<(), SpawnError> {
-        let kiln = self.ledger.kiln();
         let folder = context::folder(&self.ledger, &session);
         let system = context::system_entry(&session, Some(&profile), &folder);
-        let cwd = PathBuf::from(folder);
         let spec = session.driver.clone().unwrap_or_default();
         let session_id = session.id.clone();
         let given = self.given(&session_id);
-        let (passed, missing) = given::values(spec.env(), given.as_deref());
+        let (_, missing) = given::values(spec.env(), given.as_deref());
         let profile = given::locate(profile_name, profile, spec.kind(), given.as_deref())
             .map_err(SpawnError::Locate)?;
         let idle_after = self.idle_after(spec.kind(), &profile);
+        let started = self
+            .start_agent(
+                &mut session,
+                profile_name,
+                &profile,
+                &system,
+                resume.as_ref(),
+            )
+            .await?;
+        let (tx, commands) = mpsc::unbounded_channel();
+        locked(&self.actors).insert(session.id.clone(), tx);
+        locked(&self.environments).insert(session.id.clone(), Arc::clone(&started.environment));
+        self.running.send_modify(|n| *n += 1);
+        // A session that is itself a hand-off does not fall back again: two profiles
+        // both at their limits would hand the task back and forth.
+        let fallback = profile
+            .fallback
+            .clone()
+            .filter(|_| session.handed_from.is_none())
+            .map(|agent| Fallback {
+                agent,
+                sessions: self.sessions.clone(),
+            });
+        let actor = Actor::new(
+            Arc::clone(&self.ledger),
+            session,
+            started.handle,
+            started.events,
+            commands,
+            ActorSetup {
+                profile,
+                system,
+                resumed_from: resume.map(|r| r.previous),
+                first_prompt,
+                idle_after,
+                agent_cwd: started.agent_cwd,
+                rules: Arc::clone(&self.rules),
+                budgets: Arc::clone(&self.budgets),
+                fallback,
+            },
+        );
+        self.run_actor(actor, started.environment);
+        if !missing.is_empty() {
+            let notice = wording::started_without(&missing);
+            if let Err(e) = self.ledger.send(notice.into_params(&session_id)).await {
+                tracing::warn!("cannot say which variables are missing: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Provisions the session's environment, records its limits, issues a fresh handle
+    /// and launches the agent in it.
+    async fn start_agent(
+        &self,
+        session: &mut Session,
+        profile_name: &str,
+        profile: &AgentProfile,
+        system: &str,
+        resume: Option<&Resume>,
+    ) -> std::result::Result<Started, SpawnError> {
+        let kiln = self.ledger.kiln();
+        let cwd = PathBuf::from(context::folder(&self.ledger, session));
+        let spec = session.driver.clone().unwrap_or_default();
+        let given = self.given(&session.id);
+        let (passed, _) = given::values(spec.env(), given.as_deref());
         let environment = Environment::provision(
             &spec,
             driver::Setup {
@@ -79,8 +153,7 @@ impl Sessions {
         .await?;
         let environment = Arc::new(environment);
         let agent_cwd = Some(environment.agent_cwd(&cwd)).filter(|c| c != &cwd);
-        let audit = Audit::new(kiln);
-        audit.record(
+        Audit::new(kiln).record(
             &session.id,
             AuditEvent::Start {
                 driver: spec.kind().to_string(),
@@ -93,7 +166,7 @@ impl Sessions {
         if session.limits != environment.limits() {
             session.limits = environment.limits();
             self.ledger
-                .save_managed(&session)
+                .save_managed(session)
                 .await
                 .map_err(SpawnError::Limits)?;
         }
@@ -112,81 +185,33 @@ impl Sessions {
             stderr_log: kiln
                 .sessions_dir()
                 .join(format!("{}.stderr.log", session.id)),
-            resume: resume.as_ref().and_then(|r| r.acp_session_id.clone()),
+            resume: resume.and_then(|r| r.acp_session_id.clone()),
             // Made again on purpose (unparked, restarted): a fresh agent session seeded
             // with the stack when the old one cannot be loaded.
-            fresh_if_unresumable: resume.as_ref().is_some_and(|r| {
+            fresh_if_unresumable: resume.is_some_and(|r| {
                 matches!(r.previous, SessionState::Parked | SessionState::Stopped)
             }),
             link: (profile.kind == AgentKind::Internal).then(|| {
                 Arc::new(context::AgentLink {
                     ledger: Arc::clone(&self.ledger),
                     session_id: session.id.clone(),
-                    system: system.clone(),
+                    system: system.to_string(),
                 }) as Arc<dyn agent::SessionLink>
             }),
             environment: Arc::clone(&environment),
-            api_key: given::api_key(&profile, given.as_deref()),
+            api_key: given::api_key(profile, given.as_deref()),
         };
-        let handle: AgentHandle = match agent::launch(launch, events_tx) {
-            Ok(handle) => handle,
+        match agent::launch(launch, events_tx) {
+            Ok(handle) => Ok(Started {
+                environment,
+                agent_cwd,
+                handle,
+                events,
+            }),
             Err(why) => {
                 let _ = self.ledger.revoke_handles(&session.id).await;
-                return Err(SpawnError::Agent(why));
+                Err(SpawnError::Agent(why))
             }
-        };
-        let (tx, commands) = mpsc::unbounded_channel();
-        self.lock().insert(session.id.clone(), tx);
-        self.environments_lock()
-            .insert(session.id.clone(), Arc::clone(&environment));
-        self.running.send_modify(|n| *n += 1);
-        // A session that is itself a hand-off does not fall back again: two profiles
-        // both at their limits would hand the task back and forth.
-        let fallback = profile
-            .fallback
-            .clone()
-            .filter(|_| session.handed_from.is_none())
-            .map(|agent| Fallback {
-                agent,
-                sessions: Arc::downgrade(self),
-            });
-        let actor = Actor::new(
-            Arc::clone(&self.ledger),
-            session,
-            handle,
-            events,
-            commands,
-            ActorSetup {
-                profile,
-                system,
-                resumed_from: resume.map(|r| r.previous),
-                first_prompt,
-                idle_after,
-                agent_cwd,
-                rules: Arc::clone(&self.rules),
-                budgets: Arc::clone(&self.budgets),
-                fallback,
-            },
-        );
-        self.run_actor(actor, environment);
-        if !missing.is_empty() {
-            let notice = wording::started_without(&missing);
-            if let Err(e) = self.ledger.send(notice.into_params(&session_id)).await {
-                tracing::warn!("cannot say which variables are missing: {e}");
-            }
-        }
-        Ok(())
-    }
-
-    /// Forgets the session's environment if it is still `environment` (a restart may have
-    /// made the session a new one meanwhile).
-    pub(super) fn forget_environment(&self, id: &str, environment: &Arc<Environment>) {
-        let mut environments = self.environments_lock();
-        if environments
-            .get(id)
-            .is_some_and(|e| Arc::ptr_eq(e, environment))
-        {
-            environments.remove(id);
         }
     }
 
@@ -198,7 +223,7 @@ impl Sessions {
             let id = actor.id().to_string();
             actor.run().await;
             if let Some(me) = me.upgrade() {
-                me.lock().remove(&id);
+                locked(&me.actors).remove(&id);
                 me.forget_environment(&id, &environment);
                 environment.close().await;
                 if let Ok(ended) = me.ledger.get_session(&id)
@@ -207,7 +232,7 @@ impl Sessions {
                         .as_deref()
                         .is_some_and(|r| r.starts_with("CONTEXT_MISS"))
                 {
-                    me.ask_to_refine(&ended).await;
+                    ask_to_refine(&me.ledger, &ended).await;
                 }
                 me.running.send_modify(|n| *n = n.saturating_sub(1));
             }
