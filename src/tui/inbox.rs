@@ -1,7 +1,36 @@
 //! The inbox as the TUI holds it: every session's messages newest first, the selection
-//! and the opened message (both by id, so they survive messages arriving).
+//! and the opened message (both by id, so they survive messages arriving). The workbench
+//! tells it what arrived and what the person did ([`InboxMsg`]).
 
-use crate::protocol::InboxMessage;
+use super::action::Action;
+use crate::protocol::methods::Request;
+use crate::protocol::{IdsParams, InboxMessage};
+
+/// What the inbox is told.
+#[derive(Debug)]
+pub(super) enum InboxMsg {
+    /// Every message, read again; `keyboard`: the pane has the keyboard (else the
+    /// selection goes to the newest).
+    Synced {
+        messages: Vec<InboxMessage>,
+        keyboard: bool,
+    },
+    /// A new message; until the pane has the keyboard its selection stays on the newest.
+    Arrived {
+        message: InboxMessage,
+        keyboard: bool,
+    },
+    Changed(InboxMessage),
+    Deleted(Vec<String>),
+    /// Move the selection by rows.
+    Move(isize),
+    Select(String),
+    /// Open the selected message, marking it read.
+    Open,
+    /// Select and open a message, as it is.
+    Reveal(String),
+    Close,
+}
 
 /// Whether a message still waits for a human answer.
 pub fn is_open(message: &InboxMessage) -> bool {
@@ -22,6 +51,44 @@ pub struct Inbox {
 }
 
 impl Inbox {
+    /// Carries out `msg`; returns the call that marks an opened message read.
+    pub(super) fn update(&mut self, msg: InboxMsg) -> Vec<Action> {
+        match msg {
+            InboxMsg::Synced { messages, keyboard } => {
+                self.replace(messages);
+                if !keyboard {
+                    self.select_newest();
+                }
+            }
+            InboxMsg::Arrived { message, keyboard } => {
+                self.upsert(message);
+                if !keyboard {
+                    self.select_newest();
+                }
+            }
+            InboxMsg::Changed(message) => self.upsert(message),
+            InboxMsg::Deleted(ids) => self.remove(&ids),
+            InboxMsg::Move(delta) => self.move_selection(delta),
+            InboxMsg::Select(id) => self.select(&id),
+            InboxMsg::Open => {
+                if let Some(m) = self.open_selected().filter(|m| !m.read) {
+                    return vec![
+                        Request::InboxMarkRead(IdsParams {
+                            ids: vec![m.id.clone()],
+                        })
+                        .into(),
+                    ];
+                }
+            }
+            InboxMsg::Reveal(id) => {
+                self.select(&id);
+                self.open_selected();
+            }
+            InboxMsg::Close => self.close(),
+        }
+        Vec::new()
+    }
+
     /// Newest first.
     pub fn messages(&self) -> &[InboxMessage] {
         &self.messages

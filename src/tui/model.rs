@@ -1,9 +1,13 @@
 //! The workbench's state and how daemon events change it. Everything here is pure: events
 //! go in through [`Model::apply`] and [`Model::sync`], and what the runtime must do comes
-//! back as [`Action`]s. Key handling is in `update.rs`, drawing in `view/`; the pages and
-//! flashes the model shows are in `model/pages.rs`, quiet sessions in `model/quiet.rs`.
+//! back as [`Action`]s; keys are in `update.rs`, drawing in `view/`, pages and flashes in
+//! `model/pages.rs`. The parts with state of their own are sub-models, each with an
+//! `update` for its own messages that the model delegates to: the inbox (`inbox.rs`), the
+//! transcript pane, the sessions picker, the search results, the context pane, the link's
+//! health, the watch on quiet sessions (`model/*.rs`) and the review of a diff
+//! (`review.rs`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use crate::protocol::{
@@ -11,22 +15,32 @@ use crate::protocol::{
 };
 
 use super::action::Action;
-use super::inbox::Inbox;
+use super::inbox::{Inbox, InboxMsg};
 use super::input::PromptEditor;
 use super::keymap::Keymap;
-use super::review::{DiffView, ReviewComment};
+use super::review::Review;
 use super::transcript::Transcript;
 
+mod contexts;
 mod fields;
+mod health;
 mod pages;
 mod picker;
 mod quiet;
 mod search;
+mod transcripts;
 
-pub use fields::{
-    Activity, Confirm, Connection, ContextView, Flash, Overlay, Panes, ScrollExtent, Zone,
-};
-pub use search::{Found, Jump};
+pub use contexts::ContextView;
+pub(super) use contexts::{ContextMsg, Contexts};
+pub use fields::{Activity, Confirm, Flash, Overlay, Panes, ScrollExtent, Zone};
+pub use health::Connection;
+pub(super) use health::{Health, HealthMsg};
+pub(super) use picker::{Picked, Picker, PickerMsg};
+pub(super) use quiet::{Quiet, QuietMsg};
+pub use search::Found;
+pub(super) use search::{Search, SearchMsg, Searched};
+pub use transcripts::Jump;
+pub(super) use transcripts::{TranscriptMsg, Transcripts};
 
 /// The whole state of the workbench.
 #[derive(Debug)]
@@ -36,7 +50,8 @@ pub struct Model {
     pub(super) focused: Option<String>,
     /// A session to focus once it is registered (one just created).
     pending_focus: Option<String>,
-    pub(super) transcripts: HashMap<String, Transcript>,
+    /// The transcript pane: every session's transcript, the scroll, a search's jump.
+    pub(super) transcripts: Transcripts,
     pub(super) inbox: Inbox,
     /// Sessions that started waiting while not focused.
     pub(super) flagged: HashSet<String>,
@@ -45,57 +60,32 @@ pub struct Model {
     pub(super) overlay: Option<Overlay>,
     pub(super) input: PromptEditor,
     pub(super) flash: Option<Flash>,
-    pub(super) connection: Connection,
-    /// What the daemon's database cannot read back (its first damaged stretch).
-    pub(super) store_damaged: Option<String>,
-    /// Team mode: why the daemon cannot reach its database server, while it cannot.
-    pub(super) store_down: Option<String>,
-    /// Why the settings files do not load (one line), while they do not: the last good
-    /// settings stay in use.
-    pub(super) settings_error: Option<String>,
-    /// Why the connected daemon does not answer (stopped by a signal, or silent), while
-    /// it does not.
-    pub(super) daemon_silence: Option<String>,
+    /// The link to the daemon, its database, and the settings files.
+    pub(super) health: Health,
     /// This machine: sessions that run on another (team mode) say where.
     pub(super) host: String,
     pub(super) keymap: Keymap,
-    /// Rows scrolled up from the bottom of the focused transcript; 0 follows the tail.
-    pub(super) scroll: u16,
-    /// How far the focused transcript could scroll in the last frame, as the runtime
-    /// passed it ([`Model::set_scroll_extent`]).
-    pub(super) scroll_extent: ScrollExtent,
-    pub(super) show_thoughts: bool,
     /// Context stacks read for the context pane, by session.
-    pub(super) contexts: HashMap<String, ContextView>,
+    pub(super) contexts: Contexts,
     /// The page shown by [`Overlay::Page`]: its title and lines.
     pub(super) page: Option<(String, Vec<String>)>,
     /// The agent profiles `/new` can start (built-in ones found, or the settings').
     pub(super) agents: Vec<String>,
-    /// The diff [`Overlay::Diff`] shows.
-    pub(super) diff: Option<DiffView>,
-    /// Review comments not yet sent, by session.
-    pub(super) comments: HashMap<String, Vec<ReviewComment>>,
+    /// The diff [`Overlay::Diff`] shows and the review comments not yet sent.
+    pub(super) review: Review,
     /// The conflict radar: sessions whose branches change the same files.
     pub(super) conflicts: ConflictReport,
-    /// Since when each working session has said nothing (its last output, or the start
-    /// of its turn).
-    pub(super) quiet_since: HashMap<String, Instant>,
-    /// How long a working session may be quiet before it shows it (`tui.stall_secs`).
-    pub(super) stall_after: Duration,
+    /// Since when each working session has said nothing.
+    pub(super) quiet: Quiet,
     /// An approval a rule asked for, answered and waiting for `y`.
     pub(super) confirm: Option<Confirm>,
     /// Lines sent (Enter) before the daemon answered: carried out, in order, once the
     /// state is read.
     pub(super) held: Vec<String>,
     /// The last `/search`'s results ([`Overlay::Search`] lists them).
-    pub(super) found: Option<Found>,
-    /// The transcript entry the last search result opened.
-    pub(super) jump: Option<Jump>,
-    /// What each session's agent costs the machine, as read when the sessions overlay
-    /// was last opened.
-    pub(super) resources: HashMap<String, crate::protocol::Resources>,
-    /// What was typed into the sessions overlay.
-    pub(super) picker: String,
+    pub(super) search: Search,
+    /// What was typed into the sessions overlay ([`Overlay::Sessions`]).
+    pub(super) picker: Picker,
 }
 
 impl Model {
@@ -104,7 +94,7 @@ impl Model {
             sessions: Vec::new(),
             focused: None,
             pending_focus: None,
-            transcripts: HashMap::new(),
+            transcripts: Transcripts::default(),
             inbox: Inbox::default(),
             flagged: HashSet::new(),
             panes: Panes {
@@ -115,30 +105,19 @@ impl Model {
             overlay: None,
             input: PromptEditor::default(),
             flash: None,
-            connection: Connection::Connected,
-            store_down: None,
-            store_damaged: None,
-            settings_error: None,
-            daemon_silence: None,
+            health: Health::default(),
             host: crate::sys::host_name(),
             keymap,
-            scroll: 0,
-            scroll_extent: ScrollExtent::default(),
-            show_thoughts: false,
-            contexts: HashMap::new(),
+            contexts: Contexts::default(),
             page: None,
             agents: Vec::new(),
-            diff: None,
-            comments: HashMap::new(),
+            review: Review::default(),
             conflicts: ConflictReport::default(),
-            quiet_since: HashMap::new(),
-            stall_after: Duration::from_secs(120),
+            quiet: Quiet::default(),
             confirm: None,
             held: Vec::new(),
-            found: None,
-            jump: None,
-            resources: HashMap::new(),
-            picker: String::new(),
+            search: Search::default(),
+            picker: Picker::default(),
         }
     }
 
@@ -148,16 +127,13 @@ impl Model {
     pub fn sync(&mut self, sessions: Vec<Session>, messages: Vec<InboxMessage>) -> Vec<Action> {
         self.sessions = sessions;
         sort_sessions(&mut self.sessions);
-        self.inbox.replace(messages);
-        if self.zone != Zone::Inbox {
-            self.inbox.select_newest();
-        }
+        self.inbox.update(InboxMsg::Synced {
+            messages,
+            keyboard: self.zone == Zone::Inbox,
+        });
         let ids: HashSet<String> = self.sessions.iter().map(|s| s.id.clone()).collect();
-        self.transcripts.retain(|id, _| ids.contains(id));
-        for transcript in self.transcripts.values_mut() {
-            transcript.requested = false;
-            transcript.forget_streamed();
-        }
+        self.transcripts
+            .update(TranscriptMsg::Resynced(ids.clone()));
         self.flagged.retain(|id| ids.contains(id));
         let still_waiting: HashSet<String> = self
             .flagged
@@ -173,7 +149,7 @@ impl Model {
             .or_else(|| self.sessions.first().map(|s| s.id.clone()));
         self.focused = None;
         let mut actions = focus.map_or_else(Vec::new, |id| self.focus(&id));
-        if self.connection == Connection::Connected {
+        if self.health.connection == Connection::Connected {
             actions.extend(self.run_held());
         }
         actions
@@ -186,53 +162,34 @@ impl Model {
         let was_waiting = concerned.as_deref().is_some_and(|id| self.is_waiting(id));
         let mut actions = match event {
             Event::SessionRegistered(session) | Event::SessionUpdated(session) => {
-                let working = session
-                    .state
-                    .is_some_and(|s| matches!(s, SessionState::Working | SessionState::Starting));
-                if !working {
-                    self.quiet_since.remove(&session.id);
-                } else if !self.quiet_since.contains_key(&session.id) {
-                    self.quiet_since.insert(session.id.clone(), Instant::now());
-                }
+                self.quiet.update(QuietMsg::State {
+                    session_id: session.id.clone(),
+                    working: is_working(session.state),
+                });
                 self.upsert_session(session)
             }
             Event::SessionDeregistered { session_id, .. } => {
-                self.quiet_since.remove(&session_id);
+                self.quiet.update(QuietMsg::Gone(session_id.clone()));
                 self.remove_session(&session_id)
             }
-            Event::InboxCreated(message) => {
-                self.inbox.upsert(message);
-                // Until the pane has the keyboard, its selection stays on the newest.
-                if self.zone != Zone::Inbox {
-                    self.inbox.select_newest();
-                }
-                Vec::new()
-            }
-            Event::InboxUpdated(message) => {
-                self.inbox.upsert(message);
-                Vec::new()
-            }
-            Event::InboxDeleted { ids } => {
-                self.inbox.remove(&ids);
-                Vec::new()
-            }
+            Event::InboxCreated(message) => self.inbox.update(InboxMsg::Arrived {
+                message,
+                keyboard: self.zone == Zone::Inbox,
+            }),
+            Event::InboxUpdated(message) => self.inbox.update(InboxMsg::Changed(message)),
+            Event::InboxDeleted { ids } => self.inbox.update(InboxMsg::Deleted(ids)),
             Event::Transcript(entry) => {
                 self.heard(&entry.session_id);
-                self.transcript_mut(&entry.session_id.clone()).push(entry);
-                Vec::new()
+                self.transcripts.update(TranscriptMsg::Entry(entry))
             }
             Event::Output(chunk) => {
                 self.heard(&chunk.session_id);
-                self.transcript_mut(&chunk.session_id)
-                    .chunk(chunk.kind, &chunk.text);
-                Vec::new()
+                self.transcripts.update(TranscriptMsg::Chunk(chunk))
             }
             Event::Context(update) => {
-                if let Some(view) = self.contexts.get_mut(&update.session_id) {
-                    view.last_change = Some(update.change.to_string());
-                    view.fresh_start = update.fresh_start;
-                }
-                self.context_wanted(&update.session_id)
+                let session_id = update.session_id.clone();
+                self.contexts.update(ContextMsg::Changed(update));
+                self.context_wanted(&session_id)
             }
             Event::Conflicts(report) => {
                 self.conflicts = report;
@@ -253,10 +210,10 @@ impl Model {
 
     /// Adds history from `session.transcript` (after a transcript [`Action`]).
     pub fn load_transcript(&mut self, session_id: &str, entries: Vec<TranscriptEntry>) {
-        let transcript = self.transcript_mut(session_id);
-        for entry in entries {
-            transcript.push(entry);
-        }
+        self.transcripts.update(TranscriptMsg::Loaded {
+            session_id: session_id.to_string(),
+            entries,
+        });
     }
 
     /// Focuses a session by id (after `session.create` answered), now or once registered.
@@ -271,22 +228,7 @@ impl Model {
 
     /// A stack read with `context.get` or returned by an operation.
     pub fn load_context(&mut self, result: ContextResult) {
-        let last_change = result
-            .description
-            .or_else(|| result.change.as_ref().map(ToString::to_string))
-            .or_else(|| {
-                self.contexts
-                    .get(&result.session_id)
-                    .and_then(|v| v.last_change.clone())
-            });
-        self.contexts.insert(
-            result.session_id,
-            ContextView {
-                stack: result.stack,
-                last_change,
-                fresh_start: result.fresh_start,
-            },
-        );
+        self.contexts.update(ContextMsg::Loaded(result));
     }
 
     /// The context pane's data for a session, once read.
@@ -308,76 +250,84 @@ impl Model {
 
     /// What each session's agent costs the machine (`session.list` with resources).
     pub fn set_resources(&mut self, sessions: &[Session]) {
-        self.resources = sessions
-            .iter()
-            .filter_map(|s| Some((s.id.clone(), s.resources.clone()?)))
-            .collect();
-    }
-
-    /// What `session_id`'s agent cost the machine when last read.
-    pub fn resources_of(&self, session_id: &str) -> Option<&crate::protocol::Resources> {
-        self.resources.get(session_id)
+        self.picker.set_resources(sessions);
     }
 
     /// How far the focused transcript could scroll in the frame just drawn; scrolling keys
     /// and the wheel stay within it.
     pub fn set_scroll_extent(&mut self, extent: ScrollExtent) {
-        self.scroll_extent = extent;
-        if let Some(offset) = extent.jumped {
-            self.jump_placed(offset);
-        }
+        self.transcripts.update(TranscriptMsg::Drawn(extent));
+    }
+
+    pub fn set_stall_after(&mut self, after: Duration) {
+        self.quiet.update(QuietMsg::StallAfter(after));
+    }
+
+    /// How long a working session has been quiet, once that is at least `tui.stall_secs`.
+    pub fn stalled_for(&self, session_id: &str, now: Instant) -> Option<Duration> {
+        self.quiet.stalled_for(session_id, now)
+    }
+
+    /// When the next stall shows or its minutes change: the runtime draws again then
+    /// (nothing is drawn on a timer otherwise).
+    pub fn next_stall_change(&self, now: Instant) -> Option<Instant> {
+        self.quiet.next_change(now)
+    }
+
+    /// What was typed into the sessions overlay since it opened.
+    pub fn picker_filter(&self) -> &str {
+        self.picker.filter()
+    }
+
+    /// The sessions the picker's filter keeps, as indexes into [`Model::sessions`], best
+    /// first: the session numbered as typed, then the others in status-bar order.
+    pub fn picked(&self) -> Vec<usize> {
+        self.picker.picked(&self.picker_lines())
+    }
+
+    /// Each session's line as the picker matches it.
+    pub(super) fn picker_lines(&self) -> Vec<String> {
+        self.sessions
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Picker::line(i + 1, s, self.activity(s).label()))
+            .collect()
+    }
+
+    /// The last search's results.
+    pub fn found(&self) -> Option<&Found> {
+        self.search.found()
+    }
+
+    /// The entry a search jumped to, while its session is focused.
+    pub fn jump(&self) -> Option<&Jump> {
+        self.transcripts
+            .jump()
+            .filter(|j| self.focused.as_deref() == Some(j.session_id.as_str()))
     }
 
     pub fn set_connection(&mut self, connection: Connection) {
-        self.connection = connection;
+        self.health.update(HealthMsg::Connection(connection));
     }
 
     /// Whether the daemon reaches its database (team mode: a server).
     pub fn set_store(&mut self, health: crate::protocol::StoreHealth) {
-        self.store_damaged = health
-            .damaged
-            .first()
-            .map(|first| match health.damaged.len() {
-                1 => first.clone(),
-                n => format!("{first} (and {} more)", n - 1),
-            });
-        self.store_down =
-            (!health.connected).then(|| health.error.unwrap_or_else(|| "no answer".into()));
+        self.health.update(HealthMsg::Store(health));
     }
 
     /// Why the settings files do not load, or `None` once they do: a banner while set.
     pub fn set_settings_error(&mut self, why: Option<String>) {
-        self.settings_error = why;
+        self.health.update(HealthMsg::Settings(why));
     }
 
     /// Why the daemon does not answer, or `None` once it does: a banner while set.
     pub fn set_daemon_silence(&mut self, why: Option<String>) {
-        self.daemon_silence = why;
+        self.health.update(HealthMsg::Silence(why));
     }
 
     /// Replaces the key bindings (the config changed).
     pub fn set_keymap(&mut self, keymap: Keymap) {
         self.keymap = keymap;
-    }
-
-    /// What the sessions spent on `day` (UTC, `YYYY-MM-DD`): tokens and US dollars, as
-    /// far as their agents told (`None`: nothing known, never zero).
-    pub fn spent_on(&self, day: &str) -> (Option<u64>, Option<f64>) {
-        let mut tokens = None;
-        let mut cost = None;
-        for on_day in self
-            .sessions
-            .iter()
-            .filter_map(|s| s.spent.as_ref()?.days.get(day))
-        {
-            if let Some(t) = on_day.tokens {
-                tokens = Some(tokens.unwrap_or(0) + t);
-            }
-            if let Some(c) = on_day.cost {
-                cost = Some(cost.unwrap_or(0.0) + c);
-            }
-        }
-        (tokens, cost)
     }
 
     /// The radar as the daemon last reported it.
@@ -397,28 +347,6 @@ impl Model {
 
     pub fn set_agents(&mut self, agents: Vec<String>) {
         self.agents = agents;
-    }
-
-    /// What the empty workbench says to start with: the agents found and the `/new`
-    /// that starts one.
-    pub fn how_to_start(&self) -> String {
-        if self.connection == Connection::Connecting {
-            return "reading the sessions…".into();
-        }
-        match self.agents.as_slice() {
-            // The profiles are in the files that do not load (the banner says why).
-            [] if self.settings_error.is_some() => {
-                "no session yet — /new --agent <name> <task> starts one".into()
-            }
-            [] => "no agent found — install one (`cru agents` lists the known ones) or add \
-                   [agents.<name>] to .crucible.toml"
-                .into(),
-            [only] => format!("no session yet — /new <task> starts {only}"),
-            many => format!(
-                "no session yet — /new --agent <name> <task> · agents: {}",
-                many.join(", ")
-            ),
-        }
     }
 
     pub fn sessions(&self) -> &[Session] {
@@ -464,20 +392,7 @@ impl Model {
     }
 
     pub fn activity(&self, session: &Session) -> Activity {
-        match session.state {
-            Some(SessionState::Creating | SessionState::Starting) => Activity::Starting,
-            Some(SessionState::Working) => Activity::Working,
-            Some(SessionState::Waiting) => Activity::Waiting,
-            Some(SessionState::Complete) => Activity::Done,
-            Some(SessionState::Cancelled) => Activity::Cancelled,
-            Some(SessionState::Interrupted) => Activity::Interrupted,
-            Some(SessionState::Stopped) => Activity::Stopped,
-            Some(SessionState::Parked) => Activity::Parked,
-            Some(SessionState::Error) => Activity::Error,
-            None if self.inbox.open_items(&session.id).next().is_some() => Activity::Waiting,
-            None if session.status == "active" => Activity::Active,
-            None => Activity::Idle,
-        }
+        Activity::of(session, self.inbox.open_items(&session.id).next().is_some())
     }
 
     /// The focused session's oldest decision or approval that waits for an answer.
@@ -487,26 +402,24 @@ impl Model {
 
     /// Moves the focus; asks for the session's transcript the first time.
     pub(super) fn focus(&mut self, session_id: &str) -> Vec<Action> {
-        if self.focused.as_deref() != Some(session_id) {
-            self.scroll = 0;
-            self.jump = None;
-        }
+        let moved = self.focused.as_deref() != Some(session_id);
         self.focused = Some(session_id.to_string());
         self.flagged.remove(session_id);
         let mut actions = self.context_wanted(session_id);
-        let transcript = self.transcript_mut(session_id);
-        if !transcript.requested {
-            transcript.requested = true;
-            actions.push(Action::transcript(
-                session_id.to_string(),
-                transcript.last_seq(),
-            ));
-        }
+        actions.extend(self.transcripts.update(TranscriptMsg::Focused {
+            session_id: session_id.to_string(),
+            moved,
+        }));
         actions
     }
 
-    fn transcript_mut(&mut self, session_id: &str) -> &mut Transcript {
-        self.transcripts.entry(session_id.to_string()).or_default()
+    /// Notes that a session said something (or stopped working).
+    fn heard(&mut self, session_id: &str) {
+        let working = is_working(self.session(session_id).and_then(|s| s.state));
+        self.quiet.update(QuietMsg::Heard {
+            session_id: session_id.to_string(),
+            working,
+        });
     }
 
     fn upsert_session(&mut self, session: Session) -> Vec<Action> {
@@ -531,7 +444,8 @@ impl Model {
             return Vec::new();
         };
         self.sessions.remove(index);
-        self.transcripts.remove(session_id);
+        self.transcripts
+            .update(TranscriptMsg::Removed(session_id.to_string()));
         self.flagged.remove(session_id);
         if self.focused.as_deref() != Some(session_id) {
             return Vec::new();
@@ -563,6 +477,11 @@ impl Model {
             message: format!("[{number}] {name} is waiting for you"),
         }]
     }
+}
+
+/// Whether a session in `state` is working (its quiet is watched).
+fn is_working(state: Option<SessionState>) -> bool {
+    state.is_some_and(|s| matches!(s, SessionState::Working | SessionState::Starting))
 }
 
 /// Oldest first: by start time, then by id (ULIDs sort by creation).

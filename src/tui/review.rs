@@ -1,28 +1,148 @@
-//! Reviewing a session's changes: the diff overlay's rows and cursor, the review
-//! comments written on its lines, and the prompt `/review send` makes of them.
+//! Reviewing a session's changes: the diff overlay (its rows and cursor are in
+//! `review/diff.rs`), the review comments written on its lines, and the prompt
+//! `/review send` makes of them.
 
-use crate::protocol::{DiffReply, FileStatus, LineKind};
+use std::collections::HashMap;
 
-/// What a row of the diff overlay shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RowKind {
-    /// A file's heading: its path, status and counts.
-    File,
-    Hunk,
-    Context,
-    Added,
-    Removed,
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::commands::ReviewOp;
+use crate::protocol::DiffReply;
+
+mod diff;
+
+pub use diff::{DiffView, RowKind};
+
+/// What the review is told.
+#[derive(Debug)]
+pub(super) enum ReviewMsg<'a> {
+    /// A session's changes, read for `/diff`.
+    Show(&'a DiffReply),
+    /// A key while the diff overlay is open.
+    Key(KeyEvent),
+    /// `/review` on the focused session's comments.
+    Op { op: ReviewOp, session_id: String },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiffRow {
-    pub kind: RowKind,
-    pub text: String,
-    /// The file the row belongs to.
-    pub path: String,
-    /// The line a comment on this row is about: the new side's number, or the old
-    /// side's for a removed line; none for headings.
-    pub line: Option<u32>,
+/// What the workbench does after the review took a message.
+#[derive(Debug, PartialEq)]
+pub(super) enum Reviewed {
+    /// Open the diff overlay.
+    Open,
+    /// Close the overlay; the keys go back to the input.
+    Close,
+    /// There is no diff to show: the overlay goes away.
+    Gone,
+    Stay,
+    Flash(String),
+    Refuse(String),
+    /// Show a page: its title and lines.
+    Page(String, Vec<String>),
+    /// Prompt the session with this text.
+    Prompt(String, String),
+}
+
+/// The diff shown, and the review comments not yet sent, by session.
+#[derive(Debug, Default)]
+pub struct Review {
+    /// The diff the overlay shows.
+    pub(super) diff: Option<DiffView>,
+    /// Review comments not yet sent, by session.
+    comments: HashMap<String, Vec<ReviewComment>>,
+}
+
+impl Review {
+    pub(super) fn update(&mut self, msg: ReviewMsg<'_>) -> Reviewed {
+        match msg {
+            ReviewMsg::Show(reply) if reply.diff.files.is_empty() => Reviewed::Flash(format!(
+                "no changes on {} against {}",
+                reply.branch, reply.base_branch
+            )),
+            ReviewMsg::Show(reply) => {
+                self.diff = Some(DiffView::new(reply));
+                Reviewed::Open
+            }
+            ReviewMsg::Key(key) => self.key(key),
+            ReviewMsg::Op { op, session_id } => self.op(op, session_id),
+        }
+    }
+
+    /// The review comments on `session_id`'s changes not yet sent.
+    pub fn comments(&self, session_id: &str) -> &[ReviewComment] {
+        self.comments.get(session_id).map_or(&[], Vec::as_slice)
+    }
+
+    /// The diff overlay: move over the rows, `c` writes a review comment on the row's
+    /// line (enter keeps it, esc drops it), esc or q closes.
+    fn key(&mut self, key: KeyEvent) -> Reviewed {
+        let Some(diff) = self.diff.as_mut() else {
+            return Reviewed::Gone;
+        };
+        if let Some(text) = diff.editing.as_mut() {
+            match key.code {
+                KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => text.push(c),
+                KeyCode::Backspace => {
+                    text.pop();
+                }
+                KeyCode::Esc => diff.editing = None,
+                KeyCode::Enter => {
+                    let text = diff.editing.take().unwrap_or_default();
+                    if let (false, Some((path, line))) = (text.trim().is_empty(), diff.anchor()) {
+                        let comments = self.comments.entry(diff.session_id.clone()).or_default();
+                        comments.push(ReviewComment {
+                            path,
+                            line,
+                            text: text.trim().to_string(),
+                        });
+                        let n = comments.len();
+                        return Reviewed::Flash(format!(
+                            "{n} review comment(s) — /review send gives them to the agent"
+                        ));
+                    }
+                }
+                _ => {}
+            }
+            return Reviewed::Stay;
+        }
+        let page = 10;
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => return Reviewed::Close,
+            KeyCode::Up | KeyCode::Char('k') => diff.move_by(-1),
+            KeyCode::Down | KeyCode::Char('j') => diff.move_by(1),
+            KeyCode::PageUp => diff.move_by(-page),
+            KeyCode::PageDown => diff.move_by(page),
+            KeyCode::Home | KeyCode::Char('g') => diff.cursor = 0,
+            KeyCode::End | KeyCode::Char('G') => diff.move_by(isize::MAX),
+            KeyCode::Char('c') => diff.editing = Some(String::new()),
+            _ => {}
+        }
+        Reviewed::Stay
+    }
+
+    /// `/review`: the session's comments listed, sent as one prompt, or dropped.
+    fn op(&mut self, op: ReviewOp, session_id: String) -> Reviewed {
+        let comments = self.comments(&session_id).to_vec();
+        if comments.is_empty() {
+            return Reviewed::Refuse("no review comments: open /diff and press c on a line".into());
+        }
+        match op {
+            ReviewOp::List => Reviewed::Page(
+                format!("{} review comment(s)", comments.len()),
+                comments
+                    .iter()
+                    .map(|c| format!("{}: {}", c.place(), c.text))
+                    .collect(),
+            ),
+            ReviewOp::Clear => {
+                self.comments.remove(&session_id);
+                Reviewed::Flash("review comments dropped".into())
+            }
+            ReviewOp::Send => {
+                self.comments.remove(&session_id);
+                Reviewed::Prompt(session_id, review_prompt(&comments))
+            }
+        }
+    }
 }
 
 /// A review comment on a line (or a whole file) of a session's changes.
@@ -31,102 +151,6 @@ pub struct ReviewComment {
     pub path: String,
     pub line: Option<u32>,
     pub text: String,
-}
-
-/// The diff overlay of one session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiffView {
-    pub session_id: String,
-    /// `branch → base (n files, +a -r)`.
-    pub title: String,
-    pub rows: Vec<DiffRow>,
-    pub cursor: usize,
-    /// A comment being written on the cursor's row.
-    pub editing: Option<String>,
-}
-
-impl DiffView {
-    pub fn new(reply: &DiffReply) -> Self {
-        let files = &reply.diff.files;
-        let (added, removed) = files
-            .iter()
-            .fold((0, 0), |(a, r), f| (a + f.added, r + f.removed));
-        let title = format!(
-            "{} → {} · {} file(s), +{added} -{removed}",
-            reply.branch,
-            reply.base_branch,
-            files.len()
-        );
-        let mut rows = Vec::new();
-        for file in files {
-            let status = match file.status {
-                FileStatus::Added => "new",
-                FileStatus::Modified => "changed",
-                FileStatus::Deleted => "deleted",
-                FileStatus::Renamed => "renamed",
-            };
-            let from = file
-                .old_path
-                .as_deref()
-                .map(|old| format!(" (from {old})"))
-                .unwrap_or_default();
-            let counts = if file.binary {
-                "binary".to_string()
-            } else {
-                format!("+{} -{}", file.added, file.removed)
-            };
-            let heading = |kind, text: String, line| DiffRow {
-                kind,
-                text,
-                path: file.path.clone(),
-                line,
-            };
-            rows.push(heading(
-                RowKind::File,
-                format!("{}{from} · {status} · {counts}", file.path),
-                None,
-            ));
-            for hunk in &file.hunks {
-                rows.push(heading(
-                    RowKind::Hunk,
-                    format!(
-                        "@@ -{},{} +{},{} @@ {}",
-                        hunk.old_start, hunk.old_lines, hunk.new_start, hunk.new_lines, hunk.header
-                    ),
-                    None,
-                ));
-                for line in &hunk.lines {
-                    let (kind, mark, number) = match line.kind {
-                        LineKind::Added => (RowKind::Added, '+', line.new_no),
-                        LineKind::Removed => (RowKind::Removed, '-', line.old_no),
-                        LineKind::Context => (RowKind::Context, ' ', line.new_no),
-                    };
-                    rows.push(heading(kind, format!("{mark}{}", line.text), number));
-                }
-            }
-        }
-        Self {
-            session_id: reply.session_id.clone(),
-            title,
-            rows,
-            cursor: 0,
-            editing: None,
-        }
-    }
-
-    /// Moves the cursor by `delta` rows, staying on the diff.
-    pub fn move_by(&mut self, delta: isize) {
-        let last = self.rows.len().saturating_sub(1);
-        self.cursor = self.cursor.saturating_add_signed(delta).min(last);
-    }
-
-    /// What a comment at the cursor is about: its file, and its line unless the cursor
-    /// is on a heading.
-    pub fn anchor(&self) -> Option<(String, Option<u32>)> {
-        self.rows
-            .get(self.cursor)
-            .map(|row| (row.path.clone(), row.line))
-    }
 }
 
 impl ReviewComment {
@@ -148,77 +172,4 @@ pub fn review_prompt(comments: &[ReviewComment]) -> String {
         text.push_str(&format!("- {}: {}\n", comment.place(), comment.text));
     }
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::{Diff, DiffLine, FileDiff, Hunk};
-
-    fn reply() -> DiffReply {
-        let line = |kind, text: &str, old_no, new_no| DiffLine {
-            kind,
-            text: text.into(),
-            old_no,
-            new_no,
-        };
-        DiffReply {
-            session_id: "s1".into(),
-            branch: "feat/x".into(),
-            base_branch: "main".into(),
-            diff: Diff {
-                base: "abc".into(),
-                files: vec![FileDiff {
-                    path: "src/a.rs".into(),
-                    old_path: None,
-                    status: FileStatus::Modified,
-                    binary: false,
-                    added: 1,
-                    removed: 1,
-                    hunks: vec![Hunk {
-                        old_start: 1,
-                        old_lines: 2,
-                        new_start: 1,
-                        new_lines: 2,
-                        header: String::new(),
-                        lines: vec![
-                            line(LineKind::Context, "fn a() {", Some(1), Some(1)),
-                            line(LineKind::Removed, "    old()", Some(2), None),
-                            line(LineKind::Added, "    new()", None, Some(2)),
-                        ],
-                    }],
-                }],
-            },
-        }
-    }
-
-    #[test]
-    fn rows_carry_their_file_and_line_and_the_prompt_names_them() {
-        let mut view = DiffView::new(&reply());
-        assert_eq!(view.title, "feat/x → main · 1 file(s), +1 -1");
-        let kinds: Vec<RowKind> = view.rows.iter().map(|r| r.kind).collect();
-        assert_eq!(
-            kinds,
-            [
-                RowKind::File,
-                RowKind::Hunk,
-                RowKind::Context,
-                RowKind::Removed,
-                RowKind::Added
-            ]
-        );
-        assert_eq!(view.anchor(), Some(("src/a.rs".into(), None)));
-        view.move_by(4);
-        assert_eq!(view.anchor(), Some(("src/a.rs".into(), Some(2))));
-        view.move_by(10);
-        assert_eq!(view.cursor, 4, "the cursor stays on the diff");
-        view.move_by(-1);
-        assert_eq!(view.rows[view.cursor].text, "-    old()");
-        let prompt = review_prompt(&[ReviewComment {
-            path: "src/a.rs".into(),
-            line: Some(2),
-            text: "name it better".into(),
-        }]);
-        assert!(prompt.contains("- src/a.rs:2: name it better"), "{prompt}");
-    }
 }

@@ -484,13 +484,13 @@ fn scrolling_stops_at_what_was_drawn() {
         jumped: None,
     });
     model.handle_key(key(KeyCode::PageUp));
-    assert_eq!(model.scroll, 8);
+    assert_eq!(model.transcripts.scroll, 8);
     model.handle_key(key(KeyCode::PageUp));
     model.handle_key(key(KeyCode::PageUp));
-    assert_eq!(model.scroll, 15);
+    assert_eq!(model.transcripts.scroll, 15);
     model.handle_key(key(KeyCode::PageDown));
     model.handle_key(key(KeyCode::PageDown));
-    assert_eq!(model.scroll, 0, "back to following the tail");
+    assert_eq!(model.transcripts.scroll, 0, "back to following the tail");
 }
 
 #[test]
@@ -753,7 +753,7 @@ fn a_quiet_working_session_shows_its_stall_and_output_resets_it() {
     );
     // Three minutes of nothing.
     let earlier = now - Duration::from_secs(185);
-    model.quiet_since.insert(id.clone(), earlier);
+    model.quiet.since.insert(id.clone(), earlier);
     assert_eq!(
         model.stalled_for(&id, now).map(|d| d.as_secs() / 60),
         Some(3)
@@ -842,14 +842,14 @@ fn a_search_result_jumps_to_its_entry_reading_that_stretch_when_not_held() {
         page: 30,
         jumped: Some(170),
     });
-    assert_eq!(model.scroll, 170);
+    assert_eq!(model.transcripts.scroll, 170);
     assert!(model.jump().unwrap().placed);
     model.set_scroll_extent(model::ScrollExtent {
         max: 400,
         page: 30,
         jumped: Some(3),
     });
-    assert_eq!(model.scroll, 170, "placed once");
+    assert_eq!(model.transcripts.scroll, 170, "placed once");
     // A held entry is jumped to without reading; another session's focus drops the mark.
     model.show_search("the needle".into(), vec![hit(&third, 600)], false);
     assert!(model.handle_key(key(KeyCode::Enter)).is_empty());

@@ -1,5 +1,7 @@
 //! What keys and slash commands do to the [`Model`]: pure functions that return the
-//! [`Action`]s for the runtime to perform.
+//! [`Action`]s for the runtime to perform. Keys for an overlay go to its sub-model
+//! (`update/overlay.rs`), a line sent from the input to `update/submit.rs`, a slash
+//! command to `update/slash.rs`.
 
 use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
@@ -10,15 +12,15 @@ use crate::protocol::SessionState;
 
 use super::action::Action;
 use super::answer::Choice;
-use super::commands::{self, SlashCommand};
+use super::inbox::InboxMsg;
 use super::keymap::{KeyAction, Scope};
-use super::model::{Connection, Flash, Model, Overlay, Zone};
-use super::review::ReviewComment;
+use super::model::{Flash, Model, Overlay, TranscriptMsg, Zone};
 use super::view;
-use crate::protocol::IdsParams;
 use crate::protocol::methods::Request;
 
+mod overlay;
 mod slash;
+mod submit;
 
 use slash::{diff, resend};
 
@@ -36,7 +38,7 @@ impl Model {
             return self.confirm_key(confirm, key);
         }
         if self.overlay == Some(Overlay::Diff) {
-            return self.diff_key(key);
+            return self.review_key(key);
         }
         if let Some(overlay) = self.overlay {
             return self.overlay_key(overlay, key);
@@ -105,11 +107,11 @@ impl Model {
             MouseEventKind::ScrollUp | MouseEventKind::ScrollDown => {
                 let up = mouse.kind == MouseEventKind::ScrollUp;
                 if over_inbox {
-                    self.inbox.move_selection(if up { -1 } else { 1 });
+                    self.inbox.update(InboxMsg::Move(if up { -1 } else { 1 }))
                 } else {
-                    self.scroll_rows(if up { WHEEL_ROWS } else { -WHEEL_ROWS });
+                    let rows = if up { WHEEL_ROWS } else { -WHEEL_ROWS };
+                    self.transcripts.update(TranscriptMsg::ScrollRows(rows))
                 }
-                Vec::new()
             }
             MouseEventKind::Down(MouseButton::Left) if areas.status_bar.contains(at) => {
                 let clicked = view::session_at(self, screen.width, mouse.column)
@@ -158,12 +160,9 @@ impl Model {
             KeyAction::PrevSession => self.cycle(-1),
             KeyAction::NextWaiting => self.next_waiting(),
             KeyAction::Focus(n) => self.goto(usize::from(n)),
-            KeyAction::ScrollUp => self.scroll_by(1),
-            KeyAction::ScrollDown => self.scroll_by(-1),
-            KeyAction::ToggleThoughts => {
-                self.show_thoughts = !self.show_thoughts;
-                Vec::new()
-            }
+            KeyAction::ScrollUp => self.transcripts.update(TranscriptMsg::ScrollPages(1)),
+            KeyAction::ScrollDown => self.transcripts.update(TranscriptMsg::ScrollPages(-1)),
+            KeyAction::ToggleThoughts => self.transcripts.update(TranscriptMsg::ToggleThoughts),
             KeyAction::Answer => self.open_inline_item(),
             KeyAction::Send => self.submit(),
             KeyAction::Newline => {
@@ -187,9 +186,9 @@ impl Model {
                 self.input.recall_newer();
                 Vec::new()
             }
-            KeyAction::InboxUp => self.move_selection(-1),
-            KeyAction::InboxDown => self.move_selection(1),
-            KeyAction::InboxOpen => self.open_selected(),
+            KeyAction::InboxUp => self.inbox.update(InboxMsg::Move(-1)),
+            KeyAction::InboxDown => self.inbox.update(InboxMsg::Move(1)),
+            KeyAction::InboxOpen => self.inbox.update(InboxMsg::Open),
             KeyAction::Approve => self.answer_opened(Choice::Approve),
             KeyAction::Deny => self.answer_opened(Choice::Deny),
             KeyAction::Diff => self.on_focused(diff),
@@ -207,9 +206,8 @@ impl Model {
                 _ => Vec::new(),
             },
             KeyAction::Back => {
-                self.inbox.close();
                 self.zone = Zone::Input;
-                Vec::new()
+                self.inbox.update(InboxMsg::Close)
             }
         }
     }
@@ -223,169 +221,6 @@ impl Model {
         }
         self.input.area.input(key);
         Vec::new()
-    }
-
-    /// The diff overlay: move over the rows, `c` writes a review comment on the row's
-    /// line (enter keeps it, esc drops it), esc or q closes.
-    fn diff_key(&mut self, key: KeyEvent) -> Vec<Action> {
-        let Some(diff) = self.diff.as_mut() else {
-            self.overlay = None;
-            return Vec::new();
-        };
-        if let Some(text) = diff.editing.as_mut() {
-            match key.code {
-                KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => text.push(c),
-                KeyCode::Backspace => {
-                    text.pop();
-                }
-                KeyCode::Esc => diff.editing = None,
-                KeyCode::Enter => {
-                    let text = diff.editing.take().unwrap_or_default();
-                    if let (false, Some((path, line))) = (text.trim().is_empty(), diff.anchor()) {
-                        let comments = self.comments.entry(diff.session_id.clone()).or_default();
-                        comments.push(ReviewComment {
-                            path,
-                            line,
-                            text: text.trim().to_string(),
-                        });
-                        let n = comments.len();
-                        self.flash = Some(Flash::info(format!(
-                            "{n} review comment(s) — /review send gives them to the agent"
-                        )));
-                    }
-                }
-                _ => {}
-            }
-            return Vec::new();
-        }
-        let page = 10;
-        match key.code {
-            KeyCode::Esc | KeyCode::Char('q') => self.close_overlay(),
-            KeyCode::Up | KeyCode::Char('k') => diff.move_by(-1),
-            KeyCode::Down | KeyCode::Char('j') => diff.move_by(1),
-            KeyCode::PageUp => diff.move_by(-page),
-            KeyCode::PageDown => diff.move_by(page),
-            KeyCode::Home | KeyCode::Char('g') => diff.cursor = 0,
-            KeyCode::End | KeyCode::Char('G') => diff.move_by(isize::MAX),
-            KeyCode::Char('c') => diff.editing = Some(String::new()),
-            _ => {}
-        }
-        Vec::new()
-    }
-
-    fn overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Vec<Action> {
-        if let Overlay::Sessions { selected } = overlay
-            && let Some(actions) = self.picker_key(selected, key)
-        {
-            return actions;
-        }
-        match self.keymap.lookup(Scope::Global, &key) {
-            Some(KeyAction::Quit) => return vec![Action::Quit],
-            Some(action @ (KeyAction::Help | KeyAction::Sessions)) => return self.perform(action),
-            _ => {}
-        }
-        match (overlay, key.code) {
-            // A page comes up by itself (a failure in words): only Esc, Enter and the
-            // arrows are its own; every other key closes it and does what it would
-            // have done, so nothing typed while it came up is lost or swallowed.
-            (Overlay::Page { .. }, KeyCode::Esc | KeyCode::Enter) => self.close_overlay(),
-            (Overlay::Search { selected }, KeyCode::Enter) => return self.open_found(selected),
-            (Overlay::Search { selected }, KeyCode::Up | KeyCode::Char('k')) => {
-                self.move_found(selected, -1);
-            }
-            (Overlay::Search { selected }, KeyCode::Down | KeyCode::Char('j')) => {
-                self.move_found(selected, 1);
-            }
-            (Overlay::Search { selected }, KeyCode::PageUp) => self.move_found(selected, -10),
-            (Overlay::Search { selected }, KeyCode::PageDown) => self.move_found(selected, 10),
-            (Overlay::Page { .. }, _) if !page_key(key) => {
-                self.close_overlay();
-                return self.handle_key(key);
-            }
-            (_, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | '?')) => self.close_overlay(),
-            (
-                Overlay::Help {
-                    scroll,
-                    commands_first,
-                },
-                KeyCode::Up | KeyCode::PageUp | KeyCode::Char('k'),
-            ) => {
-                let step = if key.code == KeyCode::PageUp { 10 } else { 1 };
-                self.overlay = Some(Overlay::Help {
-                    scroll: scroll.saturating_sub(step),
-                    commands_first,
-                });
-            }
-            (
-                Overlay::Help {
-                    scroll,
-                    commands_first,
-                },
-                KeyCode::Down | KeyCode::PageDown | KeyCode::Char('j'),
-            ) => {
-                let step = if key.code == KeyCode::PageDown { 10 } else { 1 };
-                self.overlay = Some(Overlay::Help {
-                    scroll: scroll.saturating_add(step),
-                    commands_first,
-                });
-            }
-            (Overlay::Page { scroll }, KeyCode::Up | KeyCode::PageUp) => {
-                let step = if key.code == KeyCode::PageUp { 10 } else { 1 };
-                self.overlay = Some(Overlay::Page {
-                    scroll: scroll.saturating_sub(step),
-                });
-            }
-            (Overlay::Page { scroll }, KeyCode::Down | KeyCode::PageDown) => {
-                let step = if key.code == KeyCode::PageDown { 10 } else { 1 };
-                self.overlay = Some(Overlay::Page {
-                    scroll: scroll.saturating_add(step),
-                });
-            }
-            // Any other printable key is typing: the overlay closes and the key goes to
-            // the input, so nothing typed while an overlay came up is lost.
-            (_, KeyCode::Char(_))
-                if !key
-                    .modifiers
-                    .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
-            {
-                self.close_overlay();
-                return self.type_key(key);
-            }
-            _ => {}
-        }
-        Vec::new()
-    }
-
-    fn toggle_overlay(&mut self, overlay: Overlay) -> Vec<Action> {
-        let same = matches!(
-            (self.overlay, overlay),
-            (Some(Overlay::Help { .. }), Overlay::Help { .. })
-                | (Some(Overlay::Sessions { .. }), Overlay::Sessions { .. })
-        );
-        if same {
-            self.close_overlay();
-            return Vec::new();
-        }
-        self.overlay = Some(overlay);
-        if let Overlay::Sessions { .. } = overlay {
-            self.open_picker();
-            // What each agent costs the machine, read when the list is opened.
-            return vec![
-                Request::SessionList(crate::protocol::SessionListParams {
-                    channel: None,
-                    resources: true,
-                })
-                .into(),
-            ];
-        }
-        Vec::new()
-    }
-
-    /// Closes the overlay; the keys go to the input after it, whatever had them before.
-    fn close_overlay(&mut self) {
-        self.overlay = None;
-        self.zone = Zone::Input;
-        self.picker.clear();
     }
 
     /// Hidden → shown and focused; focused → hidden; shown elsewhere → focused.
@@ -442,131 +277,6 @@ impl Model {
         self.sessions.iter().position(|s| s.id == id)
     }
 
-    /// Scrolls the transcript by pages: up for positive `pages`.
-    fn scroll_by(&mut self, pages: i32) -> Vec<Action> {
-        let page = self.scroll_extent.page;
-        self.scroll_rows(pages * i32::from(page.saturating_sub(2).max(1)));
-        Vec::new()
-    }
-
-    /// Scrolls the transcript by rows, up for positive `rows`, within what was drawn.
-    fn scroll_rows(&mut self, rows: i32) {
-        let max = i32::from(self.scroll_extent.max);
-        let target = (i32::from(self.scroll) + rows).clamp(0, max);
-        self.scroll = u16::try_from(target).unwrap_or(0);
-    }
-
-    fn submit(&mut self) -> Vec<Action> {
-        let text = self.input.text();
-        if text.trim().is_empty() {
-            return Vec::new();
-        }
-        let command =
-            (text.starts_with('/') && !text.starts_with("//")).then(|| commands::parse(&text));
-        let local = matches!(
-            command,
-            Some(Ok(SlashCommand::Help | SlashCommand::Quit)) | Some(Err(_))
-        );
-        if self.connection != Connection::Connected && !local {
-            // Typed before the daemon answered (or while it is away): kept, and carried
-            // out once the state is read.
-            self.held.push(self.input.take());
-            self.flash = Some(Flash::info(format!(
-                "{} held until the daemon answers",
-                match self.held.len() {
-                    1 => "1 line".to_string(),
-                    n => format!("{n} lines"),
-                }
-            )));
-            return Vec::new();
-        }
-        match command {
-            Some(command) => {
-                self.input.take();
-                match command {
-                    Ok(command) => self.handle_command(command),
-                    Err(e) => self.refuse(e.to_string()),
-                }
-            }
-            None => match self.focused.clone() {
-                Some(session_id) => {
-                    let text = self.input.take();
-                    self.prompt(session_id, text)
-                }
-                None => self.refuse("no session to prompt — /new creates one"),
-            },
-        }
-    }
-
-    /// Carries out the lines held while not connected, in order. A prompt with no session
-    /// to take it goes back into the input rather than being lost.
-    pub(super) fn run_held(&mut self) -> Vec<Action> {
-        let mut actions = Vec::new();
-        for line in std::mem::take(&mut self.held) {
-            if line.starts_with('/') && !line.starts_with("//") {
-                match commands::parse(&line) {
-                    Ok(command) => actions.extend(self.handle_command(command)),
-                    Err(e) => {
-                        self.refuse(e.to_string());
-                    }
-                }
-                continue;
-            }
-            match self.focused.clone() {
-                Some(session_id) => actions.extend(self.prompt(session_id, line)),
-                None => {
-                    if self.input.is_empty() {
-                        self.input.set_text(&line);
-                    }
-                    self.refuse("no session to prompt — /new creates one");
-                }
-            }
-        }
-        actions
-    }
-
-    fn prompt(&mut self, session_id: String, text: String) -> Vec<Action> {
-        // `//` sends a prompt that starts with a slash.
-        let text = text
-            .strip_prefix('/')
-            .filter(|t| t.starts_with('/'))
-            .map_or(text.clone(), String::from);
-        self.scroll = 0;
-        vec![Action::prompt(session_id, text)]
-    }
-
-    fn complete(&mut self) -> Vec<Action> {
-        let text = self.input.text();
-        if !text.starts_with('/') || !self.input.is_single_line() {
-            return Vec::new();
-        }
-        let completion = commands::complete(&text);
-        if let Some(line) = completion.line {
-            self.input.set_text(&line);
-        }
-        if !completion.candidates.is_empty() {
-            self.flash = Some(Flash::info(completion.candidates.join("  ")));
-        }
-        Vec::new()
-    }
-
-    fn move_selection(&mut self, delta: isize) -> Vec<Action> {
-        self.inbox.move_selection(delta);
-        Vec::new()
-    }
-
-    fn open_selected(&mut self) -> Vec<Action> {
-        match self.inbox.open_selected() {
-            Some(m) if !m.read => vec![
-                Request::InboxMarkRead(IdsParams {
-                    ids: vec![m.id.clone()],
-                })
-                .into(),
-            ],
-            _ => Vec::new(),
-        }
-    }
-
     /// Moves to the inbox with the focused session's open item opened.
     fn open_inline_item(&mut self) -> Vec<Action> {
         let Some(id) = self.inline_item().map(|m| m.id.clone()) else {
@@ -574,21 +284,12 @@ impl Model {
         };
         self.panes.inbox = true;
         self.zone = Zone::Inbox;
-        self.inbox.select(&id);
-        self.open_selected()
+        self.inbox.update(InboxMsg::Select(id));
+        self.inbox.update(InboxMsg::Open)
     }
 
     pub(super) fn refuse(&mut self, text: impl Into<String>) -> Vec<Action> {
         self.flash = Some(Flash::error(text));
         Vec::new()
     }
-}
-
-/// The keys a page keeps: scrolling it.
-fn page_key(key: KeyEvent) -> bool {
-    key.modifiers.is_empty()
-        && matches!(
-            key.code,
-            KeyCode::Up | KeyCode::Down | KeyCode::PageUp | KeyCode::PageDown
-        )
 }

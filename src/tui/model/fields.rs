@@ -1,8 +1,8 @@
 //! The shapes of the model's fields: what has the keyboard, the overlays and side panes,
-//! the link to the daemon, flashes, a session's activity, the transcript's scroll extent,
-//! the context pane's data and an approval waiting for `y`.
+//! flashes, a session's activity, the transcript's scroll extent and an approval waiting
+//! for `y`.
 
-use crate::context::ContextStack;
+use crate::protocol::{Session, SessionState};
 
 /// What has the keyboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,18 +34,6 @@ pub enum Overlay {
 pub struct Panes {
     pub inbox: bool,
     pub context: bool,
-}
-
-/// The link to the daemon, as the runtime reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Connection {
-    /// Not connected yet: the screen is drawn before the daemon answers.
-    Connecting,
-    Connected,
-    /// The daemon went away; the runtime is reconnecting.
-    Lost {
-        reason: String,
-    },
 }
 
 /// A one-line message to the user, shown until the next key.
@@ -93,6 +81,25 @@ pub enum Activity {
 }
 
 impl Activity {
+    /// A session's activity; `open`: it has a decision or approval that waits for an
+    /// answer (what says a self-registered session waits).
+    pub fn of(session: &Session, open: bool) -> Self {
+        match session.state {
+            Some(SessionState::Creating | SessionState::Starting) => Activity::Starting,
+            Some(SessionState::Working) => Activity::Working,
+            Some(SessionState::Waiting) => Activity::Waiting,
+            Some(SessionState::Complete) => Activity::Done,
+            Some(SessionState::Cancelled) => Activity::Cancelled,
+            Some(SessionState::Interrupted) => Activity::Interrupted,
+            Some(SessionState::Stopped) => Activity::Stopped,
+            Some(SessionState::Parked) => Activity::Parked,
+            Some(SessionState::Error) => Activity::Error,
+            None if open => Activity::Waiting,
+            None if session.status == "active" => Activity::Active,
+            None => Activity::Idle,
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Activity::Starting => "starting",
@@ -121,16 +128,6 @@ pub struct ScrollExtent {
     /// Where the frame put the entry a search jumped to (rows above the bottom), the
     /// first time it could.
     pub jumped: Option<u16>,
-}
-
-/// A session's context stack as the context pane shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ContextView {
-    pub stack: ContextStack,
-    /// The last operation or push, in one line (`pop 2: removed #5 agent, …`).
-    pub last_change: Option<String>,
-    /// The next prompt opens a fresh ACP session seeded with the stack.
-    pub fresh_start: bool,
 }
 
 /// An answer to an approval a rule asked for, waiting for `y`: the confirmation names the

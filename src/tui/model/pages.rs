@@ -1,9 +1,9 @@
 //! What the model puts over the screen: read-only pages (an audit log, a long failure,
-//! the conflict radar), the diff overlay, and one-line flashes.
+//! the conflict radar), the diff overlay, search results, and one-line flashes.
 
-use super::{Flash, Model, Overlay};
-use crate::protocol::AuditLog;
-use crate::tui::review::DiffView;
+use super::{Flash, Model, Overlay, SearchMsg, Searched};
+use crate::protocol::{AuditLog, SearchHit};
+use crate::tui::review::{ReviewMsg, Reviewed};
 
 /// The longest failure shown as a flash alone; a longer one gets a page too.
 const LONGEST_FLASH: usize = 100;
@@ -53,15 +53,23 @@ impl Model {
 
     /// Opens the diff overlay on a session's changes.
     pub fn show_diff(&mut self, reply: &crate::protocol::DiffReply) {
-        if reply.diff.files.is_empty() {
-            self.flash = Some(Flash::info(format!(
-                "no changes on {} against {}",
-                reply.branch, reply.base_branch
-            )));
-            return;
+        match self.review.update(ReviewMsg::Show(reply)) {
+            Reviewed::Open => self.overlay = Some(Overlay::Diff),
+            Reviewed::Flash(text) => self.flash = Some(Flash::info(text)),
+            _ => {}
         }
-        self.diff = Some(DiffView::new(reply));
-        self.overlay = Some(Overlay::Diff);
+    }
+
+    /// The answer to `/search`: the hits listed in an overlay, or a flash when none.
+    pub fn show_search(&mut self, query: String, hits: Vec<SearchHit>, broad: bool) {
+        match self
+            .search
+            .update(SearchMsg::Answered { query, hits, broad })
+        {
+            Searched::Choose(selected) => self.overlay = Some(Overlay::Search { selected }),
+            Searched::Nothing(text) => self.report(Flash::info(text)),
+            Searched::Open(_) | Searched::Stay => {}
+        }
     }
 
     /// The radar as a page: each pair of sessions and the files (and lines) both change.

@@ -6,139 +6,174 @@
 //! number first, and when no other session's number starts with it, focuses it at once:
 //! with nine sessions or fewer a digit goes straight to its session.
 
+use std::collections::HashMap;
+
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::{Model, Overlay, Zone};
-use crate::tui::action::Action;
+use crate::protocol::{Resources, Session};
 
-impl Model {
-    /// What was typed into the sessions overlay since it opened.
-    pub fn picker_filter(&self) -> &str {
-        &self.picker
-    }
-
-    /// The sessions the filter keeps, as indexes into [`Model::sessions`], best first:
-    /// the session numbered as typed, then the others in status-bar order.
-    pub fn picked(&self) -> Vec<usize> {
-        let filter = self.picker.trim().to_lowercase();
-        let words: Vec<&str> = filter.split_whitespace().collect();
-        let exact = filter
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=self.sessions.len()).contains(n))
-            .map(|n| n - 1);
-        let mut picked: Vec<usize> = exact.into_iter().collect();
-        picked.extend(
-            (0..self.sessions.len())
-                .filter(|&i| Some(i) != exact)
-                .filter(|&i| {
-                    let line = self.picker_line(i);
-                    words.iter().all(|w| line.contains(w))
-                }),
-        );
-        picked
-    }
-
-    /// What the filter is matched against: `[n] name agent state task`, lowercase.
-    fn picker_line(&self, index: usize) -> String {
-        let session = &self.sessions[index];
-        format!(
-            "[{}] {} {} {} {}",
-            index + 1,
-            session.display_name,
-            session.agent_name,
-            self.activity(session).label(),
-            session.task.as_deref().unwrap_or("")
-        )
-        .to_lowercase()
-    }
-
-    /// A key while the sessions overlay is open: typing filters, ↑↓ PgUp PgDn choose,
-    /// Enter focuses, Esc closes. `None` for keys it leaves to the workbench (Alt and
-    /// Ctrl chords: Alt-s closes it, Ctrl-c quits).
-    pub(in crate::tui) fn picker_key(
-        &mut self,
+/// What the picker is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::tui) enum PickerMsg {
+    /// A character typed into the filter.
+    Type(char),
+    Erase,
+    /// Move the choice (now `selected`) by `delta` within what the filter keeps.
+    Move {
         selected: usize,
-        key: KeyEvent,
-    ) -> Option<Vec<Action>> {
+        delta: isize,
+    },
+    /// Focus the chosen session.
+    Enter {
+        selected: usize,
+    },
+    Close,
+}
+
+impl PickerMsg {
+    /// What a key means while the overlay is open (with `selected` chosen); `None` for
+    /// the keys it leaves to the workbench (Alt and Ctrl chords: Alt-s closes it, Ctrl-c
+    /// quits).
+    pub(in crate::tui) fn from_key(key: KeyEvent, selected: usize) -> Option<Self> {
         if key
             .modifiers
             .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
         {
             return None;
         }
+        let by = |delta| Some(Self::Move { selected, delta });
         match key.code {
-            KeyCode::Char(c) => return Some(self.picker_type(c)),
-            KeyCode::Backspace => self.picker_erase(),
-            KeyCode::Up => self.picker_move(selected, -1),
-            KeyCode::Down => self.picker_move(selected, 1),
-            KeyCode::PageUp => self.picker_move(selected, -10),
-            KeyCode::PageDown => self.picker_move(selected, 10),
-            KeyCode::Enter => return Some(self.picker_enter(selected)),
-            KeyCode::Esc => {
-                self.overlay = None;
-                self.zone = Zone::Input;
-                self.picker.clear();
+            KeyCode::Char(c) => Some(Self::Type(c)),
+            KeyCode::Backspace => Some(Self::Erase),
+            KeyCode::Up => by(-1),
+            KeyCode::Down => by(1),
+            KeyCode::PageUp => by(-10),
+            KeyCode::PageDown => by(10),
+            KeyCode::Enter => Some(Self::Enter { selected }),
+            KeyCode::Esc => Some(Self::Close),
+            _ => None,
+        }
+    }
+}
+
+/// What the workbench does after the picker took a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::tui) enum Picked {
+    /// The overlay stays, with this session chosen.
+    Choose(usize),
+    /// Close the overlay and focus the session at this index of the sessions.
+    Focus(usize),
+    Close,
+    /// Nothing matches what is typed: says so, and stays open.
+    NoMatch(String),
+}
+
+/// What was typed into the sessions overlay, and what each agent costs the machine.
+#[derive(Debug, Default)]
+pub struct Picker {
+    filter: String,
+    /// What each session's agent costs the machine, as read when the overlay was last
+    /// opened.
+    resources: HashMap<String, Resources>,
+}
+
+impl Picker {
+    /// Carries out `msg` over the sessions' lines (see [`Picker::line`]), in status-bar
+    /// order.
+    pub(in crate::tui) fn update(&mut self, msg: PickerMsg, lines: &[String]) -> Picked {
+        match msg {
+            PickerMsg::Type(c) => {
+                self.filter.push(c);
+                let typed = self.filter.trim();
+                if let Ok(n) = typed.parse::<usize>() {
+                    let count = lines.len();
+                    let unique = (1..=count)
+                        .filter(|k| k.to_string().starts_with(typed))
+                        .count()
+                        == 1;
+                    if unique && (1..=count).contains(&n) {
+                        self.filter.clear();
+                        return Picked::Focus(n - 1);
+                    }
+                }
+                Picked::Choose(0)
             }
-            _ => return None,
-        }
-        Some(Vec::new())
-    }
-
-    /// Opens the sessions overlay with an empty filter, the focused session chosen.
-    pub(in crate::tui) fn open_picker(&mut self) {
-        self.picker.clear();
-        let selected = self.focused_index().unwrap_or(0);
-        self.overlay = Some(Overlay::Sessions { selected });
-    }
-
-    /// A character typed into the filter. A number no other session's number starts
-    /// with focuses its session.
-    pub(in crate::tui) fn picker_type(&mut self, c: char) -> Vec<Action> {
-        self.picker.push(c);
-        self.overlay = Some(Overlay::Sessions { selected: 0 });
-        let typed = self.picker.trim();
-        if let Ok(n) = typed.parse::<usize>() {
-            let count = self.sessions.len();
-            let unique = (1..=count)
-                .filter(|k| k.to_string().starts_with(typed))
-                .count()
-                == 1;
-            if unique && (1..=count).contains(&n) {
-                return self.picker_focus(n - 1);
+            PickerMsg::Erase => {
+                self.filter.pop();
+                Picked::Choose(0)
+            }
+            PickerMsg::Move { selected, delta } => {
+                let count = self.picked(lines).len();
+                Picked::Choose(
+                    selected
+                        .saturating_add_signed(delta)
+                        .min(count.saturating_sub(1)),
+                )
+            }
+            PickerMsg::Enter { selected } => match self.picked(lines).get(selected) {
+                Some(&index) => {
+                    self.filter.clear();
+                    Picked::Focus(index)
+                }
+                None => Picked::NoMatch(format!("no session matches “{}”", self.filter)),
+            },
+            PickerMsg::Close => {
+                self.filter.clear();
+                Picked::Close
             }
         }
-        Vec::new()
     }
 
-    pub(in crate::tui) fn picker_erase(&mut self) {
-        self.picker.pop();
-        self.overlay = Some(Overlay::Sessions { selected: 0 });
+    /// Forgets what was typed (the overlay opened or closed).
+    pub(in crate::tui) fn clear(&mut self) {
+        self.filter.clear();
     }
 
-    /// Moves the choice by `delta` within what the filter keeps.
-    pub(in crate::tui) fn picker_move(&mut self, selected: usize, delta: isize) {
-        let count = self.picked().len();
-        let next = selected
-            .saturating_add_signed(delta)
-            .min(count.saturating_sub(1));
-        self.overlay = Some(Overlay::Sessions { selected: next });
+    /// What was typed since the overlay opened.
+    pub fn filter(&self) -> &str {
+        &self.filter
     }
 
-    /// Enter: focuses the chosen session and closes the overlay; with nothing kept, says
-    /// so and stays open.
-    pub(in crate::tui) fn picker_enter(&mut self, selected: usize) -> Vec<Action> {
-        match self.picked().get(selected) {
-            Some(&index) => self.picker_focus(index),
-            None => self.refuse(format!("no session matches “{}”", self.picker)),
-        }
+    /// The sessions the filter keeps, as indexes into `lines`, best first: the session
+    /// numbered as typed, then the others in status-bar order.
+    pub fn picked(&self, lines: &[String]) -> Vec<usize> {
+        let filter = self.filter.trim().to_lowercase();
+        let words: Vec<&str> = filter.split_whitespace().collect();
+        let exact = filter
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=lines.len()).contains(n))
+            .map(|n| n - 1);
+        let mut picked: Vec<usize> = exact.into_iter().collect();
+        picked.extend(
+            (0..lines.len())
+                .filter(|&i| Some(i) != exact)
+                .filter(|&i| words.iter().all(|w| lines[i].contains(w))),
+        );
+        picked
     }
 
-    fn picker_focus(&mut self, index: usize) -> Vec<Action> {
-        self.overlay = None;
-        self.zone = Zone::Input;
-        self.picker.clear();
-        let id = self.sessions[index].id.clone();
-        self.focus(&id)
+    /// What the filter is matched against: `[n] name agent state task`, lowercase.
+    pub(in crate::tui) fn line(number: usize, session: &Session, state: &str) -> String {
+        format!(
+            "[{number}] {} {} {state} {}",
+            session.display_name,
+            session.agent_name,
+            session.task.as_deref().unwrap_or("")
+        )
+        .to_lowercase()
+    }
+
+    /// What each session's agent costs the machine (`session.list` with resources).
+    pub(in crate::tui) fn set_resources(&mut self, sessions: &[Session]) {
+        self.resources = sessions
+            .iter()
+            .filter_map(|s| Some((s.id.clone(), s.resources.clone()?)))
+            .collect();
+    }
+
+    /// What `session_id`'s agent cost the machine when last read.
+    pub fn resources_of(&self, session_id: &str) -> Option<&Resources> {
+        self.resources.get(session_id)
     }
 }

@@ -5,9 +5,8 @@
 use super::super::action::Action;
 use super::super::answer::Choice;
 use super::super::commands::{ReviewOp, SlashCommand};
-use super::super::model::Flash;
 use super::super::model::{Model, Overlay, Zone};
-use super::super::review::review_prompt;
+use super::super::review::ReviewMsg;
 use crate::protocol::methods::{NoParams, Request};
 use crate::protocol::{
     CommitParams, CreateSessionParams, DeleteSessionParams, DiffParams, ForkParams, HandoffParams,
@@ -112,30 +111,8 @@ impl Model {
         let Some(session_id) = self.focused.clone() else {
             return self.refuse("no session focused");
         };
-        let comments = self.comments.get(&session_id).cloned().unwrap_or_default();
-        if comments.is_empty() {
-            return self.refuse("no review comments: open /diff and press c on a line");
-        }
-        match op {
-            ReviewOp::List => {
-                let lines = comments
-                    .iter()
-                    .map(|c| format!("{}: {}", c.place(), c.text))
-                    .collect();
-                self.page = Some((format!("{} review comment(s)", comments.len()), lines));
-                self.overlay = Some(Overlay::Page { scroll: 0 });
-                Vec::new()
-            }
-            ReviewOp::Clear => {
-                self.comments.remove(&session_id);
-                self.flash = Some(Flash::info("review comments dropped"));
-                Vec::new()
-            }
-            ReviewOp::Send => {
-                self.comments.remove(&session_id);
-                vec![Action::prompt(session_id, review_prompt(&comments))]
-            }
-        }
+        let reviewed = self.review.update(ReviewMsg::Op { op, session_id });
+        self.on_reviewed(reviewed)
     }
 
     /// `make`'s action for the focused session, or a refusal when none is focused.

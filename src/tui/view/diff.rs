@@ -15,7 +15,7 @@ use crate::tui::review::RowKind;
 use crate::tui::theme::{Role, Theme};
 
 pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
-    let Some(diff) = &model.diff else {
+    let Some(diff) = &model.review.diff else {
         return;
     };
     let rect = Rect {
@@ -33,11 +33,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let max = usize::from(inner.width);
     let editing = diff.editing.is_some();
     let height = usize::from(inner.height).saturating_sub(usize::from(editing));
-    let comments = model
-        .comments
-        .get(&diff.session_id)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
+    let comments = model.review.comments(&diff.session_id);
     // The cursor stays in the middle once the diff is taller than the box.
     let top = diff.cursor.saturating_sub(height / 2);
     let mut lines = Vec::new();

@@ -116,12 +116,7 @@ pub fn layout(model: &Model, area: Rect) -> Areas {
         rest.height -= height;
         top
     };
-    let banner = (model.connection != Connection::Connected
-        || model.daemon_silence.is_some()
-        || model.store_down.is_some()
-        || model.store_damaged.is_some()
-        || model.settings_error.is_some())
-    .then(|| take_top(1));
+    let banner = model.health.is_troubled().then(|| take_top(1));
     let status_bar = Rect {
         y: rest.bottom() - 1,
         height: 1,
@@ -232,16 +227,19 @@ fn too_small(frame: &mut Frame, area: Rect, theme: &Theme) {
 }
 
 fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
-    let (text, style) = match &model.connection {
-        Connection::Connected if model.daemon_silence.is_some() => (
-            format!(" {}", model.daemon_silence.as_deref().unwrap_or_default()),
+    let (text, style) = match &model.health.connection {
+        Connection::Connected if model.health.daemon_silence.is_some() => (
+            format!(
+                " {}",
+                model.health.daemon_silence.as_deref().unwrap_or_default()
+            ),
             theme
                 .style(Role::Error)
                 .add_modifier(Modifier::REVERSED | Modifier::BOLD),
         ),
-        Connection::Connected => match &model.store_down {
-            None => match &model.store_damaged {
-                None => match &model.settings_error {
+        Connection::Connected => match &model.health.store_down {
+            None => match &model.health.store_damaged {
+                None => match &model.health.settings_error {
                     None => return,
                     Some(why) => (
                         format!(" settings: {why} — the last good ones stay in use"),
@@ -273,10 +271,10 @@ fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
             theme.style(Role::TextDim).add_modifier(Modifier::REVERSED),
         ),
         // Stopped by a signal: not gone, and not to be restarted.
-        Connection::Lost { .. } if model.daemon_silence.is_some() => (
+        Connection::Lost { .. } if model.health.daemon_silence.is_some() => (
             format!(
                 " {} — waiting for it…",
-                model.daemon_silence.as_deref().unwrap_or_default()
+                model.health.daemon_silence.as_deref().unwrap_or_default()
             ),
             theme
                 .style(Role::Error)

@@ -120,8 +120,20 @@ fn session_lines(
     chosen: bool,
     max: usize,
 ) -> Vec<Line<'static>> {
+    let mut lines = vec![head_line(model, theme, index, chosen, max)];
+    lines.extend(detail_lines(model, theme, &model.sessions()[index], max));
+    lines
+}
+
+/// A session's line: its number, name, state, agent, inbox and task.
+fn head_line(
+    model: &Model,
+    theme: &Theme,
+    index: usize,
+    chosen: bool,
+    max: usize,
+) -> Line<'static> {
     let session = &model.sessions()[index];
-    let mut lines = Vec::new();
     let focused = model.focused_session().is_some_and(|f| f.id == session.id);
     let activity = model.activity(session);
     let (unread, open) = model
@@ -158,7 +170,7 @@ fn session_lines(
             style
         }
     };
-    lines.push(Line::from(vec![
+    Line::from(vec![
         Span::styled(head, base(Role::Text)),
         Span::styled(
             format!("{:<9}", activity.label()),
@@ -166,7 +178,13 @@ fn session_lines(
         ),
         Span::styled(rest, base(Role::TextDim)),
         Span::styled(task, base(Role::Text)),
-    ]));
+    ])
+}
+
+/// The lines under a session's: where it was started from, the files it changes with
+/// others, its lineage, what it costs the machine, where it runs, its context summary.
+fn detail_lines(model: &Model, theme: &Theme, session: &Session, max: usize) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
     // Started from outside: the channel, the conversation and how the last
     // message found it.
     if let Some(tag) = &session.channel {
@@ -228,7 +246,7 @@ fn session_lines(
 
 /// What a session's agent costs the machine, as read when the list was opened.
 fn machine(model: &Model, session: &Session) -> Option<String> {
-    let r = model.resources_of(&session.id)?;
+    let r = model.picker.resources_of(&session.id)?;
     Some(format!(
         "        machine: {:.1} s CPU · {} MB resident · {} process(es)",
         r.cpu_secs,

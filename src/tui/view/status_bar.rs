@@ -114,11 +114,31 @@ fn tail<'a>(model: &Model, theme: &Theme) -> Vec<Span<'a>> {
 /// told.
 fn spent_today(model: &Model) -> Option<String> {
     let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-    let (tokens, cost) = model.spent_on(&today);
+    let (tokens, cost) = spent_on(model, &today);
     let tokens = tokens.map(|t| format!("{} tok", short_count(t)));
     let cost = cost.map(|c| cost_text(c, "USD"));
     let parts: Vec<String> = cost.into_iter().chain(tokens).collect();
     (!parts.is_empty()).then(|| format!("today {}", parts.join(" · ")))
+}
+
+/// What the sessions spent on `day` (UTC, `YYYY-MM-DD`): tokens and US dollars, as far as
+/// their agents told (`None`: nothing known, never zero).
+fn spent_on(model: &Model, day: &str) -> (Option<u64>, Option<f64>) {
+    let mut tokens = None;
+    let mut cost = None;
+    for on_day in model
+        .sessions()
+        .iter()
+        .filter_map(|s| s.spent.as_ref()?.days.get(day))
+    {
+        if let Some(t) = on_day.tokens {
+            tokens = Some(tokens.unwrap_or(0) + t);
+        }
+        if let Some(c) = on_day.cost {
+            cost = Some(cost.unwrap_or(0.0) + c);
+        }
+    }
+    (tokens, cost)
 }
 
 /// `950`, `12k`, `3.4M`.
@@ -133,7 +153,7 @@ fn short_count(n: u64) -> String {
 /// The session segments that fit in `room` columns.
 fn sessions<'a>(model: &Model, theme: &Theme, room: usize) -> Vec<Piece<'a>> {
     if model.sessions().is_empty() {
-        let hint = if model.connection == Connection::Connecting {
+        let hint = if model.health.connection == Connection::Connecting {
             " …"
         } else {
             " no sessions — /new creates one"

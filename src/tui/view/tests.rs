@@ -418,7 +418,7 @@ fn a_click_on_the_status_bar_focuses_that_session_and_the_wheel_scrolls() {
         mouse(MouseEventKind::ScrollUp, 5, 3),
         Rect::new(0, 0, 80, 16),
     );
-    assert_eq!(model.scroll, 3);
+    assert_eq!(model.transcripts.scroll, 3);
 }
 
 #[test]
@@ -644,7 +644,7 @@ fn usage_cost_and_a_stall_show_in_the_title_and_the_bar() {
         KeyCode::Char('1'),
         KeyModifiers::ALT,
     ));
-    model.quiet_since.insert(
+    model.quiet.since.insert(
         id,
         std::time::Instant::now() - std::time::Duration::from_secs(125),
     );

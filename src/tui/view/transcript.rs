@@ -10,9 +10,9 @@ use ratatui::widgets::{Paragraph, Wrap};
 
 use super::style::{activity_role, dim, pane};
 use super::text::{quiet_text, usage_text, wrap};
-use crate::protocol::{EntryKind, TranscriptEntry};
+use crate::protocol::{EntryKind, Session, TranscriptEntry};
 use crate::tui::keymap::KeyAction;
-use crate::tui::model::{Model, ScrollExtent, Zone};
+use crate::tui::model::{Connection, Model, ScrollExtent, Zone};
 use crate::tui::theme::{Role, Theme};
 use crate::tui::transcript::{Streamed, Transcript};
 
@@ -49,13 +49,97 @@ pub fn render(
 ) -> Option<ScrollExtent> {
     let Some(session) = model.focused_session() else {
         let block = pane(" transcript ", false, theme);
-        let hint = Paragraph::new(model.how_to_start())
+        let hint = Paragraph::new(how_to_start(model))
             .style(dim(theme))
             .wrap(Wrap { trim: true })
             .block(block);
         frame.render_widget(hint, area);
         return None;
     };
+    let mut block = pane(
+        title(model, session, theme),
+        model.zone == Zone::Input,
+        theme,
+    );
+    let inner = block.inner(area);
+    let width = usize::from(inner.width);
+    let mut streamed = Vec::new();
+    match model.transcript(&session.id) {
+        Some(transcript) => {
+            let show_thoughts = model.transcripts.show_thoughts;
+            cache.update(&session.id, transcript, width, show_thoughts, theme);
+            let mut rows = Vec::new();
+            for block in transcript.streamed() {
+                streamed_rows(block, show_thoughts, theme, &mut rows);
+            }
+            streamed = wrap_rows(&rows, width);
+        }
+        None => cache.clear(),
+    }
+    let total = cache.line_count() + streamed.len();
+    let height = usize::from(inner.height);
+    let max = total.saturating_sub(height);
+    // The entry a search jumped to (or the one its folded update belongs to): marked, and
+    // brought a quarter of the way down the pane the first time it is held.
+    let jump = model.jump().filter(|j| j.session_id == session.id);
+    let target = jump.and_then(|j| cache.held_at_or_before(j.seq));
+    let jumped = match (jump, target) {
+        (Some(j), Some(seq)) if !j.placed => {
+            let rows_to_start = streamed.len() + cache.rows_from(seq);
+            let offset = (rows_to_start + height / 4).saturating_sub(height).min(max);
+            Some(u16::try_from(offset).unwrap_or(u16::MAX))
+        }
+        _ => None,
+    };
+    let offset = jumped.map_or(usize::from(model.transcripts.scroll).min(max), usize::from);
+    let extent = ScrollExtent {
+        max: u16::try_from(max).unwrap_or(u16::MAX),
+        page: inner.height,
+        jumped,
+    };
+    if offset > 0 {
+        block = block.title_bottom(
+            Line::styled(
+                format!(
+                    " ↓ {offset} more rows · {} ",
+                    model.keymap.hint(KeyAction::ScrollDown)
+                ),
+                dim(theme),
+            )
+            .right_aligned(),
+        );
+    }
+    let shown = shown_lines(cache, &streamed, target, offset, height, theme);
+    frame.render_widget(block, area);
+    frame.render_widget(Paragraph::new(shown), inner);
+    Some(extent)
+}
+
+/// What the empty workbench says to start with: the agents found and the `/new` that
+/// starts one.
+fn how_to_start(model: &Model) -> String {
+    if model.health.connection == Connection::Connecting {
+        return "reading the sessions…".into();
+    }
+    match model.agents.as_slice() {
+        // The profiles are in the files that do not load (the banner says why).
+        [] if model.health.settings_error.is_some() => {
+            "no session yet — /new --agent <name> <task> starts one".into()
+        }
+        [] => "no agent found — install one (`cru agents` lists the known ones) or add \
+               [agents.<name>] to .crucible.toml"
+            .into(),
+        [only] => format!("no session yet — /new <task> starts {only}"),
+        many => format!(
+            "no session yet — /new --agent <name> <task> · agents: {}",
+            many.join(", ")
+        ),
+    }
+}
+
+/// The pane's title: the session's number, name and state, where it runs, how long it
+/// has been quiet, and what it used.
+fn title(model: &Model, session: &Session, theme: &Theme) -> Line<'static> {
     let number = model.number_of(&session.id).unwrap_or_default();
     let activity = model.activity(session);
     let mut title = vec![
@@ -79,56 +163,19 @@ pub fn render(
             dim(theme),
         ));
     }
-    let title = Line::from(title);
-    let mut block = pane(title, model.zone == Zone::Input, theme);
-    let inner = block.inner(area);
-    let width = usize::from(inner.width);
-    let mut streamed = Vec::new();
-    match model.transcript(&session.id) {
-        Some(transcript) => {
-            cache.update(&session.id, transcript, width, model.show_thoughts, theme);
-            let mut rows = Vec::new();
-            for block in transcript.streamed() {
-                streamed_rows(block, model.show_thoughts, theme, &mut rows);
-            }
-            streamed = wrap_rows(&rows, width);
-        }
-        None => cache.clear(),
-    }
-    let total = cache.line_count() + streamed.len();
-    let height = usize::from(inner.height);
-    let max = total.saturating_sub(height);
-    // The entry a search jumped to (or the one its folded update belongs to): marked, and
-    // brought a quarter of the way down the pane the first time it is held.
-    let jump = model.jump().filter(|j| j.session_id == session.id);
-    let target = jump.and_then(|j| cache.held_at_or_before(j.seq));
-    let jumped = match (jump, target) {
-        (Some(j), Some(seq)) if !j.placed => {
-            let rows_to_start = streamed.len() + cache.rows_from(seq);
-            let offset = (rows_to_start + height / 4).saturating_sub(height).min(max);
-            Some(u16::try_from(offset).unwrap_or(u16::MAX))
-        }
-        _ => None,
-    };
-    let offset = jumped.map_or(usize::from(model.scroll).min(max), usize::from);
-    let extent = ScrollExtent {
-        max: u16::try_from(max).unwrap_or(u16::MAX),
-        page: inner.height,
-        jumped,
-    };
-    if offset > 0 {
-        block = block.title_bottom(
-            Line::styled(
-                format!(
-                    " ↓ {offset} more rows · {} ",
-                    model.keymap.hint(KeyAction::ScrollDown)
-                ),
-                dim(theme),
-            )
-            .right_aligned(),
-        );
-    }
-    // Only the rows on screen are copied, counted from the bottom.
+    Line::from(title)
+}
+
+/// The rows on screen, counted from the bottom (only those are copied): `offset` rows up
+/// from the end, the entry a search found (`target`) marked.
+fn shown_lines(
+    cache: &WrapCache,
+    streamed: &[Line<'static>],
+    target: Option<u64>,
+    offset: usize,
+    height: usize,
+    theme: &Theme,
+) -> Vec<Line<'static>> {
     let stored = cache.entries.iter().rev().flat_map(|w| {
         let found = Some(w.seq) == target;
         w.lines.iter().rev().map(move |line| (line, found))
@@ -150,9 +197,7 @@ pub fn render(
         })
         .collect();
     shown.reverse();
-    frame.render_widget(block, area);
-    frame.render_widget(Paragraph::new(shown), inner);
-    Some(extent)
+    shown
 }
 
 /// What the transcript pane drew of each stored entry of the focused session, kept between
