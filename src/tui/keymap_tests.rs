@@ -1,6 +1,8 @@
 //! Tests of the key bindings: the defaults, key strings, `[tui.keys]` overrides and their
 //! errors.
 
+use crossterm::event::{KeyCode, KeyModifiers};
+
 use super::*;
 
 fn key(code: KeyCode, modifiers: KeyModifiers) -> KeyEvent {

@@ -8,7 +8,7 @@
 //! as any client does), then reads the whole state again.
 
 use std::collections::HashSet;
-use std::io::{Stdout, Write};
+use std::io::Stdout;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,15 +22,16 @@ use ratatui::layout::Rect;
 use tokio::sync::mpsc;
 
 mod link;
+mod perform;
 mod reply;
 mod settings;
 
 use link::{Embedded, FromLink, Link, next_from, probe};
 use settings::{Screen, Settings, watch_settings};
 
-use super::{Action, Connection, Flash, Model, ViewState, render};
+use super::{Connection, Flash, Model, ViewState, render};
 use crate::client::{Client, ClientError};
-use crate::config::{Attention, Config};
+use crate::config::Config;
 use crate::kiln::Kiln;
 use crate::protocol::methods::{self as m, Reply, Request};
 use crate::protocol::{Event, ListParams, Notification};
@@ -378,80 +379,6 @@ impl Runtime {
         }
     }
 
-    /// Starts the actions; replies come back as outcomes. True on [`Action::Quit`].
-    fn perform(&mut self, actions: Vec<Action>) -> bool {
-        let mut quit = false;
-        for action in actions {
-            match action {
-                Action::Quit => quit = true,
-                Action::Bell { message } => self.attention(&message),
-                Action::Call(request) => self.send(request),
-            }
-        }
-        quit
-    }
-
-    /// Sends `request` in the background; its reply comes back as an outcome, a failure
-    /// as a flash saying what failed. A `session.create` without an agent starts the
-    /// configured default; a transcript already being read is not asked for again.
-    fn send(&mut self, mut request: Request) {
-        match &mut request {
-            Request::SessionCreate(p) if p.agent.is_empty() => match self.default_agent() {
-                Ok(agent) => p.agent = agent,
-                Err(why) => return self.model.report(Flash::error(why.to_string())),
-            },
-            Request::SessionTranscript(p) if !self.loading.insert(p.session_id.clone()) => {
-                return;
-            }
-            _ => {}
-        }
-        let Some(link) = self.link.as_ref() else {
-            self.model.report(Flash::error(
-                "not connected to the daemon; try again in a moment",
-            ));
-            return;
-        };
-        let client = Arc::clone(&link.client);
-        let outcomes = self.outcomes.0.clone();
-        tokio::spawn(async move {
-            // A stopped daemon keeps the call until it is continued; the banner says so.
-            let outcome = match client.send_through(&request).await {
-                Ok(reply) => Outcome::Answered(Box::new(request), Box::new(reply)),
-                Err(e) => Outcome::Failed(request.doing().to_string(), e.words()),
-            };
-            let _ = outcomes.send(outcome);
-        });
-    }
-
-    /// The profile `/new` starts when it names none: `tui.default_agent`, else the only
-    /// profile there is.
-    fn default_agent(&self) -> Result<String, NoDefaultAgent> {
-        if !self.settings.from_files {
-            return Err(NoDefaultAgent::Unknown);
-        }
-        let config = &self.settings.config;
-        if !config.tui.default_agent.is_empty() {
-            return Ok(config.tui.default_agent.clone());
-        }
-        match config.startable().as_slice() {
-            [only] => Ok(only.clone()),
-            [] => Err(NoDefaultAgent::None),
-            many => Err(NoDefaultAgent::Many(many.join(", "))),
-        }
-    }
-
-    /// Rings the bell or sends a desktop notification, as configured.
-    fn attention(&self, message: &str) {
-        let signal = match self.settings.config.tui.attention {
-            Attention::Bell => "\x07".to_string(),
-            Attention::Osc9 => format!("\x1b]9;{}\x07", message.replace(['\x07', '\x1b'], "")),
-            Attention::None => return,
-        };
-        let mut out = std::io::stdout();
-        let _ = out.write_all(signal.as_bytes());
-        let _ = out.flush();
-    }
-
     /// Applies edited settings; a broken edit is reported, shown in the banner until the
     /// files load again, and the last good ones kept.
     fn reload_settings(&mut self) {
@@ -489,32 +416,4 @@ async fn sleep_until_or_never(when: Option<std::time::Instant>) {
         Some(when) => tokio::time::sleep_until(tokio::time::Instant::from_std(when)).await,
         None => std::future::pending().await,
     }
-}
-
-/// A multi-line error (TOML's show the offending line) as one line, the reason first:
-/// its last line, then its first.
-fn one_line(error: &str) -> String {
-    let lines: Vec<&str> = error
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    match lines.as_slice() {
-        [] => String::new(),
-        [only] => (*only).to_string(),
-        [first, .., last] => format!("{last} ({first})"),
-    }
-}
-
-/// Why `/new` without `--agent` cannot pick an agent.
-#[derive(Debug, thiserror::Error)]
-enum NoDefaultAgent {
-    #[error(
-        "no agent found: install one (cru agents lists the known ones) or add [agents.<name>] to .crucible.toml"
-    )]
-    None,
-    #[error("which agent? /new --agent <name> (profiles: {0}), or set tui.default_agent")]
-    Many(String),
-    #[error("the settings do not load, so the default agent is not known: /new --agent <name>")]
-    Unknown,
 }

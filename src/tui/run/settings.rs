@@ -76,7 +76,7 @@ pub(super) enum SettingsError {
     #[error("invalid settings: [tui.keys]: {0}")]
     Keys(#[from] KeymapError),
     /// The theme `tui.theme` names.
-    #[error("{}", super::one_line(&format!("{:#}", .0)))]
+    #[error("{}", one_line(&format!("{:#}", .0)))]
     Theme(#[source] anyhow::Error),
 }
 
@@ -188,4 +188,19 @@ pub(super) fn watch_settings(
         }
     }
     Ok(watcher)
+}
+
+/// A multi-line error (TOML's show the offending line) as one line, the reason first:
+/// its last line, then its first.
+fn one_line(error: &str) -> String {
+    let lines: Vec<&str> = error
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    match lines.as_slice() {
+        [] => String::new(),
+        [only] => (*only).to_string(),
+        [first, .., last] => format!("{last} ({first})"),
+    }
 }
