@@ -1,7 +1,11 @@
 //! `cru session send`, `cancel`, `stop`, `delete`, `refine`, `reset` and `prune`: what
 //! is asked of a session (or of all the finished ones), and the answer in words or JSON.
 
-use super::*;
+use super::{removed, state_of};
+use crate::cli::output::outln;
+use crate::client::Client;
+use crate::protocol::methods as m;
+use crate::protocol::{DeleteSessionParams, PromptParams, RemoveOptions, Session, SessionIdParams};
 
 /// Sends a prompt; said when it waits for the current turn.
 pub(super) async fn send(client: &Client, s: &Session, text: String) -> anyhow::Result<()> {

@@ -95,10 +95,7 @@ impl NewArgs {
         )?;
         Ok(CreateSessionParams {
             agent,
-            worktree: self
-                .worktree
-                .or(file.worktree)
-                .map(|w| super::absolute_if_dir(&w)),
+            worktree: self.worktree.or(file.worktree).map(|w| absolute_if_dir(&w)),
             in_place: self.in_place || file.in_place,
             task: self.task.or(file.task),
             driver,
@@ -124,6 +121,18 @@ fn absolute(path: &str) -> String {
         Ok(real) => real.display().to_string(),
         Err(_) => path.to_string(),
     }
+}
+
+/// A path that exists is sent absolute (the daemon runs elsewhere); anything else is
+/// a branch name.
+fn absolute_if_dir(spec: &str) -> String {
+    let path = Path::new(spec);
+    if path.is_dir()
+        && let Ok(real) = path.canonicalize()
+    {
+        return real.display().to_string();
+    }
+    spec.to_string()
 }
 
 #[cfg(test)]

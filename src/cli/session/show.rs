@@ -1,7 +1,20 @@
 //! `cru session status` and `cru session logs`: one session in detail, and its
 //! transcript (followed live with `-f`).
 
-use super::*;
+use std::io::Write;
+
+use anyhow::Context;
+
+use super::{goal_of, pick, short_id, state_of};
+use crate::cli::output::{self, out, outln};
+use crate::client::Client;
+use crate::kiln::Kiln;
+use crate::markdown::render;
+use crate::protocol::methods as m;
+use crate::protocol::{
+    EntryKind, Event, Session, SessionIdParams, SessionState, Topic, TranscriptEntry,
+    TranscriptParams,
+};
 
 pub(super) fn print_status(kiln: &Kiln, s: &Session) {
     outln!("{}", s.display_name);
@@ -63,63 +76,74 @@ pub(super) fn print_status(kiln: &Kiln, s: &Session) {
         pairs.push(("ended", format!("{ended} ({code})")));
     }
     if !s.security.is_empty() {
-        let sec = &s.security;
-        let mut parts = Vec::new();
-        if !sec.activated.is_empty() {
-            let rules: Vec<&str> = sec.activated.keys().map(String::as_str).collect();
-            parts.push(format!("activated {}", rules.join(", ")));
-        }
-        if !sec.disabled.is_empty() {
-            parts.push(format!("disabled {}", sec.disabled.join(", ")));
-        }
-        if !sec.approved_operations.is_empty() {
-            parts.push(format!(
-                "{} approved operation(s)",
-                sec.approved_operations.len()
-            ));
-        }
-        if !sec.approved_credentials.is_empty() {
-            parts.push(format!(
-                "credentials {}",
-                sec.approved_credentials.join(", ")
-            ));
-        }
-        pairs.push(("security", parts.join("; ")));
+        pairs.push(("security", security_line(&s.security)));
     }
     if s.is_managed() {
-        pairs.push(("turns", s.turn_count.to_string()));
-        if let Some(usage) = &s.usage {
-            let mut text = format!("{} of {} tokens in context", usage.used, usage.size);
-            if let (Some(cost), Some(unit)) = (usage.cost, &usage.currency) {
-                text.push_str(&format!("; cost so far {cost:.2} {unit}"));
-            }
-            pairs.push(("usage", text));
-        }
-        pairs.push(("spent", spent_line(s.spent.as_ref())));
-        if let Some(r) = &s.resources {
-            pairs.push((
-                "machine",
-                format!(
-                    "{:.1} s CPU, {} MB resident, in {} process(es)",
-                    r.cpu_secs,
-                    r.rss_bytes / (1024 * 1024),
-                    r.processes
-                ),
-            ));
-        }
-        if let Some(from) = &s.handed_from {
-            pairs.push(("handed from", from.clone()));
-        }
-        if let Some(to) = &s.handed_to {
-            pairs.push(("handed to", to.clone()));
-        }
-        if let Some(summary) = &s.context_summary {
-            pairs.push(("context", summary.replace('\n', "\n  ")));
-        }
-        let log = crate::markdown::MarkdownLog::path_for(&kiln.sessions_dir(), &s.id);
-        pairs.push(("log", log.display().to_string()));
+        managed_pairs(kiln, s, &mut pairs);
     }
     output::print_pairs(&pairs);
+}
+
+/// The session's security state in one line: the rules activated and disabled, what was
+/// approved.
+fn security_line(sec: &crate::protocol::SecurityState) -> String {
+    let mut parts = Vec::new();
+    if !sec.activated.is_empty() {
+        let rules: Vec<&str> = sec.activated.keys().map(String::as_str).collect();
+        parts.push(format!("activated {}", rules.join(", ")));
+    }
+    if !sec.disabled.is_empty() {
+        parts.push(format!("disabled {}", sec.disabled.join(", ")));
+    }
+    if !sec.approved_operations.is_empty() {
+        parts.push(format!(
+            "{} approved operation(s)",
+            sec.approved_operations.len()
+        ));
+    }
+    if !sec.approved_credentials.is_empty() {
+        parts.push(format!(
+            "credentials {}",
+            sec.approved_credentials.join(", ")
+        ));
+    }
+    parts.join("; ")
+}
+
+/// What only a session crucible runs has: its turns, usage, spending, cost to the
+/// machine, hand-offs, context summary and log.
+fn managed_pairs(kiln: &Kiln, s: &Session, pairs: &mut Vec<(&'static str, String)>) {
+    pairs.push(("turns", s.turn_count.to_string()));
+    if let Some(usage) = &s.usage {
+        let mut text = format!("{} of {} tokens in context", usage.used, usage.size);
+        if let (Some(cost), Some(unit)) = (usage.cost, &usage.currency) {
+            text.push_str(&format!("; cost so far {cost:.2} {unit}"));
+        }
+        pairs.push(("usage", text));
+    }
+    pairs.push(("spent", spent_line(s.spent.as_ref())));
+    if let Some(r) = &s.resources {
+        pairs.push((
+            "machine",
+            format!(
+                "{:.1} s CPU, {} MB resident, in {} process(es)",
+                r.cpu_secs,
+                r.rss_bytes / (1024 * 1024),
+                r.processes
+            ),
+        ));
+    }
+    if let Some(from) = &s.handed_from {
+        pairs.push(("handed from", from.clone()));
+    }
+    if let Some(to) = &s.handed_to {
+        pairs.push(("handed to", to.clone()));
+    }
+    if let Some(summary) = &s.context_summary {
+        pairs.push(("context", summary.replace('\n', "\n  ")));
+    }
+    let log = crate::markdown::MarkdownLog::path_for(&kiln.sessions_dir(), &s.id);
+    pairs.push(("log", log.display().to_string()));
 }
 
 /// `12345 tokens; 0.42 USD`, with `unknown` for what the agent did not report.

@@ -1,0 +1,212 @@
+//! `cru session`'s subcommands and their arguments, as clap parses them.
+
+use clap::{Args, Subcommand};
+
+use super::{context, new};
+use crate::protocol::RemoveOptions;
+
+#[derive(Debug, Args)]
+pub(super) struct RemoveArgs {
+    /// Also remove the worktree crucible created for it.
+    #[arg(long)]
+    worktree: bool,
+    /// Also delete its branch (and the worktree).
+    #[arg(long)]
+    branch: bool,
+    /// Drop uncommitted changes and unmerged commits too.
+    #[arg(long)]
+    force: bool,
+    /// Also remove the audit log (prune: also those of sessions deleted earlier).
+    #[arg(long)]
+    audit: bool,
+}
+
+impl RemoveArgs {
+    pub(super) fn options(&self) -> RemoveOptions {
+        RemoveOptions {
+            remove_worktree: self.worktree,
+            delete_branch: self.branch,
+            force: self.force,
+            audit: self.audit,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum SessionAction {
+    /// Start an agent in a new session: a new branch and worktree by default.
+    New(Box<new::NewArgs>),
+    /// List sessions.
+    List {
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one session in detail.
+    Status {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a session's transcript.
+    Logs {
+        session: String,
+        /// Keep printing as the agent works, until its agent ends (or Ctrl-C).
+        #[arg(long, short)]
+        follow: bool,
+        /// Print entries as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send a prompt; it waits its turn if one is running.
+    Send {
+        session: String,
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
+    /// Ask the agent to stop its current turn.
+    Cancel { session: String },
+    /// Send the turn that was cut short (by a daemon restart, or its agent's end) again;
+    /// an agent that is gone is started again for it.
+    Resend { session: String },
+    /// End the session's agent; the worktree and transcript stay.
+    Stop { session: String },
+    /// Delete a session (stopping its agent first).
+    Delete {
+        session: String,
+        #[command(flatten)]
+        remove: RemoveArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show or reshape a session's context stack (pop, checkpoint, rollback,
+    /// replace-top, reset, summarize).
+    Context {
+        session: String,
+        #[command(subcommand)]
+        action: Option<context::ContextAction>,
+        /// Print the stack and the change as JSON.
+        #[arg(long, global = true)]
+        json: bool,
+    },
+    /// Run a command in the session's environment (its sandbox, mounts and limits),
+    /// for debugging: `cru session exec <s> -- ls -la`.
+    Exec {
+        session: String,
+        #[arg(required = true, num_args = 1.., last = true)]
+        command: Vec<String>,
+    },
+    /// Show a session's audit log: its start (driver, mounts, network, limits, env
+    /// names), prompts, tool calls, permissions, file access, commands and state changes.
+    Audit {
+        /// A session, or the full id of a deleted one.
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Refinement: widen the read manifest of a session a context miss
+    /// stopped, and start its agent again (at most 10 times per work item).
+    Refine {
+        session: String,
+        #[arg(long = "allow-read", value_name = "GLOB", required = true)]
+        allow_read: Vec<String>,
+        /// The restarted agent's first prompt.
+        #[arg(long)]
+        prompt: Option<String>,
+    },
+    /// Reset: a new session (fresh agent, empty security state) for the same
+    /// worktree, agent and driver; the old one is stopped with reason `reset`, its
+    /// transcript and audit log kept.
+    Reset {
+        session: String,
+        /// Keep the rules switched off for the old session switched off.
+        #[arg(long)]
+        keep_disabled: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The session's security state: rules its operations activated, rules switched
+    /// off for it, operations approved once, credentials approved.
+    Security {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start the session's agent again, resuming its own session where the agent can.
+    Restart { session: String },
+    /// Name the session (lists and the workbench show it; commands accept it).
+    Rename { session: String, name: String },
+    /// A new session on a new branch from this session's HEAD, its context stack copied.
+    Fork {
+        session: String,
+        /// The new branch (default: `<branch>-fork`).
+        #[arg(long, short)]
+        worktree: Option<String>,
+        /// A first prompt for the new session.
+        #[arg(long)]
+        task: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The session's task goes on with another agent in the same worktree and branch:
+    /// its first prompt is where the work stands (the task, the context summary, open
+    /// questions, the diff so far); this session is stopped.
+    Handoff {
+        session: String,
+        /// The agent profile that takes over.
+        #[arg(long, short)]
+        agent: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The session's changes against the point its branch left its base branch,
+    /// committed and uncommitted.
+    Diff {
+        session: String,
+        /// Files and counts only.
+        #[arg(long)]
+        stat: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Commit everything in the session's worktree.
+    Commit {
+        session: String,
+        /// The message (default: the session's task).
+        #[arg(long, short)]
+        message: Option<String>,
+    },
+    /// Merge the session's branch into its base branch, checked out in the kiln;
+    /// refused, naming the files, when it would conflict.
+    Merge {
+        session: String,
+        /// One commit on the base branch instead of a merge commit.
+        #[arg(long, conflicts_with = "rebase")]
+        squash: bool,
+        /// Rebase the branch onto the base branch, then fast-forward.
+        #[arg(long)]
+        rebase: bool,
+        #[arg(long, short)]
+        message: Option<String>,
+    },
+    /// Push the session's branch and open a pull request with gh.
+    Pr {
+        session: String,
+        #[arg(long)]
+        title: Option<String>,
+        #[arg(long)]
+        body: Option<String>,
+    },
+    /// Sessions whose branches change the same files (and lines): the conflict radar.
+    Conflicts {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete every complete, cancelled or stopped session.
+    Prune {
+        #[command(flatten)]
+        remove: RemoveArgs,
+        #[arg(long)]
+        json: bool,
+    },
+}
