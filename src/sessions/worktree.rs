@@ -93,52 +93,9 @@ impl Sessions {
         };
         // Check everything before changing anything.
         let worktree = session.worktree.as_ref().map(PathBuf::from);
-        if remove_worktree && let Some(path) = &worktree {
-            let sharing: Vec<String> = self
-                .ledger
-                .list_sessions()
-                .into_iter()
-                .filter(|s| s.id != id && s.worktree == session.worktree)
-                .map(|s| s.id)
-                .collect();
-            if !sharing.is_empty() {
-                return Err(LedgerError::Conflict(format!(
-                    "{} is also the worktree of session {} (after a reset, say); delete that one first or keep the worktree",
-                    path.display(),
-                    sharing.join(", ")
-                )));
-            }
-            if !session.worktree_owned {
-                return Err(LedgerError::Invalid(format!(
-                    "crucible did not create {}; remove it with git if you mean to",
-                    path.display()
-                )));
-            }
-            if path.exists() && !options.force {
-                let changes = git::uncommitted(path).await?;
-                if !changes.is_empty() {
-                    return Err(LedgerError::Conflict(format!(
-                        "{} has {} uncommitted change(s) ({}); commit them, or force to drop them",
-                        path.display(),
-                        changes.len(),
-                        changes
-                            .iter()
-                            .take(3)
-                            .map(|c| c.trim())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                }
-            }
-            if options.delete_branch
-                && !options.force
-                && let Some(branch) = &session.branch
-                && !git::is_merged(&repo, branch).await
-            {
-                return Err(LedgerError::Conflict(format!(
-                    "branch {branch} has commits not merged into HEAD; merge them, or force to drop them"
-                )));
-            }
+        if remove_worktree {
+            self.check_removal(&session, worktree.as_deref(), &repo, options)
+                .await?;
         }
         self.runner.stop_actor(id, false).await;
         // The records first: the worktree and branch go only once the session is gone,
@@ -192,6 +149,65 @@ impl Sessions {
                 )),
             })?;
         Ok(outcome)
+    }
+
+    /// Refuses to remove a worktree another session works in, one crucible did not
+    /// make, uncommitted changes or unmerged commits (unless forced).
+    async fn check_removal(
+        &self,
+        session: &Session,
+        worktree: Option<&Path>,
+        repo: &Path,
+        options: &RemoveOptions,
+    ) -> Result<()> {
+        if let Some(path) = worktree {
+            let sharing: Vec<String> = self
+                .ledger
+                .list_sessions()
+                .into_iter()
+                .filter(|s| s.id != session.id && s.worktree == session.worktree)
+                .map(|s| s.id)
+                .collect();
+            if !sharing.is_empty() {
+                return Err(LedgerError::Conflict(format!(
+                    "{} is also the worktree of session {} (after a reset, say); delete that one first or keep the worktree",
+                    path.display(),
+                    sharing.join(", ")
+                )));
+            }
+            if !session.worktree_owned {
+                return Err(LedgerError::Invalid(format!(
+                    "crucible did not create {}; remove it with git if you mean to",
+                    path.display()
+                )));
+            }
+            if path.exists() && !options.force {
+                let changes = git::uncommitted(path).await?;
+                if !changes.is_empty() {
+                    return Err(LedgerError::Conflict(format!(
+                        "{} has {} uncommitted change(s) ({}); commit them, or force to drop them",
+                        path.display(),
+                        changes.len(),
+                        changes
+                            .iter()
+                            .take(3)
+                            .map(|c| c.trim())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+            }
+            if options.delete_branch
+                && !options.force
+                && let Some(branch) = &session.branch
+                && !git::is_merged(repo, branch).await
+            {
+                return Err(LedgerError::Conflict(format!(
+                    "branch {branch} has commits not merged into HEAD; merge them, or force to drop them"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Removes what a deletion still has to remove from git, under the git lock: the

@@ -277,3 +277,18 @@ impl Runner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agent_that_cannot_start_keeps_its_kind_and_its_cause() {
+        let why = SpawnError::Handle(LedgerError::Conflict("no handle today".into()));
+        let e = LedgerError::from(RunError::from(why));
+        assert!(matches!(e, LedgerError::Start(_)), "{e:?}");
+        assert_eq!(e.to_string(), "cannot issue a session handle: no handle today");
+        let refused = RunError::from(LedgerError::Invalid("empty".into()));
+        assert!(matches!(LedgerError::from(refused), LedgerError::Invalid(_)));
+    }
+}
