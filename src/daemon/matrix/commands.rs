@@ -10,8 +10,8 @@ use matrix_sdk::ruma::UserId;
 use super::{Bot, wording};
 use crate::protocol::methods as m;
 use crate::protocol::{
-    ChannelKind, DiffParams, ResetParams, RulesParams, Session, SessionIdParams, SessionListParams,
-    SessionRuleParams, SessionState,
+    ChannelKind, DiffParams, ResetParams, RuleInfo, RulesParams, Session, SessionIdParams,
+    SessionListParams, SessionRuleParams, SessionState,
 };
 
 /// The reply to `/<name> <rest>` in `room`, said by `sender`.
@@ -62,18 +62,7 @@ pub(super) async fn run(
                 },
             )
             .await
-            .map(|reply| {
-                let mut text = String::from("Rules:");
-                for rule in reply.rules {
-                    let stands = if rule.disabled || rule.off {
-                        "off"
-                    } else {
-                        &rule.action
-                    };
-                    let _ = write!(text, "\n- `{}` ({stands}): {}", rule.id, rule.description);
-                }
-                text
-            }),
+            .map(|reply| rules_text(&reply.rules)),
         "disable" | "enable" if !rest.is_empty() => {
             let rule = SessionRuleParams {
                 session_id: id.clone(),
@@ -116,6 +105,20 @@ pub(super) async fn run(
         _ => return format!("Unknown command /{name}: say /help."),
     };
     result.unwrap_or_else(|e| format!("/{name}: {}", e.message))
+}
+
+/// The rules that judge the session, one line each: id, how it stands, what it does.
+fn rules_text(rules: &[RuleInfo]) -> String {
+    let mut text = String::from("Rules:");
+    for rule in rules {
+        let stands = if rule.disabled || rule.off {
+            "off"
+        } else {
+            &rule.action
+        };
+        let _ = write!(text, "\n- `{}` ({stands}): {}", rule.id, rule.description);
+    }
+    text
 }
 
 fn known(name: &str) -> bool {
