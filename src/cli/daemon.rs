@@ -149,6 +149,7 @@ async fn status(kiln: &Kiln, json: bool) -> anyhow::Result<ExitCode> {
         if let Some(matrix) = &status.matrix {
             outln!("matrix: {}", matrix_line(matrix));
         }
+        print_components(&status.components);
         if let Some(why) = &status.settings_error {
             outln!("settings: cannot be used ({why}); the last good ones are in use");
         }
@@ -157,6 +158,23 @@ async fn status(kiln: &Kiln, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What each component reports, one line each: its name, state, what it does, and what
+/// went wrong.
+fn print_components(components: &[crate::protocol::ComponentStatus]) {
+    if components.is_empty() {
+        return;
+    }
+    outln!("components:");
+    let width = components.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    for c in components {
+        let mut line = format!("  {:width$}  {:8}  {}", c.name, c.state.as_str(), c.detail);
+        if let Some(error) = &c.error {
+            line.push_str(&format!(" ({error})"));
+        }
+        outln!("{}", line.trim_end());
+    }
 }
 
 /// The Matrix channel in one line: who, where, and how it stands.

@@ -1,23 +1,19 @@
-//! The daemon's background parts as components: each is started with the settings the
-//! daemon starts with, is given every new version of them, says whether it keeps a
-//! daemon with no client up, and is stopped in one place. Cron jobs, the notify command,
-//! the webhook listener, the approval timeout and team forwarding are components; adding
-//! a part is one type implementing [`Component`] and one line in `daemon::run`.
+//! The daemon's background parts as components: each is started from the daemon's door
+//! and the settings the daemon starts with ([`Starts`](super::door::Starts)), is given
+//! every new version of them, says whether it keeps a daemon with no client up, reports
+//! its state for `daemon.status`, and is stopped in one place. The Matrix channel, the
+//! web view, the webhook listener, cron jobs, the notify command, the approval timeout
+//! and team forwarding are components; adding a part is one type implementing
+//! [`Component`] and one line in `daemon::run`.
 
+use std::any::Any;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::caller::Caller;
-use super::door::Door;
-use crate::config::{Config, CronJob};
-use crate::ledger::LedgerError;
-use crate::protocol::methods as m;
-use crate::protocol::{ChannelKind, CronRun, CronRunParams};
-use crate::sessions::{CronDoor, Sessions};
+use crate::config::Config;
+use crate::protocol::ComponentStatus;
 
 /// A background part of the daemon.
 pub(super) trait Component: Send {
@@ -31,6 +27,17 @@ pub(super) trait Component: Send {
     /// Whether a daemon with no client connected stays up for it.
     fn keeps_daemon_up(&self) -> bool {
         false
+    }
+
+    /// What `daemon.status` shows of it; `None` for a part with nothing to say.
+    fn status(&self) -> Option<ComponentStatus> {
+        None
+    }
+
+    /// What it shares with the daemon's methods (the web view's paired browsers), found
+    /// by its type ([`Components::part`]).
+    fn shares(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+        None
     }
 
     /// Stops it: the daemon is shutting down.
@@ -52,6 +59,16 @@ impl Components {
             .iter_mut()
             .filter_map(|c| c.reconfigure(config))
             .collect()
+    }
+
+    /// What the components report, in the order they started.
+    pub fn statuses(&self) -> Vec<ComponentStatus> {
+        self.0.iter().filter_map(|c| c.status()).collect()
+    }
+
+    /// What a component shares of type `T`.
+    pub fn part<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.0.iter().find_map(|c| c.shares()?.downcast::<T>().ok())
     }
 
     /// Whether any component keeps a daemon with no client up.
@@ -90,87 +107,6 @@ impl Component for Task {
 
     fn reconfigure(&mut self, _: &Config) -> Option<String> {
         None
-    }
-
-    fn stop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// The `[[cron]]` jobs: the schedule loop ([`Sessions::run_cron`]) follows the jobs
-/// given here. A daemon with an enabled job stays up.
-pub(super) struct Cron {
-    jobs: watch::Sender<Vec<CronJob>>,
-    task: JoinHandle<()>,
-}
-
-impl Cron {
-    pub fn start(sessions: Arc<Sessions>, door: Door, config: &Config) -> Self {
-        let (jobs, given) = watch::channel(config.cron.clone());
-        let enabled = enabled_ids(&config.cron);
-        if !enabled.is_empty() {
-            tracing::info!(jobs = %enabled.join(", "), "cron jobs scheduled");
-        }
-        Self {
-            jobs,
-            task: tokio::spawn(sessions.run_cron(given, Arc::new(JobCaller(door)))),
-        }
-    }
-}
-
-/// A due job runs as `cron.run` through the door, the job named as its caller.
-struct JobCaller(Door);
-
-impl CronDoor for JobCaller {
-    fn run(
-        &self,
-        id: String,
-    ) -> Pin<Box<dyn Future<Output = Result<CronRun, LedgerError>> + Send>> {
-        let door = self.0.clone();
-        Box::pin(async move {
-            let caller = Caller::channel(ChannelKind::Cron, format!("job {id}"));
-            door.call::<m::CronRunNow>(caller, &CronRunParams { id })
-                .await
-                .map_err(LedgerError::from_refusal)
-        })
-    }
-}
-
-fn enabled_ids(jobs: &[CronJob]) -> Vec<&str> {
-    jobs.iter()
-        .filter(|j| j.enabled)
-        .map(|j| j.id.as_str())
-        .collect()
-}
-
-impl Component for Cron {
-    fn name(&self) -> &'static str {
-        "cron"
-    }
-
-    fn reconfigure(&mut self, config: &Config) -> Option<String> {
-        self.jobs.send_if_modified(|jobs| {
-            if *jobs == config.cron {
-                return false;
-            }
-            let enabled = enabled_ids(&config.cron);
-            let gone: Vec<&str> = enabled_ids(jobs)
-                .into_iter()
-                .filter(|id| !enabled.contains(id))
-                .collect();
-            tracing::info!(
-                jobs = %enabled.join(", "),
-                stopped = %gone.join(", "),
-                "cron jobs changed"
-            );
-            *jobs = config.cron.clone();
-            true
-        });
-        None
-    }
-
-    fn keeps_daemon_up(&self) -> bool {
-        self.jobs.borrow().iter().any(|j| j.enabled)
     }
 
     fn stop(&mut self) {

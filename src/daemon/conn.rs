@@ -19,8 +19,8 @@ mod call;
 mod dispatch;
 mod handle;
 
-use super::Shared;
 use super::caller::Caller;
+use super::services::{Services, Shared};
 use crate::protocol::jsonrpc::{Id, Incoming, parse_line};
 use crate::protocol::methods as m;
 use crate::protocol::*;
@@ -39,6 +39,7 @@ pub(crate) enum Socket {
 }
 
 struct Conn {
+    services: Arc<Services>,
     shared: Arc<Shared>,
     door: Socket,
     out: mpsc::Sender<String>,
@@ -57,8 +58,14 @@ struct Conn {
 
 impl Conn {
     /// A connection that has not handshaken (the owner's socket serves it all the same).
-    fn new(shared: Arc<Shared>, door: Socket, out: mpsc::Sender<String>) -> Self {
+    fn new(
+        services: Arc<Services>,
+        shared: Arc<Shared>,
+        door: Socket,
+        out: mpsc::Sender<String>,
+    ) -> Self {
         Conn {
+            services,
             shared,
             door,
             out,
@@ -91,8 +98,16 @@ struct Scope {
     handle: Handle,
 }
 
-/// Decrements the client count however the connection ends.
-struct ClientGuard(Arc<Shared>);
+/// Decrements the client count however the connection (or the page) ends.
+pub(crate) struct ClientGuard(Arc<Shared>);
+
+impl ClientGuard {
+    /// Counts one more client until dropped.
+    pub(crate) fn count(shared: Arc<Shared>) -> Self {
+        shared.clients.send_modify(|n| *n += 1);
+        Self(shared)
+    }
+}
 
 impl Drop for ClientGuard {
     fn drop(&mut self) {
@@ -100,7 +115,13 @@ impl Drop for ClientGuard {
     }
 }
 
-pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>, door: Socket) {
+/// Serves one client of `door` (counted as a client by the accepting loop).
+pub(super) async fn serve(
+    stream: UnixStream,
+    services: Arc<Services>,
+    shared: Arc<Shared>,
+    door: Socket,
+) {
     let _guard = ClientGuard(Arc::clone(&shared));
     let (read, write) = stream.into_split();
     let (out, out_rx) = mpsc::channel(OUTBOX);
@@ -120,7 +141,7 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>, door: Socket)
         return;
     }
 
-    let conn = Arc::new(Conn::new(shared, door, out));
+    let conn = Arc::new(Conn::new(services, shared, door, out));
     let mut reader = BufReader::new(read);
     let mut buf = Vec::new();
     loop {
@@ -171,9 +192,13 @@ pub(super) async fn serve(stream: UnixStream, shared: Arc<Shared>, door: Socket)
 pub(crate) struct Local(Arc<Conn>);
 
 impl Local {
-    pub(crate) fn new(shared: Arc<Shared>) -> (Self, mpsc::Receiver<String>) {
+    pub(crate) fn new(
+        services: Arc<Services>,
+        shared: Arc<Shared>,
+    ) -> (Self, mpsc::Receiver<String>) {
         let (out, rx) = mpsc::channel(OUTBOX);
-        (Local(Arc::new(Conn::new(shared, Socket::Owner, out))), rx)
+        let conn = Conn::new(services, shared, Socket::Owner, out);
+        (Local(Arc::new(conn)), rx)
     }
 
     /// Answers one call.
@@ -199,13 +224,14 @@ impl Local {
 /// Answers one call made inside the daemon for `caller` (a channel, the team), on a
 /// connection of its own that nobody reads: its answer is the return value.
 pub(crate) async fn call_inside(
+    services: Arc<Services>,
     shared: Arc<Shared>,
     caller: Caller,
     name: &str,
     params: Value,
 ) -> Result<Value, ErrorObject> {
     let (out, _unread) = mpsc::channel(1);
-    let conn = Arc::new(Conn::new(shared, Socket::Owner, out));
+    let conn = Arc::new(Conn::new(services, shared, Socket::Owner, out));
     conn.handshaken
         .store(true, std::sync::atomic::Ordering::Release);
     let outcome = dispatch::call_as(&conn, caller, name, params).await;
@@ -379,7 +405,11 @@ async fn answer(conn: &Arc<Conn>, request: Request) -> Option<Response> {
 /// Team mode: runs a call another daemon forwarded for a session this daemon runs, with
 /// the owner's access, and records its answer for that daemon. Only the session methods
 /// that are forwarded at all are run.
-pub(super) async fn run_forwarded(shared: Arc<Shared>, command: crate::store::CommandRecord) {
+pub(super) async fn run_forwarded(
+    services: Arc<Services>,
+    shared: Arc<Shared>,
+    command: crate::store::CommandRecord,
+) {
     let outcome = if !dispatch::forwarded(&command.method) {
         Err(ErrorObject::method_not_found(&command.method))
     } else {
@@ -390,13 +420,20 @@ pub(super) async fn run_forwarded(shared: Arc<Shared>, command: crate::store::Co
                 let caller = Caller::Peer {
                     daemon: command.origin.clone(),
                 };
-                call_inside(Arc::clone(&shared), caller, &command.method, params).await
+                call_inside(
+                    Arc::clone(&services),
+                    shared,
+                    caller,
+                    &command.method,
+                    params,
+                )
+                .await
             }
         }
     };
     tracing::debug!(method = %command.method, from = %command.origin, ok = outcome.is_ok(), "ran a call another daemon forwarded");
     let outcome = outcome.map_err(|e| (e.code, e.message));
-    if let Err(e) = shared.ledger.finish_command(&command.id, outcome).await {
+    if let Err(e) = services.ledger.finish_command(&command.id, outcome).await {
         tracing::warn!(command = %command.id, "cannot record the answer to a forwarded call: {e}");
     }
 }
@@ -415,7 +452,7 @@ fn reply(id: Id, outcome: Result<Value, ErrorObject>) -> Response {
 
 /// Starts (or replaces) this connection's event forwarder.
 async fn subscribe(conn: &Arc<Conn>, topics: Option<Vec<Topic>>) {
-    let mut events = conn.shared.ledger.subscribe();
+    let mut events = conn.services.ledger.subscribe();
     let out = conn.out.clone();
     let task = tokio::spawn(async move {
         loop {

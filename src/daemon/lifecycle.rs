@@ -6,7 +6,7 @@ use std::io::{Read, Seek, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::{DaemonError, io_err};
+use super::error::{DaemonError, io_err};
 use crate::kiln::Kiln;
 use crate::sys;
 

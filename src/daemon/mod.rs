@@ -8,7 +8,9 @@ mod accept;
 mod caller;
 mod components;
 mod conn;
+mod cron;
 mod door;
+mod error;
 mod gone;
 mod hooks_failing;
 mod http;
@@ -16,19 +18,21 @@ mod lifecycle;
 #[cfg(feature = "matrix")]
 mod matrix;
 mod notify;
+mod services;
 mod settings;
 mod web;
 mod webhooks;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::net::UnixListener;
-use tokio::sync::{Notify, watch};
 
 use accept::Acceptor;
-use components::{Components, Cron, Task};
+use components::{Components, Task};
 pub(crate) use conn::Socket;
+use door::{Door, Starts};
+use services::{Services, Shared};
 use settings::{LiveSettings, SettingsWatch};
 
 use crate::config::Config;
@@ -36,54 +40,12 @@ use crate::kiln::Kiln;
 use crate::ledger::Ledger;
 use crate::sessions::Sessions;
 
+pub use error::DaemonError;
+use error::io_err;
 pub use lifecycle::PidLock;
-
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    /// The pid is `None` while the other daemon is starting (it holds the lock and has
-    /// not written its pid yet).
-    #[error("a daemon is already running for this kiln ({})", match .0 {
-        Some(pid) => format!("pid {pid}"),
-        None => "it is starting".to_string(),
-    })]
-    AlreadyRunning(Option<u32>),
-    #[error(
-        "the kiln's pid file is still locked, but daemon {0} that wrote it is gone: a process it started may hold the file open"
-    )]
-    LockOutlivedDaemon(u32),
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Ledger(#[from] crate::ledger::LedgerError),
-}
-
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
-    let context = context.into();
-    move |source| DaemonError::Io { context, source }
-}
 
 /// How long requests must pause before the daemon hands freed memory back.
 const TRIM_AFTER_QUIET: Duration = Duration::from_secs(2);
-
-/// What every connection shares.
-pub(crate) struct Shared {
-    pub ledger: Arc<Ledger>,
-    pub sessions: Arc<Sessions>,
-    pub clients: watch::Sender<usize>,
-    pub shutdown: Notify,
-    pub started: Instant,
-    /// Poked after every request; see [`trim_after_bursts`].
-    pub activity: Notify,
-    /// The settings in use, followed live.
-    pub settings: Arc<LiveSettings>,
-    /// The Matrix channel's state, when it runs.
-    pub matrix: Arc<std::sync::Mutex<Option<crate::protocol::MatrixStatus>>>,
-    /// The web view's paired browsers and address.
-    pub web: Arc<web::WebState>,
-}
 
 /// Once requests have paused for [`TRIM_AFTER_QUIET`], returns the memory the burst
 /// freed to the system. Armed only by activity: an idle daemon never wakes for this.
@@ -128,54 +90,66 @@ fn raise_fd_limit() -> Option<u64> {
     }
 }
 
-/// Starts the daemon's background parts: the webhook listener, cron, the web view, the notifier, the
-/// approval timeouts and, in team mode, the calls other daemons forward.
+/// Starts the daemon's background parts, each from the door and the settings it starts
+/// with: the webhook listener, cron, the web view, Matrix, the notifier, the approval
+/// timeouts and, in team mode, the calls other daemons forward.
 fn start_components(
+    services: &Arc<Services>,
     shared: &Arc<Shared>,
-    live: &Arc<LiveSettings>,
-    started_with: &Arc<Config>,
-    fd_limit: Option<u64>,
+    started_with: &Config,
 ) -> Result<Components, DaemonError> {
+    let door = Door::new(services, shared);
     let mut components = Components::default();
-    let (ledger, sessions) = (&shared.ledger, &shared.sessions);
-    components.add(webhooks::Webhooks::start(
-        door::Door::new(shared),
-        live.subscribe(),
-        started_with,
-        fd_limit,
-    )?);
-    components.add(Cron::start(
-        Arc::clone(sessions),
-        door::Door::new(shared),
-        started_with,
-    ));
-    components.add(web::Web::start(Arc::clone(shared), started_with, fd_limit));
+    components.add(webhooks::Webhooks::start(&door, started_with)?);
+    components.add(cron::Cron::start(&door, started_with)?);
+    components.add(web::Web::start(&door, started_with)?);
     #[cfg(feature = "matrix")]
-    components.add(matrix::Matrix::start(
-        door::Door::new(shared),
-        started_with,
-        Arc::clone(&shared.matrix),
-    ));
+    components.add(matrix::Matrix::start(&door, started_with)?);
     // Messages that need a human: the notify command, and the approval timeout of
     // background sessions. Both sleep until a message arrives.
-    components.add(notify::Notifier::start(
-        door::Door::new(shared),
-        started_with,
-    ));
+    components.add(notify::Notifier::start(&door, started_with)?);
     components.add(Task::spawn(
         "approvals",
-        Arc::clone(sessions).watch_approvals(),
+        Arc::clone(&services.sessions).watch_approvals(),
     ));
     // Team mode: calls other daemons forward for the sessions this one runs.
-    if let Some(mut commands) = ledger.team_commands() {
-        let shared = Arc::clone(shared);
+    if let Some(mut commands) = services.ledger.team_commands() {
+        let (services, shared) = (Arc::clone(services), Arc::clone(shared));
         components.add(Task::spawn("forwarding", async move {
             while let Some(command) = commands.recv().await {
-                tokio::spawn(conn::run_forwarded(Arc::clone(&shared), command));
+                let (services, shared) = (Arc::clone(&services), Arc::clone(&shared));
+                tokio::spawn(conn::run_forwarded(services, shared, command));
             }
         }));
     }
     Ok(components)
+}
+
+/// The daemon's two sockets: the owner's and the agents'.
+struct Sockets {
+    owners: Acceptor,
+    agents: Acceptor,
+    paths: [std::path::PathBuf; 2],
+}
+
+impl Sockets {
+    fn bind(kiln: &Kiln) -> Result<Self, DaemonError> {
+        let paths = [kiln.socket_path(), kiln.agent_socket_path()];
+        Ok(Self {
+            owners: Acceptor::new(bind(&paths[0])?, "daemon.sock"),
+            agents: Acceptor::new(bind(&paths[1])?, "agent.sock"),
+            paths,
+        })
+    }
+
+    /// Stops listening and removes the socket files.
+    fn close(self) {
+        drop(self.owners);
+        drop(self.agents);
+        for path in &self.paths {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// Runs the daemon until SIGTERM/SIGINT, `daemon.shutdown`, or the grace period after the
@@ -188,7 +162,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     let fd_limit = raise_fd_limit();
     crate::sys::quiet_process_metrics();
     let live = LiveSettings::of_kiln(&kiln, config.clone());
-    let mut settings = live.subscribe();
+    let settings = live.subscribe();
     let started_with = Arc::clone(&settings.borrow());
     let ledger = Ledger::open(kiln.clone(), config).await?;
     // Once the engine has opened, so what it made is covered too. (It marks its log
@@ -200,45 +174,77 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     // Both sockets are bound before any session resumes: a contained agent's sandbox or
     // container mounts the agent socket as it starts, and an agent may call in at once
     // (its connection waits in the socket's backlog until the loop below accepts it).
-    let socket = kiln.socket_path();
-    let agent_socket = kiln.agent_socket_path();
-    let mut owners = Acceptor::new(bind(&socket)?, "daemon.sock");
-    let mut agents_door = Acceptor::new(bind(&agent_socket)?, "agent.sock");
+    let mut sockets = Sockets::bind(&kiln)?;
     let sessions = Sessions::start(Arc::clone(&ledger)).await;
     sessions.follow_settings(live.subscribe());
+    let kiln_watch = gone::KilnWatch::start(&kiln.state_dir(), &sockets.paths);
+    tracing::info!(pid = std::process::id(), socket = %sockets.paths[0].display(), db = ledger.store().url(), "daemon ready");
 
-    let mut kiln_watch =
-        gone::KilnWatch::start(&kiln.state_dir(), &[socket.clone(), agent_socket.clone()]);
-    tracing::info!(pid = std::process::id(), socket = %socket.display(), db = ledger.store().url(), "daemon ready");
-
-    let shared = Arc::new(Shared {
-        ledger: Arc::clone(&ledger),
-        sessions: Arc::clone(&sessions),
-        clients: watch::channel(0).0,
-        shutdown: Notify::new(),
-        started: Instant::now(),
-        activity: Notify::new(),
-        settings: Arc::clone(&live),
-        matrix: Arc::default(),
-        web: web::WebState::new(&kiln),
-    });
+    let services = Arc::new(Services::new(
+        Arc::clone(&ledger),
+        Arc::clone(&sessions),
+        Arc::clone(&live),
+        fd_limit,
+    ));
+    let shared = Arc::new(Shared::default());
     tokio::spawn(trim_after_bursts(Arc::clone(&shared)));
-    let mut components = start_components(&shared, &live, &started_with, fd_limit)?;
+    *services.components() = start_components(&services, &shared, &started_with)?;
     let _settings_watch = SettingsWatch::start(&kiln, Arc::clone(&live));
-    let fenced = ledger.fenced();
+    let ends = Ends {
+        kiln_watch,
+        settings,
+        started_with,
+    };
+    serve(&services, &shared, &mut sockets, ends).await?;
+
+    services.components().stop();
+    sockets.close();
+    sessions.shutdown().await;
+    ledger.close().await;
+    drop(pid_lock);
+    tracing::info!("daemon stopped");
+    Ok(())
+}
+
+/// What the serving loop follows besides its clients: the kiln's state folder, and the
+/// settings since the ones the daemon started with.
+struct Ends {
+    kiln_watch: gone::KilnWatch,
+    settings: tokio::sync::watch::Receiver<Arc<Config>>,
+    started_with: Arc<Config>,
+}
+
+/// Accepts clients and follows the settings until something ends the daemon.
+async fn serve(
+    services: &Arc<Services>,
+    shared: &Arc<Shared>,
+    sockets: &mut Sockets,
+    ends: Ends,
+) -> Result<(), DaemonError> {
+    let live = &services.settings;
+    let Ends {
+        mut kiln_watch,
+        mut settings,
+        started_with,
+    } = ends;
+    let fenced = services.ledger.fenced();
     tokio::pin!(fenced);
     let mut clients = shared.clients.subscribe();
-    let mut agents = sessions.running();
+    let mut agents = services.sessions.running();
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(io_err("cannot watch SIGTERM"))?;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(io_err("cannot watch SIGINT"))?;
-
+    let accepted = |socket: Socket, stream| {
+        shared.clients.send_modify(|n| *n += 1);
+        let (services, shared) = (Arc::clone(services), Arc::clone(shared));
+        tokio::spawn(conn::serve(stream, services, shared, socket));
+    };
     loop {
         // Idle: nobody connected, no agent running, no component keeping it up.
         let idle = *clients.borrow_and_update() == 0
             && *agents.borrow_and_update() == 0
-            && !components.keep_daemon_up();
+            && !services.components().keep_daemon_up();
         let grace = Duration::from_secs(settings.borrow().daemon.grace_period_secs);
         let grace_expiry = async {
             if idle {
@@ -248,21 +254,15 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
             }
         };
         tokio::select! {
-            stream = owners.accept() => {
-                shared.clients.send_modify(|n| *n += 1);
-                tokio::spawn(conn::serve(stream, Arc::clone(&shared), Socket::Owner));
-            }
-            stream = agents_door.accept() => {
-                shared.clients.send_modify(|n| *n += 1);
-                tokio::spawn(conn::serve(stream, Arc::clone(&shared), Socket::Agent));
-            }
+            stream = sockets.owners.accept() => accepted(Socket::Owner, stream),
+            stream = sockets.agents.accept() => accepted(Socket::Agent, stream),
             why = kiln_watch.gone() => {
                 tracing::warn!("{why}; nobody can reach this daemon any more, shutting down");
                 break;
             }
             Ok(()) = settings.changed() => {
                 let config = Arc::clone(&settings.borrow_and_update());
-                let mut notes = components.reconfigure(&config);
+                let mut notes = services.components().reconfigure(&config);
                 notes.extend(settings::restart_needed(&started_with, &config));
                 live.set_pending(notes);
             }
@@ -290,16 +290,5 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
             }
         }
     }
-
-    components.stop();
-    drop(owners);
-    drop(agents_door);
-    for path in [&socket, &agent_socket] {
-        let _ = std::fs::remove_file(path);
-    }
-    sessions.shutdown().await;
-    ledger.close().await;
-    drop(pid_lock);
-    tracing::info!("daemon stopped");
     Ok(())
 }

@@ -13,11 +13,14 @@ use tokio::sync::{broadcast, watch};
 
 use super::caller::Caller;
 use super::components::Component;
-use super::door::Door;
+use super::door::{Door, Starts};
+use super::error::DaemonError;
 use crate::config::{Config, NotifyConfig};
 use crate::kiln::Kiln;
 use crate::protocol::methods as m;
-use crate::protocol::{ChannelKind, Event, InboxMessage, SessionIdParams};
+use crate::protocol::{
+    ChannelKind, ComponentState, ComponentStatus, Event, InboxMessage, SessionIdParams,
+};
 
 const WINDOW: Duration = Duration::from_secs(60);
 
@@ -27,13 +30,13 @@ pub(super) struct Notifier {
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Notifier {
-    pub fn start(door: Door, config: &Config) -> Self {
+impl Starts for Notifier {
+    fn start(door: &Door, config: &Config) -> Result<Self, DaemonError> {
         let (config, settings) = watch::channel(config.notify.clone());
-        Self {
+        Ok(Self {
             config,
-            task: tokio::spawn(run(door, settings)),
-        }
+            task: tokio::spawn(run(door.clone(), settings)),
+        })
     }
 }
 
@@ -52,6 +55,23 @@ impl Component for Notifier {
             differs
         });
         None
+    }
+
+    fn status(&self) -> Option<ComponentStatus> {
+        let config = self.config.borrow();
+        let command = config.command.as_deref().filter(|c| !c.trim().is_empty());
+        Some(ComponentStatus {
+            name: self.name().into(),
+            state: match command {
+                Some(_) => ComponentState::On,
+                None => ComponentState::Off,
+            },
+            detail: match command {
+                Some(_) => "runs the [notify] command for each message that needs a human".into(),
+                None => "no [notify] command in the settings".into(),
+            },
+            error: None,
+        })
     }
 
     fn stop(&mut self) {

@@ -11,9 +11,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::components::Component;
-use super::door::Door;
-use super::{DaemonError, http, io_err};
+use super::door::{Door, Starts};
+use super::error::{DaemonError, io_err};
+use super::{hooks_failing, http};
 use crate::config::{Config, HttpConfig};
+use crate::protocol::{ComponentState, ComponentStatus};
 
 /// A socket the listener accepts on, and the server on it.
 struct Listening {
@@ -41,20 +43,15 @@ fn bind(address: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     Ok(socket)
 }
 
-impl Webhooks {
+impl Starts for Webhooks {
     /// Starts listening if the settings say where; an address that cannot be bound at
     /// start is an error of the daemon's start.
-    pub fn start(
-        door: Door,
-        settings: watch::Receiver<Arc<Config>>,
-        config: &Config,
-        fd_limit: Option<u64>,
-    ) -> Result<Self, DaemonError> {
+    fn start(door: &Door, config: &Config) -> Result<Self, DaemonError> {
         let mut webhooks = Self {
-            door,
-            settings,
+            door: door.clone(),
+            settings: door.follow_settings(),
             listening: None,
-            fd_limit,
+            fd_limit: door.fd_limit(),
         };
         let address = config.channels.http.address().map_err(|why| {
             io_err("cannot start the webhook listener")(std::io::Error::other(why))
@@ -68,7 +65,9 @@ impl Webhooks {
         }
         Ok(webhooks)
     }
+}
 
+impl Webhooks {
     /// Serves webhooks on `socket` (replacing the server there was).
     fn serve(
         &mut self,
@@ -156,6 +155,25 @@ impl Component for Webhooks {
 
     fn keeps_daemon_up(&self) -> bool {
         self.listening.is_some()
+    }
+
+    fn status(&self) -> Option<ComponentStatus> {
+        let hooks = self.settings.borrow().webhooks.len();
+        let failing = hooks_failing::listed(self.door.kiln()).len();
+        let (state, listening) = match &self.listening {
+            Some(l) => (ComponentState::On, format!("listening on {}", l.address)),
+            None => (ComponentState::Off, "not listening".to_string()),
+        };
+        let failing = match failing {
+            0 => String::new(),
+            n => format!(", {n} failing (cron list says why)"),
+        };
+        Some(ComponentStatus {
+            name: self.name().into(),
+            state,
+            detail: format!("{listening}, {hooks} hooks{failing}"),
+            error: None,
+        })
     }
 
     fn stop(&mut self) {

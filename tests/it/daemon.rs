@@ -11,6 +11,9 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 
+#[cfg(feature = "matrix")]
+mod components;
+
 fn rpc(id: u64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }

@@ -65,7 +65,7 @@ impl<'a> Call<'a> {
     pub(super) async fn visible(&self, id: &str) -> Result<InboxMessage, ErrorObject> {
         let message = self
             .conn
-            .shared
+            .services
             .ledger
             .get_message(id)
             .await

@@ -94,7 +94,7 @@ async fn checked(
     let scope = conn.scope.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if let Some(scope) = &scope {
         if conn
-            .shared
+            .services
             .ledger
             .session_for_handle(&scope.handle)
             .as_deref()
@@ -114,12 +114,12 @@ async fn checked(
         && let Some(session) = raw
             .get("session_id")
             .and_then(Value::as_str)
-            .and_then(|id| conn.shared.ledger.get_session(id).ok())
-        && conn.shared.ledger.is_foreign(&session)
+            .and_then(|id| conn.services.ledger.get_session(id).ok())
+        && conn.services.ledger.is_foreign(&session)
     {
         // Team mode: another daemon runs this session's agent; it answers.
         return conn
-            .shared
+            .services
             .ledger
             .forward(&session, name, raw)
             .await
@@ -139,7 +139,7 @@ async fn checked(
     }
     // Read your own writes: a settings file saved just before this call is in use for it
     // (a stat of each file when none changed), whatever the watcher has seen yet.
-    conn.shared.settings.fresh();
+    conn.services.settings.fresh();
     m::handle(
         &Call::new(conn, caller, scope.as_ref(), client_env),
         name,

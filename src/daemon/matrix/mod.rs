@@ -16,6 +16,7 @@ mod inbound;
 mod outbound;
 mod wording;
 
+use std::any::Any;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -28,10 +29,14 @@ use tokio::task::JoinHandle;
 
 use super::caller::Caller;
 use super::components::Component;
-use super::door::Door;
+use super::door::{Door, Starts};
+use super::error::DaemonError;
 use crate::config::{Config, MatrixConfig};
 use crate::protocol::methods::{self as m, Method};
-use crate::protocol::{ChannelKind, ErrorObject, MatrixStatus, Session, SessionIdParams};
+use crate::protocol::{
+    ChannelKind, ComponentState, ComponentStatus, ErrorObject, MatrixStatus, Session,
+    SessionIdParams,
+};
 
 /// The conversation key's source: a room's session is keyed by (`matrix`, `room`, the
 /// room's id).
@@ -42,8 +47,9 @@ const SYNC_WAIT: Duration = Duration::from_secs(30);
 /// The longest pause between attempts to reach a homeserver that is away.
 const MOST_BACKOFF: Duration = Duration::from_secs(60);
 
-/// What `daemon.status` shows of the channel, kept up to date by the running bot.
-pub(crate) type StatusCell = Arc<Mutex<Option<MatrixStatus>>>;
+/// What `daemon.status` shows of the channel, kept up to date by the running bot; the
+/// component shares it (its `matrix` field).
+type StatusCell = Arc<Mutex<Option<MatrixStatus>>>;
 
 pub(super) struct Matrix {
     door: Door,
@@ -53,20 +59,21 @@ pub(super) struct Matrix {
     status: StatusCell,
 }
 
-impl Matrix {
-    pub fn start(door: Door, config: &Config, status: StatusCell) -> Self {
-        let folder = door.kiln().state_dir().join("matrix");
+impl Starts for Matrix {
+    fn start(door: &Door, config: &Config) -> Result<Self, DaemonError> {
         let mut matrix = Self {
-            door,
-            folder,
+            door: door.clone(),
+            folder: door.kiln().state_dir().join("matrix"),
             config: None,
             task: None,
-            status,
+            status: StatusCell::default(),
         };
         matrix.follow(config.channels.matrix.clone());
-        matrix
+        Ok(matrix)
     }
+}
 
+impl Matrix {
     /// Runs the bot `config` describes, in place of the one there was.
     fn follow(&mut self, config: Option<MatrixConfig>) {
         if let Some(task) = self.task.take() {
@@ -108,10 +115,52 @@ impl Component for Matrix {
         self.config.is_some()
     }
 
+    fn status(&self) -> Option<ComponentStatus> {
+        let status = lock(&self.status).clone();
+        Some(match status {
+            None => ComponentStatus {
+                name: self.name().into(),
+                state: ComponentState::Off,
+                detail: "no [channels.matrix] in the settings".into(),
+                error: None,
+            },
+            Some(status) => status_of(self.name(), status),
+        })
+    }
+
+    fn shares(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+        Some(Arc::clone(&self.status) as Arc<dyn Any + Send + Sync>)
+    }
+
     fn stop(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+    }
+}
+
+/// The channel's state as a component's: logged in as whom, its device and rooms, the
+/// last error.
+fn status_of(name: &str, status: MatrixStatus) -> ComponentStatus {
+    let state = match (status.logged_in, &status.error) {
+        (_, Some(_)) => ComponentState::Failing,
+        (true, None) => ComponentState::On,
+        (false, None) => ComponentState::Starting,
+    };
+    let who = format!("{} on {}", status.user_id, status.homeserver);
+    let detail = match (status.logged_in, &status.device_id) {
+        (true, Some(device)) => format!(
+            "logged in as {who}, device {device}, {} rooms",
+            status.rooms
+        ),
+        (true, None) => format!("logged in as {who}, {} rooms", status.rooms),
+        (false, _) => format!("not logged in as {who}"),
+    };
+    ComponentStatus {
+        name: name.into(),
+        state,
+        detail,
+        error: status.error,
     }
 }
 

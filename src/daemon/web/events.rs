@@ -11,36 +11,22 @@ use axum::response::sse::Event as SseEvent;
 use futures::Stream;
 use serde_json::json;
 
-use crate::daemon::Shared;
-use crate::daemon::conn::Local;
+use super::state::WebState;
+use crate::daemon::conn::{ClientGuard, Local};
+use crate::daemon::door::Door;
 use crate::daemon::http::listen;
 use crate::protocol::methods::{self as m, Method};
 use crate::protocol::{ErrorObject, Notification};
 
-/// Counts an open event stream as a client of the daemon while it is open.
-struct Watching(Arc<Shared>);
-
-impl Watching {
-    fn new(shared: &Arc<Shared>) -> Self {
-        shared.clients.send_modify(|n| *n += 1);
-        Self(Arc::clone(shared))
-    }
-}
-
-impl Drop for Watching {
-    fn drop(&mut self) {
-        self.0.clients.send_modify(|n| *n = n.saturating_sub(1));
-    }
-}
-
 /// An open event stream: the daemon's events for one page, until its device is revoked.
 struct Events {
-    shared: Arc<Shared>,
+    state: Arc<WebState>,
     device: String,
     _local: Local,
     lines: tokio::sync::mpsc::Receiver<String>,
     revocations: tokio::sync::watch::Receiver<u64>,
-    _watching: Watching,
+    /// Counts the open stream as a client of the daemon while it is open.
+    _watching: Option<ClientGuard>,
     _live: listen::Streaming,
     ready: bool,
 }
@@ -69,7 +55,7 @@ impl Events {
                     }
                 }
                 Ok(()) = self.revocations.changed() => {
-                    if !self.shared.web.devices.is_paired(&self.device) {
+                    if !self.state.devices.is_paired(&self.device) {
                         return None;
                     }
                 }
@@ -81,19 +67,20 @@ impl Events {
 /// The events of the device `device`, subscribed to, on `connection`: a `ready` event,
 /// then each notification.
 pub(super) async fn open(
-    shared: &Arc<Shared>,
+    door: &Door,
+    state: &Arc<WebState>,
     device: String,
     connection: &listen::Connection,
 ) -> Result<impl Stream<Item = Result<SseEvent, Infallible>> + use<>, ErrorObject> {
-    let (local, lines) = Local::new(Arc::clone(shared));
+    let (local, lines) = door.local()?;
     local.call(m::Subscribe::NAME, json!({})).await?;
     let events = Events {
-        shared: Arc::clone(shared),
+        state: Arc::clone(state),
         device,
         _local: local,
         lines,
-        revocations: shared.web.devices.revocations(),
-        _watching: Watching::new(shared),
+        revocations: state.devices.revocations(),
+        _watching: door.client(),
         _live: connection.streaming(),
         ready: false,
     };

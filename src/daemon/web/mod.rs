@@ -11,59 +11,27 @@
 //! meant to be reachable at any time. An open page counts as a client while it is open.
 
 mod assets;
+mod calls;
 pub(crate) mod devices;
 mod events;
 mod guard;
+mod pairing;
 mod routes;
+mod server;
+pub(crate) mod state;
 
+use std::any::Any;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 
-use super::Shared;
 use super::components::Component;
+use super::door::{Door, Starts};
+use super::error::DaemonError;
 use crate::config::{Config, WebAddress};
-use crate::kiln::Kiln;
-use devices::Devices;
-
-/// What the socket's `web.*` methods and the page's server share: the paired browsers
-/// and where the page is served.
-pub(crate) struct WebState {
-    pub devices: Devices,
-    /// The address listened on, while the web view is on.
-    bound: Mutex<Option<SocketAddr>>,
-    /// The name of the cookie a paired browser holds: one per kiln, so that browsers
-    /// paired with two kilns' daemons on one host keep both.
-    pub cookie: String,
-}
-
-impl WebState {
-    pub fn new(kiln: &Kiln) -> Arc<Self> {
-        use sha2::Digest;
-        let path = kiln.state_dir().join("web").join("devices.json");
-        let kiln_hash = sha2::Sha256::digest(kiln.root().as_os_str().as_encoded_bytes());
-        Arc::new(Self {
-            devices: Devices::open(&path),
-            bound: Mutex::new(None),
-            cookie: format!("cru_{}", hex::encode(&kiln_hash[..4])),
-        })
-    }
-
-    /// The address listened on, while the web view is on.
-    pub fn bound(&self) -> Option<SocketAddr> {
-        *self.bound.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn set_bound(&self, at: Option<SocketAddr>) {
-        *self.bound.lock().unwrap_or_else(PoisonError::into_inner) = at;
-    }
-
-    /// The address a browser opens, while the web view is on.
-    pub fn base_url(&self, config: &Config) -> Option<String> {
-        self.bound().map(|at| config.web.base_url(at))
-    }
-}
+use crate::protocol::{ComponentState, ComponentStatus};
+use state::WebState;
 
 /// The socket listened on, and the server on it.
 struct Listening {
@@ -73,9 +41,11 @@ struct Listening {
 }
 
 pub(super) struct Web {
-    shared: Arc<Shared>,
-    fd_limit: Option<u64>,
+    door: Door,
+    state: Arc<WebState>,
     listening: Option<Listening>,
+    /// Why the address the settings ask for cannot be served, while it cannot.
+    problem: Option<String>,
 }
 
 fn bind(asked: WebAddress) -> std::io::Result<std::net::TcpListener> {
@@ -91,34 +61,37 @@ fn bind(asked: WebAddress) -> std::io::Result<std::net::TcpListener> {
     Ok(socket)
 }
 
-impl Web {
+impl Starts for Web {
     /// Starts serving the page where the settings say. An address that cannot be bound
     /// is logged and the daemon runs on without the page (`cru web` says why).
-    pub fn start(shared: Arc<Shared>, config: &Config, fd_limit: Option<u64>) -> Self {
+    fn start(door: &Door, config: &Config) -> Result<Self, DaemonError> {
         let mut web = Self {
-            shared,
-            fd_limit,
+            door: door.clone(),
+            state: WebState::new(door.kiln()),
             listening: None,
+            problem: None,
         };
         if let Some(problem) = web.reconfigure(config) {
             tracing::error!("{problem}");
         }
-        web
+        Ok(web)
     }
+}
 
+impl Web {
     fn serve(&mut self, asked: WebAddress) -> std::io::Result<SocketAddr> {
         let socket = bind(asked)?;
         let at = socket.local_addr()?;
         let listener = tokio::net::TcpListener::from_std(socket)?;
         let server = tokio::spawn(routes::serve(
             listener,
-            Arc::clone(&self.shared),
-            self.fd_limit,
+            self.door.clone(),
+            Arc::clone(&self.state),
         ));
         if let Some(old) = self.listening.replace(Listening { asked, at, server }) {
             old.server.abort();
         }
-        self.shared.web.set_bound(Some(at));
+        self.state.set_bound(Some(at));
         tracing::info!(address = %at, "serving the web view");
         Ok(at)
     }
@@ -128,7 +101,7 @@ impl Web {
             old.server.abort();
             tracing::info!(address = %old.at, "the web view is closed");
         }
-        self.shared.web.set_bound(None);
+        self.state.set_bound(None);
     }
 }
 
@@ -138,6 +111,52 @@ impl Component for Web {
     }
 
     fn reconfigure(&mut self, config: &Config) -> Option<String> {
+        self.problem = self.follow(config);
+        self.problem.clone()
+    }
+
+    fn keeps_daemon_up(&self) -> bool {
+        self.listening
+            .as_ref()
+            .is_some_and(|l| matches!(l.asked, WebAddress::Given(_)))
+    }
+
+    fn status(&self) -> Option<ComponentStatus> {
+        let paired = self.state.devices.list().len();
+        let (state, detail) = match (&self.listening, &self.problem) {
+            (Some(listening), _) => (
+                ComponentState::On,
+                format!("listening on {}, {paired} paired browsers", listening.at),
+            ),
+            (None, Some(_)) => (
+                ComponentState::Failing,
+                format!("not listening, {paired} paired browsers"),
+            ),
+            (None, None) => (
+                ComponentState::Off,
+                format!("off in the settings, {paired} paired browsers"),
+            ),
+        };
+        Some(ComponentStatus {
+            name: self.name().into(),
+            state,
+            detail,
+            error: self.problem.clone(),
+        })
+    }
+
+    fn shares(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+        Some(Arc::clone(&self.state) as Arc<dyn Any + Send + Sync>)
+    }
+
+    fn stop(&mut self) {
+        self.close();
+    }
+}
+
+impl Web {
+    /// Serves where `config` asks, if anywhere; what it could not do.
+    fn follow(&mut self, config: &Config) -> Option<String> {
         // Settings in use have been checked, the address included.
         let asked = config.web.address().ok().flatten();
         let now = self.listening.as_ref().map(|l| (l.asked, l.at));
@@ -160,15 +179,5 @@ impl Component for Web {
                 }),
             },
         }
-    }
-
-    fn keeps_daemon_up(&self) -> bool {
-        self.listening
-            .as_ref()
-            .is_some_and(|l| matches!(l.asked, WebAddress::Given(_)))
-    }
-
-    fn stop(&mut self) {
-        self.close();
     }
 }

@@ -45,6 +45,49 @@ pub struct DaemonStatus {
     /// The Matrix channel, when `[channels.matrix]` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matrix: Option<MatrixStatus>,
+    /// What each of the daemon's components (the Matrix channel, the web view, the
+    /// webhook listener, cron, the notify command) reports, in the order they started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<ComponentStatus>,
+}
+
+/// One component of the daemon as `daemon.status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentStatus {
+    /// `matrix`, `web`, `webhooks`, `cron`, `notify`.
+    pub name: String,
+    pub state: ComponentState,
+    /// What it does now, in a line: where it listens, whom it is logged in as.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// What went wrong last, while it is wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Whether a component is at work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentState {
+    /// Working.
+    On,
+    /// Not set up in the settings, or turned off there.
+    Off,
+    /// Set up, not working yet (logging in).
+    Starting,
+    /// Set up, and failing: `error` says why; it tries again.
+    Failing,
+}
+
+impl ComponentState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::On => "on",
+            Self::Off => "off",
+            Self::Starting => "starting",
+            Self::Failing => "failing",
+        }
+    }
 }
 
 /// The Matrix channel as `daemon.status` shows it.

@@ -6,7 +6,7 @@ use super::*;
 impl Answer<m::ContextApply> for Call<'_> {
     async fn answer(&self, p: ContextApplyParams) -> Result<ContextResult, ErrorObject> {
         self.conn
-            .shared
+            .services
             .sessions
             .context_call(&p.session_id, p.op)
             .await

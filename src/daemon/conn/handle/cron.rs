@@ -4,19 +4,19 @@ use super::*;
 
 impl Answer<m::CronList> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<CronJobs, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
-        let shared = &self.conn.shared;
+        let sessions = &self.conn.services.sessions;
+        let services = &self.conn.services;
         Ok(CronJobs {
             jobs: sessions.cron_jobs(),
-            hooks: crate::daemon::hooks_failing::listed(shared.ledger.kiln()),
-            settings_error: shared.settings.error(),
+            hooks: crate::daemon::hooks_failing::listed(services.ledger.kiln()),
+            settings_error: services.settings.error(),
         })
     }
 }
 
 impl Answer<m::CronRunNow> for Call<'_> {
     async fn answer(&self, p: CronRunParams) -> Result<CronRun, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         sessions.run_cron_now(&p.id).await.map_err(app_error)
     }
 }

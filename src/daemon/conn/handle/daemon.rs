@@ -12,7 +12,7 @@ use crate::daemon::caller::Caller;
 impl Answer<m::Handshake> for Call<'_> {
     async fn answer(&self, p: HandshakeParams) -> Result<HandshakeResult, ErrorObject> {
         let conn = self.conn;
-        let ledger = &conn.shared.ledger;
+        let ledger = &conn.services.ledger;
         if conn.handshaken.load(Ordering::Acquire) {
             return Err(ErrorObject::invalid_request(
                 "this connection has already made its handshake; open a new connection for another",
@@ -67,7 +67,7 @@ impl Answer<m::Ping> for Call<'_> {
 
 impl Answer<m::DbQuery> for Call<'_> {
     async fn answer(&self, p: QueryParams) -> Result<QueryResult, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         let bindings = Value::Object(p.bindings.unwrap_or_default());
         Ok(m::QueryResult {
             result: ledger.query(&p.sql, bindings).await.map_err(app_error)?,
@@ -77,7 +77,7 @@ impl Answer<m::DbQuery> for Call<'_> {
 
 impl Answer<m::DbCheck> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<Check, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         ledger
             .store()
             .check()
@@ -106,9 +106,8 @@ impl Answer<m::Unsubscribe> for Call<'_> {
 
 impl Answer<m::DaemonStatusOf> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<DaemonStatus, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
-        let sessions = &self.conn.shared.sessions;
-        let shared = &self.conn.shared;
+        let services = &self.conn.services;
+        let ledger = &services.ledger;
         let store = ledger.store();
         // A server that is away must not hide the rest of the status.
         let unread = match ledger.unread_count().await {
@@ -117,24 +116,23 @@ impl Answer<m::DaemonStatusOf> for Call<'_> {
             Err(_) if store.is_shared() || !store.damage().is_empty() => 0,
             Err(e) => return Err(app_error(e)),
         };
-        let shared_store = store.is_shared();
         let mut instance = ledger.instance().clone();
         instance.lease_until.clear();
+        let (components, matrix) = {
+            let components = services.components();
+            let matrix = components.part::<std::sync::Mutex<Option<MatrixStatus>>>();
+            let matrix = matrix.and_then(|cell| {
+                cell.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+            });
+            (components.statuses(), matrix)
+        };
         Ok(DaemonStatus {
             store_kind: store.kind().into(),
-            store: Some(StoreHealth {
-                damaged: store.damage(),
-                ..store
-                    .health()
-                    .map(|h| h.borrow().clone())
-                    .unwrap_or(StoreHealth {
-                        connected: true,
-                        error: None,
-                        damaged: Vec::new(),
-                    })
-            }),
+            store: Some(store_health(store)),
             instance: Some(instance),
-            daemons: if shared_store {
+            daemons: if store.is_shared() {
                 ledger.daemons().await
             } else {
                 Vec::new()
@@ -143,28 +141,39 @@ impl Answer<m::DaemonStatusOf> for Call<'_> {
             daemon_version: env!("CARGO_PKG_VERSION").into(),
             protocol_version: PROTOCOL_VERSION,
             kiln: ledger.kiln().root().display().to_string(),
-            database: ledger.store().url().to_string(),
-            uptime_secs: shared.started.elapsed().as_secs(),
-            clients: *shared.clients.borrow(),
+            database: store.url().to_string(),
+            uptime_secs: services.started.elapsed().as_secs(),
+            clients: *self.conn.shared.clients.borrow(),
             sessions: ledger.session_count(),
-            agents: *sessions.running().borrow(),
+            agents: *services.sessions.running().borrow(),
             unread,
-            settings_error: shared.settings.error(),
-            settings_pending: shared.settings.pending(),
+            settings_error: services.settings.error(),
+            settings_pending: services.settings.pending(),
             writes_refused: store.writes_refused(),
-            matrix: shared
-                .matrix
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone(),
+            matrix,
+            components,
         })
+    }
+}
+
+/// Whether the database answers, and what of it is damaged.
+fn store_health(store: &crate::store::Store) -> StoreHealth {
+    StoreHealth {
+        damaged: store.damage(),
+        ..store
+            .health()
+            .map(|h| h.borrow().clone())
+            .unwrap_or(StoreHealth {
+                connected: true,
+                error: None,
+                damaged: Vec::new(),
+            })
     }
 }
 
 impl Answer<m::DaemonShutdown> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<Stopping, ErrorObject> {
-        let shared = &self.conn.shared;
-        shared.shutdown.notify_one();
+        self.conn.shared.shutdown.notify_one();
         Ok(m::Stopping { stopping: true })
     }
 }

@@ -6,8 +6,8 @@ use super::*;
 
 impl Answer<m::InboxSend> for Call<'_> {
     async fn answer(&self, p: SendParams) -> Result<Sent, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
-        let sessions = &self.conn.shared.sessions;
+        let ledger = &self.conn.services.ledger;
+        let sessions = &self.conn.services.sessions;
         self.own(&p.session_id)?;
         // An approval an agent asks for itself (`cru approve`) is judged by the
         // rules first: one that allows or denies it answers it at once.
@@ -33,7 +33,7 @@ impl Answer<m::InboxSend> for Call<'_> {
 
 impl Answer<m::InboxList> for Call<'_> {
     async fn answer(&self, p: ListParams) -> Result<Messages, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         Ok(m::Messages {
             messages: ledger.list_messages(&p).await.map_err(app_error)?,
         })
@@ -50,7 +50,7 @@ impl Answer<m::InboxGet> for Call<'_> {
 
 impl Answer<m::InboxMarkRead> for Call<'_> {
     async fn answer(&self, p: IdsParams) -> Result<Updated, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         Ok(m::Updated {
             updated: ledger.mark_read(&p.ids).await.map_err(app_error)?,
         })
@@ -59,7 +59,7 @@ impl Answer<m::InboxMarkRead> for Call<'_> {
 
 impl Answer<m::InboxRespond> for Call<'_> {
     async fn answer(&self, p: RespondParams) -> Result<MessageReply, ErrorObject> {
-        let (ledger, sessions) = (&self.conn.shared.ledger, &self.conn.shared.sessions);
+        let (ledger, sessions) = (&self.conn.services.ledger, &self.conn.services.sessions);
         let message = self.visible(&p.id).await?;
         // An answer is acknowledged only when something receives it: a question whose agent
         // is gone is withdrawn, and the one answering is told why.
@@ -91,7 +91,7 @@ impl Answer<m::InboxRespond> for Call<'_> {
 
 impl Answer<m::InboxWait> for Call<'_> {
     async fn answer(&self, p: WaitParams) -> Result<MessageReply, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         self.visible(&p.id).await?;
         let timeout = p.timeout_secs.map(Duration::from_secs);
         Ok(m::MessageReply {
@@ -105,7 +105,7 @@ impl Answer<m::InboxWait> for Call<'_> {
 
 impl Answer<m::InboxClear> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<Deleted, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         Ok(m::Deleted {
             deleted: ledger.clear().await.map_err(app_error)?.len(),
         })

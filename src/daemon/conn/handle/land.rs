@@ -4,7 +4,7 @@ use super::*;
 
 impl Answer<m::SessionDiff> for Call<'_> {
     async fn answer(&self, p: DiffParams) -> Result<DiffReply, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         sessions
             .diff(&p.session_id, p.context)
             .await
@@ -14,7 +14,7 @@ impl Answer<m::SessionDiff> for Call<'_> {
 
 impl Answer<m::SessionCommit> for Call<'_> {
     async fn answer(&self, p: CommitParams) -> Result<CommitReply, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         sessions
             .commit(&p.session_id, p.message)
             .await
@@ -24,21 +24,21 @@ impl Answer<m::SessionCommit> for Call<'_> {
 
 impl Answer<m::SessionMerge> for Call<'_> {
     async fn answer(&self, p: MergeParams) -> Result<MergeReply, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         sessions.merge(p).await.map_err(app_error)
     }
 }
 
 impl Answer<m::SessionPr> for Call<'_> {
     async fn answer(&self, p: PrParams) -> Result<PrReply, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         sessions.pr(p).await.map_err(app_error)
     }
 }
 
 impl Answer<m::SessionConflicts> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<ConflictReport, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         Ok(sessions.conflicts())
     }
 }

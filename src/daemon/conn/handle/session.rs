@@ -7,7 +7,7 @@ use crate::ledger::LedgerError;
 
 impl Answer<m::SessionRegister> for Call<'_> {
     async fn answer(&self, p: RegisterParams) -> Result<Registered, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         let (session, handle, evicted) = ledger.register(p).await.map_err(app_error)?;
         Ok(m::Registered {
             session_id: session.id.clone(),
@@ -20,7 +20,7 @@ impl Answer<m::SessionRegister> for Call<'_> {
 
 impl Answer<m::SessionList> for Call<'_> {
     async fn answer(&self, p: SessionListParams) -> Result<ListedSessions, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         let mut sessions = ledger.list_sessions();
         if let Some(channel) = &p.channel {
             sessions.retain(|s| match &s.channel {
@@ -41,7 +41,7 @@ impl Answer<m::SessionList> for Call<'_> {
 
 impl Answer<m::SessionGet> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         let scope = self.scope;
         self.own(&p.session_id)?;
         let session = match scope {
@@ -56,7 +56,7 @@ impl Answer<m::SessionGet> for Call<'_> {
 
 impl Answer<m::SessionHeartbeat> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<Done, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         self.own(&p.session_id)?;
         ledger.heartbeat(&p.session_id).map_err(app_error)?;
         Ok(m::Done { ok: true })
@@ -65,7 +65,7 @@ impl Answer<m::SessionHeartbeat> for Call<'_> {
 
 impl Answer<m::SessionDeregister> for Call<'_> {
     async fn answer(&self, p: DeregisterParams) -> Result<Done, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         let reason = p.reason.as_deref().unwrap_or("deregistered");
         ledger
             .deregister(&p.session_id, reason, p.exit_code)
@@ -77,7 +77,7 @@ impl Answer<m::SessionDeregister> for Call<'_> {
 
 impl Answer<m::SessionCreate> for Call<'_> {
     async fn answer(&self, p: CreateSessionParams) -> Result<Created, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         let given = self.take_client_env();
         let session = sessions.create_for(p, given).await.map_err(app_error)?;
         Ok(m::Created {
@@ -89,7 +89,7 @@ impl Answer<m::SessionCreate> for Call<'_> {
 
 impl Answer<m::SessionPrompt> for Call<'_> {
     async fn answer(&self, p: PromptParams) -> Result<PromptResult, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         let queued = sessions
             .prompt(&p.session_id, p.text)
             .await
@@ -100,7 +100,7 @@ impl Answer<m::SessionPrompt> for Call<'_> {
 
 impl Answer<m::SessionResend> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<PromptResult, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         let queued = sessions.resend(&p.session_id).await.map_err(app_error)?;
         Ok(PromptResult { queued })
     }
@@ -108,7 +108,7 @@ impl Answer<m::SessionResend> for Call<'_> {
 
 impl Answer<m::SessionCancel> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<Done, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         sessions.cancel(&p.session_id).await.map_err(app_error)?;
         Ok(m::Done { ok: true })
     }
@@ -116,7 +116,7 @@ impl Answer<m::SessionCancel> for Call<'_> {
 
 impl Answer<m::SessionStop> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         let session = sessions.stop(&p.session_id).await.map_err(app_error)?;
         Ok(m::SessionReply { session })
     }
@@ -124,7 +124,7 @@ impl Answer<m::SessionStop> for Call<'_> {
 
 impl Answer<m::SessionDelete> for Call<'_> {
     async fn answer(&self, p: DeleteSessionParams) -> Result<DeleteOutcome, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         sessions
             .delete(&p.session_id, &p.options)
             .await
@@ -134,28 +134,28 @@ impl Answer<m::SessionDelete> for Call<'_> {
 
 impl Answer<m::SessionPrune> for Call<'_> {
     async fn answer(&self, p: RemoveOptions) -> Result<PruneResult, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         sessions.prune(&p).await.map_err(app_error)
     }
 }
 
 impl Answer<m::SessionExec> for Call<'_> {
     async fn answer(&self, p: ExecParams) -> Result<ExecResult, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         sessions.exec(p).await.map_err(app_error)
     }
 }
 
 impl Answer<m::SessionAudit> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<AuditLog, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         sessions.audit_log(&p.session_id).map_err(app_error)
     }
 }
 
 impl Answer<m::SessionRefine> for Call<'_> {
     async fn answer(&self, p: RefineParams) -> Result<SessionReply, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         let session = sessions
             .refine(&p.session_id, p.allow_read, p.prompt)
             .await
@@ -166,7 +166,7 @@ impl Answer<m::SessionRefine> for Call<'_> {
 
 impl Answer<m::SessionReset> for Call<'_> {
     async fn answer(&self, p: ResetParams) -> Result<Created, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         let session = sessions
             .reset(&p.session_id, p.keep_disabled)
             .await
@@ -180,7 +180,7 @@ impl Answer<m::SessionReset> for Call<'_> {
 
 impl Answer<m::SessionRestart> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         let session = sessions.restart(&p.session_id).await.map_err(app_error)?;
         Ok(m::SessionReply { session })
     }
@@ -188,7 +188,7 @@ impl Answer<m::SessionRestart> for Call<'_> {
 
 impl Answer<m::SessionResolve> for Call<'_> {
     async fn answer(&self, p: ResolveParams) -> Result<ResolveResult, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         sessions
             .resolve(p, &Prompter(self))
             .await
@@ -228,7 +228,7 @@ impl crate::sessions::Deliver for Prompter<'_, '_> {
 
 impl Answer<m::SessionClose> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         let session = sessions.close(&p.session_id).await.map_err(app_error)?;
         Ok(m::SessionReply { session })
     }
@@ -236,7 +236,7 @@ impl Answer<m::SessionClose> for Call<'_> {
 
 impl Answer<m::SessionRename> for Call<'_> {
     async fn answer(&self, p: RenameParams) -> Result<SessionReply, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         let session = sessions
             .rename(&p.session_id, &p.name)
             .await
@@ -247,7 +247,7 @@ impl Answer<m::SessionRename> for Call<'_> {
 
 impl Answer<m::SessionFork> for Call<'_> {
     async fn answer(&self, p: ForkParams) -> Result<Created, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         let session = sessions.fork(p).await.map_err(app_error)?;
         Ok(m::Created {
             session_id: session.id.clone(),
@@ -258,7 +258,7 @@ impl Answer<m::SessionFork> for Call<'_> {
 
 impl Answer<m::SessionHandoff> for Call<'_> {
     async fn answer(&self, p: HandoffParams) -> Result<Created, ErrorObject> {
-        let sessions = &self.conn.shared.sessions;
+        let sessions = &self.conn.services.sessions;
         let session = sessions.handoff(p).await.map_err(app_error)?;
         Ok(m::Created {
             session_id: session.id.clone(),
@@ -269,14 +269,14 @@ impl Answer<m::SessionHandoff> for Call<'_> {
 
 impl Answer<m::Search> for Call<'_> {
     async fn answer(&self, p: SearchParams) -> Result<SearchResults, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         ledger.search(&p).await.map_err(app_error)
     }
 }
 
 impl Answer<m::SessionTranscript> for Call<'_> {
     async fn answer(&self, p: TranscriptParams) -> Result<Entries, ErrorObject> {
-        let ledger = &self.conn.shared.ledger;
+        let ledger = &self.conn.services.ledger;
         Ok(m::Entries {
             entries: ledger.transcript(&p).await.map_err(app_error)?,
         })

@@ -1,7 +1,10 @@
 //! `web.*`: pairing browsers with the web view, listing and revoking them.
 
+use std::sync::Arc;
+
 use super::super::call::Call;
 use crate::daemon::web::devices::DeviceError;
+use crate::daemon::web::state::WebState;
 use crate::protocol::methods::{self as m, Answer, NoParams};
 use crate::protocol::*;
 
@@ -14,11 +17,19 @@ fn device_error(e: DeviceError) -> ErrorObject {
     ErrorObject::new(code, e.to_string())
 }
 
+impl Call<'_> {
+    /// The web view's paired browsers and address, as its component shares them.
+    fn web(&self) -> Result<Arc<WebState>, ErrorObject> {
+        let shared = self.conn.services.components().part::<WebState>();
+        shared.ok_or_else(|| ErrorObject::new(code::CONFLICT, "the web view is not running"))
+    }
+}
+
 impl Answer<m::WebPair> for Call<'_> {
     async fn answer(&self, p: WebPairParams) -> Result<WebPairing, ErrorObject> {
-        let shared = &self.conn.shared;
-        let config = shared.settings.current();
-        let Some(base) = shared.web.base_url(&config) else {
+        let web = self.web()?;
+        let config = self.conn.services.settings.current();
+        let Some(base) = web.base_url(&config) else {
             return Err(ErrorObject::new(
                 code::CONFLICT,
                 if config.web.enabled {
@@ -33,8 +44,7 @@ impl Answer<m::WebPair> for Call<'_> {
         } else {
             WebAccess::Full
         };
-        let (code, expires_at) = shared
-            .web
+        let (code, expires_at) = web
             .devices
             .new_pairing(access, config.web.pairing_minutes)
             .map_err(device_error)?;
@@ -52,24 +62,18 @@ impl Answer<m::WebPair> for Call<'_> {
 
 impl Answer<m::WebDevicesOf> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<WebDevices, ErrorObject> {
-        let shared = &self.conn.shared;
-        let config = shared.settings.current();
+        let web = self.web()?;
+        let config = self.conn.services.settings.current();
         Ok(WebDevices {
-            devices: shared.web.devices.list(),
-            url: shared.web.base_url(&config),
+            devices: web.devices.list(),
+            url: web.base_url(&config),
         })
     }
 }
 
 impl Answer<m::WebRevoke> for Call<'_> {
     async fn answer(&self, p: WebRevokeParams) -> Result<WebRevoked, ErrorObject> {
-        let device = self
-            .conn
-            .shared
-            .web
-            .devices
-            .revoke(&p.id)
-            .map_err(device_error)?;
+        let device = self.web()?.devices.revoke(&p.id).map_err(device_error)?;
         tracing::info!(device = %device.id, label = %device.label, "a browser's pairing was revoked");
         Ok(WebRevoked { device })
     }
