@@ -1,9 +1,9 @@
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
-use crate::context::ContextStack;
+use crate::context::{ContextStack, Message};
 #[path = "../../tests/equipment/model_server.rs"]
 mod model_server;
 use model_server::{ScriptedCall, ScriptedReply, ScriptedServer};

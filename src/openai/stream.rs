@@ -16,7 +16,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ChatError, Reply, ToolCall, Usage, error_message};
+use super::error::{ChatError, error_message};
+use super::wire::{Reply, ToolCall, Usage};
 
 /// Splits a byte stream into Server-Sent Events and returns their `data`.
 #[derive(Default)]
@@ -107,16 +108,25 @@ struct FunctionDelta {
 
 /// A stream event the assembler could not take; [`StreamError::at`] names the server.
 pub(super) enum StreamError {
-    Malformed(String),
-    Remote(String),
+    /// A chunk that is not JSON of a chunk: the parser's error, and the chunk's start.
+    Malformed {
+        chunk: String,
+        error: serde_json::Error,
+    },
+    /// The server's own error, said in the stream.
+    Remote { message: String },
 }
 
 impl StreamError {
     pub(super) fn at(self, url: &str) -> ChatError {
         let url = url.to_string();
         match self {
-            StreamError::Malformed(message) => ChatError::Malformed { url, message },
-            StreamError::Remote(message) => ChatError::InStream { url, message },
+            StreamError::Malformed { chunk, error } => ChatError::Malformed {
+                url,
+                message: format!("{error} in chunk {chunk}"),
+                source: Some(error),
+            },
+            StreamError::Remote { message } => ChatError::InStream { url, message },
         }
     }
 }
@@ -147,10 +157,14 @@ impl Assembler {
         if data.trim() == "[DONE]" {
             return Ok(true);
         }
-        let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|e| StreamError::Malformed(format!("{e} in chunk {}", clip(data, 200))))?;
+        let chunk: Chunk = serde_json::from_str(data).map_err(|error| StreamError::Malformed {
+            chunk: clip(data, 200),
+            error,
+        })?;
         if let Some(error) = chunk.error {
-            return Err(StreamError::Remote(error_message(&error.to_string(), None)));
+            return Err(StreamError::Remote {
+                message: error_message(&error.to_string(), None),
+            });
         }
         if let Some(usage) = chunk.usage.as_ref().and_then(Usage::read) {
             self.usage = Some(usage);
