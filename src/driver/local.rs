@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use tokio::process::Command;
 
-use super::{DriverError, Place, Setup, Start, path};
+use super::error::DriverError;
+use super::path;
+use super::place::{Place, Setup, Start};
 
 struct Host {
     /// The agent's `PATH`: `cru`'s folder first.

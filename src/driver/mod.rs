@@ -4,49 +4,26 @@
 //! and tears it down. ACP file requests are served by the daemon on the session's files,
 //! which every driver here shows the agent at the same path.
 
+mod error;
 pub mod limits;
 mod local;
 pub mod path;
+mod place;
 pub mod podman;
 pub mod sandbox;
 pub mod ssh;
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use futures::future::BoxFuture;
 use tokio::process::Command;
 
 use crate::kiln::Kiln;
 use crate::protocol::{DriverSpec, SshOptions, env};
+use place::{Place, Start};
 
-pub use limits::Limits;
-
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum DriverError {
-    /// The driver cannot run on this machine (a missing tool, a refusing kernel).
-    #[error("{0}")]
-    Unavailable(String),
-    /// This session's environment could not be made.
-    #[error("{0}")]
-    Setup(String),
-}
-
-/// What the driver needs to know of the session.
-pub struct Setup<'a> {
-    pub kiln: &'a Kiln,
-    pub session_id: &'a str,
-    /// The session's folder (its worktree, or the kiln for an in-place session).
-    pub cwd: &'a Path,
-    /// The agent's program, as configured (found on `PATH` unless a path).
-    pub program: Option<&'a str>,
-    /// The values of the spec's `env` names that were found (the asking process's,
-    /// else the daemon's). Never written anywhere.
-    pub passed: Vec<(String, String)>,
-    /// The `PATH` of the process that asked for the session, if it said: where programs
-    /// are looked for, and the agent's `PATH` (else the daemon's).
-    pub path: Option<&'a str>,
-}
+pub use error::DriverError;
+pub use place::Setup;
 
 /// The remote place of an ssh session, from its recorded spec; no connection is made
 /// until it is used. `None` for every other driver.
@@ -65,65 +42,6 @@ pub fn remote_of(spec: &DriverSpec, kiln: &Kiln, session_id: &str) -> Option<ssh
         )),
         _ => None,
     }
-}
-
-/// A session's environment as one driver made it: how programs start there and how the
-/// session looks from inside. Each driver implements it in its own file, with the
-/// `provision` that makes it.
-trait Place: Send + Sync {
-    /// `start.program` there, with `start.vars` on top of what the driver passes
-    /// through; stdio is the caller's to set.
-    fn command(&self, start: Start<'_>) -> Result<Command, DriverError>;
-
-    /// The `cru` program as a program inside reaches it.
-    fn cru_program(&self) -> Option<PathBuf>;
-
-    /// The limits in force, one line each.
-    fn limits(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// Where the agent socket is inside; `None` where crucible's variables mean there
-    /// what they mean here.
-    fn socket_inside(&self) -> Option<String> {
-        None
-    }
-
-    /// The session's folder as the agent sees it.
-    fn agent_cwd(&self, cwd: &Path) -> PathBuf {
-        cwd.to_path_buf()
-    }
-
-    /// The machine the agent's files are on, when it is not this one.
-    fn remote(&self) -> Option<&ssh::Remote> {
-        None
-    }
-
-    /// What a started program must read on its stdin before anything else, given every
-    /// variable it gets: where they cannot travel any other way unseen.
-    fn preamble(&self, _all: &[(String, String)]) -> Option<Vec<u8>> {
-        None
-    }
-
-    /// Releases what the environment holds open (a connection, a container).
-    fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
-    }
-}
-
-/// What a driver is asked to start, as [`Environment::command`] prepared it.
-struct Start<'a> {
-    program: &'a Path,
-    args: &'a [String],
-    /// Crucible's and the profile's variables, as a program inside sees them (see
-    /// [`Environment::agent_vars`]).
-    vars: Vec<(String, String)>,
-    /// The folder to start in, as this machine names it.
-    cwd: &'a Path,
-    /// The values found for the spec's `env` names (see [`Setup::passed`]).
-    passed: &'a [(String, String)],
-    /// Where programs are looked for (see [`path::search`]).
-    search: Option<&'a OsStr>,
 }
 
 /// A session's environment, made by its driver. Dropping it releases what it holds on
@@ -235,23 +153,4 @@ impl Environment {
             search: self.search.as_deref(),
         })
     }
-}
-
-/// Makes `folder` and its parents, owner-only.
-fn private_folder(folder: &Path) -> Result<(), DriverError> {
-    crate::sys::private_dir(folder)
-        .map_err(|e| DriverError::Setup(format!("cannot make {}: {e}", folder.display())))
-}
-
-/// The session's folder, with links resolved.
-fn real_cwd(cwd: &Path) -> Result<PathBuf, DriverError> {
-    std::fs::canonicalize(cwd)
-        .map_err(|e| DriverError::Setup(format!("cannot use {}: {e}", cwd.display())))
-}
-
-/// Runs a blocking check of whether the driver can run here.
-async fn checked(check: fn() -> Result<(), DriverError>) -> Result<(), DriverError> {
-    tokio::task::spawn_blocking(check)
-        .await
-        .map_err(|e| DriverError::Setup(e.to_string()))?
 }

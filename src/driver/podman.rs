@@ -13,7 +13,8 @@ use tokio::process::Command;
 
 use futures::future::BoxFuture;
 
-use super::{DriverError, Place, Setup, Start};
+use super::error::DriverError;
+use super::place::{Place, Setup, Start};
 use crate::protocol::{Network, PodmanOptions};
 
 pub const WORKSPACE: &str = "/workspace";
@@ -69,7 +70,7 @@ impl Container {
         }
         for mount in &spec.mounts {
             let source = std::fs::canonicalize(&mount.source)
-                .map_err(|e| DriverError::Setup(format!("cannot mount {}: {e}", mount.source)))?;
+                .map_err(|e| DriverError::file("cannot mount ", &mount.source, e))?;
             let target = mount
                 .target
                 .clone()
@@ -151,8 +152,8 @@ pub(super) async fn provision(
     options: &PodmanOptions,
     setup: Setup<'_>,
 ) -> Result<Box<dyn Place>, DriverError> {
-    super::checked(check).await?;
-    let cwd = super::real_cwd(setup.cwd)?;
+    super::place::checked(check).await?;
+    let cwd = super::place::real_cwd(setup.cwd)?;
     let git_dir = crate::git::common_dir(&cwd)
         .await
         .filter(|g| !g.starts_with(&cwd));
