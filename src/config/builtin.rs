@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::{AgentKind, AgentProfile, Config};
+use super::Config;
+use super::profiles::{AgentKind, AgentProfile};
 
 /// Why no profile of a name can be used; each says what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

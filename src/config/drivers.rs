@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AgentProfile, Config};
+use super::Config;
+use super::profiles::AgentProfile;
 use crate::protocol::{DriverKind, DriverOptions, DriverSpec, SpecError};
 
 /// `[drivers]`: defaults per driver, under what a session asks for.

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 mod budget;
 mod builtin;
 mod channels;
+mod cron;
 mod drivers;
 mod matrix;
 mod profiles;
@@ -17,11 +18,11 @@ mod settings;
 mod stamp;
 mod validate;
 mod web;
+mod webhooks;
 pub use budget::{BudgetConfig, KNOWN_PRICES, Limits as BudgetLimits, Price};
 pub use builtin::{Finder, KNOWN, Known, ProfileEntry, ProfileError, ProfileSource};
-pub use channels::{
-    ChannelError, ChannelsConfig, CronJob, HttpConfig, NotifyConfig, RESET_PHRASES, WebhookConfig,
-};
+pub use channels::{ChannelError, ChannelsConfig, HttpConfig, NotifyConfig, RESET_PHRASES};
+pub use cron::CronJob;
 pub use drivers::{DriversConfig, DriversError};
 pub use matrix::MatrixConfig;
 pub use profiles::{AgentKind, AgentProfile};
@@ -30,8 +31,8 @@ pub use settings::{
 };
 pub use stamp::FileStamp;
 pub use validate::InvalidSettings;
-use validate::is_name;
 pub use web::{DEFAULT_PORT as WEB_DEFAULT_PORT, WebAddress, WebConfig};
+pub use webhooks::WebhookConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

@@ -1,7 +1,14 @@
 //! What settings types alone cannot check: ranges, the store's address, the channels'
 //! own rules, and the agent profiles.
 
-use super::{AgentKind, Config, MAX_LIST_LIMIT};
+use super::Config;
+use super::budget::BudgetSettingsError;
+use super::channels::ChannelError;
+use super::drivers::DriversError;
+use super::matrix::{MatrixSettingsError, is_target};
+use super::profiles::AgentKind;
+use super::settings::MAX_LIST_LIMIT;
+use super::web::WebSettingsError;
 
 /// Why settings are refused.
 #[derive(Debug, thiserror::Error)]
@@ -12,11 +19,44 @@ pub enum InvalidSettings {
     /// A value out of its range or against another, and why.
     #[error("{0}")]
     Value(String),
+    /// A channel's settings: the listen address, a hook, a cron job.
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+    /// A `[drivers]` table that cannot be meant.
+    #[error(transparent)]
+    Drivers(#[from] DriversError),
+    /// `[channels.matrix]`.
+    #[error(transparent)]
+    Matrix(#[from] MatrixSettingsError),
+    /// `[web]`.
+    #[error(transparent)]
+    Web(#[from] WebSettingsError),
+    /// `[budget]`.
+    #[error(transparent)]
+    Budget(#[from] BudgetSettingsError),
 }
 
 impl Config {
     /// Checks values that types alone cannot.
     pub fn validate(&self) -> Result<(), InvalidSettings> {
+        self.check_daemon_and_store()?;
+        self.channels.http.address()?;
+        self.drivers.check()?;
+        self.check_matrix()?;
+        self.web.validate()?;
+        self.check_fallbacks()?;
+        self.budget.validate()?;
+        self.check_channels()?;
+        if self.store.cache_mb == 0 || self.store.write_buffer_mb == 0 {
+            return Err(InvalidSettings::Value(
+                "store.cache_mb and store.write_buffer_mb must be at least 1".into(),
+            ));
+        }
+        self.check_profiles()
+    }
+
+    /// `[daemon]`, `[inbox]` and the store's address and timings.
+    fn check_daemon_and_store(&self) -> Result<(), InvalidSettings> {
         let d = &self.daemon;
         if d.heartbeat_interval_secs == 0 {
             return Err(InvalidSettings::Value(
@@ -50,10 +90,11 @@ impl Config {
                 "store.timeout_secs must be at least 1 and store.lease_secs at least 3".into(),
             ));
         }
-        self.channels.http.address().map_err(invalid)?;
-        self.drivers.check().map_err(invalid)?;
-        self.check_matrix()?;
-        self.web.validate().map_err(invalid)?;
+        Ok(())
+    }
+
+    /// Each profile's `idle_stop_minutes` and `fallback`.
+    fn check_fallbacks(&self) -> Result<(), InvalidSettings> {
         for (name, profile) in &self.agents {
             if let Some(minutes) = profile.idle_stop_minutes
                 && !(minutes.is_finite() && minutes >= 0.0)
@@ -70,7 +111,12 @@ impl Config {
                 )));
             }
         }
-        self.budget.validate().map_err(invalid)?;
+        Ok(())
+    }
+
+    /// `[notify]`, `[channels.http]`, the cron jobs and the webhooks (ids and names
+    /// unique).
+    fn check_channels(&self) -> Result<(), InvalidSettings> {
         if self.notify.max_per_minute == 0 || self.notify.timeout_secs == 0 {
             return Err(InvalidSettings::Value(
                 "notify.max_per_minute and notify.timeout_secs must be at least 1".into(),
@@ -82,7 +128,7 @@ impl Config {
             ));
         }
         for (i, job) in self.cron.iter().enumerate() {
-            job.validate().map_err(invalid)?;
+            job.validate()?;
             if self.cron[..i].iter().any(|j| j.id == job.id) {
                 return Err(InvalidSettings::Value(format!(
                     "cron: two jobs have the id {:?}",
@@ -91,7 +137,7 @@ impl Config {
             }
         }
         for (i, hook) in self.webhooks.iter().enumerate() {
-            hook.validate().map_err(invalid)?;
+            hook.validate()?;
             if self.webhooks[..i].iter().any(|h| h.name == hook.name) {
                 return Err(InvalidSettings::Value(format!(
                     "webhooks: two hooks are named {:?}",
@@ -99,11 +145,11 @@ impl Config {
                 )));
             }
         }
-        if self.store.cache_mb == 0 || self.store.write_buffer_mb == 0 {
-            return Err(InvalidSettings::Value(
-                "store.cache_mb and store.write_buffer_mb must be at least 1".into(),
-            ));
-        }
+        Ok(())
+    }
+
+    /// Each profile's name, what its kind needs, and its startup time.
+    fn check_profiles(&self) -> Result<(), InvalidSettings> {
         for (name, profile) in &self.agents {
             if !is_name(name) {
                 return Err(InvalidSettings::Value(format!(
@@ -142,7 +188,7 @@ impl Config {
     /// `[channels.matrix]` and the `approval_target`s that need it.
     fn check_matrix(&self) -> Result<(), InvalidSettings> {
         if let Some(matrix) = &self.channels.matrix {
-            matrix.validate().map_err(invalid)?;
+            matrix.validate()?;
         }
         let targets = self
             .cron
@@ -155,13 +201,13 @@ impl Config {
             );
         for (owner, target) in targets {
             let Some(target) = target else { continue };
-            if !super::matrix::is_target(target) {
+            if !is_target(target) {
                 return Err(InvalidSettings::Value(format!(
                     "{owner}.approval_target {target:?} is not a Matrix room (!id, #alias) or user (@name:server)"
                 )));
             }
             if self.channels.matrix.is_none() {
-                return Err(invalid(format!(
+                return Err(InvalidSettings::Value(format!(
                     "{owner}.approval_target needs [channels.matrix]"
                 )));
             }
@@ -176,9 +222,4 @@ pub(super) fn is_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
-/// A check's reason, whatever its type.
-fn invalid(why: impl ToString) -> InvalidSettings {
-    InvalidSettings::Value(why.to_string())
 }
