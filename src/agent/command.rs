@@ -15,9 +15,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{
-    AgentError, AgentEvent, AgentHandle, Launch, Order, TurnFailure, describe_exit, end_process,
-};
+use super::error::AgentError;
+use super::events::{AgentEvent, TurnFailure};
+use super::handle::{AgentHandle, Launch, Order};
+use super::process::{describe_exit, end_process, spawn};
 use crate::protocol::{EntryKind, limits};
 
 use crate::protocol::env::PROMPT as PROMPT_ENV;
@@ -34,11 +35,9 @@ pub(super) fn launch(
     } else {
         find_program(&launch.profile.command, &launch.cwd)
     };
-    let program = found.ok_or_else(|| {
-        AgentError::Start(format!(
-            "cannot start agent {:?}: program {} not found",
-            launch.profile_name, launch.profile.command
-        ))
+    let program = found.ok_or_else(|| AgentError::NotFound {
+        profile: launch.profile_name.clone(),
+        command: launch.profile.command.clone(),
     })?;
     let (commands, orders) = mpsc::unbounded_channel();
     let (stop, stop_rx) = oneshot::channel();
@@ -109,7 +108,7 @@ async fn run(
     orders: &mut mpsc::UnboundedReceiver<Order>,
     stop: &mut oneshot::Receiver<()>,
 ) -> Run {
-    let mut child = match super::spawn(launch, program, &[(PROMPT_ENV, &prompt)]) {
+    let mut child = match spawn(launch, program, &[(PROMPT_ENV, &prompt)]) {
         Ok(child) => child,
         Err(why) => {
             let _ = events.send(AgentEvent::TurnEnded(Err(TurnFailure::Failed(

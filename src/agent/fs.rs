@@ -4,7 +4,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::AgentError;
+use super::error::AgentError;
 
 #[derive(Debug, Clone)]
 pub struct Firewall {

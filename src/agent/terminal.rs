@@ -14,7 +14,9 @@ use agent_client_protocol::v1::schema::{CreateTerminalRequest, TerminalExitStatu
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::{AgentError, AgentEvent, Launch};
+use super::error::AgentError;
+use super::events::{AgentEvent, ask_gate};
+use super::handle::Launch;
 use crate::driver::Environment;
 use crate::rules::{Operation, OperationKind};
 
@@ -77,7 +79,7 @@ impl Terminals {
         self.lock()
             .get(id)
             .cloned()
-            .ok_or_else(|| AgentError::Terminal(format!("no terminal {id}")))
+            .ok_or_else(|| AgentError::NoTerminal { id: id.to_string() })
     }
 
     /// Judges and starts the command; its terminal id.
@@ -95,7 +97,7 @@ impl Terminals {
             paths: Vec::new(),
             tool: Some("terminal".into()),
         };
-        super::ask_gate(&self.events, operation).await?;
+        ask_gate(&self.events, operation).await?;
         let mut vars = self.vars.clone();
         vars.extend(
             request
@@ -107,7 +109,7 @@ impl Terminals {
         let mut command = self
             .environment
             .command(Path::new(&request.command), &request.args, &vars, &cwd)
-            .map_err(|e| AgentError::Tool(e.to_string()))?;
+            .map_err(AgentError::Driver)?;
         let mut child = crate::sys::user_umask(&mut command)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -115,7 +117,10 @@ impl Terminals {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| AgentError::Tool(format!("cannot run {}: {e}", request.command)))?;
+            .map_err(|source| AgentError::Run {
+                command: request.command.clone(),
+                source,
+            })?;
         let limit = request
             .output_byte_limit
             .and_then(|l| usize::try_from(l).ok())
@@ -188,7 +193,7 @@ impl Terminals {
         let ended = exit
             .wait_for(Option::is_some)
             .await
-            .map_err(|_| AgentError::Terminal("the terminal's command was lost".to_string()))?;
+            .map_err(|_| AgentError::TerminalLost)?;
         Ok(ended.clone().unwrap_or_default())
     }
 

@@ -16,9 +16,10 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Error};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{fs_error, operation, wire_name};
+use super::wire::{fs_error, operation, wire_name};
+use crate::agent::events::{AgentEvent, OptionKind, PermissionChoice, ask_gate};
+use crate::agent::fs::{self, Firewall};
 use crate::agent::terminal::Terminals;
-use crate::agent::{AgentEvent, Firewall, OptionKind, PermissionChoice, ask_gate, fs};
 use crate::driver::ssh::Remote;
 use crate::rules::{Operation, OperationKind};
 

@@ -1,0 +1,123 @@
+//! ACP's vocabulary in crucible's terms: a schema enum's wire name, the text of a
+//! content block, a session update as an [`AgentEvent`], a tool call as the rules'
+//! [`Operation`], and a refusal as the ACP error the agent gets.
+
+use agent_client_protocol::v1::schema::{ContentBlock, SessionUpdate};
+
+use crate::agent::events::AgentEvent;
+use crate::protocol::EntryKind;
+use crate::rules::Operation;
+
+/// The name a schema enum has on the wire (`end_turn`, `in_progress`, …).
+pub(crate) fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "unknown".into(),
+    }
+}
+
+pub(crate) fn text_of(content: &ContentBlock) -> Option<String> {
+    match content {
+        ContentBlock::Text(t) => Some(t.text.clone()),
+        ContentBlock::ResourceLink(link) => Some(format!("[{}]({})", link.name, link.uri)),
+        _ => None,
+    }
+}
+
+/// Turns a session update into events; updates crucible has no use for are dropped.
+pub(crate) fn translate(update: SessionUpdate) -> Option<AgentEvent> {
+    Some(match update {
+        SessionUpdate::AgentMessageChunk(chunk) => AgentEvent::Chunk {
+            kind: EntryKind::Message,
+            text: text_of(&chunk.content)?,
+            message_id: chunk.message_id.map(|id| id.0.to_string()),
+        },
+        SessionUpdate::AgentThoughtChunk(chunk) => AgentEvent::Chunk {
+            kind: EntryKind::Thought,
+            text: text_of(&chunk.content)?,
+            message_id: chunk.message_id.map(|id| id.0.to_string()),
+        },
+        SessionUpdate::ToolCall(call) => AgentEvent::ToolCall {
+            operation: operation(
+                Some(&call.kind),
+                &call.title,
+                &call.locations,
+                call.raw_input.as_ref(),
+            ),
+            id: call.tool_call_id.0.to_string(),
+            title: call.title,
+            status: wire_name(&call.status),
+        },
+        SessionUpdate::ToolCallUpdate(update) => AgentEvent::ToolUpdate {
+            id: update.tool_call_id.0.to_string(),
+            title: update.fields.title,
+            status: update.fields.status.as_ref().map(wire_name),
+        },
+        SessionUpdate::AvailableCommandsUpdate(update) => AgentEvent::Skills(
+            update
+                .available_commands
+                .iter()
+                .map(|c| format!("/{} — {}", c.name, c.description))
+                .collect(),
+        ),
+        SessionUpdate::UsageUpdate(usage) => AgentEvent::Usage(crate::protocol::Usage {
+            used: usage.used,
+            size: usage.size,
+            cost: usage.cost.as_ref().map(|c| c.amount),
+            currency: usage.cost.map(|c| c.currency),
+        }),
+        SessionUpdate::Plan(plan) => AgentEvent::Plan(
+            plan.entries
+                .iter()
+                .map(|e| format!("[{}] {}", wire_name(&e.status), e.content))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => return None,
+    })
+}
+
+/// What an ACP tool call does, for the rules: its kind, its command (from `raw_input`'s
+/// `command`, as agents' shell tools give it), the paths it names, and its title.
+pub(crate) fn operation(
+    kind: Option<&agent_client_protocol::v1::schema::ToolKind>,
+    title: &str,
+    locations: &[agent_client_protocol::v1::schema::ToolCallLocation],
+    raw_input: Option<&serde_json::Value>,
+) -> Operation {
+    let command = raw_input
+        .and_then(|v| v.get("command"))
+        .and_then(|c| match c {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Array(parts) => Some(
+                parts
+                    .iter()
+                    .filter_map(|p| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        });
+    Operation {
+        // ACP's kinds have the rules' names.
+        kind: kind
+            .and_then(|k| serde_json::to_value(k).ok())
+            .and_then(|k| serde_json::from_value(k).ok())
+            .unwrap_or_default(),
+        command,
+        paths: locations
+            .iter()
+            .map(|l| l.path.display().to_string())
+            .collect(),
+        tool: Some(title.to_string()),
+    }
+}
+
+/// A refused or failed file or terminal request, as the ACP error the agent gets.
+pub(crate) fn fs_error(message: impl std::fmt::Display) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::new(
+        agent_client_protocol::ErrorCode::INVALID_PARAMS,
+        message.to_string(),
+    )
+}
