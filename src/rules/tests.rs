@@ -1,5 +1,8 @@
 //! How rules match operations, activate, and decide.
 
+use std::path::PathBuf;
+
+use super::spec::{MatcherSpec, OneOrMany};
 use super::*;
 
 fn op(kind: &str, command: Option<&str>, paths: &[&str]) -> Operation {
