@@ -2,6 +2,9 @@
 //! rollback, replace the top, reset, summarize) and the bounded summary of it. Pure data,
 //! no I/O: the store keeps the stack, the sessions apply the operations.
 
+mod change;
+mod error;
+mod message;
 pub mod op;
 pub mod stack;
 pub mod summary;

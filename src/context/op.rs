@@ -5,7 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::stack::{Change, ContextStack, Message, StackError};
+use super::change::Change;
+use super::error::StackError;
+use super::message::Message;
+use super::stack::ContextStack;
 use super::summary::fallback_summary;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,269 +15,15 @@
 //!   already in use is refused rather than silently moving the old mark.
 //! - Sequence numbers are never reused, so a seq names one entry in the whole history.
 
-use std::fmt;
-
 use chrono::{SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-/// The longest checkpoint name, in characters.
-pub const MAX_CHECKPOINT_NAME: usize = 64;
-
-/// One message on the stack.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Message {
-    /// The system prompt; only ever the bottom entry.
-    System {
-        text: String,
-    },
-    Human {
-        text: String,
-    },
-    Agent {
-        text: String,
-    },
-    /// A tool the agent called; `arguments` is the call's JSON arguments, as text.
-    ToolCall {
-        call_id: String,
-        tool: String,
-        arguments: String,
-    },
-    /// What a tool call gave back; when `ok` is false, `text` says what went wrong.
-    ToolResult {
-        call_id: String,
-        tool: String,
-        ok: bool,
-        text: String,
-    },
-    /// Stands in for the entries it replaced (`replace_top`, `summarize`).
-    Summary {
-        text: String,
-    },
-}
-
-impl Message {
-    /// The kind as stored and shown: `system`, `human`, `agent`, `tool_call`,
-    /// `tool_result` or `summary`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Message::System { .. } => "system",
-            Message::Human { .. } => "human",
-            Message::Agent { .. } => "agent",
-            Message::ToolCall { .. } => "tool_call",
-            Message::ToolResult { .. } => "tool_result",
-            Message::Summary { .. } => "summary",
-        }
-    }
-
-    /// The message's text; for a tool call, its arguments.
-    pub fn text(&self) -> &str {
-        match self {
-            Message::System { text }
-            | Message::Human { text }
-            | Message::Agent { text }
-            | Message::ToolResult { text, .. }
-            | Message::Summary { text } => text,
-            Message::ToolCall { arguments, .. } => arguments,
-        }
-    }
-}
-
-/// A message as it sits on the stack.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
-    /// Unique within the session's history; grows with every entry pushed.
-    pub seq: u64,
-    /// RFC 3339, UTC.
-    pub created_at: String,
-    #[serde(flatten)]
-    pub message: Message,
-}
-
-/// A named mark on the entry that was on top when it was made.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    pub name: String,
-    /// The marked entry's seq; a rollback keeps it and everything below.
-    pub seq: u64,
-    pub created_at: String,
-}
-
-/// Which operation a [`Change`] reports.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum StackEdit {
-    Push,
-    Pop {
-        n: usize,
-    },
-    Checkpoint {
-        name: String,
-    },
-    Rollback {
-        name: String,
-    },
-    ReplaceTop,
-    Reset,
-    Summarize,
-    /// The tool-error policy: the failed result replaced by the error message.
-    ToolError,
-}
-
-impl fmt::Display for StackEdit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StackEdit::Push => f.write_str("push"),
-            StackEdit::Pop { n } => write!(f, "pop {n}"),
-            StackEdit::Checkpoint { name } => write!(f, "checkpoint '{name}'"),
-            StackEdit::Rollback { name } => write!(f, "rollback to '{name}'"),
-            StackEdit::ReplaceTop => f.write_str("replace top"),
-            StackEdit::Reset => f.write_str("reset"),
-            StackEdit::Summarize => f.write_str("summarize"),
-            StackEdit::ToolError => f.write_str("tool error"),
-        }
-    }
-}
-
-/// What one operation did; serialisable for the session's audit history.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
-    pub operation: StackEdit,
-    /// Entries that left the stack, bottom to top.
-    pub removed: Vec<Entry>,
-    /// Entries that joined the stack, bottom to top.
-    pub added: Vec<Entry>,
-    pub checkpoint_added: Option<Checkpoint>,
-    /// Checkpoints whose entry left the stack (or all of them, on `reset`).
-    pub checkpoints_dropped: Vec<Checkpoint>,
-}
-
-impl Change {
-    fn new(operation: StackEdit) -> Self {
-        Change {
-            operation,
-            removed: Vec::new(),
-            added: Vec::new(),
-            checkpoint_added: None,
-            checkpoints_dropped: Vec::new(),
-        }
-    }
-}
-
-/// One line for people, e.g. `pop 2: removed #5 agent, #6 tool_result`.
-impl fmt::Display for Change {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let list = |entries: &[Entry]| {
-            let items: Vec<String> = entries
-                .iter()
-                .map(|e| format!("#{} {}", e.seq, e.message.kind()))
-                .collect();
-            items.join(", ")
-        };
-        let mut parts = Vec::new();
-        if !self.removed.is_empty() {
-            parts.push(format!("removed {}", list(&self.removed)));
-        }
-        if !self.added.is_empty() {
-            parts.push(format!("added {}", list(&self.added)));
-        }
-        if let Some(c) = &self.checkpoint_added {
-            parts.push(format!("marked #{} as '{}'", c.seq, c.name));
-        }
-        if !self.checkpoints_dropped.is_empty() {
-            parts.push(format!(
-                "dropped {}",
-                quoted_names(self.checkpoints_dropped.iter().map(|c| c.name.as_str()))
-            ));
-        }
-        if parts.is_empty() {
-            parts.push("nothing changed".to_string());
-        }
-        write!(f, "{}: {}", self.operation, parts.join("; "))
-    }
-}
-
-/// Why an operation was refused; the stack is then exactly as it was.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StackError {
-    #[error("pop needs a count of at least 1")]
-    PopZero,
-    #[error("{}", pop_too_many(*requested, *available))]
-    PopTooMany { requested: usize, available: usize },
-    #[error("cannot {operation}: only the system prompt is on the stack")]
-    OnlySystemPrompt { operation: &'static str },
-    #[error("the stack already has its system prompt at the bottom; push a human or agent entry")]
-    SecondSystemPrompt,
-    #[error("invalid checkpoint name '{name}': {reason}")]
-    InvalidCheckpointName { name: String, reason: String },
-    #[error(
-        "a checkpoint named '{name}' already exists (at #{seq}); roll back to it or choose another name"
-    )]
-    DuplicateCheckpoint { name: String, seq: u64 },
-    #[error("no checkpoint named '{name}' ({})", known_checkpoints(known))]
-    UnknownCheckpoint { name: String, known: Vec<String> },
-    #[error("the {what} is empty")]
-    EmptyText { what: &'static str },
-    #[error("the top entry is a {top} entry, not a tool result")]
-    NotAToolResult { top: &'static str },
-    /// A stored stack that does not hold together (read back from the database).
-    #[error("{0}")]
-    Damaged(String),
-}
-
-fn pop_too_many(requested: usize, available: usize) -> String {
-    let entries = if requested == 1 { "entry" } else { "entries" };
-    match available {
-        0 => format!("cannot pop {requested} {entries}: nothing is above the system prompt"),
-        _ => format!("cannot pop {requested} {entries}: only {available} above the system prompt"),
-    }
-}
-
-fn known_checkpoints(known: &[String]) -> String {
-    if known.is_empty() {
-        "there are no checkpoints".to_string()
-    } else {
-        format!("checkpoints: {}", known.join(", "))
-    }
-}
-
-fn quoted_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let quoted: Vec<String> = names.map(|n| format!("'{n}'")).collect();
-    format!(
-        "checkpoint{} {}",
-        if quoted.len() == 1 { "" } else { "s" },
-        quoted.join(", ")
-    )
-}
-
-/// Checks a checkpoint name: 1 to 64 letters, digits, `-`, `_` or `.`, not starting
-/// with `-` (it would read as a command-line flag).
-pub fn validate_checkpoint_name(name: &str) -> Result<(), StackError> {
-    let refuse = |reason: String| StackError::InvalidCheckpointName {
-        name: name.to_string(),
-        reason,
-    };
-    if name.is_empty() {
-        return Err(refuse("a name is needed".to_string()));
-    }
-    if name.chars().count() > MAX_CHECKPOINT_NAME {
-        return Err(refuse(format!(
-            "longer than {MAX_CHECKPOINT_NAME} characters"
-        )));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '.')))
-    {
-        return Err(refuse(format!(
-            "{c:?} is not allowed; use letters, digits, '-', '_' or '.'"
-        )));
-    }
-    if name.starts_with('-') {
-        return Err(refuse("it must not start with '-'".to_string()));
-    }
-    Ok(())
-}
+pub use super::change::{Change, StackEdit};
+use super::error::Damage;
+pub use super::error::StackError;
+pub use super::message::{
+    Checkpoint, Entry, MAX_CHECKPOINT_NAME, Message, validate_checkpoint_name,
+};
 
 fn now() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
@@ -534,42 +280,35 @@ impl TryFrom<StoredStack> for ContextStack {
                 ..
             }) => {}
             _ => {
-                return Err(StackError::Damaged(
-                    "a context stack must start with its system prompt".into(),
-                ));
+                return Err(StackError::Damaged(Damage::NoSystemPrompt));
             }
         }
         if let Some(e) = s.entries[1..]
             .iter()
             .find(|e| matches!(e.message, Message::System { .. }))
         {
-            return Err(StackError::Damaged(format!(
-                "entry #{} is a second system prompt",
-                e.seq
-            )));
+            return Err(StackError::Damaged(Damage::SecondSystemPrompt {
+                seq: e.seq,
+            }));
         }
         let mut last = 0;
         for e in &s.entries {
             if e.seq <= last || e.seq >= s.next_seq {
-                return Err(StackError::Damaged(format!(
-                    "entry #{} is out of sequence",
-                    e.seq
-                )));
+                return Err(StackError::Damaged(Damage::OutOfSequence { seq: e.seq }));
             }
             last = e.seq;
         }
         for (i, c) in s.checkpoints.iter().enumerate() {
             if s.checkpoints[..i].iter().any(|o| o.name == c.name) {
-                return Err(StackError::Damaged(format!(
-                    "checkpoint '{}' appears twice",
-                    c.name
-                )));
+                return Err(StackError::Damaged(Damage::CheckpointTwice {
+                    name: c.name.clone(),
+                }));
             }
             if s.entries.iter().all(|e| e.seq != c.seq) {
-                return Err(StackError::Damaged(format!(
-                    "checkpoint '{}' marks #{}, which is not on the stack",
-                    c.name, c.seq
-                )));
+                return Err(StackError::Damaged(Damage::CheckpointOffStack {
+                    name: c.name.clone(),
+                    seq: c.seq,
+                }));
             }
         }
         Ok(ContextStack {

@@ -28,7 +28,7 @@
 //! characters and runs of whitespace become one space), an empty field says `none`, and a
 //! field too long for its share of the 1,000 characters is cut with `…`.
 
-use super::stack::{Entry, Message};
+use super::message::{Entry, Message};
 
 /// The most characters (not bytes) a summary may have.
 pub const MAX_SUMMARY_CHARS: usize = 1000;
