@@ -11,7 +11,8 @@ use crate::context::{Change, ContextOp, ContextStack};
 use crate::protocol::{ContextUpdate, Event};
 use crate::store::StoreError;
 
-use super::{Ledger, LedgerError, Result};
+use super::Ledger;
+use super::error::{LedgerError, Result};
 
 /// A session's stack and what goes with it, as the store keeps it.
 pub use crate::store::StoredContext as ContextState;
@@ -76,7 +77,7 @@ impl Ledger {
             .await
             .map_err(|e| match e {
                 // One entry too large for the stack: refused alone, like bad input.
-                StoreError::TooLarge(why) => LedgerError::Invalid(why),
+                e @ StoreError::TooLarge { .. } => LedgerError::Invalid(e.to_string()),
                 e => LedgerError::Store(e),
             })?;
         cache.insert(session_id.to_string(), next.clone());

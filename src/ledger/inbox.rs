@@ -6,12 +6,21 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use super::{
-    Ledger, LedgerError, MAX_SEND_BATCH, MAX_SEND_BATCH_BYTES, Result, SendJob, now_rfc3339,
-};
+use super::Ledger;
+use super::error::{LedgerError, Result};
 use crate::config::MAX_LIST_LIMIT;
 use crate::protocol::{Event, InboxMessage, ListParams, Purpose, SendParams, limits};
 use crate::store::{Store, StoreError};
+use crate::text::now_rfc3339;
+
+/// The most inbox sends committed in one transaction, and the most bytes of them.
+pub(super) const MAX_SEND_BATCH: usize = 1024;
+const MAX_SEND_BATCH_BYTES: usize = 2 * 1024 * 1024;
+
+pub(super) type SendJob = (
+    InboxMessage,
+    oneshot::Sender<std::result::Result<(), StoreError>>,
+);
 
 impl Ledger {
     /// Stores a message durably, then announces it.
@@ -73,11 +82,11 @@ impl Ledger {
         self.sends
             .send((message.clone(), ack))
             .await
-            .map_err(|_| StoreError::Db("the inbox writer has stopped".into()))?;
+            .map_err(|_| StoreError::WriterStopped("inbox"))?;
         match done.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e.into()),
-            Err(_) => return Err(StoreError::Db("the inbox writer has stopped".into()).into()),
+            Err(_) => return Err(StoreError::WriterStopped("inbox").into()),
         }
         self.publish(Event::InboxCreated(message.clone()));
         Ok(message)
@@ -210,6 +219,28 @@ impl Ledger {
 
     pub async fn unread_count(&self) -> Result<u64> {
         Ok(self.store.count_unread().await?)
+    }
+
+    /// The decisions and approvals of a session still waiting for an answer.
+    pub async fn open_blocking(&self, session_id: &str) -> Result<Vec<String>> {
+        Ok(self.store.open_blocking(session_id).await?)
+    }
+
+    /// Closes a question nobody needs answered any more (its turn was cancelled, or its
+    /// agent is gone), so it no longer waits in the inbox. `note` is stored as the answer.
+    pub async fn withdraw(&self, id: &str, note: &str) -> Result<()> {
+        if let Some(updated) = self.store.respond(id, note, true, None).await? {
+            self.publish(Event::InboxUpdated(updated));
+        }
+        Ok(())
+    }
+
+    /// Withdraws every open decision and approval of a session.
+    pub async fn withdraw_open(&self, session_id: &str, note: &str) -> Result<()> {
+        for id in self.open_blocking(session_id).await? {
+            self.withdraw(&id, note).await?;
+        }
+        Ok(())
     }
 }
 

@@ -11,9 +11,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::{Ledger, deadline_or_change, now_rfc3339};
+use super::Ledger;
 use crate::kiln::Kiln;
 use crate::protocol::Session;
+use crate::text::now_rfc3339;
 
 /// A reaper that wakes this much later than it meant to was not running (the daemon was
 /// stopped or suspended), not idle.
@@ -398,6 +399,25 @@ fn age(rfc3339: &str) -> Duration {
                 .ok()
         })
         .unwrap_or_default()
+}
+
+/// Sleeps until `deadline`, or until `changed` is notified; true when the deadline came.
+/// With no deadline it only waits for a change, and then also returns true, so the caller
+/// looks at what changed (the reaper's and the lease watchdog's loop).
+pub(super) async fn deadline_or_change(
+    deadline: Option<tokio::time::Instant>,
+    changed: &tokio::sync::Notify,
+) -> bool {
+    match deadline {
+        None => {
+            changed.notified().await;
+            true
+        }
+        Some(at) => tokio::select! {
+            _ = tokio::time::sleep_until(at) => true,
+            _ = changed.notified() => false,
+        },
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Search over what the ledger keeps: the store finds and ranks, the ledger checks the
 //! request, keeps to sessions that still exist and names them.
 
-use super::{Ledger, LedgerError, Result};
+use super::Ledger;
+use super::error::{LedgerError, Result};
 use crate::protocol::{HitKind, SearchHit, SearchParams, SearchResults};
 
 /// Hits given when the caller names no limit, and the most a caller may ask for.

@@ -22,11 +22,13 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::{Ledger, Result, now_rfc3339};
+use super::Ledger;
+use super::error::Result;
 use crate::config::StoreConfig;
 use crate::kiln::Kiln;
 use crate::protocol::{DaemonInfo, Event, InboxMessage, Session, TranscriptEntry};
 use crate::store::{CommandRecord, LiveChange, LiveTable, Store, StoreError};
+use crate::text::now_rfc3339;
 
 mod live;
 use live::listen;
@@ -366,7 +368,7 @@ async fn keep_lease(ledger: Weak<Ledger>, team: Arc<Team>) {
 
 async fn watchdog(ledger: Weak<Ledger>, team: Arc<Team>) {
     loop {
-        if !super::deadline_or_change(team.next_expiry(), &team.changed).await {
+        if !super::registry::deadline_or_change(team.next_expiry(), &team.changed).await {
             continue;
         }
         let Some(ledger) = ledger.upgrade() else {

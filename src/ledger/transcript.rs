@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::protocol::TranscriptEntry;
+use super::Ledger;
+use super::error::{LedgerError, Result};
+use crate::config::MAX_LIST_LIMIT;
+use crate::protocol::{ConflictReport, Event, OutputChunk, TranscriptEntry, TranscriptParams};
 use crate::store::{Store, StoreError};
 
 pub(super) type AppendJob = (
@@ -21,6 +24,48 @@ pub(super) type AppendJob = (
 /// text) and for every entry.
 pub(super) const MAX_APPEND_JOBS: usize = 512;
 const MAX_APPEND_BYTES: usize = 128 * 1024;
+
+impl Ledger {
+    /// Stores transcript entries durably (group-committed with other sessions'), then
+    /// announces them.
+    pub async fn append_transcript(&self, entries: Vec<TranscriptEntry>) -> Result<()> {
+        let stopped = || StoreError::WriterStopped("transcript");
+        let (ack, done) = oneshot::channel();
+        self.appends
+            .send((entries.clone(), ack))
+            .await
+            .map_err(|_| stopped())?;
+        done.await.map_err(|_| stopped())??;
+        for entry in entries {
+            self.publish(Event::Transcript(entry));
+        }
+        Ok(())
+    }
+
+    /// Announces streamed text; it is stored later as part of a whole entry.
+    /// The conflict radar changed.
+    pub fn publish_conflicts(&self, report: ConflictReport) {
+        self.publish(Event::Conflicts(report));
+    }
+
+    pub fn publish_output(&self, chunk: OutputChunk) {
+        self.publish(Event::Output(chunk));
+    }
+
+    pub async fn transcript(&self, params: &TranscriptParams) -> Result<Vec<TranscriptEntry>> {
+        self.get_session(&params.session_id)?;
+        let limit = params.limit.unwrap_or(MAX_LIST_LIMIT);
+        if !(1..=MAX_LIST_LIMIT).contains(&limit) {
+            return Err(LedgerError::Invalid(format!(
+                "limit must be between 1 and {MAX_LIST_LIMIT}"
+            )));
+        }
+        Ok(self
+            .store
+            .transcript(&params.session_id, params.after.unwrap_or(0), limit)
+            .await?)
+    }
+}
 
 pub(super) async fn transcript_writer(store: Arc<Store>, mut jobs: mpsc::Receiver<AppendJob>) {
     let mut batch = Vec::with_capacity(MAX_APPEND_JOBS);
@@ -124,7 +169,7 @@ mod tests {
         }
         // s0's seq 1 is stored already: its append is refused, every other one is kept.
         assert!(outcomes[0].is_err(), "{:?}", outcomes[0]);
-        assert!(outcomes[1..].iter().all(Result::is_ok), "{outcomes:?}");
+        assert!(outcomes[1..].iter().all(|o| o.is_ok()), "{outcomes:?}");
         for session in 1..20 {
             let kept = store
                 .transcript(&format!("s{session}"), 0, 10)

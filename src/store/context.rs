@@ -14,9 +14,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::conn::Store;
 use super::durable::{Touched, seq_id};
+use super::error::{Result, StackDamage, StoreError};
 use super::keyspace::quoted;
-use super::{Result, Store, StoreError};
 use crate::context::{Change, Checkpoint, ContextStack, Entry};
 
 /// The most text (entries' and history's JSON) one transaction of a context save carries
@@ -82,8 +83,9 @@ impl Store {
     /// A session's stored context stack, if it has one. A stack stored whole by an
     /// older version is stored again in pieces first.
     pub async fn load_context(&self, session_id: &str) -> Result<Option<StoredContext>> {
-        let damaged = |e: String| {
-            StoreError::Decode(format!("the context stack of session {session_id}: {e}"))
+        let damaged = |damage: StackDamage| StoreError::DamagedStack {
+            session_id: session_id.to_string(),
+            damage,
         };
         let Some(header) = self
             .rows::<Header>(
@@ -100,7 +102,7 @@ impl Store {
         };
         let Some(ranges) = header.on_stack else {
             let stack: ContextStack =
-                serde_json::from_str(&header.stack).map_err(|e| damaged(e.to_string()))?;
+                serde_json::from_str(&header.stack).map_err(|e| damaged(e.into()))?;
             let context = StoredContext {
                 stack,
                 fresh_start: header.fresh_start,
@@ -110,7 +112,7 @@ impl Store {
             return Ok(Some(context));
         };
         let skeleton: Skeleton =
-            serde_json::from_str(&header.stack).map_err(|e| damaged(e.to_string()))?;
+            serde_json::from_str(&header.stack).map_err(|e| damaged(e.into()))?;
         let mut entries = Vec::new();
         for &(first, last) in &ranges {
             let mut from = first;
@@ -129,21 +131,21 @@ impl Store {
                 let mut expected = from;
                 for row in rows {
                     if row.seq != expected {
-                        return Err(damaged(format!("entry #{expected} is missing")));
+                        return Err(damaged(StackDamage::Missing(expected)));
                     }
                     let entry: Entry = serde_json::from_str(&row.entry)
-                        .map_err(|e| damaged(format!("entry #{}: {e}", row.seq)))?;
+                        .map_err(|e| damaged(StackDamage::entry(row.seq, e)))?;
                     entries.push(entry);
                     expected += 1;
                 }
                 if expected <= to {
-                    return Err(damaged(format!("entry #{expected} is missing")));
+                    return Err(damaged(StackDamage::Missing(expected)));
                 }
                 from = to + 1;
             }
         }
         let stack = ContextStack::from_parts(entries, skeleton.checkpoints, skeleton.next_seq)
-            .map_err(|e| damaged(e.to_string()))?;
+            .map_err(|e| damaged(StackDamage::Parts(e)))?;
         Ok(Some(StoredContext {
             stack,
             fresh_start: header.fresh_start,
@@ -359,7 +361,7 @@ fn header_vars(
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| StoreError::Decode(e.to_string()))
+    Ok(serde_json::to_string(value)?)
 }
 
 fn skeleton(stack: &ContextStack) -> Result<String> {
@@ -373,14 +375,12 @@ fn skeleton(stack: &ContextStack) -> Result<String> {
 fn entry_text(entry: &Entry) -> Result<String> {
     let text = encode(entry)?;
     if text.len() > ENTRY_BYTES {
-        return Err(StoreError::TooLarge(format!(
-            "the context entry #{} ({}) is {} KiB stored; a context stack keeps entries of \
-             at most {} KiB, so it was not added (the stack is as it was)",
-            entry.seq,
-            entry.message.kind(),
-            text.len().div_ceil(1024),
-            ENTRY_BYTES / 1024
-        )));
+        return Err(StoreError::TooLarge {
+            seq: entry.seq,
+            kind: entry.message.kind(),
+            bytes: text.len(),
+            cap: ENTRY_BYTES,
+        });
     }
     Ok(text)
 }

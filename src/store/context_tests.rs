@@ -236,7 +236,10 @@ async fn an_entry_too_large_is_refused_alone_and_the_stack_goes_on() {
         .save_context_change("s1", &next, &change)
         .await
         .unwrap_err();
-    assert!(matches!(refused, StoreError::TooLarge(_)), "{refused:?}");
+    assert!(
+        matches!(refused, StoreError::TooLarge { .. }),
+        "{refused:?}"
+    );
     let why = refused.to_string();
     assert!(
         why.contains("#3") && why.contains("at most 2048 KiB"),

@@ -6,17 +6,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::conn::Store;
+use super::error::{OpenFailure, Result, StoreError};
 use super::journal::{Journal, Op};
-use super::{MIB, OpenFailure, Result, Store, StoreError, absent_for_null, typed_row};
+use super::rows::{absent_for_null, typed_row};
 use crate::config::StoreConfig;
 
-pub(super) struct Disk {
-    pub(super) path: PathBuf,
-    pub(super) reserve_bytes: u64,
-    /// Held from a write's read-back to its journal append, so the journal's order is
-    /// the order of the states read.
-    pub(super) journal: tokio::sync::Mutex<Journal>,
-}
+pub(super) const MIB: u64 = 1024 * 1024;
 
 /// What one write touched, for the journal.
 #[derive(Default)]
@@ -51,8 +47,7 @@ impl Touched {
         id: impl Into<String>,
         record: &T,
     ) -> Result<()> {
-        let mut record =
-            serde_json::to_value(record).map_err(|e| StoreError::Decode(e.to_string()))?;
+        let mut record = serde_json::to_value(record)?;
         if let Some(map) = record.as_object_mut() {
             map.remove("id");
         }
@@ -83,6 +78,11 @@ pub(super) fn seq_id(session_id: &str, seq: u64) -> String {
 }
 
 impl Store {
+    /// Why every write is refused, once a storage failure stopped them.
+    pub fn writes_refused(&self) -> Option<String> {
+        self.failure()
+    }
+
     /// The storage failure that stopped writes, if any.
     pub(super) fn failure(&self) -> Option<String> {
         self.failed
@@ -95,24 +95,17 @@ impl Store {
     /// is below the free-space reserve (before the engine can fail half-way through).
     pub(super) fn writable(&self) -> Result<()> {
         if let Some(why) = self.failure() {
-            return Err(StoreError::Refused(format!(
-                "the database stopped taking writes after a storage failure ({why}); \
-                 everything acknowledged before it is kept. Fix the cause (free disk space), \
-                 then restart the daemon (cru daemon stop)"
-            )));
+            return Err(StoreError::Stopped { why });
         }
         if let Some(disk) = &self.disk
             && let Ok(free) = crate::sys::free_bytes(&disk.path)
             && free < disk.reserve_bytes
         {
-            return Err(StoreError::Refused(format!(
-                "the disk holding {} is nearly full: {} MiB free, and crucible keeps {} MiB \
-                 in reserve so that nothing already stored can be damaged; free some space \
-                 (store.reserve_mb sets the reserve)",
-                disk.path.display(),
-                free / MIB,
-                disk.reserve_bytes / MIB
-            )));
+            return Err(StoreError::DiskFull {
+                path: disk.path.clone(),
+                free,
+                reserve: disk.reserve_bytes,
+            });
         }
         Ok(())
     }
@@ -161,9 +154,8 @@ impl Store {
 
     fn append(&self, journal: &mut Journal, ops: &[Op]) -> Result<()> {
         journal.append(ops).map_err(|e| {
-            let why = format!("cannot write the journal: {e}");
-            self.stop_writes(why.clone());
-            StoreError::Db(why)
+            self.stop_writes(format!("cannot write the journal: {e}"));
+            StoreError::Journal(std::sync::Arc::new(e))
         })
     }
 
@@ -310,16 +302,14 @@ pub(super) fn prepare_disk(
     path: &Path,
     reserve_bytes: u64,
 ) -> std::result::Result<(), OpenFailure> {
-    let disk = |e: std::io::Error| OpenFailure::Disk(e.to_string());
+    let disk = OpenFailure::Disk;
     std::fs::create_dir_all(path).map_err(disk)?;
     let free = crate::sys::free_bytes(path).map_err(disk)?;
     if free < reserve_bytes {
-        return Err(OpenFailure::Disk(format!(
-            "only {} MiB free on the disk holding the database; crucible needs {} MiB in \
-             reserve to open it safely (store.reserve_mb)",
-            free / MIB,
-            reserve_bytes / MIB
-        )));
+        return Err(OpenFailure::NoRoom {
+            free,
+            reserve: reserve_bytes,
+        });
     }
     let stale = path.join("wal").join("repair_temp");
     if stale.exists() {

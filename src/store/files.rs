@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use surrealdb_catalog::providers::{DatabaseProvider, TableProvider};
 
+use super::conn::{Conn, Store};
+use super::error::{Result, StoreError};
 use super::schema::TABLES;
-use super::{Conn, Result, Store, StoreError};
 use crate::protocol::check::FileDamage;
 
 /// What to do when the manifest is damaged; every error opening such a database ends
@@ -27,7 +28,11 @@ pub const MANIFEST_WHAT_TO_DO: &str = "The engine's manifest (its list of table 
 /// Whether the engine could not open because of its manifest (or a table file it
 /// lists).
 pub fn is_manifest_damage(e: &StoreError) -> bool {
-    let text = e.to_string();
+    says_manifest_damage(&e.to_string())
+}
+
+/// Whether an engine's message says its manifest could not be loaded.
+pub(super) fn says_manifest_damage(text: &str) -> bool {
     text.contains("Failed to load manifest") || text.contains("Manifest corruption")
 }
 
@@ -263,7 +268,7 @@ pub(super) async fn rebuild_manifest(path: &Path) -> Result<Vec<String>> {
     let at = path.to_path_buf();
     let rebuilt = tokio::task::spawn_blocking(move || surrealkv::rebuild_manifest(&at))
         .await
-        .map_err(|e| StoreError::Db(e.to_string()))?
+        .map_err(|e| StoreError::Task(std::sync::Arc::new(e)))?
         .map_err(|e| StoreError::Open {
             url: path.display().to_string(),
             message: format!("cannot rebuild the manifest from the table files: {e}"),

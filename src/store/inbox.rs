@@ -2,12 +2,16 @@
 
 use serde_json::{Value, json};
 
+use super::conn::Store;
 use super::durable::Touched;
-use super::{
-    MESSAGE_FIELDS, Result, SESSION_WRITE_TRIES, Store, StoreError, again_on_conflict, decode_rows,
-    typed_row,
-};
+use super::error::{Result, again_on_conflict};
+use super::rows::{decode_rows, typed_row};
+use super::sessions::SESSION_WRITE_TRIES;
 use crate::protocol::InboxMessage;
+
+const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
+     msg_type, title, body, options, option_kinds, rule, operation, read, responded, response, \
+     withdrawn, answered_by, purpose";
 
 impl Store {
     /// Stores several messages in one statement (one transaction): all of them or none.
@@ -168,8 +172,7 @@ impl Store {
 /// A message as its record keeps it: its purpose as JSON text (its shape is the
 /// protocol's), as a session keeps its usage.
 fn record(message: &InboxMessage) -> Result<Value> {
-    let mut record =
-        serde_json::to_value(message).map_err(|e| StoreError::Decode(e.to_string()))?;
+    let mut record = serde_json::to_value(message)?;
     if let Some(purpose) = record.get_mut("purpose") {
         *purpose = Value::String(purpose.to_string());
     }

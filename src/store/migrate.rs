@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 use super::schema::{self, SCHEMA_VERSION};
 use std::time::Duration;
 
-use super::{Result, Store, StoreError, again_on_conflict};
+use super::conn::Store;
+use super::error::{Result, StoreError, again_on_conflict};
 
 /// How many times the migrations are started over when another daemon's write conflicts.
 const MIGRATE_TRIES: u32 = 5;

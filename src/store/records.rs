@@ -3,11 +3,15 @@
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::conn::Store;
 use super::durable::{Touched, datetime_fields, seq_id};
+use super::error::Result;
 use super::journal::Op;
 use super::keyspace::quoted;
-use super::{ENTRY_FIELDS, Result, Store, typed_row};
+use super::rows::typed_row;
 use crate::protocol::TranscriptEntry;
+
+const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 
 impl Store {
     /// Appends entries in one transaction.

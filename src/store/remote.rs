@@ -16,7 +16,7 @@ use surrealdb::Surreal;
 use surrealdb::engine::any::Any;
 use tokio::sync::watch;
 
-use super::{OpenFailure, StoreError};
+use super::error::{OpenFailure, StoreError};
 use crate::config::{StoreAuth, StoreConfig};
 use crate::protocol::StoreHealth;
 
@@ -153,16 +153,11 @@ impl Remote {
     }
 
     fn unreachable(&self, why: &str, in_flight: bool) -> StoreError {
-        let outcome = if in_flight {
-            "the request may or may not have been stored"
-        } else {
-            "nothing was sent, so nothing was stored"
-        };
-        StoreError::Unreachable(format!(
-            "the database server at {} is unreachable ({why}); {outcome}. The daemon \
-             reconnects in the background and takes writes again once it answers",
-            self.url
-        ))
+        StoreError::Unreachable {
+            url: self.url.clone(),
+            why: why.to_string(),
+            in_flight,
+        }
     }
 
     /// Marks the server unreachable (once) and starts probing for it.

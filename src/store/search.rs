@@ -5,7 +5,8 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Conn, Result, Store, StoreError};
+use super::conn::{Conn, Store};
+use super::error::{Result, StoreError};
 use crate::protocol::{EntryKind, HitKind, SearchHit};
 
 /// What the engine puts around a matched word (control characters no text of ours is
@@ -194,7 +195,7 @@ impl Store {
         let Some(names) = self.index_names().await else {
             return Ok(Vec::new());
         };
-        let db_err = |e: anyhow::Error| StoreError::Db(format!("{e:#}"));
+        let db_err = |e: anyhow::Error| StoreError::Engine(std::sync::Arc::new(e));
         let tx = ds
             .transaction(surrealdb_kvs::TransactionType::Read)
             .await

@@ -50,8 +50,9 @@ fn chars_of(text: &str, (start, end): (usize, usize)) -> String {
     text.chars().skip(start).take(end - start).collect()
 }
 
-#[tokio::test]
-async fn finds_each_kind_ranked_with_the_words_marked() {
+/// A store with 200 routine transcript lines and two about the tokenizer, four inbox
+/// messages (one about the tokenizer) and five sessions (one about it).
+async fn tokenizer_store() -> Store {
     let store = memory().await;
     let mut entries: Vec<TranscriptEntry> = (1..=200)
         .map(|i| entry("s1", i, &format!("routine line {i} about the build")))
@@ -98,7 +99,12 @@ async fn finds_each_kind_ranked_with_the_words_marked() {
             .await
             .unwrap();
     }
+    store
+}
 
+#[tokio::test]
+async fn finds_each_kind_ranked_with_the_words_marked() {
+    let store = tokenizer_store().await;
     let hits = store
         .search("tokenizer failing", None, &HitKind::ALL, 10)
         .await

@@ -2,7 +2,24 @@
 //! (retried when the engine reports a conflict), heartbeats written in batches, and the
 //! handles' digests.
 
-use super::*;
+use serde_json::{Value, json};
+
+use super::check;
+use super::conn::Store;
+use super::durable::Touched;
+use super::error::{Result, again_on_conflict};
+use super::journal::Op;
+use super::rows::{decode_rows, typed_row};
+use crate::protocol::Session;
+
+pub(super) const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_type, agent_name, status, \
+     started_at, last_heartbeat, display_name, state, state_reason, task, branch, \
+     worktree_owned, acp_session_id, agent_pid, updated_at, ended_at, exit_code, \
+     context_summary, turn_count, driver, limits, security, skills, base_branch, usage, spent, \
+     handed_from, handed_to, channel, owner, host, queued, turn_prompt";
+
+/// How many times a session's record is written when the engine reports a conflict.
+pub(super) const SESSION_WRITE_TRIES: u32 = 5;
 
 impl Store {
     pub async fn insert_session(&self, s: &Session) -> Result<()> {
@@ -22,35 +39,30 @@ impl Store {
         row.remove("id");
         // The driver spec is kept as its JSON text (its shape is the protocol's).
         if let Some(spec) = &s.driver {
-            let text =
-                serde_json::to_string(spec).map_err(|e| StoreError::Decode(e.to_string()))?;
+            let text = serde_json::to_string(spec)?;
             row.insert("driver", surrealdb::types::Value::from_t(text));
         }
         // So are the security state and the usage.
         row.remove("security");
         if !s.security.is_empty() {
-            let text = serde_json::to_string(&s.security)
-                .map_err(|e| StoreError::Decode(e.to_string()))?;
+            let text = serde_json::to_string(&s.security)?;
             row.insert("security", surrealdb::types::Value::from_t(text));
         }
         row.remove("usage");
         if let Some(usage) = &s.usage {
-            let text =
-                serde_json::to_string(usage).map_err(|e| StoreError::Decode(e.to_string()))?;
+            let text = serde_json::to_string(usage)?;
             row.insert("usage", surrealdb::types::Value::from_t(text));
         }
         // Measured when asked, never stored.
         row.remove("resources");
         row.remove("spent");
         if let Some(spent) = &s.spent {
-            let text =
-                serde_json::to_string(spent).map_err(|e| StoreError::Decode(e.to_string()))?;
+            let text = serde_json::to_string(spent)?;
             row.insert("spent", surrealdb::types::Value::from_t(text));
         }
         row.remove("channel");
         if let Some(channel) = &s.channel {
-            let text =
-                serde_json::to_string(channel).map_err(|e| StoreError::Decode(e.to_string()))?;
+            let text = serde_json::to_string(channel)?;
             row.insert("channel", surrealdb::types::Value::from_t(text));
         }
         let mut vars = surrealdb::types::Object::new();

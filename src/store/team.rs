@@ -1,97 +1,23 @@
-//! Team mode's records: the daemons sharing a server and their leases, the commands one
-//! daemon sends another, and the live queries through which each daemon sees the others'
-//! changes. Lease times are the server's clock (`time::now()`), so the hosts' clocks
-//! need not agree.
+//! Team mode's daemons: each daemon sharing a server records itself with a lease, and a
+//! daemon whose lease ran out has its sessions claimed by another. Lease times are the
+//! server's clock (`time::now()`), so the hosts' clocks need not agree. The commands one
+//! daemon sends another are in `commands.rs`, the live queries in `live.rs`.
 
-use std::pin::Pin;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
+use super::conn::Store;
 use super::durable::Touched;
-use super::{Conn, Result, SESSION_FIELDS, Store, StoreError, decode_rows};
+use super::error::{Result, StoreError};
+use super::rows::decode_rows;
+use super::sessions::SESSION_FIELDS;
 use crate::protocol::{DaemonInfo, Session};
 
 const DAEMON_FIELDS: &str = "record::id(id) AS id, host, kiln, pid, started_at, lease_until, \
      taken_by, (taken_by = NONE AND lease_until > time::now()) AS live";
 
-/// The tables other daemons' changes arrive from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LiveTable {
-    Sessions,
-    Inbox,
-    Transcript,
-    Commands,
-    Daemons,
-}
-
-impl LiveTable {
-    const ALL: [LiveTable; 5] = [
-        LiveTable::Sessions,
-        LiveTable::Inbox,
-        LiveTable::Transcript,
-        LiveTable::Commands,
-        LiveTable::Daemons,
-    ];
-
-    fn table(self) -> &'static str {
-        match self {
-            LiveTable::Sessions => "sessions",
-            LiveTable::Inbox => "inbox_messages",
-            LiveTable::Transcript => "transcript",
-            LiveTable::Commands => "commands",
-            LiveTable::Daemons => "daemons",
-        }
-    }
-}
-
-/// One change seen by a live query: the record after it (before it, for a delete), with
-/// its key as `id`.
-#[derive(Debug, Clone)]
-pub struct LiveChange {
-    pub table: LiveTable,
-    pub deleted: bool,
-    pub created: bool,
-    pub record: Value,
-}
-
-/// A command for the daemon that runs a session: a JSON-RPC call, and its outcome once
-/// that daemon has answered it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct CommandRecord {
-    pub id: String,
-    /// The daemon that is to run it.
-    pub target: String,
-    /// The daemon that asked (and waits for the answer).
-    pub origin: String,
-    pub method: String,
-    /// The call's params, as JSON text.
-    pub params: String,
-    #[serde(default)]
-    pub done: bool,
-    /// The answer, as JSON text.
-    #[serde(default)]
-    pub result: Option<String>,
-    #[serde(default)]
-    pub error_code: Option<i64>,
-    #[serde(default)]
-    pub error: Option<String>,
-}
-
-pub type LiveStream =
-    Pin<Box<dyn Stream<Item = std::result::Result<LiveChange, StoreError>> + Send>>;
-
 impl Store {
-    fn server(&self) -> Result<&super::remote::Remote> {
-        match &self.conn {
-            Conn::Remote(r) => Ok(r),
-            Conn::Local(..) => Err(StoreError::Db(
-                "team mode needs a SurrealDB server (store.url = \"ws://…\")".into(),
-            )),
-        }
-    }
-
     /// Records this daemon with a lease of `lease` from now.
     pub async fn register_daemon(&self, me: &DaemonInfo, lease: Duration) -> Result<()> {
         self.write(
@@ -179,7 +105,9 @@ impl Store {
         let out = match out {
             Ok(out) => out,
             // Two daemons claiming at once: the loser's transaction conflicts.
-            Err(StoreError::Db(e)) if e.contains("conflict") || e.contains("retry") => {
+            Err(StoreError::Db(e))
+                if e.to_string().contains("conflict") || e.to_string().contains("retry") =>
+            {
                 return Ok(None);
             }
             Err(e) => return Err(e),
@@ -224,157 +152,13 @@ impl Store {
             .await?;
         decode_rows(out.into_iter().next().unwrap_or(Value::Null))
     }
-
-    /// Sends a command to the daemon `target`.
-    pub async fn insert_command(&self, command: &CommandRecord) -> Result<()> {
-        self.write(
-            "CREATE type::record('commands', $id) CONTENT {
-                target: $target, origin: $origin, method: $method, params: $params,
-                at: time::now(), done: false
-             } RETURN NONE",
-            json!({
-                "id": command.id, "target": command.target, "origin": command.origin,
-                "method": command.method, "params": command.params,
-            }),
-            Touched::default(),
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// Records a command's answer (once).
-    pub async fn finish_command(
-        &self,
-        id: &str,
-        outcome: std::result::Result<Value, (i64, String)>,
-    ) -> Result<()> {
-        let (result, code, error) = match outcome {
-            Ok(value) => (Some(value.to_string()), None, None),
-            Err((code, message)) => (None, Some(code), Some(message)),
-        };
-        self.write(
-            "UPDATE type::record('commands', $id)
-             SET done = true, result = $result, error_code = $code, error = $error
-             WHERE done = false RETURN NONE",
-            json!({"id": id, "result": result, "code": code, "error": error}),
-            Touched::default(),
-        )
-        .await?;
-        Ok(())
-    }
-
-    pub async fn get_command(&self, id: &str) -> Result<Option<CommandRecord>> {
-        Ok(self
-            .rows(
-                "SELECT *, record::id(id) AS id FROM type::record('commands', $id)",
-                json!({"id": id}),
-                0,
-            )
-            .await?
-            .into_iter()
-            .next())
-    }
-
-    /// Commands for `me` not yet answered (sent while it was away from the server).
-    pub async fn pending_commands(&self, me: &str) -> Result<Vec<CommandRecord>> {
-        self.rows(
-            "SELECT *, record::id(id) AS id FROM commands WHERE target = $me AND done = false
-             ORDER BY id",
-            json!({"me": me}),
-            0,
-        )
-        .await
-    }
-
-    pub async fn delete_command(&self, id: &str) -> Result<()> {
-        self.write(
-            "DELETE type::record('commands', $id) RETURN NONE",
-            json!({"id": id}),
-            Touched::default(),
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// Live queries on the tables other daemons change, merged into one stream. It ends
-    /// (or yields an error) when the connection to the server breaks.
-    pub async fn live(&self) -> Result<LiveStream> {
-        let remote = self.server()?;
-        let sql: String = LiveTable::ALL
-            .iter()
-            .map(|t| format!("LIVE SELECT *, record::id(id) AS id FROM {};", t.table()))
-            .collect();
-        let mut response = tokio::time::timeout(remote.timeout(), remote.db.query(sql))
-            .await
-            .map_err(|_| StoreError::Db("the server did not start the live queries".into()))?
-            .map_err(|e| remote.check(e))?;
-        let mut streams = Vec::with_capacity(LiveTable::ALL.len());
-        for (index, table) in LiveTable::ALL.into_iter().enumerate() {
-            let stream = response
-                .stream::<surrealdb::types::Value>(index)
-                .map_err(|e| remote.check(e))?;
-            streams.push(
-                stream
-                    .map(move |item| match item {
-                        Ok(note) => change(table, note),
-                        Err(e) => Err(StoreError::LiveEnded(e.to_string())),
-                    })
-                    .boxed(),
-            );
-        }
-        Ok(futures::stream::select_all(streams).boxed())
-    }
-}
-
-fn change(
-    table: LiveTable,
-    note: surrealdb::Notification<surrealdb::types::Value>,
-) -> std::result::Result<LiveChange, StoreError> {
-    use surrealdb::types::Action;
-    let (created, deleted) = match note.action {
-        Action::Create => (true, false),
-        Action::Update => (false, false),
-        Action::Delete => (false, true),
-        other => {
-            return Err(StoreError::LiveEnded(format!(
-                "the live query on {} ended ({other:?})",
-                table.table()
-            )));
-        }
-    };
-    let mut record = note.data.into_json_value();
-    if let Some(map) = record.as_object_mut()
-        && let Some(Value::String(id)) = map.get("id")
-    {
-        let key = record_key(id);
-        map.insert("id".into(), Value::String(key));
-    }
-    Ok(LiveChange {
-        table,
-        deleted,
-        created,
-        record,
-    })
-}
-
-/// `table:⟨key⟩` or `table:key` to `key`; a bare key as it is.
-fn record_key(id: &str) -> String {
-    let key = match id.split_once(':') {
-        Some((table, key)) if !table.is_empty() && !table.contains(['⟨', '`']) => key,
-        _ => id,
-    };
-    key.trim_start_matches(['⟨', '`'])
-        .trim_end_matches(['⟩', '`'])
-        .to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::record_key;
     use crate::protocol::{DaemonInfo, Session};
-    use crate::store::CommandRecord;
 
     use crate::store::memory_store as memory;
 
@@ -461,53 +245,5 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(moved.len(), 1);
-    }
-
-    #[tokio::test]
-    async fn a_command_is_answered_once() {
-        let store = memory().await;
-        let command = CommandRecord {
-            id: "C1".into(),
-            target: "A".into(),
-            origin: "B".into(),
-            method: "session.prompt".into(),
-            params: r#"{"session_id":"S1","text":"hi"}"#.into(),
-            done: false,
-            result: None,
-            error_code: None,
-            error: None,
-        };
-        store.insert_command(&command).await.unwrap();
-        assert_eq!(
-            store.pending_commands("A").await.unwrap(),
-            vec![command.clone()]
-        );
-        assert!(store.pending_commands("B").await.unwrap().is_empty());
-        store
-            .finish_command("C1", Ok(serde_json::json!({"queued": true})))
-            .await
-            .unwrap();
-        store
-            .finish_command("C1", Err((-32003, "late".into())))
-            .await
-            .unwrap();
-        let done = store.get_command("C1").await.unwrap().unwrap();
-        assert!(done.done);
-        assert_eq!(done.result.as_deref(), Some(r#"{"queued":true}"#));
-        assert_eq!(done.error, None);
-        assert!(store.pending_commands("A").await.unwrap().is_empty());
-        store.delete_command("C1").await.unwrap();
-        assert_eq!(store.get_command("C1").await.unwrap(), None);
-    }
-
-    #[test]
-    fn record_keys() {
-        assert_eq!(record_key("sessions:⟨01ABC⟩"), "01ABC");
-        assert_eq!(record_key("commands:01ABC"), "01ABC");
-        assert_eq!(record_key("01ABC"), "01ABC");
-        assert_eq!(
-            record_key("transcript:`01A-000000000001`"),
-            "01A-000000000001"
-        );
     }
 }

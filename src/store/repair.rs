@@ -1,0 +1,173 @@
+//! Rebuilding a damaged embedded engine from what it can still read, then the journal:
+//! the new engine is written beside it, the damaged one is kept, and the new one takes
+//! its place.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::conn::Store;
+use super::durable::journal_dir;
+use super::error::{Result, StoreError};
+use super::journal::{Journal, Op};
+use super::schema::TABLES;
+use super::walk::Fetch;
+use crate::config::StoreConfig;
+use crate::protocol::check::{Check, TableCheck};
+
+/// What a rebuild did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Repaired {
+    /// What the check of the damaged engine found.
+    pub check: Check,
+    /// Records copied into the new engine.
+    pub copied: usize,
+    /// Journaled changes applied after them.
+    pub journaled: usize,
+    /// Of the journaled records, those in a damaged stretch: brought back.
+    pub restored: Vec<String>,
+    /// Where the damaged engine was kept.
+    pub kept_at: PathBuf,
+    /// What rebuilding a damaged manifest from the table files did, when it was.
+    pub manifest: Vec<String>,
+}
+
+/// What the damaged engine still gives.
+struct Salvaged {
+    check: Check,
+    ops: Vec<Op>,
+    manifest: Vec<String>,
+}
+
+/// Rebuilds the embedded engine at `path` from what it can still read, then the journal:
+/// the new engine is written beside it, the damaged one is kept as
+/// `<path>.damaged-<time>`, and the new one takes its place. The daemon must not run.
+pub async fn repair(cfg: &StoreConfig, path: &Path) -> Result<Repaired> {
+    let open_err = |message: String| StoreError::Open {
+        url: path.display().to_string(),
+        message,
+    };
+    let fresh_path = sibling(path, "repairing");
+    let kept_at = sibling(
+        path,
+        &format!("damaged-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S")),
+    );
+    if fresh_path.exists() {
+        std::fs::remove_dir_all(&fresh_path)
+            .map_err(|e| open_err(format!("cannot clear {}: {e}", fresh_path.display())))?;
+    }
+    let journal_path = journal_dir(path);
+    let (journal, replay) = Journal::open(&journal_path, &path.join("wal"))
+        .map_err(|e| open_err(format!("cannot open the journal: {e}")))?;
+    drop(journal);
+
+    // The engine at `path`, whatever the settings name.
+    let cfg = StoreConfig {
+        url: String::new(),
+        ..cfg.clone()
+    };
+    let Salvaged {
+        check,
+        mut ops,
+        manifest,
+    } = salvage(&cfg, path).await?;
+    let copied = ops.len();
+
+    // A new engine with the current schema, the copied records, then the journal.
+    let fresh = Store::connect(&cfg, &fresh_path).await?;
+    // The copied schema record would put back the version the new engine already has.
+    ops.retain(|op| !matches!(op, Op::Put { table, .. } if table == "crucible_meta"));
+    fresh.replay(&ops).await?;
+    fresh.replay(&replay.ops).await?;
+    let restored = restored(&check, &replay.ops);
+    if !fresh.close_engine().await {
+        return Err(open_err(
+            "the rebuilt engine could not be closed cleanly; nothing was replaced".into(),
+        ));
+    }
+    drop(fresh);
+    let _ = std::fs::remove_dir_all(journal_dir(&fresh_path));
+    std::fs::rename(path, &kept_at)
+        .map_err(|e| open_err(format!("cannot move the damaged engine aside: {e}")))?;
+    std::fs::rename(&fresh_path, path).map_err(|e| {
+        open_err(format!(
+            "cannot put the rebuilt engine in place ({e}); it is at {}",
+            fresh_path.display()
+        ))
+    })?;
+    // Everything the journal held is in the new engine, closed cleanly.
+    if let Ok((mut journal, _)) = Journal::open(&journal_path, &path.join("wal"))
+        && let Err(e) = journal.clear()
+    {
+        tracing::warn!("cannot empty the journal after a repair: {e}");
+    }
+    Ok(Repaired {
+        check,
+        copied,
+        journaled: replay.ops.len(),
+        restored,
+        kept_at,
+        manifest,
+    })
+}
+
+/// Reads what the damaged engine at `path` still gives, without replaying into it. An
+/// engine whose manifest (the list of its table files) is damaged gets a new one built
+/// from the table files first.
+async fn salvage(cfg: &StoreConfig, path: &Path) -> Result<Salvaged> {
+    let mut manifest = Vec::new();
+    let old = match Store::open_to_salvage(cfg, path).await {
+        Ok(old) => old,
+        Err(e) if super::files::is_manifest_damage(&e) => {
+            tracing::warn!("{e}");
+            manifest = super::files::rebuild_manifest(path).await?;
+            Store::open_to_salvage(cfg, path).await?
+        }
+        Err(e) => return Err(e),
+    };
+    let mut check = Check::default();
+    let mut ops = Vec::new();
+    for table in TABLES {
+        let walked = old.walk(table, Fetch::Records).await?;
+        check.tables.push(TableCheck {
+            table: table.to_string(),
+            readable: walked.rows.len(),
+            damaged: walked.damaged.clone(),
+        });
+        ops.extend(walked.rows.into_iter().map(|(id, record)| Op::Put {
+            table: table.to_string(),
+            id,
+            record,
+        }));
+    }
+    old.close_engine().await;
+    Ok(Salvaged {
+        check,
+        ops,
+        manifest,
+    })
+}
+
+/// Of the journaled records, those in a stretch `check` found damaged (`table:id`).
+fn restored(check: &Check, journaled: &[Op]) -> Vec<String> {
+    journaled
+        .iter()
+        .filter_map(|op| match op {
+            Op::Put { table, id, .. } => check
+                .tables
+                .iter()
+                .find(|t| &t.table == table)
+                .filter(|t| t.damaged.iter().any(|d| d.holds(id)))
+                .map(|_| format!("{table}:{id}")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `<path>.<suffix>`, beside it.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".");
+    name.push(suffix);
+    PathBuf::from(name)
+}
