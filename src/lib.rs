@@ -10,6 +10,7 @@
 //! - `markdown`: a session's transcript as readable markdown (its log file, `cru session logs`)
 //! - `rules`: what an agent may do (allow, ask, deny), as data
 //! - `config`, `kiln`: settings, and where a kiln keeps its state
+//! - `kilns`: the kilns a person has (a per-user registry)
 //! - `audit`: the per-session audit log
 //! - `store`: the database (the only SurrealQL), with its journal
 //! - `ledger`: the domain: the kiln's session registry, inbox, transcripts and context stacks
@@ -32,6 +33,7 @@ pub(crate) mod daemon;
 pub(crate) mod driver;
 pub(crate) mod git;
 pub mod kiln;
+pub mod kilns;
 pub mod ledger;
 pub(crate) mod logging;
 pub(crate) mod markdown;

@@ -26,6 +26,9 @@ pub struct InboxArgs {
     /// Print JSON for scripts.
     #[arg(long)]
     json: bool,
+    /// Every kiln's messages (`cru kilns`), each named with its kiln; waiting ones first.
+    #[arg(long)]
+    all_kilns: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,8 +92,17 @@ fn parse_msg_type(s: &str) -> Result<MsgType, UnknownType> {
 }
 
 pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
+    if args.all_kilns && args.action.is_none() {
+        return inbox_everywhere(args.all, args.limit, args.json).await;
+    }
+    let action = match args.action {
+        Some(InboxAction::Respond { id, answer, json }) => {
+            return respond(&kiln, id, answer, json).await;
+        }
+        other => other,
+    };
     let client = super::connect(&kiln).await?;
-    match args.action {
+    match action {
         None => {
             let params = ListParams {
                 unread_only: !args.all,
@@ -129,24 +141,8 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
                 print_message(&one.message);
             }
         }
-        Some(InboxAction::Respond { id, answer, json }) => {
-            let one = client
-                .call::<m::InboxRespond>(&RespondParams {
-                    id,
-                    response: answer,
-                })
-                .await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&one.message)?);
-            } else {
-                outln!(
-                    "answered {} ({}): {}",
-                    one.message.id,
-                    one.message.session_name,
-                    one.message.response.as_deref().unwrap_or("")
-                );
-            }
-        }
+        // Answered above, in whichever kiln holds the message.
+        Some(InboxAction::Respond { .. }) => {}
         Some(InboxAction::Read { ids }) => {
             let result = client.call::<m::InboxMarkRead>(&IdsParams { ids }).await?;
             outln!("{} marked read", result.updated);
@@ -183,6 +179,33 @@ pub async fn run(kiln: Kiln, args: InboxArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Answers a message in whichever kiln holds it (this one first).
+async fn respond(kiln: &Kiln, id: String, answer: String, json: bool) -> anyhow::Result<ExitCode> {
+    let params = RespondParams {
+        id,
+        response: answer,
+    };
+    let (one, elsewhere) = respond_anywhere(kiln, &params).await?;
+    if json {
+        let value = match &elsewhere {
+            Some(entry) => super::kilns::with_kiln(&one.message, entry),
+            None => serde_json::to_value(&one.message)?,
+        };
+        outln!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        let kiln = elsewhere
+            .map(|k| format!(" in kiln {}", k.name))
+            .unwrap_or_default();
+        outln!(
+            "answered {} ({}{kiln}): {}",
+            one.message.id,
+            one.message.session_name,
+            one.message.response.as_deref().unwrap_or("")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn state(m: &InboxMessage) -> String {
     match (&m.response, m.read, m.msg_type.blocks()) {
         (Some(answer), _, _) => format!("answered: {}", output::clip(answer, 20)),
@@ -193,25 +216,41 @@ fn state(m: &InboxMessage) -> String {
 }
 
 fn print_list(messages: &[InboxMessage]) {
-    let rows: Vec<Vec<String>> = messages
+    let rows: Vec<Vec<String>> = messages.iter().map(row).collect();
+    output::print_table(&["", "ID", "AGE", "T", "SESSION", "STATE", "TITLE"], &rows);
+}
+
+/// One message as a row of `cru inbox`.
+fn row(m: &InboxMessage) -> Vec<String> {
+    let mut title = output::clip(&m.title, 60);
+    if let Some(options) = &m.options {
+        title.push_str(&format!(" [{}]", options.join("/")));
+    }
+    vec![
+        if m.read { " ".into() } else { "•".into() },
+        m.id.clone(),
+        output::age(&m.timestamp),
+        output::glyph(m.msg_type).into(),
+        m.session_name.clone(),
+        state(m),
+        title,
+    ]
+}
+
+/// Messages of several kilns, each row named with its kiln.
+fn print_list_with_kilns(rows: &[(&crate::kilns::KilnEntry, InboxMessage)]) {
+    let table: Vec<Vec<String>> = rows
         .iter()
-        .map(|m| {
-            let mut title = output::clip(&m.title, 60);
-            if let Some(options) = &m.options {
-                title.push_str(&format!(" [{}]", options.join("/")));
-            }
-            vec![
-                if m.read { " ".into() } else { "•".into() },
-                m.id.clone(),
-                output::age(&m.timestamp),
-                output::glyph(m.msg_type).into(),
-                m.session_name.clone(),
-                state(m),
-                title,
-            ]
+        .map(|(kiln, m)| {
+            let mut row = row(m);
+            row.insert(1, kiln.name.clone());
+            row
         })
         .collect();
-    output::print_table(&["", "ID", "AGE", "T", "SESSION", "STATE", "TITLE"], &rows);
+    output::print_table(
+        &["", "KILN", "ID", "AGE", "T", "SESSION", "STATE", "TITLE"],
+        &table,
+    );
 }
 
 fn print_message(m: &InboxMessage) {
@@ -258,4 +297,82 @@ fn print_message(m: &InboxMessage) {
             );
         }
     }
+}
+
+/// `cru inbox --all-kilns`: every kiln's messages in one list, those waiting for an
+/// answer first, each named with its kiln.
+async fn inbox_everywhere(all: bool, limit: Option<u32>, json: bool) -> anyhow::Result<ExitCode> {
+    let reached = super::kilns::reach_all(true).await?;
+    super::kilns::warn_unreached(&reached);
+    let params = ListParams {
+        unread_only: !all,
+        limit,
+        session_id: None,
+    };
+    let mut rows: Vec<(&crate::kilns::KilnEntry, InboxMessage)> = Vec::new();
+    for r in &reached {
+        let Ok(client) = &r.client else { continue };
+        match client.call::<m::InboxList>(&params).await {
+            Ok(list) => rows.extend(list.messages.into_iter().map(|m| (&r.entry, m))),
+            Err(e) => eprintln!("warning: kiln {} left out: {e}", r.entry.name),
+        }
+    }
+    // What needs an answer first, then the newest.
+    rows.sort_by(|(_, a), (_, b)| {
+        super::kilns::waiting(b)
+            .cmp(&super::kilns::waiting(a))
+            .then_with(|| b.timestamp.cmp(&a.timestamp))
+    });
+    if json {
+        let values: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(k, m)| super::kilns::with_kiln(m, k))
+            .collect();
+        outln!("{}", serde_json::to_string_pretty(&values)?);
+    } else if rows.is_empty() {
+        outln!(
+            "{}",
+            if all {
+                "every kiln's inbox is empty"
+            } else {
+                "no unread messages in any kiln"
+            }
+        );
+    } else {
+        print_list_with_kilns(&rows);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `inbox.respond` answers.
+type Answered = <m::InboxRespond as m::Method>::Result;
+
+/// Answers message `params.id` in whichever kiln holds it: this one first (when it is a
+/// kiln already), then every running kiln. Message ids are unique across kilns.
+async fn respond_anywhere(
+    local: &crate::kiln::Kiln,
+    params: &crate::protocol::RespondParams,
+) -> anyhow::Result<(Answered, Option<crate::kilns::KilnEntry>)> {
+    use crate::protocol::code::NOT_FOUND;
+    if local.state_dir().is_dir() {
+        let client = super::connect(local).await?;
+        match client.call::<m::InboxRespond>(params).await {
+            Err(e) if e.rpc_code() == Some(NOT_FOUND) => {}
+            answered => return Ok((answered?, None)),
+        }
+    }
+    for r in super::kilns::reach_all(false).await? {
+        if r.entry.path == local.root() {
+            continue;
+        }
+        let Ok(client) = r.client else { continue };
+        match client.call::<m::InboxRespond>(params).await {
+            Err(e) if e.rpc_code() == Some(NOT_FOUND) => continue,
+            answered => return Ok((answered?, Some(r.entry))),
+        }
+    }
+    anyhow::bail!(
+        "no inbox message {} in this kiln or any running one (`cru kilns` lists them)",
+        params.id
+    )
 }

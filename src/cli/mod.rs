@@ -5,6 +5,7 @@ mod agents;
 mod cron;
 mod daemon;
 mod inbox;
+mod kilns;
 mod mcp;
 mod output;
 mod rules;
@@ -48,6 +49,9 @@ pub enum Command {
     Inbox(inbox::InboxArgs),
     /// Agent sessions: start, watch, talk to, stop and delete them.
     Session(session::SessionArgs),
+    /// Every kiln (project) you have: its daemon, sessions and waiting questions;
+    /// `cru kilns forget NAME` removes one from the list.
+    Kilns(kilns::KilnsArgs),
     /// For agents: tell the human something, without waiting.
     Notify(agent::NotifyArgs),
     /// For agents: ask the human a question and wait for the answer.
@@ -117,61 +121,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         None => "workbench".into(),
         Some(_) => command_words(std::env::args().skip(1)),
     });
+    // Every command but the daemon and the workbench logs to standard error (the MCP
+    // server's standard output carries its frames only).
+    if !matches!(cli.command, None | Some(Command::Daemon(_))) {
+        crate::logging::to_stderr();
+    }
     match cli.command {
         Some(Command::Daemon(args)) => runtime.block_on(daemon::run(kiln, args)),
-        Some(Command::Inbox(args)) => {
-            crate::logging::to_stderr();
-            runtime.block_on(inbox::run(kiln, args))
-        }
-        Some(Command::Session(args)) => {
-            crate::logging::to_stderr();
-            runtime.block_on(session::run(kiln, args))
-        }
-        Some(Command::Notify(args)) => {
-            crate::logging::to_stderr();
-            Ok(runtime.block_on(agent::notify(args)))
-        }
-        Some(Command::Ask(args)) => {
-            crate::logging::to_stderr();
-            Ok(runtime.block_on(agent::ask(args)))
-        }
-        Some(Command::Approve(args)) => {
-            crate::logging::to_stderr();
-            Ok(runtime.block_on(agent::approve(args)))
-        }
-        Some(Command::Secret(args)) => {
-            crate::logging::to_stderr();
-            Ok(runtime.block_on(agent::secret(args)))
-        }
-        Some(Command::Rules(args)) => {
-            crate::logging::to_stderr();
-            runtime.block_on(rules::run(kiln, args))
-        }
-        Some(Command::Agents(args)) => {
-            crate::logging::to_stderr();
-            runtime.block_on(agents::run(kiln, args))
-        }
-        Some(Command::Cron(args)) => {
-            crate::logging::to_stderr();
-            runtime.block_on(cron::run(kiln, args))
-        }
-        Some(Command::Web(args)) => {
-            crate::logging::to_stderr();
-            runtime.block_on(web::run(kiln, args))
-        }
-        Some(Command::Usage(args)) => {
-            crate::logging::to_stderr();
-            runtime.block_on(usage::run(kiln, args))
-        }
-        Some(Command::Search(args)) => {
-            crate::logging::to_stderr();
-            runtime.block_on(search::run(kiln, args))
-        }
-        Some(Command::Mcp) => {
-            // Stdout carries MCP frames only.
-            crate::logging::to_stderr();
-            runtime.block_on(mcp::run())
-        }
+        Some(Command::Inbox(args)) => runtime.block_on(inbox::run(kiln, args)),
+        Some(Command::Session(args)) => runtime.block_on(session::run(kiln, args)),
+        Some(Command::Notify(args)) => Ok(runtime.block_on(agent::notify(args))),
+        Some(Command::Ask(args)) => Ok(runtime.block_on(agent::ask(args))),
+        Some(Command::Approve(args)) => Ok(runtime.block_on(agent::approve(args))),
+        Some(Command::Secret(args)) => Ok(runtime.block_on(agent::secret(args))),
+        Some(Command::Kilns(args)) => runtime.block_on(kilns::run(args)),
+        Some(Command::Rules(args)) => runtime.block_on(rules::run(kiln, args)),
+        Some(Command::Agents(args)) => runtime.block_on(agents::run(kiln, args)),
+        Some(Command::Cron(args)) => runtime.block_on(cron::run(kiln, args)),
+        Some(Command::Web(args)) => runtime.block_on(web::run(kiln, args)),
+        Some(Command::Usage(args)) => runtime.block_on(usage::run(kiln, args)),
+        Some(Command::Search(args)) => runtime.block_on(search::run(kiln, args)),
+        Some(Command::Mcp) => runtime.block_on(mcp::run()),
         None => {
             let embedded = cli.embedded.then(|| {
                 let daemon: crate::tui::run::EmbeddedDaemon = Box::new(|kiln: Kiln, config| {

@@ -99,6 +99,8 @@ impl ConfigError {
 #[serde(default, deny_unknown_fields)]
 #[derive(Default)]
 pub struct Config {
+    /// `[kiln]`: this kiln as the person's other kilns see it.
+    pub kiln: KilnConfig,
     pub daemon: DaemonConfig,
     pub inbox: InboxConfig,
     pub store: StoreConfig,
@@ -127,6 +129,15 @@ pub struct Config {
     pub web: WebConfig,
     /// `[budget]`: what sessions may spend.
     pub budget: BudgetConfig,
+}
+
+/// `[kiln]`: this kiln as the person's other kilns see it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KilnConfig {
+    /// The name `cru kilns` and every view across kilns show it by (default: the
+    /// folder's name).
+    pub name: Option<String>,
 }
 
 /// Where a credential's value comes from.

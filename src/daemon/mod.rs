@@ -152,12 +152,24 @@ impl Sockets {
     }
 }
 
+/// Records this daemon in the person's registry of kilns, so `cru kilns` and every view
+/// across kilns find it. A registry that cannot be written costs only that.
+fn register_kiln(kiln: &Kiln, config: &Config) {
+    let name = crate::kilns::name_of(kiln, config.kiln.name.as_deref());
+    let recorded = crate::kilns::Registry::for_user()
+        .and_then(|registry| registry.record(kiln, &name, std::process::id()));
+    if let Err(e) = recorded {
+        tracing::warn!("cannot record this kiln in the person's registry: {e}");
+    }
+}
+
 /// Runs the daemon until SIGTERM/SIGINT, `daemon.shutdown`, or the grace period after the
 /// last client left.
 pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     kiln.ensure_state_dir()
         .map_err(io_err("cannot create the state directory"))?;
     let pid_lock = PidLock::acquire(&kiln)?;
+    register_kiln(&kiln, &config);
     crate::sys::private_umask();
     let fd_limit = raise_fd_limit();
     crate::sys::quiet_process_metrics();

@@ -23,6 +23,7 @@ mod engine;
 mod failures;
 mod full_disk;
 mod hardening;
+mod kilns;
 mod land;
 mod lifecycle;
 #[cfg(feature = "matrix")]

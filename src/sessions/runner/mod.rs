@@ -287,8 +287,14 @@ mod tests {
         let why = SpawnError::Handle(LedgerError::Conflict("no handle today".into()));
         let e = LedgerError::from(RunError::from(why));
         assert!(matches!(e, LedgerError::Start(_)), "{e:?}");
-        assert_eq!(e.to_string(), "cannot issue a session handle: no handle today");
+        assert_eq!(
+            e.to_string(),
+            "cannot issue a session handle: no handle today"
+        );
         let refused = RunError::from(LedgerError::Invalid("empty".into()));
-        assert!(matches!(LedgerError::from(refused), LedgerError::Invalid(_)));
+        assert!(matches!(
+            LedgerError::from(refused),
+            LedgerError::Invalid(_)
+        ));
     }
 }
