@@ -21,29 +21,10 @@ impl Sessions {
         // Its environment goes with it and is made again.
         self.runner.stop_actor(id, false).await;
         let session = self.managed(id)?;
-        let config = self.settings()?;
-        let given = self.runner.given(id);
-        let profile = super::given::profile(&config, &session.agent_name, given.as_deref())
-            .map_err(|why| {
-                LedgerError::Invalid(format!(
-                    "the agent profile {:?} is gone: {why}",
-                    session.agent_name
-                ))
-            })?;
-        let mut starting = session.clone();
-        starting.state = Some(SessionState::Starting);
-        starting.state_reason = Some(wording::RESTARTING.into());
-        starting.updated_at = Some(now_rfc3339());
-        let starting = self.ledger.save_managed(&starting).await?;
-        let resume = Resume {
-            acp_session_id: session.acp_session_id.clone(),
-            previous: SessionState::Stopped,
-        };
-        let name = session.agent_name.clone();
         if let Err(why) = self
             .runner
-            .spawn(starting, &name, profile, Some(resume), None)
-            .await
+            .start_again(&session, wording::RESTARTING, SessionState::Stopped, None)
+            .await?
         {
             let mut failed = session;
             failed.state = Some(SessionState::Error);

@@ -56,7 +56,6 @@ pub use runner::{RunError, Runner, SpawnError};
 
 use command::Command;
 use live::LiveSettings;
-use runner::Resume;
 
 pub type Result<T> = std::result::Result<T, LedgerError>;
 

@@ -176,6 +176,36 @@ impl Runner {
     /// agent's own session where it can (otherwise a fresh one seeded with the context
     /// stack), with `prompt` as its first.
     pub(super) async fn unpark(self: &Arc<Self>, session: Session, prompt: String) -> Result<()> {
+        if let Err(why) = self
+            .start_again(
+                &session,
+                wording::UNPARKING,
+                SessionState::Parked,
+                Some(prompt),
+            )
+            .await?
+        {
+            // Still parked: a later prompt may try again.
+            let mut parked = session;
+            parked.state_reason = Some(format!("{}; the last try failed: {why}", wording::PARKED));
+            self.ledger.save_managed(&parked).await?;
+            return Err(why.into());
+        }
+        Ok(())
+    }
+
+    /// Starts a session's agent again with the profile it was given: the session is
+    /// `Starting` for `reason`, and the agent's own session is resumed where it can be
+    /// (else a fresh one, seeded with the context stack), `prompt` first. The outer error
+    /// means nothing was started; the inner one is the agent that would not start, for
+    /// the caller to record as its state calls for.
+    pub(in crate::sessions) async fn start_again(
+        self: &Arc<Self>,
+        session: &Session,
+        reason: &str,
+        previous: SessionState,
+        prompt: Option<String>,
+    ) -> Result<std::result::Result<(), SpawnError>> {
         let config = self.settings.get()?;
         let given = self.given(&session.id);
         let profile =
@@ -187,24 +217,16 @@ impl Runner {
             })?;
         let mut starting = session.clone();
         starting.state = Some(SessionState::Starting);
-        starting.state_reason = Some(wording::UNPARKING.into());
+        starting.state_reason = Some(reason.into());
+        starting.updated_at = Some(now_rfc3339());
         let starting = self.ledger.save_managed(&starting).await?;
         let resume = Resume {
             acp_session_id: session.acp_session_id.clone(),
-            previous: SessionState::Parked,
+            previous,
         };
-        let name = session.agent_name.clone();
-        if let Err(why) = self
-            .spawn(starting, &name, profile, Some(resume), Some(prompt))
-            .await
-        {
-            // Still parked: a later prompt may try again.
-            let mut parked = session;
-            parked.state_reason = Some(format!("{}; the last try failed: {why}", wording::PARKED));
-            self.ledger.save_managed(&parked).await?;
-            return Err(why.into());
-        }
-        Ok(())
+        Ok(self
+            .spawn(starting, &session.agent_name, profile, Some(resume), prompt)
+            .await)
     }
 
     /// Asks the agent to end its turn; pending approvals are withdrawn.
