@@ -20,6 +20,7 @@
 //! - `sessions`: the agents crucible runs, their lifecycle and transcripts
 //! - `daemon`: the socket server
 //! - `client`: talking to a daemon (and starting one)
+//! - `hub`: one process reaching every kiln's daemon, serving them as one
 //! - `tui`: the workbench on screen, a client
 //! - `cli`: the command line, which wires the rest together
 
@@ -32,6 +33,7 @@ pub mod context;
 pub(crate) mod daemon;
 pub(crate) mod driver;
 pub(crate) mod git;
+pub mod hub;
 pub mod kiln;
 pub mod kilns;
 pub mod ledger;

@@ -4,6 +4,7 @@ mod agent;
 mod agents;
 mod cron;
 mod daemon;
+mod hub;
 mod inbox;
 mod kilns;
 mod mcp;
@@ -37,6 +38,10 @@ pub struct Cli {
     #[arg(long)]
     pub embedded: bool,
 
+    /// Open the workbench on every kiln you have, through your hub (from any folder).
+    #[arg(long, conflicts_with = "embedded")]
+    pub all_kilns: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -52,6 +57,9 @@ pub enum Command {
     /// Every kiln (project) you have: its daemon, sessions and waiting questions;
     /// `cru kilns forget NAME` removes one from the list.
     Kilns(kilns::KilnsArgs),
+    /// Your hub, which serves every kiln as one: `cru hub status` shows how it reaches
+    /// each; clients start it when they need it.
+    Hub(hub::HubArgs),
     /// For agents: tell the human something, without waiting.
     Notify(agent::NotifyArgs),
     /// For agents: ask the human a question and wait for the answer.
@@ -123,7 +131,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     });
     // Every command but the daemon and the workbench logs to standard error (the MCP
     // server's standard output carries its frames only).
-    if !matches!(cli.command, None | Some(Command::Daemon(_))) {
+    if !matches!(
+        cli.command,
+        None | Some(Command::Daemon(_) | Command::Hub(_))
+    ) {
         crate::logging::to_stderr();
     }
     match cli.command {
@@ -135,6 +146,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Approve(args)) => Ok(runtime.block_on(agent::approve(args))),
         Some(Command::Secret(args)) => Ok(runtime.block_on(agent::secret(args))),
         Some(Command::Kilns(args)) => runtime.block_on(kilns::run(args)),
+        Some(Command::Hub(args)) => runtime.block_on(hub::run(args)),
         Some(Command::Rules(args)) => runtime.block_on(rules::run(kiln, args)),
         Some(Command::Agents(args)) => runtime.block_on(agents::run(kiln, args)),
         Some(Command::Cron(args)) => runtime.block_on(cron::run(kiln, args)),
@@ -142,6 +154,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Usage(args)) => runtime.block_on(usage::run(kiln, args)),
         Some(Command::Search(args)) => runtime.block_on(search::run(kiln, args)),
         Some(Command::Mcp) => runtime.block_on(mcp::run()),
+        None if cli.all_kilns || (cli.kiln.is_none() && nowhere_with_kilns(&kiln)) => {
+            let place = crate::client::HubPlace::for_user()?;
+            runtime.block_on(crate::tui::run::run(
+                crate::tui::run::Place::Hub(place),
+                crate::tui::run::Options::default(),
+            ))
+        }
         None => {
             let embedded = cli.embedded.then(|| {
                 let daemon: crate::tui::run::EmbeddedDaemon = Box::new(|kiln: Kiln, config| {
@@ -150,11 +169,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 daemon
             });
             runtime.block_on(crate::tui::run::run(
-                kiln,
+                crate::tui::run::Place::Kiln(kiln),
                 crate::tui::run::Options { embedded },
             ))
         }
     }
+}
+
+/// Whether `kiln`, found from the current folder, is no kiln and in no repository while
+/// the person has kilns: `cru` there opens the workbench on all of them. (With none yet,
+/// the folder becomes a kiln, as on a first run.)
+fn nowhere_with_kilns(kiln: &Kiln) -> bool {
+    let root = kiln.root();
+    let somewhere = root.join(".crucible.toml").exists()
+        || kiln.state_dir().is_dir()
+        || root.join(".git").exists();
+    !somewhere
+        && crate::kilns::Registry::for_user()
+            .and_then(|r| r.entries())
+            .is_ok_and(|kilns| !kilns.is_empty())
 }
 
 /// The command as people say it (`cru inbox respond`): its first words, without options

@@ -5,6 +5,7 @@
 pub mod agent;
 mod answering;
 mod env;
+mod hub;
 mod open;
 mod spawn;
 
@@ -28,6 +29,7 @@ use crate::protocol::{
 };
 
 pub use answering::{Answering, PATIENCE};
+pub use hub::{HubPlace, connect_hub, connect_or_start_hub};
 pub use open::{Opened, open};
 pub use spawn::{StartOptions, connect_or_start, stop_daemon};
 
@@ -134,6 +136,16 @@ impl Client {
     /// Connects to the daemon at `path`; with a session handle, the connection acts for
     /// that session only.
     pub async fn connect_at(path: &std::path::Path, handle: Option<&Handle>) -> Result<Self> {
+        Self::connect_named(path, handle, client_name()).await
+    }
+
+    /// Connects like [`connect_at`](Self::connect_at), naming itself `name` at the
+    /// handshake: the hub names each connection after the client it acts for.
+    pub async fn connect_named(
+        path: &std::path::Path,
+        handle: Option<&Handle>,
+        name: String,
+    ) -> Result<Self> {
         let stream = UnixStream::connect(path)
             .await
             .map_err(|source| ClientError::Connect {
@@ -174,7 +186,7 @@ impl Client {
         };
         let hello = HandshakeParams {
             protocol_version: PROTOCOL_VERSION,
-            client: Some(client_name()),
+            client: Some(name),
             handle: handle.map(|h| h.expose().to_string()),
         };
         let answer =

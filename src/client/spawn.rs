@@ -28,7 +28,7 @@ pub struct StartOptions {
 }
 
 impl StartOptions {
-    fn exe(&self) -> std::io::Result<PathBuf> {
+    pub(super) fn exe(&self) -> std::io::Result<PathBuf> {
         if let Some(exe) = &self.exe {
             return Ok(exe.clone());
         }

@@ -58,6 +58,7 @@ impl Ledger {
             }
         }
         let message = InboxMessage {
+            kiln: None,
             id: self.next_id(),
             session_id: session.id,
             session_name: session.display_name,

@@ -46,6 +46,9 @@ pub mod code {
     /// A session's agent could not be started: its program not found or not launched,
     /// its environment not made, or its handle not issued.
     pub const SPAWN_FAILED: i64 = -32013;
+    /// Through the hub: the kiln the call belongs to cannot be reached now (its daemon
+    /// is lost or does not start); the message names the kiln and why.
+    pub const KILN_UNREACHED: i64 = -32014;
 }
 
 /// A request or notification id: a number or a string (null is allowed by the spec but

@@ -171,6 +171,9 @@ macro_rules! methods {
         /// One call of a method of the table with its typed params: what a caller holds
         /// to send a call without code of its own per method (`Client::send`), and what
         /// the daemon reads a call into. As JSON, `{"method": name, "params": {…}}`.
+        // A call is read, routed and answered one at a time, never kept in bulk: its
+        // size is the size of its largest params.
+        #[allow(clippy::large_enum_variant)]
         #[derive(Debug, Clone, Serialize, Deserialize)]
         #[serde(tag = "method", content = "params")]
         pub enum Request {

@@ -96,6 +96,7 @@ impl Sessions {
         };
         let session = self
             .create(CreateSessionParams {
+                kiln: None,
                 agent: inbound.agent.clone(),
                 worktree: None,
                 in_place: false,

@@ -108,6 +108,7 @@ impl Sessions {
             name
         };
         let create = CreateSessionParams {
+            kiln: None,
             agent: source.agent_name.clone(),
             worktree: Some(new_branch.clone()),
             in_place: false,

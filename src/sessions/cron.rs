@@ -484,6 +484,7 @@ impl Sessions {
         }
         let session = self
             .create(CreateSessionParams {
+                kiln: None,
                 agent: job.agent.clone(),
                 worktree,
                 in_place: false,

@@ -48,6 +48,7 @@ impl Sessions {
         self.runner.stop(&from.id).await?;
         let from = self.managed(&from.id)?;
         let create = CreateSessionParams {
+            kiln: None,
             agent: params.agent.clone(),
             worktree: Some(worktree),
             in_place: false,
@@ -169,6 +170,7 @@ mod tests {
             }],
         };
         let open = InboxMessage {
+            kiln: None,
             id: "m1".into(),
             session_id: "s1".into(),
             session_name: "s1".into(),

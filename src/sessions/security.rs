@@ -130,6 +130,7 @@ impl Sessions {
             },
         );
         let params = crate::protocol::CreateSessionParams {
+            kiln: None,
             agent: old.agent_name.clone(),
             worktree: old.worktree.clone(),
             in_place: old.worktree.is_none(),

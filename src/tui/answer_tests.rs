@@ -431,6 +431,7 @@ fn lines_sent_before_the_daemon_answered_are_carried_out_once_connected() {
     let first = fixture::sessions()[0].id.clone();
     assert!(
         actions.contains(&Action::Call(Request::SessionCreate(CreateSessionParams {
+            kiln: None,
             agent: "codex".into(),
             worktree: None,
             in_place: false,

@@ -41,6 +41,7 @@ fn new_takes_flags_in_any_order_and_a_task() {
             agent: Some("codex".into()),
             task: Some("make the test pass".into()),
             driver: DriverOptions::default(),
+            kiln: None,
         })
     );
     assert_eq!(
@@ -50,6 +51,7 @@ fn new_takes_flags_in_any_order_and_a_task() {
             agent: None,
             task: None,
             driver: DriverOptions::default(),
+            kiln: None,
         })
     );
     // After the task begins, dashes are part of it.
@@ -60,8 +62,34 @@ fn new_takes_flags_in_any_order_and_a_task() {
             agent: None,
             task: Some("fix --verbose flag".into()),
             driver: DriverOptions::default(),
+            kiln: None,
         })
     );
+}
+
+#[test]
+fn new_takes_the_kiln_to_start_in_before_the_task_only() {
+    assert_eq!(
+        parse("/new --kiln beta --agent codex fix it"),
+        Ok(SlashCommand::New {
+            worktree: None,
+            agent: Some("codex".into()),
+            task: Some("fix it".into()),
+            driver: DriverOptions::default(),
+            kiln: Some("beta".into()),
+        })
+    );
+    let Ok(SlashCommand::New { kiln, task, .. }) = parse("/new --agent=codex --kiln=gamma go")
+    else {
+        panic!("not parsed");
+    };
+    assert_eq!((kiln.as_deref(), task.as_deref()), (Some("gamma"), Some("go")));
+    // In the task, `--kiln` is words of the task.
+    let Ok(SlashCommand::New { kiln, task, .. }) = parse("/new explain --kiln flags") else {
+        panic!("not parsed");
+    };
+    assert_eq!((kiln, task.as_deref()), (None, Some("explain --kiln flags")));
+    assert!(parse("/new --kiln").is_err());
 }
 
 #[test]

@@ -46,6 +46,7 @@ pub fn message(
     options: &[&str],
 ) -> InboxMessage {
     InboxMessage {
+        kiln: None,
         id: format!("01JM{n:022}"),
         session_id: session.id.clone(),
         session_name: session.display_name.clone(),

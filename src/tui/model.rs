@@ -86,6 +86,10 @@ pub struct Model {
     pub(super) search: Search,
     /// What was typed into the sessions overlay ([`Overlay::Sessions`]).
     pub(super) picker: Picker,
+    /// What the workbench shows: its kiln's name, or every kiln (through the hub).
+    pub(super) place: Option<String>,
+    /// Every kiln: sessions and messages are named with their kiln.
+    pub(super) across_kilns: bool,
 }
 
 impl Model {
@@ -118,7 +122,15 @@ impl Model {
             held: Vec::new(),
             search: Search::default(),
             picker: Picker::default(),
+            place: None,
+            across_kilns: false,
         }
+    }
+
+    /// Names what the workbench shows (in its border): one kiln, or `across` every kiln.
+    pub fn set_place(&mut self, name: String, across: bool) {
+        self.place = Some(name);
+        self.across_kilns = across;
     }
 
     /// Replaces sessions and inbox with a fresh read (on connect, reconnect, or after
@@ -484,9 +496,12 @@ fn is_working(state: Option<SessionState>) -> bool {
     state.is_some_and(|s| matches!(s, SessionState::Working | SessionState::Starting))
 }
 
-/// Oldest first: by start time, then by id (ULIDs sort by creation).
+/// Grouped by kiln (across kilns), then oldest first: by start time, then by id (ULIDs
+/// sort by creation).
 fn sort_sessions(sessions: &mut [Session]) {
-    sessions.sort_by(|a, b| (&a.started_at, &a.id).cmp(&(&b.started_at, &b.id)));
+    sessions.sort_by(|a, b| {
+        (&a.kiln, &a.started_at, &a.id).cmp(&(&b.kiln, &b.started_at, &b.id))
+    });
 }
 
 /// The session whose waiting an event may change.

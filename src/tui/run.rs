@@ -30,7 +30,7 @@ use link::{Embedded, FromLink, Link, next_from, probe};
 use settings::{Screen, Settings, watch_settings};
 
 use super::{Connection, Flash, Model, ViewState, render};
-use crate::client::{Client, ClientError};
+use crate::client::{Client, ClientError, HubPlace};
 use crate::config::Config;
 use crate::kiln::Kiln;
 use crate::protocol::methods::{self as m, Reply, Request};
@@ -55,18 +55,59 @@ pub struct Options {
     pub embedded: Option<EmbeddedDaemon>,
 }
 
-/// Opens the workbench for the kiln and runs it until the user quits.
-pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
+/// What the workbench shows: one kiln, or every kiln the person has, through their hub.
+#[derive(Debug, Clone)]
+pub enum Place {
+    Kiln(Kiln),
+    Hub(HubPlace),
+}
+
+impl Place {
+    /// Where its settings are read: the kiln's, over the person's; the person's alone
+    /// for the hub (its folder has no settings file of its own).
+    fn settings_kiln(&self) -> Kiln {
+        match self {
+            Place::Kiln(kiln) => kiln.clone(),
+            Place::Hub(hub) => Kiln::new(hub.dir()),
+        }
+    }
+
+    fn log_dir(&self) -> std::path::PathBuf {
+        match self {
+            Place::Kiln(kiln) => kiln.log_dir(),
+            Place::Hub(hub) => hub.log_dir(),
+        }
+    }
+
+    fn ensure_dir(&self) -> std::io::Result<()> {
+        match self {
+            Place::Kiln(kiln) => kiln.ensure_state_dir(),
+            Place::Hub(hub) => hub.ensure_dir(),
+        }
+    }
+
+    /// What the border and the terminal's title call it.
+    fn name(&self, config: &Config) -> String {
+        match self {
+            Place::Kiln(kiln) => crate::kilns::name_of(kiln, config.kiln.name.as_deref()),
+            Place::Hub(_) => "every kiln".into(),
+        }
+    }
+}
+
+/// Opens the workbench for the kiln (or every kiln) and runs it until the user quits.
+pub async fn run(place: Place, options: Options) -> anyhow::Result<ExitCode> {
     // Settings files that do not load lock no one out: the daemon keeps its last good
     // settings, and the workbench starts on its built-in keys and theme with the error in
     // a banner. Only a daemon to start needs them (in this process, or a new one), and
     // that is refused before the terminal is taken over.
-    let (settings, broken) = match Settings::load(&kiln) {
+    let (settings, broken) = match Settings::load(&place.settings_kiln()) {
         Ok(settings) => (settings, None),
         Err(why) => (Settings::defaults(), Some(why.to_string())),
     };
-    let embedded = match options.embedded {
-        Some(daemon) => {
+    let kiln = place.settings_kiln();
+    let embedded = match (options.embedded, &place) {
+        (Some(daemon), Place::Kiln(kiln)) => {
             let config = Config::load(&kiln.settings_path()).map_err(|e| {
                 anyhow::anyhow!(
                     "no daemon can start inside the workbench on settings that do not load: {}",
@@ -75,14 +116,14 @@ pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
             })?;
             Some((daemon, config))
         }
-        None => None,
-    };
-    let ready = match (&embedded, &broken) {
-        (None, Some(_)) => Some(Link::open(&kiln).await?),
         _ => None,
     };
-    kiln.ensure_state_dir()?;
-    let _log = crate::logging::to_file(&kiln.log_dir(), "tui.log")?;
+    let ready = match (&embedded, &broken) {
+        (None, Some(_)) => Some(Link::open(&place).await?),
+        _ => None,
+    };
+    place.ensure_dir()?;
+    let _log = crate::logging::to_file(&place.log_dir(), "tui.log")?;
     crate::logging::log_panics();
     if let Some(why) = &broken {
         tracing::warn!("settings: {why}; the workbench uses its defaults until they load");
@@ -92,13 +133,20 @@ pub async fn run(kiln: Kiln, options: Options) -> anyhow::Result<ExitCode> {
 
     // The screen is drawn before the daemon answers (starting it can take a while); the
     // state fills in once the connection is up.
+    let name = place.name(&settings.config);
     let mut screen = Screen::enter()?;
+    screen.set_title(&format!("cru · {name}"));
     let connect: futures::future::BoxFuture<'_, anyhow::Result<Link>> = match (&embedded, ready) {
         (Some(daemon), _) => Box::pin(daemon.connect(&kiln)),
         (None, Some(link)) => Box::pin(std::future::ready(Ok(link))),
-        (None, None) => Box::pin(Link::open(&kiln)),
+        (None, None) => {
+            let place = place.clone();
+            Box::pin(async move { Link::open(&place).await })
+        }
     };
-    let mut runtime = Runtime::new(kiln.clone(), settings, embedded.is_some());
+    let across = matches!(place, Place::Hub(_));
+    let mut runtime = Runtime::new(place, settings, embedded.is_some());
+    runtime.model.set_place(name, across);
     runtime.model.set_settings_error(broken);
     let outcome = runtime.run(&mut screen.terminal, connect).await;
     drop(screen);
@@ -118,7 +166,7 @@ enum Outcome {
 
 /// The screen's event loop: keys, daemon events and finished actions in, frames out.
 struct Runtime {
-    kiln: Kiln,
+    place: Place,
     settings: Settings,
     model: Model,
     /// What drawing remembers between frames.
@@ -134,7 +182,7 @@ struct Runtime {
 }
 
 impl Runtime {
-    fn new(kiln: Kiln, settings: Settings, embedded: bool) -> Self {
+    fn new(place: Place, settings: Settings, embedded: bool) -> Self {
         let mut model = Model::new(settings.keymap.clone());
         if settings.from_files {
             model.set_agents(settings.config.startable());
@@ -142,7 +190,7 @@ impl Runtime {
         model.set_stall_after(Duration::from_secs(settings.config.tui.stall_secs));
         model.set_connection(Connection::Connecting);
         Self {
-            kiln,
+            place,
             settings,
             model,
             view: ViewState::default(),
@@ -172,7 +220,7 @@ impl Runtime {
         let mut connecting = true;
         let (settings_tx, mut settings_rx) = mpsc::unbounded_channel();
         // Kept alive for the whole run; without it settings are read only at start.
-        let _watcher = watch_settings(&self.kiln, settings_tx)
+        let _watcher = watch_settings(&self.place.settings_kiln(), settings_tx)
             .inspect_err(|e| tracing::warn!("settings are not watched: {e}"))
             .ok();
         let mut keys = EventStream::new();
@@ -257,13 +305,12 @@ impl Runtime {
     }
 
     async fn reconnect(&mut self) -> bool {
-        let opened = if self.embedded {
-            match Client::connect(&self.kiln).await {
+        let opened = match &self.place {
+            Place::Kiln(kiln) if self.embedded => match Client::connect(kiln).await {
                 Ok(client) => Link::subscribed(client).await,
                 Err(e) => Err(e.into()),
-            }
-        } else {
-            Link::open(&self.kiln).await
+            },
+            place => Link::open(place).await,
         };
         match opened {
             Ok(link) => {
@@ -382,7 +429,7 @@ impl Runtime {
     /// Applies edited settings; a broken edit is reported, shown in the banner until the
     /// files load again, and the last good ones kept.
     fn reload_settings(&mut self) {
-        match Settings::load(&self.kiln) {
+        match Settings::load(&self.place.settings_kiln()) {
             Ok(settings) => {
                 self.model.set_keymap(settings.keymap.clone());
                 self.model.set_agents(settings.config.startable());

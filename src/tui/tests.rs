@@ -389,6 +389,7 @@ fn new_asks_for_a_session_and_focuses_it_once_registered() {
             "/new --worktree feat/x --agent codex write docs"
         ),
         vec![Action::Call(Request::SessionCreate(CreateSessionParams {
+            kiln: None,
             agent: "codex".into(),
             worktree: Some("feat/x".into()),
             in_place: false,

@@ -94,6 +94,7 @@ impl NewArgs {
             "which agent? give --agent NAME (a profile in the settings) or `agent` in the session file",
         )?;
         Ok(CreateSessionParams {
+            kiln: None,
             agent,
             worktree: self.worktree.or(file.worktree).map(|w| absolute_if_dir(&w)),
             in_place: self.in_place || file.in_place,

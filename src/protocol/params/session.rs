@@ -29,6 +29,10 @@ pub struct CreateSessionParams {
     /// The channel and conversation that start it (set by channels, not by people).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<crate::protocol::ChannelTag>,
+    /// Through the hub: the kiln to start it in (its name, or its folder's path); a
+    /// kiln's own daemon refuses a name that is not its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kiln: Option<String>,
 }
 
 /// `session.refine`: widen a session's read manifest and start its agent again.

@@ -58,6 +58,10 @@ pub const APPROVAL_ANSWERS: [&str; 2] = ["approve", "deny"];
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InboxMessage {
     pub id: String,
+    /// Through the hub: the kiln the message comes from (its name); absent from a kiln's
+    /// own daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kiln: Option<String>,
     pub session_id: String,
     pub session_name: String,
     /// RFC 3339.

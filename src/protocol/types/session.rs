@@ -12,6 +12,10 @@ use crate::protocol::driver::DriverSpec;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     pub id: String,
+    /// Through the hub: the kiln the session belongs to (its name); absent from a kiln's
+    /// own daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kiln: Option<String>,
     #[serde(default)]
     pub worktree: Option<String>,
     pub agent_type: String,

@@ -5,6 +5,7 @@ mod wire {
 
     fn message(msg_type: MsgType, options: Option<Vec<&str>>) -> InboxMessage {
         InboxMessage {
+            kiln: None,
             id: "m".into(),
             session_id: "s".into(),
             session_name: "main @ a".into(),

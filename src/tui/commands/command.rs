@@ -17,6 +17,8 @@ pub enum SlashCommand {
         task: Option<String>,
         /// `--driver` and its options, as `cru session new` takes them.
         driver: DriverOptions,
+        /// `--kiln NAME`: across kilns, the kiln to start it in.
+        kiln: Option<String>,
     },
     /// An option number or free text.
     Answer(String),

@@ -8,7 +8,7 @@ use super::error::ArgsError;
 use crate::protocol::driver::parse_new_words;
 
 /// The argument synopsis `/help` shows for `/new`.
-pub const SYNOPSIS: &str = "[--worktree <path>] [--agent <type>] [--driver local|sandbox|ssh|podman] [--mount <src[:dst][:ro]>] [--network none|host] [--env <NAME>] [--memory <MB>] [--cpus <n>] [--pids <n>] [--image <image>] [--host <user@host>] [--remote-path <path>] [task…]";
+pub const SYNOPSIS: &str = "[--kiln <name>] [--worktree <path>] [--agent <type>] [--driver local|sandbox|ssh|podman] [--mount <src[:dst][:ro]>] [--network none|host] [--env <NAME>] [--memory <MB>] [--cpus <n>] [--pids <n>] [--image <image>] [--host <user@host>] [--remote-path <path>] [task…]";
 
 /// The flags Tab completes as `/new`'s first argument: the long flags of the definition
 /// `/new` is parsed with (a test holds them equal).
@@ -31,14 +31,48 @@ pub const COMPLETED_FLAGS: &[&str] = &[
 /// begins, then the rest is the task; read by the same definition as `cru session new`'s
 /// flags.
 pub fn parse_new(rest: &str) -> Result<SlashCommand, ArgsError> {
-    let words: Vec<&str> = rest.split_whitespace().collect();
+    let mut words: Vec<&str> = rest.split_whitespace().collect();
+    let kiln = take_kiln(&mut words)?;
     let new = parse_new_words(&words).map_err(args_error)?;
     Ok(SlashCommand::New {
         worktree: new.worktree,
         agent: new.agent,
         task: new.task,
         driver: new.driver,
+        kiln,
     })
+}
+
+/// `--kiln NAME` (or `--kiln=NAME`) among the flags before the task: the workbench's own
+/// flag (across kilns, where to start the session), taken out before the others are read.
+fn take_kiln(words: &mut Vec<&str>) -> Result<Option<String>, ArgsError> {
+    let flags_end = flags_end(words);
+    let Some(at) = words[..flags_end]
+        .iter()
+        .position(|w| *w == "--kiln" || w.starts_with("--kiln="))
+    else {
+        return Ok(None);
+    };
+    let word = words.remove(at);
+    let value = match word.strip_prefix("--kiln=") {
+        Some(value) => value.to_string(),
+        None if at < words.len() && !words[at].starts_with("--") => words.remove(at).to_string(),
+        None => String::new(),
+    };
+    if value.is_empty() {
+        return Err(ArgsError::NeedsValue("--kiln".into()));
+    }
+    Ok(Some(value))
+}
+
+/// Where the flags end and the task begins: at the first word that is neither a flag nor
+/// a flag's value.
+fn flags_end(words: &[&str]) -> usize {
+    let mut i = 0;
+    while i < words.len() && words[i].starts_with("--") {
+        i += if words[i].contains('=') { 1 } else { 2 };
+    }
+    i.min(words.len())
 }
 
 /// What the user is told of a flag clap refused, in the words of the other commands.

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use super::EmbeddedDaemon;
-use crate::client::{Answering, Client, StartOptions, open};
+use super::{EmbeddedDaemon, Place};
+use crate::client::{Answering, Client, StartOptions, connect_or_start_hub, open};
 use crate::config::Config;
 use crate::kiln::Kiln;
 use crate::protocol::Notification;
@@ -22,10 +22,14 @@ pub(super) struct Link {
 
 impl Link {
     /// Connects to the kiln's daemon, starting one if none runs (and the settings files
-    /// load: the workbench shows their error itself), and subscribes.
-    pub(super) async fn open(kiln: &Kiln) -> anyhow::Result<Self> {
-        let opened = open(kiln, &StartOptions::default()).await?;
-        Self::subscribed(opened.client).await
+    /// load: the workbench shows their error itself), or to the person's hub, starting
+    /// it likewise; and subscribes.
+    pub(super) async fn open(place: &Place) -> anyhow::Result<Self> {
+        let client = match place {
+            Place::Kiln(kiln) => open(kiln, &StartOptions::default()).await?.client,
+            Place::Hub(hub) => connect_or_start_hub(hub, &StartOptions::default()).await?,
+        };
+        Self::subscribed(client).await
     }
 
     pub(super) async fn subscribed(client: Client) -> anyhow::Result<Self> {

@@ -108,6 +108,11 @@ pub(super) struct Screen {
 }
 
 impl Screen {
+    /// Names the terminal (its window or tab) after what the workbench shows.
+    pub(super) fn set_title(&mut self, title: &str) {
+        let _ = crossterm::execute!(std::io::stdout(), crossterm::terminal::SetTitle(title));
+    }
+
     pub(super) fn enter() -> anyhow::Result<Self> {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {

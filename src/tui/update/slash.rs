@@ -39,7 +39,10 @@ impl Model {
                 agent,
                 task,
                 driver,
+                kiln,
             } => vec![Action::Call(Request::SessionCreate(CreateSessionParams {
+                // Across kilns: the one named, else the focused session's.
+                kiln: kiln.or_else(|| self.focused_session().and_then(|s| s.kiln.clone())),
                 // Empty: the runtime starts the configured default agent.
                 agent: agent.unwrap_or_default(),
                 worktree,

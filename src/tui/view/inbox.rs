@@ -121,7 +121,11 @@ fn row<'a>(
         if selected { "›" } else { " " },
         if message.read { " " } else { "●" }
     );
-    let number = format!(" {number} ");
+    // Across kilns, each message says which kiln asks.
+    let number = match &message.kiln {
+        Some(kiln) if model.across_kilns => format!(" {number} {kiln}: "),
+        _ => format!(" {number} "),
+    };
     let room = max.saturating_sub(width(&marks) + width(icon) + width(&number) + width(&time));
     let text = clip(&format!("{}{state}", message.title), room);
     let pad = " ".repeat(room.saturating_sub(width(&text)));

@@ -19,13 +19,19 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let target = model
         .focused_session()
         .map(|s| {
+            let kiln = s.kiln.as_deref().map(|k| format!("{k} · ")).unwrap_or_default();
             format!(
-                " prompt → [{}] {} ",
+                " prompt → [{}] {kiln}{} ",
                 model.number_of(&s.id).unwrap_or_default(),
                 s.display_name
             )
         })
         .unwrap_or_else(|| " /new creates a session ".into());
+    // The border names the kiln the workbench shows (or that it shows every kiln).
+    let target = match &model.place {
+        Some(place) => format!(" {place} ·{target}"),
+        None => target,
+    };
     let hints = format!(
         " {} send · {} newline · ? help ",
         keys.hint(KeyAction::Send),

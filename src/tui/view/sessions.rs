@@ -154,10 +154,15 @@ fn head_line(
         (false, true) => "›",
         (false, false) => " ",
     };
+    // Across kilns, the session's kiln before its name.
+    let name = match &session.kiln {
+        Some(kiln) => format!("{kiln}: {}", session.display_name),
+        None => session.display_name.clone(),
+    };
     let head = format!(
         "{marker}{:>3}  {:<26} ",
         format!("[{}]", index + 1),
-        clip(&session.display_name, 26)
+        clip(&name, 26)
     );
     let rest = format!(" {:<9} {:<9} ", clip(&session.agent_name, 9), inbox);
     let room = max.saturating_sub(width(&head) + 9 + width(&rest));

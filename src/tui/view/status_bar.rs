@@ -308,10 +308,19 @@ fn segment<'a>(model: &Model, theme: &Theme, index: usize, detail: Detail) -> Ve
         NAME_MAX
     };
     let name = clip(&session.display_name.replace(" @ ", "/"), longest);
-    let mut spans = vec![
-        Span::styled(marker, label_style),
-        Span::styled(number, label_style),
-    ];
+    let mut spans = Vec::new();
+    // Across kilns, each kiln's sessions follow its name.
+    if model.across_kilns
+        && let Some(kiln) = &session.kiln
+        && (index == 0 || model.sessions()[index - 1].kiln.as_ref() != Some(kiln))
+    {
+        spans.push(Span::styled(
+            format!(" {kiln}:"),
+            theme.style(Role::TextDim).add_modifier(Modifier::BOLD),
+        ));
+    }
+    spans.push(Span::styled(marker, label_style));
+    spans.push(Span::styled(number, label_style));
     // Started from outside: ◷ by a cron job, ↯ by a webhook.
     if let Some(tag) = &session.channel {
         spans.push(Span::styled(

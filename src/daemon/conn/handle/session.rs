@@ -77,7 +77,19 @@ impl Answer<m::SessionDeregister> for Call<'_> {
 
 impl Answer<m::SessionCreate> for Call<'_> {
     async fn answer(&self, p: CreateSessionParams) -> Result<Created, ErrorObject> {
-        let sessions = &self.conn.services.sessions;
+        let services = &self.conn.services;
+        if let Some(named) = &p.kiln {
+            let kiln = services.ledger.kiln();
+            let ours =
+                crate::kilns::name_of(kiln, services.settings.current().kiln.name.as_deref());
+            let path = kiln.root().display().to_string();
+            if *named != ours && *named != path {
+                return Err(ErrorObject::invalid_params(format!(
+                    "this daemon serves kiln {ours} ({path}), not {named:?}"
+                )));
+            }
+        }
+        let sessions = &services.sessions;
         let given = self.take_client_env();
         let session = sessions.create_for(p, given).await.map_err(app_error)?;
         Ok(m::Created {
