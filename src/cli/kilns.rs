@@ -181,6 +181,36 @@ pub(crate) fn warn_unreached(reached: &[Reached]) {
     }
 }
 
+/// Every registered kiln reached (a resting kiln's daemon started, as acting on it does)
+/// and asked `call` at once: each kiln with its answer. A kiln that cannot be reached or
+/// asked is said on standard error and left out; the rest are answered.
+pub(crate) async fn ask_all<T>(
+    call: impl AsyncFn(&Client) -> anyhow::Result<T>,
+) -> anyhow::Result<Vec<(KilnEntry, T)>> {
+    let reached = reach_all(true).await?;
+    warn_unreached(&reached);
+    let asked = reached.iter().map(|r| async {
+        match &r.client {
+            Ok(client) => Some(call(client).await),
+            Err(_) => None,
+        }
+    });
+    let answers = futures::future::join_all(asked).await;
+    let mut answered = Vec::new();
+    for (r, answer) in reached.into_iter().zip(answers) {
+        match answer {
+            Some(Ok(value)) => answered.push((r.entry, value)),
+            Some(Err(e)) => eprintln!(
+                "warning: kiln {} ({}) left out: {e:#}",
+                r.entry.name,
+                r.entry.path.display()
+            ),
+            None => {}
+        }
+    }
+    Ok(answered)
+}
+
 /// A JSON row with the kiln it came from: `kiln` (its name) and `kiln_path`.
 pub(crate) fn with_kiln(value: impl Serialize, entry: &KilnEntry) -> serde_json::Value {
     let mut value = serde_json::to_value(value).unwrap_or_default();

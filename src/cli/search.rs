@@ -18,7 +18,7 @@ pub struct SearchArgs {
     #[arg(required = true)]
     query: Vec<String>,
     /// Only in this session (its number, name or id).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "all_kilns")]
     session: Option<String>,
     /// Only hits of this kind (repeat for several).
     #[arg(long = "type", value_enum)]
@@ -28,6 +28,10 @@ pub struct SearchArgs {
     limit: u32,
     #[arg(long)]
     json: bool,
+    /// In every kiln (`cru kilns`): their hits merged, best first, each named with its
+    /// kiln.
+    #[arg(long)]
+    all_kilns: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -48,30 +52,18 @@ impl From<Kind> for HitKind {
 }
 
 pub async fn run(kiln: Kiln, args: SearchArgs) -> anyhow::Result<ExitCode> {
+    if args.all_kilns {
+        return everywhere(&args).await;
+    }
     let client = super::connect(&kiln).await?;
     let sessions = super::session::list(&client).await?;
     let session_id = match &args.session {
         Some(name) => Some(super::session::pick(&sessions, name)?.id.clone()),
         None => None,
     };
-    let query = args.query.join(" ");
-    let found = client
-        .call::<m::Search>(&SearchParams {
-            query: query.clone(),
-            session_id,
-            types: (!args.types.is_empty())
-                .then(|| args.types.iter().map(|&k| HitKind::from(k)).collect()),
-            limit: Some(args.limit),
-        })
-        .await?;
+    let found = client.call::<m::Search>(&params(&args, session_id)).await?;
     let hits = found.hits;
-    let broad = found.broad.then(|| {
-        format!(
-            "Not all ranked: the words are in more than {} transcript entries, and these are \
-             the best of the first found. Add a word, or --session, to narrow it.",
-            crate::store::RANK_CAP
-        )
-    });
+    let broad = found.broad.then(broad_note);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&hits)?);
         if let Some(note) = broad {
@@ -80,7 +72,7 @@ pub async fn run(kiln: Kiln, args: SearchArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if hits.is_empty() {
-        outln!("Nothing found for {query:?}.");
+        outln!("Nothing found for {:?}.", args.query.join(" "));
         return Ok(ExitCode::from(1));
     }
     let bold = std::io::stdout().is_terminal();
@@ -95,6 +87,88 @@ pub async fn run(kiln: Kiln, args: SearchArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     output::print_table(&["WHERE", "AGE", "FOUND"], &rows);
+    if let Some(note) = broad {
+        outln!("\n{note}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What is asked of a kiln's daemon.
+fn params(args: &SearchArgs, session_id: Option<String>) -> SearchParams {
+    SearchParams {
+        query: args.query.join(" "),
+        session_id,
+        types: (!args.types.is_empty())
+            .then(|| args.types.iter().map(|&k| HitKind::from(k)).collect()),
+        limit: Some(args.limit),
+    }
+}
+
+fn broad_note() -> String {
+    format!(
+        "Not all ranked: the words are in more than {} transcript entries, and these are \
+         the best of the first found. Add a word, or --session, to narrow it.",
+        crate::store::RANK_CAP
+    )
+}
+
+/// One kiln's answer: its sessions (to number the hits as its list does) and hits.
+struct Found {
+    sessions: Vec<Session>,
+    hits: Vec<SearchHit>,
+    broad: bool,
+}
+
+/// `cru search --all-kilns`: every kiln searched at once, the hits merged best first
+/// (each kiln ranks its own; the best `--limit` of all are kept), each named with its
+/// kiln.
+async fn everywhere(args: &SearchArgs) -> anyhow::Result<ExitCode> {
+    let asked = params(args, None);
+    let kilns = super::kilns::ask_all(async |client: &crate::client::Client| {
+        let sessions = super::session::list(client).await?;
+        let found = client.call::<m::Search>(&asked).await?;
+        Ok(Found {
+            sessions,
+            hits: found.hits,
+            broad: found.broad,
+        })
+    })
+    .await?;
+    let broad = kilns.iter().any(|(_, f)| f.broad).then(broad_note);
+    let mut hits: Vec<(&crate::kilns::KilnEntry, &Found, &SearchHit)> = kilns
+        .iter()
+        .flat_map(|(kiln, found)| found.hits.iter().map(move |hit| (kiln, found, hit)))
+        .collect();
+    hits.sort_by(|a, b| b.2.score.total_cmp(&a.2.score));
+    hits.truncate(args.limit as usize);
+    if args.json {
+        let values: Vec<serde_json::Value> = hits
+            .iter()
+            .map(|(kiln, _, hit)| super::kilns::with_kiln(hit, kiln))
+            .collect();
+        outln!("{}", serde_json::to_string_pretty(&values)?);
+        if let Some(note) = broad {
+            eprintln!("{note}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if hits.is_empty() {
+        outln!("Nothing found for {:?} in any kiln.", asked.query);
+        return Ok(ExitCode::from(1));
+    }
+    let bold = std::io::stdout().is_terminal();
+    let rows: Vec<Vec<String>> = hits
+        .iter()
+        .map(|(kiln, found, hit)| {
+            vec![
+                kiln.name.clone(),
+                place(hit, &found.sessions),
+                output::age(&hit.at),
+                marked(hit, bold),
+            ]
+        })
+        .collect();
+    output::print_table(&["KILN", "WHERE", "AGE", "FOUND"], &rows);
     if let Some(note) = broad {
         outln!("\n{note}");
     }

@@ -7,6 +7,7 @@ mod args;
 mod audit;
 mod context;
 mod control;
+mod everywhere;
 mod find;
 mod land;
 mod manage;
@@ -32,35 +33,48 @@ pub struct SessionArgs {
 }
 
 pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
+    if let SessionAction::List {
+        json,
+        all_kilns: true,
+    } = args.action
+    {
+        everywhere::list(json).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let client = super::connect(&kiln).await?;
-    match args.action {
+    act(&kiln, &client, args.action).await
+}
+
+/// Does `action` in the kiln `client` is connected to.
+async fn act(kiln: &Kiln, client: &Client, action: SessionAction) -> anyhow::Result<ExitCode> {
+    match action {
         SessionAction::New(args) => {
             let json = args.json;
             let created = client.call::<m::SessionCreate>(&args.params()?).await?;
             show::created(&created.session, json)?;
         }
-        SessionAction::List { json } => show::list(&client, json).await?,
+        SessionAction::List { json, .. } => show::list(client, json).await?,
         SessionAction::Status { session, json } => {
-            show::status(&kiln, &client, &session, json).await?;
+            show::status(kiln, client, &session, json).await?;
         }
         SessionAction::Logs {
             session,
             follow,
             json,
         } => {
-            show::logs(&client, &resolve(&client, &session).await?, follow, json).await?;
+            show::logs(client, &resolve(client, &session).await?, follow, json).await?;
         }
         SessionAction::Send { session, text } => {
-            manage::send(&client, &resolve(&client, &session).await?, text.join(" ")).await?;
+            manage::send(client, &resolve(client, &session).await?, text.join(" ")).await?;
         }
         SessionAction::Cancel { session } => {
-            manage::cancel(&client, &resolve(&client, &session).await?).await?;
+            manage::cancel(client, &resolve(client, &session).await?).await?;
         }
         SessionAction::Resend { session } => {
-            manage::resend(&client, &resolve(&client, &session).await?).await?;
+            manage::resend(client, &resolve(client, &session).await?).await?;
         }
         SessionAction::Stop { session } => {
-            manage::stop(&client, &resolve(&client, &session).await?).await?;
+            manage::stop(client, &resolve(client, &session).await?).await?;
         }
         SessionAction::Delete {
             session,
@@ -68,8 +82,8 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             json,
         } => {
             manage::delete(
-                &client,
-                &resolve(&client, &session).await?,
+                client,
+                &resolve(client, &session).await?,
                 remove.options(),
                 json,
             )
@@ -80,18 +94,18 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             action,
             json,
         } => {
-            context::run(&client, &resolve(&client, &session).await?, action, json).await?;
+            context::run(client, &resolve(client, &session).await?, action, json).await?;
         }
         SessionAction::Exec { session, command } => {
-            let s = resolve(&client, &session).await?;
-            return audit::exec(&client, &s, command).await;
+            let s = resolve(client, &session).await?;
+            return audit::exec(client, &s, command).await;
         }
         SessionAction::Audit { session, json } => {
-            let id = match resolve(&client, &session).await {
+            let id = match resolve(client, &session).await {
                 Ok(s) => s.id,
                 Err(_) => session.trim().to_string(),
             };
-            audit::show(&client, &id, json).await?;
+            audit::show(client, &id, json).await?;
         }
         SessionAction::Refine {
             session,
@@ -99,8 +113,8 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             prompt,
         } => {
             manage::refine(
-                &client,
-                &resolve(&client, &session).await?,
+                client,
+                &resolve(client, &session).await?,
                 allow_read,
                 prompt,
             )
@@ -112,20 +126,20 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
             json,
         } => {
             manage::reset(
-                &client,
-                &resolve(&client, &session).await?,
+                client,
+                &resolve(client, &session).await?,
                 keep_disabled,
                 json,
             )
             .await?;
         }
         SessionAction::Security { session, json } => {
-            audit::security(&client, &resolve(&client, &session).await?, json).await?;
+            audit::security(client, &resolve(client, &session).await?, json).await?;
         }
         SessionAction::Prune { remove, json } => {
-            manage::prune(&client, remove.options(), json).await?
+            manage::prune(client, remove.options(), json).await?
         }
-        landing => land_or_control(&client, landing).await?,
+        landing => land_or_control(client, landing).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -23,6 +23,9 @@ pub struct UsageArgs {
     since: Option<String>,
     #[arg(long)]
     json: bool,
+    /// Every kiln's spending (`cru kilns`), by kiln, and what they add up to.
+    #[arg(long)]
+    all_kilns: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -51,38 +54,125 @@ pub async fn run(kiln: Kiln, args: UsageArgs) -> anyhow::Result<ExitCode> {
         Some(text) => Some(since_day(text, chrono::Utc::now().date_naive())?),
         None => None,
     };
+    if args.all_kilns {
+        return everywhere(args.by, since.as_deref(), args.json).await;
+    }
     let client = super::connect(&kiln).await?;
     let sessions = super::session::list(&client).await?;
     let rows = rows(&sessions, args.by, since.as_deref());
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(ExitCode::SUCCESS);
+    } else if rows.is_empty() {
+        nothing_spent(since.as_deref());
+    } else {
+        let table: Vec<Vec<String>> = rows.iter().map(cells).collect();
+        output::print_table(&headers(args.by), &table);
     }
-    if rows.is_empty() {
-        outln!(
-            "Nothing spent{}.",
-            since.map(|d| format!(" since {d}")).unwrap_or_default()
-        );
-        return Ok(ExitCode::SUCCESS);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cru usage --all-kilns`: each kiln's rows, named with their kiln, then what the kilns
+/// add up to (by the same key; `--by session`: one row for all). In JSON the totals are
+/// the rows whose `kiln` is null and `total` true.
+async fn everywhere(by: By, since: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
+    let kilns = super::kilns::ask_all(async |client: &crate::client::Client| {
+        super::session::list(client).await
+    })
+    .await?;
+    let kilns: Vec<(crate::kilns::KilnEntry, Vec<Row>)> = kilns
+        .into_iter()
+        .map(|(kiln, sessions)| (kiln, rows(&sessions, by, since)))
+        .collect();
+    let total = totals(kilns.iter().flat_map(|(_, rows)| rows), by);
+    if json {
+        let mut values: Vec<serde_json::Value> = kilns
+            .iter()
+            .flat_map(|(kiln, rows)| rows.iter().map(move |r| super::kilns::with_kiln(r, kiln)))
+            .collect();
+        for row in &total {
+            let mut value = serde_json::to_value(row)?;
+            if let Some(object) = value.as_object_mut() {
+                object.insert("kiln".into(), serde_json::Value::Null);
+                object.insert("total".into(), true.into());
+            }
+            values.push(value);
+        }
+        outln!("{}", serde_json::to_string_pretty(&values)?);
+    } else if total.is_empty() {
+        nothing_spent(since);
+    } else {
+        let labelled = |kiln: &str, row: &Row| {
+            let mut cells = cells(row);
+            cells.insert(0, kiln.to_string());
+            cells
+        };
+        let mut table: Vec<Vec<String>> = kilns
+            .iter()
+            .flat_map(|(kiln, rows)| rows.iter().map(|r| labelled(&kiln.name, r)))
+            .collect();
+        table.extend(total.iter().map(|r| labelled("all kilns", r)));
+        let mut headers = headers(by).to_vec();
+        headers.insert(0, "KILN");
+        output::print_table(&headers, &table);
     }
-    let head = match args.by {
+    Ok(ExitCode::SUCCESS)
+}
+
+fn nothing_spent(since: Option<&str>) {
+    outln!(
+        "Nothing spent{}.",
+        since.map(|d| format!(" since {d}")).unwrap_or_default()
+    );
+}
+
+fn headers(by: By) -> [&'static str; 4] {
+    let head = match by {
         By::Session => "SESSION",
         By::Agent => "AGENT",
         By::Day => "DAY (UTC)",
     };
-    let table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.key.clone(),
-                r.sessions.to_string(),
-                amount(r.tokens.map(|t| t.to_string()), r.tokens_unknown),
-                amount(r.cost_usd.map(|c| format!("{c:.2}")), r.cost_unknown),
-            ]
-        })
-        .collect();
-    output::print_table(&[head, "SESSIONS", "TOKENS", "COST (USD)"], &table);
-    Ok(ExitCode::SUCCESS)
+    [head, "SESSIONS", "TOKENS", "COST (USD)"]
+}
+
+/// A row as the table shows it.
+fn cells(r: &Row) -> Vec<String> {
+    vec![
+        r.key.clone(),
+        r.sessions.to_string(),
+        amount(r.tokens.map(|t| t.to_string()), r.tokens_unknown),
+        amount(r.cost_usd.map(|c| format!("{c:.2}")), r.cost_unknown),
+    ]
+}
+
+/// What rows of several kilns add up to, by key (`--by session`: all in one row, as a
+/// session is in one kiln only). Unknown stays unknown: a sum is known only where some
+/// row knew it, and the sessions that told nothing are counted beside it.
+fn totals<'a>(rows: impl IntoIterator<Item = &'a Row>, by: By) -> Vec<Row> {
+    let mut totals: BTreeMap<String, Row> = BTreeMap::new();
+    for row in rows {
+        let key = match by {
+            By::Session => "all sessions".to_string(),
+            By::Agent | By::Day => row.key.clone(),
+        };
+        let total = totals.entry(key.clone()).or_insert_with(|| Row {
+            key,
+            ..Row::default()
+        });
+        total.sessions += row.sessions;
+        total.tokens = sum(total.tokens, row.tokens);
+        total.cost_usd = sum(total.cost_usd, row.cost_usd);
+        total.tokens_unknown += row.tokens_unknown;
+        total.cost_unknown += row.cost_unknown;
+    }
+    totals.into_values().collect()
+}
+
+/// Two amounts added, unknown only when both are.
+fn sum<T: std::ops::Add<Output = T> + Default>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or_default() + b.unwrap_or_default()),
+    }
 }
 
 /// `1234`, `1234 (+2 unknown)`, or `unknown`.
@@ -243,6 +333,47 @@ mod tests {
         let claude = since.iter().find(|r| r.key == "claude").unwrap();
         assert_eq!(claude.tokens, Some(50));
         assert!(since.iter().all(|r| r.key != "opencode"));
+    }
+
+    #[test]
+    fn kilns_add_up_by_key_and_unknown_is_never_summed_as_zero() {
+        let alpha = rows(
+            &[
+                session("a1", "claude", &[("2026-11-24", Some(100), Some(0.5))]),
+                session("a2", "opencode", &[]),
+            ],
+            By::Agent,
+            None,
+        );
+        let beta = rows(
+            &[
+                session("b1", "claude", &[("2026-11-24", Some(20), None)]),
+                session("b2", "opencode", &[]),
+            ],
+            By::Agent,
+            None,
+        );
+        let total = totals(alpha.iter().chain(&beta), By::Agent);
+        let claude = total.iter().find(|r| r.key == "claude").unwrap();
+        assert_eq!(claude.sessions, 2);
+        assert_eq!(claude.tokens, Some(120));
+        assert_eq!(claude.cost_usd, Some(0.5));
+        assert_eq!((claude.tokens_unknown, claude.cost_unknown), (0, 1));
+        let opencode = total.iter().find(|r| r.key == "opencode").unwrap();
+        assert_eq!((opencode.tokens, opencode.cost_usd), (None, None));
+        assert_eq!((opencode.sessions, opencode.tokens_unknown), (2, 2));
+        assert_eq!(cells(opencode)[2], "unknown");
+        let by_session = totals(alpha.iter().chain(&beta), By::Session);
+        let all = rows_of(&by_session, "all sessions");
+        assert_eq!(
+            (all.sessions, all.tokens, all.tokens_unknown),
+            (4, Some(120), 2)
+        );
+    }
+
+    fn rows_of<'a>(rows: &'a [Row], key: &str) -> &'a Row {
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        rows.iter().find(|r| r.key == key).unwrap()
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Outbound notification (`[notify]`): for every message that needs a human (a question
 //! or an approval, from any session and any channel), the user's command runs with the
-//! message's session, channel, type, title and id in its environment and nothing else of
-//! the daemon's (which may hold secrets). Runs are rate-limited; a failing or hung
-//! command is logged (and killed after its timeout) and never holds up a session. The
-//! `[notify]` settings in use are the daemon's live ones ([`Notifier::reconfigure`]).
+//! kiln's name and folder and the message's session, channel, type, title and id in its
+//! environment and nothing else of the daemon's (which may hold secrets). Runs are
+//! rate-limited; a failing or hung command is logged (and killed after its timeout) and
+//! never holds up a session. The `[notify]` settings in use are the daemon's live ones
+//! ([`Notifier::reconfigure`]).
 
 use std::collections::VecDeque;
 use std::process::Stdio;
@@ -32,10 +33,13 @@ pub(super) struct Notifier {
 
 impl Starts for Notifier {
     fn start(door: &Door, config: &Config) -> Result<Self, DaemonError> {
+        // Named as the person's registry of kilns names it (recorded as the daemon
+        // started).
+        let kiln_name = crate::kilns::name_of(door.kiln(), config.kiln.name.as_deref());
         let (config, settings) = watch::channel(config.notify.clone());
         Ok(Self {
             config,
-            task: tokio::spawn(run(door.clone(), settings)),
+            task: tokio::spawn(run(door.clone(), kiln_name, settings)),
         })
     }
 }
@@ -80,7 +84,7 @@ impl Component for Notifier {
 }
 
 /// Follows the inbox until the daemon ends; wakes only when a message arrives.
-async fn run(door: Door, settings: watch::Receiver<NotifyConfig>) {
+async fn run(door: Door, kiln_name: String, settings: watch::Receiver<NotifyConfig>) {
     let mut events = door.events();
     let mut recent: VecDeque<Instant> = VecDeque::new();
     let mut missed = 0u64;
@@ -128,24 +132,37 @@ async fn run(door: Door, settings: watch::Receiver<NotifyConfig>) {
             .unwrap_or_default();
         let timeout = Duration::from_secs(config.timeout_secs);
         tokio::spawn(notify(
-            door.kiln().clone(),
+            Told {
+                kiln: door.kiln().clone(),
+                kiln_name: kiln_name.clone(),
+                message,
+                channel,
+                missed: std::mem::take(&mut missed),
+            },
             command,
-            message,
-            channel,
-            std::mem::take(&mut missed),
             timeout,
         ));
     }
 }
 
-async fn notify(
+/// What one run of the command is told.
+struct Told {
     kiln: Kiln,
-    command: String,
+    kiln_name: String,
     message: InboxMessage,
     channel: String,
+    /// Messages not told since the last run, over `max_per_minute`.
     missed: u64,
-    timeout: Duration,
-) {
+}
+
+async fn notify(told: Told, command: String, timeout: Duration) {
+    let Told {
+        kiln,
+        kiln_name,
+        message,
+        channel,
+        missed,
+    } = told;
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
         .arg(&command)
@@ -160,7 +177,9 @@ async fn notify(
             cmd.env(name, value);
         }
     }
-    cmd.env("CRUCIBLE_SESSION_ID", &message.session_id)
+    cmd.env("CRUCIBLE_KILN", &kiln_name)
+        .env("CRUCIBLE_KILN_PATH", kiln.root())
+        .env("CRUCIBLE_SESSION_ID", &message.session_id)
         .env("CRUCIBLE_SESSION_NAME", &message.session_name)
         .env("CRUCIBLE_CHANNEL", &channel)
         .env("CRUCIBLE_MESSAGE_ID", &message.id)

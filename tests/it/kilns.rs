@@ -14,7 +14,7 @@ use crate::common::*;
 use crate::sessions::{agent_kiln, create, session, wait_message_where, wait_state};
 
 /// `cru args…` run in `dir` as the person whose state is in `state`.
-fn cru_in(dir: &Path, state: &Path, args: &[&str]) -> Output {
+pub(crate) fn cru_in(dir: &Path, state: &Path, args: &[&str]) -> Output {
     let mut command = Command::new(CRU);
     command
         .current_dir(dir)
@@ -25,7 +25,7 @@ fn cru_in(dir: &Path, state: &Path, args: &[&str]) -> Output {
     run_bounded(command, &format!("cru {}", args.join(" ")))
 }
 
-fn json_of(out: &Output) -> Value {
+pub(crate) fn json_of(out: &Output) -> Value {
     assert!(out.status.success(), "{}{}", stdout(out), stderr(out));
     serde_json::from_slice(&out.stdout).expect("JSON")
 }

@@ -24,6 +24,7 @@ mod failures;
 mod full_disk;
 mod hardening;
 mod kilns;
+mod kilns_cli;
 mod land;
 mod lifecycle;
 #[cfg(feature = "matrix")]

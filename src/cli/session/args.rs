@@ -41,6 +41,9 @@ pub(super) enum SessionAction {
         /// Print JSON for scripts.
         #[arg(long)]
         json: bool,
+        /// Every kiln's sessions (`cru kilns`), each named with its kiln.
+        #[arg(long)]
+        all_kilns: bool,
     },
     /// Show one session in detail.
     Status {

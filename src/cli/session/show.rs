@@ -282,35 +282,43 @@ pub(super) async fn list(client: &Client, json: bool) -> anyhow::Result<()> {
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                let mut row = vec![
-                    format!("[{}]", i + 1),
-                    match &s.channel {
-                        Some(tag) => format!("{} [{}]", s.display_name, tag.label()),
-                        None => s.display_name.clone(),
-                    },
-                    state_of(s),
-                    s.agent_name.clone(),
-                    output::clip(s.task.as_deref().unwrap_or(""), 40),
-                    s.turn_count.to_string(),
-                    output::clip(goal_of(s), 40),
-                    output::age(&s.started_at),
-                    s.id.clone(),
-                ];
+                let mut row = list_row(i, s);
                 if team {
                     row.insert(4, s.host.clone().unwrap_or_else(|| "?".into()));
                 }
                 row
             })
             .collect();
-        let mut headers = vec![
-            "#", "SESSION", "STATE", "AGENT", "TASK", "TURNS", "CONTEXT", "AGE", "ID",
-        ];
+        let mut headers = LIST_HEADERS.to_vec();
         if team {
             headers.insert(4, "HOST");
         }
         output::print_table(&headers, &rows);
     }
     Ok(())
+}
+
+/// The headers of `cru session list`'s table, each row as [`list_row`] makes it.
+pub(super) const LIST_HEADERS: [&str; 9] = [
+    "#", "SESSION", "STATE", "AGENT", "TASK", "TURNS", "CONTEXT", "AGE", "ID",
+];
+
+/// Session `s`, the `i`th of its kiln (from 0), as a row of `cru session list`.
+pub(super) fn list_row(i: usize, s: &Session) -> Vec<String> {
+    vec![
+        format!("[{}]", i + 1),
+        match &s.channel {
+            Some(tag) => format!("{} [{}]", s.display_name, tag.label()),
+            None => s.display_name.clone(),
+        },
+        state_of(s),
+        s.agent_name.clone(),
+        output::clip(s.task.as_deref().unwrap_or(""), 40),
+        s.turn_count.to_string(),
+        output::clip(goal_of(s), 40),
+        output::age(&s.started_at),
+        s.id.clone(),
+    ]
 }
 
 /// `cru session status`: one session in detail; a registered session that ended is
