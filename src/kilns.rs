@@ -7,15 +7,23 @@
 //! when a daemon stops (the kiln is then "resting", and its daemon starts again when the
 //! person acts on it) until `cru kilns forget` removes them; a kiln whose folder is gone
 //! is shown as missing.
+//!
+//! Beside it, which kiln answers a chat bot account ([`claims`]): one bot in two kilns'
+//! settings answers from the first only.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::kiln::Kiln;
+
+mod claims;
+
+pub use claims::{BotAccount, BotClaim, Claimed};
 
 /// One kiln as the registry keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,14 +143,7 @@ impl Registry {
 
     /// Every registered kiln, in the order they were first recorded.
     pub fn entries(&self) -> Result<Vec<KilnEntry>> {
-        let path = self.path();
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<Book>(&bytes)
-                .map(|b| b.kilns)
-                .map_err(|source| RegistryError::Damaged { path, source }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(source) => Err(RegistryError::Io { path, source }),
-        }
+        read_json::<Book>(&self.path()).map(|book| book.kilns)
     }
 
     /// Records `kiln`'s daemon (this process) under `name`, over an earlier entry of the
@@ -182,31 +183,61 @@ impl Registry {
         Ok(kilns[at].clone())
     }
 
-    /// Reads, changes and writes the registry back whole (a new file renamed over the old
-    /// one), under the lock, so two daemons starting at once both stay recorded.
+    /// Reads, changes and writes the registry back whole, under the lock, so two daemons
+    /// starting at once both stay recorded.
     fn change(&self, edit: impl FnOnce(&mut Book) -> Result<()>) -> Result<()> {
-        let io_err = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| RegistryError::Io { path, source }
-        };
+        self.locked(|| {
+            let mut book = Book {
+                kilns: self.entries()?,
+            };
+            edit(&mut book)?;
+            self.replace(&self.path(), &book)
+        })
+    }
+
+    /// Runs `work` holding the lock every change to the registry's folder holds
+    /// (`kilns.lock`), between daemons and commands alike.
+    fn locked<T>(&self, work: impl FnOnce() -> Result<T>) -> Result<T> {
         ensure_private_dir(&self.dir).map_err(io_err(&self.dir))?;
         let lock_path = self.dir.join("kilns.lock");
         let lock = private_file(&lock_path).map_err(io_err(&lock_path))?;
         crate::sys::lock(&lock).map_err(io_err(&lock_path))?;
-        let mut book = Book {
-            kilns: self.entries()?,
-        };
-        edit(&mut book)?;
-        let path = self.path();
-        let fresh = self.dir.join(format!("kilns.json.{}", std::process::id()));
-        let text = serde_json::to_vec_pretty(&book).map_err(|source| RegistryError::Damaged {
-            path: path.clone(),
+        let done = work();
+        drop(lock);
+        done
+    }
+
+    /// Writes `value` as the file `path` whole: a new owner-only file renamed over the
+    /// old one.
+    fn replace(&self, path: &Path, value: &impl Serialize) -> Result<()> {
+        let name = path
+            .file_name()
+            .map_or_else(|| "registry".into(), |n| n.to_string_lossy());
+        let fresh = self.dir.join(format!("{name}.{}", std::process::id()));
+        let text = serde_json::to_vec_pretty(value).map_err(|source| RegistryError::Damaged {
+            path: path.to_path_buf(),
             source,
         })?;
         write_private(&fresh, &text).map_err(io_err(&fresh))?;
-        std::fs::rename(&fresh, &path).map_err(io_err(&path))?;
-        drop(lock);
-        Ok(())
+        std::fs::rename(&fresh, path).map_err(io_err(path))
+    }
+}
+
+/// What an I/O error with `path` is, as the registry's error.
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RegistryError {
+    let path = path.to_path_buf();
+    move |source| RegistryError::Io { path, source }
+}
+
+/// The JSON file `path`, or its default when there is none.
+fn read_json<T: DeserializeOwned + Default>(path: &Path) -> Result<T> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| RegistryError::Damaged {
+            path: path.to_path_buf(),
+            source,
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(T::default()),
+        Err(source) => Err(io_err(path)(source)),
     }
 }
 

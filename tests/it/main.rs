@@ -31,6 +31,8 @@ mod lifecycle;
 mod matrix;
 #[cfg(feature = "matrix")]
 mod matrix_channel;
+#[cfg(feature = "matrix")]
+mod matrix_once;
 mod mcp;
 #[path = "../equipment/model_server.rs"]
 mod model_server;

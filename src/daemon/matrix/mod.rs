@@ -7,10 +7,13 @@
 //! thread. Approvals and questions are posted where they can be answered: in the
 //! session's room, or for cron and webhook sessions in their `approval_target`. Only
 //! allowed users' messages, reactions and invites count. A homeserver that goes away is
-//! tried again with backoff while the rest of the daemon works.
+//! tried again with backoff while the rest of the daemon works. A bot account another
+//! kiln's running daemon answers is not run here ([`claim`]): each message is answered
+//! once.
 
 mod account;
 mod approvals;
+mod claim;
 mod commands;
 mod inbound;
 mod outbound;
@@ -57,6 +60,10 @@ pub(super) struct Matrix {
     config: Option<MatrixConfig>,
     task: Option<JoinHandle<()>>,
     status: StatusCell,
+    /// The bot account's claim while this daemon runs the bot (given back when dropped).
+    claim: Option<claim::Held>,
+    /// Why this daemon does not run the bot: another kiln's daemon answers it.
+    refused: Option<String>,
 }
 
 impl Starts for Matrix {
@@ -67,6 +74,8 @@ impl Starts for Matrix {
             config: None,
             task: None,
             status: StatusCell::default(),
+            claim: None,
+            refused: None,
         };
         matrix.follow(config.channels.matrix.clone());
         Ok(matrix)
@@ -79,12 +88,29 @@ impl Matrix {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+        // The bot it replaces gives its account back.
+        self.claim = None;
+        self.refused = None;
         *lock(&self.status) = config.as_ref().map(|c| MatrixStatus {
             user_id: c.user_id.clone(),
             homeserver: c.homeserver.clone(),
             ..Default::default()
         });
         if let Some(config) = &config {
+            match claim::take(&self.door, &self.folder, config) {
+                claim::Claim::Serve(held) => self.claim = held,
+                claim::Claim::Refused { holder, refusal } => {
+                    tracing::warn!("matrix channel not started: {refusal}");
+                    if let Some(status) = lock(&self.status).as_mut() {
+                        status.error = Some(refusal.clone());
+                    }
+                    self.refused = Some(refusal.clone());
+                    let said = claim::say(self.door.clone(), self.folder.clone(), holder, refusal);
+                    self.task = Some(tokio::spawn(said));
+                    self.config = Some(config.clone());
+                    return;
+                }
+            }
             tracing::info!(user = %config.user_id, homeserver = %config.homeserver, "matrix channel starting");
             let setup = Setup {
                 config: config.clone(),
@@ -110,9 +136,9 @@ impl Component for Matrix {
         None
     }
 
-    /// Messages may arrive at any time.
+    /// Messages may arrive at any time (unless another kiln answers them).
     fn keeps_daemon_up(&self) -> bool {
-        self.config.is_some()
+        self.config.is_some() && self.refused.is_none()
     }
 
     fn status(&self) -> Option<ComponentStatus> {
@@ -124,7 +150,15 @@ impl Component for Matrix {
                 detail: "no [channels.matrix] in the settings".into(),
                 error: None,
             },
-            Some(status) => status_of(self.name(), status),
+            Some(status) => {
+                let mut shown = status_of(self.name(), status);
+                if self.refused.is_some() {
+                    shown
+                        .detail
+                        .push_str(": another kiln's daemon answers the bot");
+                }
+                shown
+            }
         })
     }
 
@@ -136,6 +170,7 @@ impl Component for Matrix {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+        self.claim = None;
     }
 }
 

@@ -1,7 +1,8 @@
-//! What the bot says in rooms, in Markdown.
+//! What the bot says in rooms, in Markdown, and why a daemon does not run it.
 
 use matrix_sdk::ruma::UserId;
 
+use crate::kilns::BotClaim;
 use crate::protocol::ErrorObject;
 use crate::protocol::{InboxMessage, MsgType, Session, SessionState};
 
@@ -116,3 +117,27 @@ pub(super) const HELP: &str = "Talk to the room's session by writing to it. Comm
 pub(super) const HOW_TO_ANSWER: &str = "That is not passed on to any session: answer a \
     question with a reaction on it (✅ approve, ❌ deny, 1️⃣… an option), or with `/approve`, \
     `/deny` or `/answer N` in reply to it.";
+
+/// Why this daemon does not run a bot account another kiln's daemon answers.
+pub(super) fn answered_elsewhere(holder: &BotClaim) -> String {
+    format!(
+        "the bot {} is already answered by kiln {} ({}, pid {}); a bot answers from one \
+         place: keep it in one kiln's settings",
+        holder.user_id,
+        holder.kiln,
+        holder.path.display(),
+        holder.pid
+    )
+}
+
+/// The inbox's word on a refused bot: the refusal, and what follows from it.
+pub(super) fn refused_body(refusal: &str, holder: &BotClaim) -> String {
+    format!(
+        "{refusal}.\n\nThis kiln's daemon does not log in as the bot, so each message is \
+         answered once, by kiln {}. To answer from this kiln instead, remove \
+         `[channels.matrix]` from kiln {}'s settings: once its daemon has stopped, this \
+         kiln's daemon takes the bot when it starts again. This is not said again while \
+         kiln {} answers the bot.",
+        holder.kiln, holder.kiln, holder.kiln
+    )
+}
