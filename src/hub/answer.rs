@@ -164,7 +164,10 @@ async fn every(members: &Members, caller: &str, name: &str, params: Value) -> Va
             (member, Some(answered))
         }
     });
-    let mut merged = Map::new();
+    let mut merged = match nothing_of(name) {
+        Value::Object(fields) => fields,
+        _ => Map::new(),
+    };
     let mut left_out = Vec::new();
     for (member, answered) in futures::future::join_all(asking).await {
         match answered {
@@ -187,6 +190,22 @@ async fn every(members: &Members, caller: &str, name: &str, params: Value) -> Va
     Value::Object(merged)
 }
 
+/// The answer of no kiln at all, which every kiln's is added to: its lists empty, its
+/// counts naught.
+fn nothing_of(name: &str) -> Value {
+    match name {
+        "session.list" => serde_json::json!({"sessions": []}),
+        "inbox.list" => serde_json::json!({"messages": []}),
+        "search" => serde_json::json!({"hits": [], "broad": false}),
+        "cron.list" => serde_json::json!({"jobs": []}),
+        "session.conflicts" => serde_json::json!({"pairs": []}),
+        "inbox.mark_read" => serde_json::json!({"updated": 0}),
+        "inbox.clear" => serde_json::json!({"deleted": 0}),
+        "session.prune" => serde_json::json!({"deleted": [], "skipped": []}),
+        _ => Value::Object(Map::new()),
+    }
+}
+
 /// Adds one kiln's answer to the merged one: lists joined, counts added, the rest as
 /// the first kiln said.
 fn merge(merged: &mut Map<String, Value>, value: Value) {
@@ -201,6 +220,7 @@ fn merge(merged: &mut Map<String, Value>, value: Value) {
                     *have = (a + b).into();
                 }
             }
+            (Some(Value::Bool(have)), Value::Bool(more)) => *have |= more,
             (Some(_), _) => {}
             (None, value) => {
                 merged.insert(key, value);
@@ -274,6 +294,22 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn with_no_kiln_reached_a_listing_is_empty_not_malformed() {
+        for (name, result) in [
+            ("session.list", "sessions"),
+            ("inbox.list", "messages"),
+            ("search", "hits"),
+            ("cron.list", "jobs"),
+            ("session.conflicts", "pairs"),
+        ] {
+            assert_eq!(nothing_of(name)[result], json!([]), "{name}");
+        }
+        let listed: crate::protocol::methods::ListedSessions =
+            serde_json::from_value(nothing_of("session.list")).unwrap();
+        assert!(listed.sessions.is_empty());
+    }
 
     #[test]
     fn answers_merge_lists_add_counts_and_name_each_row_with_its_kiln() {

@@ -184,13 +184,13 @@ impl Member {
         mut notes: tokio::sync::mpsc::UnboundedReceiver<Notification>,
         members: &Members,
     ) {
-        let _ = self.link.send(Some(client));
+        self.link.send_replace(Some(client));
         self.set_reach(Reach::Connected, members);
         members.resync();
         while let Some(note) = notes.recv().await {
             members.forward(self, note);
         }
-        let _ = self.link.send(None);
+        self.link.send_replace(None);
         self.callers.lock().await.clear();
         let name = self.name();
         tracing::warn!(kiln = %name, "lost the kiln's daemon");

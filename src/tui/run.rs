@@ -388,6 +388,17 @@ impl Runtime {
             tracing::info!("missed some events; reading the state again");
             return self.resync().await;
         }
+        // Through the hub: a kiln lost, reached again, or resting.
+        if note.method == "hub.kiln" {
+            let field = |key: &str| note.params.get(key).and_then(|v| v.as_str()).unwrap_or("");
+            let (kiln, state, error) = (field("kiln"), field("state"), field("error"));
+            let flash = match state {
+                "lost" => Flash::error(format!("kiln {kiln} lost: {error}; reaching it again")),
+                other => Flash::info(format!("kiln {kiln}: {other}")),
+            };
+            self.model.report(flash);
+            return false;
+        }
         match Event::from_notification(&note.method, note.params) {
             Some(event) => {
                 let actions = self.model.apply(event);

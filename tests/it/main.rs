@@ -23,6 +23,7 @@ mod engine;
 mod failures;
 mod full_disk;
 mod hardening;
+mod hub;
 mod kilns;
 mod kilns_cli;
 mod land;
