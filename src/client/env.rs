@@ -23,7 +23,14 @@ pub(super) fn attach(params: &mut Value, kiln: &str) {
     if fields.contains_key(client_env::FIELD) {
         return;
     }
-    let names = asked_names(fields, Path::new(kiln));
+    // Through the hub, the kiln the session is asked of is named in the params.
+    let named = fields
+        .get("kiln")
+        .and_then(Value::as_str)
+        .and_then(|which| crate::kilns::Registry::for_user().ok()?.find(which).ok())
+        .map(|entry| entry.path);
+    let kiln = named.as_deref().unwrap_or(Path::new(kiln));
+    let names = asked_names(fields, kiln);
     let env = from_process(&names);
     if let Ok(value) = serde_json::to_value(env) {
         fields.insert(client_env::FIELD.into(), value);
