@@ -113,32 +113,10 @@ pub async fn connect_or_start_hub(place: &HubPlace, opts: &StartOptions) -> Resu
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let _ = std::fs::remove_file(place.socket_path());
-    let mut child = spawn_hub(place, opts)?;
-    let mut pause = Duration::from_millis(2);
-    let result = loop {
-        match connect_hub(place).await {
-            Ok(client) => break Ok(client),
-            Err(e @ ClientError::VersionMismatch { .. }) => break Err(e),
-            Err(_) => {}
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            break Err(ClientError::Start(format!(
-                "the hub exited ({status}) before answering: {}",
-                stderr_tail(place)
-            )));
-        }
-        if Instant::now() >= deadline {
-            break Err(ClientError::Start(format!(
-                "the hub did not answer within {START_TIMEOUT:?}: {}",
-                stderr_tail(place)
-            )));
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(10));
-    };
-    tokio::spawn(async move {
-        let _ = child.wait().await;
-    });
+    let child = spawn_hub(place, opts)?;
+    let stderr = place.stderr_path();
+    let result =
+        super::spawn::until_answered(child, "the hub", &stderr, || connect_hub(place)).await;
     drop(lock);
     result
 }
@@ -159,14 +137,4 @@ fn spawn_hub(place: &HubPlace, opts: &StartOptions) -> Result<tokio::process::Ch
         .process_group(0)
         .spawn()
         .map_err(|e| ClientError::Start(format!("cannot run {}: {e}", exe.display())))
-}
-
-fn stderr_tail(place: &HubPlace) -> String {
-    let text = std::fs::read_to_string(place.stderr_path()).unwrap_or_default();
-    let tail: Vec<&str> = text.lines().rev().take(5).collect();
-    if tail.is_empty() {
-        "(no output)".into()
-    } else {
-        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-    }
 }

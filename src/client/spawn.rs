@@ -91,36 +91,9 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
         return Ok(client);
     }
     remove_stale_socket(kiln);
-    let mut child = spawn_daemon(kiln, opts)?;
-    let deadline = Instant::now() + START_TIMEOUT;
-    let mut pause = Duration::from_millis(2);
-    let result = loop {
-        match Client::connect(kiln).await {
-            Ok(client) => break Ok(client),
-            Err(e @ ClientError::VersionMismatch { .. }) => break Err(e),
-            Err(_) => {}
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            break Err(ClientError::Start(format!(
-                "the daemon exited ({status}) before answering: {}",
-                stderr_tail(kiln)
-            )));
-        }
-        if Instant::now() >= deadline {
-            break Err(ClientError::Start(format!(
-                "the daemon did not answer within {START_TIMEOUT:?}: {}",
-                stderr_tail(kiln)
-            )));
-        }
-        tokio::time::sleep(pause).await;
-        // A refused connect costs one system call; answering soon after the daemon is
-        // ready is what the user waits for.
-        pause = (pause * 2).min(Duration::from_millis(10));
-    };
-    // Reap the child when it exits, without waiting for it here.
-    tokio::spawn(async move {
-        let _ = child.wait().await;
-    });
+    let child = spawn_daemon(kiln, opts)?;
+    let stderr = daemon_stderr(kiln);
+    let result = until_answered(child, "the daemon", &stderr, || Client::connect(kiln)).await;
     drop(lock);
     result
 }
@@ -161,6 +134,60 @@ fn remove_stale_socket(kiln: &Kiln) {
     }
 }
 
+/// Waits for `what`, just started as `child`, to answer (`connect`), until it exits or
+/// [`START_TIMEOUT`] passes; the child is reaped when it exits, without waiting here.
+pub(super) async fn until_answered<F, Fut>(
+    mut child: tokio::process::Child,
+    what: &str,
+    stderr: &std::path::Path,
+    mut connect: F,
+) -> Result<Client>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Client>>,
+{
+    let deadline = Instant::now() + START_TIMEOUT;
+    let mut pause = Duration::from_millis(2);
+    let result = loop {
+        match connect().await {
+            Ok(client) => break Ok(client),
+            Err(e @ ClientError::VersionMismatch { .. }) => break Err(e),
+            Err(_) => {}
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            break Err(ClientError::Start(format!(
+                "{what} exited ({status}) before answering: {}",
+                tail_of(stderr)
+            )));
+        }
+        if Instant::now() >= deadline {
+            break Err(ClientError::Start(format!(
+                "{what} did not answer within {START_TIMEOUT:?}: {}",
+                tail_of(stderr)
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        // A refused connect costs one system call; answering soon after the process is
+        // ready is what the user waits for.
+        pause = (pause * 2).min(Duration::from_millis(10));
+    };
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
+    result
+}
+
+/// The last lines of a started process's standard error, on one line.
+pub(super) fn tail_of(path: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(5).collect();
+    if tail.is_empty() {
+        "(no output)".into()
+    } else {
+        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+    }
+}
+
 fn daemon_stderr(kiln: &Kiln) -> PathBuf {
     kiln.log_dir().join("daemon.stderr")
 }
@@ -183,16 +210,6 @@ fn spawn_daemon(kiln: &Kiln, opts: &StartOptions) -> Result<tokio::process::Chil
         .process_group(0)
         .spawn()
         .map_err(|e| ClientError::Start(format!("cannot run {}: {e}", exe.display())))
-}
-
-fn stderr_tail(kiln: &Kiln) -> String {
-    let text = std::fs::read_to_string(daemon_stderr(kiln)).unwrap_or_default();
-    let tail: Vec<&str> = text.lines().rev().take(5).collect();
-    if tail.is_empty() {
-        "(no output)".into()
-    } else {
-        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-    }
 }
 
 /// Stops the kiln's daemon with SIGTERM and waits for it to go. Ok if none runs.

@@ -35,14 +35,7 @@ struct Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        if let Some(task) = self
-            .events
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            task.abort();
-        }
+        self.stop_events();
     }
 }
 
@@ -102,6 +95,18 @@ pub(super) async fn serve(hub: Arc<Hub>, stream: UnixStream) {
 }
 
 impl Conn {
+    /// Stops writing events to this client.
+    fn stop_events(&self) {
+        let task = self
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(task) = task {
+            task.abort();
+        }
+    }
+
     fn caller(&self) -> String {
         self.caller
             .lock()
@@ -176,14 +181,7 @@ impl Conn {
                 json!(m::Subscribed { subscribed: true })
             }
             Request::Unsubscribe(_) => {
-                if let Some(task) = self
-                    .events
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take()
-                {
-                    task.abort();
-                }
+                self.stop_events();
                 json!(m::Subscribed { subscribed: false })
             }
             Request::DaemonStatusOf(_) => json!(self.hub.status()),
@@ -244,10 +242,5 @@ impl Conn {
 async fn write_value(writer: &Writer, value: &Value) -> bool {
     let mut line = value.to_string();
     line.push('\n');
-    writer
-        .lock()
-        .await
-        .write_all(line.as_bytes())
-        .await
-        .is_ok()
+    writer.lock().await.write_all(line.as_bytes()).await.is_ok()
 }
