@@ -53,13 +53,10 @@ async fn one(
         .client_for(caller)
         .await
         .map_err(|e| unreached(member, &e))?;
-    let mut value = client
-        .call_value(name, params)
-        .await
-        .map_err(|e| match e {
-            ClientError::Rpc(e) => e,
-            other => unreached(member, &other),
-        })?;
+    let mut value = client.call_value(name, params).await.map_err(|e| match e {
+        ClientError::Rpc(e) => e,
+        other => unreached(member, &other),
+    })?;
     members.learn(member, &value);
     tag(&mut value, &member.name());
     Ok(value)
@@ -75,12 +72,7 @@ fn unreached(member: &Member, e: &ClientError) -> ErrorObject {
 /// The kiln a new session is started in: the one named, else the only one.
 fn chosen(members: &Members, which: Option<&str>) -> Result<Arc<Member>, ErrorObject> {
     let all = members.all();
-    let names = || {
-        all.iter()
-            .map(|m| m.name())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let names = || all.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ");
     match which {
         Some(which) => members.named(which).ok_or_else(|| {
             ErrorObject::invalid_params(format!("no kiln named {which:?}; the kilns: {}", names()))
@@ -237,7 +229,9 @@ fn order(name: &str, params: &Value, merged: &mut Map<String, Value>) {
         .and_then(Value::as_u64)
         .and_then(|l| usize::try_from(l).ok());
     let (key, by): (&str, fn(&Value, &Value) -> std::cmp::Ordering) = match name {
-        "inbox.list" => ("messages", |a, b| text(b, "timestamp").cmp(text(a, "timestamp"))),
+        "inbox.list" => ("messages", |a, b| {
+            text(b, "timestamp").cmp(text(a, "timestamp"))
+        }),
         "search" => ("hits", |a, b| {
             number(b, "score")
                 .partial_cmp(&number(a, "score"))

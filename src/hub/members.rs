@@ -95,9 +95,8 @@ impl Member {
             return Ok(Arc::clone(client));
         }
         let socket = self.entry().socket;
-        let client = Arc::new(
-            Client::connect_named(&socket, None, format!("{caller} via the hub")).await?,
-        );
+        let client =
+            Arc::new(Client::connect_named(&socket, None, format!("{caller} via the hub")).await?);
         callers.insert(caller.to_string(), Arc::clone(&client));
         Ok(client)
     }

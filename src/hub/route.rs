@@ -79,10 +79,10 @@ pub(super) fn way(request: &Request, params: &Value) -> Way {
         | R::ContextCheckpoint(_)
         | R::ContextRollback(_)
         | R::ContextReplaceTop(_)
-        | R::ContextSummarize(_) => session().map_or(
-            Way::No("the call names no session (`session_id`)"),
-            |id| Way::Session(id.to_string()),
-        ),
+        | R::ContextSummarize(_) => session()
+            .map_or(Way::No("the call names no session (`session_id`)"), |id| {
+                Way::Session(id.to_string())
+            }),
         R::SessionRegister(_)
         | R::SessionHeartbeat(_)
         | R::SessionDeregister(_)
@@ -92,9 +92,9 @@ pub(super) fn way(request: &Request, params: &Value) -> Way {
         R::SessionResolve(_) | R::CronRunNow(_) => {
             Way::No("this call is the kiln's own: make it to the kiln's daemon (`cru -C KILN …`)")
         }
-        R::DbQuery(_) | R::DbCheck(_) => {
-            Way::No("each kiln has its own database: ask the kiln's daemon (`cru -C KILN daemon …`)")
-        }
+        R::DbQuery(_) | R::DbCheck(_) => Way::No(
+            "each kiln has its own database: ask the kiln's daemon (`cru -C KILN daemon …`)",
+        ),
         R::WebPair(_) | R::WebDevicesOf(_) | R::WebRevoke(_) => {
             Way::No("each kiln's web view pairs its own devices: ask the kiln's daemon")
         }
@@ -132,10 +132,19 @@ mod tests {
             way_of("session.create", json!({"agent": "a", "kiln": "beta"})),
             Way::Named(Some("beta".into()))
         );
-        assert_eq!(way_of("handshake", json!({"protocol_version": 1})), Way::Own);
-        assert!(matches!(way_of("db.query", json!({"sql": "x"})), Way::No(_)));
+        assert_eq!(
+            way_of("handshake", json!({"protocol_version": 1})),
+            Way::Own
+        );
         assert!(matches!(
-            way_of("inbox.send", json!({"session_id": "s", "msg_type": "info", "title": "t"})),
+            way_of("db.query", json!({"sql": "x"})),
+            Way::No(_)
+        ));
+        assert!(matches!(
+            way_of(
+                "inbox.send",
+                json!({"session_id": "s", "msg_type": "info", "title": "t"})
+            ),
             Way::No(_)
         ));
     }

@@ -83,12 +83,18 @@ fn new_takes_the_kiln_to_start_in_before_the_task_only() {
     else {
         panic!("not parsed");
     };
-    assert_eq!((kiln.as_deref(), task.as_deref()), (Some("gamma"), Some("go")));
+    assert_eq!(
+        (kiln.as_deref(), task.as_deref()),
+        (Some("gamma"), Some("go"))
+    );
     // In the task, `--kiln` is words of the task.
     let Ok(SlashCommand::New { kiln, task, .. }) = parse("/new explain --kiln flags") else {
         panic!("not parsed");
     };
-    assert_eq!((kiln, task.as_deref()), (None, Some("explain --kiln flags")));
+    assert_eq!(
+        (kiln, task.as_deref()),
+        (None, Some("explain --kiln flags"))
+    );
     assert!(parse("/new --kiln").is_err());
 }
 

@@ -499,9 +499,7 @@ fn is_working(state: Option<SessionState>) -> bool {
 /// Grouped by kiln (across kilns), then oldest first: by start time, then by id (ULIDs
 /// sort by creation).
 fn sort_sessions(sessions: &mut [Session]) {
-    sessions.sort_by(|a, b| {
-        (&a.kiln, &a.started_at, &a.id).cmp(&(&b.kiln, &b.started_at, &b.id))
-    });
+    sessions.sort_by(|a, b| (&a.kiln, &a.started_at, &a.id).cmp(&(&b.kiln, &b.started_at, &b.id)));
 }
 
 /// The session whose waiting an event may change.

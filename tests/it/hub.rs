@@ -34,7 +34,10 @@ impl Drop for HubGuard {
 
 /// The hub's state in `daemon.status`: each kiln's component.
 async fn kiln_state(hub: &Client, name: &str) -> ComponentState {
-    let status = hub.call::<m::DaemonStatusOf>(&m::NoParams {}).await.unwrap();
+    let status = hub
+        .call::<m::DaemonStatusOf>(&m::NoParams {})
+        .await
+        .unwrap();
     status
         .components
         .iter()
@@ -50,7 +53,10 @@ async fn wait_kiln_state(hub: &Client, name: &str, want: ComponentState) {
         if state == want {
             return;
         }
-        assert!(Instant::now() < deadline, "kiln {name} stayed {state:?}, not {want:?}");
+        assert!(
+            Instant::now() < deadline,
+            "kiln {name} stayed {state:?}, not {want:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -66,8 +72,8 @@ async fn waiting_through(hub: &Client) -> Vec<(String, String)> {
         .call_value("inbox.list", serde_json::to_value(&params).unwrap())
         .await
         .unwrap();
-    let list: m::Messages = serde_json::from_value(raw.clone())
-        .unwrap_or_else(|e| panic!("{e}: {raw}"));
+    let list: m::Messages =
+        serde_json::from_value(raw.clone()).unwrap_or_else(|e| panic!("{e}: {raw}"));
     let mut seen: Vec<(String, String)> = list
         .messages
         .iter()
@@ -135,8 +141,10 @@ async fn the_hub_serves_three_kilns_as_one_and_outlives_a_killed_daemon() {
         .await
         .unwrap()
         .sessions;
-    let mut named: Vec<(Option<String>, String)> =
-        sessions.iter().map(|s| (s.kiln.clone(), s.id.clone())).collect();
+    let mut named: Vec<(Option<String>, String)> = sessions
+        .iter()
+        .map(|s| (s.kiln.clone(), s.id.clone()))
+        .collect();
     named.sort();
     let want: Vec<(Option<String>, String)> = ["alpha", "beta", "gamma"]
         .iter()
@@ -237,14 +245,19 @@ async fn the_hub_serves_three_kilns_as_one_and_outlives_a_killed_daemon() {
         bar.contains("alpha:") && bar.contains("beta:") && bar.contains("gamma:")
     });
     assert!(screen.contains("every kiln"), "{screen}");
-    assert!(screen.contains("alpha: "), "the inbox names the kiln:\n{screen}");
+    assert!(
+        screen.contains("alpha: "),
+        "the inbox names the kiln:\n{screen}"
+    );
     // Session [1] is alpha's (the bar is grouped by kiln): focused, its approval is
     // answered from the input.
     let (alpha_session, alpha_question) = asked[0].clone();
     let alpha = kilns[0].client().await;
     term.type_text("/goto 1");
     term.keys(&["Enter"]);
-    term.wait_for("alpha's session focused", |s| s.contains("prompt → [1] alpha · "));
+    term.wait_for("alpha's session focused", |s| {
+        s.contains("prompt → [1] alpha · ")
+    });
     term.type_text("/approve");
     term.keys(&["Enter"]);
     wait_state(&alpha, &alpha_session, SessionState::Complete).await;

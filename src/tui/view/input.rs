@@ -19,7 +19,11 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let target = model
         .focused_session()
         .map(|s| {
-            let kiln = s.kiln.as_deref().map(|k| format!("{k} · ")).unwrap_or_default();
+            let kiln = s
+                .kiln
+                .as_deref()
+                .map(|k| format!("{k} · "))
+                .unwrap_or_default();
             format!(
                 " prompt → [{}] {kiln}{} ",
                 model.number_of(&s.id).unwrap_or_default(),
