@@ -150,18 +150,27 @@ async fn a_bot_in_two_kilns_answers_each_message_once() {
     first.kill9();
     drop(beta_client);
     stop(&beta, &mut second).await;
-    let _second = bot_daemon(&beta, state.path()).await;
+    let mut second = bot_daemon(&beta, state.path()).await;
     let beta_client = Client::connect(&beta.kiln).await.unwrap();
     synced(&beta_client).await;
     assert_eq!(component(&beta_client, "matrix").await["state"], "on");
-    let claims: Value =
-        serde_json::from_slice(&std::fs::read(state.path().join("crucible/bots.json")).unwrap())
-            .unwrap();
-    assert_eq!(claims["bots"][0]["kiln"], "beta", "{claims}");
+    let held = claims(state.path());
+    assert_eq!(held["bots"][0]["kiln"], "beta", "{held}");
     assert_eq!(inbox_errors(&beta_client).await.len(), 1);
     alice.send_text(&room, "say now from beta").await;
     from_bot(&alice, &bot, &room, "now from beta").await;
     assert_eq!(room_sessions(&beta_client).await, 1);
+
+    // Stopped, its daemon gives the bot back.
+    drop(beta_client);
+    stop(&beta, &mut second).await;
+    let held = claims(state.path());
+    assert_eq!(held["bots"], json!([]), "{held}");
+}
+
+/// The person's bot claims.
+fn claims(state: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(state.join("crucible/bots.json")).unwrap()).unwrap()
 }
 
 /// The kiln's daemon refuses the bot with `named` in its words (its component, and once
