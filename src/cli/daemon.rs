@@ -36,6 +36,9 @@ enum DaemonAction {
     /// Rebuild the embedded database from every record it can still read and the
     /// journal; the damaged one is kept beside it. Stop the daemon first.
     Repair,
+    /// Relay the daemon's socket over standard input and output (for your hub on another
+    /// machine: `ssh HOST cru --kiln PATH daemon bridge`); starts the daemon if needed.
+    Bridge,
     /// Print a systemd user unit that keeps this kiln's daemon running (for cron jobs
     /// and webhooks): save it under ~/.config/systemd/user/ and enable it.
     Service,
@@ -58,6 +61,7 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         DaemonAction::Status { json } => status(&kiln, json).await,
+        DaemonAction::Bridge => super::bridge::run(&kiln).await,
         DaemonAction::Check { json } => {
             crate::logging::to_stderr();
             let check = match Client::connect(&kiln).await {

@@ -2,6 +2,7 @@
 
 mod agent;
 mod agents;
+mod bridge;
 mod cron;
 mod daemon;
 mod hub;

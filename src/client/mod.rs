@@ -17,7 +17,6 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::kiln::Kiln;
@@ -95,7 +94,7 @@ type Pending = std::sync::Mutex<HashMap<u64, oneshot::Sender<Response>>>;
 /// A handshaken connection to a daemon. Cheap to share behind an `Arc`; calls may be made
 /// concurrently.
 pub struct Client {
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    writer: tokio::sync::Mutex<Box<dyn tokio::io::AsyncWrite + Send + Unpin>>,
     pending: Arc<Pending>,
     next_id: AtomicU64,
     notifications: std::sync::Mutex<Option<mpsc::UnboundedReceiver<Notification>>>,
@@ -104,6 +103,8 @@ pub struct Client {
     /// The process at the other end of the socket, when the system says.
     peer: Option<u32>,
     answering: Arc<watch::Sender<Answering>>,
+    /// The process the connection runs through (`ssh … cru daemon bridge`), ended with it.
+    _through: Option<std::sync::Mutex<tokio::process::Child>>,
 }
 
 impl Drop for Client {
@@ -159,6 +160,30 @@ impl Client {
             .and_then(|pid| u32::try_from(pid).ok())
             .filter(|&pid| pid > 0);
         let (read, writer) = stream.into_split();
+        Self::handshaken(Box::new(read), Box::new(writer), peer, None, handle, name).await
+    }
+
+    /// Connects through `process`, a program that relays a daemon's socket over its
+    /// standard input and output (`ssh HOST cru daemon bridge`); the process ends with
+    /// the connection.
+    pub async fn through_process(mut process: tokio::process::Child, name: String) -> Result<Self> {
+        let (Some(read), Some(write)) = (process.stdout.take(), process.stdin.take()) else {
+            return Err(ClientError::Local(
+                "the relaying process has no standard input and output".into(),
+            ));
+        };
+        let through = Some(std::sync::Mutex::new(process));
+        Self::handshaken(Box::new(read), Box::new(write), None, through, None, name).await
+    }
+
+    async fn handshaken(
+        read: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+        writer: Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+        peer: Option<u32>,
+        through: Option<std::sync::Mutex<tokio::process::Child>>,
+        handle: Option<&Handle>,
+        name: String,
+    ) -> Result<Self> {
         let pending: Arc<Pending> = Arc::default();
         let (note_tx, note_rx) = mpsc::unbounded_channel();
         let answering = Arc::new(watch::Sender::new(Answering::Yes));
@@ -183,6 +208,7 @@ impl Client {
             reader,
             peer,
             answering,
+            _through: through,
         };
         let hello = HandshakeParams {
             protocol_version: PROTOCOL_VERSION,
@@ -307,7 +333,7 @@ impl Client {
 }
 
 async fn read_loop(
-    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut reader: BufReader<Box<dyn tokio::io::AsyncRead + Send + Unpin>>,
     pending: Arc<Pending>,
     notes: mpsc::UnboundedSender<Notification>,
     answering: Arc<watch::Sender<Answering>>,

@@ -12,6 +12,7 @@ mod builtin;
 mod channels;
 mod cron;
 mod drivers;
+mod hub;
 mod matrix;
 mod profiles;
 mod settings;
@@ -24,6 +25,7 @@ pub use builtin::{Finder, KNOWN, Known, ProfileEntry, ProfileError, ProfileSourc
 pub use channels::{ChannelError, ChannelsConfig, HttpConfig, NotifyConfig, RESET_PHRASES};
 pub use cron::CronJob;
 pub use drivers::{DriversConfig, DriversError};
+pub use hub::{HubConfig, HubSettingsError, RemoteKilns};
 pub use matrix::MatrixConfig;
 pub use profiles::{AgentKind, AgentProfile};
 pub use settings::{
@@ -129,6 +131,8 @@ pub struct Config {
     pub web: WebConfig,
     /// `[budget]`: what sessions may spend.
     pub budget: BudgetConfig,
+    /// `[hub]`: the person's hub (in their own settings): kilns on other machines.
+    pub hub: HubConfig,
 }
 
 /// `[kiln]`: this kiln as the person's other kilns see it.

@@ -34,6 +34,9 @@ pub enum InvalidSettings {
     /// `[budget]`.
     #[error(transparent)]
     Budget(#[from] BudgetSettingsError),
+    /// `[hub]`.
+    #[error(transparent)]
+    Hub(#[from] super::hub::HubSettingsError),
 }
 
 impl Config {
@@ -46,6 +49,7 @@ impl Config {
         self.web.validate()?;
         self.check_fallbacks()?;
         self.budget.validate()?;
+        self.hub.validate()?;
         self.check_channels()?;
         if self.store.cache_mb == 0 || self.store.write_buffer_mb == 0 {
             return Err(InvalidSettings::Value(

@@ -15,6 +15,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, broadcast, watch};
 
 use crate::client::{Client, ClientError, StartOptions, connect_or_start};
+use crate::config::RemoteKilns;
 use crate::kilns::{KilnEntry, KilnState, Registry};
 use crate::protocol::{Notification, Topic};
 
@@ -23,6 +24,8 @@ const FIRST_DELAY: Duration = Duration::from_millis(250);
 const MAX_DELAY: Duration = Duration::from_secs(5);
 /// How many times a lost daemon is tried before its kiln rests.
 const TRIES: u32 = 10;
+/// The longest wait between two tries of a kiln on another machine, which never rests.
+const MAX_REMOTE_DELAY: Duration = Duration::from_secs(30);
 /// How long a call waits for a kiln's daemon it started to be reached.
 const REACH_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -54,8 +57,19 @@ impl Reach {
     }
 }
 
+/// How the hub reaches a kiln.
+#[derive(Debug, Clone)]
+enum Road {
+    /// A kiln of this machine, by its daemon's socket.
+    Local,
+    /// A kiln on another machine, through the person's ssh and `cru daemon bridge`
+    /// there.
+    Ssh(RemoteKilns),
+}
+
 /// One kiln the hub reaches.
 pub(super) struct Member {
+    road: Road,
     entry: Mutex<KilnEntry>,
     link: watch::Sender<Option<Arc<Client>>>,
     reach: Mutex<Reach>,
@@ -81,6 +95,64 @@ impl Member {
         lock(&self.reach).clone()
     }
 
+    /// What tells this kiln apart from every other the hub reaches: its folder here, or
+    /// `ssh://DESTINATION/FOLDER`.
+    pub(super) fn key(&self) -> String {
+        let path = self.entry().path;
+        match &self.road {
+            Road::Local => path.display().to_string(),
+            Road::Ssh(remote) => format!("ssh://{}{}", remote.ssh, path.display()),
+        }
+    }
+
+    /// The machine it is on, when it is not this one.
+    pub(super) fn host(&self) -> Option<&str> {
+        match &self.road {
+            Road::Local => None,
+            Road::Ssh(remote) => Some(remote.host()),
+        }
+    }
+
+    /// Whether its daemon is worth trying now: a local one that runs; a remote one
+    /// always (only trying tells).
+    fn running(&self) -> bool {
+        match &self.road {
+            Road::Local => matches!(self.entry().state(), KilnState::Running { .. }),
+            Road::Ssh(_) => true,
+        }
+    }
+
+    /// A new connection to its daemon, named `name` there.
+    async fn connect(&self, name: String) -> Result<Client, ClientError> {
+        let entry = self.entry();
+        match &self.road {
+            Road::Local => {
+                owned_by_me(&entry.socket)?;
+                Client::connect_named(&entry.socket, None, name).await
+            }
+            Road::Ssh(remote) => {
+                let bridge = format!(
+                    "{} --kiln {} daemon bridge",
+                    remote.cru,
+                    quoted(&entry.path.display().to_string())
+                );
+                let process = tokio::process::Command::new("ssh")
+                    .args(&remote.ssh_args)
+                    .args(["-o", "BatchMode=yes", "-T"])
+                    .arg(&remote.ssh)
+                    .arg("--")
+                    .arg(bridge)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::null())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .map_err(|e| ClientError::Local(format!("cannot run ssh: {e}")))?;
+                Client::through_process(process, name).await
+            }
+        }
+    }
+
     /// The connection to its daemon, if it is reached now.
     pub(super) fn connected(&self) -> Option<Arc<Client>> {
         self.link.borrow().clone()
@@ -94,9 +166,7 @@ impl Member {
         if let Some(client) = callers.get(caller) {
             return Ok(Arc::clone(client));
         }
-        let socket = self.entry().socket;
-        let client =
-            Arc::new(Client::connect_named(&socket, None, format!("{caller} via the hub")).await?);
+        let client = Arc::new(self.connect(format!("{caller} via the hub")).await?);
         callers.insert(caller.to_string(), Arc::clone(&client));
         Ok(client)
     }
@@ -106,9 +176,8 @@ impl Member {
         if self.connected().is_some() {
             return Ok(());
         }
-        let kiln = self.entry().kiln();
-        if !matches!(self.entry().state(), KilnState::Running { .. }) {
-            connect_or_start(&kiln, &StartOptions::default()).await?;
+        if matches!(self.road, Road::Local) && !self.running() {
+            connect_or_start(&self.entry().kiln(), &StartOptions::default()).await?;
         }
         self.wake.notify_one();
         let mut link = self.link.subscribe();
@@ -141,11 +210,11 @@ impl Member {
     async fn keep(self: Arc<Self>, members: Arc<Members>) {
         let mut delay = FIRST_DELAY;
         let mut tries = 0;
+        let remote = matches!(self.road, Road::Ssh(_));
         loop {
-            let entry = self.entry();
-            let running = matches!(entry.state(), KilnState::Running { .. });
+            let running = self.running();
             if running {
-                match subscribed(&entry.socket).await {
+                match self.subscribed().await {
                     Ok((client, notes)) => {
                         delay = FIRST_DELAY;
                         tries = 0;
@@ -153,20 +222,21 @@ impl Member {
                         continue;
                     }
                     Err(e) => {
-                        tracing::debug!(kiln = %entry.name, "not reached: {e}");
+                        tracing::debug!(kiln = %self.name(), "not reached: {e}");
                         if self.reach() != Reach::Resting || tries > 0 {
                             self.set_reach(Reach::Lost(e.to_string()), &members);
                         }
                     }
                 }
             }
-            if running && tries < TRIES {
+            if running && (remote || tries < TRIES) {
                 tries += 1;
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
                     () = self.wake.notified() => {}
                 }
-                delay = (delay * 2).min(MAX_DELAY);
+                let most = if remote { MAX_REMOTE_DELAY } else { MAX_DELAY };
+                delay = (delay * 2).min(most);
                 continue;
             }
             self.set_reach(Reach::Resting, &members);
@@ -201,26 +271,49 @@ impl Member {
     }
 }
 
-/// A connection named `hub`, subscribed to every event.
-async fn subscribed(
-    socket: &Path,
-) -> Result<
-    (
-        Arc<Client>,
-        tokio::sync::mpsc::UnboundedReceiver<Notification>,
-    ),
-    ClientError,
-> {
-    let client = Client::connect_named(socket, None, "hub".into()).await?;
-    let notes = client.subscribe(None).await?;
-    Ok((Arc::new(client), notes))
+type Subscribed = (
+    Arc<Client>,
+    tokio::sync::mpsc::UnboundedReceiver<Notification>,
+);
+
+impl Member {
+    /// A connection named `hub`, subscribed to every event.
+    async fn subscribed(&self) -> Result<Subscribed, ClientError> {
+        let client = self.connect("hub".into()).await?;
+        let notes = client.subscribe(None).await?;
+        Ok((Arc::new(client), notes))
+    }
+}
+
+/// Refuses a socket another user owns: the hub talks only to the person's own daemons.
+fn owned_by_me(socket: &Path) -> Result<(), ClientError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(socket) else {
+        return Ok(()); // connecting says what is missing
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() == me {
+        Ok(())
+    } else {
+        Err(ClientError::Local(format!(
+            "{} belongs to another user (uid {}): not reached",
+            socket.display(),
+            meta.uid()
+        )))
+    }
+}
+
+/// `text` as one word for the remote shell.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 /// Which kiln holds which session and message: how calls naming one are routed.
 #[derive(Default)]
 struct Index {
-    sessions: HashMap<String, PathBuf>,
-    messages: HashMap<String, PathBuf>,
+    sessions: HashMap<String, String>,
+    messages: HashMap<String, String>,
 }
 
 /// Every kiln the hub reaches, and the events they send.
@@ -270,29 +363,63 @@ impl Members {
         };
         let mut members = lock(&self.members);
         members.retain(|(m, task)| {
-            let kept = entries.iter().any(|e| e.path == m.entry().path);
+            let kept = m.host().is_some() || entries.iter().any(|e| e.path == m.entry().path);
             if !kept {
                 task.abort();
             }
             kept
         });
         for entry in entries {
-            if let Some((member, _)) = members.iter().find(|(m, _)| m.entry().path == entry.path) {
+            let same = |m: &Arc<Member>| m.host().is_none() && m.entry().path == entry.path;
+            if let Some((member, _)) = members.iter().find(|(m, _)| same(m)) {
                 *lock(&member.entry) = entry;
                 member.wake.notify_one();
                 continue;
             }
-            let member = Arc::new(Member {
-                entry: Mutex::new(entry),
-                link: watch::channel(None).0,
-                reach: Mutex::new(Reach::Resting),
-                wake: Notify::new(),
-                callers: tokio::sync::Mutex::default(),
-            });
-            let task = tokio::spawn(Arc::clone(&member).keep(Arc::clone(self)));
-            members.push((member, task));
+            members.push(self.start(Road::Local, entry));
         }
         members.sort_by_key(|(m, _)| m.name());
+    }
+
+    /// Reaches the kilns of other machines the person's settings name, named by their
+    /// folder and host (`api@build`).
+    pub(super) fn add_remotes(self: &Arc<Self>, remotes: &[RemoteKilns]) {
+        let mut members = lock(&self.members);
+        for remote in remotes {
+            for path in &remote.kilns {
+                let path = PathBuf::from(path);
+                let folder = path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |n| n.to_string_lossy().into(),
+                );
+                let entry = KilnEntry {
+                    name: format!("{folder}@{}", remote.host()),
+                    path,
+                    socket: PathBuf::new(),
+                    pid: 0,
+                    started_at: String::new(),
+                };
+                members.push(self.start(Road::Ssh(remote.clone()), entry));
+            }
+        }
+        members.sort_by_key(|(m, _)| m.name());
+    }
+
+    fn start(
+        self: &Arc<Self>,
+        road: Road,
+        entry: KilnEntry,
+    ) -> (Arc<Member>, tokio::task::JoinHandle<()>) {
+        let member = Arc::new(Member {
+            road,
+            entry: Mutex::new(entry),
+            link: watch::channel(None).0,
+            reach: Mutex::new(Reach::Resting),
+            wake: Notify::new(),
+            callers: tokio::sync::Mutex::default(),
+        });
+        let task = tokio::spawn(Arc::clone(&member).keep(Arc::clone(self)));
+        (member, task)
     }
 
     /// The member named `which` (its name, or its folder's path).
@@ -305,26 +432,26 @@ impl Members {
         by_path.or_else(|| all.into_iter().find(|m| m.name() == which))
     }
 
-    fn at(&self, path: &Path) -> Option<Arc<Member>> {
-        self.all().into_iter().find(|m| m.entry().path == path)
+    fn at(&self, key: &str) -> Option<Arc<Member>> {
+        self.all().into_iter().find(|m| m.key() == key)
     }
 
     /// The kiln known to hold session `id`.
     pub(super) fn holding_session(&self, id: &str) -> Option<Arc<Member>> {
-        let path = lock(&self.index).sessions.get(id).cloned()?;
-        self.at(&path)
+        let key = lock(&self.index).sessions.get(id).cloned()?;
+        self.at(&key)
     }
 
     /// The kiln known to hold message `id`.
     pub(super) fn holding_message(&self, id: &str) -> Option<Arc<Member>> {
-        let path = lock(&self.index).messages.get(id).cloned()?;
-        self.at(&path)
+        let key = lock(&self.index).messages.get(id).cloned()?;
+        self.at(&key)
     }
 
     /// Remembers which kiln holds what an answer from `member` shows: its sessions and
     /// messages, wherever they are in it.
     pub(super) fn learn(&self, member: &Member, value: &Value) {
-        let path = member.entry().path;
+        let held_by = member.key();
         let mut index = lock(&self.index);
         visit(value, &mut |key, object| {
             let Some(id) = object.get("id").and_then(Value::as_str) else {
@@ -332,10 +459,10 @@ impl Members {
             };
             match key {
                 "session" | "sessions" => {
-                    index.sessions.insert(id.to_string(), path.clone());
+                    index.sessions.insert(id.to_string(), held_by.clone());
                 }
                 "message" | "messages" => {
-                    index.messages.insert(id.to_string(), path.clone());
+                    index.messages.insert(id.to_string(), held_by.clone());
                 }
                 _ => {}
             }
@@ -352,14 +479,14 @@ impl Members {
                 _ => None,
             };
             if let (Some(key), Some(id)) = (key, params.get("id").and_then(Value::as_str)) {
-                let path = member.entry().path;
+                let held_by = member.key();
                 let mut index = lock(&self.index);
                 let map = if key == "session" {
                     &mut index.sessions
                 } else {
                     &mut index.messages
                 };
-                map.insert(id.to_string(), path);
+                map.insert(id.to_string(), held_by);
             }
             params.insert("kiln".into(), member.name().into());
         }
@@ -385,6 +512,7 @@ impl Members {
         let mut params = serde_json::json!({
             "kiln": entry.name,
             "path": entry.path.display().to_string(),
+            "host": member.host(),
             "state": reach.word(),
         });
         if let Reach::Lost(why) = &reach {

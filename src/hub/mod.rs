@@ -76,7 +76,12 @@ impl Hub {
                         Reach::Resting => ComponentState::Off,
                         Reach::Lost(_) => ComponentState::Failing,
                     },
-                    detail: format!("{} ({})", entry.path.display(), reach.word()),
+                    detail: match member.host() {
+                        Some(host) => {
+                            format!("{} on {host} ({})", entry.path.display(), reach.word())
+                        }
+                        None => format!("{} ({})", entry.path.display(), reach.word()),
+                    },
                     error: match reach {
                         Reach::Lost(why) => Some(why),
                         _ => None,
@@ -160,6 +165,12 @@ pub async fn run() -> Result<(), HubError> {
         .map_err(io("cannot make the hub's socket owner-only"))?;
     let members = Members::new(registry);
     members.refresh();
+    // Kilns on other machines, from the person's settings (a folder of the hub's own has
+    // no settings file: only the person's are read).
+    match crate::config::Config::load(&crate::kiln::Kiln::new(place.dir()).settings_path()) {
+        Ok(config) => members.add_remotes(&config.hub.remotes),
+        Err(e) => tracing::warn!("the person's settings do not load, no remote kilns: {e}"),
+    }
     let _watcher = watch_registry(&members)
         .inspect_err(|e| tracing::warn!("the registry is not watched: {e}"))
         .ok();

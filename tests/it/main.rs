@@ -24,6 +24,7 @@ mod failures;
 mod full_disk;
 mod hardening;
 mod hub;
+mod hub_remote;
 mod kilns;
 mod kilns_cli;
 mod land;

@@ -15,7 +15,7 @@ const SSHD: &str = "/usr/sbin/sshd";
 
 /// An sshd on a free loopback port, and the client config that reaches it as
 /// `crucible-remote`.
-struct Sshd {
+pub(crate) struct Sshd {
     _dir: tempfile::TempDir,
     dir: PathBuf,
     child: Child,
@@ -59,7 +59,7 @@ fn keygen(path: &Path) {
 }
 
 impl Sshd {
-    fn start() -> Option<Sshd> {
+    pub(crate) fn start() -> Option<Sshd> {
         if !Path::new(SSHD).exists() {
             eprintln!("NOT RUN: no {SSHD} (install openssh-server)");
             return None;
@@ -132,12 +132,12 @@ impl Sshd {
         }
     }
 
-    fn config(&self) -> PathBuf {
+    pub(crate) fn config(&self) -> PathBuf {
         self.dir.join("ssh_config")
     }
 
     /// Ends every connection it serves (the listener stays).
-    fn cut_connections(&self) {
+    pub(crate) fn cut_connections(&self) {
         for pid in children(self.child.id()) {
             let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
         }

@@ -1,0 +1,161 @@
+//! A kiln on another machine, reached by the hub over the person's own ssh: an OpenSSH
+//! server on 127.0.0.1 (as the ssh driver's tests run it) stands for the other machine,
+//! and `[[hub.remotes]]` in the person's settings names the kiln there. Nothing listens
+//! there but the kiln's own daemon socket, relayed by `cru daemon bridge` over ssh's
+//! standard input and output. The kiln is listed with its host, its question answered
+//! through the hub, and a cut connection is shown and made again.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crucible::client::Client;
+use crucible::protocol::methods as m;
+use crucible::protocol::{
+    ComponentState, ComponentStatus, InboxMessage, ListParams, MsgType, RespondParams,
+    SessionIdParams, SessionState,
+};
+
+use crate::common::*;
+use crate::sessions::{agent_kiln, create, wait_message_where, wait_state};
+use crate::ssh::Sshd;
+
+/// The remote kiln's row in the hub's status.
+async fn remote_row(hub: &Client) -> Option<ComponentStatus> {
+    let status = hub.call::<m::DaemonStatusOf>(&m::NoParams {}).await.ok()?;
+    status
+        .components
+        .into_iter()
+        .find(|c| c.name.ends_with("@crucible-remote"))
+}
+
+async fn wait_remote(hub: &Client, what: &str, check: impl Fn(&ComponentStatus) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let row = remote_row(hub).await;
+        if row.as_ref().is_some_and(&check) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {row:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_kiln_on_another_machine_is_reached_over_ssh_and_answered_through_the_hub() {
+    let Some(sshd) = Sshd::start() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join("state");
+    let config = home.path().join("config");
+    // "Over there": the kiln and its daemon keep their own registry, so this machine's
+    // hub knows the kiln only from the settings, as a remote one.
+    let there = home.path().join("remote-state");
+    let tk = agent_kiln("[kiln]\nname = \"faraway\"\n");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let mut daemon = Command::new(CRU);
+    daemon.env("XDG_STATE_HOME", &there).stderr(Stdio::piped());
+    let _daemon = tk.run_daemon(daemon).await;
+    let direct = tk.client().await;
+    let s = create(
+        &direct,
+        "scripted",
+        Some("permit p1 Deploy faraway\nwrite far.txt yes\nsay done"),
+    )
+    .await;
+    let asked: InboxMessage = wait_message_where(&direct, &s.id, "the approval", |m| {
+        m.msg_type == MsgType::ApprovalRequired && !m.responded
+    })
+    .await;
+
+    std::fs::create_dir_all(config.join("crucible")).unwrap();
+    std::fs::write(
+        config.join("crucible/config.toml"),
+        format!(
+            "[[hub.remotes]]\nssh = \"crucible-remote\"\nssh_args = [\"-F\", \"{ssh}\"]\n\
+             kilns = [\"{kiln}\"]\ncru = \"env XDG_STATE_HOME={there} {cru}\"\n",
+            ssh = sshd.config().display(),
+            kiln = tk.root().display(),
+            there = there.display(),
+            cru = CRU,
+        ),
+    )
+    .unwrap();
+    let mut status = Command::new(CRU);
+    status
+        .current_dir(home.path())
+        .args(["hub", "status"])
+        .env("XDG_STATE_HOME", &state)
+        .env("XDG_CONFIG_HOME", &config)
+        .env_remove("CRU_KILN")
+        .env("CRU_DAEMON_EXE", CRU);
+    let out = run_bounded(status, "cru hub status");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let hub = Client::connect_at(&state.join("crucible/hub.sock"), None)
+        .await
+        .unwrap();
+    let _stop = HubStop(state.clone());
+    wait_remote(&hub, "the remote kiln reached", |row| {
+        row.state == ComponentState::On && row.detail.contains("on crucible-remote")
+    })
+    .await;
+
+    // Its question is listed named with its host, and answered through the hub.
+    let list = hub
+        .call::<m::InboxList>(&ListParams {
+            unread_only: false,
+            limit: Some(50),
+            session_id: None,
+        })
+        .await
+        .unwrap();
+    let listed = list
+        .messages
+        .iter()
+        .find(|m| m.id == asked.id)
+        .expect("the remote kiln's question through the hub");
+    let name = listed.kiln.clone().expect("named with its kiln");
+    assert!(name.ends_with("@crucible-remote"), "{name}");
+    let answered = hub
+        .call::<m::InboxRespond>(&RespondParams {
+            id: asked.id.clone(),
+            response: "approve".into(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        answered
+            .message
+            .answered_by
+            .as_deref()
+            .is_some_and(|by| by.contains("via the hub")),
+        "{:?}",
+        answered.message.answered_by
+    );
+    wait_state(&direct, &s.id, SessionState::Complete).await;
+
+    // The connection is cut: shown, and made again.
+    sshd.cut_connections();
+    wait_remote(&hub, "the cut shown", |row| row.state != ComponentState::On).await;
+    wait_remote(&hub, "the remote kiln reached again", |row| {
+        row.state == ComponentState::On
+    })
+    .await;
+    let again = hub
+        .call::<m::SessionGet>(&SessionIdParams {
+            session_id: s.id.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.session.kiln.as_deref(), Some(name.as_str()));
+    assert_eq!(again.session.state, Some(SessionState::Complete));
+}
+
+/// Stops the test's hub when the test ends, however it ends.
+struct HubStop(std::path::PathBuf);
+
+impl Drop for HubStop {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.0.join("crucible/hub.pid")) {
+            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+        }
+    }
+}
