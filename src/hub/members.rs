@@ -14,9 +14,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::{Notify, broadcast, watch};
 
+use super::road::Road;
 use crate::client::{Client, ClientError, StartOptions, connect_or_start};
 use crate::config::RemoteKilns;
-use crate::kilns::{KilnEntry, KilnState, Registry};
+use crate::kilns::{KilnEntry, Registry};
 use crate::protocol::{Notification, Topic};
 
 /// The first wait before reaching a daemon again, doubled up to [`MAX_DELAY`].
@@ -57,16 +58,6 @@ impl Reach {
     }
 }
 
-/// How the hub reaches a kiln.
-#[derive(Debug, Clone)]
-enum Road {
-    /// A kiln of this machine, by its daemon's socket.
-    Local,
-    /// A kiln on another machine, through the person's ssh and `cru daemon bridge`
-    /// there.
-    Ssh(RemoteKilns),
-}
-
 /// One kiln the hub reaches.
 pub(super) struct Member {
     road: Road,
@@ -95,67 +86,28 @@ impl Member {
         lock(&self.reach).clone()
     }
 
-    /// What tells this kiln apart from every other the hub reaches: its folder here, or
-    /// `ssh://DESTINATION/FOLDER`.
+    /// The connection to its daemon, if it is reached now.
+    pub(super) fn connected(&self) -> Option<Arc<Client>> {
+        self.link.borrow().clone()
+    }
+
+    /// What tells this kiln apart from every other the hub reaches.
     pub(super) fn key(&self) -> String {
-        let path = self.entry().path;
-        match &self.road {
-            Road::Local => path.display().to_string(),
-            Road::Ssh(remote) => format!("ssh://{}{}", remote.ssh, path.display()),
-        }
+        self.road.key(&self.entry())
     }
 
     /// The machine it is on, when it is not this one.
     pub(super) fn host(&self) -> Option<&str> {
-        match &self.road {
-            Road::Local => None,
-            Road::Ssh(remote) => Some(remote.host()),
-        }
+        self.road.host()
     }
 
-    /// Whether its daemon is worth trying now: a local one that runs; a remote one
-    /// always (only trying tells).
     fn running(&self) -> bool {
-        match &self.road {
-            Road::Local => matches!(self.entry().state(), KilnState::Running { .. }),
-            Road::Ssh(_) => true,
-        }
+        self.road.running(&self.entry())
     }
 
     /// A new connection to its daemon, named `name` there.
     async fn connect(&self, name: String) -> Result<Client, ClientError> {
-        let entry = self.entry();
-        match &self.road {
-            Road::Local => {
-                owned_by_me(&entry.socket)?;
-                Client::connect_named(&entry.socket, None, name).await
-            }
-            Road::Ssh(remote) => {
-                let bridge = format!(
-                    "{} --kiln {} daemon bridge",
-                    remote.cru,
-                    quoted(&entry.path.display().to_string())
-                );
-                let process = tokio::process::Command::new("ssh")
-                    .args(&remote.ssh_args)
-                    .args(["-o", "BatchMode=yes", "-T"])
-                    .arg(&remote.ssh)
-                    .arg("--")
-                    .arg(bridge)
-                    .stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::null())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .map_err(|e| ClientError::Local(format!("cannot run ssh: {e}")))?;
-                Client::through_process(process, name).await
-            }
-        }
-    }
-
-    /// The connection to its daemon, if it is reached now.
-    pub(super) fn connected(&self) -> Option<Arc<Client>> {
-        self.link.borrow().clone()
+        self.road.connect(&self.entry(), name).await
     }
 
     /// A connection for `caller`'s calls: named `{caller} via the hub` at the daemon.
@@ -176,7 +128,7 @@ impl Member {
         if self.connected().is_some() {
             return Ok(());
         }
-        if matches!(self.road, Road::Local) && !self.running() {
+        if self.road.is_local() && !self.running() {
             connect_or_start(&self.entry().kiln(), &StartOptions::default()).await?;
         }
         self.wake.notify_one();
@@ -210,7 +162,7 @@ impl Member {
     async fn keep(self: Arc<Self>, members: Arc<Members>) {
         let mut delay = FIRST_DELAY;
         let mut tries = 0;
-        let remote = matches!(self.road, Road::Ssh(_));
+        let remote = !self.road.is_local();
         loop {
             let running = self.running();
             if running {
@@ -283,30 +235,6 @@ impl Member {
         let notes = client.subscribe(None).await?;
         Ok((Arc::new(client), notes))
     }
-}
-
-/// Refuses a socket another user owns: the hub talks only to the person's own daemons.
-fn owned_by_me(socket: &Path) -> Result<(), ClientError> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::metadata(socket) else {
-        return Ok(()); // connecting says what is missing
-    };
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() == me {
-        Ok(())
-    } else {
-        Err(ClientError::Local(format!(
-            "{} belongs to another user (uid {}): not reached",
-            socket.display(),
-            meta.uid()
-        )))
-    }
-}
-
-/// `text` as one word for the remote shell.
-fn quoted(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 /// Which kiln holds which session and message: how calls naming one are routed.

@@ -11,6 +11,7 @@
 mod answer;
 mod conn;
 mod members;
+mod road;
 mod route;
 
 use std::fs::{File, OpenOptions};
