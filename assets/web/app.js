@@ -619,7 +619,7 @@
     if (m.rule && isAllow(m, option, idx) &&
         !confirm('Approve this operation?\n\n' + (m.operation || m.title))) return;
     for (const b of el.querySelectorAll('button')) b.disabled = true;
-    const r = await quiet(call('inbox.respond', { id, response: option }));
+    const r = await quiet(call('inbox.respond', { id, response: option, asked: m.digest }));
     if (r && r.message) {
       st.messages.set(r.message.id, r.message);
       renderInbox();

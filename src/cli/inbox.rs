@@ -184,6 +184,7 @@ async fn respond(kiln: &Kiln, id: String, answer: String, json: bool) -> anyhow:
     let params = RespondParams {
         id,
         response: answer,
+        asked: None,
     };
     let (one, elsewhere) = respond_anywhere(kiln, &params).await?;
     if json {

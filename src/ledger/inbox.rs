@@ -59,6 +59,7 @@ impl Ledger {
         }
         let message = InboxMessage {
             kiln: None,
+            digest: None,
             id: self.next_id(),
             session_id: session.id,
             session_name: session.display_name,
@@ -78,6 +79,10 @@ impl Ledger {
             withdrawn: false,
             answered_by: None,
             purpose,
+        };
+        let message = InboxMessage {
+            digest: Some(message.asked()),
+            ..message
         };
         let (ack, done) = oneshot::channel();
         self.sends

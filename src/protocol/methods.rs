@@ -367,7 +367,7 @@ methods! {
     InboxMarkRead = "inbox.mark_read", Owner, InOrder, Local, ["ids"], IdsParams => Updated,
         web: Change, doing: "marking read";
     /// The human's answer to an inbox message, delivered to the session that asked.
-    InboxRespond = "inbox.respond", Owner("an agent may not answer inbox messages: answers come from a human"), InOrder, Local, ["id", "response"], RespondParams => MessageReply,
+    InboxRespond = "inbox.respond", Owner("an agent may not answer inbox messages: answers come from a human"), InOrder, Local, ["id", "response", "asked"], RespondParams => MessageReply,
         web: Change, doing: "answering";
     /// Waits until an inbox message is answered.
     InboxWait = "inbox.wait", Session, Apart, Local, ["id", "timeout_secs"], WaitParams => MessageReply;

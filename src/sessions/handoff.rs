@@ -171,6 +171,7 @@ mod tests {
         };
         let open = InboxMessage {
             kiln: None,
+            digest: None,
             id: "m1".into(),
             session_id: "s1".into(),
             session_name: "s1".into(),

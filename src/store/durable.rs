@@ -354,6 +354,7 @@ mod tests {
     fn message(id: &str) -> InboxMessage {
         InboxMessage {
             kiln: None,
+            digest: None,
             id: id.into(),
             session_id: "s1".into(),
             session_name: "feat/one".into(),

@@ -11,7 +11,7 @@ use crate::protocol::InboxMessage;
 
 const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, timestamp, \
      msg_type, title, body, options, option_kinds, rule, operation, read, responded, response, \
-     withdrawn, answered_by, purpose";
+     withdrawn, answered_by, purpose, digest";
 
 impl Store {
     /// Stores several messages in one statement (one transaction): all of them or none.

@@ -74,6 +74,7 @@ mod tests {
     fn message(id: &str, purpose: Option<Purpose>) -> InboxMessage {
         InboxMessage {
             kiln: None,
+            digest: None,
             id: id.into(),
             session_id: "s".into(),
             session_name: "s".into(),

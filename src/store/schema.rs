@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 19;
+pub const SCHEMA_VERSION: i64 = 20;
 
 /// Every table crucible keeps, in the order a rebuild writes them.
 pub const TABLES: &[&str] = &[
@@ -235,6 +235,11 @@ pub const MIGRATIONS: &[&str] = &[
     DEFINE FIELD IF NOT EXISTS seq ON context_entries TYPE int;
     DEFINE FIELD IF NOT EXISTS entry ON context_entries TYPE string;
     DEFINE FIELD IF NOT EXISTS on_stack ON context_stacks TYPE option<array<array<int>>>;
+    "#,
+    // v20: a question's digest (what was asked: its kind, words and choices), which an
+    // answer may name so that it answers only the question its sender was shown.
+    r#"
+    DEFINE FIELD IF NOT EXISTS digest ON inbox_messages TYPE option<string>;
     "#,
 ];
 

@@ -18,6 +18,7 @@ fn entry(session: &str, seq: u64, text: &str) -> TranscriptEntry {
 fn message(id: &str, title: &str, body: &str) -> InboxMessage {
     InboxMessage {
         kiln: None,
+        digest: None,
         id: id.into(),
         session_id: "s2".into(),
         session_name: "feat/two".into(),

@@ -105,6 +105,7 @@ impl Model {
             let why = response_for(message, Choice::Text(response)).err();
             return self.refuse(why.map(|e| e.to_string()).unwrap_or_default());
         }
+        let asked = message.digest.clone();
         self.flash = Some(Flash::info(format!(
             "answered \"{}\": {response}",
             message.title
@@ -114,6 +115,8 @@ impl Model {
             crate::protocol::methods::Request::InboxRespond(crate::protocol::RespondParams {
                 id: message_id.to_string(),
                 response,
+                // What the screen showed: an answer to another question is refused.
+                asked,
             }),
         )]
     }

@@ -252,7 +252,7 @@ fn an_opened_approval_a_rule_asked_for_is_never_approved_by_typing() {
         let actions = type_line(&mut model, line);
         for answer in answers(&actions) {
             assert!(
-                matches!(answer, Action::Call(Request::InboxRespond(RespondParams { id: message_id, response }))
+                matches!(answer, Action::Call(Request::InboxRespond(RespondParams { id: message_id, response, .. }))
                     if *message_id == flagged_id && response == "Deny"),
                 "typing {line:?} on the opened approval gave {answer:?}"
             );
@@ -327,7 +327,8 @@ fn an_approval_a_rule_asked_for_is_approved_only_after_y_on_its_operation() {
         model.handle_key(key(KeyCode::Char('y'))),
         vec![Action::Call(Request::InboxRespond(RespondParams {
             id: flagged_id.clone(),
-            response: "Allow".into()
+            response: "Allow".into(),
+            asked: None
         }))]
     );
     // A digit that picks the allowing option asks too; Esc leaves it waiting.
@@ -353,7 +354,8 @@ fn an_approval_a_rule_asked_for_is_approved_only_after_y_on_its_operation() {
         type_line(&mut model, "/deny"),
         vec![Action::Call(Request::InboxRespond(RespondParams {
             id: flagged_id,
-            response: "Deny".into()
+            response: "Deny".into(),
+            asked: None
         }))]
     );
 }
@@ -369,7 +371,8 @@ fn an_agents_own_approval_is_answered_from_the_opened_message() {
         model.handle_key(key(KeyCode::Char('a'))),
         vec![Action::Call(Request::InboxRespond(RespondParams {
             id: plain_id,
-            response: "Allow".into()
+            response: "Allow".into(),
+            asked: None
         }))]
     );
 }

@@ -47,6 +47,7 @@ pub fn message(
 ) -> InboxMessage {
     InboxMessage {
         kiln: None,
+        digest: None,
         id: format!("01JM{n:022}"),
         session_id: session.id.clone(),
         session_name: session.display_name.clone(),

@@ -320,7 +320,8 @@ fn the_inbox_pane_opens_and_answers_approvals() {
         model.handle_key(key(KeyCode::Char('a'))),
         vec![Action::Call(Request::InboxRespond(RespondParams {
             id: approval.id.clone(),
-            response: "Allow".into()
+            response: "Allow".into(),
+            asked: None
         }))]
     );
     assert!(model.inbox().opened().is_none(), "answering closes it");
@@ -337,7 +338,8 @@ fn the_inbox_pane_opens_and_answers_approvals() {
         model.handle_key(key(KeyCode::Char('2'))),
         vec![Action::Call(Request::InboxRespond(RespondParams {
             id: decision.id,
-            response: "Session cookies".into()
+            response: "Session cookies".into(),
+            asked: None
         }))]
     );
     model.handle_key(key(KeyCode::Esc));
@@ -356,7 +358,8 @@ fn an_approval_without_options_takes_approve_and_deny() {
         model.handle_key(key(KeyCode::Char('d'))),
         vec![Action::Call(Request::InboxRespond(RespondParams {
             id: bare.id,
-            response: "deny".into()
+            response: "deny".into(),
+            asked: None
         }))]
     );
 }
@@ -369,6 +372,7 @@ fn answer_takes_a_number_or_an_option_in_any_case() {
         vec![Action::Call(Request::InboxRespond(RespondParams {
             id: id.clone(),
             response: response.into(),
+            asked: None,
         }))]
     };
     assert_eq!(enter(&mut model, "/answer 1"), respond("JWT"));

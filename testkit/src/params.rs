@@ -27,6 +27,7 @@ pub fn respond(id: &str, response: &str) -> RespondParams {
     RespondParams {
         id: id.to_string(),
         response: response.to_string(),
+        asked: None,
     }
 }
 

@@ -159,6 +159,7 @@ async fn the_hub_serves_three_kilns_as_one_and_outlives_a_killed_daemon() {
         .call::<m::InboxRespond>(&RespondParams {
             id: beta_question.clone(),
             response: "approve".into(),
+            asked: None,
         })
         .await
         .unwrap();
@@ -174,6 +175,7 @@ async fn the_hub_serves_three_kilns_as_one_and_outlives_a_killed_daemon() {
         .call::<m::InboxRespond>(&RespondParams {
             id: beta_question.clone(),
             response: "approve".into(),
+            asked: None,
         })
         .await
         .unwrap_err();

@@ -118,6 +118,7 @@ async fn a_kiln_on_another_machine_is_reached_over_ssh_and_answered_through_the_
         .call::<m::InboxRespond>(&RespondParams {
             id: asked.id.clone(),
             response: "approve".into(),
+            asked: None,
         })
         .await
         .unwrap();

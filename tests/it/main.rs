@@ -10,6 +10,7 @@ use testkit::{browser, team_server, tmux};
 use testkit::{matrix_human, synapse};
 
 mod agents;
+mod bound_answers;
 mod budget;
 mod cli;
 mod client_env;

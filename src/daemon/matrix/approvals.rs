@@ -37,6 +37,10 @@ struct Post {
     /// Posted in an `approval_target`, not in the session's own room.
     #[serde(default)]
     tagged: bool,
+    /// What the post asked (the message's digest): an answer from the room answers
+    /// only that question.
+    #[serde(default)]
+    asked: Option<String>,
 }
 
 /// The questions posted, kept on disk.
@@ -175,6 +179,7 @@ impl Bot {
                 settled: false,
                 answering: false,
                 tagged,
+                asked: message.digest.clone(),
             });
         });
         // The choices as reactions of the bot's own, for a client to show as buttons.
@@ -248,6 +253,7 @@ impl Bot {
         let asked = RespondParams {
             id: post.message_id.clone(),
             response: answer.to_string(),
+            asked: post.asked.clone(),
         };
         let result = self
             .call_as::<m::InboxRespond>(sender.as_str(), &asked)
@@ -341,6 +347,7 @@ mod tests {
                 settled: false,
                 answering: false,
                 tagged: false,
+                asked: None,
             });
             posts.push(Post {
                 message_id: "m2".into(),
@@ -349,6 +356,7 @@ mod tests {
                 settled: true,
                 answering: false,
                 tagged: true,
+                asked: None,
             });
         });
         // A session's own room: only a reply to its question is held back.

@@ -54,6 +54,11 @@ pub struct IdsParams {
 pub struct RespondParams {
     pub id: String,
     pub response: String,
+    /// The digest of the question as the one answering was shown it (the message's
+    /// `digest`): when given and not the question's, the answer is refused (-32003) and
+    /// nothing is answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -99,6 +99,11 @@ pub struct InboxMessage {
     /// it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_by: Option<String>,
+    /// What was asked, as a digest of the question's kind, words and choices
+    /// ([`InboxMessage::asked`]): an answer that names it (`inbox.respond`'s `asked`)
+    /// answers only this question. Set by the daemon when the message is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
     /// For a question crucible asks itself: what it is for, so that its answer is acted
     /// on by what it is, never by the words of its title or body (those are for people).
     /// Set by the daemon only, never taken from a client's `inbox.send`.
@@ -124,6 +129,23 @@ pub enum Purpose {
 }
 
 impl InboxMessage {
+    /// What was asked, as a digest: its kind, title, body, choices and their kinds, and
+    /// for a rule's approval the operation (16 hex digits of their SHA-256). The same
+    /// question always has the same digest; any change of what it asks changes it.
+    pub fn asked(&self) -> String {
+        use sha2::Digest as _;
+        let what = serde_json::json!([
+            self.msg_type,
+            self.title,
+            self.body,
+            self.options,
+            self.option_kinds,
+            self.operation,
+        ]);
+        let digest = sha2::Sha256::digest(what.to_string().as_bytes());
+        hex::encode(&digest[..8])
+    }
+
     /// The answers `inbox.respond` accepts for this message, if it takes one at all.
     /// The option an answer stands for: the option itself (any case), its number
     /// (1-based, as shown), or for an approval a word of intent (`approve`, `allow`,

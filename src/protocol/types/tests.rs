@@ -6,6 +6,7 @@ mod wire {
     fn message(msg_type: MsgType, options: Option<Vec<&str>>) -> InboxMessage {
         InboxMessage {
             kiln: None,
+            digest: None,
             id: "m".into(),
             session_id: "s".into(),
             session_name: "main @ a".into(),
@@ -24,6 +25,26 @@ mod wire {
             answered_by: None,
             purpose: None,
         }
+    }
+
+    #[test]
+    fn what_was_asked_has_one_digest_and_any_change_of_it_another() {
+        let a = message(MsgType::DecisionNeeded, Some(vec!["JWT", "Session"]));
+        let mut same = a.clone();
+        same.id = "other".into();
+        same.read = true;
+        assert_eq!(
+            a.asked(),
+            same.asked(),
+            "the id and state are not what was asked"
+        );
+        let mut other = a.clone();
+        other.options = Some(vec!["JWT".into(), "Cookie".into()]);
+        assert_ne!(a.asked(), other.asked());
+        let mut reworded = a.clone();
+        reworded.title = "t2".into();
+        assert_ne!(a.asked(), reworded.asked());
+        assert_eq!(a.asked().len(), 16);
     }
 
     #[test]

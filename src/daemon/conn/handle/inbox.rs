@@ -61,6 +61,19 @@ impl Answer<m::InboxRespond> for Call<'_> {
     async fn answer(&self, p: RespondParams) -> Result<MessageReply, ErrorObject> {
         let (ledger, sessions) = (&self.conn.services.ledger, &self.conn.services.sessions);
         let message = self.visible(&p.id).await?;
+        // An answer names the question it answers: one shown another is refused.
+        if let (Some(asked), Some(digest)) = (&p.asked, &message.digest)
+            && asked != digest
+        {
+            return Err(ErrorObject::new(
+                code::CONFLICT,
+                format!(
+                    "message {} is not the question that was answered (it asks {:?}); read it again",
+                    message.id, message.title
+                ),
+            )
+            .with_data(serde_json::json!({"reason": "not_what_was_asked"})));
+        }
         // An answer is acknowledged only when something receives it: a question whose agent
         // is gone is withdrawn, and the one answering is told why.
         if !message.responded
