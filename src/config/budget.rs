@@ -6,6 +6,9 @@
 //! Costs are those the agent reports (claude does); for an agent that reports only
 //! tokens, `[budget.prices.<profile>]` turns its tokens into dollars. Spending an agent
 //! does not report is unknown, and no budget can stop it.
+//!
+//! `person_day_*` are the person's own day limits (meant for the user's settings): they
+//! count what every running kiln of the person spent today, this one's and the others'.
 
 use std::collections::BTreeMap;
 
@@ -53,6 +56,10 @@ pub struct BudgetConfig {
     pub session_cost: Option<f64>,
     /// Tokens one session may spend over its life (unless its profile says).
     pub session_tokens: Option<u64>,
+    /// US dollars all the person's kilns together may spend in a UTC day.
+    pub person_day_cost: Option<f64>,
+    /// Tokens all the person's kilns together may spend in a UTC day.
+    pub person_day_tokens: Option<u64>,
     /// When the inbox is told a budget is nearly spent, in percent of it.
     pub warn_percent: u8,
     /// `[budget.agents.<profile>]`: the limits of one agent profile (`day_*` for all its
@@ -70,6 +77,8 @@ impl Default for BudgetConfig {
             day_tokens: None,
             session_cost: None,
             session_tokens: None,
+            person_day_cost: None,
+            person_day_tokens: None,
             warn_percent: 80,
             agents: BTreeMap::new(),
             prices: BTreeMap::new(),
@@ -111,6 +120,16 @@ impl BudgetConfig {
         }
     }
 
+    /// The person's day limits across all their kilns: (US dollars, tokens).
+    pub fn person(&self) -> (Option<f64>, Option<u64>) {
+        (self.person_day_cost, self.person_day_tokens)
+    }
+
+    /// Whether a person's day limit is set: the other kilns' spending then counts.
+    pub fn has_person_limit(&self) -> bool {
+        self.person_day_cost.is_some() || self.person_day_tokens.is_some()
+    }
+
     /// The price of a profile's tokens: the settings', else the built-in one.
     pub fn price(&self, profile: &str) -> Option<Price> {
         self.prices.get(profile).copied().or_else(|| {
@@ -138,7 +157,7 @@ impl BudgetConfig {
                 || l.session_cost.is_some()
                 || l.session_tokens.is_some()
         };
-        set(&self.kiln()) || self.agents.values().any(set)
+        set(&self.kiln()) || self.has_person_limit() || self.agents.values().any(set)
     }
 
     /// The settings' own checks.
@@ -150,6 +169,18 @@ impl BudgetConfig {
             )));
         }
         let kiln = self.kiln();
+        if let Some(cost) = self.person_day_cost
+            && !(cost.is_finite() && cost > 0.0)
+        {
+            return Err(BudgetSettingsError(format!(
+                "budget.person_day_cost = {cost} must be a positive amount of US dollars"
+            )));
+        }
+        if self.person_day_tokens == Some(0) {
+            return Err(BudgetSettingsError(
+                "budget.person_day_tokens must be at least 1".into(),
+            ));
+        }
         let scopes = std::iter::once(("budget".to_string(), &kiln)).chain(
             self.agents
                 .iter()
@@ -222,7 +253,11 @@ mod tests {
         assert_eq!(budget.price("codex").unwrap().input, 1.25);
         assert!(budget.price("claude").is_none());
         assert!(budget.is_set());
+        assert!(!budget.has_person_limit());
         assert!(!BudgetConfig::default().is_set());
+        let person = read("[budget]\nperson_day_cost = 30.0\nperson_day_tokens = 9\n").unwrap();
+        assert_eq!(person.person(), (Some(30.0), Some(9)));
+        assert!(person.has_person_limit() && person.is_set());
     }
 
     #[test]
@@ -235,6 +270,14 @@ mod tests {
                 "budget.agents.codex.session_tokens",
             ),
             ("[budget]\nwarn_percent = 0\n", "warn_percent"),
+            (
+                "[budget]\nperson_day_cost = 0.0\n",
+                "budget.person_day_cost",
+            ),
+            (
+                "[budget]\nperson_day_tokens = 0\n",
+                "budget.person_day_tokens",
+            ),
             (
                 "[budget.prices.x]\ninput = -1.0\noutput = 1.0\n",
                 "budget.prices.x",

@@ -205,6 +205,8 @@ impl Actor {
         let mut transcript = TranscriptWriter::open(&self.ledger, &self.session).await;
         let t = &mut transcript;
         self.feed(t, SessionInput::Start).await;
+        // The person's day limit counts the other kilns: asked before the first turn.
+        self.budgets.refresh_others().await;
         let verdict = self.budget_verdict();
         self.feed(t, SessionInput::Budget(verdict)).await;
         while !self.finished {
@@ -237,6 +239,12 @@ impl Actor {
                 }
                 Some(command) = self.commands.recv() => {
                     if let Some(input) = self.on_command(command) {
+                        if matches!(input, SessionInput::Prompt(_)) {
+                            // A turn may start: judged with the other kilns' spending of now.
+                            self.budgets.refresh_others().await;
+                            let verdict = self.budget_verdict();
+                            self.feed(t, SessionInput::Budget(verdict)).await;
+                        }
                         self.feed(t, input).await;
                     }
                     // Every command is answered by now; an ack left over means "not running".

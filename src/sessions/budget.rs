@@ -4,16 +4,21 @@
 //! used, priced with `[budget.prices]` when the agent tells no cost. The [`Budgets`]
 //! keeper adds up today's spending of the kiln and of each agent profile, says when a
 //! budget is nearly spent, and judges whether a session is over one of its budgets: its
-//! own, its profile's for today, or the kiln's for today. A person's raise of a day's
-//! budget is kept in a file until the day ends; a session's raise is on its record.
+//! own, its profile's for today, the kiln's for today, or the person's for today across
+//! all their kilns (the other kilns' spending asked of their daemons, [`budget_kilns`]).
+//! A person's raise of a day's budget is kept in a file until the day ends; a session's
+//! raise is on its record.
+//!
+//! [`budget_kilns`]: super::budget_kilns
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use super::budget_kilns::{self, DayTotal, KilnSpent, OtherKilns};
 pub use crate::agent::TurnTokens;
 use crate::config::{BudgetConfig, BudgetLimits, Price};
 use crate::protocol::{Session, Spent, Usage};
@@ -106,6 +111,8 @@ pub enum Scope {
     Agent(String),
     /// The kiln's, for today.
     Kiln,
+    /// The person's, for today, across all their kilns.
+    Person,
 }
 
 /// A budget spent: whose, how far, and what raising it adds.
@@ -176,6 +183,8 @@ struct Raised {
     kiln: Raise,
     #[serde(default)]
     agents: BTreeMap<String, Raise>,
+    #[serde(default)]
+    person: Raise,
 }
 
 struct Keeper {
@@ -184,6 +193,8 @@ struct Keeper {
     kiln: Tally,
     agents: HashMap<String, Tally>,
     raised: Raised,
+    /// What the person's other kilns spent today, as last asked.
+    others: Vec<KilnSpent>,
     /// Budgets already said to be nearly spent: `session <id>`, `agent <name>`, `kiln`.
     warned: HashSet<String>,
 }
@@ -195,6 +206,7 @@ impl Keeper {
             self.day = day.to_string();
             self.kiln = Tally::default();
             self.agents.clear();
+            self.others.clear();
             self.warned.retain(|w| w.starts_with("session "));
             self.raised = Raised {
                 day: day.to_string(),
@@ -211,6 +223,8 @@ pub struct Budgets {
     changed: watch::Sender<u64>,
     /// Where today's raises are kept.
     path: PathBuf,
+    /// The person's other kilns, asked when a person's limit is set.
+    other_kilns: OtherKilns,
 }
 
 impl Budgets {
@@ -244,10 +258,41 @@ impl Budgets {
                 kiln,
                 agents,
                 raised,
+                others: Vec::new(),
                 warned: HashSet::new(),
             }),
             changed: watch::channel(0).0,
             path,
+            other_kilns: OtherKilns::none(),
+        }
+    }
+
+    /// Asks the person's other kilns (of their registry, `own` left out) when a person's
+    /// day limit is set.
+    pub fn asking_kilns(mut self, own: &Path) -> Self {
+        match crate::kilns::Registry::for_user() {
+            Ok(registry) => self.other_kilns = OtherKilns::of(own.to_path_buf(), registry),
+            Err(e) => tracing::warn!("the person's day budget counts this kiln only: {e}"),
+        }
+        self
+    }
+
+    /// When a person's day limit is set, what the other kilns spent today, asked again
+    /// unless asked within [`budget_kilns::KEEP`]; a verdict it changes is told.
+    pub async fn refresh_others(&self) {
+        if !self.lock().config.has_person_limit() {
+            return;
+        }
+        let day = today();
+        let Some(others) = self.other_kilns.ask_if_stale(&day).await else {
+            return;
+        };
+        let mut keeper = self.lock();
+        keeper.roll(&day);
+        if keeper.others != others {
+            keeper.others = others;
+            drop(keeper);
+            self.bump();
         }
     }
 
@@ -301,8 +346,15 @@ impl Budgets {
         let mut warnings = Vec::new();
         for (key, fraction, what) in fractions(&keeper, session_id, agent, spent) {
             let near = fraction * 100.0 >= f64::from(keeper.config.warn_percent);
-            if near && fraction < 1.0 && keeper.warned.insert(key) {
-                warnings.push(format!("{what} is {:.0}% spent", fraction * 100.0));
+            if near && fraction < 1.0 && keeper.warned.insert(key.clone()) {
+                let kilns = match key.as_str() {
+                    "person" => {
+                        let by_cost = keeper.config.person_day_cost.is_some();
+                        format!(" ({})", person_kilns(&keeper, by_cost))
+                    }
+                    _ => String::new(),
+                };
+                warnings.push(format!("{what} is {:.0}% spent{kilns}", fraction * 100.0));
             }
         }
         drop(keeper);
@@ -325,6 +377,8 @@ impl Budgets {
             Scope::Session
         } else if key == "kiln" {
             Scope::Kiln
+        } else if key == "person" {
+            Scope::Person
         } else {
             Scope::Agent(agent.to_string())
         };
@@ -352,6 +406,7 @@ impl Budgets {
         let slot = match scope {
             Scope::Session => return Ok(()),
             Scope::Kiln => &mut raised.kiln,
+            Scope::Person => &mut raised.person,
             Scope::Agent(name) => raised.agents.entry(name.clone()).or_default(),
         };
         slot.cost += by.cost;
@@ -362,6 +417,7 @@ impl Budgets {
         // Said again when it nears the raised end.
         match scope {
             Scope::Kiln => keeper.warned.remove("kiln"),
+            Scope::Person => keeper.warned.remove("person"),
             Scope::Agent(name) => keeper.warned.remove(&format!("agent {name}")),
             Scope::Session => false,
         };
@@ -386,7 +442,31 @@ fn scope_limits(config: &BudgetConfig, scope: &Scope, agent: &str) -> (Option<f6
             .get(name)
             .map_or((None, None), |l: &BudgetLimits| (l.day_cost, l.day_tokens)),
         Scope::Kiln => (config.day_cost, config.day_tokens),
+        Scope::Person => config.person(),
     }
+}
+
+/// The person's spending today: this kiln's and the other kilns' that answered.
+fn person_tally(keeper: &Keeper) -> Tally {
+    let own = DayTotal {
+        tokens: keeper.kiln.tokens,
+        cost: keeper.kiln.cost,
+    };
+    let day = budget_kilns::person_day(own, &keeper.others);
+    Tally {
+        tokens: day.known.tokens,
+        cost: day.known.cost,
+    }
+}
+
+/// Each kiln's spending today, in words (in dollars when the dollar limit is the one
+/// spelled).
+fn person_kilns(keeper: &Keeper, by_cost: bool) -> String {
+    let own = DayTotal {
+        tokens: keeper.kiln.tokens,
+        cost: keeper.kiln.cost,
+    };
+    budget_kilns::per_kiln(own, &keeper.others, by_cost)
 }
 
 /// How far each budget of a session is spent (1.0: all of it), with its key and name,
@@ -429,6 +509,13 @@ fn fractions(
             keeper.raised.kiln,
             "the kiln's budget for today".to_string(),
         ),
+        (
+            "person".to_string(),
+            Scope::Person,
+            person_tally(keeper),
+            keeper.raised.person,
+            "your day budget across all your kilns".to_string(),
+        ),
     ];
     let mut out = Vec::new();
     for (key, scope, tally, raise, what) in scopes {
@@ -464,17 +551,27 @@ fn spelled(keeper: &Keeper, scope: &Scope, agent: &str, spent: &Spent, what: &st
             keeper.raised.agents.get(name).copied().unwrap_or_default(),
         ),
         Scope::Kiln => (keeper.kiln, keeper.raised.kiln),
+        Scope::Person => (person_tally(keeper), keeper.raised.person),
+    };
+    let kilns = |by_cost| match scope {
+        Scope::Person => format!(" ({})", person_kilns(keeper, by_cost)),
+        _ => String::new(),
     };
     let (cost_limit, token_limit) = scope_limits(&keeper.config, scope, agent);
     if let (Some(limit), Some(cost)) = (cost_limit, tally.cost)
         && cost >= limit + raise.cost
     {
-        return format!("{what}: {cost:.2} of {:.2} USD", limit + raise.cost);
+        return format!(
+            "{what}: {cost:.2} of {:.2} USD{}",
+            limit + raise.cost,
+            kilns(true)
+        );
     }
     match (token_limit, tally.tokens) {
         (Some(limit), Some(tokens)) => format!(
-            "{what}: {tokens} of {} tokens",
-            limit.saturating_add(raise.tokens)
+            "{what}: {tokens} of {} tokens{}",
+            limit.saturating_add(raise.tokens),
+            kilns(false)
         ),
         _ => what.to_string(),
     }

@@ -166,3 +166,65 @@ fn a_verdict_change_is_told_to_subscribers_only_when_budgets_are_set() {
     set.set_config(config("[budget]\nday_cost = 6.0\n"));
     assert!(told.has_changed().unwrap());
 }
+
+#[test]
+fn the_persons_limit_counts_the_other_kilns_and_names_each_one() {
+    let (budgets, _dir) = keeper("[budget]\nperson_day_cost = 1.0\n", &[]);
+    let spent = Spent::default();
+    assert_eq!(budgets.judge("s1", "claude", &spent), None);
+    // Another kiln spent 1.20 today, a third did not answer: over, with nothing spent here.
+    budgets.lock().others = vec![
+        KilnSpent {
+            name: "alpha".into(),
+            spent: Some(DayTotal {
+                tokens: None,
+                cost: Some(1.2),
+            }),
+        },
+        KilnSpent {
+            name: "beta".into(),
+            spent: None,
+        },
+    ];
+    let over = budgets.judge("s1", "claude", &spent).unwrap();
+    assert_eq!(over.scope, Scope::Person);
+    assert_eq!(
+        over.title(),
+        "Budget reached: your day budget across all your kilns: 1.20 of 1.00 USD \
+         (this kiln 0.00 USD, alpha 1.20 USD, beta unknown (its daemon did not answer))"
+    );
+    assert_eq!(over.raise_option(), "Raise by 1.00 USD");
+    // A raise of the person's limit applies here at once.
+    budgets.raise(&Scope::Person, over.raise).unwrap();
+    assert_eq!(budgets.judge("s1", "claude", &spent), None);
+}
+
+#[test]
+fn the_persons_limit_warns_near_its_end_naming_the_kilns() {
+    let (budgets, _dir) = keeper("[budget]\nperson_day_tokens = 1000\n", &[]);
+    budgets.lock().others = vec![KilnSpent {
+        name: "alpha".into(),
+        spent: Some(DayTotal {
+            tokens: Some(700),
+            cost: None,
+        }),
+    }];
+    let mut spent = Spent::default();
+    let charge = add_tokens(
+        &mut spent,
+        &today(),
+        TurnTokens {
+            input: 100,
+            output: 50,
+            cached: 0,
+        },
+        None,
+    );
+    let near = budgets.charge("s1", "claude", &spent, charge, &today());
+    assert_eq!(
+        near,
+        [
+            "your day budget across all your kilns is 85% spent (this kiln 150 tokens, alpha 700 tokens)"
+        ]
+    );
+}

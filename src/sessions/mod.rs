@@ -10,6 +10,7 @@
 
 mod actor;
 pub mod budget;
+pub mod budget_kilns;
 mod channel;
 mod command;
 mod context;
@@ -90,11 +91,14 @@ impl Sessions {
         }
         let rules = Arc::new(rule_files::RuleBook::new(ledger.kiln().clone()));
         let settings = Arc::new(LiveSettings::new(ledger.kiln().clone()));
-        let budgets = Arc::new(budget::Budgets::new(
-            ledger.config().budget.clone(),
-            ledger.kiln().state_dir().join("budget-raises.json"),
-            &ledger.list_sessions(),
-        ));
+        let budgets = Arc::new(
+            budget::Budgets::new(
+                ledger.config().budget.clone(),
+                ledger.kiln().state_dir().join("budget-raises.json"),
+                &ledger.list_sessions(),
+            )
+            .asking_kilns(ledger.kiln().root()),
+        );
         let sessions = Arc::new_cyclic(|me| Self {
             ledger: Arc::clone(&ledger),
             runner: Arc::new(Runner::new(runner::RunnerParts {

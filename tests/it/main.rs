@@ -40,6 +40,7 @@ mod mcp;
 #[path = "../equipment/model_server.rs"]
 mod model_server;
 mod one_door;
+mod person_budget;
 mod podman;
 mod restart;
 mod rules;
