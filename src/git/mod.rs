@@ -13,9 +13,11 @@ mod diff;
 #[cfg(test)]
 pub(crate) use diff::tests as test_repos;
 mod land;
+mod version;
 
 pub use diff::{changed_lines, diff, overlaps};
 pub use land::{commit_all, current_branch, has_remote, head, merge, merge_base};
+pub use version::{MERGE_NEEDS, merges, version_text};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
