@@ -5,6 +5,7 @@ mod agents;
 mod bridge;
 mod cron;
 mod daemon;
+mod doctor;
 mod hub;
 mod inbox;
 mod kilns;
@@ -85,6 +86,9 @@ pub enum Command {
     /// What the sessions spent, in tokens and US dollars, by day, agent or session
     /// (what an agent did not report is shown as unknown).
     Usage(usage::UsageArgs),
+    /// Check the machine and the kiln for what crucible needs: each check passes, warns
+    /// or fails, with the fix; exits 1 when something blocks.
+    Doctor(doctor::DoctorArgs),
     /// Find words in the transcripts, the inbox and sessions' names and tasks, best
     /// first, the matched words marked.
     Search(search::SearchArgs),
@@ -154,6 +158,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Web(args)) => runtime.block_on(web::run(kiln, args)),
         Some(Command::Usage(args)) => runtime.block_on(usage::run(kiln, args)),
         Some(Command::Search(args)) => runtime.block_on(search::run(kiln, args)),
+        Some(Command::Doctor(args)) => runtime.block_on(doctor::run(kiln, args)),
         Some(Command::Mcp) => runtime.block_on(mcp::run()),
         None if cli.all_kilns || (cli.kiln.is_none() && nowhere_with_kilns(&kiln)) => {
             let place = crate::client::HubPlace::for_user()?;

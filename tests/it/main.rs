@@ -19,6 +19,7 @@ mod common;
 mod context;
 mod daemon;
 mod deliberate;
+mod doctor;
 mod durability;
 mod engine;
 mod failures;
