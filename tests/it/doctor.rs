@@ -187,3 +187,27 @@ async fn a_running_daemons_components_appear_and_a_failing_one_fails() {
     }
     drop(held);
 }
+
+#[test]
+fn a_missing_bubblewrap_fails_when_a_profile_runs_in_the_sandbox() {
+    let tk = TestKiln::with_settings(
+        "[agents.boxed]\ntype = \"command\"\ncommand = \"sh\"\ndriver = \"sandbox\"\n",
+    );
+    let home = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let (out, checks) = doctor(&tk, home.path(), Some(empty.path()));
+    assert_eq!(out.status.code(), Some(1), "{checks:#?}");
+    let bwrap = check(&checks, "bubblewrap");
+    assert_eq!(bwrap["status"], "fail", "{bwrap}");
+    assert!(
+        bwrap["found"].as_str().unwrap().contains("[agents.boxed]"),
+        "{bwrap}"
+    );
+    assert!(
+        bwrap["fix"].as_str().unwrap().contains("bubblewrap"),
+        "{bwrap}"
+    );
+    // No profile runs in podman: its absence stays a warning.
+    assert_eq!(check(&checks, "podman")["status"], "warn", "{checks:#?}");
+    assert_eq!(check(&checks, "settings")["status"], "pass", "{checks:#?}");
+}

@@ -6,7 +6,7 @@ use super::Check;
 use crate::client::{Client, ClientError};
 use crate::config::{Config, KNOWN, ProfileSource};
 use crate::kiln::Kiln;
-use crate::protocol::{ComponentState, DaemonStatus, methods};
+use crate::protocol::{ComponentState, DaemonStatus, DriverKind, methods};
 
 /// The settings files load as the daemon would load them; on failure the check names
 /// the file and line, and the built-in defaults stand in for the checks after it.
@@ -78,6 +78,16 @@ pub(super) fn agents(config: &Config) -> Check {
         format!("{said}; not found: {}", missing.join(", ")),
         "install those programs, or set `command` in their [agents.<name>] to where they are",
     )
+}
+
+/// The profiles whose sessions run in `driver` unless they ask otherwise.
+pub(super) fn driven_by(config: &Config, driver: DriverKind) -> Vec<String> {
+    config
+        .profiles()
+        .into_iter()
+        .filter(|e| e.profile.driver == Some(driver))
+        .map(|e| format!("[agents.{}]", e.name))
+        .collect()
 }
 
 /// The kiln's daemon, when one runs: itself, its store, and each component it reports.

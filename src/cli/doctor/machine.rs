@@ -38,8 +38,13 @@ pub(super) async fn git() -> Check {
 }
 
 /// bubblewrap, tried the way the sandbox driver tries it (a trivial sandbox running
-/// `true`). Only the sandbox driver needs it, so its absence is a warning.
-pub(super) async fn bubblewrap() -> Check {
+/// `true`). Only the sandbox driver needs it: its absence is a warning, unless profiles
+/// (`users`) run in that driver.
+pub(super) async fn bubblewrap(users: &[String]) -> Check {
+    probe_bubblewrap().await.needed_by(users, "sandbox")
+}
+
+async fn probe_bubblewrap() -> Check {
     let Some(path) = on_path("bwrap") else {
         return Check::warn(
             "bubblewrap",
@@ -68,8 +73,13 @@ pub(super) async fn bubblewrap() -> Check {
 }
 
 /// podman and the container runtime it uses, as `podman info` reports them. Only the
-/// podman driver needs them, so their absence is a warning.
-pub(super) async fn podman() -> Check {
+/// podman driver needs them: their absence is a warning, unless profiles (`users`) run
+/// in that driver.
+pub(super) async fn podman(users: &[String]) -> Check {
+    probe_podman().await.needed_by(users, "podman")
+}
+
+async fn probe_podman() -> Check {
     let install = "install the `podman` package (it brings a runtime, crun or runc); only the podman driver needs it";
     let Some(path) = on_path("podman") else {
         return Check::warn("podman", "podman is not on PATH", install);

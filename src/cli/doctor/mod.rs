@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::cli::output::outln;
 use crate::kiln::Kiln;
+use crate::protocol::DriverKind;
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
@@ -61,6 +62,20 @@ impl Check {
         }
     }
 
+    /// A warning made a failure when the profiles named in `users` need what is missing
+    /// (their `driver` is `driver`).
+    pub(super) fn needed_by(mut self, users: &[String], driver: &str) -> Self {
+        if self.status == Status::Warn && !users.is_empty() {
+            self.status = Status::Fail;
+            self.found = format!(
+                "{}; the {driver} driver needs it, which {} use",
+                self.found,
+                users.join(", ")
+            );
+        }
+        self
+    }
+
     pub(super) fn fail(check: &str, found: impl Into<String>, fix: impl Into<String>) -> Self {
         Self {
             status: Status::Fail,
@@ -71,13 +86,15 @@ impl Check {
 }
 
 pub async fn run(kiln: Kiln, args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let mut settings = Vec::new();
+    let config = kiln::settings(&kiln, &mut settings);
     let mut checks = vec![
         machine::git().await,
-        machine::bubblewrap().await,
-        machine::podman().await,
+        machine::bubblewrap(&kiln::driven_by(&config, DriverKind::Sandbox)).await,
+        machine::podman(&kiln::driven_by(&config, DriverKind::Podman)).await,
         machine::inotify(&kiln).await,
     ];
-    let config = kiln::settings(&kiln, &mut checks);
+    checks.extend(settings);
     checks.push(kiln::agents(&config));
     checks.extend(kiln::daemon(&kiln).await);
     let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
