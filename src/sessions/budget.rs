@@ -1,8 +1,5 @@
-//! Budgets. A session's spending is kept on its record ([`Spent`]) by its machine, from
-//! what the agent reports: the session cost it tells (`usage_update`; only its increase
-//! counts, as an agent counts from zero again in a new process) and the tokens each turn
-//! used, priced with `[budget.prices]` when the agent tells no cost. The [`Budgets`]
-//! keeper adds up today's spending of the kiln and of each agent profile, says when a
+//! Budgets. A session's spending is kept on its record by its machine
+//! ([`budget_spending`]). The [`Budgets`] keeper adds up today's spending of the kiln and of each agent profile, says when a
 //! budget is nearly spent, and judges whether a session is over one of its budgets: its
 //! own, its profile's for today, the kiln's for today, or the person's for today across
 //! all their kilns (the other kilns' spending asked of their daemons, [`budget_kilns`]).
@@ -10,6 +7,7 @@
 //! raise is on its record.
 //!
 //! [`budget_kilns`]: super::budget_kilns
+//! [`budget_spending`]: super::budget_spending
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -19,88 +17,13 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::budget_kilns::{self, DayTotal, KilnSpent, OtherKilns};
-pub use crate::agent::TurnTokens;
+pub(super) use super::budget_spending::add_reported;
+pub use super::budget_spending::{Charge, TurnTokens, add_tokens, today};
 use crate::config::{BudgetConfig, BudgetLimits, Price};
-use crate::protocol::{Session, Spent, Usage};
+use crate::protocol::{Session, Spent};
 
 /// The answer to a budget's question that ends the session.
 pub(super) const STOP: &str = "Stop the session";
-
-/// What one report added to a session's spending (`None`: nothing known).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Charge {
-    pub tokens: Option<u64>,
-    pub cost: Option<f64>,
-}
-
-/// Today's UTC day, `YYYY-MM-DD`.
-pub fn today() -> String {
-    chrono::Utc::now().format("%Y-%m-%d").to_string()
-}
-
-/// Adds the tokens of a turn; priced when the agent tells no cost of its own.
-pub fn add_tokens(
-    spent: &mut Spent,
-    day: &str,
-    tokens: TurnTokens,
-    price: Option<Price>,
-) -> Charge {
-    let n = tokens.total();
-    spent.tokens = Some(spent.tokens.unwrap_or(0).saturating_add(n));
-    let on_day = spent.days.entry(day.to_string()).or_default();
-    on_day.tokens = Some(on_day.tokens.unwrap_or(0).saturating_add(n));
-    let mut charge = Charge {
-        tokens: Some(n),
-        cost: None,
-    };
-    if spent.reported.is_none()
-        && let Some(price) = price
-    {
-        let cost = (tokens.input as f64 * price.input
-            + tokens.output as f64 * price.output
-            + tokens.cached as f64 * price.cached.unwrap_or(price.input))
-            / 1_000_000.0;
-        spent.priced = true;
-        add_cost(spent, day, cost);
-        charge.cost = Some(cost);
-    }
-    charge
-}
-
-/// Adds the increase of the session cost the agent reports (US dollars only).
-pub(super) fn add_reported(spent: &mut Spent, day: &str, usage: &Usage) -> Charge {
-    let Some(cost) = usage.cost else {
-        return Charge::default();
-    };
-    let dollars = matches!(usage.currency.as_deref(), None | Some("USD"));
-    if !dollars || !cost.is_finite() || cost < 0.0 {
-        return Charge::default();
-    }
-    let increase = match spent.reported {
-        Some(last) if cost >= last => cost - last,
-        // A new agent process counts from zero again.
-        _ => cost,
-    };
-    if spent.priced {
-        // The agent tells its cost after all: its word, not the price list, from now.
-        spent.priced = false;
-    }
-    spent.reported = Some(cost);
-    if increase == 0.0 && spent.cost.is_some() {
-        return Charge::default();
-    }
-    add_cost(spent, day, increase);
-    Charge {
-        tokens: None,
-        cost: Some(increase),
-    }
-}
-
-fn add_cost(spent: &mut Spent, day: &str, cost: f64) {
-    spent.cost = Some(spent.cost.unwrap_or(0.0) + cost);
-    let on_day = spent.days.entry(day.to_string()).or_default();
-    on_day.cost = Some(on_day.cost.unwrap_or(0.0) + cost);
-}
 
 /// Whose budget.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -158,22 +81,7 @@ impl Over {
 }
 
 /// Spending of one scope today (`None`: nothing known).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct Tally {
-    tokens: Option<u64>,
-    cost: Option<f64>,
-}
-
-impl Tally {
-    fn add(&mut self, tokens: Option<u64>, cost: Option<f64>) {
-        if let Some(t) = tokens {
-            self.tokens = Some(self.tokens.unwrap_or(0).saturating_add(t));
-        }
-        if let Some(c) = cost {
-            self.cost = Some(self.cost.unwrap_or(0.0) + c);
-        }
-    }
-}
+type Tally = DayTotal;
 
 /// Today's raises of the day budgets, as kept in their file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -448,25 +356,13 @@ fn scope_limits(config: &BudgetConfig, scope: &Scope, agent: &str) -> (Option<f6
 
 /// The person's spending today: this kiln's and the other kilns' that answered.
 fn person_tally(keeper: &Keeper) -> Tally {
-    let own = DayTotal {
-        tokens: keeper.kiln.tokens,
-        cost: keeper.kiln.cost,
-    };
-    let day = budget_kilns::person_day(own, &keeper.others);
-    Tally {
-        tokens: day.known.tokens,
-        cost: day.known.cost,
-    }
+    budget_kilns::person_day(keeper.kiln, &keeper.others).known
 }
 
 /// Each kiln's spending today, in words (in dollars when the dollar limit is the one
 /// spelled).
 fn person_kilns(keeper: &Keeper, by_cost: bool) -> String {
-    let own = DayTotal {
-        tokens: keeper.kiln.tokens,
-        cost: keeper.kiln.cost,
-    };
-    budget_kilns::per_kiln(own, &keeper.others, by_cost)
+    budget_kilns::per_kiln(keeper.kiln, &keeper.others, by_cost)
 }
 
 /// How far each budget of a session is spent (1.0: all of it), with its key and name,

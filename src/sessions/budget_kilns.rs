@@ -32,11 +32,12 @@ pub struct DayTotal {
 }
 
 impl DayTotal {
-    fn add(&mut self, other: DayTotal) {
-        if let Some(t) = other.tokens {
+    /// Adds what is known; nothing known stays unknown.
+    pub fn add(&mut self, tokens: Option<u64>, cost: Option<f64>) {
+        if let Some(t) = tokens {
             self.tokens = Some(self.tokens.unwrap_or(0).saturating_add(t));
         }
-        if let Some(c) = other.cost {
+        if let Some(c) = cost {
             self.cost = Some(self.cost.unwrap_or(0.0) + c);
         }
     }
@@ -66,7 +67,7 @@ pub fn person_day(own: DayTotal, others: &[KilnSpent]) -> PersonDay {
     };
     for kiln in others {
         match kiln.spent {
-            Some(spent) => day.known.add(spent),
+            Some(spent) => day.known.add(spent.tokens, spent.cost),
             None => day.unknown.push(kiln.name.clone()),
         }
     }
@@ -103,10 +104,7 @@ pub fn spent_on(sessions: &[Session], day: &str) -> DayTotal {
         .iter()
         .filter_map(|s| s.spent.as_ref().and_then(|s| s.days.get(day)))
     {
-        total.add(DayTotal {
-            tokens: spent.tokens,
-            cost: spent.cost,
-        });
+        total.add(spent.tokens, spent.cost);
     }
     total
 }

@@ -1,7 +1,7 @@
 //! The budget keeper and the accounting of what a session spent.
 
 use super::*;
-use crate::protocol::DaySpent;
+use crate::protocol::{DaySpent, Usage};
 
 fn config(text: &str) -> BudgetConfig {
     #[derive(Deserialize)]

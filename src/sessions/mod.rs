@@ -11,6 +11,7 @@
 mod actor;
 pub mod budget;
 pub mod budget_kilns;
+pub mod budget_spending;
 mod channel;
 mod command;
 mod context;
