@@ -157,6 +157,7 @@ pub async fn answers(env: &Env, kilns: &[BenchKiln], answers: usize) -> Result<A
             .call::<m::InboxRespond>(&crucible::protocol::RespondParams {
                 id: id.clone(),
                 response: "yes".into(),
+                asked: None,
             })
             .await
             .with_context(|| format!("inbox.respond {id}"))?;
