@@ -273,6 +273,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_running_kiln_whose_daemon_does_not_answer_is_unknown_and_this_kiln_left_out() {
+        let state = tempfile::tempdir().unwrap();
+        let registry = Registry::at(state.path());
+        let me = std::process::id();
+        let mut kilns = Vec::new();
+        for name in ["own", "silent"] {
+            let dir = tempfile::tempdir().unwrap();
+            let kiln = crate::kiln::Kiln::new(dir.path());
+            std::fs::create_dir_all(kiln.state_dir()).unwrap();
+            std::fs::write(kiln.pid_path(), me.to_string()).unwrap();
+            registry.record(&kiln, name, me).unwrap();
+            kilns.push((dir, kiln));
+        }
+        // The silent kiln's socket takes connections and never answers the handshake.
+        let _listener = tokio::net::UnixListener::bind(kilns[1].1.socket_path()).unwrap();
+        let _own = tokio::net::UnixListener::bind(kilns[0].1.socket_path()).unwrap();
+        let asked = ask_others(&registry, kilns[0].0.path(), "2026-01-01").await;
+        assert_eq!(
+            asked,
+            [KilnSpent {
+                name: "silent".into(),
+                spent: None,
+            }]
+        );
+    }
+
+    #[tokio::test]
     async fn a_kiln_whose_daemon_cannot_be_reached_is_unknown() {
         let state = tempfile::tempdir().unwrap();
         let registry = Registry::at(state.path());
