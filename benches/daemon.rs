@@ -238,6 +238,8 @@ async fn engine_alone(kiln: &Kiln, settings: &Settings) -> Result<Engine> {
     let batch = |n: u64| -> Vec<crucible::protocol::InboxMessage> {
         (0..ENGINE_BATCH)
             .map(|i| crucible::protocol::InboxMessage {
+                kiln: None,
+                digest: None,
                 id: ulid::Ulid::new().to_string(),
                 session_id: "engine-alone".into(),
                 session_name: "engine-alone".into(),

@@ -127,6 +127,7 @@ pub async fn grow(kiln: &Kiln, watcher: &Watcher, count: usize, rate: f64) -> Re
                     driver: Default::default(),
                     allow_read: Vec::new(),
                     channel: None,
+                    kiln: None,
                 })
                 .await;
             created.map(|c| (c.session_id, sent, sent.elapsed()))
