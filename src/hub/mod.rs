@@ -246,11 +246,7 @@ fn watch_registry(members: &Arc<Members>) -> notify::Result<notify::RecommendedW
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
-        if event
-            .paths
-            .iter()
-            .any(|p| p.file_name().map(std::ffi::OsStr::to_os_string) == file)
-        {
+        if file.as_deref().is_some_and(|file| written(&event, file)) {
             let _ = tx.send(());
         }
     })?;
@@ -263,4 +259,42 @@ fn watch_registry(members: &Arc<Members>) -> notify::Result<notify::RecommendedW
         }
     });
     Ok(watcher)
+}
+
+/// Whether `event` wrote the file named `file`: made, changed, renamed or removed it.
+/// Reading it is no change (the hub reads it itself on every change, as other commands
+/// do): only a write is.
+fn written(event: &notify::Event, file: &std::ffi::OsStr) -> bool {
+    use notify::EventKind;
+    matches!(
+        event.kind,
+        EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_)
+    ) && event.paths.iter().any(|p| p.file_name() == Some(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
+    use notify::{Event, EventKind};
+
+    use super::written;
+
+    #[test]
+    fn only_a_write_of_the_registry_is_a_change_never_a_read() {
+        let file = std::ffi::OsStr::new("kilns.json");
+        let at = |kind: EventKind, name: &str| {
+            Event::new(kind).add_path(std::path::PathBuf::from("/state/crucible").join(name))
+        };
+        let open = EventKind::Access(AccessKind::Open(AccessMode::Any));
+        let closed = EventKind::Access(AccessKind::Close(AccessMode::Read));
+        assert!(!written(&at(open, "kilns.json"), file));
+        assert!(!written(&at(closed, "kilns.json"), file));
+        let renamed = EventKind::Modify(ModifyKind::Name(RenameMode::To));
+        assert!(written(&at(renamed, "kilns.json"), file));
+        assert!(written(
+            &at(EventKind::Create(CreateKind::File), "kilns.json"),
+            file
+        ));
+        assert!(!written(&at(renamed, "bots.json"), file));
+    }
 }

@@ -17,14 +17,30 @@ impl Store {
     /// Chooses the namespace and database (a server makes them when they are new) and,
     /// when `migrate`, brings the schema up to date.
     pub(super) async fn prepare(&self, ns: &str, db: &str, migrate: bool) -> Result<()> {
-        again_on_conflict(MIGRATE_TRIES, Duration::from_millis(50), || async {
-            self.use_ns(ns, db).await?;
-            if migrate {
-                self.migrate_once().await?;
+        let mut pause = Duration::from_millis(50);
+        let mut tried = 1;
+        loop {
+            let prepared = again_on_conflict(MIGRATE_TRIES, pause, || async {
+                self.use_ns(ns, db).await?;
+                if migrate {
+                    self.migrate_once().await?;
+                }
+                Ok(())
+            })
+            .await;
+            match prepared {
+                // A migration that failed as a whole while another daemon ran the same one
+                // (the server says only that the transaction failed): the work is found
+                // done, or done, when it is started over.
+                Err(e) if tried < MIGRATE_TRIES && lost_a_race(&e) => {
+                    tracing::debug!(error = %e, "a migration lost a race; again");
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                    tried += 1;
+                }
+                done => return done,
             }
-            Ok(())
-        })
-        .await
+        }
     }
 
     async fn migrate_once(&self) -> Result<()> {
@@ -62,6 +78,12 @@ impl Store {
             .and_then(Value::as_i64)
             .unwrap_or(0))
     }
+}
+
+/// Whether a migration's transaction failed as a whole, as it does when another daemon
+/// changes the same definitions at the same time.
+fn lost_a_race(error: &StoreError) -> bool {
+    matches!(error, StoreError::Db(e) if e.to_string().contains("failed transaction"))
 }
 
 #[cfg(test)]
