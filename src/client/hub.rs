@@ -89,17 +89,7 @@ pub async fn connect_or_start_hub(place: &HubPlace, opts: &StartOptions) -> Resu
     place
         .ensure_dir()
         .map_err(|e| ClientError::Start(e.to_string()))?;
-    let lock_path = place.start_lock_path();
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| ClientError::Start(format!("cannot open {}: {e}", lock_path.display())))?;
-    let lock = tokio::task::spawn_blocking(move || sys::lock(&lock).map(|()| lock))
-        .await
-        .map_err(|e| ClientError::Start(e.to_string()))?
-        .map_err(|e| ClientError::Start(format!("cannot take the hub's start-up lock: {e}")))?;
+    let lock = super::spawn::start_lock(&place.start_lock_path()).await?;
     // Someone may have started it while we waited for the lock.
     if let Ok(client) = connect_hub(place).await {
         return Ok(client);

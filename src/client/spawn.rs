@@ -69,17 +69,7 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
     }
     kiln.ensure_state_dir()
         .map_err(|e| ClientError::Start(e.to_string()))?;
-    let lock_path = kiln.start_lock_path();
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| ClientError::Start(format!("cannot open {}: {e}", lock_path.display())))?;
-    let lock = tokio::task::spawn_blocking(move || sys::lock(&lock).map(|()| lock))
-        .await
-        .map_err(|e| ClientError::Start(e.to_string()))?
-        .map_err(|e| ClientError::Start(format!("cannot take the start-up lock: {e}")))?;
+    let lock = start_lock(&kiln.start_lock_path()).await?;
 
     // Someone may have started it while we waited for the lock.
     if let Ok(client) = Client::connect(kiln).await {
@@ -96,6 +86,26 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
     let result = until_answered(child, "the daemon", &stderr, || Client::connect(kiln)).await;
     drop(lock);
     result
+}
+
+/// Takes the start-up lock at `path`, waiting for whoever holds it: the one starting a
+/// process of that place. Held while the returned file lives.
+pub(super) async fn start_lock(path: &std::path::Path) -> Result<std::fs::File> {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| ClientError::Start(format!("cannot open {}: {e}", path.display())))?;
+    tokio::task::spawn_blocking(move || sys::lock(&lock).map(|()| lock))
+        .await
+        .map_err(|e| ClientError::Start(e.to_string()))?
+        .map_err(|e| {
+            ClientError::Start(format!(
+                "cannot take the start-up lock {}: {e}",
+                path.display()
+            ))
+        })
 }
 
 /// How long a daemon that holds the kiln without answering may take to answer or go.
