@@ -4,13 +4,15 @@
 //! syncs in the background, to the end, reconnecting when the homeserver goes away, and
 //! keeps everything it receives: room messages (decrypted), reactions, edits and thread
 //! replies, in the order they came. Messages it could not decrypt are kept apart, for a
-//! failure's message.
+//! failure's message. `Human::login_strict` makes the client Element makes since it
+//! excludes insecure devices: it talks only to devices their owner cross-signed.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use matrix_sdk::config::SyncSettings;
 use matrix_sdk::deserialized_responses::EncryptionInfo;
+use matrix_sdk::encryption::EncryptionSettings;
 use matrix_sdk::ruma::api::client::room::create_room;
 use matrix_sdk::ruma::api::client::room::get_room_event;
 use matrix_sdk::ruma::events::InitialStateEvent;
@@ -23,7 +25,8 @@ use matrix_sdk::ruma::events::room::message::{
     MessageType, OriginalSyncRoomMessageEvent, Relation as MessageRelation, RoomMessageEventContent,
 };
 use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedRoomId, OwnedUserId, RoomId, UserId};
-use matrix_sdk::{Client, Room};
+use matrix_sdk::{Client, ClientBuilder, Room};
+use matrix_sdk_crypto::{CollectStrategy, DecryptionSettings, TrustRequirement};
 
 /// How long a sync request may wait on the homeserver for something new.
 const SYNC_WAIT: Duration = Duration::from_secs(5);
@@ -84,15 +87,72 @@ pub struct Human {
 
 impl Human {
     /// Logs `user` in on the homeserver at `homeserver_url` as a new device, syncs once
-    /// (which publishes the device's keys) and goes on syncing in the background.
+    /// (which publishes the device's keys) and goes on syncing in the background. The
+    /// client trusts as the SDK does by default: it shares room keys with every device and
+    /// decrypts from any.
     pub async fn login(homeserver_url: &str, user: &str, password: &str) -> Human {
+        Self::login_with(homeserver_url, user, password, |b| b).await
+    }
+
+    /// Logs `user` in as Element (Web, Desktop, X) does since it excludes insecure devices
+    /// (MSC4153): room keys go only to devices their owner has cross-signed (the
+    /// identity-based recipient strategy), messages decrypt only when the sender's device
+    /// is cross-signed (`TrustRequirement::CrossSigned`), and the person's own
+    /// cross-signing identity is made at login (with the password) and signs this device.
+    /// Panics unless this device ends up cross-signed.
+    pub async fn login_strict(homeserver_url: &str, user: &str, password: &str) -> Human {
+        let human = Self::login_with(homeserver_url, user, password, |builder| {
+            builder
+                .with_room_key_recipient_strategy(CollectStrategy::IdentityBasedStrategy)
+                .with_decryption_settings(DecryptionSettings {
+                    sender_device_trust_requirement: TrustRequirement::CrossSigned,
+                })
+                .with_encryption_settings(EncryptionSettings {
+                    auto_enable_cross_signing: true,
+                    ..EncryptionSettings::default()
+                })
+        })
+        .await;
+        let encryption = human.client.encryption();
+        encryption.wait_for_e2ee_initialization_tasks().await;
+        let status = encryption.cross_signing_status().await;
+        assert!(
+            status.as_ref().is_some_and(|s| s.is_complete()),
+            "{user}'s cross-signing identity was not made at login: {status:?}"
+        );
+        // The device's copy with the new signature comes back from the homeserver.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let own = encryption
+                .get_own_device()
+                .await
+                .expect("the crypto store")
+                .expect("the own device");
+            if own.is_cross_signed_by_owner() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{user}'s identity did not sign its device {}",
+                own.device_id()
+            );
+            let _ = encryption.request_user_identity(&human.user_id()).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        human
+    }
+
+    async fn login_with(
+        homeserver_url: &str,
+        user: &str,
+        password: &str,
+        configure: impl FnOnce(ClientBuilder) -> ClientBuilder,
+    ) -> Human {
         let store = tempfile::tempdir().expect("temp dir");
-        let client = Client::builder()
+        let builder = Client::builder()
             .homeserver_url(homeserver_url)
-            .sqlite_store(store.path(), None)
-            .build()
-            .await
-            .expect("a Matrix client");
+            .sqlite_store(store.path(), None);
+        let client = configure(builder).build().await.expect("a Matrix client");
         client
             .matrix_auth()
             .login_username(user, password)
@@ -111,6 +171,22 @@ impl Human {
             seen,
             sync,
             _store: store,
+        }
+    }
+
+    /// How this person's client sees another device: whether its owner cross-signed it
+    /// and whether it is verified (for a failure's message).
+    pub async fn device_trust(&self, user: &str, device: &str) -> String {
+        let user = UserId::parse(user).expect("a user id");
+        let device_id = matrix_sdk::ruma::OwnedDeviceId::from(device);
+        match self.client.encryption().get_device(&user, &device_id).await {
+            Ok(Some(d)) => format!(
+                "{user}'s device {device}: cross-signed by its owner: {}, verified: {}",
+                d.is_cross_signed_by_owner(),
+                d.is_verified()
+            ),
+            Ok(None) => format!("{user}'s device {device} is unknown to {}", self.user_id()),
+            Err(e) => format!("{user}'s device {device}: {e}"),
         }
     }
 
@@ -239,24 +315,37 @@ impl Human {
         wanted: impl Fn(&Received) -> bool,
         timeout: Duration,
     ) -> Received {
+        self.try_wait_for_message(room, wanted, timeout)
+            .await
+            .unwrap_or_else(|why| panic!("{why}"))
+    }
+
+    /// As `wait_for_message`, but when none comes, says so (with everything received so
+    /// far and what stayed encrypted) instead of panicking.
+    pub async fn try_wait_for_message(
+        &self,
+        room: &RoomId,
+        wanted: impl Fn(&Received) -> bool,
+        timeout: Duration,
+    ) -> Result<Received, String> {
         let deadline = Instant::now() + timeout;
         loop {
             {
                 let seen = self.seen.lock().unwrap();
                 if let Some(found) = seen.received.iter().find(|r| r.room == room && wanted(r)) {
-                    return found.clone();
+                    return Ok(found.clone());
                 }
                 if Instant::now() >= deadline {
                     let mut all = String::new();
                     for r in &seen.received {
                         all.push_str(&format!("\n  {r:?}"));
                     }
-                    panic!(
+                    return Err(format!(
                         "{} did not receive the awaited event in {room} within {timeout:?}; \
                          received:{all}\nundecryptable: {:?}",
                         self.user_id(),
                         seen.undecryptable
-                    );
+                    ));
                 }
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
