@@ -1,7 +1,8 @@
 //! Logs go through `tracing`: to a file under the kiln's state directory for long-running
 //! processes (never to stdout while a full-screen program owns the terminal), to stderr
-//! for one-shot commands. `CRU_LOG` filters (e.g. `CRU_LOG=debug`). A log file is capped
-//! by size ([`rotate`]), so no flood of requests can fill the disk with it.
+//! for one-shot commands. `CRU_LOG` filters (e.g. `CRU_LOG=debug`). Without it, the
+//! libraries under the Matrix channel keep quiet ([`QUIET`]). A log file is capped by
+//! size ([`rotate`]), so no flood of requests can fill the disk with it.
 
 mod rotate;
 
@@ -10,8 +11,24 @@ use std::path::Path;
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 
+/// The libraries under the Matrix channel (targets are matched as prefixes: `matrix_sdk`
+/// is every `matrix_sdk_*` crate, `ruma` every `ruma_*`). Their errors and warnings are
+/// benign as a rule (a secret storage never set up at each login, key backups, a
+/// homeserver away), and what matters the channel says itself; they are logged only when
+/// `CRU_LOG` asks (`CRU_LOG=debug`).
+const QUIET: &[&str] = &["matrix_sdk", "ruma", "vodozemac"];
+
+/// `CRU_LOG`, or `default` for crucible with the quiet libraries off.
 fn filter(default: &str) -> EnvFilter {
-    EnvFilter::try_from_env("CRU_LOG").unwrap_or_else(|_| EnvFilter::new(default))
+    EnvFilter::try_from_env("CRU_LOG").unwrap_or_else(|_| EnvFilter::new(default_filter(default)))
+}
+
+fn default_filter(level: &str) -> String {
+    let mut filter = level.to_string();
+    for target in QUIET {
+        filter.push_str(&format!(",{target}=off"));
+    }
+    filter
 }
 
 /// Log lines waiting for the log writer thread.
@@ -64,4 +81,51 @@ pub fn log_panics() {
 /// The span of work on one session: what is logged inside it carries the session's id.
 pub fn session_span(id: &str) -> tracing::Span {
     tracing::info_span!("session", session = %id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// What `emit` logs through the default filter at `level`.
+    fn logged(level: &str, emit: impl FnOnce()) -> String {
+        let lines = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let sink = Arc::clone(&lines);
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(EnvFilter::new(default_filter(level)))
+            .with_writer(move || Writer(Arc::clone(&sink)))
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, emit);
+        String::from_utf8(lines.lock().unwrap().clone()).unwrap()
+    }
+
+    struct Writer(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Writer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_matrix_libraries_keep_quiet_and_crucible_does_not() {
+        let log = logged("info", || {
+            tracing::error!(target: "matrix_sdk::encryption", "secret storage is not set up");
+            tracing::warn!(target: "matrix_sdk_crypto::backups", "no backup");
+            tracing::warn!(target: "ruma_common::serde", "odd field");
+            tracing::info!(target: "crucible::daemon::matrix", "the bot is logged in");
+            tracing::warn!(target: "crucible::daemon::matrix", "sync failed");
+        });
+        assert!(!log.contains("secret storage"), "{log}");
+        assert!(!log.contains("no backup"), "{log}");
+        assert!(!log.contains("odd field"), "{log}");
+        assert!(log.contains("the bot is logged in"), "{log}");
+        assert!(log.contains("sync failed"), "{log}");
+    }
 }

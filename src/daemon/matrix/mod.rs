@@ -16,6 +16,7 @@ mod approvals;
 mod claim;
 mod commands;
 mod inbound;
+mod outage;
 mod outbound;
 mod wording;
 
@@ -343,6 +344,7 @@ async fn serve(connected: account::Connected, setup: &Setup) {
     // Stopped with this task (a new `[channels.matrix]`, the daemon stopping).
     let _posting = AbortOnDrop(tokio::spawn(outbound::follow(Arc::clone(&bot))));
     let mut pause = Duration::from_secs(1);
+    let mut syncing = outage::Outage::new("sync");
     loop {
         match client
             .sync_once(SyncSettings::default().timeout(SYNC_WAIT))
@@ -350,6 +352,7 @@ async fn serve(connected: account::Connected, setup: &Setup) {
         {
             Ok(_) => {
                 pause = Duration::from_secs(1);
+                syncing.worked();
                 bot.note_rooms();
                 bot.set_status(|s| {
                     s.last_sync = Some(crate::text::now_rfc3339());
@@ -363,10 +366,7 @@ async fn serve(connected: account::Connected, setup: &Setup) {
                     return;
                 }
                 let wait = account::retry_after(&e).unwrap_or(pause);
-                tracing::warn!(
-                    retry_in_ms = wait.as_millis() as u64,
-                    "matrix: sync failed: {e}"
-                );
+                syncing.failed(&e);
                 bot.set_status(|s| s.error = Some(e.to_string()));
                 tokio::time::sleep(wait).await;
                 pause = (pause * 2).min(MOST_BACKOFF);
