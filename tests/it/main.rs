@@ -36,6 +36,8 @@ mod matrix;
 #[cfg(feature = "matrix")]
 mod matrix_channel;
 #[cfg(feature = "matrix")]
+mod matrix_commands;
+#[cfg(feature = "matrix")]
 mod matrix_once;
 mod mcp;
 #[path = "../equipment/model_server.rs"]

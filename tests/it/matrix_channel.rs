@@ -14,10 +14,10 @@ use crate::matrix_human::{Human, Received, Relation};
 use crate::sessions::{agent_kiln, said, wait_message_where};
 use crate::synapse::Homeserver;
 
-const BOT_PASSWORD: &str = "bot-pass-7d1e0c";
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const BOT_PASSWORD: &str = "bot-pass-7d1e0c";
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
-fn matrix_settings(hs: &Homeserver, extra: &str) -> String {
+pub(crate) fn matrix_settings(hs: &Homeserver, extra: &str) -> String {
     format!(
         "[channels.matrix]\nhomeserver = {:?}\nuser_id = {:?}\npassword_env = \"CRU_TEST_BOT_PASSWORD\"\n\
          allowed_users = [{:?}]\nagent = \"scripted\"\nthread_after_chars = 400\n\n{extra}",
@@ -27,14 +27,14 @@ fn matrix_settings(hs: &Homeserver, extra: &str) -> String {
     )
 }
 
-async fn bot_daemon(tk: &TestKiln) -> DaemonProcess {
+pub(crate) async fn bot_daemon(tk: &TestKiln) -> DaemonProcess {
     let mut cru = cru_on_path();
     cru.env("CRU_TEST_BOT_PASSWORD", BOT_PASSWORD);
     tk.run_daemon(cru).await
 }
 
 /// `daemon.status`'s Matrix part, once the bot has synced.
-async fn synced(client: &Client) -> Value {
+pub(crate) async fn synced(client: &Client) -> Value {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let status = client.call_value("daemon.status", json!({})).await.unwrap();
@@ -50,7 +50,7 @@ async fn synced(client: &Client) -> Value {
     }
 }
 
-async fn matrix_sessions(client: &Client, room: &str) -> Vec<Session> {
+pub(crate) async fn matrix_sessions(client: &Client, room: &str) -> Vec<Session> {
     let reply = client.call_value("session.list", json!({})).await.unwrap();
     let sessions: Vec<Session> = serde_json::from_value(reply["sessions"].clone()).unwrap();
     sessions
@@ -64,7 +64,7 @@ async fn matrix_sessions(client: &Client, room: &str) -> Vec<Session> {
 }
 
 /// The bot's message in `room` whose text holds `text`.
-async fn from_bot(
+pub(crate) async fn from_bot(
     alice: &Human,
     bot: &str,
     room: &matrix_sdk::ruma::RoomId,
@@ -182,7 +182,13 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
     alice.send_text(&room, "/approve").await;
     from_bot(&alice, &bot, &room, "granted: tag the release").await;
     alice.send_text(&room, "/frobnicate").await;
-    from_bot(&alice, &bot, &room, "Unknown command /frobnicate").await;
+    from_bot(
+        &alice,
+        &bot,
+        &room,
+        "Unknown command /frobnicate: say !help",
+    )
+    .await;
 
     // One answered elsewhere: the post says so, and a reaction after it counts for nothing.
     alice.send_text(&room, "permit p3 rotate the keys").await;
@@ -298,7 +304,7 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
     // the sender is told how to answer.
     alice.send_text(&dm, "looks fine to me").await;
     let told = from_bot(&alice, &bot, &dm, "not passed on to any session").await;
-    assert!(told.body.contains("/approve"), "{told:?}");
+    assert!(told.body.contains("!approve"), "{told:?}");
     assert!(matrix_sessions(&client, dm.as_str()).await.is_empty());
 
     // New Matrix settings restart the bot in the running daemon: the same device, and

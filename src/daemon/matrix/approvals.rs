@@ -1,7 +1,8 @@
 //! Questions in rooms: an approval or question of a session is posted in its room, or,
 //! for a cron or webhook session, in its `approval_target` (tagged with the session's
-//! name and id). An allowed user answers with a reaction on that post (✅ 👍 approve,
-//! ❌ 👎 deny, 1️⃣…9️⃣ an option) or with `/approve`, `/deny`, `/answer N` in the room;
+//! name and id), mentioning the allowed users in that room ([`super::mentions`]). An
+//! allowed user answers with a reaction on that post (✅ 👍 approve, ❌ 👎 deny, 1️⃣…9️⃣ an
+//! option) or with `!approve`, `!deny`, `!answer N` in the room;
 //! the answer is confirmed in a thread under the post. An answer given elsewhere (the
 //! workbench, the command line) edits the post to say so; later reactions are ignored.
 //! What was posted is kept in `.crucible/matrix/posted.json`, so a restarted daemon
@@ -19,7 +20,7 @@ use matrix_sdk::ruma::events::room::message::{
 use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, RoomAliasId, RoomId, UserId};
 use serde::{Deserialize, Serialize};
 
-use super::{Bot, lock, wording};
+use super::{Bot, lock, mentions, wording};
 use crate::protocol::methods as m;
 use crate::protocol::{ChannelKind, InboxMessage, MsgType, RespondParams, Session};
 
@@ -150,7 +151,7 @@ impl Bot {
             return;
         };
         let (room, tagged) = match super::room_of_tag(&session) {
-            Some(room) => (self.client.get_room(&room), false),
+            Some(room) => (self.current_room(&room), false),
             None => match self.approval_target(&session) {
                 Some(target) => (self.target_room(&target).await, true),
                 None => return,
@@ -161,10 +162,8 @@ impl Bot {
             return;
         };
         let text = wording::question(message, tagged.then_some(&session));
-        let event = match room
-            .send(RoomMessageEventContent::text_markdown(text))
-            .await
-        {
+        let people = self.people_in(&room).await;
+        let event = match room.send(mentions::mentioning(&text, people)).await {
             Ok(sent) => sent.response.event_id,
             Err(e) => {
                 tracing::warn!(message = %message.id, "matrix: cannot post the question: {e}");

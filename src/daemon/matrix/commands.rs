@@ -1,11 +1,11 @@
 //! A room's commands other than answers: what the room's session is and does, and the
-//! rules that judge it.
+//! rules that judge it. Replies name commands with `!` (Element keeps `/` for its own).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use matrix_sdk::Room;
-use matrix_sdk::ruma::UserId;
+use matrix_sdk::ruma::{RoomId, UserId};
 
 use super::{Bot, wording};
 use crate::protocol::methods as m;
@@ -14,32 +14,52 @@ use crate::protocol::{
     SessionListParams, SessionRuleParams, SessionState,
 };
 
-/// The reply to `/<name> <rest>` in `room`, said by `sender`.
+/// What a command answers: words in the room (a long answer in a thread under its first
+/// lines), or a head in the room with the whole in a thread under it.
+pub(super) enum Reply {
+    Say(String),
+    Threaded {
+        head: String,
+        whole: String,
+        /// The code block's language, when the whole is code (`diff`).
+        code: Option<&'static str>,
+    },
+}
+
+impl From<String> for Reply {
+    fn from(text: String) -> Self {
+        Reply::Say(text)
+    }
+}
+
+/// The reply to `typed` (`!name` or `/name`) with `rest` in `room`, said by `sender`.
 pub(super) async fn run(
     bot: &Arc<Bot>,
     room: &Room,
     sender: &UserId,
-    name: &str,
+    typed: &str,
     rest: &str,
-) -> String {
+) -> Reply {
+    let name = typed.get(1..).unwrap_or_default();
     if name == "help" {
-        return wording::HELP.into();
+        return Reply::Say(wording::HELP.into());
     }
     let all = match bot
         .call::<m::SessionList>(&SessionListParams::default())
         .await
     {
         Ok(listed) => listed.sessions,
-        Err(e) => return format!("/{name}: {}", e.message),
+        Err(e) => return format!("!{name}: {}", e.message).into(),
     };
     if name == "sessions" {
-        return sessions(all);
+        return sessions(all).into();
     }
-    let Some(session) = room_session(all, room) else {
-        return match known(name) {
+    let key = bot.first_room(room.room_id());
+    let Some(session) = room_session(all, &key) else {
+        return Reply::Say(match known(name) {
             true => "This room has no session yet: write to start one.".into(),
-            false => format!("Unknown command /{name}: say /help."),
-        };
+            false => format!("Unknown command {typed}: say !help."),
+        });
     };
     let id = session.id.clone();
     let who = sender.as_str();
@@ -98,13 +118,16 @@ pub(super) async fn run(
                 session_id: id.clone(),
                 context: None,
             };
-            bot.call_as::<m::SessionDiff>(who, &asked)
-                .await
-                .map(|reply| diff_text(&reply.diff))
+            return match bot.call_as::<m::SessionDiff>(who, &asked).await {
+                Ok(reply) => diff_reply(&reply.diff),
+                Err(e) => format!("!diff: {}", e.message).into(),
+            };
         }
-        _ => return format!("Unknown command /{name}: say /help."),
+        _ => return format!("Unknown command {typed}: say !help.").into(),
     };
-    result.unwrap_or_else(|e| format!("/{name}: {}", e.message))
+    result
+        .unwrap_or_else(|e| format!("!{name}: {}", e.message))
+        .into()
 }
 
 /// The rules that judge the session, one line each: id, how it stands, what it does.
@@ -128,9 +151,10 @@ fn known(name: &str) -> bool {
     .contains(&name)
 }
 
-/// The live session of the room among `all` (the newest, if several were).
-fn room_session(all: Vec<Session>, room: &Room) -> Option<Session> {
-    let room_id = room.room_id().as_str();
+/// The live session of the conversation keyed by `room` among `all` (the newest, if
+/// several were).
+fn room_session(all: Vec<Session>, room: &RoomId) -> Option<Session> {
+    let room_id = room.as_str();
     all.into_iter()
         .filter(|s| {
             s.channel.as_ref().is_some_and(|t| {
@@ -172,10 +196,22 @@ fn sessions(all: Vec<Session>) -> String {
     text
 }
 
-/// A diff as unified text in a code block.
-fn diff_text(diff: &crate::protocol::Diff) -> String {
+/// A diff: which files changed, in the room; the unified diff in a thread under it.
+fn diff_reply(diff: &crate::protocol::Diff) -> Reply {
     if diff.files.is_empty() {
-        return "No changes.".into();
+        return Reply::Say("No changes.".into());
     }
-    format!("```diff\n{}```", diff.unified())
+    let mut head = String::from("The session's changes (the diff is in the thread):");
+    for file in &diff.files {
+        let _ = write!(
+            head,
+            "\n- `{}` +{} −{}",
+            file.path, file.added, file.removed
+        );
+    }
+    Reply::Threaded {
+        head,
+        whole: diff.unified(),
+        code: Some("diff"),
+    }
 }

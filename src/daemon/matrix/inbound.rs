@@ -1,7 +1,8 @@
 //! What arrives from rooms: invites (joined when an allowed user sent them), messages
-//! (a conversation with the room's session, or a command), reactions (answers to posted
-//! questions) and messages the bot cannot decrypt. Anything from a user who is not
-//! allowed is ignored, and logged once per user.
+//! (a conversation with the room's session, or a command: `!word`, or `/word` from a
+//! client that passes it on), reactions (answers to posted questions), messages the bot
+//! cannot decrypt, and rooms upgraded to a successor ([`super::upgrade`]). Anything from
+//! a user who is not allowed is ignored, and logged once per user.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,8 @@ use matrix_sdk::ruma::events::room::message::{
 use matrix_sdk::ruma::{OwnedEventId, UserId};
 use matrix_sdk::{Room, RoomState};
 
-use super::{Bot, SOURCE, approvals, wording};
+use super::commands::Reply;
+use super::{Bot, SOURCE, approvals, upgrade, wording};
 use crate::protocol::methods as m;
 use crate::protocol::{ChannelKind, Resolution, ResolveParams};
 
@@ -31,6 +33,7 @@ pub(super) fn listen(bot: &Arc<Bot>) {
     client.add_event_handler(on_message);
     client.add_event_handler(on_reaction);
     client.add_event_handler(on_undecryptable);
+    client.add_event_handler(upgrade::on_tombstone);
 }
 
 impl Bot {
@@ -48,16 +51,25 @@ impl Bot {
         false
     }
 
-    /// Whether the bot serves `room`: any room when `allowed_rooms` is empty.
-    async fn serves(&self, room: &Room) -> bool {
+    /// Whether the bot serves `room`: any room when `allowed_rooms` is empty, else one
+    /// it names (by id or alias), or a successor of one it names.
+    pub(super) async fn serves(&self, room: &Room) -> bool {
         let allowed = &self.config.allowed_rooms;
-        if allowed.is_empty() || allowed.iter().any(|r| r == room.room_id().as_str()) {
+        if allowed.is_empty() {
             return true;
         }
-        let aliases = room.canonical_alias().into_iter().chain(room.alt_aliases());
-        for alias in aliases {
-            if allowed.iter().any(|r| r == alias.as_str()) {
+        for id in self.line_of(room.room_id()) {
+            if allowed.iter().any(|r| r == id.as_str()) {
                 return true;
+            }
+            let Some(room) = self.client.get_room(&id) else {
+                continue;
+            };
+            let aliases = room.canonical_alias().into_iter().chain(room.alt_aliases());
+            for alias in aliases {
+                if allowed.iter().any(|r| r == alias.as_str()) {
+                    return true;
+                }
             }
         }
         false
@@ -104,7 +116,7 @@ async fn on_message(event: OriginalSyncRoomMessageEvent, room: Room, Ctx(bot): C
         _ => None,
     };
     let body = without_reply_fallback(&text.body);
-    if let Some(command) = body.strip_prefix('/') {
+    if let Some(command) = command_in(body) {
         command_of(&bot, &room, &event.sender, replied_to.as_ref(), command).await;
     } else if bot
         .posted
@@ -116,6 +128,15 @@ async fn on_message(event: OriginalSyncRoomMessageEvent, room: Room, Ctx(bot): C
     } else {
         converse(&bot, &room, &event.sender, body).await;
     }
+}
+
+/// The command a message is (`!word …`, or `/word …` where the client passes it on), with
+/// its prefix: a word of letters right after the prefix. Anything else (`!!`, `/ `) is
+/// words for the session.
+fn command_in(body: &str) -> Option<&str> {
+    let rest = body.strip_prefix(['!', '/'])?;
+    rest.starts_with(|c: char| c.is_ascii_alphabetic())
+        .then_some(body)
 }
 
 /// A reply's quoted lines (`> …`), which older clients put before the text.
@@ -139,7 +160,8 @@ async fn converse(bot: &Arc<Bot>, room: &Room, sender: &UserId, text: &str) {
     let inbound = ResolveParams {
         channel: ChannelKind::Matrix,
         source: SOURCE.into(),
-        reference: room.room_id().to_string(),
+        // An upgraded room goes on with the conversation of the room it replaced.
+        reference: bot.first_room(room.room_id()).to_string(),
         text: text.to_string(),
         words: None,
         agent: bot.config.agent.clone(),
@@ -204,7 +226,8 @@ async fn on_undecryptable(
     }
 }
 
-/// A command in the room (`/approve`, `/session`, …), for the room's session.
+/// A command in the room (`!approve`, `!session`, …, with its prefix), for the room's
+/// session.
 async fn command_of(
     bot: &Arc<Bot>,
     room: &Room,
@@ -212,7 +235,8 @@ async fn command_of(
     replied_to: Option<&OwnedEventId>,
     line: &str,
 ) {
-    let (name, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let (typed, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let name = &typed[1..];
     let rest = rest.trim();
     let answer = match name {
         "approve" => Some("approve".to_string()),
@@ -227,6 +251,26 @@ async fn command_of(
         }
         return;
     }
-    let text = super::commands::run(bot, room, sender, name, rest).await;
-    bot.say_long(room, &text).await;
+    match super::commands::run(bot, room, sender, typed, rest).await {
+        Reply::Say(text) => bot.say_long(room, &text).await,
+        Reply::Threaded { head, whole, code } => {
+            bot.threaded(room, &head, &whole, code).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_is_a_word_after_bang_or_slash() {
+        assert_eq!(command_in("!help"), Some("!help"));
+        assert_eq!(command_in("!answer 2"), Some("!answer 2"));
+        assert_eq!(command_in("/approve"), Some("/approve"));
+        assert_eq!(command_in("!! it broke"), None);
+        assert_eq!(command_in("! approve"), None);
+        assert_eq!(command_in("/ 2"), None);
+        assert_eq!(command_in("say !help"), None);
+    }
 }

@@ -16,8 +16,10 @@ mod approvals;
 mod claim;
 mod commands;
 mod inbound;
+mod mentions;
 mod outage;
 mod outbound;
+mod upgrade;
 mod wording;
 
 use std::any::Any;

@@ -95,8 +95,9 @@ async fn post_open_questions(bot: &Bot) {
     }
 }
 
+/// The room a session talks in now (the newest successor of its room, if upgraded).
 async fn room_of(bot: &Bot, session_id: &str) -> Option<Room> {
-    bot.client.get_room(&bot.room_of_session(session_id).await?)
+    bot.current_room(&bot.room_of_session(session_id).await?)
 }
 
 /// Adds what `entry` says to the turn; true when the turn ended.
@@ -138,7 +139,7 @@ fn tail(text: &str) -> String {
 }
 
 async fn state_changed(bot: &Bot, session: &Session) {
-    let Some(room) = super::room_of_tag(session).and_then(|room| bot.client.get_room(&room)) else {
+    let Some(room) = super::room_of_tag(session).and_then(|room| bot.current_room(&room)) else {
         return;
     };
     let Some(state) = session.state else {
@@ -176,22 +177,23 @@ impl Bot {
             }
         };
         if long {
-            self.in_thread(room, &root, reply, false).await;
+            self.in_thread(room, &root, reply, None).await;
         }
         if !detail.is_empty() {
-            self.in_thread(room, &root, &detail.join("\n"), true).await;
+            self.in_thread(room, &root, &detail.join("\n"), Some(""))
+                .await;
         }
     }
 
-    /// Posts `text` in the thread under `root`, in parts an event can carry.
-    async fn in_thread(&self, room: &Room, root: &OwnedEventId, text: &str, code: bool) {
+    /// Posts `text` in the thread under `root`, in parts an event can carry; as code (a
+    /// block in the language `code` names, if any) or as Markdown.
+    async fn in_thread(&self, room: &Room, root: &OwnedEventId, text: &str, code: Option<&str>) {
         let chars: Vec<char> = text.chars().collect();
         for part in chars.chunks(THREAD_PART_CHARS) {
             let part: String = part.iter().collect();
-            let body = if code {
-                format!("```\n{part}\n```")
-            } else {
-                part
+            let body = match code {
+                Some(language) => format!("```{language}\n{}\n```", part.trim_end()),
+                None => part,
             };
             self.notice(room, &body, Some(root)).await;
         }
@@ -221,7 +223,22 @@ impl Bot {
             .await
         {
             Ok(sent) => {
-                self.in_thread(room, &sent.response.event_id, text, false)
+                self.in_thread(room, &sent.response.event_id, text, None)
+                    .await
+            }
+            Err(e) => tracing::warn!(room = %room.room_id(), "matrix: cannot post: {e}"),
+        }
+    }
+
+    /// `head` in the room, and `whole` in a thread under it (as code in the language
+    /// `code` names, if any).
+    pub(super) async fn threaded(&self, room: &Room, head: &str, whole: &str, code: Option<&str>) {
+        match room
+            .send(RoomMessageEventContent::notice_markdown(head))
+            .await
+        {
+            Ok(sent) => {
+                self.in_thread(room, &sent.response.event_id, whole, code)
                     .await
             }
             Err(e) => tracing::warn!(room = %room.room_id(), "matrix: cannot post: {e}"),

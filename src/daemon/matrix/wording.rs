@@ -42,10 +42,10 @@ pub(super) fn question(message: &InboxMessage, tag: Option<&Session>) -> String 
     text.push_str("\n\n");
     text.push_str(match (message.msg_type, options.is_empty()) {
         (MsgType::ApprovalRequired, _) => {
-            "React ✅ to approve or ❌ to deny (or say `/approve`, `/deny`, `/answer N`)."
+            "React ✅ to approve or ❌ to deny (or say `!approve`, `!deny`, `!answer N`)."
         }
-        (_, false) => "React with the option's number, or say `/answer N` or `/answer <text>`.",
-        (_, true) => "Say `/answer <text>`.",
+        (_, false) => "React with the option's number, or say `!answer N` or `!answer <text>`.",
+        (_, true) => "Say `!answer <text>`.",
     });
     text
 }
@@ -99,24 +99,25 @@ pub(super) fn head_of(reply: &str, chars: usize) -> String {
     format!("{head}…\n\n*(the whole reply is in the thread)*")
 }
 
-/// The room's help.
+/// The room's help. Commands start with `!` (clients such as Element take `/` for their
+/// own); `/` works too where a client passes it on.
 pub(super) const HELP: &str = "Talk to the room's session by writing to it. Commands:\n\n\
-- `/approve`, `/deny`, `/answer N|text`: answer the open question (or react to it)\n\
-- `/session`: the room's session\n\
-- `/sessions`: every session of the workbench\n\
-- `/stop`: stop the room's session (its worktree and transcript stay)\n\
-- `/diff`: the session's changes, in a thread\n\
-- `/rules`: the rules and how they stand in this session\n\
-- `/disable RULE`, `/enable RULE`: switch a rule off or on for this session\n\
-- `/reset`: forget what was approved in this session (rules ask again)\n\
-- `/skills`: the agent's own commands\n\
-- `/memory`: the session's context\n\
-- `/help`: this";
+- `!approve`, `!deny`, `!answer N|text`: answer the open question (or react to it)\n\
+- `!session`: the room's session\n\
+- `!sessions`: every session of the workbench\n\
+- `!stop`: stop the room's session (its worktree and transcript stay)\n\
+- `!diff`: the session's changes, in a thread\n\
+- `!rules`: the rules and how they stand in this session\n\
+- `!disable RULE`, `!enable RULE`: switch a rule off or on for this session\n\
+- `!reset`: forget what was approved in this session (rules ask again)\n\
+- `!skills`: the agent's own commands\n\
+- `!memory`: the session's context\n\
+- `!help`: this";
 
 /// Said to plain words in reply to a question, or in a room of other sessions' questions.
 pub(super) const HOW_TO_ANSWER: &str = "That is not passed on to any session: answer a \
-    question with a reaction on it (✅ approve, ❌ deny, 1️⃣… an option), or with `/approve`, \
-    `/deny` or `/answer N` in reply to it.";
+    question with a reaction on it (✅ approve, ❌ deny, 1️⃣… an option), or with `!approve`, \
+    `!deny` or `!answer N` in reply to it.";
 
 /// Why this daemon does not run a bot account another kiln's daemon answers.
 pub(super) fn answered_elsewhere(holder: &BotClaim) -> String {
