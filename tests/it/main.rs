@@ -38,6 +38,8 @@ mod matrix_channel;
 #[cfg(feature = "matrix")]
 mod matrix_commands;
 #[cfg(feature = "matrix")]
+mod matrix_element;
+#[cfg(feature = "matrix")]
 mod matrix_once;
 mod mcp;
 #[path = "../equipment/model_server.rs"]
