@@ -39,6 +39,9 @@ enum DaemonAction {
     /// Relay the daemon's socket over standard input and output (for your hub on another
     /// machine: `ssh HOST cru --kiln PATH daemon bridge`); starts the daemon if needed.
     Bridge,
+    /// Say whether the emoji of the Matrix bot's verification match the ones your
+    /// Matrix client shows (without a flag: show them).
+    Verify(super::verify::VerifyArgs),
     /// Print a systemd user unit that keeps this kiln's daemon running (for cron jobs
     /// and webhooks): save it under ~/.config/systemd/user/ and enable it.
     Service,
@@ -62,6 +65,7 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
         }
         DaemonAction::Status { json } => status(&kiln, json).await,
         DaemonAction::Bridge => super::bridge::run(&kiln).await,
+        DaemonAction::Verify(args) => super::verify::run(&kiln, args).await,
         DaemonAction::Check { json } => {
             crate::logging::to_stderr();
             let check = match Client::connect(&kiln).await {
@@ -152,6 +156,9 @@ async fn status(kiln: &Kiln, json: bool) -> anyhow::Result<ExitCode> {
         print_team(&status);
         if let Some(matrix) = &status.matrix {
             outln!("matrix: {}", matrix_line(matrix));
+            for line in super::verify::device_lines(matrix) {
+                outln!("{line}");
+            }
         }
         print_components(&status.components);
         if let Some(why) = &status.settings_error {

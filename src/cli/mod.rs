@@ -15,6 +15,7 @@ mod rules;
 mod search;
 mod session;
 mod usage;
+mod verify;
 mod web;
 
 use std::path::PathBuf;

@@ -113,6 +113,13 @@ impl Door {
         }
     }
 
+    /// Tells every subscriber how the Matrix bot's emoji verification stands.
+    pub(crate) fn tell_verification(&self, verification: crate::protocol::MatrixVerification) {
+        if let Some(services) = self.services.upgrade() {
+            services.ledger.publish_verification(verification);
+        }
+    }
+
     /// The settings in use (as saved, once a call has looked).
     pub(crate) fn settings(&self) -> Arc<Config> {
         self.settings.current()

@@ -17,6 +17,7 @@ mod http;
 mod lifecycle;
 #[cfg(feature = "matrix")]
 mod matrix;
+mod matrix_share;
 mod notify;
 mod services;
 mod settings;

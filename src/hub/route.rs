@@ -98,6 +98,9 @@ pub(super) fn way(request: &Request, params: &Value) -> Way {
         R::WebPair(_) | R::WebDevicesOf(_) | R::WebRevoke(_) => {
             Way::No("each kiln's web view pairs its own devices: ask the kiln's daemon")
         }
+        R::MatrixVerify(_) => Way::No(
+            "the Matrix bot is verified at the kiln whose daemon answers it: `cru -C KILN daemon verify`",
+        ),
     }
 }
 

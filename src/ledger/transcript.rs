@@ -48,6 +48,11 @@ impl Ledger {
         self.publish(Event::Conflicts(report));
     }
 
+    /// The Matrix bot's emoji verification began, showed its emoji or ended.
+    pub fn publish_verification(&self, verification: crate::protocol::MatrixVerification) {
+        self.publish(Event::MatrixVerification(verification));
+    }
+
     pub fn publish_output(&self, chunk: OutputChunk) {
         self.publish(Event::Output(chunk));
     }

@@ -385,6 +385,8 @@ methods! {
     DaemonStatusOf = "daemon.status", Owner, InOrder, Local, [], NoParams => DaemonStatus;
     /// Stops the daemon cleanly.
     DaemonShutdown = "daemon.shutdown", Owner, InOrder, Local, [], NoParams => Stopping;
+    /// Says whether the emoji of the Matrix bot's verification match: confirms or cancels it.
+    MatrixVerify = "matrix.verify", Owner, InOrder, Local, ["confirm"], MatrixVerifyParams => MatrixVerification;
     /// A one-time code that pairs a browser with the web view.
     WebPair = "web.pair", Owner, InOrder, Local, ["read_only"], WebPairParams => WebPairing;
     /// The browsers paired with the web view, and where it is served.

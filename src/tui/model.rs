@@ -211,6 +211,10 @@ impl Model {
                 self.set_store(health);
                 Vec::new()
             }
+            Event::MatrixVerification(verification) => {
+                self.health.update(HealthMsg::Verification(verification));
+                Vec::new()
+            }
             // Sent as `events.lagged`, which the runtime answers by reading everything.
             Event::Resync { .. } => Vec::new(),
         };

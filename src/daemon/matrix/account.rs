@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use matrix_sdk::authentication::matrix::MatrixSession;
+use matrix_sdk::ruma::api::client::uiaa;
 use matrix_sdk::ruma::api::error::{ErrorKind, RetryAfter};
 use matrix_sdk::ruma::{OwnedDeviceId, OwnedUserId};
 use matrix_sdk::{Client, SessionMeta, SessionTokens};
@@ -26,6 +27,8 @@ pub(super) enum AccountError {
     },
     #[error("the homeserver refused the login: {0}")]
     Refused(String),
+    #[error("cannot cross-sign the bot's device: {0}")]
+    CrossSigning(String),
     #[error("{0}")]
     Client(String),
 }
@@ -75,7 +78,7 @@ pub(super) async fn connect(
     }
     let session = log_in(&client, config).await?;
     write_login(folder, &session)?;
-    tracing::info!(user = %session.meta.user_id, device = %session.meta.device_id, "matrix: logged in; the device is kept");
+    tracing::debug!(user = %session.meta.user_id, device = %session.meta.device_id, "matrix: a new device; its login is kept");
     Ok(Connected {
         client,
         fresh: true,
@@ -144,6 +147,62 @@ async fn whoami(
         AccountError::Refused("the access token has no device: log in with password_env".into())
     })?;
     Ok((me.user_id, device))
+}
+
+/// Makes the bot's device one its own identity has signed (cross-signing), which
+/// clients that exclude insecure devices (Element since 2026) need before they send to it
+/// or trust what it sends. An identity whose private keys this device holds is kept; else
+/// a new one is made and uploaded, with the password when the homeserver asks for it (the
+/// first upload needs none on homeservers that follow the current spec). Whether the
+/// device is cross-signed now.
+pub(super) async fn cross_sign(client: &Client, config: &MatrixConfig) -> Result<(), AccountError> {
+    let encryption = client.encryption();
+    let held = encryption
+        .cross_signing_status()
+        .await
+        .is_some_and(|status| status.is_complete());
+    if held && own_device_signed(client).await {
+        return Ok(());
+    }
+    let failed = |e: matrix_sdk::Error| AccountError::CrossSigning(e.to_string());
+    let first = match encryption.bootstrap_cross_signing(None).await {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let Some(asked) = first.as_uiaa_response() else {
+        return Err(failed(first));
+    };
+    let Some(var) = &config.password_env else {
+        return Err(AccountError::CrossSigning(
+            "the homeserver asks for the bot's password to set up its cross-signing identity: set password_env for one start (the stored login is kept after)".into(),
+        ));
+    };
+    let password = std::env::var(var).map_err(|_| AccountError::Unset(var.clone()))?;
+    let mut auth = uiaa::Password::new(
+        uiaa::UserIdentifier::Matrix(uiaa::MatrixUserIdentifier::new(config.user_id.clone())),
+        password,
+    );
+    auth.session = asked.session.clone();
+    encryption
+        .bootstrap_cross_signing(Some(uiaa::AuthData::Password(auth)))
+        .await
+        .map_err(failed)?;
+    if held {
+        tracing::debug!("matrix: the device was not signed by its identity: signed now");
+    } else {
+        tracing::warn!(
+            "matrix: the bot has a new cross-signing identity: people who verified the bot before verify it again"
+        );
+    }
+    Ok(())
+}
+
+/// Whether the bot's own identity has signed this device.
+pub(super) async fn own_device_signed(client: &Client) -> bool {
+    match client.encryption().get_own_device().await {
+        Ok(Some(device)) => device.is_cross_signed_by_owner(),
+        _ => false,
+    }
 }
 
 fn login_path(folder: &Path) -> PathBuf {

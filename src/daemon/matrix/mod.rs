@@ -20,6 +20,7 @@ mod mentions;
 mod outage;
 mod outbound;
 mod upgrade;
+mod verify;
 mod wording;
 
 use std::any::Any;
@@ -37,6 +38,7 @@ use super::caller::Caller;
 use super::components::Component;
 use super::door::{Door, Starts};
 use super::error::DaemonError;
+use super::matrix_share::MatrixShare;
 use crate::config::{Config, MatrixConfig};
 use crate::protocol::methods::{self as m, Method};
 use crate::protocol::{
@@ -53,9 +55,9 @@ const SYNC_WAIT: Duration = Duration::from_secs(30);
 /// The longest pause between attempts to reach a homeserver that is away.
 const MOST_BACKOFF: Duration = Duration::from_secs(60);
 
-/// What `daemon.status` shows of the channel, kept up to date by the running bot; the
-/// component shares it (its `matrix` field).
-type StatusCell = Arc<Mutex<Option<MatrixStatus>>>;
+/// What `daemon.status` shows of the channel, kept up to date by the running bot, and
+/// the verification waiting for the person's word; the component shares it.
+type StatusCell = Arc<MatrixShare>;
 
 pub(super) struct Matrix {
     door: Door,
@@ -94,7 +96,7 @@ impl Matrix {
         // The bot it replaces gives its account back.
         self.claim = None;
         self.refused = None;
-        *lock(&self.status) = config.as_ref().map(|c| MatrixStatus {
+        *self.status.status_mut() = config.as_ref().map(|c| MatrixStatus {
             user_id: c.user_id.clone(),
             homeserver: c.homeserver.clone(),
             ..Default::default()
@@ -104,7 +106,7 @@ impl Matrix {
                 claim::Claim::Serve(held) => self.claim = held,
                 claim::Claim::Refused { holder, refusal } => {
                     tracing::warn!("matrix channel not started: {refusal}");
-                    if let Some(status) = lock(&self.status).as_mut() {
+                    if let Some(status) = self.status.status_mut().as_mut() {
                         status.error = Some(refusal.clone());
                     }
                     self.refused = Some(refusal.clone());
@@ -145,7 +147,7 @@ impl Component for Matrix {
     }
 
     fn status(&self) -> Option<ComponentStatus> {
-        let status = lock(&self.status).clone();
+        let status = self.status.status();
         Some(match status {
             None => ComponentStatus {
                 name: self.name().into(),
@@ -236,7 +238,7 @@ impl Bot {
     }
 
     fn set_status(&self, change: impl FnOnce(&mut MatrixStatus)) {
-        if let Some(status) = lock(&self.status).as_mut() {
+        if let Some(status) = self.status.status_mut().as_mut() {
             change(status);
         }
     }
@@ -296,8 +298,8 @@ async fn run(setup: Setup) {
                 serve(connected, &setup).await;
             }
             Err(e) => {
-                tracing::warn!("matrix: cannot log in: {e}");
-                if let Some(status) = lock(&setup.status).as_mut() {
+                login.failed(&e);
+                if let Some(status) = setup.status.status_mut().as_mut() {
                     status.error = Some(e.to_string());
                     status.logged_in = false;
                 }
@@ -337,12 +339,27 @@ async fn serve(connected: account::Connected, setup: &Setup) {
         posted: approvals::Posted::load(&setup.folder),
         told: Mutex::new(HashSet::new()),
     });
+    let signing = account::cross_sign(&client, &setup.config).await;
+    if let Err(e) = &signing {
+        tracing::warn!("matrix: {e}; clients that exclude unsigned devices (Element) will not talk to the bot");
+    }
+    let cross_signed = account::own_device_signed(&client).await;
+    let fingerprint = client.encryption().ed25519_key().await;
     bot.set_status(|s| {
         s.logged_in = true;
         s.device_id = client.device_id().map(|d| d.to_string());
         s.error = None;
+        s.cross_signed = cross_signed;
+        s.fingerprint = fingerprint.clone();
     });
+    tracing::info!(
+        user = %bot.own,
+        device = client.device_id().map(|d| d.to_string()).unwrap_or_default(),
+        cross_signed,
+        "matrix: the bot is logged in"
+    );
     inbound::listen(&bot);
+    verify::listen(&bot);
     // Stopped with this task (a new `[channels.matrix]`, the daemon stopping).
     let _posting = AbortOnDrop(tokio::spawn(outbound::follow(Arc::clone(&bot))));
     let mut pause = Duration::from_secs(1);

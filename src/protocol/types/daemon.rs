@@ -111,6 +111,97 @@ pub struct MatrixStatus {
     /// What went wrong last (cleared by the next good sync).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The device's ed25519 key (base64), which a person compares by hand to verify the
+    /// bot without emoji (Element calls it the session key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// Whether the bot's own identity has signed its device (cross-signing), which clients
+    /// that exclude insecure devices need before they talk to it.
+    #[serde(default)]
+    pub cross_signed: bool,
+    /// The emoji verification under way or last ended, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<MatrixVerification>,
+}
+
+/// An emoji (SAS) verification of the bot's device by an allowed user: the emoji both
+/// sides show, and how far it is. The bot confirms only when the person says they match
+/// (`matrix.verify`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixVerification {
+    /// Who verifies the bot, from which of their devices.
+    pub user_id: String,
+    pub device_id: String,
+    /// The verification's id (its transaction or the request event's id).
+    pub flow_id: String,
+    pub state: VerificationState,
+    /// The seven emoji to compare, once the keys are exchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub emoji: Vec<VerificationEmoji>,
+    /// The same as three numbers, for clients that show no emoji.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decimals: Option<[u16; 3]>,
+    /// Why it was cancelled, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl MatrixVerification {
+    /// The emoji in one line: `🐶 Dog, 🐱 Cat, …`.
+    pub fn emoji_line(&self) -> String {
+        self.emoji
+            .iter()
+            .map(|e| format!("{} {}", e.symbol, e.description))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// How far an emoji verification is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerificationState {
+    /// Asked for and accepted; the keys are not exchanged yet.
+    #[default]
+    Requested,
+    /// The emoji are shown: waiting for the person to say whether they match.
+    Emoji,
+    /// The person said they match; waiting for the other side.
+    Confirmed,
+    /// Both sides confirmed: the device is verified.
+    Done,
+    Cancelled,
+}
+
+impl VerificationState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Requested => "requested",
+            Self::Emoji => "emoji",
+            Self::Confirmed => "confirmed",
+            Self::Done => "done",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the verification has ended (done or cancelled).
+    pub fn is_over(self) -> bool {
+        matches!(self, Self::Done | Self::Cancelled)
+    }
+}
+
+/// One emoji of a verification, with its name (`🐶`, `Dog`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerificationEmoji {
+    pub symbol: String,
+    pub description: String,
+}
+
+/// `matrix.verify`: whether the emoji the bot shows match the ones on the person's
+/// client (`true` confirms, `false` cancels as a mismatch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixVerifyParams {
+    pub confirm: bool,
 }
 
 /// One daemon of a team (a record of the `daemons` table).

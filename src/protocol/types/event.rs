@@ -38,6 +38,9 @@ pub enum Event {
     /// away, writes are refused and nothing is acknowledged.
     #[serde(rename = "daemon.store")]
     Store(StoreHealth),
+    /// An emoji verification of the Matrix bot's device began, showed its emoji or ended.
+    #[serde(rename = "matrix.verification")]
+    MatrixVerification(MatrixVerification),
     /// Changes may have been missed (the database's live queries were re-established):
     /// read the state again. Sent to clients as `events.lagged`.
     #[serde(rename = "events.lagged")]
@@ -75,6 +78,7 @@ impl Event {
             Event::Context(_) => "session.context",
             Event::Conflicts(_) => "session.conflicts",
             Event::Store(_) => "daemon.store",
+            Event::MatrixVerification(_) => "matrix.verification",
             Event::Resync { .. } => "events.lagged",
         }
     }
@@ -100,6 +104,7 @@ impl Event {
             | Event::Context(_)
             | Event::Conflicts(_)
             | Event::Store(_)
+            | Event::MatrixVerification(_)
             | Event::Resync { .. } => Topic::Session,
             Event::Transcript(_) | Event::Output(_) => Topic::Transcript,
             Event::InboxCreated(_) | Event::InboxUpdated(_) | Event::InboxDeleted { .. } => {

@@ -2,7 +2,7 @@
 //! whether it reaches its database, and whether the settings files load. The screen
 //! shows a banner while any of it is wrong.
 
-use crate::protocol::StoreHealth;
+use crate::protocol::{MatrixVerification, StoreHealth, VerificationState};
 
 /// The link to the daemon, as the runtime reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +26,8 @@ pub(in crate::tui) enum HealthMsg {
     Settings(Option<String>),
     /// Why the daemon does not answer, or `None` once it does.
     Silence(Option<String>),
+    /// How the Matrix bot's emoji verification stands.
+    Verification(MatrixVerification),
 }
 
 /// The link's health.
@@ -42,6 +44,8 @@ pub struct Health {
     /// Why the connected daemon does not answer (stopped by a signal, or silent), while
     /// it does not.
     pub(in crate::tui) daemon_silence: Option<String>,
+    /// The Matrix bot's emoji verification while its emoji wait for the person's word.
+    pub(in crate::tui) verification: Option<MatrixVerification>,
 }
 
 impl Default for Health {
@@ -52,6 +56,7 @@ impl Default for Health {
             store_down: None,
             settings_error: None,
             daemon_silence: None,
+            verification: None,
         }
     }
 }
@@ -74,6 +79,9 @@ impl Health {
             }
             HealthMsg::Settings(why) => self.settings_error = why,
             HealthMsg::Silence(why) => self.daemon_silence = why,
+            HealthMsg::Verification(v) => {
+                self.verification = (v.state == VerificationState::Emoji).then_some(v);
+            }
         }
     }
 
@@ -84,5 +92,6 @@ impl Health {
             || self.store_down.is_some()
             || self.store_damaged.is_some()
             || self.settings_error.is_some()
+            || self.verification.is_some()
     }
 }

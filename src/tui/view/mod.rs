@@ -240,7 +240,19 @@ fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         Connection::Connected => match &model.health.store_down {
             None => match &model.health.store_damaged {
                 None => match &model.health.settings_error {
-                    None => return,
+                    None => match &model.health.verification {
+                        None => return,
+                        Some(v) => (
+                            format!(
+                                " Matrix: {} verifies the bot: {} — if your client shows the same, `cru daemon verify --confirm`; else `--cancel`",
+                                v.user_id,
+                                v.emoji_line()
+                            ),
+                            theme
+                                .style(Role::SessionWaiting)
+                                .add_modifier(Modifier::REVERSED | Modifier::BOLD),
+                        ),
+                    },
                     Some(why) => (
                         format!(" settings: {why} — the last good ones stay in use"),
                         theme

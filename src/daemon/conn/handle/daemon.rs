@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use super::super::{Scope, Socket, subscribe as start_subscription};
 use super::*;
 use crate::daemon::caller::Caller;
+use crate::daemon::matrix_share::MatrixShare;
 
 /// The handshake: the protocol version, and for a session handle the session it acts for.
 impl Answer<m::Handshake> for Call<'_> {
@@ -120,12 +121,9 @@ impl Answer<m::DaemonStatusOf> for Call<'_> {
         instance.lease_until.clear();
         let (components, matrix) = {
             let components = services.components();
-            let matrix = components.part::<std::sync::Mutex<Option<MatrixStatus>>>();
-            let matrix = matrix.and_then(|cell| {
-                cell.lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .clone()
-            });
+            let matrix = components
+                .part::<MatrixShare>()
+                .and_then(|share| share.status());
             (components.statuses(), matrix)
         };
         Ok(DaemonStatus {
@@ -175,5 +173,19 @@ impl Answer<m::DaemonShutdown> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<Stopping, ErrorObject> {
         self.conn.shared.shutdown.notify_one();
         Ok(m::Stopping { stopping: true })
+    }
+}
+
+/// The person's word on the emoji of the Matrix bot's verification.
+impl Answer<m::MatrixVerify> for Call<'_> {
+    async fn answer(&self, p: MatrixVerifyParams) -> Result<MatrixVerification, ErrorObject> {
+        let share = self.conn.services.components().part::<MatrixShare>();
+        let Some(share) = share else {
+            return Err(ErrorObject::new(
+                code::NOT_FOUND,
+                "this daemon runs no Matrix bot ([channels.matrix])",
+            ));
+        };
+        share.say(p.confirm).await
     }
 }
