@@ -359,6 +359,10 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
     hs.start_again().await;
     alice.send_text(&room, "say the homeserver is back").await;
     from_bot(&alice, &bot, &room, "the homeserver is back").await;
+    // Its absence is said once in the log, however many syncs failed, and its return once.
+    let log = std::fs::read_to_string(tk.kiln.log_dir().join("daemon.log")).unwrap_or_default();
+    assert_eq!(log.matches("matrix: sync failed").count(), 1, "{log}");
+    assert_eq!(log.matches("matrix: sync works again").count(), 1, "{log}");
     assert!(
         !std::fs::read_to_string(tk.kiln.log_dir().join("daemon.log"))
             .unwrap_or_default()

@@ -220,6 +220,11 @@ async fn an_upgraded_room_goes_on_with_its_session_in_the_successor() {
     let sessions = matrix_sessions(&client, room.as_str()).await;
     assert_eq!(sessions.len(), 1);
     let id = sessions[0].id.clone();
+    // A question left open in the room.
+    alice
+        .send_text(&room, "permit p0 keep the old question")
+        .await;
+    from_bot(&alice, &bot, &room, "keep the old question").await;
 
     // The room is upgraded (the old one gets a tombstone naming its successor), and the
     // bot is invited to the successor, as Element does for the old room's members.
@@ -237,6 +242,11 @@ async fn an_upgraded_room_goes_on_with_its_session_in_the_successor() {
     // Synapse may carry the invite over itself; then this one is refused, which is fine.
     let _ = new_room.invite_user_by_id(&bot_id).await;
     alice.wait_until_joined(&successor, &bot, WAIT).await;
+
+    // The question asked before the upgrade is answered in the successor, and the
+    // turn's reply comes there.
+    alice.send_text(&successor, "!approve").await;
+    from_bot(&alice, &bot, &successor, "granted: keep the old question").await;
 
     // The conversation goes on in the successor: the same session, no new one.
     alice.send_text(&successor, "say after the upgrade").await;

@@ -99,21 +99,29 @@ impl Posted {
         lock(&self.posts).iter().any(|p| p.message_id == message_id)
     }
 
-    /// Whether a message in `room` replying to `event` (if any) is about questions rather
-    /// than to a session: a reply to a posted question, or any message in a room that
-    /// receives other sessions' questions (an `approval_target`).
-    pub(super) fn is_about_questions(&self, room: &RoomId, event: Option<&OwnedEventId>) -> bool {
+    /// Whether a message in a room (of the line `rooms`: the room, then the rooms it
+    /// upgraded) replying to `event` (if any) is about questions rather than to a
+    /// session: a reply to a posted question, or any message in a room that receives
+    /// other sessions' questions (an `approval_target`).
+    pub(super) fn is_about_questions(
+        &self,
+        rooms: &[OwnedRoomId],
+        event: Option<&OwnedEventId>,
+    ) -> bool {
         lock(&self.posts)
             .iter()
-            .any(|p| p.room == room && (p.tagged || event.is_some_and(|e| p.event == *e)))
+            .any(|p| rooms.contains(&p.room) && (p.tagged || event.is_some_and(|e| p.event == *e)))
     }
 
-    /// The open question a reaction on `event` in `room` answers, marked as being
-    /// answered.
-    fn take_for_answer(&self, room: &RoomId, event: Option<&OwnedEventId>) -> Option<Post> {
+    /// The open question a reaction on `event` (or a command) in a room of `rooms`
+    /// answers, marked as being answered.
+    fn take_for_answer(&self, rooms: &[OwnedRoomId], event: Option<&OwnedEventId>) -> Option<Post> {
         self.change(|posts| {
             let post = posts.iter_mut().find(|p| {
-                p.room == room && !p.settled && !p.answering && event.is_none_or(|e| p.event == *e)
+                rooms.contains(&p.room)
+                    && !p.settled
+                    && !p.answering
+                    && event.is_none_or(|e| p.event == *e)
             })?;
             post.answering = true;
             Some(post.clone())
@@ -213,15 +221,15 @@ impl Bot {
         own.or_else(|| config.channels.matrix.as_ref()?.approval_target.clone())
     }
 
-    /// The room a target names: a room id, an alias, or a user's direct chat with the
-    /// bot (made when there is none).
+    /// The room a target names: a room id or an alias (the newest room of its line, if it
+    /// was upgraded), or a user's direct chat with the bot (made when there is none).
     async fn target_room(&self, target: &str) -> Option<Room> {
         if let Ok(id) = RoomId::parse(target) {
-            return self.client.get_room(&id);
+            return self.current_room(&id);
         }
         if let Ok(alias) = RoomAliasId::parse(target) {
             let found = self.client.resolve_room_alias(&alias).await.ok()?;
-            return self.client.get_room(&found.room_id);
+            return self.current_room(&found.room_id);
         }
         let user: OwnedUserId = UserId::parse(target).ok()?;
         if let Some(room) = self.client.get_dm_room(&user) {
@@ -236,9 +244,11 @@ impl Bot {
         }
     }
 
-    /// Answers the open question of `event` (or the room's oldest, with `None`) for
-    /// `sender`; `answer` as `inbox.respond` takes it. Says so in a thread under the
-    /// post. False when there was no open question.
+    /// Answers the open question of `event` (or the room's oldest, with `None`; a
+    /// question asked before the room was upgraded counts as the room's) for `sender`;
+    /// `answer` as `inbox.respond` takes it. Says so in a thread under the post (in the
+    /// room, when the post is in the room it replaced). False when there was no open
+    /// question.
     pub(super) async fn answer(
         &self,
         room: &Room,
@@ -246,7 +256,8 @@ impl Bot {
         sender: &UserId,
         answer: &str,
     ) -> bool {
-        let Some(post) = self.posted.take_for_answer(room.room_id(), event) else {
+        let line = self.line_of(room.room_id());
+        let Some(post) = self.posted.take_for_answer(&line, event) else {
             return false;
         };
         let asked = RespondParams {
@@ -264,10 +275,12 @@ impl Bot {
             Err(e) => wording::not_answered(e),
         };
         let mut reply = RoomMessageEventContent::notice_markdown(text);
-        reply.relates_to = Some(Relation::Thread(Thread::plain(
-            post.event.clone(),
-            post.event.clone(),
-        )));
+        if post.room == room.room_id() {
+            reply.relates_to = Some(Relation::Thread(Thread::plain(
+                post.event.clone(),
+                post.event.clone(),
+            )));
+        }
         if let Err(e) = room.send(reply).await {
             tracing::warn!("matrix: cannot confirm the answer: {e}");
         }
@@ -359,13 +372,15 @@ mod tests {
             });
         });
         // A session's own room: only a reply to its question is held back.
-        assert!(posted.is_about_questions(&own, Some(&question)));
-        assert!(!posted.is_about_questions(&own, Some(&chat)));
-        assert!(!posted.is_about_questions(&own, None));
+        assert!(posted.is_about_questions(std::slice::from_ref(&own), Some(&question)));
+        assert!(!posted.is_about_questions(std::slice::from_ref(&own), Some(&chat)));
+        assert!(!posted.is_about_questions(std::slice::from_ref(&own), None));
         // A room other sessions' questions go to: nothing there starts a session.
-        assert!(posted.is_about_questions(&target, None));
-        assert!(posted.is_about_questions(&target, Some(&chat)));
-        assert!(!posted.is_about_questions(&other, None));
+        assert!(posted.is_about_questions(std::slice::from_ref(&target), None));
+        assert!(posted.is_about_questions(std::slice::from_ref(&target), Some(&chat)));
+        assert!(!posted.is_about_questions(std::slice::from_ref(&other), None));
+        // A room that upgraded the approvals room (its line: itself, then the old room).
+        assert!(posted.is_about_questions(&[other.clone(), target.clone()], None));
         // Posts kept before the flag existed read back as the session's own.
         let old =
             r#"[{"message_id":"m","room":"!r:x","event":"$e","settled":false,"answering":false}]"#;

@@ -120,7 +120,7 @@ async fn on_message(event: OriginalSyncRoomMessageEvent, room: Room, Ctx(bot): C
         command_of(&bot, &room, &event.sender, replied_to.as_ref(), command).await;
     } else if bot
         .posted
-        .is_about_questions(room.room_id(), replied_to.as_ref())
+        .is_about_questions(&bot.line_of(room.room_id()), replied_to.as_ref())
     {
         // Words are no answer, and a question's room is no conversation: nothing is
         // passed on, and the sender is told how to answer.

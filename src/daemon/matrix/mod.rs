@@ -291,10 +291,12 @@ fn room_of_tag(session: &Session) -> Option<OwnedRoomId> {
 /// a growing pause.
 async fn run(setup: Setup) {
     let mut pause = Duration::from_secs(1);
+    let mut login = outage::Outage::new("login");
     loop {
         match account::connect(&setup.config, &setup.folder).await {
             Ok(connected) => {
                 pause = Duration::from_secs(1);
+                login.worked();
                 serve(connected, &setup).await;
             }
             Err(e) => {
@@ -320,15 +322,17 @@ async fn serve(connected: account::Connected, setup: &Setup) {
     // A new device skips what was said before the bot was there.
     if connected.fresh {
         let mut pause = Duration::from_secs(1);
+        let mut first = outage::Outage::new("first sync");
         while let Err(e) = client.sync_once(SyncSettings::default()).await {
             if account::is_logged_out(&e) {
                 account::forget(&setup.folder);
                 return;
             }
-            tracing::warn!("matrix: first sync failed: {e}");
+            first.failed(&e);
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(MOST_BACKOFF);
         }
+        first.worked();
     }
     let bot = Arc::new(Bot {
         client: client.clone(),
