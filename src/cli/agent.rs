@@ -46,6 +46,7 @@ pub struct AskArgs {
     /// A choice (repeat for more); without any, the human answers in free text.
     #[arg(long = "option", value_name = "CHOICE")]
     options: Vec<String>,
+    /// More detail, shown with the question.
     #[arg(long)]
     body: Option<String>,
     /// Give up after this many seconds.
@@ -58,8 +59,10 @@ pub struct AskArgs {
 pub struct ApproveArgs {
     /// What is about to happen. Blocks until the human approves or denies.
     action: String,
+    /// More detail, shown with the request.
     #[arg(long)]
     body: Option<String>,
+    /// Give up after this many seconds (the action is then not approved).
     #[arg(long, value_name = "SECS")]
     timeout: Option<u64>,
 }
@@ -109,7 +112,10 @@ pub struct SecretArgs {
 #[derive(Debug, clap::Subcommand)]
 enum SecretAction {
     /// Print a credential's value (the human approves it the first time in a session).
-    Get { name: String },
+    Get {
+        /// The credential's name, as the settings name it.
+        name: String,
+    },
 }
 
 pub async fn secret(args: SecretArgs) -> ExitCode {

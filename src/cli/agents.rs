@@ -38,6 +38,7 @@ pub struct AgentsArgs {
     /// signs in).
     #[arg(long)]
     check: bool,
+    /// Print the agents (and, with --check, their answers) as JSON.
     #[arg(long)]
     json: bool,
 }

@@ -18,6 +18,7 @@ use crate::protocol::{CronJobView, CronJobs, CronRunParams};
 pub struct CronArgs {
     #[command(subcommand)]
     action: Option<CronAction>,
+    /// Print the jobs (or the run started) as JSON.
     #[arg(long, global = true)]
     json: bool,
 }
@@ -28,7 +29,10 @@ enum CronAction {
     /// runs in a row that could not start (the default).
     List,
     /// Run a job now (skipped while its previous run is still working).
-    Run { id: String },
+    Run {
+        /// The job's id, as `cru cron` lists it.
+        id: String,
+    },
 }
 
 /// The webhooks whose deliveries fail in a row, each with its count and last error.

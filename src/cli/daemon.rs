@@ -22,6 +22,7 @@ enum DaemonAction {
     Run,
     /// Show whether a daemon runs for this kiln, and what it holds.
     Status {
+        /// Print the daemon's state as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -30,6 +31,7 @@ enum DaemonAction {
     /// Read every record of the database and name what cannot be read back (through
     /// the daemon when it runs).
     Check {
+        /// Print what was checked and found as JSON.
         #[arg(long)]
         json: bool,
     },

@@ -22,6 +22,7 @@ enum HubAction {
     Run,
     /// Whether the hub runs, and how it reaches each kiln (`--json` for scripts).
     Status {
+        /// Print the hub's state and its kilns as JSON.
         #[arg(long)]
         json: bool,
     },

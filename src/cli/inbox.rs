@@ -35,20 +35,25 @@ pub struct InboxArgs {
 enum InboxAction {
     /// Show one message in full (and mark it read).
     Show {
+        /// The message's id (or enough of its start to name one).
         id: String,
+        /// Print the message as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Answer a decision or approval; the waiting agent gets the answer.
     Respond {
+        /// The message's id (or enough of its start to name one).
         id: String,
         /// One of the message's options (for approvals: approve or deny).
         answer: String,
+        /// Print the answered message as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Mark messages read.
     Read {
+        /// The messages' ids (or enough of each one's start to name it).
         #[arg(required = true)]
         ids: Vec<String>,
     },
@@ -62,12 +67,15 @@ enum InboxAction {
         /// decision_needed, approval_required, task_complete, error or info.
         #[arg(long = "type", value_parser = parse_msg_type, default_value = "info")]
         msg_type: MsgType,
+        /// The message's title, one line.
         title: String,
+        /// More detail, shown with the message.
         #[arg(long)]
         body: Option<String>,
         /// A choice offered to the human (repeat for several).
         #[arg(long = "option", value_name = "CHOICE")]
         options: Vec<String>,
+        /// Print the message sent as JSON.
         #[arg(long)]
         json: bool,
     },

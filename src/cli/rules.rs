@@ -17,6 +17,7 @@ pub struct RulesArgs {
     /// How each rule stands in this session (activated, switched off).
     #[arg(long, global = true)]
     session: Option<String>,
+    /// Print the rules (or the rule changed) as JSON.
     #[arg(long, global = true)]
     json: bool,
 }
@@ -26,9 +27,15 @@ enum RulesAction {
     /// List the rules (the default).
     List,
     /// Switch a rule off for the session (it no longer asks or refuses there).
-    Disable { rule: String },
+    Disable {
+        /// The rule's id, as `cru rules` lists it.
+        rule: String,
+    },
     /// Switch it on again.
-    Enable { rule: String },
+    Enable {
+        /// The rule's id, as `cru rules` lists it.
+        rule: String,
+    },
 }
 
 pub async fn run(kiln: Kiln, args: RulesArgs) -> anyhow::Result<ExitCode> {

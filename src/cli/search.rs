@@ -26,6 +26,7 @@ pub struct SearchArgs {
     /// The most hits.
     #[arg(long, default_value_t = crate::ledger::DEFAULT_HITS)]
     limit: u32,
+    /// Print the hits as JSON (their snippets unmarked, with the marked ranges).
     #[arg(long)]
     json: bool,
     /// In every kiln (`cru kilns`): their hits merged, best first, each named with its

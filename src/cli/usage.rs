@@ -21,6 +21,7 @@ pub struct UsageArgs {
     /// (`1d` is today).
     #[arg(long)]
     since: Option<String>,
+    /// Print the rows as JSON.
     #[arg(long)]
     json: bool,
     /// Every kiln's spending (`cru kilns`), by kiln, and what they add up to.

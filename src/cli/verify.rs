@@ -21,6 +21,7 @@ pub struct VerifyArgs {
     /// They do not match (or you did not start it): cancel.
     #[arg(long)]
     cancel: bool,
+    /// Print the verification (or the bot's Matrix state) as JSON.
     #[arg(long)]
     json: bool,
 }

@@ -25,6 +25,7 @@ pub struct WebArgs {
     /// Print the pairing and return at once, without waiting for a browser to use it.
     #[arg(long)]
     no_wait: bool,
+    /// Print the pairing link (or the paired browsers) as JSON.
     #[arg(long, global = true)]
     json: bool,
 }

@@ -47,12 +47,15 @@ pub(super) enum SessionAction {
     },
     /// Show one session in detail.
     Status {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
+        /// Print the session as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Print a session's transcript.
     Logs {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
         /// Keep printing as the agent works, until its agent ends (or Ctrl-C).
         #[arg(long, short)]
@@ -63,28 +66,42 @@ pub(super) enum SessionAction {
     },
     /// Send a prompt; it waits its turn if one is running.
     Send {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
+        /// The prompt (its words are joined with spaces).
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,
     },
     /// Ask the agent to stop its current turn.
-    Cancel { session: String },
+    Cancel {
+        /// The session: its number in `cru session list`, its name, branch or id.
+        session: String,
+    },
     /// Send the turn that was cut short (by a daemon restart, or its agent's end) again;
     /// an agent that is gone is started again for it.
-    Resend { session: String },
+    Resend {
+        /// The session: its number in `cru session list`, its name, branch or id.
+        session: String,
+    },
     /// End the session's agent; the worktree and transcript stay.
-    Stop { session: String },
+    Stop {
+        /// The session: its number in `cru session list`, its name, branch or id.
+        session: String,
+    },
     /// Delete a session (stopping its agent first).
     Delete {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
         #[command(flatten)]
         remove: RemoveArgs,
+        /// Print what was removed as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Show or reshape a session's context stack (pop, checkpoint, rollback,
     /// replace-top, reset, summarize).
     Context {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
         #[command(subcommand)]
         action: Option<context::ContextAction>,
@@ -95,7 +112,9 @@ pub(super) enum SessionAction {
     /// Run a command in the session's environment (its sandbox, mounts and limits),
     /// for debugging: `cru session exec <s> -- ls -la`.
     Exec {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
+        /// The command and its arguments, after `--`.
         #[arg(required = true, num_args = 1.., last = true)]
         command: Vec<String>,
     },
@@ -104,13 +123,17 @@ pub(super) enum SessionAction {
     Audit {
         /// A session, or the full id of a deleted one.
         session: String,
+        /// Print the log's records as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Refinement: widen the read manifest of a session a context miss
     /// stopped, and start its agent again (at most 10 times per work item).
     Refine {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
+        /// Also allow reading these files: a glob relative to the worktree (repeat
+        /// for several).
         #[arg(long = "allow-read", value_name = "GLOB", required = true)]
         allow_read: Vec<String>,
         /// The restarted agent's first prompt.
@@ -121,26 +144,39 @@ pub(super) enum SessionAction {
     /// worktree, agent and driver; the old one is stopped with reason `reset`, its
     /// transcript and audit log kept.
     Reset {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
         /// Keep the rules switched off for the old session switched off.
         #[arg(long)]
         keep_disabled: bool,
+        /// Print the new session as JSON.
         #[arg(long)]
         json: bool,
     },
     /// The session's security state: rules its operations activated, rules switched
     /// off for it, operations approved once, credentials approved.
     Security {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
+        /// Print the security state as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Start the session's agent again, resuming its own session where the agent can.
-    Restart { session: String },
+    Restart {
+        /// The session: its number in `cru session list`, its name, branch or id.
+        session: String,
+    },
     /// Name the session (lists and the workbench show it; commands accept it).
-    Rename { session: String, name: String },
+    Rename {
+        /// The session: its number in `cru session list`, its name, branch or id.
+        session: String,
+        /// Its new name.
+        name: String,
+    },
     /// A new session on a new branch from this session's HEAD, its context stack copied.
     Fork {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
         /// The new branch (default: `<branch>-fork`).
         #[arg(long, short)]
@@ -148,6 +184,7 @@ pub(super) enum SessionAction {
         /// A first prompt for the new session.
         #[arg(long)]
         task: Option<String>,
+        /// Print the new session as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -155,25 +192,30 @@ pub(super) enum SessionAction {
     /// its first prompt is where the work stands (the task, the context summary, open
     /// questions, the diff so far); this session is stopped.
     Handoff {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
         /// The agent profile that takes over.
         #[arg(long, short)]
         agent: String,
+        /// Print the new session as JSON.
         #[arg(long)]
         json: bool,
     },
     /// The session's changes against the point its branch left its base branch,
     /// committed and uncommitted.
     Diff {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
         /// Files and counts only.
         #[arg(long)]
         stat: bool,
+        /// Print the files and their changes as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Commit everything in the session's worktree.
     Commit {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
         /// The message (default: the session's task).
         #[arg(long, short)]
@@ -182,6 +224,7 @@ pub(super) enum SessionAction {
     /// Merge the session's branch into its base branch, checked out in the kiln;
     /// refused, naming the files, when it would conflict.
     Merge {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
         /// One commit on the base branch instead of a merge commit.
         #[arg(long, conflicts_with = "rebase")]
@@ -189,19 +232,25 @@ pub(super) enum SessionAction {
         /// Rebase the branch onto the base branch, then fast-forward.
         #[arg(long)]
         rebase: bool,
+        /// The merge (or squash) commit's message.
         #[arg(long, short)]
         message: Option<String>,
     },
     /// Push the session's branch and open a pull request with gh.
     Pr {
+        /// The session: its number in `cru session list`, its name, branch or id.
         session: String,
+        /// The pull request's title (default: the first line of the session's task, or
+        /// its name).
         #[arg(long)]
         title: Option<String>,
+        /// The pull request's description (default: the session's name and id).
         #[arg(long)]
         body: Option<String>,
     },
     /// Sessions whose branches change the same files (and lines): the conflict radar.
     Conflicts {
+        /// Print the overlapping sessions and files as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -209,6 +258,7 @@ pub(super) enum SessionAction {
     Prune {
         #[command(flatten)]
         remove: RemoveArgs,
+        /// Print what was removed as JSON.
         #[arg(long)]
         json: bool,
     },

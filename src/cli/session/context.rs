@@ -15,14 +15,24 @@ pub(super) enum ContextAction {
     /// Show the stack, bottom (the system entry) to top (the default).
     Show,
     /// Remove the top N entries.
-    Pop { n: usize },
+    Pop {
+        /// How many entries.
+        n: usize,
+    },
     /// Name the current top entry, to roll back to later.
-    Checkpoint { name: String },
+    Checkpoint {
+        /// The checkpoint's name.
+        name: String,
+    },
     /// Remove everything above the checkpoint's entry.
-    Rollback { name: String },
+    Rollback {
+        /// The checkpoint's name.
+        name: String,
+    },
     /// Replace the top entry by a summary you write.
     #[command(name = "replace-top")]
     ReplaceTop {
+        /// The summary (its words are joined with spaces).
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,
     },

@@ -34,6 +34,7 @@ pub(super) struct NewArgs {
     /// driver and the driver options above (mounts as a list of "SRC[:DST][:ro]").
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     file: Option<PathBuf>,
+    /// Print the new session as JSON.
     #[arg(long)]
     pub(super) json: bool,
 }
