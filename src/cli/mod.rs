@@ -22,15 +22,26 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::client::{Client, StartOptions, open};
 use crate::config::Config;
 use crate::kiln::Kiln;
+use crate::tui::palette::ColorChoice;
+
+/// `cru --version`: the version, the commit it was built from and the day.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CRU_COMMIT"),
+    ", built ",
+    env!("CRU_BUILD_DATE"),
+    ")"
+);
 
 /// A terminal workbench for running many AI coding-agent sessions side by side.
 #[derive(Debug, Parser)]
-#[command(name = "cru", version, about, long_about = None)]
+#[command(name = "cru", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// The kiln (project directory) to work in. Default: found from the current directory.
     #[arg(long, global = true, env = "CRU_KILN", value_name = "DIR")]
@@ -44,6 +55,17 @@ pub struct Cli {
     /// Open the workbench on every kiln you have, through your hub (from any folder).
     #[arg(long, conflicts_with = "embedded")]
     pub all_kilns: bool,
+
+    /// Colour the output and the workbench: auto (on a terminal, unless NO_COLOR is set),
+    /// always or never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value_t = ColorChoice::Auto
+    )]
+    pub color: ColorChoice,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -97,7 +119,8 @@ pub enum Command {
 
 /// Parses the command line, runs it, and turns errors into a message and exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
+    output::set_color(cli.color);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -105,6 +128,17 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line, clap's own help and errors coloured as `--color` and `NO_COLOR` say.
+fn parse() -> Cli {
+    let color = match output::color_asked(std::env::args_os()) {
+        ColorChoice::Auto => clap::ColorChoice::Auto,
+        ColorChoice::Always => clap::ColorChoice::Always,
+        ColorChoice::Never => clap::ColorChoice::Never,
+    };
+    let matches = Cli::command().color(color).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -165,7 +199,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let place = crate::client::HubPlace::for_user()?;
             runtime.block_on(crate::tui::run::run(
                 crate::tui::run::Place::Hub(place),
-                crate::tui::run::Options::default(),
+                crate::tui::run::Options {
+                    color: cli.color,
+                    ..Default::default()
+                },
             ))
         }
         None => {
@@ -177,7 +214,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             });
             runtime.block_on(crate::tui::run::run(
                 crate::tui::run::Place::Kiln(kiln),
-                crate::tui::run::Options { embedded },
+                crate::tui::run::Options {
+                    embedded,
+                    color: cli.color,
+                },
             ))
         }
     }

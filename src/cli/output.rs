@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::protocol::MsgType;
+use crate::tui::palette::{ColorChoice, Colours};
 
 /// `println!` for `cru`'s commands: a reader that went away (a closed pipe) ends the
 /// command quietly with status 0 instead of a panic; any other write error is reported.
@@ -24,6 +25,49 @@ macro_rules! out {
 }
 
 pub(crate) use {out, outln};
+
+/// `--color` as the command line gave it.
+static COLOR: std::sync::OnceLock<ColorChoice> = std::sync::OnceLock::new();
+
+/// Keeps `--color` for [`styled`].
+pub(crate) fn set_color(choice: ColorChoice) {
+    let _ = COLOR.set(choice);
+}
+
+/// `--color` as given (auto when not).
+pub(crate) fn color() -> ColorChoice {
+    COLOR.get().copied().unwrap_or_default()
+}
+
+/// `--color` read from the raw arguments, before clap parses them (so that clap's own
+/// help and errors obey it): the last one before a `--`; auto when none or not valid.
+pub(crate) fn color_asked(args: impl IntoIterator<Item = std::ffi::OsString>) -> ColorChoice {
+    use clap::ValueEnum as _;
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .take_while(|a| a != "--")
+        .collect();
+    let mut asked = ColorChoice::Auto;
+    for (i, arg) in args.iter().enumerate() {
+        let value = match arg.strip_prefix("--color") {
+            Some("") => args.get(i + 1).map(String::as_str),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
+        };
+        if let Some(choice) = value.and_then(|v| ColorChoice::from_str(v, true).ok()) {
+            asked = choice;
+        }
+    }
+    asked
+}
+
+/// Whether standard output may carry colour and bold: `--color`, else a terminal with
+/// no `NO_COLOR`.
+pub(crate) fn styled() -> bool {
+    use std::io::IsTerminal;
+    Colours::resolve(color(), std::io::stdout().is_terminal()) != Colours::None
+}
 
 /// Writes to stdout and flushes; see [`outln`].
 pub fn write_out(args: std::fmt::Arguments) {
@@ -131,5 +175,28 @@ mod tests {
         assert_eq!(clip("short", 10), "short");
         assert_eq!(clip("a long title here", 6), "a lon…");
         assert_eq!(clip("two\nlines", 10), "two…");
+    }
+
+    #[test]
+    fn the_color_flag_is_read_before_clap_parses() {
+        let asked = |args: &[&str]| color_asked(args.iter().map(std::ffi::OsString::from));
+        assert_eq!(asked(&["cru", "session", "list"]), ColorChoice::Auto);
+        assert_eq!(asked(&["cru", "--color", "never", "x"]), ColorChoice::Never);
+        assert_eq!(
+            asked(&["cru", "inbox", "--color=always"]),
+            ColorChoice::Always
+        );
+        // The last one counts; after `--` it is an agent's argument, not ours.
+        assert_eq!(
+            asked(&["cru", "--color=never", "--color", "always"]),
+            ColorChoice::Always
+        );
+        assert_eq!(
+            asked(&["cru", "session", "exec", "1", "--", "ls", "--color=never"]),
+            ColorChoice::Auto
+        );
+        // Not a colour flag, or not a valid value: auto (clap reports the bad value).
+        assert_eq!(asked(&["cru", "--colorful"]), ColorChoice::Auto);
+        assert_eq!(asked(&["cru", "--color", "sometimes"]), ColorChoice::Auto);
     }
 }

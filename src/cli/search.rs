@@ -2,7 +2,6 @@
 //! inbox messages and sessions' names and tasks holding every word of the query, best
 //! first, the matched words marked.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
@@ -76,7 +75,7 @@ pub async fn run(kiln: Kiln, args: SearchArgs) -> anyhow::Result<ExitCode> {
         outln!("Nothing found for {:?}.", args.query.join(" "));
         return Ok(ExitCode::from(1));
     }
-    let bold = std::io::stdout().is_terminal();
+    let bold = output::styled();
     let rows: Vec<Vec<String>> = hits
         .iter()
         .map(|hit| {
@@ -157,7 +156,7 @@ async fn everywhere(args: &SearchArgs) -> anyhow::Result<ExitCode> {
         outln!("Nothing found for {:?} in any kiln.", asked.query);
         return Ok(ExitCode::from(1));
     }
-    let bold = std::io::stdout().is_terminal();
+    let bold = output::styled();
     let rows: Vec<Vec<String>> = hits
         .iter()
         .map(|(kiln, found, hit)| {
@@ -197,7 +196,8 @@ fn place(hit: &SearchHit, sessions: &[Session]) -> String {
     }
 }
 
-/// The snippet, its matched words in bold and underlined on a terminal, in «» elsewhere.
+/// The snippet, its matched words in bold and underlined on a terminal (unless
+/// `NO_COLOR` or `--color never`), in «» elsewhere.
 fn marked(hit: &SearchHit, terminal: bool) -> String {
     let (open, close) = if terminal {
         ("\x1b[1;4m", "\x1b[0m")

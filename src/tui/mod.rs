@@ -26,6 +26,7 @@ mod inbox;
 mod input;
 pub mod keymap;
 mod model;
+pub mod palette;
 mod review;
 pub mod run;
 pub mod theme;

@@ -35,6 +35,7 @@ use crate::config::Config;
 use crate::kiln::Kiln;
 use crate::protocol::methods::{self as m, Reply, Request};
 use crate::protocol::{Event, ListParams, Notification};
+use crate::tui::palette::{ColorChoice, Colours};
 
 /// How many messages the workbench reads when it (re)synchronises.
 const INBOX_WINDOW: u32 = 500;
@@ -53,6 +54,9 @@ pub type EmbeddedDaemon =
 pub struct Options {
     /// Run this daemon inside this process instead of connecting to (or starting) one.
     pub embedded: Option<EmbeddedDaemon>,
+    /// `--color`: the theme is drawn with the colours this and the terminal give
+    /// (`NO_COLOR`: the plain theme).
+    pub color: ColorChoice,
 }
 
 /// What the workbench shows: one kiln, or every kiln the person has, through their hub.
@@ -145,7 +149,8 @@ pub async fn run(place: Place, options: Options) -> anyhow::Result<ExitCode> {
         }
     };
     let across = matches!(place, Place::Hub(_));
-    let mut runtime = Runtime::new(place, settings, embedded.is_some());
+    let colours = Colours::resolve(options.color, true);
+    let mut runtime = Runtime::new(place, settings, embedded.is_some(), colours);
     runtime.model.set_place(name, across);
     runtime.model.set_settings_error(broken);
     let outcome = runtime.run(&mut screen.terminal, connect).await;
@@ -173,6 +178,8 @@ struct Runtime {
     view: ViewState,
     link: Option<Link>,
     embedded: bool,
+    /// The colours the theme is drawn with.
+    colours: Colours,
     outcomes: (
         mpsc::UnboundedSender<Outcome>,
         mpsc::UnboundedReceiver<Outcome>,
@@ -182,7 +189,8 @@ struct Runtime {
 }
 
 impl Runtime {
-    fn new(place: Place, settings: Settings, embedded: bool) -> Self {
+    fn new(place: Place, mut settings: Settings, embedded: bool, colours: Colours) -> Self {
+        settings.theme = settings.theme.fitted(colours);
         let mut model = Model::new(settings.keymap.clone());
         if settings.from_files {
             model.set_agents(settings.config.startable());
@@ -196,6 +204,7 @@ impl Runtime {
             view: ViewState::default(),
             link: None,
             embedded,
+            colours,
             outcomes: mpsc::unbounded_channel(),
             loading: HashSet::new(),
         }
@@ -441,7 +450,8 @@ impl Runtime {
     /// files load again, and the last good ones kept.
     fn reload_settings(&mut self) {
         match Settings::load(&self.place.settings_kiln()) {
-            Ok(settings) => {
+            Ok(mut settings) => {
+                settings.theme = settings.theme.fitted(self.colours);
                 self.model.set_keymap(settings.keymap.clone());
                 self.model.set_agents(settings.config.startable());
                 self.model

@@ -18,6 +18,8 @@ use std::str::FromStr;
 use ratatui::style::{Color, Style};
 use serde::Deserialize;
 
+use crate::tui::palette::Colours;
+
 /// A semantic colour role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
@@ -237,6 +239,23 @@ impl Theme {
         &self.name
     }
 
+    /// This theme as a terminal with `colours` shows it: the plain theme with none
+    /// (`NO_COLOR`), its 24-bit colours as the nearest of the 256-colour palette where
+    /// truecolor is missing.
+    pub fn fitted(self, colours: Colours) -> Self {
+        if colours == Colours::None {
+            return Self::plain();
+        }
+        Self {
+            name: self.name,
+            colors: self
+                .colors
+                .into_iter()
+                .map(|(role, color)| (role, colours.fit(color)))
+                .collect(),
+        }
+    }
+
     pub fn color(&self, role: Role) -> Color {
         self.colors.get(&role).copied().unwrap_or(Color::Reset)
     }
@@ -312,6 +331,22 @@ mod tests {
         assert!(err.to_string().contains("extends \"solar\""), "{err}");
         let err = Theme::parse("name = \"x\"\ncolours = {}").unwrap_err();
         assert!(err.to_string().contains("colours"), "{err}");
+    }
+
+    #[test]
+    fn a_theme_fits_the_colours_the_terminal_has() {
+        let dark = Theme::default();
+        assert_eq!(dark.clone().fitted(Colours::TrueColor), dark);
+        assert_eq!(dark.clone().fitted(Colours::None), Theme::plain());
+        let fitted = dark.fitted(Colours::Palette256);
+        assert_eq!(fitted.name(), "dark");
+        assert!(
+            Role::ALL
+                .into_iter()
+                .all(|r| matches!(fitted.color(r), Color::Indexed(_))),
+            "{fitted:?}"
+        );
+        assert_eq!(fitted.color(Role::SessionWaiting), Color::Indexed(186));
     }
 
     #[test]
