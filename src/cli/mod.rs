@@ -3,12 +3,14 @@
 mod agent;
 mod agents;
 mod bridge;
+mod completions;
 mod cron;
 mod daemon;
 mod doctor;
 mod hub;
 mod inbox;
 mod kilns;
+mod man;
 mod mcp;
 mod output;
 mod rules;
@@ -17,6 +19,9 @@ mod session;
 mod usage;
 mod verify;
 mod web;
+
+#[cfg(test)]
+mod help_tests;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -115,10 +120,17 @@ pub enum Command {
     /// Find words in the transcripts, the inbox and sessions' names and tasks, best
     /// first, the matched words marked.
     Search(search::SearchArgs),
+    /// Print the shell's completion script (bash, zsh, fish); it completes
+    /// subcommands, flags and session names and numbers.
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page (roff), or write every page into a folder (`--out DIR`).
+    Man(man::ManArgs),
 }
 
 /// Parses the command line, runs it, and turns errors into a message and exit code.
 pub fn main() -> ExitCode {
+    // A Tab in a shell whose completion script `cru completions` printed.
+    completions::answer_if_asked();
     let cli = parse();
     output::set_color(cli.color);
     match run(cli) {
@@ -195,6 +207,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Search(args)) => runtime.block_on(search::run(kiln, args)),
         Some(Command::Doctor(args)) => runtime.block_on(doctor::run(kiln, args)),
         Some(Command::Mcp) => runtime.block_on(mcp::run()),
+        Some(Command::Completions(args)) => completions::run(&args),
+        Some(Command::Man(args)) => man::run(&args),
         None if cli.all_kilns || (cli.kiln.is_none() && nowhere_with_kilns(&kiln)) => {
             let place = crate::client::HubPlace::for_user()?;
             runtime.block_on(crate::tui::run::run(

@@ -13,6 +13,7 @@ mod agents;
 mod bound_answers;
 mod budget;
 mod cli;
+mod cli_conventions;
 mod client_env;
 mod command_agents;
 mod common;

@@ -1,0 +1,181 @@
+//! The command line's conventions, on the real binary: shell completions (subcommands,
+//! and the sessions of a running daemon), the man page, `--version` with the commit,
+//! and no escape codes with `NO_COLOR`.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::common::*;
+
+/// `cru args…` with HOME and the XDG folders in a temp dir, in a folder that is no kiln.
+fn cru(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    let mut command = Command::new(CRU);
+    command
+        .args(args)
+        .current_dir(home.path())
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("XDG_DATA_HOME", home.path().join("data"))
+        .env("XDG_STATE_HOME", home.path().join("state"))
+        .env("XDG_RUNTIME_DIR", home.path().join("run"))
+        .env_remove("COMPLETE")
+        .env_remove("NO_COLOR");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    run_bounded(command, &format!("cru {}", args.join(" ")))
+}
+
+/// What bash's completion function gets from `cru` for `words`, the last one being
+/// completed, as the script `cru completions bash` registers asks for it.
+fn bash_words(words: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+    let index = (words.len() - 1).to_string();
+    let mut asked = vec!["--", "cru"];
+    asked.extend_from_slice(&words[1..]);
+    let mut all_env = vec![
+        ("COMPLETE", "bash"),
+        ("_CLAP_IFS", "\n"),
+        ("_CLAP_COMPLETE_INDEX", index.as_str()),
+        ("_CLAP_COMPLETE_COMP_TYPE", "9"),
+        ("_CLAP_COMPLETE_SPACE", "true"),
+    ];
+    all_env.extend_from_slice(env);
+    let out = cru(&asked, &all_env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out).lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn completion_scripts_register_and_complete_subcommands() {
+    let out = cru(&["completions", "bash"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let script = stdout(&out);
+    assert!(script.contains("complete -o nospace"), "{script}");
+    assert!(script.contains("-F _clap_complete_cru cru"), "{script}");
+    assert!(script.contains("COMPLETE=\"bash\""), "{script}");
+    let zsh = stdout(&cru(&["completions", "zsh"], &[]));
+    assert!(zsh.starts_with("#compdef cru"), "{zsh}");
+    let fish = stdout(&cru(&["completions", "fish"], &[]));
+    assert!(
+        fish.contains("complete --keep-order --exclusive --command cru"),
+        "{fish}"
+    );
+
+    // The Tab the script asks for: `cru session <Tab>` lists session's subcommands.
+    let words = bash_words(&["cru", "session", ""], &[]);
+    for sub in ["new", "list", "status", "merge", "prune"] {
+        assert!(words.iter().any(|w| w == sub), "{sub} in {words:?}");
+    }
+    assert!(!words.iter().any(|w| w == "doctor"), "{words:?}");
+    let words = bash_words(&["cru", "sess"], &[]);
+    assert_eq!(words, ["session"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_argument_completes_to_the_running_daemons_sessions() {
+    let t = TestKiln::new();
+    let _cleanup = KillOnDrop(t.kiln.clone());
+    let c = t.client().await;
+    register(&c, "claude").await;
+    let listed: Value =
+        serde_json::from_str(&stdout(&t.cru(&["session", "list", "--json"]))).unwrap();
+    let name = listed[0]["display_name"].as_str().unwrap().to_owned();
+
+    let kiln = t.root().to_string_lossy().into_owned();
+    let words = bash_words(&["cru", "session", "status", ""], &[("CRU_KILN", &kiln)]);
+    assert!(words.iter().any(|w| w == "1"), "{words:?}");
+    assert!(words.contains(&name), "{name} in {words:?}");
+
+    // With no daemon there, none is started for a Tab: flags only.
+    let empty = tempfile::tempdir().unwrap();
+    let elsewhere = empty.path().to_string_lossy().into_owned();
+    let words = bash_words(
+        &["cru", "session", "status", ""],
+        &[("CRU_KILN", &elsewhere)],
+    );
+    assert!(!words.iter().any(|w| w == "1"), "{words:?}");
+    assert!(!empty.path().join(".crucible").exists());
+}
+
+#[test]
+fn the_man_page_is_roff_and_covers_the_subcommands() {
+    let out = cru(&["man"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = stdout(&out);
+    // The page opens with the title macro (after roff's apostrophe set-up, which the
+    // roff crate always writes first).
+    let first = page
+        .lines()
+        .find(|l| !l.starts_with(".ie") && !l.starts_with(".el"))
+        .unwrap();
+    assert!(first.starts_with(".TH cru 1 "), "{page}");
+    assert!(page.contains(".SH SUBCOMMANDS"), "{page}");
+    assert!(page.contains("cru\\-session"), "{page}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = cru(&["man", "--out", &dir.path().to_string_lossy()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for page in [
+        "cru.1",
+        "cru-session.1",
+        "cru-session-new.1",
+        "cru-doctor.1",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(text.contains(".TH "), "{page}: {text}");
+    }
+}
+
+#[test]
+fn version_names_the_commit() {
+    let out = cru(&["--version"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let version = stdout(&out);
+    let commit = version
+        .trim()
+        .strip_prefix(&format!("cru {} (commit ", env!("CARGO_PKG_VERSION")))
+        .and_then(|rest| rest.split_once(", built "))
+        .map(|(commit, _)| commit.to_owned())
+        .unwrap_or_else(|| panic!("{version}"));
+    // The checkout's own HEAD, when the tests run in one.
+    let head = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    match head {
+        Some(head) => assert!(
+            head.starts_with(&commit) || commit.starts_with(&head),
+            "{version} is not HEAD {head}"
+        ),
+        None => assert_eq!(commit, "unknown"),
+    }
+}
+
+#[test]
+fn no_color_and_color_never_write_no_escape_codes() {
+    // Help and errors are where clap colours: forced, they carry escape codes.
+    let forced = ("CLICOLOR_FORCE", "1");
+    for (args, env) in [
+        (vec!["--color", "always", "session", "--help"], vec![]),
+        (vec!["session", "--help"], vec![forced]),
+    ] {
+        let out = cru(&args, &env);
+        assert!(stdout(&out).contains('\x1b'), "{args:?}: {}", stdout(&out));
+    }
+    // NO_COLOR (set, not empty) and --color never win over that.
+    for (args, env) in [
+        (vec!["session", "--help"], vec![forced, ("NO_COLOR", "1")]),
+        (vec!["--color", "never", "session", "--help"], vec![forced]),
+        (vec!["--color=never", "session", "--nope"], vec![forced]),
+    ] {
+        let out = cru(&args, &env);
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(text.contains("session"), "{args:?}: {text}");
+        assert!(!text.contains('\x1b'), "{args:?} {env:?}: {text:?}");
+    }
+}
