@@ -1,6 +1,7 @@
 //! The command line's conventions, on the real binary: shell completions (subcommands,
 //! and the sessions of a running daemon), the man page, `--version` with the commit,
-//! and no escape codes with `NO_COLOR`.
+//! and no colour with `NO_COLOR` (in `cru`'s output and the workbench), 256 colours
+//! where truecolor is missing.
 
 use std::process::{Command, Output};
 
@@ -178,4 +179,87 @@ fn no_color_and_color_never_write_no_escape_codes() {
         assert!(text.contains("session"), "{args:?}: {text}");
         assert!(!text.contains('\x1b'), "{args:?} {env:?}: {text:?}");
     }
+}
+
+/// The colour escape codes (SGR 30–49, 90–107, `38;…`, `48;…`) in the screen of the
+/// workbench run in tmux with `env`, once it has drawn its panes.
+fn workbench_colours(name: &str, env: &[(&str, &str)]) -> Vec<String> {
+    let tk = TestKiln::new();
+    let _cleanup = KillOnDrop(tk.kiln.clone());
+    let home = tempfile::tempdir().unwrap();
+    let socket = format!("cru-test-colours-{name}-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null"])
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .expect("run tmux")
+    };
+    let root = tk.root().to_string_lossy().into_owned();
+    let home_dir = home.path().to_string_lossy().into_owned();
+    let mut vars = vec![
+        format!("CRU_KILN={root}"),
+        "TERM=xterm-256color".into(),
+        "COLORTERM=".into(),
+        "NO_COLOR=".into(),
+        format!("HOME={home_dir}"),
+        format!("XDG_STATE_HOME={home_dir}/state"),
+        format!("XDG_CONFIG_HOME={home_dir}/config"),
+        format!("XDG_RUNTIME_DIR={home_dir}/run"),
+    ];
+    vars.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+    let mut args = vec!["new-session", "-d", "-x", "100", "-y", "30", "-c", &root];
+    for var in &vars {
+        args.extend(["-e", var.as_str()]);
+    }
+    args.extend([CRU, "--embedded"]);
+    assert!(tmux(&args).status.success(), "tmux new-session");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let screen = tmux(&["capture-pane", "-p", "-t", "0"]).stdout;
+        if String::from_utf8_lossy(&screen).contains("inbox ·") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the workbench never drew its panes:\n{}",
+            String::from_utf8_lossy(&screen)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let screen = String::from_utf8_lossy(&tmux(&["capture-pane", "-e", "-p", "-t", "0"]).stdout)
+        .into_owned();
+    tmux(&["kill-server"]);
+    let mut colours = Vec::new();
+    for code in screen.split('\x1b').skip(1) {
+        let Some(params) = code.strip_prefix('[').and_then(|c| c.split('m').next()) else {
+            continue;
+        };
+        let first: u32 = params.split(';').next().unwrap_or("").parse().unwrap_or(0);
+        let default_colour = first == 39 || first == 49;
+        if !default_colour && matches!(first, 30..=49 | 90..=107) {
+            colours.push(params.to_owned());
+        }
+    }
+    colours
+}
+
+#[test]
+fn the_workbench_draws_no_colour_with_no_color_and_256_without_truecolor() {
+    let plain = workbench_colours("none", &[("NO_COLOR", "1")]);
+    assert!(plain.is_empty(), "{plain:?}");
+    let palette = workbench_colours("256", &[]);
+    assert!(!palette.is_empty());
+    assert!(
+        palette
+            .iter()
+            .all(|c| c.starts_with("38;5;") || c.starts_with("48;5;")),
+        "{palette:?}"
+    );
+    let truecolor = workbench_colours("24bit", &[("COLORTERM", "truecolor")]);
+    assert!(
+        truecolor.iter().any(|c| c.starts_with("38;2;")),
+        "{truecolor:?}"
+    );
 }
