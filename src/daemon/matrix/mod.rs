@@ -9,7 +9,11 @@
 //! allowed users' messages, reactions and invites count. A homeserver that goes away is
 //! tried again with backoff while the rest of the daemon works. A bot account another
 //! kiln's running daemon answers is not run here ([`claim`]): each message is answered
-//! once.
+//! once. The bot cross-signs its own device at login ([`account`]), so clients that talk
+//! only to devices their owner signed (Element) talk to it, and an allowed user can verify
+//! it by emoji, confirmed by the person's word only ([`verify`]). Commands begin with `!`
+//! (or `/` where a client passes it); questions mention the allowed users; an upgraded
+//! room's conversation goes on in its successor ([`upgrade`]).
 
 mod account;
 mod approvals;
