@@ -177,12 +177,40 @@ pub async fn check_branch_name(repo: &Path, branch: &str) -> Result<()> {
         .map_err(|_| GitError::Refused(format!("{branch:?} is not a valid branch name")))
 }
 
-/// Adds a worktree at `path` on a new branch from HEAD.
+/// Adds a worktree at `path` on a new branch from HEAD, its submodules checked out. A
+/// repository with no commit yet is refused with what to do (a branch needs a commit to
+/// start from).
 pub async fn add_new_branch(repo: &Path, path: &Path, branch: &str) -> Result<()> {
-    let path = path.to_string_lossy();
-    git(repo, &["worktree", "add", "-b", branch, &path, "HEAD"])
+    if git(repo, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
         .await
-        .map(|_| ())
+        .is_err()
+    {
+        return Err(GitError::Refused(format!(
+            "the repository at {} has no commit yet, and a session's branch starts from one: \
+             commit something first (`git commit --allow-empty -m start` will do)",
+            repo.display()
+        )));
+    }
+    let shown = path.to_string_lossy();
+    git(repo, &["worktree", "add", "-b", branch, &shown, "HEAD"]).await?;
+    init_submodules(path).await;
+    Ok(())
+}
+
+/// Checks out the submodules of a new worktree (git leaves them empty folders, where the
+/// agent's writes would be in no diff). One that cannot be fetched (a remote that is
+/// away) leaves its folder empty and is said in the log; the worktree is kept.
+async fn init_submodules(worktree: &Path) {
+    if !worktree.join(".gitmodules").is_file() {
+        return;
+    }
+    let args = ["submodule", "update", "--init", "--recursive", "--quiet"];
+    if let Err(e) = git(worktree, &args).await {
+        tracing::warn!(
+            worktree = %worktree.display(),
+            "the worktree's submodules could not all be checked out: {e}"
+        );
+    }
 }
 
 /// Adds a worktree at `path` for an existing branch. A branch checked out in another
@@ -199,10 +227,10 @@ pub async fn add_existing_branch(repo: &Path, path: &Path, branch: &str) -> Resu
             other.path.display()
         )));
     }
-    let path = path.to_string_lossy();
-    git(repo, &["worktree", "add", &path, branch])
-        .await
-        .map(|_| ())
+    let shown = path.to_string_lossy();
+    git(repo, &["worktree", "add", &shown, branch]).await?;
+    init_submodules(path).await;
+    Ok(())
 }
 
 /// Uncommitted changes (tracked or untracked) in a worktree, as `git status --short` lines.

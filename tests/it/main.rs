@@ -61,4 +61,5 @@ mod truth;
 mod tui;
 mod web;
 mod webhooks;
+mod worktree_git;
 mod zero_setup;
