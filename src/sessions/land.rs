@@ -75,22 +75,29 @@ impl Sessions {
     }
 
     /// Commits everything in the session's worktree (new files included).
+    /// Committing needs no base branch: a session made while the kiln's HEAD was
+    /// detached commits on its own branch as any other.
     pub async fn commit(&self, id: &str, message: Option<String>) -> Result<CommitReply> {
-        let work = self.work(id).await?;
-        refuse_while_busy(&work.session, "commit")?;
+        let session = self.managed(id)?;
+        let Some(worktree) = session.worktree.as_deref().map(PathBuf::from) else {
+            return Err(LedgerError::Invalid(format!(
+                "session {id} works in place, on the kiln's own checkout; commit with git there"
+            )));
+        };
+        refuse_while_busy(&session, "commit")?;
         let message = message
             .filter(|m| !m.trim().is_empty())
-            .unwrap_or_else(|| default_message(&work.session));
-        let commit = match self.remote(&work.session) {
+            .unwrap_or_else(|| default_message(&session));
+        let commit = match self.remote(&session) {
             // The agent's worktree is there: commit there, then bring it back.
             Some(remote) => {
-                let before = git::head(&work.worktree).await?;
+                let before = git::head(&worktree).await?;
                 remote.commit(&message).await?;
-                remote.sync_back(&work.session.id, &work.worktree).await?;
-                let after = git::head(&work.worktree).await?;
+                remote.sync_back(&session.id, &worktree).await?;
+                let after = git::head(&worktree).await?;
                 (after != before).then_some(after)
             }
-            None => git::commit_all(&work.worktree, &message).await?,
+            None => git::commit_all(&worktree, &message).await?,
         };
         Ok(CommitReply {
             session_id: id.to_string(),

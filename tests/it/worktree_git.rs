@@ -4,9 +4,11 @@
 
 use std::process::Stdio;
 
+use crucible::protocol::MsgType;
 use crucible::protocol::jsonrpc::code;
 use crucible::protocol::methods as m;
 use crucible::protocol::params::CreateSessionParams;
+use crucible::protocol::review::CommitParams;
 use testkit::sessions::{agent_kiln, git};
 
 use crate::common::*;
@@ -85,4 +87,32 @@ async fn a_repository_with_no_commit_is_refused_with_what_to_do() {
         .await
         .sessions;
     assert!(listed.is_empty(), "nothing is created: {listed:?}");
+}
+
+#[tokio::test]
+async fn a_session_made_on_a_detached_head_commits_its_work() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    git(tk.root(), &["checkout", "-q", "--detach"]);
+    let client = tk.daemon().await;
+    let s = testkit::sessions::create(&client, "scripted", Some("write notes.txt hello")).await;
+    assert_eq!(
+        s.base_branch, None,
+        "made on a detached HEAD: no branch to land on"
+    );
+    testkit::sessions::wait_message(&client, &s.id, MsgType::TaskComplete).await;
+    let committed = client
+        .call::<m::SessionCommit>(CommitParams {
+            session_id: s.id.clone(),
+            message: Some("notes".into()),
+        })
+        .await;
+    let commit = committed.commit.expect("a commit");
+    let worktree = std::path::PathBuf::from(s.worktree.expect("a worktree"));
+    assert_eq!(git(&worktree, &["rev-parse", "HEAD"]), commit);
+    assert_eq!(git(&worktree, &["log", "-1", "--format=%s"]), "notes");
+    assert_eq!(
+        git(&worktree, &["show", "--name-only", "--format=", "HEAD"]),
+        "notes.txt"
+    );
 }
