@@ -82,7 +82,8 @@ fn with_sessions(mut cmd: clap::Command) -> clap::Command {
 /// The kiln's sessions as `cru session list` numbers them, then their names, each with
 /// what it is working on; none when no daemon answers in time.
 fn sessions() -> Vec<CompletionCandidate> {
-    let kiln = match std::env::var_os("CRU_KILN") {
+    let given = kiln_given(std::env::args_os()).or_else(|| std::env::var_os("CRU_KILN"));
+    let kiln = match given {
         Some(dir) => Kiln::new(std::path::PathBuf::from(dir)),
         None => match std::env::current_dir() {
             Ok(dir) => Kiln::discover(&dir),
@@ -105,6 +106,19 @@ fn sessions() -> Vec<CompletionCandidate> {
         .flatten()
     });
     candidates(&listed.unwrap_or_default())
+}
+
+/// The `--kiln DIR` (or `--kiln=DIR`) of the command line being completed, which the
+/// shell passes after a `--`.
+fn kiln_given(args: impl IntoIterator<Item = OsString>) -> Option<OsString> {
+    let words: Vec<OsString> = args.into_iter().skip_while(|a| a != "--").skip(1).collect();
+    words.iter().enumerate().find_map(|(i, word)| {
+        if word == "--kiln" {
+            return words.get(i + 1).filter(|w| !w.is_empty()).cloned();
+        }
+        let dir = word.to_str()?.strip_prefix("--kiln=")?;
+        (!dir.is_empty()).then(|| dir.into())
+    })
 }
 
 fn candidates(sessions: &[crate::protocol::Session]) -> Vec<CompletionCandidate> {
@@ -164,6 +178,27 @@ mod tests {
         assert_eq!(words, ["1", "2", "fix-login", "docs"]);
         let help = candidates(&listed)[0].get_help().unwrap().to_string();
         assert_eq!(help, "fix-login — Fix the login form");
+    }
+
+    #[test]
+    fn the_kiln_named_on_the_line_being_completed_is_asked() {
+        let given = |args: &[&str]| kiln_given(args.iter().map(OsString::from));
+        assert_eq!(
+            given(&["cru", "--", "cru", "--kiln", "/k", "session", "stop", ""]),
+            Some("/k".into())
+        );
+        assert_eq!(
+            given(&["cru", "--", "cru", "session", "--kiln=/j", "stop", ""]),
+            Some("/j".into())
+        );
+        // Still being typed, or not given: none (CRU_KILN or the folder decide).
+        assert_eq!(given(&["cru", "--", "cru", "--kiln", ""]), None);
+        assert_eq!(given(&["cru", "--", "cru", "session", "stop", ""]), None);
+        // Words before the `--` are the completer's own.
+        assert_eq!(
+            given(&["cru", "--kiln", "/x", "--", "cru", "session"]),
+            None
+        );
     }
 
     #[test]

@@ -88,6 +88,9 @@ async fn a_session_argument_completes_to_the_running_daemons_sessions() {
     let words = bash_words(&["cru", "session", "status", ""], &[("CRU_KILN", &kiln)]);
     assert!(words.iter().any(|w| w == "1"), "{words:?}");
     assert!(words.contains(&name), "{name} in {words:?}");
+    // The kiln named on the line being completed is the one asked.
+    let words = bash_words(&["cru", "--kiln", &kiln, "session", "stop", ""], &[]);
+    assert!(words.iter().any(|w| w == "1"), "{words:?}");
 
     // With no daemon there, none is started for a Tab: flags only.
     let empty = tempfile::tempdir().unwrap();
@@ -140,20 +143,23 @@ fn version_names_the_commit() {
         .and_then(|rest| rest.split_once(", built "))
         .map(|(commit, _)| commit.to_owned())
         .unwrap_or_else(|| panic!("{version}"));
-    // The checkout's own HEAD, when the tests run in one.
-    let head = Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-    match head {
-        Some(head) => assert!(
-            head.starts_with(&commit) || commit.starts_with(&head),
-            "{version} is not HEAD {head}"
-        ),
-        None => assert_eq!(commit, "unknown"),
+    // In a checkout, a commit of its history (HEAD may have moved since the build).
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+    };
+    let in_checkout = git(&["rev-parse", "HEAD"]).is_some_and(|o| o.status.success());
+    if in_checkout {
+        let ancestor = git(&["merge-base", "--is-ancestor", &commit, "HEAD"]);
+        assert!(
+            ancestor.is_some_and(|o| o.status.success()),
+            "{version}: {commit} is not in this checkout's history"
+        );
+    } else {
+        assert_eq!(commit, "unknown");
     }
 }
 
