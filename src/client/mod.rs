@@ -37,7 +37,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("no daemon is listening at {path}: {source}")]
+    #[error("{}", connect_words(path, source))]
     Connect {
         path: String,
         source: std::io::Error,
@@ -68,7 +68,25 @@ pub enum ClientError {
     Local(String),
 }
 
+/// Why the daemon's socket could not be reached, in words: a socket of another user's
+/// daemon (or a folder the person may not enter) is said as such, not as a bare
+/// "Permission denied".
+fn connect_words(path: &str, source: &std::io::Error) -> String {
+    match source.kind() {
+        std::io::ErrorKind::PermissionDenied => format!(
+            "the daemon's socket {path} is not yours to use (another user's daemon, or a folder you may not enter): \
+             run cru as the kiln's owner, or work in a kiln of your own"
+        ),
+        _ => format!("no daemon is listening at {path}: {source}"),
+    }
+}
+
 impl ClientError {
+    /// Whether the daemon's socket is another user's (the person may not connect).
+    pub fn is_not_ours(&self) -> bool {
+        matches!(self, Self::Connect { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
+    }
+
     /// The error in words for a person: the daemon's message without its JSON-RPC code
     /// (the CLI's `--json` output and [`rpc_code`](Self::rpc_code) keep the code).
     pub fn words(&self) -> String {
@@ -379,4 +397,30 @@ async fn read_loop(
     }
     // Dropping the waiters tells every caller the connection closed.
     pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_users_socket_is_said_as_such() {
+        let theirs = ClientError::Connect {
+            path: "/home/bob/kiln/.crucible/daemon.sock".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert!(theirs.is_not_ours());
+        let said = theirs.to_string();
+        assert!(said.contains("not yours to use"), "{said}");
+        assert!(!said.contains("os error"), "{said}");
+        let none = ClientError::Connect {
+            path: "/k/.crucible/daemon.sock".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert!(!none.is_not_ours());
+        assert!(
+            none.to_string()
+                .starts_with("no daemon is listening at /k/")
+        );
+    }
 }

@@ -54,6 +54,8 @@ pub async fn connect_or_start(kiln: &Kiln, opts: &StartOptions) -> Result<Client
         // Stopped by a signal, it is not hung: starting another or stopping it would end
         // every agent's work.
         Err(e @ ClientError::Suspended { .. }) => return Err(e),
+        // Another user's daemon: starting one here would fail on its files, less clearly.
+        Err(e @ ClientError::Connect { .. }) if e.is_not_ours() => return Err(e),
         Err(ClientError::Timeout(t)) => {
             let pid = kiln.read_pid();
             // A suspended daemon is not hung: stopping it would end every agent's work.
