@@ -8,6 +8,7 @@ mod diff;
 mod fleet_tests;
 mod inbox;
 mod input;
+mod markdown;
 mod overlay;
 pub(super) mod pages;
 mod search;

@@ -16,11 +16,13 @@ use crate::tui::model::{Connection, Model, ScrollExtent, Zone};
 use crate::tui::theme::{Role, Theme};
 use crate::tui::transcript::{Streamed, Transcript};
 
-/// One logical row before wrapping: a styled marker and text in one style.
+/// One logical row before wrapping: a styled marker and text in one style, or the agent's
+/// prose, drawn from Markdown.
 struct Row {
     marker: Span<'static>,
     text: String,
     style: Style,
+    prose: bool,
 }
 
 impl Row {
@@ -34,6 +36,16 @@ impl Row {
             marker: Span::styled(marker, marker_style),
             text: text.into(),
             style,
+            prose: false,
+        }
+    }
+
+    /// The agent's words, in Markdown.
+    fn prose(text: impl Into<String>, theme: &Theme) -> Self {
+        let plain = theme.style(Role::Text);
+        Self {
+            prose: true,
+            ..Self::new("", plain, text, plain)
         }
     }
 }
@@ -72,7 +84,7 @@ pub fn render(
             for block in transcript.streamed() {
                 streamed_rows(block, show_thoughts, theme, &mut rows);
             }
-            streamed = wrap_rows(&rows, width);
+            streamed = wrap_rows(&rows, width, theme);
         }
         None => cache.clear(),
     }
@@ -262,7 +274,7 @@ impl WrapCache {
                 None => {
                     rows.clear();
                     entry_rows(entry, first, show_thoughts, theme, &mut rows);
-                    wrap_rows(&rows, width)
+                    wrap_rows(&rows, width, theme)
                 }
             };
             self.lines += lines.len();
@@ -327,7 +339,7 @@ fn entry_rows(
                 prompt,
             ));
         }
-        EntryKind::Message => rows.push(Row::new("", plain, text, plain)),
+        EntryKind::Message => rows.push(Row::prose(text, theme)),
         EntryKind::Thought => thought_rows(text, false, show_thoughts, theme, rows),
         EntryKind::ToolCall => {
             let (icon, role) = tool_status(status);
@@ -392,12 +404,7 @@ fn entry_rows(
 fn streamed_rows(streamed: &Streamed, show_thoughts: bool, theme: &Theme, rows: &mut Vec<Row>) {
     match streamed.kind {
         EntryKind::Thought => thought_rows(&streamed.text, true, show_thoughts, theme, rows),
-        _ => rows.push(Row::new(
-            "",
-            theme.style(Role::Text),
-            streamed.text.clone(),
-            theme.style(Role::Text),
-        )),
+        _ => rows.push(Row::prose(streamed.text.clone(), theme)),
     }
 }
 
@@ -449,9 +456,13 @@ fn plan_step(line: &str) -> (&'static str, Role, String) {
 }
 
 /// Wraps rows to the width, continuing under the text rather than the marker.
-fn wrap_rows(rows: &[Row], max: usize) -> Vec<Line<'static>> {
+fn wrap_rows(rows: &[Row], max: usize, theme: &Theme) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     for row in rows {
+        if row.prose {
+            lines.extend(super::markdown::lines(&row.text, max, theme));
+            continue;
+        }
         let indent = row.marker.width();
         let body = max.saturating_sub(indent).max(1);
         for (i, piece) in wrap(&row.text, body).into_iter().enumerate() {
