@@ -195,6 +195,9 @@ fn a_typo_gets_a_suggestion() {
     );
     assert_eq!(suggest("sesions"), Some("sessions"));
     assert_eq!(suggest("hepl"), Some("help"));
+    // Two neighbours swapped is one slip of the fingers.
+    assert_eq!(suggest("nwe"), Some("new"));
+    assert_eq!(suggest("enw"), Some("new"));
     assert_eq!(
         parse("/frobnicate").unwrap_err().to_string(),
         "unknown command /frobnicate — /help lists the commands"
