@@ -566,3 +566,23 @@ fn render_to_text(model: &Model, width: u16, height: u16) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[test]
+fn ctrl_u_clears_the_line_as_in_a_shell_and_ctrl_z_undoes() {
+    let mut model = Model::new(Keymap::default());
+    model.sync(fixture::sessions()[..1].to_vec(), Vec::new());
+    let ctrl = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL);
+    for c in "fix the tests".chars() {
+        model.handle_key(key(KeyCode::Char(c)));
+    }
+    model.handle_key(ctrl('u'));
+    assert_eq!(model.input.text(), "", "cleared up to the cursor");
+    // What is typed next is all there is: a command stays a command.
+    for c in "/help".chars() {
+        model.handle_key(key(KeyCode::Char(c)));
+    }
+    assert_eq!(model.input.text(), "/help");
+    model.handle_key(ctrl('u'));
+    model.handle_key(ctrl('z'));
+    assert_eq!(model.input.text(), "/help", "undone");
+}

@@ -219,6 +219,21 @@ impl Model {
                 commands_first: false,
             });
         }
+        // The shell's line editing, not the text area's own: Ctrl-U clears the line up to
+        // the cursor (so a cleared line is empty before a command is typed), Ctrl-Z undoes.
+        if key.modifiers == crossterm::event::KeyModifiers::CONTROL {
+            match key.code {
+                KeyCode::Char('u') => {
+                    self.input.area.delete_line_by_head();
+                    return Vec::new();
+                }
+                KeyCode::Char('z') => {
+                    self.input.area.undo();
+                    return Vec::new();
+                }
+                _ => {}
+            }
+        }
         self.input.area.input(key);
         Vec::new()
     }
