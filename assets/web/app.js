@@ -239,6 +239,22 @@
 
   const toolStatus = (s) => h('span', 'tool-status ts-' + tok(s), s || '');
 
+  // The agent's words drawn from their Markdown (markdown.js builds the elements from
+  // text); everything else as it is.
+  const fillText = (body, kind, text) => {
+    if (kind === 'message' && window.cruMarkdown) {
+      body.classList.add('md');
+      body.replaceChildren(window.cruMarkdown(text));
+    } else {
+      body.textContent = text;
+    }
+  };
+  const textEl = (kind, text) => {
+    const body = h('div', 'text');
+    fillText(body, kind, text);
+    return body;
+  };
+
   const entryEl = (e) => {
     const el = h('div', `entry entry-${tok(e.kind)}`);
     el.dataset.seq = e.seq;
@@ -284,7 +300,7 @@
         el.textContent = (e.status || 'state') + (text ? ' — ' + text : '');
         break;
       default: // message, error
-        el.append(h('div', 'text', text));
+        el.append(textEl(e.kind, text));
     }
     return el;
   };
@@ -304,7 +320,7 @@
     const stored = e.text || '';
     if (stored && b.text.length > stored.length && b.text.startsWith(stored)) {
       b.text = b.text.slice(stored.length); // more of the next message already came
-      b.body.textContent = b.text;
+      fillText(b.body, b.kind, b.text);
     } else {
       b.el.remove();
       st.stream.splice(i, 1);
@@ -336,11 +352,12 @@
     const last = st.stream[st.stream.length - 1];
     if (last && last.kind === c.kind) {
       last.text += c.text;
-      last.body.append(c.text);
+      if (last.kind === 'message') fillText(last.body, last.kind, last.text);
+      else last.body.append(c.text);
       return;
     }
     const el = h('div', `entry entry-${tok(c.kind)} streaming`);
-    const body = h('div', 'text', c.text);
+    const body = textEl(c.kind, c.text);
     if (c.kind === 'thought') {
       const d = h('details');
       d.append(h('summary', null, 'thinking…'), body);

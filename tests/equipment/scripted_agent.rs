@@ -14,7 +14,7 @@
 //!
 //! | command                  | effect |
 //! |--------------------------|--------|
-//! | `say <text>`             | `agent_message_chunk` with the text, split into two chunks (one if shorter than two chars) |
+//! | `say <text>`             | `agent_message_chunk` with the text (`\n` in it is a newline), split into two chunks (one if shorter than two chars) |
 //! | `think <text>`           | one `agent_thought_chunk` with the text |
 //! | `stamp`                  | one `agent_message_chunk` saying `stamp <ns>`: the time it was sent, in nanoseconds since the Unix epoch (for latency benchmarks) |
 //! | `plan <a> \| <b> \| ...` | a `plan` update, every entry medium priority and pending |
@@ -473,7 +473,8 @@ impl Turn {
         };
         match command {
             Command::Say(text) => {
-                let (first, second) = split_in_half(text);
+                let text = text.replace("\\n", "\n");
+                let (first, second) = split_in_half(&text);
                 self.say_parts(&[first, second])?;
             }
             Command::Stamp => self.say(format!("stamp {}", unix_nanos()))?,

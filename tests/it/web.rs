@@ -1,7 +1,8 @@
 //! The web view end to end, in a real browser (headless chromium through chromedriver):
 //! pairing with the code `cru web` prints, sessions appearing as the CLI makes them, a
 //! transcript updating live, an approval answered by a click (the agent proceeds) and one
-//! answered from the CLI vanishing from the page, refused tokens, and a phone's screen.
+//! answered from the CLI vanishing from the page, refused tokens, a phone's screen, and an
+//! agent's Markdown drawn as elements with the HTML in it shown as text.
 
 use crucible::protocol::{MsgType, WebPairing};
 use serde_json::{Value, json};
@@ -746,4 +747,70 @@ async fn every_error_of_the_web_api_is_json_in_the_api_shape() {
         assert_eq!(status, want, "{method} {path}: {body}");
         error_of(&headers, &body);
     }
+}
+
+#[tokio::test]
+async fn an_agent_message_is_drawn_from_its_markdown_and_its_html_stays_text() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let pairing = pairing(&tk, &[]);
+    let browser = Browser::start(Screen::Desktop {
+        width: 1280,
+        height: 900,
+    })
+    .await;
+    paired(&browser, &pairing).await;
+    let id = session_new(
+        &tk,
+        r"say ## Result\n\nIt is **fixed**; run:\n\n```sh\ncargo test <all>\n```\n\n<script>window.cruPwned = 1</script> [click me](javascript:window.cruPwned=2) and [docs](https://example.com/docs)",
+    );
+    let row = format!("li.session[data-session-id='{id}']");
+    browser
+        .wait_for(
+            "the new session",
+            &format!("return document.querySelector(\"{row}\")"),
+        )
+        .await;
+    browser.click(&format!("{row} button")).await;
+    // The stored message (not only the text streamed before it) is drawn.
+    browser
+        .wait_for(
+            "the agent's message, stored",
+            "return document.querySelector('#transcript .entry-message[data-seq] .md pre')",
+        )
+        .await;
+    let seen = browser
+        .run(
+            "const m = document.querySelector('#transcript .entry-message[data-seq] .md');
+             return {
+               strong: [...m.querySelectorAll('strong')].map((e) => e.textContent),
+               heading: [...m.querySelectorAll('h4')].map((e) => e.textContent),
+               code: [...m.querySelectorAll('pre > code')].map((e) => e.textContent),
+               scripts: document.querySelectorAll('#transcript script').length,
+               links: [...m.querySelectorAll('a')].map((a) =>
+                 [a.textContent, a.getAttribute('href'), a.rel]),
+               text: m.innerText,
+               pwned: window.cruPwned === undefined ? null : window.cruPwned,
+             };",
+            vec![],
+        )
+        .await;
+    assert_eq!(seen["strong"], json!(["fixed"]), "{seen}");
+    assert_eq!(seen["heading"], json!(["Result"]), "{seen}");
+    assert_eq!(seen["code"], json!(["cargo test <all>"]), "{seen}");
+    // The markup the agent wrote is shown as text, never run or followed.
+    assert_eq!(seen["scripts"], json!(0), "{seen}");
+    assert_eq!(seen["pwned"], Value::Null, "{seen}");
+    assert_eq!(
+        seen["links"],
+        json!([["docs", "https://example.com/docs", "noopener noreferrer"]]),
+        "{seen}"
+    );
+    let text = seen["text"].as_str().unwrap();
+    assert!(
+        text.contains("<script>window.cruPwned = 1</script> click me and docs"),
+        "{text}"
+    );
+    assert!(!text.contains("**") && !text.contains("##"), "{text}");
+    browser.close().await;
 }

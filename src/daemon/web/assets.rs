@@ -19,7 +19,7 @@ const HTML: &str = "text/html; charset=utf-8";
 const SCRIPT: &str = "text/javascript; charset=utf-8";
 
 /// Every file of the page.
-const FILES: [Asset; 7] = [
+const FILES: [Asset; 8] = [
     Asset {
         path: "/",
         content_type: HTML,
@@ -42,6 +42,12 @@ const FILES: [Asset; 7] = [
         path: "/assets/app.js",
         content_type: SCRIPT,
         body: include_str!("../../../assets/web/app.js"),
+        private: true,
+    },
+    Asset {
+        path: "/assets/markdown.js",
+        content_type: SCRIPT,
+        body: include_str!("../../../assets/web/markdown.js"),
         private: true,
     },
     Asset {
@@ -153,11 +159,16 @@ mod tests {
             assert!(!page.contains(" onclick=") && !page.contains(" onload="));
             assert!(!page.contains("http://") && !page.contains("https://"));
         }
-        let script = named("app.js").unwrap().body;
-        assert!(
-            !script.contains("innerHTML"),
-            "the page builds its DOM from text"
-        );
-        assert!(!script.contains("setInterval"), "the page does not poll");
+        for name in ["app.js", "markdown.js"] {
+            let script = named(name).unwrap().body;
+            assert!(
+                !script.contains("innerHTML") && !script.contains("insertAdjacentHTML"),
+                "{name}: the page builds its DOM from text"
+            );
+            assert!(
+                !script.contains("setInterval"),
+                "{name}: the page does not poll"
+            );
+        }
     }
 }
