@@ -453,6 +453,24 @@ fn lines_sent_before_the_daemon_answered_are_carried_out_once_connected() {
 }
 
 #[test]
+fn the_note_of_a_held_line_ends_when_the_line_runs() {
+    let mut model = Model::new(Keymap::default());
+    model.set_connection(Connection::Connecting);
+    type_line(&mut model, "and then the tests");
+    assert!(render_to_text(&model, 100, 20).contains("1 line held until"));
+    model.set_connection(Connection::Connected);
+    let actions = model.sync(fixture::sessions()[..1].to_vec(), Vec::new());
+    let first = fixture::sessions()[0].id.clone();
+    assert!(
+        actions.contains(&Action::prompt(first, "and then the tests".into())),
+        "{actions:?}"
+    );
+    let screen = render_to_text(&model, 100, 20);
+    assert!(!screen.contains("held until"), "{screen}");
+    assert!(screen.contains("the line held is carried out"), "{screen}");
+}
+
+#[test]
 fn a_held_prompt_with_no_session_to_take_it_goes_back_to_the_input() {
     let mut model = Model::new(Keymap::default());
     model.set_connection(Connection::Connecting);

@@ -55,7 +55,15 @@ impl Model {
     /// to take it goes back into the input rather than being lost.
     pub(in crate::tui) fn run_held(&mut self) -> Vec<Action> {
         let mut actions = Vec::new();
-        for line in std::mem::take(&mut self.held) {
+        let held = std::mem::take(&mut self.held);
+        // The note that lines are held is over: say they ran (a refusal below says more).
+        if !held.is_empty() {
+            self.flash = Some(Flash::info(match held.len() {
+                1 => "the line held is carried out".to_string(),
+                n => format!("the {n} lines held are carried out"),
+            }));
+        }
+        for line in held {
             if line.starts_with('/') && !line.starts_with("//") {
                 match commands::parse(&line) {
                     Ok(command) => actions.extend(self.handle_command(command)),
