@@ -113,6 +113,7 @@ pub fn current_uid() -> u32 {
 /// Caps glibc's heap arenas at two. By default every thread that meets contention gets an
 /// arena of its own (up to eight per core), and what each arena frees stays with it: the
 /// daemon's resident size after a burst was mostly such memory.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn limit_heap_arenas() {
     // SAFETY: mallopt only sets an allocator parameter; called before the runtime's
     // threads start allocating in earnest.
@@ -121,14 +122,25 @@ pub fn limit_heap_arenas() {
     }
 }
 
+/// Does nothing: `mallopt` is glibc's. Other C libraries keep their own allocator's arena
+/// policy, so the daemon there may hold more freed memory after a burst.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn limit_heap_arenas() {}
+
 /// Returns freed heap memory to the system. After a burst of work glibc keeps what its
 /// per-thread arenas freed, which for the daemon was more than half of its resident size.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn trim_heap() {
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {
         libc::malloc_trim(0);
     }
 }
+
+/// Does nothing: `malloc_trim` is glibc's. Elsewhere freed heap memory goes back to the
+/// system only as that C library's allocator decides.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn trim_heap() {}
 
 /// Raises the soft limit on open descriptors to the hard limit, so a flood of clients
 /// meets the limit as late as the system allows. Returns the (soft) limit now in force.
