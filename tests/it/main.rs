@@ -25,6 +25,7 @@ mod durability;
 mod engine;
 mod failures;
 mod full_disk;
+mod glibc;
 mod hardening;
 mod hub;
 mod hub_remote;
