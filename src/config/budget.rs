@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub struct BudgetSettingsError(String);
 
 /// Limits of one scope; an unset one is no limit.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// US dollars per UTC day.
@@ -34,7 +34,7 @@ pub struct Limits {
 }
 
 /// US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
     pub input: f64,
@@ -45,7 +45,7 @@ pub struct Price {
 }
 
 /// `[budget]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct BudgetConfig {
     /// US dollars all the kiln's sessions may spend in a UTC day.

@@ -21,7 +21,7 @@ pub const RESET_PHRASES: [&str; 8] = [
 ];
 
 /// `[channels]`: how inbound messages of non-interactive channels find their session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ChannelsConfig {
     /// A conversation quiet this long starts a new session at its next message, carrying
@@ -83,7 +83,7 @@ impl ChannelsConfig {
 
 /// `[channels.http]`: the daemon's HTTP listener for webhooks. Off unless `listen` is
 /// set; loopback is the expected address (put a reverse proxy in front for the world).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
     /// `HOST:PORT`, e.g. `127.0.0.1:8421`.
@@ -158,7 +158,7 @@ impl HttpConfig {
 
 /// `[notify]`: a command run for every message that needs a human (a question or an
 /// approval), so it reaches them where they are (ntfy, Slack, mail, `notify-send`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct NotifyConfig {
     /// Run with `sh -c`, its environment only `PATH`, `HOME`, `LANG` and

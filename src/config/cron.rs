@@ -9,7 +9,7 @@ use super::validate::is_name;
 use crate::protocol::DriverKind;
 
 /// `[[cron]]`: a job that starts a session on a schedule (the cron channel).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CronJob {
     /// Letters, digits, `-` and `_`.

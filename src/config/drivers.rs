@@ -46,6 +46,42 @@ pub enum DriversError {
     TakesNoOptions(DriverKind),
 }
 
+/// The schema of `[drivers]`: `idle_timeout_minutes` and a `[drivers.<name>]` table for
+/// each driver that makes an environment (the names serde's flattened map takes, less
+/// the ones [`DriversConfig::check`] refuses); nothing else.
+impl schemars::JsonSchema for DriversConfig {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DriversConfig".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut properties = serde_json::Map::new();
+        properties.insert(
+            "idle_timeout_minutes".into(),
+            serde_json::json!({
+                "description": "A sandbox, ssh or podman environment idle this long is torn down (the worktree and transcript stay) and made again by the next prompt.",
+                "type": "number",
+                "minimum": 0,
+                "default": Self::default().idle_timeout_minutes,
+            }),
+        );
+        for kind in DriverKind::ALL.iter().filter(|k| k.makes_environment()) {
+            let mut options = generator.subschema_for::<DriverOptions>();
+            options.insert(
+                "description".into(),
+                format!("`[drivers.{kind}]`: the {kind} driver's defaults, under what a session asks for.").into(),
+            );
+            properties.insert(kind.as_str().into(), options.to_value());
+        }
+        schemars::json_schema!({
+            "description": "`[drivers]`: defaults per driver, under what a session asks for.",
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        })
+    }
+}
+
 impl Default for DriversConfig {
     fn default() -> Self {
         Self {

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct HubConfig {
     /// `[[hub.remotes]]`: kilns on other machines.
@@ -13,7 +13,7 @@ pub struct HubConfig {
 
 /// Kilns on one other machine, reached with `ssh [ssh_args] SSH CRU --kiln PATH daemon
 /// bridge`: nothing listens there but the kiln's own daemon socket.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RemoteKilns {
     /// The ssh destination: `user@host`, or a `Host` of the ssh config.

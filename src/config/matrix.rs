@@ -13,7 +13,7 @@ use crate::protocol::DriverKind;
 pub struct MatrixSettingsError(String);
 
 /// `[channels.matrix]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MatrixConfig {
     /// The homeserver's address, `https://matrix.example.org`.

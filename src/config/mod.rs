@@ -15,6 +15,7 @@ mod drivers;
 mod hub;
 mod matrix;
 mod profiles;
+mod schema;
 mod settings;
 mod stamp;
 mod validate;
@@ -28,6 +29,7 @@ pub use drivers::{DriversConfig, DriversError};
 pub use hub::{HubConfig, HubSettingsError, RemoteKilns};
 pub use matrix::MatrixConfig;
 pub use profiles::{AgentKind, AgentProfile};
+pub use schema::{SCHEMA_FILE, schema_text};
 pub use settings::{
     Attention, DaemonConfig, InboxConfig, MAX_LIST_LIMIT, StoreAuth, StoreConfig, TuiConfig,
 };
@@ -97,7 +99,8 @@ impl ConfigError {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// crucible's settings: `<kiln>/.crucible.toml` and `~/.config/crucible/config.toml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 #[derive(Default)]
 pub struct Config {
@@ -136,7 +139,7 @@ pub struct Config {
 }
 
 /// `[kiln]`: this kiln as the person's other kilns see it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct KilnConfig {
     /// The name `cru kilns` and every view across kilns show it by (default: the
@@ -145,7 +148,7 @@ pub struct KilnConfig {
 }
 
 /// Where a credential's value comes from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SecretSource {
     /// A command whose standard output is the value, e.g. `pass show api/token`.

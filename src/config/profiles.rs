@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::protocol::DriverKind;
 
 /// How crucible starts one kind of agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentProfile {
     /// How crucible talks to the agent.
@@ -79,7 +79,9 @@ pub(super) fn default_startup_timeout() -> u64 {
     60
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentKind {
     /// The Agent Client Protocol over the agent's stdin and stdout.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// `[tui]`: the workbench's look, keys and attention signal. Applied live.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TuiConfig {
     /// A built-in theme (`dark`, `light`) or a `<name>.toml` in `<kiln>/themes/` or the
@@ -17,11 +17,26 @@ pub struct TuiConfig {
     /// The agent profile `/new` uses when none is given; empty: the only profile, if
     /// there is exactly one.
     pub default_agent: String,
-    /// Key bindings over the defaults: action name → key, e.g. `next_waiting = "alt-w"`.
+    /// Key bindings over the defaults: action name → key, e.g. `next_waiting = "alt-w"`,
+    /// or a list of keys (`[]` unbinds).
+    #[schemars(schema_with = "key_bindings_schema")]
     pub keys: toml::Table,
     /// A working session with no agent output for this long shows how long it has been
     /// quiet.
     pub stall_secs: u64,
+}
+
+/// `[tui.keys]`: action name → one key or a list of keys.
+fn key_bindings_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {
+            "anyOf": [
+                { "type": "string" },
+                { "type": "array", "items": { "type": "string" } },
+            ]
+        },
+    })
 }
 
 impl Default for TuiConfig {
@@ -36,7 +51,9 @@ impl Default for TuiConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Attention {
     /// The terminal bell.
@@ -47,12 +64,13 @@ pub enum Attention {
     None,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DaemonConfig {
     /// Seconds the daemon stays up after its last client leaves and no agent runs.
     pub grace_period_secs: u64,
     /// How often clients are expected to heartbeat their sessions.
+    #[schemars(range(min = 1))]
     pub heartbeat_interval_secs: u64,
     /// A registered session that has not heartbeat for this long is cleaned up.
     pub session_timeout_secs: u64,
@@ -61,14 +79,15 @@ pub struct DaemonConfig {
     pub ended_session_ttl_secs: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct InboxConfig {
     /// How many messages `inbox.list` returns when no limit is given.
+    #[schemars(range(min = 1, max = MAX_LIST_LIMIT))]
     pub default_limit: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
     /// Where the database lives: empty for the embedded `surrealkv://<kiln>/.crucible/db`,
@@ -92,8 +111,10 @@ pub struct StoreConfig {
     /// that, another daemon takes them over.
     pub lease_secs: u64,
     /// Upper bound of the embedded engine's block cache, in MiB.
+    #[schemars(range(min = 1))]
     pub cache_mb: u64,
     /// Upper bound of the embedded engine's in-memory write buffer, in MiB.
+    #[schemars(range(min = 1))]
     pub write_buffer_mb: u64,
     /// Free disk space, in MiB, below which the embedded engine takes no new writes (and
     /// does not open): room for its own flushes and recovery, so a full disk is an error
@@ -120,7 +141,9 @@ impl Default for InboxConfig {
 
 /// The level a database user is defined at (SurrealDB's root, namespace and database
 /// users).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum StoreAuth {
     #[default]

@@ -16,7 +16,7 @@ pub const DEFAULT_PORT: u16 = 7433;
 pub struct WebSettingsError(String);
 
 /// `[web]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebConfig {
     /// Serve the web view at all.
@@ -29,6 +29,7 @@ pub struct WebConfig {
     /// tunnel in front (`https://cru.example.org`). `cru web` builds its link from it.
     pub public_url: Option<String>,
     /// How long a pairing code `cru web` shows can be used (once).
+    #[schemars(range(min = 1, max = 1440))]
     pub pairing_minutes: u64,
 }
 

@@ -8,7 +8,7 @@ use super::validate::is_name;
 use crate::protocol::DriverKind;
 
 /// `[[webhooks]]`: `POST /hooks/<name>` starts or continues a session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
     /// The path segment: letters, digits, `-` and `_`.

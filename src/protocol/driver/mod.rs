@@ -56,7 +56,7 @@ pub enum SpecError {
 /// resolving of a user's options; the driver itself is its own file under `driver/`.
 macro_rules! drivers {
     ($( $(#[$doc:meta])* $kind:ident = $name:literal, $options:ty, $capabilities:expr; )*) => {
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
         pub enum DriverKind {
             $( $(#[$doc])* #[serde(rename = $name)] $kind, )*
         }
@@ -209,7 +209,9 @@ impl fmt::Display for DriverKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Network {
     /// Its own network namespace: not even the host's loopback.
@@ -317,6 +319,25 @@ pub struct MountText(pub Mount);
 impl MountText {
     pub fn parse(text: &str) -> Result<Self, SpecError> {
         Mount::parse(text).map(MountText)
+    }
+}
+
+/// Written as a string, `SRC[:DST][:ro]`.
+impl schemars::JsonSchema for MountText {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "MountText".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A host path made visible inside: `SRC[:DST][:ro]`, read-write unless `:ro`.",
+            "type": "string",
+            "minLength": 1,
+        })
     }
 }
 

@@ -13,7 +13,9 @@ use super::{DriverKind, DriverSpec, MountText, Network, SpecError, whole};
 /// What a user asks for; anything left out comes from the profile, `[drivers.<name>]`
 /// and the defaults. The same names as flags, in settings, session files and on the
 /// wire.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, clap::Args)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, clap::Args, schemars::JsonSchema,
+)]
 #[serde(default, deny_unknown_fields)]
 pub struct DriverOptions {
     /// Where the agent runs: local (as you, the default), sandbox (bubblewrap, default
