@@ -4,6 +4,7 @@ mod agent;
 mod agents;
 mod bridge;
 mod completions;
+mod config;
 mod cron;
 mod daemon;
 mod doctor;
@@ -125,6 +126,8 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the manual page (roff), or write every page into a folder (`--out DIR`).
     Man(man::ManArgs),
+    /// The settings files: `cru config schema` prints their JSON Schema, for editors.
+    Config(config::ConfigArgs),
 }
 
 /// Parses the command line, runs it, and turns errors into a message and exit code.
@@ -209,6 +212,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Mcp) => runtime.block_on(mcp::run()),
         Some(Command::Completions(args)) => completions::run(&args),
         Some(Command::Man(args)) => man::run(&args),
+        Some(Command::Config(args)) => config::run(&args),
         None if cli.all_kilns || (cli.kiln.is_none() && nowhere_with_kilns(&kiln)) => {
             let place = crate::client::HubPlace::for_user()?;
             runtime.block_on(crate::tui::run::run(
