@@ -242,6 +242,17 @@ impl Member {
 struct Index {
     sessions: HashMap<String, String>,
     messages: HashMap<String, String>,
+    /// Each kiln's conflict radar as it last sent it (`session.conflicts`'s pairs): a
+    /// kiln's report is of its own sessions only, so the hub sends them all as one.
+    radar: std::collections::BTreeMap<String, Vec<Value>>,
+}
+
+impl Index {
+    /// Keeps kiln `key`'s radar and gives every kiln's pairs together.
+    fn radar_with(&mut self, key: &str, pairs: Vec<Value>) -> Vec<Value> {
+        self.radar.insert(key.to_string(), pairs);
+        self.radar.values().flatten().cloned().collect()
+    }
 }
 
 /// Every kiln the hub reaches, and the events they send.
@@ -416,6 +427,14 @@ impl Members {
                 };
                 map.insert(id.to_string(), held_by);
             }
+            if note.method == "session.conflicts" {
+                let pairs = match params.remove("pairs") {
+                    Some(Value::Array(pairs)) => pairs,
+                    _ => Vec::new(),
+                };
+                let all = lock(&self.index).radar_with(&member.key(), pairs);
+                params.insert("pairs".into(), Value::Array(all));
+            }
             params.insert("kiln".into(), member.name().into());
         }
         let _ = self.events.send(Tagged {
@@ -445,6 +464,8 @@ impl Members {
         });
         if let Reach::Lost(why) = &reach {
             params["error"] = why.clone().into();
+            // A kiln that is away reports no conflicts until it is back.
+            lock(&self.index).radar.remove(&member.key());
         }
         let _ = self.events.send(Tagged {
             note: Arc::new(Notification::new("hub.kiln", params)),
@@ -481,5 +502,26 @@ fn topic_of(method: &str) -> Option<Topic> {
         m if m.starts_with("inbox.") => Some(Topic::Inbox),
         m if m.starts_with("session.") || m.starts_with("daemon.") => Some(Topic::Session),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kilns_conflicts_are_sent_as_one_radar() {
+        let mut index = Index::default();
+        let pair = |a: &str| serde_json::json!({"a": a, "b": "x", "files": []});
+        assert_eq!(index.radar_with("alpha", vec![pair("a1")]).len(), 1);
+        let all = index.radar_with("beta", vec![pair("b1"), pair("b2")]);
+        assert_eq!(
+            all.len(),
+            3,
+            "beta's report does not replace alpha's: {all:?}"
+        );
+        // A kiln's new report replaces its own old one only.
+        let all = index.radar_with("alpha", Vec::new());
+        assert_eq!(all, vec![pair("b1"), pair("b2")]);
     }
 }
