@@ -349,7 +349,9 @@ async fn serve(connected: account::Connected, setup: &Setup) {
     });
     let signing = account::cross_sign(&client, &setup.config).await;
     if let Err(e) = &signing {
-        tracing::warn!("matrix: {e}; clients that exclude unsigned devices (Element) will not talk to the bot");
+        tracing::warn!(
+            "matrix: {e}; clients that exclude unsigned devices (Element) will not talk to the bot"
+        );
     }
     let cross_signed = account::own_device_signed(&client).await;
     let fingerprint = client.encryption().ed25519_key().await;
