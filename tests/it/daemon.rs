@@ -455,7 +455,11 @@ async fn inbox_methods() {
         ("inbox.wait", json!({"id": "nope"}), code::NOT_FOUND),
         // No Matrix bot runs here, so no verification waits for a word.
         ("matrix.verify", json!({"confirm": true}), code::NOT_FOUND),
-        ("matrix.verify", json!({"confirm": "yes"}), code::INVALID_PARAMS),
+        (
+            "matrix.verify",
+            json!({"confirm": "yes"}),
+            code::INVALID_PARAMS,
+        ),
         ("matrix.verify", json!({}), code::INVALID_PARAMS),
     ] {
         let err = c.call_value(method, params.clone()).await.unwrap_err();
