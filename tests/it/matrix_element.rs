@@ -14,22 +14,10 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::common::*;
+use crate::matrix_channel::{BOT_PASSWORD, WAIT, bot_daemon, matrix_settings, synced};
 use crate::matrix_human::{Human, Received};
 use crate::sessions::agent_kiln;
 use crate::synapse::{Homeserver, synapse_python};
-
-const BOT_PASSWORD: &str = "bot-pass-51c9e2";
-const WAIT: Duration = Duration::from_secs(60);
-
-fn matrix_settings(hs: &Homeserver) -> String {
-    format!(
-        "[channels.matrix]\nhomeserver = {:?}\nuser_id = {:?}\npassword_env = \"CRU_TEST_BOT_PASSWORD\"\n\
-         allowed_users = [{:?}]\nagent = \"scripted\"\n",
-        hs.url(),
-        hs.user_id("bot"),
-        hs.user_id("alice"),
-    )
-}
 
 /// A homeserver with the bot and alice, and a kiln whose daemon runs the bot; returns
 /// them with a client of the daemon and `daemon.status`'s Matrix part once it synced.
@@ -37,21 +25,11 @@ async fn bot_and_homeserver() -> (Homeserver, TestKiln, DaemonProcess, Client, V
     let hs = Homeserver::start(Path::new(CRU)).await;
     hs.register("bot", BOT_PASSWORD, false).await;
     hs.register("alice", "alice-pass", false).await;
-    let tk = agent_kiln(&matrix_settings(&hs));
-    let mut cru = cru_on_path();
-    cru.env("CRU_TEST_BOT_PASSWORD", BOT_PASSWORD);
-    let daemon = tk.run_daemon(cru).await;
+    let tk = agent_kiln(&matrix_settings(&hs, ""));
+    let daemon = bot_daemon(&tk).await;
     let client = Client::connect(&tk.kiln).await.unwrap();
     let status = synced(&client).await;
     (hs, tk, daemon, client, status)
-}
-
-/// `daemon.status`'s Matrix part, once the bot has synced.
-async fn synced(client: &Client) -> Value {
-    matrix_status_where(client, "the bot logged in and synced", |m| {
-        m["logged_in"] == true && m["last_sync"].is_string()
-    })
-    .await
 }
 
 /// Polls `daemon.status` until its Matrix part passes `check`.
