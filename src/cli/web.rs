@@ -1,6 +1,8 @@
 //! `cru web [--read-only]`: pairs a browser with the web view: prints the link (with a
 //! one-time code) and shows it as a QR code for a phone, then waits until a browser uses
 //! it. `cru web tokens` lists the paired browsers; `cru web tokens revoke ID` lets one go.
+//! `--all-kilns` (and, in a kiln with no page of its own, while the person's settings
+//! have `[web]`) pairs with the person's one page for every kiln, which their hub serves.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -28,6 +30,10 @@ pub struct WebArgs {
     /// Print the pairing link (or the paired browsers) as JSON.
     #[arg(long, global = true)]
     json: bool,
+    /// Pair with your one page for every kiln, served by your hub (`[web]` in your own
+    /// settings), rather than this kiln's own page.
+    #[arg(long, global = true)]
+    all_kilns: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -52,10 +58,23 @@ enum TokensAction {
 const WAIT_STEP: Duration = Duration::from_millis(500);
 
 pub async fn run(kiln: Kiln, args: WebArgs) -> anyhow::Result<ExitCode> {
-    // For a hint only: settings that do not load leave it out (the daemon pairs on its
-    // last good ones).
-    let loopback_only = super::load_config(&kiln).is_ok_and(|c| c.web.listen.is_none());
-    let client = super::connect(&kiln).await?;
+    let kiln_config = super::load_config(&kiln);
+    // A kiln with no page of its own while the person's hub serves one: that page.
+    let hub = args.all_kilns
+        || (crate::config::person_asks_hub() && kiln_config.as_ref().is_ok_and(|c| !c.web.enabled));
+    let (client, loopback_only) = if hub {
+        let place = crate::client::HubPlace::for_user()?;
+        let client =
+            crate::client::connect_or_start_hub(&place, &crate::client::StartOptions::default())
+                .await?;
+        let loopback = crate::config::Config::load_person().is_ok_and(|c| c.web.listen.is_none());
+        (client, loopback)
+    } else {
+        // For a hint only: settings that do not load leave it out (the daemon pairs on
+        // its last good ones).
+        let loopback = kiln_config.is_ok_and(|c| c.web.listen.is_none());
+        (super::connect(&kiln).await?, loopback)
+    };
     match args.action {
         Some(WebAction::Tokens { action: None }) => {
             let reply = client.call::<m::WebDevicesOf>(&NoParams {}).await?;
@@ -135,9 +154,13 @@ pub async fn run(kiln: Kiln, args: WebArgs) -> anyhow::Result<ExitCode> {
                 if pairing.access == WebAccess::ReadOnly {
                     outln!("The browser will be read-only: it can look, not change anything.");
                 }
+                if hub {
+                    outln!("This is your page for every kiln, served by your hub.");
+                }
                 if loopback_only {
                     outln!(
-                        "The web view listens on loopback only; for a phone, set [web] listen (and public_url behind a proxy) in .crucible.toml."
+                        "The web view listens on loopback only; for a phone, set [web] listen (and public_url behind a proxy) in {}.",
+                        if hub { "your own settings" } else { ".crucible.toml" }
                     );
                 }
             }

@@ -165,13 +165,41 @@ impl Config {
         self.webhooks.iter().find(|h| h.name == name)
     }
 
-    /// Loads the layered settings for a kiln.
+    /// Loads the layered settings for a kiln: the kiln's file over the person's. The
+    /// person's `[web]` and `[channels.matrix]` are their hub's, served once for every
+    /// kiln, so a kiln leaves them out; while the person's hub serves the web view, a kiln
+    /// serves its own only if its file asks (`[web]`).
     pub fn load(kiln_settings: &Path) -> Result<Self, ConfigError> {
-        let layers: Vec<Option<PathBuf>> = settings_files(kiln_settings)
-            .into_iter()
-            .map(Some)
-            .collect();
-        Self::load_layers(&layers)
+        let mut merged = toml::Table::new();
+        if let Some(mut person) = user_settings_path()
+            .map(|path| Self::read_layer(&path))
+            .transpose()?
+            .flatten()
+        {
+            let hub_web = person.remove("web").is_some();
+            if let Some(toml::Value::Table(channels)) = person.get_mut("channels") {
+                channels.remove("matrix");
+            }
+            if hub_web {
+                merged.insert("web".into(), toml::Value::Table(off()));
+            }
+            merge(&mut merged, person);
+        }
+        if let Some(kiln) = Self::read_layer(kiln_settings)? {
+            if let Some(toml::Value::Table(web)) = kiln.get("web")
+                && !web.contains_key("enabled")
+            {
+                merged.remove("web");
+            }
+            merge(&mut merged, kiln);
+        }
+        Self::finish(merged)
+    }
+
+    /// Loads the person's own settings alone, `[web]` and `[channels.matrix]` included:
+    /// what their hub serves.
+    pub fn load_person() -> Result<Self, ConfigError> {
+        Self::load_layers(&[user_settings_path()])
     }
 
     /// Loads `layers` in order, later over earlier, over the defaults. Missing files are
@@ -179,22 +207,35 @@ impl Config {
     pub fn load_layers(layers: &[Option<PathBuf>]) -> Result<Self, ConfigError> {
         let mut merged = toml::Table::new();
         for path in layers.iter().flatten() {
-            let text = match std::fs::read_to_string(path) {
-                Ok(text) => text,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(source) => {
-                    return Err(ConfigError::Read {
-                        path: path.clone(),
-                        source,
-                    });
-                }
-            };
-            let table = Self::parse_layer(&text).map_err(|e| ConfigError::Invalid {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-            merge(&mut merged, table);
+            if let Some(table) = Self::read_layer(path)? {
+                merge(&mut merged, table);
+            }
         }
+        Self::finish(merged)
+    }
+
+    /// One settings file, checked on its own; `None` when there is none.
+    fn read_layer(path: &Path) -> Result<Option<toml::Table>, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        Self::parse_layer(&text)
+            .map(Some)
+            .map_err(|e| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })
+    }
+
+    /// The settings of the merged files, over the defaults, checked whole.
+    fn finish(merged: toml::Table) -> Result<Self, ConfigError> {
         let config: Config =
             toml::Value::Table(merged)
                 .try_into()
@@ -218,7 +259,30 @@ impl Config {
     }
 }
 
-/// `~/.config/crucible/config.toml` (XDG aware), if a home directory is known.
+/// `[web] enabled = false`: a kiln's own web view, off while the person's hub serves one.
+fn off() -> toml::Table {
+    let mut web = toml::Table::new();
+    web.insert("enabled".into(), toml::Value::Boolean(false));
+    web
+}
+
+/// Whether the person's own settings ask their hub to serve something: a web view
+/// (`[web]`) or a Matrix bot (`[channels.matrix]`). A kiln's daemon then starts the hub.
+pub fn person_asks_hub() -> bool {
+    let Some(Ok(Some(person))) = user_settings_path().map(|path| Config::read_layer(&path)) else {
+        return false;
+    };
+    let web = person
+        .get("web")
+        .and_then(toml::Value::as_table)
+        .is_some_and(|web| web.get("enabled").and_then(toml::Value::as_bool) != Some(false));
+    let matrix = person
+        .get("channels")
+        .and_then(|c| c.get("matrix"))
+        .is_some();
+    web || matrix
+}
+
 /// The files a kiln's settings come from, in the order they are layered (the user's, then
 /// the kiln's): what the loader reads and what watchers follow.
 pub fn settings_files(kiln_settings: &Path) -> Vec<PathBuf> {
@@ -228,6 +292,7 @@ pub fn settings_files(kiln_settings: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// `~/.config/crucible/config.toml` (XDG aware), if a home directory is known.
 pub fn user_settings_path() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "crucible").map(|d| d.config_dir().join("config.toml"))
 }

@@ -208,17 +208,6 @@ impl Local {
         outcome
     }
 
-    /// Answers one call from `caller` (a paired browser, by its device).
-    pub(crate) async fn call_as(
-        &self,
-        caller: Caller,
-        name: &str,
-        params: Value,
-    ) -> Result<Value, ErrorObject> {
-        let outcome = dispatch::call_as(&self.0, caller, name, params).await;
-        self.0.shared.activity.notify_one();
-        outcome
-    }
 }
 
 /// Answers one call made inside the daemon for `caller` (a channel, the team), on a

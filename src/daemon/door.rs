@@ -9,7 +9,14 @@
 //! changes), the kiln, the descriptor limit and, for the engine's own parts (cron, the
 //! approval timeout), the sessions. Components start from it and the settings
 //! ([`Starts`]).
+//!
+//! The person's hub runs the same components (the web view, the Matrix bot) for every
+//! kiln at once: its door leads to the hub instead of a daemon ([`Above`]), which sends
+//! each call to the kiln it belongs to and gives every kiln's events.
 
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
 
 use serde_json::Value;
@@ -24,8 +31,61 @@ use super::settings::LiveSettings;
 use crate::config::Config;
 use crate::kiln::Kiln;
 use crate::protocol::methods::Method;
-use crate::protocol::{ErrorObject, Event};
+use crate::protocol::{ErrorObject, Event, MatrixVerification};
 use crate::sessions::Sessions;
+
+/// What a component holds while it counts as a client (an open page), or while it reads
+/// events: dropped, it counts no more or reads no more.
+pub(crate) type Held = Box<dyn Any + Send + Sync>;
+
+/// An answer to come.
+pub(crate) type Answering<'a> = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send + 'a>>;
+
+/// What a door leads into when it is not a kiln's daemon: the person's hub, which answers
+/// a call through the kiln it belongs to (or every kiln, merged) and gives every kiln's
+/// events, each named with its kiln.
+pub(crate) trait Above: Send + Sync + 'static {
+    /// Answers a call by name for `caller`.
+    fn call<'a>(&'a self, caller: &'a Caller, name: &'a str, params: Value) -> Answering<'a>;
+    /// Every kiln's events from now on.
+    fn events(&self) -> broadcast::Receiver<Arc<Event>>;
+    /// Every kiln's events from now on as notification lines, the hub's own included
+    /// (a kiln reached or lost).
+    fn lines(&self) -> Lines;
+    /// The kilns it reaches, by name.
+    fn kilns(&self) -> Vec<String>;
+    /// Counts as a client of the hub (keeping it up) while held.
+    fn client(&self) -> Held;
+    /// Tells every subscriber how the Matrix bot's emoji verification stands.
+    fn tell_verification(&self, verification: MatrixVerification);
+}
+
+/// Where a door leads.
+#[derive(Clone)]
+enum Inside {
+    Daemon {
+        services: Weak<Services>,
+        shared: Weak<Shared>,
+    },
+    Above(Arc<dyn Above>),
+}
+
+/// The events a component reads, as notification lines (the web view's event stream),
+/// while it holds them.
+pub(crate) struct Lines {
+    pub lines: mpsc::Receiver<String>,
+    _held: Held,
+}
+
+impl Lines {
+    /// Lines read while `held` is.
+    pub(crate) fn new(lines: mpsc::Receiver<String>, held: Held) -> Self {
+        Self {
+            lines,
+            _held: held,
+        }
+    }
+}
 
 /// A component starts from the daemon's door and the settings the daemon starts with.
 pub(super) trait Starts: Component + Sized {
@@ -36,8 +96,7 @@ pub(super) trait Starts: Component + Sized {
 /// made after the daemon went away is refused.
 #[derive(Clone)]
 pub(crate) struct Door {
-    services: Weak<Services>,
-    shared: Weak<Shared>,
+    inside: Inside,
     settings: Arc<LiveSettings>,
     kiln: Kiln,
     fd_limit: Option<u64>,
@@ -53,16 +112,46 @@ fn shutting_down() -> ErrorObject {
 impl Door {
     pub(super) fn new(services: &Arc<Services>, shared: &Arc<Shared>) -> Self {
         Door {
-            services: Arc::downgrade(services),
-            shared: Arc::downgrade(shared),
+            inside: Inside::Daemon {
+                services: Arc::downgrade(services),
+                shared: Arc::downgrade(shared),
+            },
             settings: Arc::clone(&services.settings),
             kiln: services.ledger.kiln().clone(),
             fd_limit: services.fd_limit,
         }
     }
 
+    /// A door into the person's hub: `kiln` is the hub's own folder (where its
+    /// components keep their state), `settings` the person's.
+    pub(crate) fn above(
+        above: Arc<dyn Above>,
+        settings: Arc<LiveSettings>,
+        kiln: Kiln,
+        fd_limit: Option<u64>,
+    ) -> Self {
+        Door {
+            inside: Inside::Above(above),
+            settings,
+            kiln,
+            fd_limit,
+        }
+    }
+
+    /// The kilns behind the door, by name, when it leads to the person's hub; `None`
+    /// for one kiln's daemon.
+    pub(crate) fn kilns(&self) -> Option<Vec<String>> {
+        match &self.inside {
+            Inside::Above(above) => Some(above.kilns()),
+            Inside::Daemon { .. } => None,
+        }
+    }
+
     fn both(&self) -> Result<(Arc<Services>, Arc<Shared>), ErrorObject> {
-        match (self.services.upgrade(), self.shared.upgrade()) {
+        let Inside::Daemon { services, shared } = &self.inside else {
+            return Err(ErrorObject::internal("the hub has no daemon of its own"));
+        };
+        match (services.upgrade(), shared.upgrade()) {
             (Some(services), Some(shared)) => Ok((services, shared)),
             _ => Err(shutting_down()),
         }
@@ -88,35 +177,60 @@ impl Door {
         name: &str,
         params: Value,
     ) -> Result<Value, ErrorObject> {
+        if let Inside::Above(above) = &self.inside {
+            return above.call(&caller, name, params).await;
+        }
         let (services, shared) = self.both()?;
         conn::call_inside(services, shared, caller, name, params).await
     }
 
-    /// A connection of the owner's inside the daemon, for the web view: its calls are
-    /// answered as on the socket, and the events it subscribes to come as notification
-    /// lines on the receiver.
-    pub(crate) fn local(&self) -> Result<(Local, mpsc::Receiver<String>), ErrorObject> {
+    /// Every event from now on as notification lines, for the web view's event stream,
+    /// while the returned [`Lines`] are held.
+    pub(crate) async fn lines(&self) -> Result<Lines, ErrorObject> {
+        if let Inside::Above(above) = &self.inside {
+            return Ok(above.lines());
+        }
         let (services, shared) = self.both()?;
-        Ok(Local::new(services, shared))
+        let (local, lines) = Local::new(services, shared);
+        local
+            .call(crate::protocol::methods::Subscribe::NAME, serde_json::json!({}))
+            .await?;
+        Ok(Lines {
+            lines,
+            _held: Box::new(local),
+        })
     }
 
     /// Counts as a client of the daemon (keeping it up) while held: an open page.
-    pub(crate) fn client(&self) -> Option<ClientGuard> {
-        self.shared.upgrade().map(ClientGuard::count)
+    pub(crate) fn client(&self) -> Option<Held> {
+        match &self.inside {
+            Inside::Above(above) => Some(above.client()),
+            Inside::Daemon { shared, .. } => shared
+                .upgrade()
+                .map(|shared| Box::new(ClientGuard::count(shared)) as Held),
+        }
     }
 
     /// What happens in the daemon, from now on (an empty stream once it is gone).
     pub(crate) fn events(&self) -> broadcast::Receiver<Arc<Event>> {
-        match self.services.upgrade() {
-            Some(services) => services.ledger.subscribe(),
-            None => broadcast::channel(1).1,
+        match &self.inside {
+            Inside::Above(above) => above.events(),
+            Inside::Daemon { services, .. } => match services.upgrade() {
+                Some(services) => services.ledger.subscribe(),
+                None => broadcast::channel(1).1,
+            },
         }
     }
 
     /// Tells every subscriber how the Matrix bot's emoji verification stands.
-    pub(crate) fn tell_verification(&self, verification: crate::protocol::MatrixVerification) {
-        if let Some(services) = self.services.upgrade() {
-            services.ledger.publish_verification(verification);
+    pub(crate) fn tell_verification(&self, verification: MatrixVerification) {
+        match &self.inside {
+            Inside::Above(above) => above.tell_verification(verification),
+            Inside::Daemon { services, .. } => {
+                if let Some(services) = services.upgrade() {
+                    services.ledger.publish_verification(verification);
+                }
+            }
         }
     }
 
@@ -141,8 +255,12 @@ impl Door {
 
     /// The sessions, for the engine's own parts (cron's schedule, the approval timeout).
     pub(super) fn sessions(&self) -> Option<Arc<Sessions>> {
-        self.services
+        let Inside::Daemon { services, .. } = &self.inside else {
+            return None;
+        };
+        services
             .upgrade()
             .map(|services| Arc::clone(&services.sessions))
     }
 }
+

@@ -287,6 +287,7 @@ async fn deliver(hooks: &Hooks, delivery: Delivery) -> Answer {
         agent: hook.agent.clone(),
         driver: hook.driver,
         persistent: false,
+        kiln: None,
     };
     let caller = Caller::channel(ChannelKind::Webhook, format!("hook {}", hook.name));
     let resolved = hooks.door.call::<m::SessionResolve>(caller, &inbound).await;

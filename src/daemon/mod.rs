@@ -19,6 +19,7 @@ mod lifecycle;
 mod matrix;
 mod matrix_share;
 mod notify;
+mod person;
 mod services;
 mod settings;
 mod web;
@@ -31,10 +32,13 @@ use tokio::net::UnixListener;
 
 use accept::Acceptor;
 use components::{Components, Task};
+pub(crate) use caller::Caller;
 pub(crate) use conn::Socket;
-use door::{Door, Starts};
+use door::Starts;
+pub(crate) use door::{Above, Answering, Door, Held, Lines};
+pub(crate) use person::PersonParts;
 use services::{Services, Shared};
-use settings::{LiveSettings, SettingsWatch};
+pub(crate) use settings::{LiveSettings, SettingsWatch};
 
 use crate::config::Config;
 use crate::kiln::Kiln;
@@ -188,6 +192,7 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     // container mounts the agent socket as it starts, and an agent may call in at once
     // (its connection waits in the socket's backlog until the loop below accepts it).
     let mut sockets = Sockets::bind(&kiln)?;
+    person::wake_the_hub();
     let sessions = Sessions::start(Arc::clone(&ledger)).await;
     sessions.follow_settings(live.subscribe());
     let kiln_watch = gone::KilnWatch::start(&kiln.state_dir(), &sockets.paths);

@@ -34,8 +34,9 @@ pub(crate) struct LiveSettings {
 
 /// The settings files, and how they stood when last read.
 struct Source {
-    /// The kiln's settings file (the loader layers the user's under it).
-    kiln_settings: PathBuf,
+    /// The kiln's settings file (the loader layers the user's under it); none for the
+    /// person's hub, which reads the person's settings alone.
+    kiln_settings: Option<PathBuf>,
     files: Vec<PathBuf>,
     /// `None` until the files are first read here: the settings given at start were read
     /// before, at a moment not known.
@@ -55,7 +56,18 @@ impl LiveSettings {
         let kiln_settings = kiln.settings_path();
         let source = Source {
             files: crate::config::settings_files(&kiln_settings),
-            kiln_settings,
+            kiln_settings: Some(kiln_settings),
+            read: Mutex::new(None),
+        };
+        Arc::new(Self::with_source(config, Some(source)))
+    }
+
+    /// The person's own settings, as loaded at start (`config`), read again whenever
+    /// the file changes: what their hub serves.
+    pub fn of_person(config: Config) -> Arc<Self> {
+        let source = Source {
+            files: crate::config::user_settings_path().into_iter().collect(),
+            kiln_settings: None,
             read: Mutex::new(None),
         };
         Arc::new(Self::with_source(config, Some(source)))
@@ -96,7 +108,10 @@ impl LiveSettings {
         if !always && read.as_ref() == Some(&now) {
             return;
         }
-        self.reload(Config::load(&source.kiln_settings));
+        self.reload(match &source.kiln_settings {
+            Some(kiln_settings) => Config::load(kiln_settings),
+            None => Config::load_person(),
+        });
         *read = Some(now);
     }
 
@@ -164,7 +179,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The watcher of the settings files; dropping it stops following them.
-pub(super) struct SettingsWatch {
+pub(crate) struct SettingsWatch {
     _watcher: Option<notify::RecommendedWatcher>,
     task: tokio::task::JoinHandle<()>,
 }

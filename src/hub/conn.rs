@@ -189,6 +189,10 @@ impl Conn {
                 self.hub.shutdown.notify_one();
                 json!(m::Stopping { stopping: true })
             }
+            request @ (Request::WebPair(_)
+            | Request::WebDevicesOf(_)
+            | Request::WebRevoke(_)
+            | Request::MatrixVerify(_)) => super::own::answer(&self.hub, request).await?,
             other => {
                 return Err(ErrorObject::internal(format!(
                     "{} is not the hub's own",

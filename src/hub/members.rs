@@ -443,6 +443,14 @@ impl Members {
         });
     }
 
+    /// Tells every subscriber something of the hub's own (the Matrix bot's verification).
+    pub(super) fn tell(&self, note: Notification) {
+        let _ = self.events.send(Tagged {
+            note: Arc::new(note),
+            topic: None,
+        });
+    }
+
     /// Tells subscribers to read everything again: a kiln came or went.
     fn resync(&self) {
         let note = Notification::new("events.lagged", serde_json::json!({"missed": 0}));

@@ -7,23 +7,29 @@
 //! which id. It starts on demand (as a kiln's daemon does), stops a while after its last
 //! client leaves, and lives through a kiln daemon's crash or restart: the kiln is shown
 //! lost, reached again with backoff, and the other kilns keep working meanwhile.
+//!
+//! The person's own `[web]` and `[channels.matrix]` are served here, once for every
+//! kiln ([`own`]): one page at one address, one bot. While they run, the hub stays up.
 
 mod answer;
 mod conn;
+mod door;
 mod members;
+mod own;
 mod road;
 mod route;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::net::UnixListener;
 use tokio::sync::{Notify, watch};
 
 use crate::client::HubPlace;
+use crate::daemon::PersonParts;
 use crate::kilns::{Registry, RegistryError};
 use crate::protocol::{ComponentState, ComponentStatus, DaemonStatus, PROTOCOL_VERSION};
 use members::{Members, Reach};
@@ -59,11 +65,38 @@ pub(crate) struct Hub {
     shutdown: Notify,
     started: Instant,
     clients: watch::Sender<usize>,
+    /// The person's web view and Matrix bot, once started.
+    parts: Mutex<Option<PersonParts>>,
+}
+
+/// Counts as a client of the hub while held (an open page).
+pub(super) struct Counted(Arc<Hub>);
+
+impl Counted {
+    fn new(hub: &Arc<Hub>) -> Self {
+        hub.clients.send_modify(|n| *n += 1);
+        Self(Arc::clone(hub))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.clients.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 impl Hub {
+    /// Works on the person's web view and bot, if they were started.
+    fn with_parts<T>(&self, work: impl FnOnce(&mut PersonParts) -> T) -> Option<T> {
+        self.parts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+            .map(work)
+    }
+
     fn status(&self) -> DaemonStatus {
-        let components = self
+        let mut components: Vec<ComponentStatus> = self
             .members
             .all()
             .iter()
@@ -90,6 +123,11 @@ impl Hub {
                 }
             })
             .collect();
+        components.extend(self.with_parts(|parts| parts.statuses()).unwrap_or_default());
+        let matrix = self
+            .with_parts(|parts| parts.matrix())
+            .flatten()
+            .and_then(|share| share.status());
         DaemonStatus {
             pid: std::process::id(),
             daemon_version: env!("CARGO_PKG_VERSION").into(),
@@ -108,7 +146,7 @@ impl Hub {
             settings_error: None,
             settings_pending: Vec::new(),
             writes_refused: None,
-            matrix: None,
+            matrix,
             components,
         }
     }
@@ -168,7 +206,7 @@ pub async fn run() -> Result<(), HubError> {
     members.refresh();
     // Kilns on other machines, from the person's settings (a folder of the hub's own has
     // no settings file: only the person's are read).
-    match crate::config::Config::load(&crate::kiln::Kiln::new(place.dir()).settings_path()) {
+    match crate::config::Config::load_person() {
         Ok(config) => members.add_remotes(&config.hub.remotes),
         Err(e) => tracing::warn!("the person's settings do not load, no remote kilns: {e}"),
     }
@@ -180,9 +218,12 @@ pub async fn run() -> Result<(), HubError> {
         shutdown: Notify::new(),
         started: Instant::now(),
         clients: watch::channel(0).0,
+        parts: Mutex::default(),
     });
+    let _settings = own::start(&hub, &place);
     tracing::info!(socket = %socket.display(), "the hub listens");
     serve(&hub, listener).await;
+    hub.with_parts(PersonParts::stop);
     let _ = std::fs::remove_file(&socket);
     drop(pid);
     tracing::info!("the hub stopped");
@@ -195,7 +236,8 @@ async fn serve(hub: &Arc<Hub>, listener: UnixListener) {
     let mut terminate = signal(tokio::signal::unix::SignalKind::terminate());
     let mut interrupt = signal(tokio::signal::unix::SignalKind::interrupt());
     loop {
-        let idle = *clients.borrow_and_update() == 0;
+        let idle = *clients.borrow_and_update() == 0
+            && !hub.with_parts(|parts| parts.keep_up()).unwrap_or(false);
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {

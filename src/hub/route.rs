@@ -35,7 +35,12 @@ pub(super) fn way(request: &Request, params: &Value) -> Way {
         | R::Subscribe(_)
         | R::Unsubscribe(_)
         | R::DaemonStatusOf(_)
-        | R::DaemonShutdown(_) => Way::Own,
+        | R::DaemonShutdown(_)
+        // The person's page and bot are the hub's own; a kiln's own are its daemon's.
+        | R::WebPair(_)
+        | R::WebDevicesOf(_)
+        | R::WebRevoke(_)
+        | R::MatrixVerify(_) => Way::Own,
         R::SessionList(_)
         | R::CronList(_)
         | R::SessionConflicts(_)
@@ -50,6 +55,9 @@ pub(super) fn way(request: &Request, params: &Value) -> Way {
         R::InboxGet(p) => Way::Message(p.id.clone()),
         R::InboxRespond(p) => Way::Message(p.id.clone()),
         R::SessionCreate(p) => Way::Named(p.kiln.clone()),
+        // A channel's conversation lives in the kiln the channel names (the person's bot:
+        // the kiln its room is mapped to).
+        R::SessionResolve(p) => Way::Named(p.kiln.clone()),
         R::SessionGet(p)
         | R::SessionCancel(p)
         | R::SessionResend(p)
@@ -89,17 +97,11 @@ pub(super) fn way(request: &Request, params: &Value) -> Way {
         | R::SecretGet(_)
         | R::InboxSend(_)
         | R::InboxWait(_) => Way::No("an agent talks to its own kiln's daemon, not to the hub"),
-        R::SessionResolve(_) | R::CronRunNow(_) => {
+        R::CronRunNow(_) => {
             Way::No("this call is the kiln's own: make it to the kiln's daemon (`cru -C KILN …`)")
         }
         R::DbQuery(_) | R::DbCheck(_) => Way::No(
             "each kiln has its own database: ask the kiln's daemon (`cru -C KILN daemon …`)",
-        ),
-        R::WebPair(_) | R::WebDevicesOf(_) | R::WebRevoke(_) => {
-            Way::No("each kiln's web view pairs its own devices: ask the kiln's daemon")
-        }
-        R::MatrixVerify(_) => Way::No(
-            "the Matrix bot is verified at the kiln whose daemon answers it: `cru -C KILN daemon verify`",
         ),
     }
 }

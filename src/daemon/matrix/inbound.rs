@@ -167,6 +167,7 @@ async fn converse(bot: &Arc<Bot>, room: &Room, sender: &UserId, text: &str) {
         agent: bot.config.agent.clone(),
         driver: bot.config.driver,
         persistent: direct,
+        kiln: None,
     };
     match bot
         .call_as::<m::SessionResolve>(sender.as_str(), &inbound)

@@ -35,11 +35,12 @@ pub(super) fn call_error(rpc_code: i64, message: &str) -> Response {
     )
 }
 
-/// `session.create` from the page: an agent, a branch, a driver by name and a task; the
-/// rest (mounts, variables, the read manifest) is for the workbench and the settings.
+/// `session.create` from the page: an agent, a branch, a driver by name, a task and,
+/// through the person's hub, the kiln; the rest (mounts, variables, the read manifest) is
+/// for the workbench and the settings.
 fn creation(params: &Value) -> Value {
     let mut made = serde_json::Map::new();
-    for key in ["agent", "worktree", "task"] {
+    for key in ["agent", "worktree", "task", "kiln"] {
         if let Some(value) = params.get(key).filter(|v| v.is_string()) {
             made.insert(key.into(), value.clone());
         }
@@ -113,7 +114,7 @@ pub(super) async fn call(
     let caller = Caller::Web {
         device: device.label.clone(),
     };
-    match web.calls.call_as(caller, &method, params).await {
+    match web.door.call_value(caller, &method, params).await {
         Ok(result) => json_reply(StatusCode::OK, &result),
         Err(e) => call_error(e.code, &e.message),
     }

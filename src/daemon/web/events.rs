@@ -9,24 +9,20 @@ use std::sync::Arc;
 
 use axum::response::sse::Event as SseEvent;
 use futures::Stream;
-use serde_json::json;
 
 use super::state::WebState;
-use crate::daemon::conn::{ClientGuard, Local};
-use crate::daemon::door::Door;
+use crate::daemon::door::{Door, Held, Lines};
 use crate::daemon::http::listen;
-use crate::protocol::methods::{self as m, Method};
 use crate::protocol::{ErrorObject, Notification};
 
 /// An open event stream: the daemon's events for one page, until its device is revoked.
 struct Events {
     state: Arc<WebState>,
     device: String,
-    _local: Local,
-    lines: tokio::sync::mpsc::Receiver<String>,
+    lines: Lines,
     revocations: tokio::sync::watch::Receiver<u64>,
     /// Counts the open stream as a client of the daemon while it is open.
-    _watching: Option<ClientGuard>,
+    _watching: Option<Held>,
     _live: listen::Streaming,
     ready: bool,
 }
@@ -49,7 +45,7 @@ impl Events {
         }
         loop {
             tokio::select! {
-                line = self.lines.recv() => {
+                line = self.lines.lines.recv() => {
                     if let Some(event) = sse_event(&line?) {
                         return Some((Ok(event), self));
                     }
@@ -72,12 +68,10 @@ pub(super) async fn open(
     device: String,
     connection: &listen::Connection,
 ) -> Result<impl Stream<Item = Result<SseEvent, Infallible>> + use<>, ErrorObject> {
-    let (local, lines) = door.local()?;
-    local.call(m::Subscribe::NAME, json!({})).await?;
+    let lines = door.lines().await?;
     let events = Events {
         state: Arc::clone(state),
         device,
-        _local: local,
         lines,
         revocations: state.devices.revocations(),
         _watching: door.client(),

@@ -48,14 +48,10 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 /// Serves the web view on `listener` until the task is dropped.
 pub(super) async fn serve(listener: tokio::net::TcpListener, door: Door, state: Arc<WebState>) {
     let quiet = Arc::new(Quiet::new("web view", REFUSALS_LOGGED_EVERY));
-    let Ok((calls, _never_subscribed)) = door.local() else {
-        return;
-    };
     let fd_limit = door.fd_limit();
     let server = Arc::new(Server {
         door,
         state,
-        calls,
         guard: Guard::new(Arc::clone(&quiet)),
         quiet: Arc::clone(&quiet),
     });
@@ -154,18 +150,25 @@ async fn me(State(web): Web, Paired(device): Paired) -> Response {
     let default_agent = Some(config.tui.default_agent.clone())
         .filter(|a| !a.is_empty())
         .or_else(|| (agents.len() == 1).then(|| agents[0].clone()));
-    let kiln = web
-        .door
-        .kiln()
-        .root()
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned());
+    // Through the person's hub the page shows every kiln, and a new session names its
+    // kiln; a kiln's own page is that kiln's.
+    let kilns = web.door.kilns();
+    let kiln = match &kilns {
+        Some(_) => None,
+        None => web
+            .door
+            .kiln()
+            .root()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned()),
+    };
     json_reply(
         StatusCode::OK,
         &json!({
             "device": {"id": device.id, "label": device.label, "kind": device.access.as_str()},
             "csrf": guard::csrf_token(&device),
             "kiln": kiln,
+            "kilns": kilns,
             "agents": agents,
             "default_agent": default_agent,
             "drivers": DriverKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>(),

@@ -1,6 +1,5 @@
-//! What every route of the web view shares: the server's state (the door, the paired
-//! browsers, the connection the page's calls are answered on, the guard against
-//! guessing), who a request comes from (a paired browser, [`Paired`]; one that may
+//! What every route of the web view shares: the server's state (the door the page's
+//! calls are answered through, the paired browsers, the guard against guessing), who a request comes from (a paired browser, [`Paired`]; one that may
 //! change something, [`Changer`]) and the refusals and files it is answered with.
 
 use std::net::SocketAddr;
@@ -18,7 +17,6 @@ use super::devices::Device;
 use super::guard::{self, Guard, Guess};
 use super::state::WebState;
 use crate::config::Config;
-use crate::daemon::conn::Local;
 use crate::daemon::door::Door;
 use crate::daemon::http::{error, quiet::Quiet};
 
@@ -30,8 +28,6 @@ pub(super) struct Server {
     pub door: Door,
     /// The paired browsers, the cookie's name.
     pub state: Arc<WebState>,
-    /// The connection the page's calls are answered on.
-    pub calls: Local,
     pub guard: Guard,
     /// Refusals that are not guesses, logged now and then.
     pub quiet: Arc<Quiet>,

@@ -30,6 +30,10 @@ pub struct ResolveParams {
     /// a reset phrase or closing it starts a new session.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub persistent: bool,
+    /// Through the person's hub: the kiln the conversation lives in (by name). A kiln's
+    /// daemon refuses a name that is not its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kiln: Option<String>,
 }
 
 /// How a message was resolved: to which session, and why. On the wire it also says

@@ -75,20 +75,29 @@ impl Answer<m::SessionDeregister> for Call<'_> {
     }
 }
 
+impl Call<'_> {
+    /// Refuses a call naming a kiln (through the person's hub) that is not this one.
+    fn own_kiln(&self, named: Option<&str>) -> Result<(), ErrorObject> {
+        let Some(named) = named else {
+            return Ok(());
+        };
+        let services = &self.conn.services;
+        let kiln = services.ledger.kiln();
+        let ours = crate::kilns::name_of(kiln, services.settings.current().kiln.name.as_deref());
+        let path = kiln.root().display().to_string();
+        if named != ours && named != path {
+            return Err(ErrorObject::invalid_params(format!(
+                "this daemon serves kiln {ours} ({path}), not {named:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Answer<m::SessionCreate> for Call<'_> {
     async fn answer(&self, p: CreateSessionParams) -> Result<Created, ErrorObject> {
+        self.own_kiln(p.kiln.as_deref())?;
         let services = &self.conn.services;
-        if let Some(named) = &p.kiln {
-            let kiln = services.ledger.kiln();
-            let ours =
-                crate::kilns::name_of(kiln, services.settings.current().kiln.name.as_deref());
-            let path = kiln.root().display().to_string();
-            if *named != ours && *named != path {
-                return Err(ErrorObject::invalid_params(format!(
-                    "this daemon serves kiln {ours} ({path}), not {named:?}"
-                )));
-            }
-        }
         let sessions = &services.sessions;
         let given = self.take_client_env();
         let session = sessions.create_for(p, given).await.map_err(app_error)?;
@@ -200,6 +209,7 @@ impl Answer<m::SessionRestart> for Call<'_> {
 
 impl Answer<m::SessionResolve> for Call<'_> {
     async fn answer(&self, p: ResolveParams) -> Result<ResolveResult, ErrorObject> {
+        self.own_kiln(p.kiln.as_deref())?;
         let sessions = &self.conn.services.sessions;
         sessions
             .resolve(p, &Prompter(self))
