@@ -170,9 +170,14 @@ impl Config {
     /// kiln, so a kiln leaves them out; while the person's hub serves the web view, a kiln
     /// serves its own only if its file asks (`[web]`).
     pub fn load(kiln_settings: &Path) -> Result<Self, ConfigError> {
+        Self::load_kiln(user_settings_path().as_deref(), kiln_settings)
+    }
+
+    /// [`Config::load`] with the person's settings file given.
+    fn load_kiln(person: Option<&Path>, kiln_settings: &Path) -> Result<Self, ConfigError> {
         let mut merged = toml::Table::new();
-        if let Some(mut person) = user_settings_path()
-            .map(|path| Self::read_layer(&path))
+        if let Some(mut person) = person
+            .map(Self::read_layer)
             .transpose()?
             .flatten()
         {
@@ -269,7 +274,11 @@ fn off() -> toml::Table {
 /// Whether the person's own settings ask their hub to serve something: a web view
 /// (`[web]`) or a Matrix bot (`[channels.matrix]`). A kiln's daemon then starts the hub.
 pub fn person_asks_hub() -> bool {
-    let Some(Ok(Some(person))) = user_settings_path().map(|path| Config::read_layer(&path)) else {
+    asks_hub(user_settings_path().as_deref())
+}
+
+fn asks_hub(person: Option<&Path>) -> bool {
+    let Some(Ok(Some(person))) = person.map(Config::read_layer) else {
         return false;
     };
     let web = person
@@ -325,6 +334,40 @@ mod tests {
         assert_eq!(c.daemon.heartbeat_interval_secs, 30);
         assert_eq!(c.daemon.session_timeout_secs, 300);
         assert_eq!(c.inbox.default_limit, 50);
+    }
+
+    #[test]
+    fn the_persons_page_and_bot_are_the_hubs_and_a_kilns_own_page_stays_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let person = write(
+            dir.path(),
+            "person.toml",
+            "[web]\nlisten = \"127.0.0.1:7500\"\n\n[channels.matrix]\nhomeserver = \"https://m.example\"\n\
+             user_id = \"@bot:m.example\"\npassword_env = \"BOT\"\nallowed_users = [\"@me:m.example\"]\nagent = \"claude\"\n\n\
+             [tui]\ndefault_agent = \"claude\"\n",
+        );
+        assert!(asks_hub(Some(&person)));
+        let whole = Config::load_layers(&[Some(person.clone())]).unwrap();
+        assert!(whole.channels.matrix.is_some() && whole.web.listen.is_some());
+        // A kiln with no [web] of its own: no page, no bot; the rest of the person's
+        // settings still apply.
+        let plain = write(dir.path(), "plain.toml", "[kiln]\nname = \"k\"\n");
+        let kiln = Config::load_kiln(Some(&person), &plain).unwrap();
+        assert!(!kiln.web.enabled, "the person's page is the hub's");
+        assert!(kiln.web.listen.is_none());
+        assert!(kiln.channels.matrix.is_none(), "the person's bot is the hub's");
+        assert_eq!(kiln.tui.default_agent, "claude");
+        // A kiln that asks for its own page keeps it.
+        let own = write(dir.path(), "own.toml", "[web]\nlisten = \"127.0.0.1:7501\"\n");
+        let kiln = Config::load_kiln(Some(&person), &own).unwrap();
+        assert!(kiln.web.enabled);
+        assert_eq!(kiln.web.listen.as_deref(), Some("127.0.0.1:7501"));
+        // Without the person's [web], a kiln's page is on by default, as it always was.
+        let quiet = write(dir.path(), "quiet.toml", "[tui]\ndefault_agent = \"claude\"\n");
+        assert!(!asks_hub(Some(&quiet)));
+        assert!(Config::load_kiln(Some(&quiet), &plain).unwrap().web.enabled);
+        let off = write(dir.path(), "off.toml", "[web]\nenabled = false\n");
+        assert!(!asks_hub(Some(&off)));
     }
 
     #[test]
