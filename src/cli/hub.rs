@@ -1,6 +1,6 @@
 //! `cru hub`: the person's hub, which serves every kiln as one (`cru --all-kilns` opens
 //! the workbench on it and starts it when none runs): run it in the foreground, see what
-//! it reaches, stop it.
+//! it reaches (and the page and bot it serves), verify its bot, stop it.
 
 use std::process::ExitCode;
 
@@ -28,6 +28,9 @@ enum HubAction {
     },
     /// Stop the hub (the kilns' daemons go on).
     Stop,
+    /// The emoji verification of the Matrix bot your own settings run through the hub,
+    /// and your word on it (as `cru daemon verify` for a kiln's own bot).
+    Verify(super::verify::VerifyArgs),
 }
 
 pub async fn run(args: HubArgs) -> anyhow::Result<ExitCode> {
@@ -37,6 +40,7 @@ pub async fn run(args: HubArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         HubAction::Status { json } => status(json).await,
+        HubAction::Verify(args) => super::verify::run_hub(args).await,
         HubAction::Stop => {
             let place = HubPlace::for_user()?;
             match connect_hub(&place).await {

@@ -29,6 +29,20 @@ pub struct VerifyArgs {
 pub async fn run(kiln: &Kiln, args: VerifyArgs) -> anyhow::Result<ExitCode> {
     crate::logging::to_stderr();
     let client = Client::connect(kiln).await?;
+    verify(&client, args, "this kiln's daemon").await
+}
+
+/// `cru hub verify`: the same, for the bot of the person's settings, which their hub runs.
+pub async fn run_hub(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    crate::logging::to_stderr();
+    let place = crate::client::HubPlace::for_user()?;
+    let client =
+        crate::client::connect_or_start_hub(&place, &crate::client::StartOptions::default())
+            .await?;
+    verify(&client, args, "your hub").await
+}
+
+async fn verify(client: &Client, args: VerifyArgs, whose: &str) -> anyhow::Result<ExitCode> {
     if args.confirm || args.cancel {
         let verification = client
             .call::<methods::MatrixVerify>(&MatrixVerifyParams {
@@ -46,7 +60,7 @@ pub async fn run(kiln: &Kiln, args: VerifyArgs) -> anyhow::Result<ExitCode> {
         .call::<methods::DaemonStatusOf>(&methods::NoParams {})
         .await?;
     let Some(matrix) = status.matrix else {
-        anyhow::bail!("this kiln's daemon runs no Matrix bot ([channels.matrix])");
+        anyhow::bail!("{whose} runs no Matrix bot ([channels.matrix])");
     };
     if args.json {
         outln!("{}", serde_json::to_value(&matrix)?);

@@ -3,6 +3,8 @@
 //! approvals and questions are posted in the room (or in an `approval_target`) and
 //! answered there.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::DriverKind;
@@ -52,6 +54,16 @@ pub struct MatrixConfig {
     /// first lines; tool output always goes in the thread.
     #[serde(default = "thread_after_chars")]
     pub thread_after_chars: usize,
+    /// In your own settings, where your hub runs the bot for every kiln: the kiln each
+    /// room's sessions run in, by room (`!id` or `#alias`) → kiln name. A room these map
+    /// is not moved by `!kiln NAME` in it. A kiln's own bot serves only its kiln and
+    /// ignores this.
+    #[serde(default)]
+    pub kilns: BTreeMap<String, String>,
+    /// In your own settings: the kiln of direct chats and of rooms neither `kilns` nor
+    /// `!kiln NAME` maps. Unset, with several kilns, such a room is asked to choose one.
+    #[serde(default)]
+    pub kiln: Option<String>,
 }
 
 fn device_name() -> String {
@@ -126,6 +138,12 @@ impl MatrixConfig {
                 "approval_target {target:?} is not a room (!id, #alias) or a user (@name:server)"
             ));
         }
+        if let Some(room) = self.kilns.keys().find(|r| !(is_id('!', r) || is_id('#', r))) {
+            return invalid(format!("kilns: {room:?} is not a room id or alias"));
+        }
+        if self.kilns.values().chain(&self.kiln).any(|k| k.trim().is_empty()) {
+            return invalid("kilns, kiln: a kiln's name must not be empty".into());
+        }
         if self.device_name.trim().is_empty() || self.thread_after_chars == 0 {
             return invalid(
                 "device_name must not be empty and thread_after_chars at least 1".into(),
@@ -183,6 +201,19 @@ mod tests {
                 Box::new(|c| c.homeserver = "m.example.org".into()),
                 "https://",
             ),
+            (
+                Box::new(|c| {
+                    c.kilns.insert("general".into(), "beta".into());
+                }),
+                "kilns: \"general\"",
+            ),
+            (
+                Box::new(|c| {
+                    c.kilns.insert("#ops:example.org".into(), " ".into());
+                }),
+                "must not be empty",
+            ),
+            (Box::new(|c| c.kiln = Some(String::new())), "must not be empty"),
         ] {
             let mut c = config();
             change(&mut c);
@@ -192,6 +223,20 @@ mod tests {
         assert!(
             toml::from_str::<MatrixConfig>("homeserver = \"x\"\npasword_env = \"P\"\n").is_err()
         );
+    }
+
+    #[test]
+    fn rooms_map_to_kilns_by_id_or_alias_with_a_default() {
+        let mut text = toml::to_string(&config()).unwrap();
+        text.push_str(
+            "kiln = \"alpha\"\n\n[kilns]\n\"!r1:example.org\" = \"beta\"\n\"#ops:example.org\" = \"alpha\"\n",
+        );
+        let c: MatrixConfig = toml::from_str(&text).unwrap();
+        assert!(c.validate().is_ok());
+        assert_eq!(c.kiln.as_deref(), Some("alpha"));
+        assert_eq!(c.kilns["!r1:example.org"], "beta");
+        assert_eq!(c.kilns["#ops:example.org"], "alpha");
+        assert!(config().kilns.is_empty() && config().kiln.is_none());
     }
 
     #[test]
