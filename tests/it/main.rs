@@ -28,6 +28,7 @@ mod full_disk;
 mod glibc;
 mod hardening;
 mod hub;
+mod hub_page;
 mod hub_remote;
 mod kilns;
 mod kilns_cli;
