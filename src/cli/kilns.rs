@@ -1,6 +1,7 @@
 //! `cru kilns`: every kiln the person has (each one whose daemon has started on this
-//! machine), with its daemon's state, sessions and waiting questions; and the reach
-//! across kilns that `--all-kilns` and answering from anywhere use.
+//! machine, and those on other machines their hub reaches, `[[hub.remotes]]`), with its
+//! daemon's state, sessions and waiting questions; and the reach across kilns that
+//! `--all-kilns` and answering from anywhere use.
 
 use std::process::ExitCode;
 
@@ -11,7 +12,7 @@ use super::output::{self, outln};
 use crate::client::Client;
 use crate::kilns::{KilnEntry, KilnState, Registry};
 use crate::protocol::methods as m;
-use crate::protocol::{InboxMessage, ListParams, SessionListParams};
+use crate::protocol::{ComponentState, InboxMessage, ListParams, SessionListParams};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -39,7 +40,11 @@ enum KilnsAction {
 struct KilnRow {
     name: String,
     path: String,
-    /// `running`, `resting` or `missing`.
+    /// The machine, for a kiln on another one (reached through the hub over ssh).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+    /// `running`, `resting` or `missing`; on another machine `connected`, `lost`, or
+    /// `remote` while no hub runs to reach it.
     state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<u32>,
@@ -65,6 +70,7 @@ pub async fn run(args: KilnsArgs) -> anyhow::Result<ExitCode> {
     for entry in registry.entries()? {
         rows.push(row(entry).await);
     }
+    rows.extend(remote_rows().await);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&rows)?);
     } else if rows.is_empty() {
@@ -79,12 +85,16 @@ pub async fn run(args: KilnsArgs) -> anyhow::Result<ExitCode> {
                     (Some(pid), None) => format!("{} (pid {pid})", r.state),
                     (None, None) => r.state.into(),
                 };
+                let path = match &r.host {
+                    Some(host) => format!("{host}:{}", r.path),
+                    None => r.path.clone(),
+                };
                 vec![
                     r.name.clone(),
                     state,
                     count(r.sessions),
                     count(r.waiting),
-                    r.path.clone(),
+                    path,
                 ]
             })
             .collect();
@@ -98,6 +108,7 @@ async fn row(entry: KilnEntry) -> KilnRow {
     let mut row = KilnRow {
         name: entry.name.clone(),
         path: entry.path.display().to_string(),
+        host: None,
         state: state.word(),
         pid: None,
         sessions: None,
@@ -115,6 +126,71 @@ async fn row(entry: KilnEntry) -> KilnRow {
         }
     }
     row
+}
+
+/// The kilns on other machines the person's settings name: as their hub reaches them
+/// while it runs (it is not started for this), else `remote`.
+async fn remote_rows() -> Vec<KilnRow> {
+    let Ok(config) = crate::config::Config::load_person() else {
+        return Vec::new();
+    };
+    if config.hub.remotes.is_empty() {
+        return Vec::new();
+    }
+    let hub = match crate::client::HubPlace::for_user() {
+        Ok(place) => crate::client::connect_hub(&place).await.ok(),
+        Err(_) => None,
+    };
+    let status = match &hub {
+        Some(hub) => hub.call::<m::DaemonStatusOf>(&m::NoParams {}).await.ok(),
+        None => None,
+    };
+    let (sessions, inbox) = match &hub {
+        Some(hub) => (
+            hub.call::<m::SessionList>(&SessionListParams::default())
+                .await
+                .map(|l| l.sessions)
+                .unwrap_or_default(),
+            hub.call::<m::InboxList>(&everything())
+                .await
+                .map(|l| l.messages)
+                .unwrap_or_default(),
+        ),
+        None => Default::default(),
+    };
+    let mut rows = Vec::new();
+    for remote in &config.hub.remotes {
+        for (name, path) in remote.named_kilns() {
+            let seen = status.as_ref().and_then(|s| {
+                s.components
+                    .iter()
+                    .find(|c| c.name == format!("kiln {name}"))
+            });
+            let (state, error) = match seen.map(|c| c.state) {
+                Some(ComponentState::On) => ("connected", None),
+                Some(_) => ("lost", seen.and_then(|c| c.error.clone())),
+                None => ("remote", None),
+            };
+            let connected = state == "connected";
+            let here = |kiln: &Option<String>| kiln.as_deref() == Some(name.as_str());
+            rows.push(KilnRow {
+                sessions: connected.then(|| sessions.iter().filter(|s| here(&s.kiln)).count()),
+                waiting: connected.then(|| {
+                    inbox
+                        .iter()
+                        .filter(|m| here(&m.kiln) && waiting(m))
+                        .count()
+                }),
+                name,
+                path: path.display().to_string(),
+                host: Some(remote.host().to_string()),
+                state,
+                pid: None,
+                error,
+            });
+        }
+    }
+    rows
 }
 
 /// A running kiln's sessions and waiting questions.

@@ -68,6 +68,22 @@ impl RemoteKilns {
     pub fn host(&self) -> &str {
         self.ssh.rsplit('@').next().unwrap_or(&self.ssh)
     }
+
+    /// Each kiln there with the name every view shows it by: its folder and the host
+    /// (`api@build.example.org`).
+    pub fn named_kilns(&self) -> Vec<(String, std::path::PathBuf)> {
+        self.kilns
+            .iter()
+            .map(|path| {
+                let path = std::path::PathBuf::from(path);
+                let folder = path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |n| n.to_string_lossy().into(),
+                );
+                (format!("{folder}@{}", self.host()), path)
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

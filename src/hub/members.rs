@@ -325,14 +325,9 @@ impl Members {
     pub(super) fn add_remotes(self: &Arc<Self>, remotes: &[RemoteKilns]) {
         let mut members = lock(&self.members);
         for remote in remotes {
-            for path in &remote.kilns {
-                let path = PathBuf::from(path);
-                let folder = path.file_name().map_or_else(
-                    || path.display().to_string(),
-                    |n| n.to_string_lossy().into(),
-                );
+            for (name, path) in remote.named_kilns() {
                 let entry = KilnEntry {
-                    name: format!("{folder}@{}", remote.host()),
+                    name,
                     path,
                     socket: PathBuf::new(),
                     pid: 0,

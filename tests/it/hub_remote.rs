@@ -114,6 +114,27 @@ async fn a_kiln_on_another_machine_is_reached_over_ssh_and_answered_through_the_
         .expect("the remote kiln's question through the hub");
     let name = listed.kiln.clone().expect("named with its kiln");
     assert!(name.ends_with("@crucible-remote"), "{name}");
+
+    // `cru kilns` lists it with its host, reached, its question waiting.
+    let mut kilns = Command::new(CRU);
+    kilns
+        .current_dir(home.path())
+        .args(["kilns", "--json"])
+        .env("XDG_STATE_HOME", &state)
+        .env("XDG_CONFIG_HOME", &config)
+        .env_remove("CRU_KILN");
+    let out = run_bounded(kilns, "cru kilns --json");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name.as_str())
+        .unwrap_or_else(|| panic!("no {name} in {rows}"));
+    assert_eq!(row["host"], "crucible-remote", "{row}");
+    assert_eq!(row["state"], "connected", "{row}");
+    assert_eq!(row["waiting"], 1, "{row}");
     let answered = hub
         .call::<m::InboxRespond>(&RespondParams {
             id: asked.id.clone(),
