@@ -142,6 +142,19 @@ pub fn trim_heap() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn trim_heap() {}
 
+/// Once `activity` has paused for `quiet`, returns the memory the burst freed to the
+/// system ([`trim_heap`]). Armed only by activity: an idle process never wakes for this.
+pub async fn trim_after_bursts(activity: &tokio::sync::Notify, quiet: std::time::Duration) {
+    loop {
+        activity.notified().await;
+        while tokio::time::timeout(quiet, activity.notified())
+            .await
+            .is_ok()
+        {}
+        trim_heap();
+    }
+}
+
 /// Raises the soft limit on open descriptors to the hard limit, so a flood of clients
 /// meets the limit as late as the system allows. Returns the (soft) limit now in force.
 pub fn raise_fd_limit() -> io::Result<u64> {

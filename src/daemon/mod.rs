@@ -31,8 +31,8 @@ use std::time::Duration;
 use tokio::net::UnixListener;
 
 use accept::Acceptor;
-use components::{Components, Task};
 pub(crate) use caller::Caller;
+use components::{Components, Task};
 pub(crate) use conn::Socket;
 use door::Starts;
 pub(crate) use door::{Above, Answering, Door, Held, Lines};
@@ -51,19 +51,6 @@ pub use lifecycle::PidLock;
 
 /// How long requests must pause before the daemon hands freed memory back.
 const TRIM_AFTER_QUIET: Duration = Duration::from_secs(2);
-
-/// Once requests have paused for [`TRIM_AFTER_QUIET`], returns the memory the burst
-/// freed to the system. Armed only by activity: an idle daemon never wakes for this.
-async fn trim_after_bursts(shared: Arc<Shared>) {
-    loop {
-        shared.activity.notified().await;
-        while tokio::time::timeout(TRIM_AFTER_QUIET, shared.activity.notified())
-            .await
-            .is_ok()
-        {}
-        crate::sys::trim_heap();
-    }
-}
 
 /// Binds a socket, owner-only. We hold the pid lock, so any socket file already there
 /// belongs to a dead daemon.
@@ -205,7 +192,11 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
         fd_limit,
     ));
     let shared = Arc::new(Shared::default());
-    tokio::spawn(trim_after_bursts(Arc::clone(&shared)));
+    // Once requests pause, the memory a burst freed goes back to the system.
+    let quieted = Arc::clone(&shared);
+    tokio::spawn(async move {
+        crate::sys::trim_after_bursts(&quieted.activity, TRIM_AFTER_QUIET).await;
+    });
     *services.components() = start_components(&services, &shared, &started_with)?;
     let _settings_watch = SettingsWatch::start(&kiln, Arc::clone(&live));
     let ends = Ends {

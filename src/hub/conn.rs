@@ -78,6 +78,7 @@ pub(super) async fn serve(hub: Arc<Hub>, stream: UnixStream) {
                     if let Some(response) = conn.one(one).await {
                         write_value(&conn.writer, &json!(response)).await;
                     }
+                    conn.hub.activity.notify_one();
                 });
             }
             Ok(Incoming::Batch(items)) => {

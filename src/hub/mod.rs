@@ -39,6 +39,8 @@ pub const HUB_KILN: &str = "(every kiln, through the hub)";
 
 /// How long the hub stays up after its last client left.
 const IDLE_GRACE: Duration = Duration::from_secs(10);
+/// How long calls must pause before the hub hands freed memory back.
+const TRIM_AFTER_QUIET: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
@@ -67,6 +69,8 @@ pub(crate) struct Hub {
     clients: watch::Sender<usize>,
     /// The person's web view and Matrix bot, once started.
     parts: Mutex<Option<PersonParts>>,
+    /// Told of every call: once they pause, the memory merging answers took goes back.
+    activity: Notify,
 }
 
 /// Counts as a client of the hub while held (an open page).
@@ -123,7 +127,10 @@ impl Hub {
                 }
             })
             .collect();
-        components.extend(self.with_parts(|parts| parts.statuses()).unwrap_or_default());
+        components.extend(
+            self.with_parts(|parts| parts.statuses())
+                .unwrap_or_default(),
+        );
         let matrix = self
             .with_parts(|parts| parts.matrix())
             .flatten()
@@ -219,11 +226,17 @@ pub async fn run() -> Result<(), HubError> {
         started: Instant::now(),
         clients: watch::channel(0).0,
         parts: Mutex::default(),
+        activity: Notify::new(),
+    });
+    let quieted = Arc::clone(&hub);
+    let trimming = tokio::spawn(async move {
+        crate::sys::trim_after_bursts(&quieted.activity, TRIM_AFTER_QUIET).await;
     });
     let _settings = own::start(&hub, &place);
     tracing::info!(socket = %socket.display(), "the hub listens");
     serve(&hub, listener).await;
     hub.with_parts(PersonParts::stop);
+    trimming.abort();
     let _ = std::fs::remove_file(&socket);
     drop(pid);
     tracing::info!("the hub stopped");
