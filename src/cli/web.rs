@@ -160,7 +160,11 @@ pub async fn run(kiln: Kiln, args: WebArgs) -> anyhow::Result<ExitCode> {
                 if loopback_only {
                     outln!(
                         "The web view listens on loopback only; for a phone, set [web] listen (and public_url behind a proxy) in {}.",
-                        if hub { "your own settings" } else { ".crucible.toml" }
+                        if hub {
+                            "your own settings"
+                        } else {
+                            ".crucible.toml"
+                        }
                     );
                 }
             }

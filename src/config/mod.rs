@@ -176,11 +176,7 @@ impl Config {
     /// [`Config::load`] with the person's settings file given.
     fn load_kiln(person: Option<&Path>, kiln_settings: &Path) -> Result<Self, ConfigError> {
         let mut merged = toml::Table::new();
-        if let Some(mut person) = person
-            .map(Self::read_layer)
-            .transpose()?
-            .flatten()
-        {
+        if let Some(mut person) = person.map(Self::read_layer).transpose()?.flatten() {
             let hub_web = person.remove("web").is_some();
             if let Some(toml::Value::Table(channels)) = person.get_mut("channels") {
                 channels.remove("matrix");
@@ -355,15 +351,26 @@ mod tests {
         let kiln = Config::load_kiln(Some(&person), &plain).unwrap();
         assert!(!kiln.web.enabled, "the person's page is the hub's");
         assert!(kiln.web.listen.is_none());
-        assert!(kiln.channels.matrix.is_none(), "the person's bot is the hub's");
+        assert!(
+            kiln.channels.matrix.is_none(),
+            "the person's bot is the hub's"
+        );
         assert_eq!(kiln.tui.default_agent, "claude");
         // A kiln that asks for its own page keeps it.
-        let own = write(dir.path(), "own.toml", "[web]\nlisten = \"127.0.0.1:7501\"\n");
+        let own = write(
+            dir.path(),
+            "own.toml",
+            "[web]\nlisten = \"127.0.0.1:7501\"\n",
+        );
         let kiln = Config::load_kiln(Some(&person), &own).unwrap();
         assert!(kiln.web.enabled);
         assert_eq!(kiln.web.listen.as_deref(), Some("127.0.0.1:7501"));
         // Without the person's [web], a kiln's page is on by default, as it always was.
-        let quiet = write(dir.path(), "quiet.toml", "[tui]\ndefault_agent = \"claude\"\n");
+        let quiet = write(
+            dir.path(),
+            "quiet.toml",
+            "[tui]\ndefault_agent = \"claude\"\n",
+        );
         assert!(!asks_hub(Some(&quiet)));
         assert!(Config::load_kiln(Some(&quiet), &plain).unwrap().web.enabled);
         let off = write(dir.path(), "off.toml", "[web]\nenabled = false\n");

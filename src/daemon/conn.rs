@@ -207,7 +207,6 @@ impl Local {
         self.0.shared.activity.notify_one();
         outcome
     }
-
 }
 
 /// Answers one call made inside the daemon for `caller` (a channel, the team), on a

@@ -39,7 +39,8 @@ use crate::sessions::Sessions;
 pub(crate) type Held = Box<dyn Any + Send + Sync>;
 
 /// An answer to come.
-pub(crate) type Answering<'a> = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send + 'a>>;
+pub(crate) type Answering<'a> =
+    Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send + 'a>>;
 
 /// What a door leads into when it is not a kiln's daemon: the person's hub, which answers
 /// a call through the kiln it belongs to (or every kiln, merged) and gives every kiln's
@@ -80,10 +81,7 @@ pub(crate) struct Lines {
 impl Lines {
     /// Lines read while `held` is.
     pub(crate) fn new(lines: mpsc::Receiver<String>, held: Held) -> Self {
-        Self {
-            lines,
-            _held: held,
-        }
+        Self { lines, _held: held }
     }
 }
 
@@ -193,7 +191,10 @@ impl Door {
         let (services, shared) = self.both()?;
         let (local, lines) = Local::new(services, shared);
         local
-            .call(crate::protocol::methods::Subscribe::NAME, serde_json::json!({}))
+            .call(
+                crate::protocol::methods::Subscribe::NAME,
+                serde_json::json!({}),
+            )
             .await?;
         Ok(Lines {
             lines,
@@ -263,4 +264,3 @@ impl Door {
             .map(|services| Arc::clone(&services.sessions))
     }
 }
-

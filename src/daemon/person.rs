@@ -94,7 +94,9 @@ pub(super) fn wake_the_hub() {
         .spawn();
     match started {
         Ok(mut hub) => {
-            tracing::info!("started the person's hub: their settings ask it to serve a web view or a bot");
+            tracing::info!(
+                "started the person's hub: their settings ask it to serve a web view or a bot"
+            );
             tokio::spawn(async move {
                 let _ = hub.wait().await;
             });

@@ -84,8 +84,7 @@ impl Above for Through {
                     ))),
                 },
                 way => {
-                    super::answer::answer(&hub.members, &caller.describe(), way, name, params)
-                        .await
+                    super::answer::answer(&hub.members, &caller.describe(), way, name, params).await
                 }
             }
         })

@@ -39,7 +39,9 @@ pub(super) fn start(hub: &Arc<Hub>, place: &HubPlace) -> Option<SettingsWatch> {
     let fd_limit = crate::sys::raise_fd_limit().ok();
     let door = Door::above(Through::new(hub), Arc::clone(&live), home.clone(), fd_limit);
     let parts = PersonParts::start(&door, &config);
-    *hub.parts.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(parts);
+    *hub.parts
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(parts);
     let mut changes = live.subscribe();
     let following = Arc::downgrade(hub);
     tokio::spawn(async move {
@@ -63,10 +65,7 @@ pub(super) fn start(hub: &Arc<Hub>, place: &HubPlace) -> Option<SettingsWatch> {
 
 /// `web.*` and `matrix.verify`, answered by the hub for the page and bot it serves.
 pub(super) async fn answer(hub: &Hub, request: Request) -> Result<Value, ErrorObject> {
-    let config = || {
-        hub.with_parts(|parts| parts.settings())
-            .unwrap_or_default()
-    };
+    let config = || hub.with_parts(|parts| parts.settings()).unwrap_or_default();
     match request {
         Request::MatrixVerify(p) => {
             let share = hub.with_parts(|parts| parts.matrix()).flatten();
