@@ -1,6 +1,8 @@
 //! Logs go through `tracing`: to a file under the kiln's state directory for long-running
 //! processes (never to stdout while a full-screen program owns the terminal), to stderr
-//! for one-shot commands. `CRU_LOG` filters (e.g. `CRU_LOG=debug`). Without it, the
+//! for one-shot commands. A long-running process run by systemd (`JOURNAL_STREAM`) or in
+//! a terminal (`cru daemon run` by hand) logs to stderr as well, so `journalctl` and the
+//! person watching see what the file gets. `CRU_LOG` filters (e.g. `CRU_LOG=debug`). Without it, the
 //! libraries under the Matrix channel keep quiet ([`QUIET`]). A log file is capped by
 //! size ([`rotate`]), so no flood of requests can fill the disk with it.
 
@@ -51,12 +53,36 @@ pub fn to_file(dir: &Path, file: &str) -> std::io::Result<WorkerGuard> {
         .buffered_lines_limit(LOG_QUEUE_LINES)
         .lossy(true)
         .finish(capped);
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter("info"))
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let file = tracing_subscriber::fmt::layer()
         .with_writer(writer)
-        .with_ansi(false)
+        .with_ansi(false);
+    let mirror = mirrored_to_stderr().map(|ansi| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(ansi)
+    });
+    let _ = tracing_subscriber::registry()
+        .with(filter("info"))
+        .with(file)
+        .with(mirror)
         .try_init();
     Ok(guard)
+}
+
+/// Whether a long-running process's log goes to stderr too, and in colour: under systemd
+/// (its stderr is the journal: plain) or on a terminal (coloured unless `NO_COLOR`).
+/// Started by a client, its stderr is a file the client reads when the start fails: not
+/// mirrored there.
+fn mirrored_to_stderr() -> Option<bool> {
+    use std::io::IsTerminal as _;
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        return Some(false);
+    }
+    std::io::stderr()
+        .is_terminal()
+        .then(|| std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()))
 }
 
 /// Warnings and errors to stderr.

@@ -155,6 +155,31 @@ pub async fn trim_after_bursts(activity: &tokio::sync::Notify, quiet: std::time:
     }
 }
 
+/// Tells systemd the service is ready (`READY=1` to `$NOTIFY_SOCKET`, a `Type=notify`
+/// unit's socket; a name starting with `@` is an abstract one). Nothing without it.
+pub fn notify_ready() {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let sent = (|| -> io::Result<()> {
+        let socket = std::os::unix::net::UnixDatagram::unbound()?;
+        let bytes = path.as_encoded_bytes();
+        #[cfg(target_os = "linux")]
+        if let Some(name) = bytes.strip_prefix(b"@") {
+            use std::os::linux::net::SocketAddrExt as _;
+            let at = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+            socket.send_to_addr(b"READY=1", &at)?;
+            return Ok(());
+        }
+        let _ = bytes;
+        socket.send_to(b"READY=1", &path)?;
+        Ok(())
+    })();
+    if let Err(e) = sent {
+        tracing::warn!("cannot tell systemd the daemon is ready: {e}");
+    }
+}
+
 /// Raises the soft limit on open descriptors to the hard limit, so a flood of clients
 /// meets the limit as late as the system allows. Returns the (soft) limit now in force.
 pub fn raise_fd_limit() -> io::Result<u64> {

@@ -1,4 +1,4 @@
-//! `cru daemon run|status|stop`
+//! `cru daemon run|status|stop|check|repair|bridge|verify|service|logs`
 
 use super::output::outln;
 use std::process::ExitCode;
@@ -47,6 +47,8 @@ enum DaemonAction {
     /// Print a systemd user unit that keeps this kiln's daemon running (for cron jobs
     /// and webhooks): save it under ~/.config/systemd/user/ and enable it.
     Service,
+    /// Print the daemon's log (`--follow` to keep printing as it writes).
+    Logs(super::logs::LogsArgs),
 }
 
 pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
@@ -62,10 +64,15 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
         DaemonAction::Service => {
             crate::logging::to_stderr();
             let exe = std::env::current_exe()?;
-            outln!("{}", service_unit(&exe, kiln.root()));
+            let path = std::env::var("PATH").ok();
+            outln!("{}", service_unit(&exe, kiln.root(), path.as_deref()));
             Ok(ExitCode::SUCCESS)
         }
         DaemonAction::Status { json } => status(&kiln, json).await,
+        DaemonAction::Logs(args) => {
+            let log = kiln.log_dir().join("daemon.log");
+            super::logs::run(&log, "the kiln's daemon", args).await
+        }
         DaemonAction::Bridge => super::bridge::run(&kiln).await,
         DaemonAction::Verify(args) => super::verify::run(&kiln, args).await,
         DaemonAction::Check { json } => {
@@ -283,8 +290,21 @@ fn print_check(check: &crate::protocol::check::Check, files: bool) {
     }
 }
 
-/// A systemd user unit running `cru daemon run` for `kiln`, restarted when it fails.
-fn service_unit(exe: &std::path::Path, kiln: &std::path::Path) -> String {
+/// A systemd user unit running `cru daemon run` for `kiln`, restarted when it fails. It
+/// is ready when the daemon answers (`Type=notify`), logs to the journal as well as the
+/// kiln's log file, and runs agents with the `PATH` of the shell that printed it (where
+/// npm-installed agents are found; systemd's own has none of a person's folders).
+fn service_unit(exe: &std::path::Path, kiln: &std::path::Path, path: Option<&str>) -> String {
+    let path_line = match path.filter(|p| !p.is_empty()) {
+        Some(path) => format!(
+            "# The PATH agents are found on (npm's, ~/.local/bin…), as your shell had it:\n\
+             Environment=\"PATH={}\"\n",
+            path.replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('%', "%%")
+        ),
+        None => "# Environment=\"PATH=…\"   the folders your agents are installed in\n".into(),
+    };
     let quote = |p: &std::path::Path| {
         let text = p.display().to_string();
         if text.contains([' ', '"', '\\']) {
@@ -303,15 +323,20 @@ fn service_unit(exe: &std::path::Path, kiln: &std::path::Path) -> String {
          After=network.target\n\
          \n\
          [Service]\n\
+         Type=notify\n\
+         NotifyAccess=main\n\
          ExecStart={exe} --kiln {kiln} daemon run\n\
          WorkingDirectory={kiln}\n\
+         {path_line}\
          # EnvironmentFile=%h/.config/crucible/daemon.env\n\
+         # Its log: journalctl --user -u crucible-<name>, or `cru daemon logs -f`.\n\
          Restart=on-failure\n\
          RestartSec=5\n\
          \n\
          [Install]\n\
          WantedBy=default.target",
         kiln_shown = kiln.display(),
+        path_line = path_line,
         exe = quote(exe),
         kiln = quote(kiln),
     )
@@ -387,6 +412,7 @@ mod tests {
         let unit = service_unit(
             std::path::Path::new("/usr/bin/cru"),
             std::path::Path::new("/home/me/my project"),
+            Some("/home/me/.npm-global/bin:/usr/bin:/100%"),
         );
         assert!(
             unit.contains("ExecStart=/usr/bin/cru --kiln \"/home/me/my project\" daemon run"),
@@ -394,5 +420,18 @@ mod tests {
         );
         assert!(unit.contains("Restart=on-failure"));
         assert!(unit.contains("WantedBy=default.target"));
+        // Ready when it answers; agents found where the person's shell finds them (a `%`
+        // is a specifier in a unit, so it is doubled).
+        assert!(unit.contains("Type=notify\nNotifyAccess=main\n"), "{unit}");
+        assert!(
+            unit.contains("Environment=\"PATH=/home/me/.npm-global/bin:/usr/bin:/100%%\""),
+            "{unit}"
+        );
+        let bare = service_unit(
+            std::path::Path::new("/usr/bin/cru"),
+            std::path::Path::new("/k"),
+            None,
+        );
+        assert!(!bare.contains("\nEnvironment="), "{bare}");
     }
 }

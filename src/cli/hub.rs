@@ -31,6 +31,8 @@ enum HubAction {
     /// The emoji verification of the Matrix bot your own settings run through the hub,
     /// and your word on it (as `cru daemon verify` for a kiln's own bot).
     Verify(super::verify::VerifyArgs),
+    /// Print the hub's log (`--follow` to keep printing as it writes).
+    Logs(super::logs::LogsArgs),
 }
 
 pub async fn run(args: HubArgs) -> anyhow::Result<ExitCode> {
@@ -41,6 +43,10 @@ pub async fn run(args: HubArgs) -> anyhow::Result<ExitCode> {
         }
         HubAction::Status { json } => status(json).await,
         HubAction::Verify(args) => super::verify::run_hub(args).await,
+        HubAction::Logs(args) => {
+            let log = HubPlace::for_user()?.log_dir().join("hub.log");
+            super::logs::run(&log, "the hub", args).await
+        }
         HubAction::Stop => {
             let place = HubPlace::for_user()?;
             match connect_hub(&place).await {

@@ -175,12 +175,8 @@ async fn remote_rows() -> Vec<KilnRow> {
             let here = |kiln: &Option<String>| kiln.as_deref() == Some(name.as_str());
             rows.push(KilnRow {
                 sessions: connected.then(|| sessions.iter().filter(|s| here(&s.kiln)).count()),
-                waiting: connected.then(|| {
-                    inbox
-                        .iter()
-                        .filter(|m| here(&m.kiln) && waiting(m))
-                        .count()
-                }),
+                waiting: connected
+                    .then(|| inbox.iter().filter(|m| here(&m.kiln) && waiting(m)).count()),
                 name,
                 path: path.display().to_string(),
                 host: Some(remote.host().to_string()),

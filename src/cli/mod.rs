@@ -11,6 +11,7 @@ mod doctor;
 mod hub;
 mod inbox;
 mod kilns;
+mod logs;
 mod man;
 mod mcp;
 mod output;

@@ -161,7 +161,6 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     kiln.ensure_state_dir()
         .map_err(io_err("cannot create the state directory"))?;
     let pid_lock = PidLock::acquire(&kiln)?;
-    register_kiln(&kiln, &config);
     crate::sys::private_umask();
     let fd_limit = raise_fd_limit();
     crate::sys::quiet_process_metrics();
@@ -179,11 +178,14 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     // container mounts the agent socket as it starts, and an agent may call in at once
     // (its connection waits in the socket's backlog until the loop below accepts it).
     let mut sockets = Sockets::bind(&kiln)?;
+    // Recorded once it can be reached: the person's hub reaches a kiln when it is recorded.
+    register_kiln(&kiln, &started_with);
     person::wake_the_hub();
     let sessions = Sessions::start(Arc::clone(&ledger)).await;
     sessions.follow_settings(live.subscribe());
     let kiln_watch = gone::KilnWatch::start(&kiln.state_dir(), &sockets.paths);
     tracing::info!(pid = std::process::id(), socket = %sockets.paths[0].display(), db = ledger.store().url(), "daemon ready");
+    crate::sys::notify_ready();
 
     let services = Arc::new(Services::new(
         Arc::clone(&ledger),

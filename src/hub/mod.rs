@@ -234,6 +234,7 @@ pub async fn run() -> Result<(), HubError> {
     });
     let _settings = own::start(&hub, &place);
     tracing::info!(socket = %socket.display(), "the hub listens");
+    crate::sys::notify_ready();
     serve(&hub, listener).await;
     hub.with_parts(PersonParts::stop);
     trimming.abort();

@@ -19,6 +19,7 @@ mod command_agents;
 mod common;
 mod context;
 mod daemon;
+mod daemon_logs;
 mod deliberate;
 mod doctor;
 mod durability;
