@@ -82,30 +82,112 @@ pub fn write_out(args: std::fmt::Arguments) {
     }
 }
 
-/// Prints rows under headers, columns padded to their widest cell.
+/// Display width: the columns a terminal gives the text (wide characters take two).
+fn width(text: &str) -> usize {
+    ratatui::text::Span::raw(text).width()
+}
+
+/// Cuts a cell to `max` columns, ending in `…` when cut.
+fn clip_cell(cell: &str, max: usize) -> String {
+    if width(cell) <= max {
+        return cell.to_string();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in cell.chars() {
+        let w = width(c.encode_utf8(&mut [0; 4]));
+        if used + w + 1 > max {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    out
+}
+
+/// How wide a table may be: the terminal's width when stdout is one, else `COLUMNS` when
+/// it is set; a pipe without it gets whole cells (scripts read them).
+fn room() -> Option<usize> {
+    use std::io::IsTerminal as _;
+    if std::io::stdout().is_terminal()
+        && let Ok((columns, _)) = crossterm::terminal::size()
+    {
+        return Some(usize::from(columns));
+    }
+    std::env::var("COLUMNS").ok()?.trim().parse().ok()
+}
+
+/// The narrowest a column is cut to: its header, or a few characters.
+const NARROWEST: usize = 6;
+
+/// Narrows `widths` (two spaces between columns) to fit `room`: the widest column first,
+/// never below its header or [`NARROWEST`]. What cannot fit so stays wider.
+fn fit(widths: &mut [usize], floors: &[usize], room: usize) {
+    let total =
+        |widths: &[usize]| widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+    while total(widths) > room {
+        let Some((widest, _)) = widths
+            .iter()
+            .enumerate()
+            .filter(|(i, w)| **w > floors[*i])
+            .max_by_key(|(_, w)| **w)
+        else {
+            return;
+        };
+        widths[widest] -= 1;
+    }
+}
+
+/// Prints rows under headers, columns padded to their widest cell, and on a terminal
+/// narrower than that, the widest columns cut (`…`) to fit its width (never the `ID`).
 pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for line in table_lines(headers, rows, room()) {
+        outln!("{line}");
+    }
+}
+
+/// The table's lines, fitted to `room` columns when given.
+fn table_lines(headers: &[&str], rows: &[Vec<String>], room: Option<usize>) -> Vec<String> {
+    let mut widths: Vec<usize> = headers.iter().map(|h| width(h)).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
+            *w = (*w).max(width(cell));
         }
+    }
+    if let Some(room) = room {
+        // An id is what a person copies to act on a row: never cut.
+        let floors: Vec<usize> = headers
+            .iter()
+            .zip(&widths)
+            .map(|(h, w)| {
+                if *h == "ID" {
+                    *w
+                } else {
+                    width(h).max(NARROWEST)
+                }
+            })
+            .collect();
+        fit(&mut widths, &floors, room);
     }
     let render = |cells: Vec<&str>| {
         let last = cells.len().saturating_sub(1);
         let mut line = String::new();
         for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            if i == last {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<w$}  "));
+            let cell = clip_cell(cell, *w);
+            line.push_str(&cell);
+            if i != last {
+                line.push_str(&" ".repeat(w.saturating_sub(width(&cell)) + 2));
             }
         }
-        outln!("{}", line.trim_end());
+        line.trim_end().to_string()
     };
-    render(headers.to_vec());
-    for row in rows {
-        render(row.iter().map(String::as_str).collect());
-    }
+    let mut lines = vec![render(headers.to_vec())];
+    lines.extend(
+        rows.iter()
+            .map(|row| render(row.iter().map(String::as_str).collect())),
+    );
+    lines
 }
 
 /// `key: value` lines, keys aligned; a value's further lines are indented under it.
@@ -161,6 +243,41 @@ pub fn clip(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_fits_the_terminal_by_display_width_and_a_pipe_gets_whole_cells() {
+        let headers = ["ID", "TASK", "AGENT"];
+        let rows = vec![
+            vec![
+                "01abcdefghijklmnop".to_string(),
+                "合併分支 and a very long task indeed".to_string(),
+                "codex".to_string(),
+            ],
+            vec!["01b".to_string(), "short".to_string(), "claude".to_string()],
+        ];
+        let whole = table_lines(&headers, &rows, None);
+        assert!(whole[1].contains("a very long task indeed"));
+        assert_eq!(width(&whole[1]), 18 + 2 + width(&rows[0][1]) + 2 + 5);
+        let fitted = table_lines(&headers, &rows, Some(40));
+        for line in &fitted {
+            assert!(width(line) <= 40, "{line:?} is {} wide", width(line));
+        }
+        assert!(fitted[1].contains('…'), "{fitted:?}");
+        assert!(
+            fitted[1].starts_with("01abcdefghijklmnop  合併"),
+            "{fitted:?}"
+        );
+        // The columns stay aligned: AGENT starts at the same column on every line.
+        let agent_at = |line: &str, agent: &str| width(&line[..line.find(agent).unwrap()]);
+        assert_eq!(agent_at(&fitted[0], "AGENT"), agent_at(&fitted[1], "codex"));
+        assert_eq!(
+            agent_at(&fitted[1], "codex"),
+            agent_at(&fitted[2], "claude")
+        );
+        // Too narrow for even the headers: cut no column below them.
+        let squeezed = table_lines(&headers, &rows, Some(5));
+        assert_eq!(squeezed[0], "ID                  TASK    AGENT");
+    }
 
     #[test]
     fn durations_are_short() {

@@ -269,3 +269,23 @@ fn the_workbench_draws_no_colour_with_no_color_and_256_without_truecolor() {
         "{truecolor:?}"
     );
 }
+
+#[test]
+fn tables_fit_the_terminals_width_and_a_pipe_gets_whole_cells() {
+    let wide = cru(&["agents"], &[]);
+    assert!(wide.status.success(), "{}", stderr(&wide));
+    let widest = |text: &str| {
+        text.lines()
+            .take_while(|l| !l.is_empty())
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    assert!(widest(&stdout(&wide)) > 50, "{}", stdout(&wide));
+    let narrow = cru(&["agents"], &[("COLUMNS", "50")]);
+    assert!(narrow.status.success(), "{}", stderr(&narrow));
+    let table = stdout(&narrow);
+    assert!(widest(&table) <= 50, "{table}");
+    assert!(table.contains('…'), "{table}");
+    assert!(table.lines().next().unwrap().starts_with("NAME"), "{table}");
+}
