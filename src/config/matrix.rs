@@ -138,10 +138,19 @@ impl MatrixConfig {
                 "approval_target {target:?} is not a room (!id, #alias) or a user (@name:server)"
             ));
         }
-        if let Some(room) = self.kilns.keys().find(|r| !(is_id('!', r) || is_id('#', r))) {
+        if let Some(room) = self
+            .kilns
+            .keys()
+            .find(|r| !(is_id('!', r) || is_id('#', r)))
+        {
             return invalid(format!("kilns: {room:?} is not a room id or alias"));
         }
-        if self.kilns.values().chain(&self.kiln).any(|k| k.trim().is_empty()) {
+        if self
+            .kilns
+            .values()
+            .chain(&self.kiln)
+            .any(|k| k.trim().is_empty())
+        {
             return invalid("kilns, kiln: a kiln's name must not be empty".into());
         }
         if self.device_name.trim().is_empty() || self.thread_after_chars == 0 {
@@ -213,7 +222,10 @@ mod tests {
                 }),
                 "must not be empty",
             ),
-            (Box::new(|c| c.kiln = Some(String::new())), "must not be empty"),
+            (
+                Box::new(|c| c.kiln = Some(String::new())),
+                "must not be empty",
+            ),
         ] {
             let mut c = config();
             change(&mut c);
@@ -227,11 +239,10 @@ mod tests {
 
     #[test]
     fn rooms_map_to_kilns_by_id_or_alias_with_a_default() {
-        let mut text = toml::to_string(&config()).unwrap();
-        text.push_str(
-            "kiln = \"alpha\"\n\n[kilns]\n\"!r1:example.org\" = \"beta\"\n\"#ops:example.org\" = \"alpha\"\n",
-        );
-        let c: MatrixConfig = toml::from_str(&text).unwrap();
+        let text = "homeserver = \"https://m.example.org\"\nuser_id = \"@bot:example.org\"\n\
+             password_env = \"P\"\nallowed_users = [\"@alice:example.org\"]\nagent = \"claude\"\n\
+             kiln = \"alpha\"\nkilns = { \"!r1:example.org\" = \"beta\", \"#ops:example.org\" = \"alpha\" }\n";
+        let c: MatrixConfig = toml::from_str(text).unwrap();
         assert!(c.validate().is_ok());
         assert_eq!(c.kiln.as_deref(), Some("alpha"));
         assert_eq!(c.kilns["!r1:example.org"], "beta");

@@ -44,6 +44,8 @@ mod matrix_commands;
 #[cfg(feature = "matrix")]
 mod matrix_element;
 #[cfg(feature = "matrix")]
+mod matrix_hub;
+#[cfg(feature = "matrix")]
 mod matrix_once;
 mod mcp;
 #[path = "../equipment/model_server.rs"]

@@ -169,7 +169,9 @@ impl Bot {
             tracing::warn!(message = %message.id, "matrix: the room for the question is not joined");
             return;
         };
-        let text = wording::question(message, tagged.then_some(&session));
+        // Through the hub every kiln's questions come here: each names its kiln.
+        let kiln = self.door.kilns().and(message.kiln.clone());
+        let text = wording::question(message, tagged.then_some(&session), kiln.as_deref());
         let people = self.people_in(&room).await;
         let event = match room.send(mentions::mentioning(&text, people)).await {
             Ok(sent) => sent.response.event_id,

@@ -44,6 +44,11 @@ pub(super) async fn run(
     if name == "help" {
         return Reply::Say(wording::HELP.into());
     }
+    if name == "kiln" {
+        return super::mapping::command(bot, room, sender, rest)
+            .await
+            .into();
+    }
     let all = match bot
         .call::<m::SessionList>(&SessionListParams::default())
         .await
@@ -170,8 +175,13 @@ fn state_word(state: Option<SessionState>) -> &'static str {
 }
 
 fn describe(session: &Session) -> String {
+    let kiln = session
+        .kiln
+        .as_deref()
+        .map(|k| format!(" (kiln {k})"))
+        .unwrap_or_default();
     format!(
-        "`{}` {} — {}, agent {}, {} turns{}",
+        "`{}`{kiln} {} — {}, agent {}, {} turns{}",
         session.id,
         session.display_name,
         state_word(session.state),

@@ -55,24 +55,11 @@ impl Bot {
     /// it names (by id or alias), or a successor of one it names.
     pub(super) async fn serves(&self, room: &Room) -> bool {
         let allowed = &self.config.allowed_rooms;
-        if allowed.is_empty() {
-            return true;
-        }
-        for id in self.line_of(room.room_id()) {
-            if allowed.iter().any(|r| r == id.as_str()) {
-                return true;
-            }
-            let Some(room) = self.client.get_room(&id) else {
-                continue;
-            };
-            let aliases = room.canonical_alias().into_iter().chain(room.alt_aliases());
-            for alias in aliases {
-                if allowed.iter().any(|r| r == alias.as_str()) {
-                    return true;
-                }
-            }
-        }
-        false
+        allowed.is_empty()
+            || self
+                .names_of(room.room_id())
+                .iter()
+                .any(|name| allowed.contains(name))
     }
 }
 
@@ -156,6 +143,10 @@ async fn converse(bot: &Arc<Bot>, room: &Room, sender: &UserId, text: &str) {
     if text.is_empty() {
         return;
     }
+    let kiln = match bot.kiln_for_message(room.room_id()) {
+        Ok(kiln) => kiln,
+        Err(notice) => return bot.notice(room, &notice, None).await,
+    };
     let direct = room.is_direct().await.unwrap_or(false) || room.joined_members_count() <= 2;
     let inbound = ResolveParams {
         channel: ChannelKind::Matrix,
@@ -167,7 +158,7 @@ async fn converse(bot: &Arc<Bot>, room: &Room, sender: &UserId, text: &str) {
         agent: bot.config.agent.clone(),
         driver: bot.config.driver,
         persistent: direct,
-        kiln: None,
+        kiln: kiln.clone(),
     };
     match bot
         .call_as::<m::SessionResolve>(sender.as_str(), &inbound)
@@ -181,6 +172,7 @@ async fn converse(bot: &Arc<Bot>, room: &Room, sender: &UserId, text: &str) {
                     &resolved.session_id,
                     reason,
                     resolved.previous_session_id.as_deref(),
+                    kiln.as_deref(),
                 );
                 bot.notice(room, &text, None).await;
             }

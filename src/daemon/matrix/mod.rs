@@ -13,13 +13,16 @@
 //! only to devices their owner signed (Element) talk to it, and an allowed user can verify
 //! it by emoji, confirmed by the person's word only ([`verify`]). Commands begin with `!`
 //! (or `/` where a client passes it); questions mention the allowed users; an upgraded
-//! room's conversation goes on in its successor ([`upgrade`]).
+//! room's conversation goes on in its successor ([`upgrade`]). Run by the person's hub
+//! for every kiln, it keeps each room's conversation in the kiln the room is mapped to
+//! ([`mapping`]) and names the kiln of each question it posts.
 
 mod account;
 mod approvals;
 mod claim;
 mod commands;
 mod inbound;
+mod mapping;
 mod mentions;
 mod outage;
 mod outbound;
@@ -230,6 +233,8 @@ pub(super) struct Bot {
     status: StatusCell,
     /// Questions posted in rooms, and whether they are answered.
     posted: approvals::Posted,
+    /// The rooms mapped to kilns by `!kiln NAME` (through the hub).
+    chosen: mapping::Chosen,
     /// Who was ignored (logged once each), and the rooms told once that a message could
     /// not be decrypted.
     told: Mutex<HashSet<String>>,
@@ -345,6 +350,7 @@ async fn serve(connected: account::Connected, setup: &Setup) {
         door: setup.door.clone(),
         status: Arc::clone(&setup.status),
         posted: approvals::Posted::load(&setup.folder),
+        chosen: mapping::Chosen::load(&setup.folder),
         told: Mutex::new(HashSet::new()),
     });
     let signing = account::cross_sign(&client, &setup.config).await;

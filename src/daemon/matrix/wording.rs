@@ -11,11 +11,20 @@ pub(super) const KEYCAPS: [&str; 9] = ["1️⃣", "2️⃣", "3️⃣", "4️⃣
 
 /// An approval or question as posted: its kind (and rule), the reason, the operation,
 /// then the choices and how to answer. `tag`: the session it comes from, when it is
-/// posted away from that session's own room.
-pub(super) fn question(message: &InboxMessage, tag: Option<&Session>) -> String {
+/// posted away from that session's own room; `kiln`: the kiln it comes from, when the
+/// bot serves several.
+pub(super) fn question(
+    message: &InboxMessage,
+    tag: Option<&Session>,
+    kiln: Option<&str>,
+) -> String {
     let mut text = String::new();
+    let mut named: Vec<String> = kiln.map(|k| format!("kiln {k}")).into_iter().collect();
     if let Some(session) = tag {
-        text.push_str(&format!("`[{} · {}]` ", session.display_name, session.id));
+        named.extend([session.display_name.clone(), session.id.clone()]);
+    }
+    if !named.is_empty() {
+        text.push_str(&format!("`[{}]` ", named.join(" · ")));
     }
     match (message.msg_type, &message.rule) {
         (MsgType::ApprovalRequired, Some(rule)) => {
@@ -85,11 +94,17 @@ pub(super) fn state_notice(session: &Session, state: SessionState) -> Option<Str
     }
 }
 
-/// A new session started for the room, and why.
-pub(super) fn new_session(session_id: &str, reason: &str, previous: Option<&str>) -> String {
+/// A new session started for the room (in `kiln`, when the bot serves several), and why.
+pub(super) fn new_session(
+    session_id: &str,
+    reason: &str,
+    previous: Option<&str>,
+    kiln: Option<&str>,
+) -> String {
+    let place = kiln.map(|k| format!(" in kiln {k}")).unwrap_or_default();
     match previous {
-        Some(old) => format!("New session `{session_id}` ({reason}); `{old}` is closed."),
-        None => format!("New session `{session_id}`."),
+        Some(old) => format!("New session `{session_id}`{place} ({reason}); `{old}` is closed."),
+        None => format!("New session `{session_id}`{place}."),
     }
 }
 
@@ -112,6 +127,8 @@ pub(super) const HELP: &str = "Talk to the room's session by writing to it. Comm
 - `!reset`: forget what was approved in this session (rules ask again)\n\
 - `!skills`: the agent's own commands\n\
 - `!memory`: the session's context\n\
+- `!kiln`, `!kiln NAME`: the kiln this room's sessions run in (a bot your hub runs \
+serves every kiln), or run them in kiln NAME from now on\n\
 - `!help`: this";
 
 /// Said to plain words in reply to a question, or in a room of other sessions' questions.
