@@ -79,16 +79,20 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
             crate::logging::to_stderr();
             let check = match Client::connect(&kiln).await {
                 Ok(client) => {
-                    client
-                        .call::<methods::DbCheck>(&methods::NoParams {})
-                        .await?
+                    super::progress::waiting(
+                        "reading every record and block",
+                        client.call::<methods::DbCheck>(&methods::NoParams {}),
+                    )
+                    .await?
                 }
                 // It runs, and holds the database.
                 Err(e @ ClientError::Suspended { .. }) => return Err(e.into()),
                 Err(_) => {
                     let config = super::load_config(&kiln)?;
                     let store = crate::store::Store::open(&config.store, &kiln.db_path()).await?;
-                    let check = store.check().await;
+                    let check =
+                        super::progress::waiting("reading every record and block", store.check())
+                            .await;
                     store.close().await;
                     check?
                 }
@@ -243,7 +247,11 @@ async fn repair(kiln: &Kiln) -> anyhow::Result<ExitCode> {
         Some(path) => std::path::PathBuf::from(path),
         None => kiln.db_path(),
     };
-    let repaired = crate::store::check::repair(&config.store, &path).await?;
+    let repaired = super::progress::waiting(
+        "rebuilding the database",
+        crate::store::check::repair(&config.store, &path),
+    )
+    .await?;
     for line in &repaired.manifest {
         outln!("{line}");
     }

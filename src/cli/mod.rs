@@ -15,6 +15,7 @@ mod logs;
 mod man;
 mod mcp;
 mod output;
+mod progress;
 mod rules;
 mod search;
 mod session;

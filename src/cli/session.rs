@@ -21,7 +21,6 @@ use clap::Args;
 
 use crate::client::Client;
 use crate::kiln::Kiln;
-use crate::protocol::methods as m;
 use crate::protocol::{DeleteOutcome, Session};
 use args::SessionAction;
 pub(super) use find::{list, listed, pick, resolve};
@@ -48,11 +47,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
 /// Does `action` in the kiln `client` is connected to.
 async fn act(kiln: &Kiln, client: &Client, action: SessionAction) -> anyhow::Result<ExitCode> {
     match action {
-        SessionAction::New(args) => {
-            let json = args.json;
-            let created = client.call::<m::SessionCreate>(&args.params()?).await?;
-            show::created(&created.session, json)?;
-        }
+        SessionAction::New(args) => new::make(client, args).await?,
         SessionAction::List { json, .. } => show::list(client, json).await?,
         SessionAction::Status { session, json } => {
             show::status(kiln, client, &session, json).await?;

@@ -185,3 +185,56 @@ async fn a_closed_pipe_ends_the_cli_quietly() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn many_sessions_are_made_at_once_each_with_its_branch_and_task() {
+    let t = crate::sessions::agent_kiln("");
+    let _cleanup = KillOnDrop(t.kiln.clone());
+    let tasks = t.root().join("tasks.txt");
+    std::fs::write(&tasks, "# today\nsay one\n\nsay two\nsay three\n").unwrap();
+    let out = t.cru(&[
+        "session",
+        "new",
+        "--agent",
+        "scripted",
+        "--worktree",
+        "batch",
+        "--tasks",
+        tasks.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let made: Vec<Value> = serde_json::from_str(&stdout(&out)).unwrap();
+    let mut shown: Vec<(String, String)> = made
+        .iter()
+        .map(|s| {
+            (
+                s["branch"].as_str().unwrap_or_default().to_string(),
+                s["task"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    shown.sort();
+    assert_eq!(
+        shown,
+        [
+            ("batch-1".to_string(), "say one".to_string()),
+            ("batch-2".to_string(), "say two".to_string()),
+            ("batch-3".to_string(), "say three".to_string()),
+        ],
+        "{made:?}"
+    );
+    let out = t.cru(&[
+        "session", "new", "--agent", "scripted", "--task", "say hi", "--count", "2",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("created 2 sessions:"), "{}", stdout(&out));
+    let list = t.cru(&["session", "list", "--json"]);
+    let all: Vec<Value> = serde_json::from_str(&stdout(&list)).unwrap();
+    assert_eq!(all.len(), 5, "{all:?}");
+    let refused = t.cru(&[
+        "session", "new", "--agent", "scripted", "--in-place", "--count", "2",
+    ]);
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("--in-place"), "{}", stderr(&refused));
+}

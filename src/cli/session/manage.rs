@@ -145,7 +145,9 @@ pub(super) async fn prune(
     options: RemoveOptions,
     json: bool,
 ) -> anyhow::Result<()> {
-    let result = client.call::<m::SessionPrune>(&options).await?;
+    let result =
+        crate::cli::progress::waiting("pruning sessions", client.call::<m::SessionPrune>(&options))
+            .await?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&result)?);
     } else {

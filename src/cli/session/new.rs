@@ -1,6 +1,7 @@
 //! `cru session new`: what the session is (agent, worktree, task) and where its agent
 //! runs (`--driver` and its options), from flags or a session file (`-c FILE`, TOML with
-//! the same names), flags winning.
+//! the same names), flags winning; and many at once: `--count N` of the same, or one per
+//! line of `--tasks FILE`.
 
 use std::path::{Path, PathBuf};
 
@@ -8,7 +9,9 @@ use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
 
-use crate::protocol::{CreateSessionParams, DriverOptions};
+use crate::client::Client;
+use crate::protocol::methods as m;
+use crate::protocol::{CreateSessionParams, DriverOptions, Session};
 
 #[derive(Debug, Args)]
 pub(super) struct NewArgs {
@@ -34,7 +37,15 @@ pub(super) struct NewArgs {
     /// driver and the driver options above (mounts as a list of "SRC[:DST][:ro]").
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     file: Option<PathBuf>,
-    /// Print the new session as JSON.
+    /// Make this many sessions of the same (each on its own new branch; with
+    /// `--worktree NAME`, NAME-1, NAME-2…).
+    #[arg(long, value_name = "N", conflicts_with = "tasks")]
+    count: Option<usize>,
+    /// Make one session per line of FILE, the line its task (empty lines and `#`
+    /// comments skipped; `-` reads standard input).
+    #[arg(long, value_name = "FILE")]
+    tasks: Option<PathBuf>,
+    /// Print the new session as JSON (with --count or --tasks, a list).
     #[arg(long)]
     pub(super) json: bool,
 }
@@ -76,7 +87,103 @@ impl SessionFile {
     }
 }
 
+/// `cru session new`: one session, or many with progress; what was made is shown even
+/// when a later one fails.
+pub(super) async fn make(client: &Client, args: Box<NewArgs>) -> anyhow::Result<()> {
+    let json = args.json;
+    let mut batch = args.batch()?;
+    if batch.len() == 1
+        && let Some(one) = batch.pop()
+    {
+        let created = client.call::<m::SessionCreate>(&one).await?;
+        return super::show::created(&created.session, json);
+    }
+    let mut made: Vec<Session> = Vec::with_capacity(batch.len());
+    let mut progress = crate::cli::progress::Progress::new("making sessions", batch.len());
+    for params in &batch {
+        match client.call::<m::SessionCreate>(params).await {
+            Ok(created) => made.push(created.session),
+            Err(e) => {
+                drop(progress);
+                super::show::made(&made, json)?;
+                anyhow::bail!(
+                    "made {} of {} sessions; the next failed: {e}",
+                    made.len(),
+                    batch.len()
+                );
+            }
+        }
+        progress.step();
+    }
+    drop(progress);
+    super::show::made(&made, json)
+}
+
+/// The most sessions one `cru session new` makes.
+const MOST_AT_ONCE: usize = 500;
+
+/// The tasks of a `--tasks` file: its lines, but empty ones and `#` comments.
+fn task_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
 impl NewArgs {
+    /// The requests: one, or with `--count`/`--tasks` one per session, each on its own
+    /// branch (`--worktree NAME` numbered).
+    pub(super) fn batch(self: Box<Self>) -> anyhow::Result<Vec<CreateSessionParams>> {
+        let tasks = match &self.tasks {
+            Some(path) if path.as_os_str() == "-" => {
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
+                Some(task_lines(&text))
+            }
+            Some(path) => Some(task_lines(&std::fs::read_to_string(path).with_context(
+                || format!("cannot read the tasks file {}", path.display()),
+            )?)),
+            None => None,
+        };
+        let count = match (&tasks, self.count) {
+            (Some(tasks), _) => tasks.len(),
+            (None, Some(n)) => n,
+            (None, None) => return Ok(vec![self.params()?]),
+        };
+        anyhow::ensure!(
+            count > 0,
+            "no session to make: the count is 0 or the file has no task"
+        );
+        anyhow::ensure!(
+            count <= MOST_AT_ONCE,
+            "{count} sessions at once is more than {MOST_AT_ONCE}: make them in parts"
+        );
+        anyhow::ensure!(
+            !self.in_place,
+            "several sessions cannot all work in the kiln itself: leave out --in-place"
+        );
+        let one = self.params()?;
+        anyhow::ensure!(
+            !one.worktree
+                .as_deref()
+                .is_some_and(|w| Path::new(w).is_dir()),
+            "several sessions cannot share one existing worktree: give a branch name, numbered for each"
+        );
+        Ok((0..count)
+            .map(|i| {
+                let mut params = one.clone();
+                if let Some(branch) = &one.worktree {
+                    params.worktree = Some(format!("{branch}-{}", i + 1));
+                }
+                if let Some(tasks) = &tasks {
+                    params.task = Some(tasks[i].clone());
+                }
+                params
+            })
+            .collect())
+    }
+
     /// The request, from the session file (if any) under the flags.
     pub(super) fn params(self: Box<Self>) -> anyhow::Result<CreateSessionParams> {
         let SessionFile {
@@ -180,6 +287,43 @@ mod tests {
         assert_eq!(spec.network(), Network::Host);
         assert_eq!(spec.mounts()[0].inside(), "/data");
         assert!(spec.mounts()[0].read_only);
+    }
+
+    #[test]
+    fn many_at_once_each_on_its_own_branch_with_its_own_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tasks.txt");
+        std::fs::write(&file, "# the fixes\nfix the login\n\n  add a test  \n").unwrap();
+        let cli = Cli::try_parse_from([
+            "x",
+            "--agent",
+            "a",
+            "--worktree",
+            "fix",
+            "--tasks",
+            file.to_str().unwrap(),
+        ])
+        .unwrap();
+        let made = Box::new(cli.new).batch().unwrap();
+        let shown: Vec<_> = made
+            .iter()
+            .map(|p| (p.worktree.as_deref().unwrap(), p.task.as_deref().unwrap()))
+            .collect();
+        assert_eq!(shown, [("fix-1", "fix the login"), ("fix-2", "add a test")]);
+        let cli =
+            Cli::try_parse_from(["x", "--agent", "a", "--task", "t", "--count", "3"]).unwrap();
+        let made = Box::new(cli.new).batch().unwrap();
+        assert_eq!(made.len(), 3);
+        assert!(
+            made.iter()
+                .all(|p| p.worktree.is_none() && p.task.as_deref() == Some("t"))
+        );
+        let cli = Cli::try_parse_from(["x", "--agent", "a", "--in-place", "--count", "2"]).unwrap();
+        assert!(Box::new(cli.new).batch().is_err());
+        let cli = Cli::try_parse_from(["x", "--agent", "a", "--count", "0"]).unwrap();
+        assert!(Box::new(cli.new).batch().is_err());
+        let one = Cli::try_parse_from(["x", "--agent", "a"]).unwrap();
+        assert_eq!(Box::new(one.new).batch().unwrap().len(), 1);
     }
 
     #[test]

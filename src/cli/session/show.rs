@@ -355,6 +355,24 @@ pub(super) async fn status(
 }
 
 /// What `cru session new` made, in words or JSON.
+/// Sessions made at once (`--count`, `--tasks`): a list, or a line each.
+pub(super) fn made(sessions: &[Session], json: bool) -> anyhow::Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(sessions)?);
+        return Ok(());
+    }
+    outln!("created {} sessions:", sessions.len());
+    for s in sessions {
+        outln!(
+            "  {} ({}) {}",
+            s.display_name,
+            short_id(&s.id),
+            s.worktree.as_deref().unwrap_or("the kiln itself")
+        );
+    }
+    Ok(())
+}
+
 pub(super) fn created(s: &Session, json: bool) -> anyhow::Result<()> {
     if json {
         outln!("{}", serde_json::to_string_pretty(s)?);
