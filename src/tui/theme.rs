@@ -133,9 +133,11 @@ pub enum ThemeError {
         key: String,
         value: String,
     },
-    #[error("theme {theme}: extends \"{base}\", which is not a built-in theme (dark, light)")]
+    #[error(
+        "theme {theme}: extends \"{base}\", which is not a built-in theme (dark, light, terminal)"
+    )]
     UnknownBase { theme: String, base: String },
-    #[error("no built-in theme \"{name}\" (dark, light)")]
+    #[error("no built-in theme \"{name}\" (dark, light, terminal)")]
     NoSuchBuiltin { name: String },
     #[error("built-in theme {theme} lacks \"{key}\"")]
     Incomplete { theme: String, key: String },
@@ -151,9 +153,11 @@ struct ThemeFile {
     colors: BTreeMap<String, String>,
 }
 
-const BUILT_IN: [(&str, &str); 2] = [
+const BUILT_IN: [(&str, &str); 3] = [
     ("dark", include_str!("../../themes/dark.toml")),
     ("light", include_str!("../../themes/light.toml")),
+    // The terminal's own sixteen colours, by name.
+    ("terminal", include_str!("../../themes/terminal.toml")),
 ];
 
 /// The colours of every role.
@@ -179,7 +183,7 @@ impl Theme {
         }
     }
 
-    /// A built-in theme by name (`dark`, `light`).
+    /// A built-in theme by name (`dark`, `light`, `terminal`).
     pub fn builtin(name: &str) -> Result<Self, ThemeError> {
         let (_, text) = BUILT_IN
             .iter()
@@ -347,6 +351,41 @@ mod tests {
             "{fitted:?}"
         );
         assert_eq!(fitted.color(Role::SessionWaiting), Color::Indexed(186));
+    }
+
+    #[test]
+    fn the_terminal_theme_is_the_terminals_own_sixteen_colours_at_any_depth() {
+        let terminal = Theme::builtin("terminal").unwrap();
+        let own = |c: Color| {
+            matches!(
+                c,
+                Color::Reset
+                    | Color::Black
+                    | Color::Red
+                    | Color::Green
+                    | Color::Yellow
+                    | Color::Blue
+                    | Color::Magenta
+                    | Color::Cyan
+                    | Color::Gray
+                    | Color::DarkGray
+                    | Color::LightRed
+                    | Color::LightGreen
+                    | Color::LightYellow
+                    | Color::LightBlue
+                    | Color::LightMagenta
+                    | Color::LightCyan
+                    | Color::White
+            )
+        };
+        for depth in [Colours::TrueColor, Colours::Palette256] {
+            let fitted = terminal.clone().fitted(depth);
+            assert!(
+                Role::ALL.into_iter().all(|r| own(fitted.color(r))),
+                "{fitted:?}"
+            );
+        }
+        assert_eq!(terminal.color(Role::SessionWaiting), Color::Yellow);
     }
 
     #[test]
