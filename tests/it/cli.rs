@@ -228,13 +228,27 @@ async fn many_sessions_are_made_at_once_each_with_its_branch_and_task() {
         "session", "new", "--agent", "scripted", "--task", "say hi", "--count", "2",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).starts_with("created 2 sessions:"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).starts_with("created 2 sessions:"),
+        "{}",
+        stdout(&out)
+    );
     let list = t.cru(&["session", "list", "--json"]);
     let all: Vec<Value> = serde_json::from_str(&stdout(&list)).unwrap();
     assert_eq!(all.len(), 5, "{all:?}");
     let refused = t.cru(&[
-        "session", "new", "--agent", "scripted", "--in-place", "--count", "2",
+        "session",
+        "new",
+        "--agent",
+        "scripted",
+        "--in-place",
+        "--count",
+        "2",
     ]);
     assert!(!refused.status.success());
-    assert!(stderr(&refused).contains("--in-place"), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("--in-place"),
+        "{}",
+        stderr(&refused)
+    );
 }
