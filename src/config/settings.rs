@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TuiConfig {
-    /// A built-in theme (`dark`, `light`) or a `<name>.toml` in `<kiln>/themes/` or the
+    /// A built-in theme (`dark`, `light`, `terminal`: the terminal's own sixteen colours)
+    /// or a `<name>.toml` in `<kiln>/themes/` or the
     /// user's `themes/` settings folder, which win over the built-in ones.
     pub theme: String,
     /// How a session that needs you announces itself when it is not focused.
