@@ -42,8 +42,19 @@ const LOG_FILE_CAP: u64 = 10 * 1024 * 1024;
 const LOG_FILES_KEPT: usize = 3;
 
 /// Appends to `dir/file`, rotated by size. Keep the guard alive for as long as logs should
-/// be written.
+/// be written. For the full-screen workbench: nothing else is written to the terminal.
 pub fn to_file(dir: &Path, file: &str) -> std::io::Result<WorkerGuard> {
+    init_file(dir, file, None)
+}
+
+/// As [`to_file`], for a service (the daemon, the hub): its log goes to stderr as well
+/// under systemd (the journal) or on a terminal ([`mirrored_to_stderr`]).
+pub fn to_file_and_journal(dir: &Path, file: &str) -> std::io::Result<WorkerGuard> {
+    init_file(dir, file, mirrored_to_stderr())
+}
+
+/// Logs to `dir/file`, and to stderr when `mirror` says so (in colour when `Some(true)`).
+fn init_file(dir: &Path, file: &str, mirror: Option<bool>) -> std::io::Result<WorkerGuard> {
     std::fs::create_dir_all(dir)?;
     let capped = rotate::SizeCapped::open(dir, file, LOG_FILE_CAP, LOG_FILES_KEPT)?;
     // The writer's queue is allocated whole up front: the default (128,000 lines) was
@@ -58,7 +69,7 @@ pub fn to_file(dir: &Path, file: &str) -> std::io::Result<WorkerGuard> {
     let file = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_ansi(false);
-    let mirror = mirrored_to_stderr().map(|ansi| {
+    let mirror = mirror.map(|ansi| {
         tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .with_ansi(ansi)

@@ -56,7 +56,7 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
         DaemonAction::Run => {
             let config = super::load_config(&kiln)?;
             kiln.ensure_state_dir()?;
-            let _guard = crate::logging::to_file(&kiln.log_dir(), "daemon.log")?;
+            let _guard = crate::logging::to_file_and_journal(&kiln.log_dir(), "daemon.log")?;
             crate::logging::log_panics();
             crate::daemon::run(kiln, config).await?;
             Ok(ExitCode::SUCCESS)

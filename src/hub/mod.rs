@@ -200,7 +200,7 @@ pub async fn run() -> Result<(), HubError> {
         .ensure_dir()
         .map_err(io(format!("cannot make {}", place.dir().display())))?;
     crate::sys::private_umask();
-    let _log = crate::logging::to_file(&place.log_dir(), "hub.log")
+    let _log = crate::logging::to_file_and_journal(&place.log_dir(), "hub.log")
         .map_err(io("cannot open the hub's log"))?;
     let pid = PidFile::acquire(&place)?;
     let socket = place.socket_path();
