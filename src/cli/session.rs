@@ -47,7 +47,7 @@ pub async fn run(kiln: Kiln, args: SessionArgs) -> anyhow::Result<ExitCode> {
 /// Does `action` in the kiln `client` is connected to.
 async fn act(kiln: &Kiln, client: &Client, action: SessionAction) -> anyhow::Result<ExitCode> {
     match action {
-        SessionAction::New(args) => new::make(client, args).await?,
+        SessionAction::New(args) => new::make(kiln, client, args).await?,
         SessionAction::List { json, .. } => show::list(client, json).await?,
         SessionAction::Status { session, json } => {
             show::status(kiln, client, &session, json).await?;

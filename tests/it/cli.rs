@@ -252,3 +252,46 @@ async fn many_sessions_are_made_at_once_each_with_its_branch_and_task() {
         stderr(&refused)
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_on_a_worktree_of_a_dirty_kiln_is_warned_of_what_it_will_not_see() {
+    let t = crate::sessions::agent_kiln("");
+    let _cleanup = KillOnDrop(t.kiln.clone());
+    let new = |extra: &[&str]| {
+        let mut args = vec!["session", "new", "--agent", "scripted", "--task", "say hi"];
+        args.extend_from_slice(extra);
+        t.cru(&args)
+    };
+    let clean = new(&[]);
+    assert!(clean.status.success(), "{}", stderr(&clean));
+    assert!(
+        !stderr(&clean).contains("uncommitted"),
+        "{}",
+        stderr(&clean)
+    );
+    let tracked = std::process::Command::new("git")
+        .arg("-C")
+        .arg(t.root())
+        .args(["ls-files"])
+        .output()
+        .unwrap();
+    let file = String::from_utf8_lossy(&tracked.stdout)
+        .lines()
+        .next()
+        .expect("a tracked file")
+        .to_string();
+    std::fs::write(t.root().join(&file), "changed, not committed\n").unwrap();
+    let dirty = new(&[]);
+    assert!(dirty.status.success(), "{}", stderr(&dirty));
+    assert!(
+        stderr(&dirty).contains("1 uncommitted change(s)"),
+        "{}",
+        stderr(&dirty)
+    );
+    let in_place = new(&["--in-place"]);
+    assert!(
+        !stderr(&in_place).contains("uncommitted"),
+        "{}",
+        stderr(&in_place)
+    );
+}

@@ -89,9 +89,16 @@ impl SessionFile {
 
 /// `cru session new`: one session, or many with progress; what was made is shown even
 /// when a later one fails.
-pub(super) async fn make(client: &Client, args: Box<NewArgs>) -> anyhow::Result<()> {
+pub(super) async fn make(
+    kiln: &crate::kiln::Kiln,
+    client: &Client,
+    args: Box<NewArgs>,
+) -> anyhow::Result<()> {
     let json = args.json;
     let mut batch = args.batch()?;
+    if let Some(first) = batch.first() {
+        warn_if_dirty(kiln.root(), first).await;
+    }
     if batch.len() == 1
         && let Some(one) = batch.pop()
     {
@@ -117,6 +124,31 @@ pub(super) async fn make(client: &Client, args: Box<NewArgs>) -> anyhow::Result<
     }
     drop(progress);
     super::show::made(&made, json)
+}
+
+/// Says on stderr when the kiln has tracked changes no commit holds while the session gets a
+/// worktree of its own: its branch starts from a commit, so the agent will not see them.
+async fn warn_if_dirty(root: &Path, params: &CreateSessionParams) {
+    let own_worktree = params
+        .worktree
+        .as_deref()
+        .is_some_and(|w| Path::new(w).is_dir());
+    if params.in_place || own_worktree {
+        return;
+    }
+    let Ok(changes) = crate::git::uncommitted(root).await else {
+        return;
+    };
+    // Files git does not track are the person's own business (build output, notes).
+    let changes: Vec<_> = changes.iter().filter(|l| !l.starts_with("??")).collect();
+    if !changes.is_empty() {
+        eprintln!(
+            "warning: {} has {} uncommitted change(s) the session's worktree will not have \
+             (it starts from a commit): commit them first, or use --in-place",
+            root.display(),
+            changes.len()
+        );
+    }
 }
 
 /// The most sessions one `cru session new` makes.
