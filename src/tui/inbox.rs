@@ -1,4 +1,5 @@
-//! The inbox as the TUI holds it: every session's messages newest first, the selection
+//! The inbox as the TUI holds it: every session's messages, what waits for an answer
+//! first and each part newest first (as the web page shows them), the selection
 //! and the opened message (both by id, so they survive messages arriving). The workbench
 //! tells it what arrived and what the person did ([`InboxMsg`]).
 
@@ -37,14 +38,15 @@ pub fn is_open(message: &InboxMessage) -> bool {
     message.msg_type.blocks() && !message.responded && !message.withdrawn
 }
 
-/// Newest first sorts by this, descending (ids are ULIDs: time-ordered).
-fn order_key(message: &InboxMessage) -> (&str, &str) {
-    (&message.timestamp, &message.id)
+/// The inbox's order is this, descending: what waits for an answer first, then newest
+/// first (ids are ULIDs: time-ordered).
+fn order_key(message: &InboxMessage) -> (bool, &str, &str) {
+    (is_open(message), &message.timestamp, &message.id)
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Inbox {
-    /// Newest first.
+    /// What waits for an answer first, each part newest first.
     messages: Vec<InboxMessage>,
     selected: Option<String>,
     opened: Option<String>,
@@ -89,7 +91,7 @@ impl Inbox {
         Vec::new()
     }
 
-    /// Newest first.
+    /// What waits for an answer first, each part newest first.
     pub fn messages(&self) -> &[InboxMessage] {
         &self.messages
     }
@@ -168,7 +170,7 @@ impl Inbox {
         self.selected = self.messages.get(next).map(|m| m.id.clone());
     }
 
-    /// Selects the newest message.
+    /// Selects the first message: the newest question, else the newest.
     pub fn select_newest(&mut self) {
         self.selected = self.messages.first().map(|m| m.id.clone());
     }
@@ -193,5 +195,50 @@ impl Inbox {
         if self.selected().is_none() {
             self.selected = self.messages.first().map(|m| m.id.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::MsgType;
+    use crate::tui::fixture;
+
+    #[test]
+    fn what_waits_for_an_answer_comes_first_then_the_newest() {
+        let s = &fixture::sessions()[0];
+        let question = fixture::message(1, s, MsgType::ApprovalRequired, "Run it?", &["yes"]);
+        let done_later = fixture::message(2, s, MsgType::TaskComplete, "done", &[]);
+        let newer_question = fixture::message(3, s, MsgType::DecisionNeeded, "Which?", &["a"]);
+        let newest_done = fixture::message(4, s, MsgType::TaskComplete, "done again", &[]);
+        let mut inbox = Inbox::default();
+        inbox.replace(vec![
+            question.clone(),
+            done_later.clone(),
+            newer_question.clone(),
+            newest_done.clone(),
+        ]);
+        let titles = |inbox: &Inbox| {
+            inbox
+                .messages()
+                .iter()
+                .map(|m| m.title.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(titles(&inbox), ["Which?", "Run it?", "done again", "done"]);
+        inbox.select_newest();
+        assert_eq!(inbox.selected().unwrap().title, "Which?");
+        // Answered, a question takes its place among the rest by time.
+        let mut answered = newer_question;
+        answered.responded = true;
+        inbox.upsert(answered);
+        assert_eq!(titles(&inbox), ["Run it?", "done again", "Which?", "done"]);
+        assert_eq!(
+            inbox
+                .open_items(&s.id)
+                .map(|m| m.title.as_str())
+                .collect::<Vec<_>>(),
+            ["Run it?"]
+        );
     }
 }
