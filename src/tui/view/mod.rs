@@ -11,6 +11,7 @@ mod input;
 mod markdown;
 mod overlay;
 pub(super) mod pages;
+mod permission;
 mod search;
 mod sessions;
 mod status_bar;

@@ -2,6 +2,7 @@
 //! their status, plans, permissions and errors, followed by text still streaming. It
 //! follows the tail unless scrolled up.
 
+use super::permission::{Outcome, permission_outcome};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -380,10 +381,14 @@ fn entry_rows(
             ));
         }
         EntryKind::Permission => {
-            let marker = if status == "withdrawn" { "· " } else { "✓ " };
+            let (marker, style) = match permission_outcome(status) {
+                Outcome::Withdrawn => ("· ", faint),
+                Outcome::Refused => ("✗ ", error),
+                Outcome::Allowed => ("✓ ", faint),
+            };
             rows.push(Row::new(
                 marker,
-                faint,
+                style,
                 format!("permission {status}: {text}"),
                 faint,
             ));
