@@ -337,3 +337,20 @@ fn a_workbench_opened_on_broken_settings_says_why_and_answers_the_waiting_agent(
     term.keys(&["C-q"]);
     term.wait_for("cru to exit", |_| term.exited());
 }
+
+#[test]
+fn a_prompt_typed_while_the_agent_waits_for_an_answer_says_it_is_queued() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let one = open("queued", &tk, (120, 30));
+    one.wait_text("no sessions — /new creates one");
+    one.type_text("/new --agent scripted permit p1 Run the deploy");
+    one.keys(&["Enter"]);
+    one.wait_for("the session waiting", |s| status_bar(s).contains("●waiting"));
+    one.type_text("say tidied");
+    one.keys(&["Enter"]);
+    let screen = one.wait_text("queued: the agent waits for your answer first");
+    assert!(status_bar(&screen).contains("●waiting"), "{screen}");
+    one.keys(&["C-q"]);
+    one.wait_for("cru to exit", |_| one.exited());
+}

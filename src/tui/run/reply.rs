@@ -1,7 +1,8 @@
 //! What the workbench does with the daemon's answer to a call it made: focus the session a
 //! call started, load a transcript page or the context stack, show the audit log, the
-//! diff, the conflicts or a page, or say in a flash what the call did. Calls whose effect
-//! arrives as daemon events (a prompt, an answer, a mark read) show nothing here.
+//! diff, the conflicts or a page, or say in a flash what the call did (a prompt that
+//! waits its turn says so). Calls whose effect arrives as daemon events (a prompt taken at
+//! once, an answer, a mark read) show nothing here.
 
 use super::Runtime;
 use crate::protocol::methods::{Reply, Request};
@@ -57,6 +58,19 @@ impl Runtime {
             }
             Reply::SessionSecurity(reply) => {
                 model.show_page("security state".into(), security_page(&reply.security));
+            }
+            Reply::SessionPrompt(reply) if reply.queued => {
+                let waits = match &request {
+                    Request::SessionPrompt(p) => model.is_waiting(&p.session_id),
+                    _ => false,
+                };
+                model.report(Flash::info(if waits {
+                    "queued: the agent waits for your answer first (its question is in the inbox); \
+                     this prompt goes in when that turn ends"
+                        .to_string()
+                } else {
+                    "queued: this prompt goes in when the agent's turn ends".to_string()
+                }));
             }
             other => {
                 if let Some(note) = note(&request, other) {
