@@ -51,6 +51,7 @@ mod mcp;
 #[path = "../equipment/model_server.rs"]
 mod model_server;
 mod one_door;
+mod package;
 mod person_budget;
 mod podman;
 mod restart;
