@@ -329,7 +329,7 @@ methods! {
     /// Commits everything in the session's worktree.
     SessionCommit = "session.commit", Owner, Apart, Owner, ["session_id", "message"],
         CommitParams => CommitReply,
-        doing: "the commit";
+        web: Change, doing: "the commit";
     /// Lands the session's branch on its base branch, refused when it would conflict.
     SessionMerge = "session.merge", Owner, Apart, Owner, ["session_id", "strategy", "message"],
         MergeParams => MergeReply,

@@ -149,6 +149,7 @@ fn the_web_column_names_what_the_web_view_offers() {
             SessionPrompt::NAME,
             SessionCancel::NAME,
             SessionStop::NAME,
+            SessionCommit::NAME,
             SessionMerge::NAME,
             InboxMarkRead::NAME,
             InboxRespond::NAME,
