@@ -235,15 +235,29 @@ impl Config {
         out
     }
 
+    /// The profiles a new session may start: every configured one, then the built-in ones
+    /// whose program is installed.
     fn startable_with(&self, find: Finder) -> Vec<String> {
-        if !self.agents.is_empty() {
-            return self.agents.keys().cloned().collect();
-        }
         self.profiles_with(find)
             .into_iter()
-            .filter(ProfileEntry::usable)
+            .filter(|p| p.source == ProfileSource::Settings || p.usable())
             .map(|p| p.name)
             .collect()
+    }
+
+    /// The profile a new session starts when none is named: `[tui] default_agent`, else
+    /// the one profile the settings configure, else the one startable profile.
+    pub fn default_agent(&self) -> Option<String> {
+        if !self.tui.default_agent.is_empty() {
+            return Some(self.tui.default_agent.clone());
+        }
+        if self.agents.len() == 1 {
+            return self.agents.keys().next().cloned();
+        }
+        match self.startable().as_slice() {
+            [only] => Some(only.clone()),
+            _ => None,
+        }
     }
 }
 
@@ -298,8 +312,16 @@ mod tests {
             let list = config.profiles_with(find);
             assert_eq!(list.iter().filter(|p| p.name == "claude").count(), 1);
             assert_eq!(list[0].source, ProfileSource::Settings);
-            // Settings that name profiles are what /new chooses among.
+            // A configured profile stands for the built-in of its name.
             assert_eq!(config.startable_with(find), ["claude"]);
+            // Profiles of the settings come first, then the installed built-in ones: one
+            // configured profile does not hide them.
+            let mut fixer = Config::default();
+            fixer
+                .agents
+                .insert("fixer".into(), AgentProfile::acp("not-installed", &[]));
+            assert_eq!(fixer.startable_with(find), ["fixer", "claude"]);
+            assert_eq!(fixer.default_agent().as_deref(), Some("fixer"));
             let unknown = config.profile_with("nope", find).unwrap_err().to_string();
             assert!(unknown.contains("configured: claude "), "{unknown}");
             assert!(unknown.contains("cru agents"), "{unknown}");

@@ -147,9 +147,7 @@ async fn not_found(paired: Result<Paired, Refused>) -> Response {
 async fn me(State(web): Web, Paired(device): Paired) -> Response {
     let config = web.config();
     let agents = config.startable();
-    let default_agent = Some(config.tui.default_agent.clone())
-        .filter(|a| !a.is_empty())
-        .or_else(|| (agents.len() == 1).then(|| agents[0].clone()));
+    let default_agent = config.default_agent();
     // Through the person's hub the page shows every kiln, and a new session names its
     // kiln; a kiln's own page is that kiln's.
     let kilns = web.door.kilns();

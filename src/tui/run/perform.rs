@@ -62,8 +62,8 @@ impl Runtime {
             return Err(NoDefaultAgent::Unknown);
         }
         let config = &self.settings.config;
-        if !config.tui.default_agent.is_empty() {
-            return Ok(config.tui.default_agent.clone());
+        if let Some(agent) = config.default_agent() {
+            return Ok(agent);
         }
         match config.startable().as_slice() {
             [only] => Ok(only.clone()),
