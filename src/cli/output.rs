@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 
 use crate::protocol::MsgType;
 use crate::tui::palette::{ColorChoice, Colours};
+use crate::tui::{clip_columns as clip_cell, display_width as width};
 
 /// `println!` for `cru`'s commands: a reader that went away (a closed pipe) ends the
 /// command quietly with status 0 instead of a panic; any other write error is reported.
@@ -80,30 +81,6 @@ pub fn write_out(args: std::fmt::Arguments) {
         eprintln!("cru: cannot write to stdout: {e}");
         std::process::exit(1);
     }
-}
-
-/// Display width: the columns a terminal gives the text (wide characters take two).
-fn width(text: &str) -> usize {
-    ratatui::text::Span::raw(text).width()
-}
-
-/// Cuts a cell to `max` columns, ending in `…` when cut.
-fn clip_cell(cell: &str, max: usize) -> String {
-    if width(cell) <= max {
-        return cell.to_string();
-    }
-    let mut out = String::new();
-    let mut used = 0;
-    for c in cell.chars() {
-        let w = width(c.encode_utf8(&mut [0; 4]));
-        if used + w + 1 > max {
-            break;
-        }
-        out.push(c);
-        used += w;
-    }
-    out.push('…');
-    out
 }
 
 /// How wide a table may be: the terminal's width when stdout is one, else `COLUMNS` when

@@ -47,4 +47,6 @@ pub use keymap::{KeyAction, Keymap, KeymapError};
 pub use model::{Activity, Connection, Flash, Model, Overlay, Panes, ScrollExtent, Zone};
 pub use theme::{Role, Theme, ThemeError};
 pub use transcript::{Streamed, TRANSCRIPT_CAP, Transcript};
+/// Display widths and cutting to columns, for the command line's tables too.
+pub(crate) use view::text::{clip as clip_columns, width as display_width};
 pub use view::{MIN_HEIGHT, MIN_WIDTH, ViewState, render};

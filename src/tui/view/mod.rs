@@ -18,7 +18,7 @@ mod status_bar;
 mod style;
 #[cfg(test)]
 mod tests;
-mod text;
+pub(super) mod text;
 mod transcript;
 
 pub(super) use status_bar::session_at;

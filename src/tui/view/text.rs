@@ -16,12 +16,12 @@ pub(super) fn quiet_text(quiet: std::time::Duration) -> String {
 }
 
 /// Display width of a string.
-pub(super) fn width(text: &str) -> usize {
+pub(crate) fn width(text: &str) -> usize {
     Span::raw(text).width()
 }
 
 /// Cuts a string to `max` columns, ending in `…` when cut.
-pub(super) fn clip(text: &str, max: usize) -> String {
+pub(crate) fn clip(text: &str, max: usize) -> String {
     if width(text) <= max {
         return text.to_string();
     }
