@@ -3,8 +3,8 @@
 //! daemon under test with typed calls over the protocol's method table
 //! ([`TestDaemon::call`]), raw connections for the conformance tests, waits with
 //! deadlines, and the equipment the tests build and start (the scripted agent, a
-//! SurrealDB server, a tmux terminal, a headless browser, a Matrix homeserver), and what
-//! the benchmarks share ([`bench`]).
+//! SurrealDB server, an sshd on loopback, a tmux terminal, a headless browser, a Matrix
+//! homeserver), and what the benchmarks share ([`bench`]).
 //!
 //! The `cru` under test is the binary cargo builds beside the running test or benchmark
 //! ([`cru`]).
@@ -24,6 +24,7 @@ pub mod process;
 pub mod raw;
 pub mod reliability;
 pub mod sessions;
+pub mod sshd;
 pub mod synapse;
 pub mod team_server;
 pub mod tmux;
@@ -35,3 +36,4 @@ pub use process::{
     limit_descriptors, run_bounded, scripted_agent, stderr, stdout, wait_until, write_script,
 };
 pub use raw::{Raw, error_code, register};
+pub use sshd::Sshd;

@@ -3,7 +3,7 @@
 //! (`testkit/`) has them; here under the names the tests use.
 
 pub use testkit::{
-    DaemonProcess, KillOnDrop, Raw, TestDaemon, TestKiln, assert_in_no_file, cru_on_path,
+    DaemonProcess, KillOnDrop, Raw, Sshd, TestDaemon, TestKiln, assert_in_no_file, cru_on_path,
     daemon_processes, error_code, free_port, limit_descriptors, register, run_bounded,
     scripted_agent, stderr, stdout, wait_until, write_script,
 };

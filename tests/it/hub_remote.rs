@@ -17,7 +17,6 @@ use crucible::protocol::{
 
 use crate::common::*;
 use crate::sessions::{agent_kiln, create, wait_message_where, wait_state};
-use crate::ssh::Sshd;
 
 /// The remote kiln's row in the hub's status.
 async fn remote_row(hub: &Client) -> Option<ComponentStatus> {
