@@ -65,6 +65,11 @@ impl Person {
         run_bounded(command, &format!("cru {}", args.join(" ")))
     }
 
+    /// The hub's bot folder.
+    fn bot_folder(&self) -> PathBuf {
+        self.state().join("crucible/.crucible/matrix")
+    }
+
     fn hub_pid(&self) -> Option<String> {
         std::fs::read_to_string(self.state().join("crucible/hub.pid"))
             .ok()
@@ -72,13 +77,14 @@ impl Person {
     }
 }
 
-/// Stops the test's hub when the test ends, however it ends.
-struct HubGuard<'a>(&'a Person);
+/// Stops the test's hub (its pid in the state folder) when the test ends, however it
+/// ends.
+struct HubGuard(PathBuf);
 
-impl Drop for HubGuard<'_> {
+impl Drop for HubGuard {
     fn drop(&mut self) {
-        if let Some(pid) = self.0.hub_pid() {
-            let _ = Command::new("kill").args(["-9", &pid]).status();
+        if let Ok(pid) = std::fs::read_to_string(self.0.join("crucible/hub.pid")) {
+            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
         }
     }
 }
@@ -191,133 +197,188 @@ async fn command(alice: &Human, bot: &str, room: &RoomId, line: &str, text: &str
     from_bot(alice, bot, room, text).await.body
 }
 
+/// Two kilns, their daemons and the person's hub with the bot, and alice in three
+/// rooms with it: the approvals room, the room the settings map to beta, another.
+struct Scene {
+    /// First, so the hub is stopped before the person's folders go.
+    _hub: HubGuard,
+    hs: Homeserver,
+    person: Person,
+    alpha: TestKiln,
+    beta: TestKiln,
+    bot: String,
+    alice: Human,
+    approvals: OwnedRoomId,
+    mapped: OwnedRoomId,
+    other: OwnedRoomId,
+    _daemons: Vec<DaemonProcess>,
+}
+
+impl Scene {
+    /// Everything started for `person`, and the hub's connection once it runs the bot.
+    async fn start(person: Person) -> (Scene, Client) {
+        let hub_guard = HubGuard(person.state());
+        let hs = Homeserver::start(Path::new(CRU)).await;
+        hs.register("bot", BOT_PASSWORD, false).await;
+        hs.register("alice", "alice-pass", false).await;
+        let bot = hs.user_id("bot");
+        let server = bot.split_once(':').unwrap().1.to_string();
+        std::fs::create_dir_all(person.config().join("crucible")).unwrap();
+        let bot_settings = format!(
+            "kiln = \"alpha\"\napproval_target = \"#approvals:{server}\"\n\
+             kilns = {{ \"#beta-room:{server}\" = \"beta\" }}\n"
+        );
+        std::fs::write(
+            person.config().join("crucible/config.toml"),
+            matrix_settings(&hs, &bot_settings),
+        )
+        .unwrap();
+        let alpha = agent_kiln("[kiln]\nname = \"alpha\"\n");
+        let beta = agent_kiln(
+            "[kiln]\nname = \"beta\"\n\n[[cron]]\nid = \"nightly\"\nschedule = \"0 0 3 1 1 *\"\n\
+             agent = \"scripted\"\ninstructions = \"permit c1 deploy the nightly build\"\n",
+        );
+        // The kilns' daemons, with the person's folders: the first starts the hub.
+        let mut daemons = Vec::new();
+        for tk in [&alpha, &beta] {
+            let mut command = cru_on_path();
+            person.env(&mut command);
+            daemons.push(tk.run_daemon(command).await);
+        }
+        let hub = hub_client(&person).await;
+        reaches(&hub, &["alpha", "beta"]).await;
+        let status = synced(&hub).await;
+        assert_eq!(status["user_id"], bot.as_str(), "{status}");
+        assert!(
+            person.bot_folder().is_dir(),
+            "the bot's folder is the hub's"
+        );
+        let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
+        let approvals = room_named(&alice, &bot, "approvals").await;
+        let mapped = room_named(&alice, &bot, "beta-room").await;
+        let other = alice.create_encrypted_room(&[bot.as_str()], false).await;
+        alice.wait_until_joined(&other, &bot, WAIT).await;
+        let scene = Scene {
+            _hub: hub_guard,
+            hs,
+            person,
+            alpha,
+            beta,
+            bot,
+            alice,
+            approvals,
+            mapped,
+            other,
+            _daemons: daemons,
+        };
+        (scene, hub)
+    }
+
+    /// The room's open session in `tk`, if any.
+    fn open_in(&self, tk: &TestKiln, room: &RoomId) -> Option<Session> {
+        open_in(&self.person, tk.root(), room)
+    }
+
+    async fn say(&self, room: &RoomId, words: &str) -> usize {
+        say(&self.alice, &self.bot, room, words).await
+    }
+
+    async fn command(&self, room: &RoomId, line: &str, text: &str) -> String {
+        command(&self.alice, &self.bot, room, line, text).await
+    }
+}
+
 #[tokio::test]
 async fn one_bot_in_the_persons_settings_serves_two_kilns_room_by_room() {
-    let hs = Homeserver::start(Path::new(CRU)).await;
-    hs.register("bot", BOT_PASSWORD, false).await;
-    hs.register("alice", "alice-pass", false).await;
-    let bot = hs.user_id("bot");
-    let server = bot.split_once(':').unwrap().1.to_string();
-    let person = Person::new();
-    let _hub_guard = HubGuard(&person);
-    std::fs::create_dir_all(person.config().join("crucible")).unwrap();
-    std::fs::write(
-        person.config().join("crucible/config.toml"),
-        matrix_settings(
-            &hs,
-            &format!(
-                "kiln = \"alpha\"\napproval_target = \"#approvals:{server}\"\n\
-                 kilns = {{ \"#beta-room:{server}\" = \"beta\" }}\n"
-            ),
-        ),
-    )
-    .unwrap();
-    let alpha = agent_kiln("[kiln]\nname = \"alpha\"\n");
-    let beta = agent_kiln(
-        "[kiln]\nname = \"beta\"\n\n[[cron]]\nid = \"nightly\"\nschedule = \"0 0 3 1 1 *\"\n\
-         agent = \"scripted\"\ninstructions = \"permit c1 deploy the nightly build\"\n",
-    );
-    // The kilns' daemons, with the person's folders: the first starts the hub.
-    let mut daemons = Vec::new();
-    for tk in [&alpha, &beta] {
-        let mut command = cru_on_path();
-        person.env(&mut command);
-        daemons.push(tk.run_daemon(command).await);
-    }
-    let hub = hub_client(&person).await;
-    reaches(&hub, &["alpha", "beta"]).await;
-    let status = synced(&hub).await;
-    assert_eq!(status["user_id"], bot.as_str(), "{status}");
-    let kilns = [alpha.root(), beta.root()];
-    let matrix_folder = person.state().join("crucible/.crucible/matrix");
-    assert!(matrix_folder.is_dir(), "the bot's folder is the hub's");
+    let (scene, hub) = Scene::start(Person::new()).await;
+    rooms_land_in_their_kilns(&scene).await;
+    let back = kiln_moves_a_room(&scene).await;
+    approvals_of_a_kiln_reach_the_persons_target(&scene).await;
+    the_choice_outlives_the_hub(&scene, hub, &back).await;
+}
 
-    let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
-    let approvals = room_named(&alice, &bot, "approvals").await;
-    let mapped = room_named(&alice, &bot, "beta-room").await;
-    let other = alice.create_encrypted_room(&[bot.as_str()], false).await;
-    alice.wait_until_joined(&other, &bot, WAIT).await;
-
-    // The room the settings map to beta: one reply per message, its session in beta.
-    assert_eq!(say(&alice, &bot, &mapped, "hello from beta").await, 1);
-    let started = from_bot(&alice, &bot, &mapped, "New session").await;
+/// The room the settings map to beta: one reply per message, its session in beta; the
+/// other room lands in the default kiln, alpha.
+async fn rooms_land_in_their_kilns(s: &Scene) {
+    let (bot, mapped, other) = (&s.bot, &s.mapped, &s.other);
+    assert_eq!(s.say(mapped, "hello from beta").await, 1);
+    let started = from_bot(&s.alice, bot, mapped, "New session").await;
     assert!(started.body.contains("in kiln beta"), "{started:?}");
-    assert_eq!(say(&alice, &bot, &mapped, "and a second thing").await, 1);
-    let copies = alice
+    assert_eq!(s.say(mapped, "and a second thing").await, 1);
+    let copies = s
+        .alice
         .all_received()
         .iter()
         .filter(|r| r.sender.as_str() == bot && r.body.contains("hello from beta"))
         .count();
     assert_eq!(copies, 1, "a message was answered more than once");
-    assert_eq!(room_sessions(&person, kilns[1], &mapped).len(), 1);
-    assert!(room_sessions(&person, kilns[0], &mapped).is_empty());
+    assert_eq!(room_sessions(&s.person, s.beta.root(), mapped).len(), 1);
+    assert!(room_sessions(&s.person, s.alpha.root(), mapped).is_empty());
 
-    // Another room lands in the default kiln.
-    assert_eq!(say(&alice, &bot, &other, "hello from alpha").await, 1);
-    let in_alpha = open_in(&person, kilns[0], &other).expect("the room's session in alpha");
-    assert!(room_sessions(&person, kilns[1], &other).is_empty());
+    assert_eq!(s.say(other, "hello from alpha").await, 1);
+    assert!(s.open_in(&s.alpha, other).is_some());
+    assert!(room_sessions(&s.person, s.beta.root(), other).is_empty());
+}
 
-    // `!kiln` says where the room is, and the kilns.
-    let told = command(&alice, &bot, &other, "!kiln", "This room's kiln").await;
+/// `!kiln` says where a room is; the settings win over `!kiln NAME`; `!kiln beta` moves
+/// the other room (its session in alpha closed, its next message starting one in beta)
+/// and `!kiln alpha` brings it back. The room's session in alpha at the end.
+async fn kiln_moves_a_room(s: &Scene) -> Session {
+    let (mapped, other) = (&s.mapped, &s.other);
+    let in_alpha = s
+        .open_in(&s.alpha, other)
+        .expect("the room's session in alpha");
+    let told = s.command(other, "!kiln", "This room's kiln").await;
     assert!(told.contains("alpha (the default kiln"), "{told}");
     assert!(told.contains("alpha, beta"), "{told}");
-    // The settings win over a command.
-    let refused = command(&alice, &bot, &mapped, "!kiln alpha", "which win").await;
+    let refused = s.command(mapped, "!kiln alpha", "which win").await;
     assert!(refused.contains("mapped to kiln beta"), "{refused}");
-    let unknown = command(&alice, &bot, &other, "!kiln gamma", "No kiln gamma").await;
+    let unknown = s.command(other, "!kiln gamma", "No kiln gamma").await;
     assert!(unknown.contains("alpha, beta"), "{unknown}");
 
-    // `!kiln beta` moves the other room: its session in alpha is closed, its next
-    // message starts one in beta; `!kiln alpha` brings it back.
-    let moved = command(&alice, &bot, &other, "!kiln beta", "run in kiln beta").await;
+    let moved = s.command(other, "!kiln beta", "run in kiln beta").await;
     assert!(moved.contains(&in_alpha.id), "{moved}");
-    assert!(open_in(&person, kilns[0], &other).is_none());
-    say(&alice, &bot, &other, "now in beta").await;
-    let in_beta = open_in(&person, kilns[1], &other).expect("the room's session in beta");
-    command(&alice, &bot, &other, "!kiln alpha", "run in kiln alpha").await;
-    say(&alice, &bot, &other, "back in alpha").await;
-    let back = open_in(&person, kilns[0], &other).expect("a new session in alpha");
+    assert!(s.open_in(&s.alpha, other).is_none());
+    s.say(other, "now in beta").await;
+    let in_beta = s
+        .open_in(&s.beta, other)
+        .expect("the room's session in beta");
+    s.command(other, "!kiln alpha", "run in kiln alpha").await;
+    s.say(other, "back in alpha").await;
+    let back = s.open_in(&s.alpha, other).expect("a new session in alpha");
     assert_ne!(back.id, in_alpha.id);
-    assert!(open_in(&person, kilns[1], &other).is_none());
-    assert!(said_in(&alpha, &back.id).await.contains("back in alpha"));
-    assert!(said_in(&beta, &in_beta.id).await.contains("now in beta"));
+    assert!(s.open_in(&s.beta, other).is_none());
+    assert!(said_in(&s.alpha, &back.id).await.contains("back in alpha"));
+    assert!(said_in(&s.beta, &in_beta.id).await.contains("now in beta"));
+    back
+}
 
-    // A cron job's approval in beta goes to the person's approval_target, naming its
-    // kiln; a reaction there answers it in beta.
-    let out = person.cru(&[
-        "--kiln",
-        &kilns[1].display().to_string(),
-        "cron",
-        "run",
-        "nightly",
-    ]);
+/// A cron job's approval in beta goes to the person's approval_target, naming its kiln
+/// and session; a reaction there answers it in beta, and the job goes on.
+async fn approvals_of_a_kiln_reach_the_persons_target(s: &Scene) {
+    let beta = s.beta.root().display().to_string();
+    let out = s.person.cru(&["--kiln", &beta, "cron", "run", "nightly"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let asked = from_bot(&alice, &bot, &approvals, "deploy the nightly build").await;
+    let asked = from_bot(&s.alice, &s.bot, &s.approvals, "deploy the nightly build").await;
     assert!(asked.body.contains("Approval Required"), "{asked:?}");
     assert!(asked.body.contains("kiln beta"), "{asked:?}");
-    alice.react(&approvals, &asked.event_id, "👍").await;
-    let beta_client = Client::connect(&beta.kiln).await.unwrap();
-    let cron: Vec<Session> = serde_json::from_value(
-        beta_client
-            .call_value("session.list", json!({}))
-            .await
-            .unwrap()["sessions"]
-            .clone(),
-    )
-    .unwrap();
-    let cron = cron
+    s.alice.react(&s.approvals, &asked.event_id, "👍").await;
+    let client = Client::connect(&s.beta.kiln).await.unwrap();
+    let listed = client.call_value("session.list", json!({})).await.unwrap();
+    let sessions: Vec<Session> = serde_json::from_value(listed["sessions"].clone()).unwrap();
+    let cron = sessions
         .into_iter()
         .find(|s| s.channel.as_ref().is_some_and(|t| t.kind == "cron"))
         .expect("the cron session in beta");
     assert!(asked.body.contains(&cron.id), "{asked:?}");
-    let answered = wait_message_where(&beta_client, &cron.id, "the answered approval", |m| {
+    let answered = wait_message_where(&client, &cron.id, "the answered approval", |m| {
         m.msg_type == MsgType::ApprovalRequired && m.responded
     })
     .await;
     let by = answered.answered_by.clone().unwrap_or_default();
-    assert!(by.contains(&hs.user_id("alice")), "answered by {by:?}");
+    assert!(by.contains(&s.hs.user_id("alice")), "answered by {by:?}");
     let deadline = Instant::now() + WAIT;
-    while !said(&beta_client, &cron.id)
+    while !said(&client, &cron.id)
         .await
         .contains("granted: deploy the nightly build")
     {
@@ -327,45 +388,47 @@ async fn one_bot_in_the_persons_settings_serves_two_kilns_room_by_room() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    from_bot(&alice, &bot, &approvals, "Answered by").await;
+    from_bot(&s.alice, &s.bot, &s.approvals, "Answered by").await;
+}
 
-    // The room's choice is kept owner-only in the hub's bot folder, and outlives the hub.
+/// A room's choice is kept owner-only in the hub's bot folder, and holds for the hub
+/// started again.
+async fn the_choice_outlives_the_hub(s: &Scene, hub: Client, back: &Session) {
+    let other = &s.other;
     let closed = format!("`{}` in kiln alpha is closed", back.id);
-    let moved = command(&alice, &bot, &other, "!kiln beta", &closed).await;
+    let moved = s.command(other, "!kiln beta", &closed).await;
     assert!(moved.contains("run in kiln beta"), "{moved}");
-    let kept = matrix_folder.join("rooms.json");
+    let kept = s.person.bot_folder().join("rooms.json");
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     let rooms: Value = serde_json::from_slice(&std::fs::read(&kept).unwrap()).unwrap();
     assert_eq!(rooms[other.as_str()], "beta", "{rooms}");
     drop(hub);
-    let out = person.cru(&["hub", "stop"]);
+    let out = s.person.cru(&["hub", "stop"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let deadline = Instant::now() + WAIT;
-    while person.hub_pid().is_some() {
+    while s.person.hub_pid().is_some() {
         assert!(Instant::now() < deadline, "the hub did not stop");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let mut again = cru_on_path();
-    person
+    s.person
         .env(&mut again)
         .args(["hub", "run"])
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     let _again = Reaped(again.spawn().unwrap());
-    let hub = hub_client(&person).await;
+    let hub = hub_client(&s.person).await;
     reaches(&hub, &["alpha", "beta"]).await;
     synced(&hub).await;
-    say(&alice, &bot, &other, "after the hub came back").await;
-    let after = open_in(&person, kilns[1], &other).expect("the room's session in beta");
-    assert!(
-        said_in(&beta, &after.id)
-            .await
-            .contains("after the hub came back")
-    );
-    assert!(open_in(&person, kilns[0], &other).is_none());
-    drop(daemons);
+    s.say(other, "after the hub came back").await;
+    let after = s
+        .open_in(&s.beta, other)
+        .expect("the room's session in beta");
+    let said = said_in(&s.beta, &after.id).await;
+    assert!(said.contains("after the hub came back"), "{said}");
+    assert!(s.open_in(&s.alpha, other).is_none());
 }
 
 /// What the session said, read at its kiln.

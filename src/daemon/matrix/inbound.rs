@@ -18,6 +18,7 @@ use matrix_sdk::ruma::{OwnedEventId, UserId};
 use matrix_sdk::{Room, RoomState};
 
 use super::commands::Reply;
+use super::mapping::Place;
 use super::{Bot, SOURCE, approvals, upgrade, wording};
 use crate::protocol::methods as m;
 use crate::protocol::{ChannelKind, Resolution, ResolveParams};
@@ -143,9 +144,9 @@ async fn converse(bot: &Arc<Bot>, room: &Room, sender: &UserId, text: &str) {
     if text.is_empty() {
         return;
     }
-    let kiln = match bot.kiln_for_message(room.room_id()) {
-        Ok(kiln) => kiln,
-        Err(notice) => return bot.notice(room, &notice, None).await,
+    let kiln = match bot.place_of_message(room.room_id()) {
+        Place::Kiln(kiln) => kiln,
+        Place::Unplaced(notice) => return bot.notice(room, &notice, None).await,
     };
     let direct = room.is_direct().await.unwrap_or(false) || room.joined_members_count() <= 2;
     let inbound = ResolveParams {

@@ -34,6 +34,14 @@ pub(super) enum Why {
     Default,
 }
 
+/// Where a message in a room goes.
+pub(super) enum Place {
+    /// To the kiln named (none: a kiln's own bot, or a hub that serves one kiln).
+    Kiln(Option<String>),
+    /// Nowhere: the room has no kiln the hub serves, and is told this.
+    Unplaced(String),
+}
+
 /// A room's kiln, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct RoomKiln {
@@ -122,16 +130,14 @@ impl Bot {
         pick(&self.config, &self.names_of(room), chosen)
     }
 
-    /// The kiln a message in `room` goes to: `Ok(None)` on a kiln's own bot or when the
-    /// hub serves one kiln; `Err` with what to tell the room when it has no kiln the hub
-    /// serves.
-    pub(super) fn kiln_for_message(&self, room: &RoomId) -> Result<Option<String>, String> {
+    /// Where a message in `room` goes.
+    pub(super) fn place_of_message(&self, room: &RoomId) -> Place {
         let Some(kilns) = self.door.kilns() else {
-            return Ok(None);
+            return Place::Kiln(None);
         };
         match self.kiln_of(room) {
-            Some(kiln) if kilns.contains(&kiln.name) => Ok(Some(kiln.name)),
-            Some(kiln) => Err(format!(
+            Some(kiln) if kilns.contains(&kiln.name) => Place::Kiln(Some(kiln.name)),
+            Some(kiln) => Place::Unplaced(format!(
                 "This room's kiln is {} ({}), which your hub does not serve; it serves {}. \
                  {}",
                 kiln.name,
@@ -142,8 +148,8 @@ impl Bot {
                     _ => "Say `!kiln NAME` to choose another.",
                 }
             )),
-            None if kilns.len() <= 1 => Ok(None),
-            None => Err(format!(
+            None if kilns.len() <= 1 => Place::Kiln(None),
+            None => Place::Unplaced(format!(
                 "Nothing was passed on: this room has no kiln, and your hub serves several \
                  ({}). Say `!kiln NAME` here to choose the kiln this room's sessions run in, \
                  or map the room in your settings: `kilns = {{ \"{}\" = \"NAME\" }}` (or a \
