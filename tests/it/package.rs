@@ -39,7 +39,15 @@ fn the_debian_package_carries_cru_and_its_documentation_and_runs_unpacked() {
     let deb = out.path().join("crucible.deb");
     let mut make = Command::new(&tool);
     make.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["deb", "--no-build", "--no-strip", "--fast", "--profile", "dev", "--output"])
+        .args([
+            "deb",
+            "--no-build",
+            "--no-strip",
+            "--fast",
+            "--profile",
+            "dev",
+            "--output",
+        ])
         .arg(&deb)
         .env("CARGO_TARGET_DIR", target);
     let made = run_bounded(make, "cargo deb");

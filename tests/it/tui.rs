@@ -346,7 +346,9 @@ fn a_prompt_typed_while_the_agent_waits_for_an_answer_says_it_is_queued() {
     one.wait_text("no sessions — /new creates one");
     one.type_text("/new --agent scripted permit p1 Run the deploy");
     one.keys(&["Enter"]);
-    one.wait_for("the session waiting", |s| status_bar(s).contains("●waiting"));
+    one.wait_for("the session waiting", |s| {
+        status_bar(s).contains("●waiting")
+    });
     one.type_text("say tidied");
     one.keys(&["Enter"]);
     let screen = one.wait_text("queued: the agent waits for your answer first");
