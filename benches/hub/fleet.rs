@@ -88,46 +88,66 @@ impl BenchKiln {
     pub fn pid(&self) -> Option<u32> {
         self.daemon.id()
     }
+
+    /// Waits until its daemon answers.
+    pub async fn answers(&self) -> Result<()> {
+        wait_until(START_TIMEOUT, || Client::connect(&self.kiln))
+            .await
+            .with_context(|| format!("{}'s daemon did not answer", self.name))?;
+        Ok(())
+    }
 }
 
 /// Starts `count` kilns' daemons and waits until each answers.
 pub async fn start_kilns(env: &Env, exe: &Path, count: usize) -> Result<Vec<BenchKiln>> {
     let mut kilns = Vec::with_capacity(count);
     for i in 0..count {
-        let name = format!("k{i:02}");
-        let kiln = Kiln::new(env.root.join("kilns").join(&name));
-        std::fs::create_dir_all(kiln.root()).context("creating a kiln")?;
-        // A long grace period and session timeout: registered sessions never heartbeat.
-        std::fs::write(
-            kiln.settings_path(),
-            format!(
-                "[kiln]\nname = \"{name}\"\n\n[daemon]\ngrace_period_secs = 3600\n\
-                 session_timeout_secs = 3600\n"
-            ),
-        )
-        .context("writing .crucible.toml")?;
-        let stderr = std::fs::File::create(env.root.join(format!("{name}.stderr")))?;
-        let daemon = env
-            .command(exe)
-            .arg("--kiln")
-            .arg(kiln.root())
-            .args(["daemon", "run"])
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("starting {name}'s daemon"))?;
-        kilns.push(BenchKiln {
-            name,
-            kiln,
-            daemon,
-            sessions: Vec::new(),
-        });
+        kilns.push(spawn_kiln(env, exe, &format!("k{i:02}"), None)?);
     }
-    for k in &mut kilns {
-        wait_until(START_TIMEOUT, || Client::connect(&k.kiln))
-            .await
-            .with_context(|| format!("{}'s daemon did not answer", k.name))?;
+    for k in &kilns {
+        k.answers().await?;
     }
     Ok(kilns)
+}
+
+/// Makes the kiln `name` (a folder of the temp dir's `kilns`) and starts its daemon,
+/// with the bench's folders, or with `state_home` as its `XDG_STATE_HOME` (a kiln "on
+/// another machine", in a registry of its own).
+pub fn spawn_kiln(
+    env: &Env,
+    exe: &Path,
+    name: &str,
+    state_home: Option<&Path>,
+) -> Result<BenchKiln> {
+    let kiln = Kiln::new(env.root.join("kilns").join(name));
+    std::fs::create_dir_all(kiln.root()).context("creating a kiln")?;
+    // A long grace period and session timeout: registered sessions never heartbeat.
+    std::fs::write(
+        kiln.settings_path(),
+        format!(
+            "[kiln]\nname = \"{name}\"\n\n[daemon]\ngrace_period_secs = 3600\n\
+             session_timeout_secs = 3600\n"
+        ),
+    )
+    .context("writing .crucible.toml")?;
+    let stderr = std::fs::File::create(env.root.join(format!("{name}.stderr")))?;
+    let mut command = env.command(exe);
+    if let Some(state) = state_home {
+        command.env("XDG_STATE_HOME", state);
+    }
+    let daemon = command
+        .arg("--kiln")
+        .arg(kiln.root())
+        .args(["daemon", "run"])
+        .stderr(stderr)
+        .spawn()
+        .with_context(|| format!("starting {name}'s daemon"))?;
+    Ok(BenchKiln {
+        name: name.to_string(),
+        kiln,
+        daemon,
+        sessions: Vec::new(),
+    })
 }
 
 /// Retries `connect` until it succeeds or `limit` passes.
@@ -217,7 +237,8 @@ impl HubProcess {
     }
 }
 
-/// Starts the hub and waits until it has reached every one of `kilns` kilns.
+/// Starts the hub and waits until it has reached every one of `kilns` kilns (its
+/// status lists them beside the person's own parts, such as the web view).
 pub async fn start_hub(env: &Env, exe: &Path, kilns: usize) -> Result<HubProcess> {
     let stderr = std::fs::File::create(env.root.join("hub.stderr"))?;
     let child = env
@@ -235,7 +256,7 @@ pub async fn start_hub(env: &Env, exe: &Path, kilns: usize) -> Result<HubProcess
         let on = status
             .components
             .iter()
-            .filter(|c| c.state == ComponentState::On)
+            .filter(|c| c.name.starts_with("kiln ") && c.state == ComponentState::On)
             .count();
         if on == kilns {
             return Ok(HubProcess { child });

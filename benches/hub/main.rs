@@ -13,8 +13,9 @@
 //! - `CRU_BENCH_KILNS` [10], `CRU_BENCH_SESSIONS` [100] a kiln, registered with
 //!   `session.register` (a session and its handle, no agent), and `CRU_BENCH_MESSAGES`
 //!   [20] a kiln, each sent through a session's handle; every 5th is a question waiting.
-//! - `CRU_BENCH_ROUNDS` [30]: timed fresh connections, `cru inbox` runs and answers each
-//!   way (the list calls are ten times as many); `CRU_BENCH_STARTS` [10] workbench starts.
+//! - `CRU_BENCH_ROUNDS` [30]: timed fresh connections, `cru inbox` runs, answers each
+//!   way and phase 6's events from each kiln (the list calls are ten times as many);
+//!   `CRU_BENCH_STARTS` [10] workbench starts.
 //! - `CRU_BENCH_IDLE_SECS` [10]: the idle window.
 //!
 //! Phases (after each, the hub's CPU time over a second at rest is printed):
@@ -34,6 +35,11 @@
 //! 5. `cru inbox --all-kilns --json` as a whole process, from a folder that is no kiln;
 //!    then the idle hub again, since that command reads the kiln registry the hub
 //!    watches.
+//! 6. Once the fleet is stopped, a kiln on another machine: an sshd on loopback stands
+//!    for the machine, named in the person's settings (`[[hub.remotes]]`), under a hub of
+//!    its own with one local kiln; an agent's question sent at its kiln's daemon, timed
+//!    until the hub's subscriber receives its `inbox.created`, from the remote kiln and
+//!    from the local one, alternately. Skipped, saying so, where no sshd runs.
 //!
 //! Every figure is printed beside its target, never asserted.
 
@@ -41,6 +47,7 @@
 
 mod fleet;
 mod phases;
+mod remote;
 mod workbench;
 
 use std::process::ExitCode;
@@ -59,6 +66,7 @@ const TARGET_CLI_P50_MS: f64 = 30.0;
 const TARGET_ANSWER_EXTRA_MS: f64 = 2.0;
 const TARGET_IDLE_CPU_MS: f64 = 0.0;
 const TARGET_RSS_MB: f64 = 30.0;
+const TARGET_REMOTE_EVENT_P50_MS: f64 = 50.0;
 
 struct Settings {
     kilns: usize,
@@ -140,7 +148,21 @@ async fn run() -> Result<()> {
     };
     fleet::stop(&env, hub, std::mem::take(&mut kilns)).await;
     let figures = outcome?;
+    println!(
+        "\n[6] a kiln on another machine, over ssh on loopback ({} events from it and from a local kiln, alternately)",
+        settings.rounds
+    );
+    let remote = remote::latency(tmp.path(), &exe, settings.rounds).await;
+    match &remote {
+        Ok(Some(latency)) => {
+            println!("  from the kiln over ssh: {}", p50_p95(&latency.remote));
+            println!("  from a local kiln: {}", p50_p95(&latency.local));
+        }
+        Ok(None) => {}
+        Err(e) => println!("  not measured: {e:#}"),
+    }
     print_rows(&settings, &figures);
+    print_remote_row(&remote);
     Ok(())
 }
 
@@ -380,4 +402,23 @@ fn print_rows(s: &Settings, f: &Figures) {
         mb(f.idle.hwm_kb),
         met(mb(f.idle.rss_kb) <= TARGET_RSS_MB)
     );
+}
+
+/// Phase 6's row: an agent's event from a kiln over ssh, beside its target.
+fn print_remote_row(remote: &Result<Option<remote::Latency>>) {
+    let what = "an agent's event from a kiln over ssh (loopback) to a hub subscriber";
+    match remote {
+        Ok(Some(latency)) => println!(
+            "| {what} | {} (a local kiln: {}) | p50 <= {TARGET_REMOTE_EVENT_P50_MS} ms: {} |",
+            p50_p95(&latency.remote),
+            p50_p95(&latency.local),
+            met(ms(latency.remote.median()) <= TARGET_REMOTE_EVENT_P50_MS)
+        ),
+        Ok(None) => {
+            println!("| {what} | not measured (no sshd) | p50 <= {TARGET_REMOTE_EVENT_P50_MS} ms |")
+        }
+        Err(_) => {
+            println!("| {what} | not measured (failed) | p50 <= {TARGET_REMOTE_EVENT_P50_MS} ms |")
+        }
+    }
 }
