@@ -24,6 +24,7 @@
   const st = {
     csrf: '',
     ro: true,
+    kilns: null, // through the person's hub: every kiln's name; a kiln's own page: null
     agents: [],
     drivers: [],
     sessions: new Map(),
@@ -157,12 +158,14 @@
     if (s.id === st.open) b.setAttribute('aria-current', 'true');
     const top = h('span', 'line1');
     top.append(h('span', 'name', s.display_name || s.id));
+    if (st.kilns && s.kiln) top.append(h('span', 'tag kiln', s.kiln));
     if (asks) top.append(h('span', 'tag ask', 'answer'));
     if (s.channel && s.channel.kind) top.append(h('span', 'tag ch-' + tok(s.channel.kind), s.channel.kind));
     const sub = h('span', 'line2');
     sub.append(stateMark(s.state), h('span', 'agent', s.agent_name || s.agent_type || ''));
     if (s.branch) sub.append(h('span', 'branch', s.branch));
     b.append(top, sub);
+    if (s.task) b.append(h('span', 'line3 task', s.task.split('\n')[0]));
     li.append(b);
     return li;
   };
@@ -523,7 +526,11 @@
   const nsForm = $('new-session-form');
   $('new-session').addEventListener('click', () => {
     nsForm.hidden = !nsForm.hidden;
-    if (!nsForm.hidden) $('ns-task').focus();
+    if (nsForm.hidden) return;
+    // Through the hub: in the kiln of the session in view, else the first.
+    const open = st.open && st.sessions.get(st.open);
+    if (st.kilns && open && open.kiln) $('ns-kiln').value = open.kiln;
+    $('ns-task').focus();
   });
   $('ns-cancel').addEventListener('click', () => {
     nsForm.reset();
@@ -533,6 +540,7 @@
     ev.preventDefault();
     if (st.ro) return;
     const params = { agent: $('ns-agent').value };
+    if (st.kilns) params.kiln = $('ns-kiln').value;
     const branch = $('ns-branch').value.trim();
     const task = $('ns-task').value.trim();
     const driver = $('ns-driver').value;
@@ -573,7 +581,9 @@
     const head = h('div', 'msg-head');
     const link = btn('session-link', m.session_name || m.session_id);
     link.dataset.open = m.session_id;
-    head.append(h('span', 'msg-type', TYPES[m.msg_type] || m.msg_type), link, h('time', 'msg-time', shortTime(m.timestamp)));
+    head.append(h('span', 'msg-type', TYPES[m.msg_type] || m.msg_type));
+    if (st.kilns && m.kiln) head.append(h('span', 'tag kiln', m.kiln));
+    head.append(link, h('time', 'msg-time', shortTime(m.timestamp)));
     el.append(head, h('div', 'msg-title', m.title));
     if (m.msg_type === 'approval_required' && m.rule) el.append(h('div', 'rule', `Approval required [rule: ${m.rule}]`));
     if (m.body) el.append(h('div', 'body', m.body));
@@ -827,6 +837,12 @@
     st.csrf = me.csrf || '';
     st.ro = ((me.device && me.device.kind) || me.kind) !== 'full';
     st.kiln = me.kiln || '';
+    st.kilns = Array.isArray(me.kilns) ? me.kilns : null;
+    if (st.kilns) {
+      st.kiln = 'every kiln';
+      $('ns-kiln-label').hidden = false;
+      fillSelect($('ns-kiln'), st.kilns, st.kilns[0]);
+    }
     st.agents = me.agents || [];
     st.drivers = me.drivers && me.drivers.length ? me.drivers : ['local'];
     document.body.classList.toggle('ro', st.ro);

@@ -217,3 +217,152 @@ async fn the_persons_page_is_served_once_by_the_hub_a_kiln_daemon_starts() {
     assert!(not_alpha.is_err(), "alpha holds no such session");
     drop(daemons);
 }
+
+/// A kiln whose daemon runs with the person's state and settings folders.
+async fn person_kiln(
+    name: &str,
+    state: &Path,
+    config: &Path,
+) -> (TestKiln, testkit::DaemonProcess) {
+    let tk = agent_kiln(&format!("[kiln]\nname = \"{name}\"\n"));
+    let mut daemon = Command::new(CRU);
+    daemon
+        .env("XDG_STATE_HOME", state)
+        .env("XDG_CONFIG_HOME", config)
+        .stderr(Stdio::piped());
+    let process = tk.run_daemon(daemon).await;
+    (tk, process)
+}
+
+#[tokio::test]
+async fn one_page_in_a_browser_shows_two_kilns_and_approves_and_starts_in_the_second() {
+    use crate::browser::{Browser, Screen};
+    use crucible::protocol::{InboxMessage, MsgType, SessionState};
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join("state");
+    let config = home.path().join("config");
+    std::fs::create_dir_all(config.join("crucible")).unwrap();
+    let _hub = HubGuard(state.clone());
+    let page = free_port();
+    std::fs::write(
+        config.join("crucible/config.toml"),
+        format!("[web]\nlisten = \"127.0.0.1:{page}\"\n"),
+    )
+    .unwrap();
+    let (alpha, _alpha_daemon) = person_kiln("alpha", &state, &config).await;
+    let (beta, _beta_daemon) = person_kiln("beta", &state, &config).await;
+    let _guards = (
+        KillOnDrop(alpha.kiln.clone()),
+        KillOnDrop(beta.kiln.clone()),
+    );
+    let mut asked = Vec::new();
+    for tk in [&alpha, &beta] {
+        let client = tk.client().await;
+        let s = crate::sessions::create(
+            &client,
+            "scripted",
+            Some("permit p1 Deploy it\nsay after the approval"),
+        )
+        .await;
+        let m: InboxMessage =
+            crate::sessions::wait_message_where(&client, &s.id, "the approval", |m| {
+                m.msg_type == MsgType::ApprovalRequired && !m.responded
+            })
+            .await;
+        asked.push((client, s.id, m.id));
+    }
+
+    let pairing = pairing(
+        &state,
+        &config,
+        &["web", "--all-kilns", "--json", "--no-wait"],
+    );
+    let browser = Browser::start(Screen::Desktop {
+        width: 1280,
+        height: 900,
+    })
+    .await;
+    browser.goto(&pairing.url).await;
+    browser
+        .wait_for(
+            "the app, paired",
+            "return location.pathname === '/' && document.body.dataset.ready === '1'",
+        )
+        .await;
+    // Both kilns' sessions, each named with its kiln, and the page names every kiln.
+    for (tk_name, (_, session, message)) in ["alpha", "beta"].iter().zip(&asked) {
+        let tag = browser
+            .wait_for(
+                "the session named with its kiln",
+                &format!(
+                    "const t = document.querySelector(\"li.session[data-session-id='{session}'] .tag.kiln\"); return t && t.textContent"
+                ),
+            )
+            .await;
+        assert_eq!(tag, serde_json::json!(tk_name));
+        let tag = browser
+            .wait_for(
+                "the question named with its kiln",
+                &format!(
+                    "const t = document.querySelector(\".message[data-message-id='{message}'] .tag.kiln\"); return t && t.textContent"
+                ),
+            )
+            .await;
+        assert_eq!(tag, serde_json::json!(tk_name));
+    }
+    let heading = browser
+        .run("return document.getElementById('kiln').textContent", vec![])
+        .await;
+    assert_eq!(heading, serde_json::json!("every kiln"));
+
+    // Approving beta's question by a click reaches beta's agent, and only it.
+    let (beta_client, beta_session, beta_message) = &asked[1];
+    browser
+        .click(&format!(
+            ".message[data-message-id='{beta_message}'] button.option[data-option='Allow']"
+        ))
+        .await;
+    crate::sessions::wait_state(beta_client, beta_session, SessionState::Complete).await;
+    let (alpha_client, alpha_session, _) = &asked[0];
+    let alpha_now = alpha_client
+        .call_value("session.get", json!({"session_id": alpha_session}))
+        .await
+        .unwrap();
+    assert_eq!(alpha_now["session"]["state"], "waiting", "{alpha_now}");
+
+    // A new session from the page's form, in the kiln chosen there.
+    browser.click("#new-session").await;
+    browser
+        .run(
+            "const a = document.getElementById('ns-agent'); const o = document.createElement('option'); \
+             o.value = o.textContent = 'scripted'; a.append(o); a.value = 'scripted'; \
+             document.getElementById('ns-kiln').value = 'beta'; \
+             document.getElementById('ns-task').value = 'say made from the page';",
+            vec![],
+        )
+        .await;
+    browser.click("#ns-create").await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = beta_client
+            .call_value("session.list", json!({}))
+            .await
+            .unwrap();
+        let made = list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["task"] == "say made from the page");
+        if made {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no session made in beta: {list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let alpha_list = alpha_client
+        .call_value("session.list", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(alpha_list["sessions"].as_array().unwrap().len(), 1);
+    browser.close().await;
+}
