@@ -433,6 +433,20 @@
     ev.preventDefault();
     const text = $('prompt').value;
     if (!text.trim() || !st.open || st.ro) return;
+    // `/commit [message]` commits the worktree, as in the workbench: it is no prompt.
+    const commit = /^\s*\/commit(?:\s+([\s\S]*))?$/.exec(text);
+    if (commit) {
+      $('send').disabled = true;
+      const params = { session_id: st.open };
+      if (commit[1] && commit[1].trim()) params.message = commit[1].trim();
+      const c = await quiet(call('session.commit', params));
+      $('send').disabled = false;
+      if (c) {
+        $('prompt').value = '';
+        status(c.commit ? `Committed ${String(c.commit).slice(0, 8)}.` : 'Nothing to commit.');
+      }
+      return;
+    }
     $('send').disabled = true;
     const r = await quiet(call('session.prompt', { session_id: st.open, text }));
     $('send').disabled = false;
@@ -517,7 +531,22 @@
     const base = (diffInfo && diffInfo.base_branch) || s.base_branch || 'the base branch';
     if (!confirm(`Merge ${branch} into ${base}?`)) return;
     $('merge').disabled = true;
-    const r = await quiet(call('session.merge', { session_id: id }));
+    let r = null;
+    try {
+      r = await call('session.merge', { session_id: id }, true);
+    } catch (e) {
+      // An agent that does not commit (codex, a command agent) leaves its work in the
+      // worktree: say what would be committed, and commit it and merge on a yes.
+      const pending = /worktree has (\d+) uncommitted change\(s\)(?: \(([^)]*)\))?/.exec(e.message || '');
+      if (!pending) {
+        status(e.message, true);
+      } else if (confirm(`${pending[1]} change(s) in the worktree are in no commit` +
+          `${pending[2] ? ' (' + pending[2] + (Number(pending[1]) > 3 ? ', …' : '') + ')' : ''}.\n` +
+          `Commit them (the message: the session's task) and merge ${branch} into ${base}?`)) {
+        const c = await quiet(call('session.commit', { session_id: id }));
+        if (c) r = await quiet(call('session.merge', { session_id: id }));
+      }
+    }
     $('merge').disabled = false;
     if (r) status(`Merged into ${r.into} at ${String(r.head || '').slice(0, 8)}.`);
   });

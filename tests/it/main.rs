@@ -66,6 +66,7 @@ mod team;
 mod truth;
 mod tui;
 mod web;
+mod web_land;
 mod webhooks;
 mod worktree_git;
 mod zero_setup;

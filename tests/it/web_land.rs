@@ -1,0 +1,136 @@
+//! Landing from the web page, in a real browser, the work of an agent that does not
+//! commit (as codex and command agents leave theirs): Merge says which changes no commit
+//! holds and, on a yes, commits them and lands the branch; `/commit` typed in the message
+//! box commits rather than reaching the agent as a prompt.
+
+use crucible::protocol::{SessionState, WebPairing};
+use serde_json::{Value, json};
+
+use crate::browser::{Browser, Screen};
+use crate::common::*;
+use crate::sessions::{agent_kiln, wait_state};
+
+#[tokio::test]
+async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands_it() {
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let out = tk.cru(&[
+        "session",
+        "new",
+        "--agent",
+        "scripted",
+        "--task",
+        "write notes.txt from the agent\nsay wrote it",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let created: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    wait_state(&client, &id, SessionState::Complete).await;
+
+    let out = tk.cru(&["web", "--json", "--no-wait"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let pairing: WebPairing = serde_json::from_str(&stdout(&out)).unwrap();
+    let browser = Browser::start(Screen::Desktop {
+        width: 1280,
+        height: 900,
+    })
+    .await;
+    browser.goto(&pairing.url).await;
+    browser
+        .wait_for(
+            "the app, paired",
+            "return location.pathname === '/' && document.body.dataset.ready === '1'",
+        )
+        .await;
+    let row = format!("li.session[data-session-id='{id}'] button");
+    browser
+        .wait_for(
+            "the session",
+            &format!("return document.querySelector(\"{row}\")"),
+        )
+        .await;
+    browser.click(&row).await;
+    // Every question the page asks is answered yes, and kept to be read.
+    browser
+        .run(
+            "window.asked = []; window.confirm = (q) => { window.asked.push(q); return true; };",
+            vec![],
+        )
+        .await;
+    browser.click("#show-diff").await;
+    browser
+        .wait_for(
+            "the diff",
+            "return document.getElementById('diff-files').innerText.includes('notes.txt')",
+        )
+        .await;
+    browser.click("#merge").await;
+    browser
+        .wait_for(
+            "the merge done",
+            "return document.getElementById('status').textContent.startsWith('Merged into')",
+        )
+        .await;
+    let asked = browser.run("return window.asked", vec![]).await;
+    let asked = asked.as_array().unwrap();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(
+        asked[1].as_str().unwrap().contains("notes.txt")
+            && asked[1].as_str().unwrap().contains("Commit them"),
+        "what is committed is named before it is: {asked:?}"
+    );
+    // Landed on the kiln's branch.
+    let shown = std::process::Command::new("git")
+        .arg("-C")
+        .arg(tk.root())
+        .args(["show", "HEAD:notes.txt"])
+        .output()
+        .unwrap();
+    assert!(
+        shown.status.success(),
+        "notes.txt is not on the kiln's branch"
+    );
+    assert_eq!(String::from_utf8_lossy(&shown.stdout), "from the agent");
+
+    // `/commit` in the message box commits; the agent gets no prompt.
+    browser.click("#close-diff").await;
+    std::fs::write(
+        std::path::Path::new(created["worktree"].as_str().unwrap()).join("more.txt"),
+        "more",
+    )
+    .unwrap();
+    let turns_before = client
+        .call_value("session.get", json!({"session_id": id}))
+        .await
+        .unwrap()["session"]["turns"]
+        .clone();
+    browser
+        .run(
+            "const p = document.getElementById('prompt'); p.value = '/commit more notes'; \
+             document.getElementById('prompt-form').requestSubmit();",
+            vec![],
+        )
+        .await;
+    browser
+        .wait_for(
+            "the commit",
+            "return document.getElementById('status').textContent.startsWith('Committed')",
+        )
+        .await;
+    let log = std::process::Command::new("git")
+        .arg("-C")
+        .arg(created["worktree"].as_str().unwrap())
+        .args(["log", "-1", "--format=%s"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "more notes");
+    let turns_after = client
+        .call_value("session.get", json!({"session_id": id}))
+        .await
+        .unwrap()["session"]["turns"]
+        .clone();
+    assert_eq!(turns_before, turns_after, "the agent got a prompt");
+    browser.close().await;
+}
