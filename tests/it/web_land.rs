@@ -104,7 +104,7 @@ async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands
     let turns_before = client
         .call_value("session.get", json!({"session_id": id}))
         .await
-        .unwrap()["session"]["turns"]
+        .unwrap()["session"]["turn_count"]
         .clone();
     browser
         .run(
@@ -129,8 +129,9 @@ async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands
     let turns_after = client
         .call_value("session.get", json!({"session_id": id}))
         .await
-        .unwrap()["session"]["turns"]
+        .unwrap()["session"]["turn_count"]
         .clone();
+    assert!(turns_before.is_u64(), "{turns_before}");
     assert_eq!(turns_before, turns_after, "the agent got a prompt");
     browser.close().await;
 }
