@@ -421,8 +421,12 @@
   };
 
   // ---- prompt ----
+  // On a touch screen (no hover, a coarse pointer) Enter makes a new line and the Send
+  // button sends: a phone's keyboard has no Shift+Enter.
+  const touch = matchMedia('(hover: none) and (pointer: coarse)').matches;
+  if (touch) $('prompt').placeholder = 'Message the agent';
   $('prompt').addEventListener('keydown', (ev) => {
-    if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+    if (!touch && ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
       ev.preventDefault();
       const f = $('prompt-form');
       if (f.requestSubmit) f.requestSubmit();
@@ -598,6 +602,17 @@
   };
 
   // ---- inbox ----
+  $('mark-read').addEventListener('click', async () => {
+    const ids = [...st.messages.values()].filter((m) => !m.read && !isWaiting(m)).map((m) => m.id);
+    if (!ids.length) return;
+    if (await quiet(call('inbox.mark_read', { ids }))) {
+      for (const id of ids) {
+        const m = st.messages.get(id);
+        if (m) st.messages.set(id, { ...m, read: true });
+      }
+      renderInbox();
+    }
+  });
   const msgEls = new Map(); // id → {key, el}
   const TYPES = {
     decision_needed: 'decision', approval_required: 'approval', task_complete: 'done', error: 'error', info: 'info',
@@ -666,6 +681,8 @@
     // What needs you: unread or waiting for an answer.
     const n = list.filter((m) => !m.withdrawn && (!m.read || isWaiting(m))).length;
     $('inbox-count').textContent = n;
+    // What was only to be read (done, errors, notes) can be marked read at once.
+    $('mark-read').hidden = st.ro || !list.some((m) => !m.read && !isWaiting(m));
     $('inbox-heading-count').textContent = n ? `(${n})` : '';
     document.title = (n ? `(${n}) ` : '') + 'crucible' + (st.kiln ? ' — ' + st.kiln : '');
   };

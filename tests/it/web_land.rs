@@ -1,7 +1,8 @@
 //! Landing from the web page, in a real browser, the work of an agent that does not
 //! commit (as codex and command agents leave theirs): Merge says which changes no commit
 //! holds and, on a yes, commits them and lands the branch; `/commit` typed in the message
-//! box commits rather than reaching the agent as a prompt.
+//! box commits rather than reaching the agent as a prompt; and messages only to be read
+//! are marked read in one click.
 
 use crucible::protocol::{SessionState, WebPairing};
 use serde_json::{Value, json};
@@ -133,5 +134,26 @@ async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands
         .clone();
     assert!(turns_before.is_u64(), "{turns_before}");
     assert_eq!(turns_before, turns_after, "the agent got a prompt");
+
+    // The done message, only to be read, is marked read from the inbox in one click.
+    browser
+        .wait_for(
+            "the mark-read button",
+            "const b = document.getElementById('mark-read'); return b && !b.hidden",
+        )
+        .await;
+    browser.click("#mark-read").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let list = client
+            .call_value("inbox.list", json!({"unread_only": true}))
+            .await
+            .unwrap();
+        if list["messages"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still unread: {list}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     browser.close().await;
 }
