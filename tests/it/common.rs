@@ -10,3 +10,17 @@ pub use testkit::{
 
 /// The `cru` under test (the kit finds the same binary: `testkit::cru`).
 pub const CRU: &str = env!("CARGO_BIN_EXE_cru");
+
+/// Stops the person's hub whose state folder (`XDG_STATE_HOME`) is held here when the
+/// test ends, however it ends.
+pub struct HubGuard(pub std::path::PathBuf);
+
+impl Drop for HubGuard {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.0.join("crucible/hub.pid")) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", pid.trim()])
+                .status();
+        }
+    }
+}

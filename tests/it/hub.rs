@@ -6,7 +6,7 @@
 //! and the workbench on the hub, in tmux, shows the kilns' sessions grouped and named
 //! and answers one.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -20,17 +20,6 @@ use crucible::protocol::{
 use crate::common::*;
 use crate::sessions::{agent_kiln, create, session, wait_message_where, wait_state};
 use crate::tmux::Tmux;
-
-/// Stops the test's hub when the test ends, however it ends.
-struct HubGuard(PathBuf);
-
-impl Drop for HubGuard {
-    fn drop(&mut self) {
-        if let Ok(pid) = std::fs::read_to_string(self.0.join("crucible/hub.pid")) {
-            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
-        }
-    }
-}
 
 /// The hub's state in `daemon.status`: each kiln's component.
 async fn kiln_state(hub: &Client, name: &str) -> ComponentState {

@@ -4,7 +4,7 @@
 //! web` there pairs with the person's page; a kiln whose own settings ask for a page
 //! keeps it. The paired page lists every kiln and its new sessions name their kiln.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,17 +13,6 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::sessions::agent_kiln;
-
-/// Stops the test's hub when the test ends, however it ends.
-struct HubGuard(PathBuf);
-
-impl Drop for HubGuard {
-    fn drop(&mut self) {
-        if let Ok(pid) = std::fs::read_to_string(self.0.join("crucible/hub.pid")) {
-            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
-        }
-    }
-}
 
 /// `cru` with the person's state and settings folders.
 fn cru_as(state: &Path, config: &Path, args: &[&str]) -> std::process::Output {
@@ -282,13 +271,7 @@ async fn one_page_in_a_browser_shows_two_kilns_and_approves_and_starts_in_the_se
         height: 900,
     })
     .await;
-    browser.goto(&pairing.url).await;
-    browser
-        .wait_for(
-            "the app, paired",
-            "return location.pathname === '/' && document.body.dataset.ready === '1'",
-        )
-        .await;
+    crate::web::paired(&browser, &pairing).await;
     // Both kilns' sessions, each named with its kiln, and the page names every kiln.
     for (tk_name, (_, session, message)) in ["alpha", "beta"].iter().zip(&asked) {
         let tag = browser

@@ -91,7 +91,7 @@ async fn a_kiln_on_another_machine_is_reached_over_ssh_and_answered_through_the_
     let hub = Client::connect_at(&state.join("crucible/hub.sock"), None)
         .await
         .unwrap();
-    let _stop = HubStop(state.clone());
+    let _stop = HubGuard(state.clone());
     wait_remote(&hub, "the remote kiln reached", |row| {
         row.state == ComponentState::On && row.detail.contains("on crucible-remote")
     })
@@ -168,15 +168,4 @@ async fn a_kiln_on_another_machine_is_reached_over_ssh_and_answered_through_the_
         .unwrap();
     assert_eq!(again.session.kiln.as_deref(), Some(name.as_str()));
     assert_eq!(again.session.state, Some(SessionState::Complete));
-}
-
-/// Stops the test's hub when the test ends, however it ends.
-struct HubStop(std::path::PathBuf);
-
-impl Drop for HubStop {
-    fn drop(&mut self) {
-        if let Ok(pid) = std::fs::read_to_string(self.0.join("crucible/hub.pid")) {
-            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
-        }
-    }
 }

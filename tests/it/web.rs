@@ -26,7 +26,7 @@ fn base(pairing: &WebPairing) -> String {
 }
 
 /// Opens the pairing link and waits until the app has loaded.
-async fn paired(browser: &Browser, pairing: &WebPairing) {
+pub(crate) async fn paired(browser: &Browser, pairing: &WebPairing) {
     browser.goto(&pairing.url).await;
     browser
         .wait_for(

@@ -38,13 +38,7 @@ async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands
         height: 900,
     })
     .await;
-    browser.goto(&pairing.url).await;
-    browser
-        .wait_for(
-            "the app, paired",
-            "return location.pathname === '/' && document.body.dataset.ready === '1'",
-        )
-        .await;
+    crate::web::paired(&browser, &pairing).await;
     let row = format!("li.session[data-session-id='{id}'] button");
     browser
         .wait_for(
