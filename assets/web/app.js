@@ -404,6 +404,7 @@
       history.replaceState(null, '', '#s=' + encodeURIComponent(id));
       renderHead();
       renderSessions();
+      renderAsks();
       if (toTab) setTab('session');
       await loadTranscript();
     } else if (toTab) {
@@ -417,6 +418,7 @@
     resetTranscript();
     history.replaceState(null, '', location.pathname);
     renderHead();
+    renderAsks();
     if (st.tab === 'session') setTab('sessions');
   };
 
@@ -685,6 +687,31 @@
     $('mark-read').hidden = st.ro || !list.some((m) => !m.read && !isWaiting(m));
     $('inbox-heading-count').textContent = n ? `(${n})` : '';
     document.title = (n ? `(${n}) ` : '') + 'crucible' + (st.kiln ? ' — ' + st.kiln : '');
+    renderAsks();
+  };
+  // The open session's questions, with their answers, above its transcript: the same
+  // cards as the inbox's (their own elements, so both can be on screen).
+  const askEls = new Map(); // id → {key, el}
+  const renderAsks = () => {
+    const box = $('session-asks');
+    const list = st.open ? [...st.messages.values()]
+      .filter((m) => m.session_id === st.open && isWaiting(m))
+      .sort((a, b) => time(a.timestamp) - time(b.timestamp)) : [];
+    const els = list.map((m) => {
+      const key = JSON.stringify(m) + st.ro;
+      let c = askEls.get(m.id);
+      if (!c || c.key !== key) {
+        const el = msgItem(m);
+        const old = c && c.el.querySelector('.answer-input');
+        const now = el.querySelector('.answer-input');
+        if (old && now) now.value = old.value;
+        askEls.set(m.id, (c = { key, el }));
+      }
+      return c.el;
+    });
+    for (const id of askEls.keys()) if (!list.some((m) => m.id === id)) askEls.delete(id);
+    place(box, els);
+    box.hidden = els.length === 0;
   };
   const respond = async (id, option, idx, el) => {
     const m = st.messages.get(id);
@@ -701,24 +728,27 @@
       for (const b of el.querySelectorAll('button')) b.disabled = false;
     }
   };
-  $('inbox').addEventListener('click', (ev) => {
-    const el = ev.target.closest('.message');
-    if (!el) return;
-    const id = el.dataset.messageId;
-    const link = ev.target.closest('.session-link');
-    const opt = ev.target.closest('button.option');
-    if (opt) return respond(id, opt.dataset.option, +opt.dataset.index, el);
-    if (link) openSession(link.dataset.open, true);
-    // Looking at a message marks it read (answering does too, on the daemon's side).
-    const m = st.messages.get(id);
-    if (m && !m.read && !st.ro) quiet(call('inbox.mark_read', { ids: [id] }, true));
-  });
-  $('inbox').addEventListener('submit', (ev) => {
-    ev.preventDefault();
-    const el = ev.target.closest('.message');
-    const input = ev.target.querySelector('.answer-input');
-    if (el && input) respond(el.dataset.messageId, input.value.trim(), -1, el);
-  });
+  // The inbox and the open session's questions answer alike.
+  for (const box of [$('inbox'), $('session-asks')]) {
+    box.addEventListener('click', (ev) => {
+      const el = ev.target.closest('.message');
+      if (!el) return;
+      const id = el.dataset.messageId;
+      const link = ev.target.closest('.session-link');
+      const opt = ev.target.closest('button.option');
+      if (opt) return respond(id, opt.dataset.option, +opt.dataset.index, el);
+      if (link) openSession(link.dataset.open, true);
+      // Looking at a message marks it read (answering does too, on the daemon's side).
+      const m = st.messages.get(id);
+      if (m && !m.read && !st.ro) quiet(call('inbox.mark_read', { ids: [id] }, true));
+    });
+    box.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const el = ev.target.closest('.message');
+      const input = ev.target.querySelector('.answer-input');
+      if (el && input) respond(el.dataset.messageId, input.value.trim(), -1, el);
+    });
+  }
 
   // ---- loading and events ----
   const renderAll = () => {

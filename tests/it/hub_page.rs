@@ -302,7 +302,7 @@ async fn one_page_in_a_browser_shows_two_kilns_and_approves_and_starts_in_the_se
     let (beta_client, beta_session, beta_message) = &asked[1];
     browser
         .click(&format!(
-            ".message[data-message-id='{beta_message}'] button.option[data-option='Allow']"
+            "#inbox .message[data-message-id='{beta_message}'] button.option[data-option='Allow']"
         ))
         .await;
     crate::sessions::wait_state(beta_client, beta_session, SessionState::Complete).await;

@@ -114,7 +114,7 @@ async fn a_browser_pairs_watches_a_session_and_answers_its_approval() {
     let choices = browser
         .run(
             &format!(
-                "return [...document.querySelectorAll(\"{message} button.option\")].map(b => b.dataset.option)"
+                "return [...document.querySelectorAll(\"#inbox {message} button.option\")].map(b => b.dataset.option)"
             ),
             vec![],
         )
@@ -132,9 +132,26 @@ async fn a_browser_pairs_watches_a_session_and_answers_its_approval() {
         "{shown}"
     );
 
-    // A click answers it: the agent proceeds, and the page shows it.
+    // The open session's page shows its question with the same choices, and a click
+    // there answers it: the agent proceeds, and the page shows it.
+    let asked = format!("#session-asks {message}");
+    let here = browser
+        .run(
+            &format!(
+                "return [...document.querySelectorAll(\"{asked} button.option\")].map(b => b.dataset.option)"
+            ),
+            vec![],
+        )
+        .await;
+    assert_eq!(here, json!(["Allow", "Reject"]));
     browser
-        .click(&format!("{message} button.option[data-option='Allow']"))
+        .click(&format!("{asked} button.option[data-option='Allow']"))
+        .await;
+    browser
+        .wait_for(
+            "the answered question gone from the session's page",
+            "return document.getElementById('session-asks').hidden",
+        )
         .await;
     browser
         .wait_for(
@@ -165,6 +182,12 @@ async fn a_browser_pairs_watches_a_session_and_answers_its_approval() {
     })
     .await;
     let second_buttons = format!(".message[data-message-id='{}'] button.option", second.id);
+    browser
+        .wait_for(
+            "the second approval on the session's page",
+            &format!("return document.querySelector(\"#session-asks {second_buttons}\")"),
+        )
+        .await;
     browser
         .wait_for(
             "the second approval",
@@ -314,7 +337,7 @@ async fn on_a_phone_the_inbox_and_its_buttons_fit_the_screen() {
     })
     .await;
     paired(&browser, &pairing).await;
-    let message = format!(".message[data-message-id='{}']", approval.id);
+    let message = format!("#inbox .message[data-message-id='{}']", approval.id);
     browser
         .wait_for(
             "the approval's buttons",

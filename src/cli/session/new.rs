@@ -15,8 +15,10 @@ use crate::protocol::{CreateSessionParams, DriverOptions, Session};
 
 #[derive(Debug, Args)]
 pub(super) struct NewArgs {
-    /// The agent profile, `[agents.<name>]` in the settings.
-    #[arg(long)]
+    /// The agent profile: `[agents.<name>]` in the settings, or a built-in one whose
+    /// program is on PATH (claude, codex, gemini, opencode, copilot, goose). Without it,
+    /// `[tui] default_agent`, else the only agent there is; `cru agents` lists them.
+    #[arg(long, value_name = "NAME")]
     agent: Option<String>,
     /// A branch (existing, or new from HEAD) or the path of an existing worktree.
     #[arg(long, value_name = "BRANCH|PATH", conflicts_with = "in_place")]
@@ -95,7 +97,7 @@ pub(super) async fn make(
     args: Box<NewArgs>,
 ) -> anyhow::Result<()> {
     let json = args.json;
-    let mut batch = args.batch()?;
+    let mut batch = args.batch(|| chosen_agent(kiln))?;
     if let Some(first) = batch.first() {
         warn_if_dirty(kiln.root(), first).await;
     }
@@ -166,7 +168,10 @@ fn task_lines(text: &str) -> Vec<String> {
 impl NewArgs {
     /// The requests: one, or with `--count`/`--tasks` one per session, each on its own
     /// branch (`--worktree NAME` numbered).
-    pub(super) fn batch(self: Box<Self>) -> anyhow::Result<Vec<CreateSessionParams>> {
+    pub(super) fn batch(
+        self: Box<Self>,
+        pick: impl FnOnce() -> anyhow::Result<String>,
+    ) -> anyhow::Result<Vec<CreateSessionParams>> {
         let tasks = match &self.tasks {
             Some(path) if path.as_os_str() == "-" => {
                 let mut text = String::new();
@@ -181,7 +186,7 @@ impl NewArgs {
         let count = match (&tasks, self.count) {
             (Some(tasks), _) => tasks.len(),
             (None, Some(n)) => n,
-            (None, None) => return Ok(vec![self.params()?]),
+            (None, None) => return Ok(vec![self.params(pick)?]),
         };
         anyhow::ensure!(
             count > 0,
@@ -195,7 +200,7 @@ impl NewArgs {
             !self.in_place,
             "several sessions cannot all work in the kiln itself: leave out --in-place"
         );
-        let one = self.params()?;
+        let one = self.params(pick)?;
         anyhow::ensure!(
             !one.worktree
                 .as_deref()
@@ -216,8 +221,12 @@ impl NewArgs {
             .collect())
     }
 
-    /// The request, from the session file (if any) under the flags.
-    pub(super) fn params(self: Box<Self>) -> anyhow::Result<CreateSessionParams> {
+    /// The request, from the session file (if any) under the flags; `pick` chooses the
+    /// agent when neither names one.
+    pub(super) fn params(
+        self: Box<Self>,
+        pick: impl FnOnce() -> anyhow::Result<String>,
+    ) -> anyhow::Result<CreateSessionParams> {
         let SessionFile {
             session: file,
             driver: file_driver,
@@ -230,9 +239,10 @@ impl NewArgs {
         for mount in &mut driver.mounts {
             mount.0.source = absolute(&mount.0.source);
         }
-        let agent = self.agent.or(file.agent).context(
-            "which agent? give --agent NAME (a profile in the settings) or `agent` in the session file",
-        )?;
+        let agent = match self.agent.or(file.agent) {
+            Some(agent) => agent,
+            None => pick()?,
+        };
         Ok(CreateSessionParams {
             kiln: None,
             agent,
@@ -247,6 +257,25 @@ impl NewArgs {
             },
             channel: None,
         })
+    }
+}
+
+/// The agent of a session none was named for: the settings' default, else the only one
+/// there is; otherwise an error that lists the ones found.
+fn chosen_agent(kiln: &crate::kiln::Kiln) -> anyhow::Result<String> {
+    let config = crate::cli::load_config(kiln)?;
+    if let Some(agent) = config.default_agent() {
+        return Ok(agent);
+    }
+    match config.startable().as_slice() {
+        [] => anyhow::bail!(
+            "no agent found: install a built-in one (cru agents says how) or add [agents.<name>] to {}",
+            kiln.settings_path().display()
+        ),
+        found => anyhow::bail!(
+            "which agent? give --agent NAME, one of: {} (or set [tui] default_agent)",
+            found.join(", ")
+        ),
     }
 }
 
@@ -288,6 +317,39 @@ mod tests {
         new: NewArgs,
     }
 
+    /// No agent to fall back on.
+    fn none() -> anyhow::Result<String> {
+        anyhow::bail!("no agent named")
+    }
+
+    #[test]
+    fn the_agent_falls_back_only_when_none_is_named() {
+        let cli = Cli::try_parse_from(["x", "--task", "t"]).unwrap();
+        let params = Box::new(cli.new).params(|| Ok("codex".into())).unwrap();
+        assert_eq!(params.agent, "codex");
+        let cli = Cli::try_parse_from(["x", "--agent", "claude"]).unwrap();
+        let params = Box::new(cli.new)
+            .params(|| panic!("asked for a default"))
+            .unwrap();
+        assert_eq!(params.agent, "claude");
+        let cli = Cli::try_parse_from(["x"]).unwrap();
+        let err = Box::new(cli.new).params(none).unwrap_err().to_string();
+        assert_eq!(err, "no agent named");
+    }
+
+    #[test]
+    fn the_agent_help_names_every_built_in_profile() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        for known in crate::config::KNOWN {
+            assert!(
+                help.contains(known.name),
+                "{} missing from: {help}",
+                known.name
+            );
+        }
+    }
+
     #[test]
     fn flags_win_over_the_session_file() {
         let dir = tempfile::tempdir().unwrap();
@@ -309,7 +371,7 @@ mod tests {
             "host",
         ])
         .unwrap();
-        let params = Box::new(cli.new).params().unwrap();
+        let params = Box::new(cli.new).params(none).unwrap();
         assert_eq!(params.agent, "claude");
         assert_eq!(params.task.as_deref(), Some("fix it"));
         let spec = params.driver.resolve().unwrap();
@@ -336,7 +398,7 @@ mod tests {
             file.to_str().unwrap(),
         ])
         .unwrap();
-        let made = Box::new(cli.new).batch().unwrap();
+        let made = Box::new(cli.new).batch(none).unwrap();
         let shown: Vec<_> = made
             .iter()
             .map(|p| (p.worktree.as_deref().unwrap(), p.task.as_deref().unwrap()))
@@ -344,18 +406,18 @@ mod tests {
         assert_eq!(shown, [("fix-1", "fix the login"), ("fix-2", "add a test")]);
         let cli =
             Cli::try_parse_from(["x", "--agent", "a", "--task", "t", "--count", "3"]).unwrap();
-        let made = Box::new(cli.new).batch().unwrap();
+        let made = Box::new(cli.new).batch(none).unwrap();
         assert_eq!(made.len(), 3);
         assert!(
             made.iter()
                 .all(|p| p.worktree.is_none() && p.task.as_deref() == Some("t"))
         );
         let cli = Cli::try_parse_from(["x", "--agent", "a", "--in-place", "--count", "2"]).unwrap();
-        assert!(Box::new(cli.new).batch().is_err());
+        assert!(Box::new(cli.new).batch(none).is_err());
         let cli = Cli::try_parse_from(["x", "--agent", "a", "--count", "0"]).unwrap();
-        assert!(Box::new(cli.new).batch().is_err());
+        assert!(Box::new(cli.new).batch(none).is_err());
         let one = Cli::try_parse_from(["x", "--agent", "a"]).unwrap();
-        assert_eq!(Box::new(one.new).batch().unwrap().len(), 1);
+        assert_eq!(Box::new(one.new).batch(none).unwrap().len(), 1);
     }
 
     #[test]
@@ -364,7 +426,7 @@ mod tests {
         let file = dir.path().join("s.toml");
         std::fs::write(&file, "agent = \"a\"\nmemroy = 5\n").unwrap();
         let cli = Cli::try_parse_from(["x", "-c", file.to_str().unwrap()]).unwrap();
-        let err = Box::new(cli.new).params().unwrap_err().to_string();
+        let err = Box::new(cli.new).params(none).unwrap_err().to_string();
         assert!(err.contains("memroy"), "{err}");
         assert!(Cli::try_parse_from(["x", "--agent", "a", "--driver", "vm"]).is_err());
         assert!(Cli::try_parse_from(["x", "--agent", "a", "--mount", "/a:rel"]).is_err());
