@@ -197,7 +197,7 @@ async fn respond(kiln: &Kiln, id: String, answer: String, json: bool) -> anyhow:
     let (one, elsewhere) = respond_anywhere(kiln, &params).await?;
     if json {
         let value = match &elsewhere {
-            Some(entry) => super::kilns::with_kiln(&one.message, entry),
+            Some(entry) => super::across::with_kiln(&one.message, entry),
             None => serde_json::to_value(&one.message)?,
         };
         outln!("{}", serde_json::to_string_pretty(&value)?);
@@ -247,7 +247,7 @@ fn row(m: &InboxMessage) -> Vec<String> {
 }
 
 /// Messages of several kilns, each row named with its kiln.
-fn print_list_with_kilns(rows: &[(&crate::kilns::KilnEntry, InboxMessage)]) {
+fn print_list_with_kilns(rows: &[(&super::across::Place, InboxMessage)]) {
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|(kiln, m)| {
@@ -311,21 +311,19 @@ fn print_message(m: &InboxMessage) {
 /// `cru inbox --all-kilns`: every kiln's messages in one list, those waiting for an
 /// answer first, each named with its kiln.
 async fn inbox_everywhere(all: bool, limit: Option<u32>, json: bool) -> anyhow::Result<ExitCode> {
-    let reached = super::kilns::reach_all(true).await?;
-    super::kilns::warn_unreached(&reached);
     let params = ListParams {
         unread_only: !all,
         limit,
         session_id: None,
     };
-    let mut rows: Vec<(&crate::kilns::KilnEntry, InboxMessage)> = Vec::new();
-    for r in &reached {
-        let Ok(client) = &r.client else { continue };
-        match client.call::<m::InboxList>(&params).await {
-            Ok(list) => rows.extend(list.messages.into_iter().map(|m| (&r.entry, m))),
-            Err(e) => eprintln!("warning: kiln {} left out: {e}", r.entry.name),
-        }
-    }
+    let kilns = super::across::ask_all(async |client: &crate::client::Client| {
+        Ok(client.call::<m::InboxList>(&params).await?.messages)
+    })
+    .await?;
+    let mut rows: Vec<(&super::across::Place, InboxMessage)> = kilns
+        .iter()
+        .flat_map(|(kiln, messages)| messages.iter().map(move |m| (kiln, m.clone())))
+        .collect();
     // What needs an answer first, then the newest.
     rows.sort_by(|(_, a), (_, b)| {
         super::kilns::waiting(b)
@@ -335,7 +333,7 @@ async fn inbox_everywhere(all: bool, limit: Option<u32>, json: bool) -> anyhow::
     if json {
         let values: Vec<serde_json::Value> = rows
             .iter()
-            .map(|(k, m)| super::kilns::with_kiln(m, k))
+            .map(|(k, m)| super::across::with_kiln(m, k))
             .collect();
         outln!("{}", serde_json::to_string_pretty(&values)?);
     } else if rows.is_empty() {
@@ -357,11 +355,12 @@ async fn inbox_everywhere(all: bool, limit: Option<u32>, json: bool) -> anyhow::
 type Answered = <m::InboxRespond as m::Method>::Result;
 
 /// Answers message `params.id` in whichever kiln holds it: this one first (when it is a
-/// kiln already), then every running kiln. Message ids are unique across kilns.
+/// kiln already), then every running kiln, then through the hub (kilns on other
+/// machines). Message ids are unique across kilns.
 async fn respond_anywhere(
     local: &crate::kiln::Kiln,
     params: &crate::protocol::RespondParams,
-) -> anyhow::Result<(Answered, Option<crate::kilns::KilnEntry>)> {
+) -> anyhow::Result<(Answered, Option<super::across::Place>)> {
     use crate::protocol::code::NOT_FOUND;
     if local.state_dir().is_dir() {
         let client = super::connect(local).await?;
@@ -377,7 +376,21 @@ async fn respond_anywhere(
         let Ok(client) = r.client else { continue };
         match client.call::<m::InboxRespond>(params).await {
             Err(e) if e.rpc_code() == Some(NOT_FOUND) => continue,
-            answered => return Ok((answered?, Some(r.entry))),
+            answered => return Ok((answered?, Some(super::across::Place::of(r.entry)))),
+        }
+    }
+    if let Some(hub) = super::across::hub_to_ask().await {
+        match hub.call::<m::InboxRespond>(params).await {
+            Err(e) if e.rpc_code() == Some(NOT_FOUND) => {}
+            answered => {
+                let answered = answered?;
+                let place = answered
+                    .message
+                    .kiln
+                    .as_deref()
+                    .map(super::across::Place::named);
+                return Ok((answered, place));
+            }
         }
     }
     anyhow::bail!(

@@ -1,5 +1,6 @@
 //! The command line: `cru` and its subcommands. Each subcommand lives in its own file.
 
+mod across;
 mod agent;
 mod agents;
 mod bridge;

@@ -113,10 +113,21 @@ fn broad_note() -> String {
 }
 
 /// One kiln's answer: its sessions (to number the hits as its list does) and hits.
+#[derive(Clone)]
 struct Found {
     sessions: Vec<Session>,
     hits: Vec<SearchHit>,
     broad: bool,
+}
+
+impl super::across::ByKiln for Found {
+    fn only(self, name: &str) -> Self {
+        Found {
+            sessions: self.sessions.only(name),
+            hits: self.hits.only(name),
+            broad: self.broad,
+        }
+    }
 }
 
 /// `cru search --all-kilns`: every kiln searched at once, the hits merged best first
@@ -124,7 +135,7 @@ struct Found {
 /// kiln.
 async fn everywhere(args: &SearchArgs) -> anyhow::Result<ExitCode> {
     let asked = params(args, None);
-    let kilns = super::kilns::ask_all(async |client: &crate::client::Client| {
+    let kilns = super::across::ask_all(async |client: &crate::client::Client| {
         let sessions = super::session::list(client).await?;
         let found = client.call::<m::Search>(&asked).await?;
         Ok(Found {
@@ -135,7 +146,7 @@ async fn everywhere(args: &SearchArgs) -> anyhow::Result<ExitCode> {
     })
     .await?;
     let broad = kilns.iter().any(|(_, f)| f.broad).then(broad_note);
-    let mut hits: Vec<(&crate::kilns::KilnEntry, &Found, &SearchHit)> = kilns
+    let mut hits: Vec<(&super::across::Place, &Found, &SearchHit)> = kilns
         .iter()
         .flat_map(|(kiln, found)| found.hits.iter().map(move |hit| (kiln, found, hit)))
         .collect();
@@ -144,7 +155,7 @@ async fn everywhere(args: &SearchArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         let values: Vec<serde_json::Value> = hits
             .iter()
-            .map(|(kiln, _, hit)| super::kilns::with_kiln(hit, kiln))
+            .map(|(kiln, _, hit)| super::across::with_kiln(hit, kiln))
             .collect();
         outln!("{}", serde_json::to_string_pretty(&values)?);
         if let Some(note) = broad {

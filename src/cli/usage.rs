@@ -76,11 +76,11 @@ pub async fn run(kiln: Kiln, args: UsageArgs) -> anyhow::Result<ExitCode> {
 /// add up to (by the same key; `--by session`: one row for all). In JSON the totals are
 /// the rows whose `kiln` is null and `total` true.
 async fn everywhere(by: By, since: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
-    let kilns = super::kilns::ask_all(async |client: &crate::client::Client| {
+    let kilns = super::across::ask_all(async |client: &crate::client::Client| {
         super::session::list(client).await
     })
     .await?;
-    let kilns: Vec<(crate::kilns::KilnEntry, Vec<Row>)> = kilns
+    let kilns: Vec<(super::across::Place, Vec<Row>)> = kilns
         .into_iter()
         .map(|(kiln, sessions)| (kiln, rows(&sessions, by, since)))
         .collect();
@@ -88,7 +88,7 @@ async fn everywhere(by: By, since: Option<&str>, json: bool) -> anyhow::Result<E
     if json {
         let mut values: Vec<serde_json::Value> = kilns
             .iter()
-            .flat_map(|(kiln, rows)| rows.iter().map(move |r| super::kilns::with_kiln(r, kiln)))
+            .flat_map(|(kiln, rows)| rows.iter().map(move |r| super::across::with_kiln(r, kiln)))
             .collect();
         for row in &total {
             let mut value = serde_json::to_value(row)?;

@@ -113,6 +113,7 @@ impl Store {
                     score: r.score.unwrap_or(0.0),
                     snippet,
                     marks,
+                    kiln: None,
                 }
             }));
         }
@@ -263,6 +264,7 @@ fn record_hit(
         score: score.unwrap_or(0.0),
         snippet,
         marks,
+        kiln: None,
     }
 }
 

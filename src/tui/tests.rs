@@ -792,6 +792,7 @@ fn hit(session_id: &str, seq: u64) -> crate::protocol::SearchHit {
         score: 1.0,
         snippet: "the needle".into(),
         marks: vec![(4, 10)],
+        kiln: None,
     }
 }
 

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use crucible::client::Client;
 use crucible::protocol::methods as m;
 use crucible::protocol::{
-    ComponentState, ComponentStatus, InboxMessage, ListParams, MsgType, RespondParams,
-    SessionIdParams, SessionState,
+    ComponentState, ComponentStatus, InboxMessage, ListParams, MsgType, SessionIdParams,
+    SessionState,
 };
 
 use crate::common::*;
@@ -114,42 +114,57 @@ async fn a_kiln_on_another_machine_is_reached_over_ssh_and_answered_through_the_
     let name = listed.kiln.clone().expect("named with its kiln");
     assert!(name.ends_with("@crucible-remote"), "{name}");
 
+    // The person's commands, from outside every kiln, as this machine's person.
+    let cru = |args: &[&str]| {
+        let mut command = Command::new(CRU);
+        command
+            .current_dir(home.path())
+            .args(args)
+            .env("XDG_STATE_HOME", &state)
+            .env("XDG_CONFIG_HOME", &config)
+            .env_remove("CRU_KILN");
+        let out = run_bounded(command, &args.join(" "));
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let row_of = |rows: &serde_json::Value, key: &str, value: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r[key] == value)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {key} {value} in {rows}"))
+    };
+
     // `cru kilns` lists it with its host, reached, its question waiting.
-    let mut kilns = Command::new(CRU);
-    kilns
-        .current_dir(home.path())
-        .args(["kilns", "--json"])
-        .env("XDG_STATE_HOME", &state)
-        .env("XDG_CONFIG_HOME", &config)
-        .env_remove("CRU_KILN");
-    let out = run_bounded(kilns, "cru kilns --json");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let rows: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let row = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name.as_str())
-        .unwrap_or_else(|| panic!("no {name} in {rows}"));
+    let rows: serde_json::Value = serde_json::from_str(&cru(&["kilns", "--json"])).unwrap();
+    let row = row_of(&rows, "name", &name);
     assert_eq!(row["host"], "crucible-remote", "{row}");
     assert_eq!(row["state"], "connected", "{row}");
     assert_eq!(row["waiting"], 1, "{row}");
-    let answered = hub
-        .call::<m::InboxRespond>(&RespondParams {
-            id: asked.id.clone(),
-            response: "approve".into(),
-            asked: None,
-        })
-        .await
-        .unwrap();
+
+    // `--all-kilns` lists it too, each row named with its kiln and host.
+    let rows: serde_json::Value =
+        serde_json::from_str(&cru(&["inbox", "--all-kilns", "--json"])).unwrap();
+    let row = row_of(&rows, "id", &asked.id);
+    assert_eq!(row["kiln"], name.as_str(), "{row}");
+    assert_eq!(row["host"], "crucible-remote", "{row}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&cru(&["session", "list", "--all-kilns", "--json"])).unwrap();
+    let row = row_of(&rows, "id", &s.id);
+    assert_eq!(row["kiln"], name.as_str(), "{row}");
+    let table = cru(&["inbox", "--all-kilns"]);
+    assert!(table.contains(&name), "{table}");
+
+    // Answered from outside every kiln, by its id alone: through the hub.
+    let answered: serde_json::Value =
+        serde_json::from_str(&cru(&["inbox", "respond", &asked.id, "approve", "--json"])).unwrap();
+    assert_eq!(answered["kiln"], name.as_str(), "{answered}");
     assert!(
-        answered
-            .message
-            .answered_by
-            .as_deref()
+        answered["answered_by"]
+            .as_str()
             .is_some_and(|by| by.contains("via the hub")),
-        "{:?}",
-        answered.message.answered_by
+        "{answered}"
     );
     wait_state(&direct, &s.id, SessionState::Complete).await;
 

@@ -2,7 +2,7 @@
 //! kiln, from any folder.
 
 use super::show::{LIST_HEADERS, list_row};
-use crate::cli::kilns::{ask_all, with_kiln};
+use crate::cli::across::{ask_all, with_kiln};
 use crate::cli::output::{self, outln};
 use crate::client::Client;
 

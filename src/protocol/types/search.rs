@@ -60,4 +60,8 @@ pub struct SearchHit {
     /// Where the matched words are in `snippet`: `[start, end)` in characters.
     #[serde(default)]
     pub marks: Vec<(usize, usize)>,
+    /// Through the hub: the kiln the hit comes from (its name); absent from a kiln's own
+    /// daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kiln: Option<String>,
 }
