@@ -25,6 +25,7 @@
     csrf: '',
     ro: true,
     kilns: null, // through the person's hub: every kiln's name; a kiln's own page: null
+    reach: new Map(), // through the hub: kiln name → {state, host, error}
     agents: [],
     drivers: [],
     sessions: new Map(),
@@ -158,7 +159,12 @@
     if (s.id === st.open) b.setAttribute('aria-current', 'true');
     const top = h('span', 'line1');
     top.append(h('span', 'name', s.display_name || s.id));
-    if (st.kilns && s.kiln) top.append(h('span', 'tag kiln', s.kiln));
+    if (st.kilns && s.kiln) {
+      const away = awayWord(s.kiln);
+      const tag = h('span', 'tag kiln' + (away ? ' away' : ''), s.kiln + (away ? ' · ' + away : ''));
+      li.classList.toggle('away', !!away);
+      top.append(tag);
+    }
     if (asks) top.append(h('span', 'tag ask', 'answer'));
     if (s.channel && s.channel.kind) top.append(h('span', 'tag ch-' + tok(s.channel.kind), s.channel.kind));
     const sub = h('span', 'line2');
@@ -169,13 +175,30 @@
     li.append(b);
     return li;
   };
+  // A kiln the hub does not reach now: the word for it, else ''.
+  const awayWord = (kiln) => {
+    const r = st.reach.get(kiln);
+    return r && r.state !== 'connected' ? r.state : '';
+  };
+  // The kilns the hub does not reach now, said above the sessions.
+  const renderReach = () => {
+    const away = [...st.reach.entries()].filter(([, r]) => r.state !== 'connected');
+    const note = $('kilns-away');
+    note.hidden = away.length === 0;
+    note.replaceChildren(...away.map(([kiln, r]) => {
+      const el = h('span', 'kiln-away st-' + tok(r.state),
+        `${kiln}${r.host ? ' on ' + r.host : ''}: ${r.state === 'resting' ? 'resting (its daemon starts when you act on it)' : r.state}`);
+      if (r.error) el.title = r.error;
+      return el;
+    }));
+  };
   const renderSessions = () => {
     const wait = waitingSessions();
     const list = [...st.sessions.values()].sort((a, b) =>
       rank(a, wait) - rank(b, wait) || time(b.updated_at || b.started_at) - time(a.updated_at || a.started_at));
     const els = list.map((s) => {
       const asks = wait.has(s.id);
-      const key = JSON.stringify(s) + asks + (s.id === st.open);
+      const key = JSON.stringify(s) + asks + (s.id === st.open) + awayWord(s.kiln);
       let c = sessEls.get(s.id);
       if (!c || c.key !== key) sessEls.set(s.id, (c = { key, el: sessionItem(s, asks) }));
       return c.el;
@@ -765,7 +788,10 @@
     st.loading = true;
     try {
       const [sl, il] = await Promise.all([call('session.list', {}), call('inbox.list', { limit: 200 })]);
-      st.sessions = new Map((sl.sessions || []).map((s) => [s.id, s]));
+      // A kiln the hub does not reach now answers for nothing: its sessions stay, drawn
+      // as away, until it is back.
+      const kept = [...st.sessions.values()].filter((s) => s.kiln && awayWord(s.kiln));
+      st.sessions = new Map([...kept, ...(sl.sessions || [])].map((s) => [s.id, s]));
       st.messages = new Map((il.messages || []).map((m) => [m.id, m]));
       st.stream = []; // streamed text may be stale after a reconnect
       if (st.streamBox) st.streamBox.replaceChildren();
@@ -831,13 +857,19 @@
       case 'session.output':
         if (d.session_id === st.open && st.streamBox) stick(() => addChunk(d));
         break;
+      case 'hub.kiln':
+        // (The hub then asks for everything to be read again, kept as away meanwhile.)
+        st.reach.set(d.kiln, d);
+        renderReach();
+        renderSessions();
+        break;
       default:
     }
     applied();
   };
 
   const EVENTS = ['session.registered', 'session.updated', 'session.deregistered', 'inbox.created',
-    'inbox.updated', 'inbox.deleted', 'session.transcript', 'session.output'];
+    'inbox.updated', 'inbox.deleted', 'session.transcript', 'session.output', 'hub.kiln'];
   const setConn = (on) => {
     $('conn').classList.toggle('on', on);
     $('conn').title = on ? 'connected' : 'reconnecting…';
@@ -914,6 +946,8 @@
     st.ro = ((me.device && me.device.kind) || me.kind) !== 'full';
     st.kiln = me.kiln || '';
     st.kilns = Array.isArray(me.kilns) ? me.kilns : null;
+    st.reach = new Map((me.kiln_states || []).map((r) => [r.kiln, r]));
+    renderReach();
     if (st.kilns) {
       st.kiln = 'every kiln';
       $('ns-kiln-label').hidden = false;

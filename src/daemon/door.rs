@@ -55,10 +55,27 @@ pub(crate) trait Above: Send + Sync + 'static {
     fn lines(&self) -> Lines;
     /// The kilns it reaches, by name.
     fn kilns(&self) -> Vec<String>;
+    /// How each kiln is reached now.
+    fn kiln_states(&self) -> Vec<KilnReach>;
     /// Counts as a client of the hub (keeping it up) while held.
     fn client(&self) -> Held;
     /// Tells every subscriber how the Matrix bot's emoji verification stands.
     fn tell_verification(&self, verification: MatrixVerification);
+}
+
+/// How the hub reaches one kiln now, as the person's page shows it (and `hub.kiln`
+/// events tell its changes).
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct KilnReach {
+    pub kiln: String,
+    /// `connected`, `resting` or `lost`.
+    pub state: &'static str,
+    /// The machine, for a kiln on another one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Why it is lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Where a door leads.
@@ -141,6 +158,14 @@ impl Door {
     pub(crate) fn kilns(&self) -> Option<Vec<String>> {
         match &self.inside {
             Inside::Above(above) => Some(above.kilns()),
+            Inside::Daemon { .. } => None,
+        }
+    }
+
+    /// How each kiln behind the door is reached, when it leads to the person's hub.
+    pub(crate) fn kiln_states(&self) -> Option<Vec<KilnReach>> {
+        match &self.inside {
+            Inside::Above(above) => Some(above.kiln_states()),
             Inside::Daemon { .. } => None,
         }
     }

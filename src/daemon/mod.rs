@@ -35,7 +35,7 @@ pub(crate) use caller::Caller;
 use components::{Components, Task};
 pub(crate) use conn::Socket;
 use door::Starts;
-pub(crate) use door::{Above, Answering, Door, Held, Lines};
+pub(crate) use door::{Above, Answering, Door, Held, KilnReach, Lines};
 pub(crate) use person::PersonParts;
 use services::{Services, Shared};
 pub(crate) use settings::{LiveSettings, SettingsWatch};

@@ -11,7 +11,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::Hub;
 use super::route::{Way, way};
-use crate::daemon::{Above, Answering, Caller, Held, Lines};
+use crate::daemon::{Above, Answering, Caller, Held, KilnReach, Lines};
 use crate::protocol::methods::{self as m, Request};
 use crate::protocol::{ErrorObject, Event, MatrixVerification, Notification, named_params};
 
@@ -124,6 +124,28 @@ impl Above for Through {
         self.hub()
             .map(|hub| hub.members.all().iter().map(|m| m.name()).collect())
             .unwrap_or_default()
+    }
+
+    fn kiln_states(&self) -> Vec<KilnReach> {
+        let Ok(hub) = self.hub() else {
+            return Vec::new();
+        };
+        hub.members
+            .all()
+            .iter()
+            .map(|member| {
+                let reach = member.reach();
+                KilnReach {
+                    kiln: member.name(),
+                    state: reach.word(),
+                    host: member.host().map(str::to_string),
+                    error: match reach {
+                        super::members::Reach::Lost(why) => Some(why),
+                        _ => None,
+                    },
+                }
+            })
+            .collect()
     }
 
     fn client(&self) -> Held {

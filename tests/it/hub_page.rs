@@ -238,7 +238,7 @@ async fn one_page_in_a_browser_shows_two_kilns_and_approves_and_starts_in_the_se
         format!("[web]\nlisten = \"127.0.0.1:{page}\"\n"),
     )
     .unwrap();
-    let (alpha, _alpha_daemon) = person_kiln("alpha", &state, &config).await;
+    let (alpha, mut alpha_daemon) = person_kiln("alpha", &state, &config).await;
     let (beta, _beta_daemon) = person_kiln("beta", &state, &config).await;
     let _guards = (
         KillOnDrop(alpha.kiln.clone()),
@@ -347,5 +347,28 @@ async fn one_page_in_a_browser_shows_two_kilns_and_approves_and_starts_in_the_se
         .await
         .unwrap();
     assert_eq!(alpha_list["sessions"].as_array().unwrap().len(), 1);
+
+    // A kiln whose daemon is killed is said to be away, and its sessions are drawn so;
+    // the other kiln's are not.
+    alpha_daemon.kill9();
+    let (_, alpha_session, _) = &asked[0];
+    let away = browser
+        .wait_for(
+            "alpha said to be away",
+            "const n = document.getElementById('kilns-away'); return !n.hidden && n.textContent.includes('alpha') && n.textContent",
+        )
+        .await;
+    assert!(!away.as_str().unwrap().contains("beta"), "{away}");
+    let drawn = browser
+        .run(
+            &format!(
+                "const away = (id) => {{ const li = document.querySelector(`li.session[data-session-id='${{id}}']`); \
+                   return li ? li.classList.contains('away') : 'no row ' + [...document.querySelectorAll('li.session')].map(l => l.dataset.sessionId + ' ' + l.textContent).join('; '); }}; \
+                 return [away('{alpha_session}'), away('{beta_session}')]"
+            ),
+            vec![],
+        )
+        .await;
+    assert_eq!(drawn, json!([true, false]));
     browser.close().await;
 }

@@ -167,6 +167,7 @@ async fn me(State(web): Web, Paired(device): Paired) -> Response {
             "csrf": guard::csrf_token(&device),
             "kiln": kiln,
             "kilns": kilns,
+            "kiln_states": web.door.kiln_states(),
             "agents": agents,
             "default_agent": default_agent,
             "drivers": DriverKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
