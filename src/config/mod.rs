@@ -176,10 +176,11 @@ impl Config {
     /// [`Config::load`] with the person's settings file given.
     fn load_kiln(person: Option<&Path>, kiln_settings: &Path) -> Result<Self, ConfigError> {
         let mut merged = toml::Table::new();
+        let mut person_bot = false;
         if let Some(mut person) = person.map(Self::read_layer).transpose()?.flatten() {
             let hub_web = person.remove("web").is_some();
             if let Some(toml::Value::Table(channels)) = person.get_mut("channels") {
-                channels.remove("matrix");
+                person_bot = channels.remove("matrix").is_some();
             }
             if hub_web {
                 merged.insert("web".into(), toml::Value::Table(off()));
@@ -194,7 +195,7 @@ impl Config {
             }
             merge(&mut merged, kiln);
         }
-        Self::finish(merged)
+        Self::finish(merged, person_bot)
     }
 
     /// Loads the person's own settings alone, `[web]` and `[channels.matrix]` included:
@@ -212,7 +213,7 @@ impl Config {
                 merge(&mut merged, table);
             }
         }
-        Self::finish(merged)
+        Self::finish(merged, false)
     }
 
     /// One settings file, checked on its own; `None` when there is none.
@@ -235,8 +236,9 @@ impl Config {
             })
     }
 
-    /// The settings of the merged files, over the defaults, checked whole.
-    fn finish(merged: toml::Table) -> Result<Self, ConfigError> {
+    /// The settings of the merged files, over the defaults, checked whole;
+    /// `bot_elsewhere`: the person's own bot (their hub's) posts this kiln's questions.
+    fn finish(merged: toml::Table, bot_elsewhere: bool) -> Result<Self, ConfigError> {
         let config: Config =
             toml::Value::Table(merged)
                 .try_into()
@@ -244,10 +246,13 @@ impl Config {
                     path: PathBuf::from("(merged settings)"),
                     message: e.message().to_string(),
                 })?;
-        config.validate().map_err(|e| ConfigError::Invalid {
-            path: PathBuf::from("(merged settings)"),
-            message: e.to_string(),
-        })?;
+        config
+            .validate()
+            .and_then(|()| config.check_targets_have_a_bot(bot_elsewhere))
+            .map_err(|e| ConfigError::Invalid {
+                path: PathBuf::from("(merged settings)"),
+                message: e.to_string(),
+            })?;
         Ok(config)
     }
 
@@ -375,6 +380,37 @@ mod tests {
         assert!(Config::load_kiln(Some(&quiet), &plain).unwrap().web.enabled);
         let off = write(dir.path(), "off.toml", "[web]\nenabled = false\n");
         assert!(!asks_hub(Some(&off)));
+    }
+
+    #[test]
+    fn a_jobs_approval_target_needs_a_bot_here_or_the_persons() {
+        let dir = tempfile::tempdir().unwrap();
+        let kiln = write(
+            dir.path(),
+            "kiln.toml",
+            "[[cron]]\nid = \"n\"\nschedule = \"0 0 3 * * *\"\nagent = \"a\"\n\
+             instructions = \"x\"\napproval_target = \"#ops:example.org\"\n",
+        );
+        let plain = write(dir.path(), "plain.toml", "[tui]\ntheme = \"dark\"\n");
+        let err = Config::load_kiln(Some(&plain), &kiln)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cron.n.approval_target needs [channels.matrix]"),
+            "{err}"
+        );
+        let person = write(
+            dir.path(),
+            "person.toml",
+            "[channels.matrix]\nhomeserver = \"https://example.org\"\nuser_id = \"@bot:example.org\"\n\
+             password_env = \"BOT_PASSWORD\"\nallowed_users = [\"@me:example.org\"]\nagent = \"a\"\n",
+        );
+        let config = Config::load_kiln(Some(&person), &kiln).unwrap();
+        assert!(config.channels.matrix.is_none(), "the bot is the hub's");
+        assert_eq!(
+            config.cron[0].approval_target.as_deref(),
+            Some("#ops:example.org")
+        );
     }
 
     #[test]

@@ -210,13 +210,36 @@ impl Config {
                     "{owner}.approval_target {target:?} is not a Matrix room (!id, #alias) or user (@name:server)"
                 )));
             }
-            if self.channels.matrix.is_none() {
-                return Err(InvalidSettings::Value(format!(
-                    "{owner}.approval_target needs [channels.matrix]"
-                )));
-            }
         }
         Ok(())
+    }
+
+    /// Every `approval_target` has a bot to post there: this kiln's `[channels.matrix]`,
+    /// or (`bot_elsewhere`) the person's own, which their hub runs for every kiln.
+    pub(super) fn check_targets_have_a_bot(
+        &self,
+        bot_elsewhere: bool,
+    ) -> Result<(), InvalidSettings> {
+        if self.channels.matrix.is_some() || bot_elsewhere {
+            return Ok(());
+        }
+        let owner = self
+            .cron
+            .iter()
+            .find(|j| j.approval_target.is_some())
+            .map(|j| format!("cron.{}", j.id))
+            .or_else(|| {
+                self.webhooks
+                    .iter()
+                    .find(|h| h.approval_target.is_some())
+                    .map(|h| format!("webhooks.{}", h.name))
+            });
+        match owner {
+            Some(owner) => Err(InvalidSettings::Value(format!(
+                "{owner}.approval_target needs [channels.matrix] (here, or in your own settings for your hub's bot)"
+            ))),
+            None => Ok(()),
+        }
     }
 }
 

@@ -9,7 +9,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::*;
-use crate::protocol::{ChannelTag, DriverOptions, Resolution, ResolveParams, ResolveResult};
+use crate::protocol::{
+    ChannelKind, ChannelTag, DriverOptions, Resolution, ResolveParams, ResolveResult,
+};
 use tracing::Instrument;
 
 /// Gives a conversation's follow-up message to its session, as `session.prompt` does: in
@@ -62,6 +64,9 @@ impl Sessions {
             reason,
             last_message_at: now_rfc3339(),
             closed: false,
+            approval_target: (inbound.channel == ChannelKind::Webhook)
+                .then(|| config.webhook(&inbound.source)?.approval_target.clone())
+                .flatten(),
         };
         if let (Resolution::Continue, Some(session)) = (reason, &current) {
             // The session as it is now, not as it was read above: its actor may have
@@ -329,6 +334,7 @@ mod tests {
             reason: Resolution::NoSession,
             last_message_at: last.into(),
             closed: false,
+            approval_target: None,
         });
         s
     }

@@ -360,6 +360,7 @@ impl Sessions {
                 reason: Resolution::Scheduled,
                 last_message_at: now.clone(),
                 closed: false,
+                approval_target: job.approval_target.clone(),
             }),
             ..Session::started(
                 self.ledger.next_id(),
@@ -501,6 +502,7 @@ impl Sessions {
                     reason: Resolution::Scheduled,
                     last_message_at: now_rfc3339(),
                     closed: false,
+                    approval_target: job.approval_target.clone(),
                 }),
             })
             .await?;

@@ -63,6 +63,7 @@ fn everything_set() -> Session {
             reason: Resolution::Continue,
             last_message_at: "2026-11-27T10:00:00Z".into(),
             closed: false,
+            approval_target: None,
         }),
         owner: Some("daemon-1".into()),
         host: Some("box".into()),

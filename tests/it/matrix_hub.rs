@@ -5,7 +5,8 @@
 //! there, none in the first; another room's lands in the default kiln; `!kiln NAME`
 //! moves a room (the settings win over it), and the choice outlives the hub; a cron
 //! job's approval in the second kiln reaches the person's `approval_target`, names its
-//! kiln, and a reaction there answers it in that kiln.
+//! kiln, and a reaction there answers it in that kiln; a job with a target of its own
+//! (in the kiln's settings) is posted there.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -234,10 +235,14 @@ impl Scene {
         )
         .unwrap();
         let alpha = agent_kiln("[kiln]\nname = \"alpha\"\n");
-        let beta = agent_kiln(
+        // Two jobs: one whose questions go to the person's target, one with its own
+        // (in beta's settings, which the hub's bot does not read).
+        let beta = agent_kiln(&format!(
             "[kiln]\nname = \"beta\"\n\n[[cron]]\nid = \"nightly\"\nschedule = \"0 0 3 1 1 *\"\n\
-             agent = \"scripted\"\ninstructions = \"permit c1 deploy the nightly build\"\n",
-        );
+             agent = \"scripted\"\ninstructions = \"permit c1 deploy the nightly build\"\n\n\
+             [[cron]]\nid = \"keys\"\nschedule = \"0 0 3 1 1 *\"\nagent = \"scripted\"\n\
+             instructions = \"permit c2 rotate the keys\"\napproval_target = \"#beta-ops:{server}\"\n",
+        ));
         // The kilns' daemons, with the person's folders: the first starts the hub.
         let mut daemons = Vec::new();
         for tk in [&alpha, &beta] {
@@ -389,6 +394,21 @@ async fn approvals_of_a_kiln_reach_the_persons_target(s: &Scene) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     from_bot(&s.alice, &s.bot, &s.approvals, "Answered by").await;
+
+    // A job with an approval_target of its own: its question is posted there, not in the
+    // person's target.
+    let ops = room_named(&s.alice, &s.bot, "beta-ops").await;
+    let out = s.person.cru(&["--kiln", &beta, "cron", "run", "keys"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let asked = from_bot(&s.alice, &s.bot, &ops, "rotate the keys").await;
+    assert!(asked.body.contains("kiln beta"), "{asked:?}");
+    let elsewhere = s
+        .alice
+        .all_received()
+        .iter()
+        .filter(|r| r.room == s.approvals && r.body.contains("rotate the keys"))
+        .count();
+    assert_eq!(elsewhere, 0, "posted in the person's target too");
 }
 
 /// A room's choice is kept owner-only in the hub's bot folder, and holds for the hub

@@ -204,12 +204,14 @@ impl Bot {
         }
     }
 
-    /// The `approval_target` of a cron or webhook session: its job's or hook's, else the
+    /// The `approval_target` of a cron or webhook session: its job's or hook's (as the
+    /// settings here say, else as its kiln's said when the session was tagged: through
+    /// the hub, the jobs are in the kiln's settings, not the person's), else the
     /// channel's.
     fn approval_target(&self, session: &Session) -> Option<String> {
         let tag = session.channel.as_ref()?;
         let config = self.door.settings();
-        let own = match tag.kind {
+        let here = match tag.kind {
             ChannelKind::Cron => config
                 .cron
                 .iter()
@@ -220,7 +222,8 @@ impl Bot {
                 .and_then(|h| h.approval_target.clone()),
             _ => return None,
         };
-        own.or_else(|| config.channels.matrix.as_ref()?.approval_target.clone())
+        here.or_else(|| tag.approval_target.clone())
+            .or_else(|| config.channels.matrix.as_ref()?.approval_target.clone())
     }
 
     /// The room a target names: a room id or an alias (the newest room of its line, if it

@@ -179,6 +179,11 @@ pub struct ChannelTag {
     /// message starts a new one.
     #[serde(default)]
     pub closed: bool,
+    /// Where the session's questions are posted in Matrix: its cron job's or webhook's
+    /// own `approval_target`, as the kiln's settings said when the message came (a bot
+    /// that does not read that kiln's settings, the person's hub's, still finds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_target: Option<String>,
 }
 
 impl ChannelTag {

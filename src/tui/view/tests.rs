@@ -668,6 +668,7 @@ fn sessions_a_channel_started_carry_its_mark_in_the_bar_and_the_list() {
         reason: Resolution::Continue,
         last_message_at: "2026-01-01T00:00:00Z".into(),
         closed: false,
+        approval_target: None,
     });
     let mut third = model.sessions()[2].clone();
     third.channel = Some(ChannelTag {
@@ -677,6 +678,7 @@ fn sessions_a_channel_started_carry_its_mark_in_the_bar_and_the_list() {
         reason: Resolution::Scheduled,
         last_message_at: "2026-01-01T00:00:00Z".into(),
         closed: false,
+        approval_target: None,
     });
     model.apply(Event::SessionUpdated(second));
     model.apply(Event::SessionUpdated(third));
