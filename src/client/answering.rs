@@ -11,7 +11,6 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 
 use super::{Client, ClientError, Result};
-use crate::protocol::Response;
 use crate::protocol::methods::{self, Method, Order};
 use crate::sys;
 
@@ -82,10 +81,10 @@ impl Client {
     /// time [`PATIENCE`] passes.
     pub(super) async fn answer(
         &self,
-        mut rx: oneshot::Receiver<Response>,
+        mut rx: oneshot::Receiver<super::Answer>,
         name: &str,
         wait: Wait,
-    ) -> Result<Response> {
+    ) -> Result<super::Answer> {
         let long = methods::row(name).is_some_and(|row| row.order == Order::Apart);
         let mut waited = Duration::ZERO;
         loop {

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -24,7 +25,7 @@ use crate::protocol::jsonrpc::request_line;
 use crate::protocol::methods::{self, Method};
 use crate::protocol::{
     ErrorObject, Handle, HandshakeParams, HandshakeResult, Notification, PROTOCOL_VERSION,
-    Response, SubscribeParams, Topic, code,
+    SubscribeParams, Topic, code,
 };
 
 pub use answering::{Answering, PATIENCE};
@@ -107,7 +108,11 @@ impl ClientError {
 
 pub type Result<T> = std::result::Result<T, ClientError>;
 
-type Pending = std::sync::Mutex<HashMap<u64, oneshot::Sender<Response>>>;
+/// A daemon's answer as read: its result kept as the JSON text it came in, decoded once,
+/// by the caller, into what it asked for (no intermediate tree of values).
+pub(crate) type Answer = std::result::Result<Box<RawValue>, ErrorObject>;
+
+type Pending = std::sync::Mutex<HashMap<u64, oneshot::Sender<Answer>>>;
 
 /// A handshaken connection to a daemon. Cheap to share behind an `Arc`; calls may be made
 /// concurrently.
@@ -264,6 +269,14 @@ impl Client {
     /// Calls a method with JSON params. `session.create` also carries this process's
     /// `PATH` and the values of the variables the session asks for (see [`env`]).
     pub async fn call_value(&self, name: &str, params: Value) -> Result<Value> {
+        let raw = self
+            .exchange(name, params, answering::Wait::Bounded)
+            .await?;
+        serde_json::from_str(raw.get()).map_err(|e| ClientError::Decode(format!("{name}: {e}")))
+    }
+
+    /// Calls a method with JSON params; its result as the JSON text it came in.
+    pub async fn call_raw(&self, name: &str, params: Value) -> Result<Box<RawValue>> {
         self.exchange(name, params, answering::Wait::Bounded).await
     }
 
@@ -272,7 +285,7 @@ impl Client {
         name: &str,
         mut params: Value,
         wait: answering::Wait,
-    ) -> Result<Value> {
+    ) -> Result<Box<RawValue>> {
         if name == methods::SessionCreate::NAME {
             env::attach(&mut params, &self.daemon.kiln);
         }
@@ -288,16 +301,16 @@ impl Client {
             self.lock_pending().remove(&id);
             return Err(ClientError::Closed);
         }
-        let response = self.answer(rx, name, wait).await?;
-        response.into_result().map_err(ClientError::Rpc)
+        self.answer(rx, name, wait).await?.map_err(ClientError::Rpc)
     }
 
     /// Calls a method of the table with its params; its typed result.
     pub async fn call<M: Method>(&self, params: &M::Params) -> Result<M::Result> {
         let params =
             serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
-        let value = self.call_value(M::NAME, params).await?;
-        serde_json::from_value(value).map_err(|e| ClientError::Decode(format!("{}: {e}", M::NAME)))
+        let raw = self.call_raw(M::NAME, params).await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| ClientError::Decode(format!("{}: {e}", M::NAME)))
     }
 
     /// Sends a request of the table, whichever method it is; the answer is read as its
@@ -322,9 +335,9 @@ impl Client {
         let params = request
             .params()
             .map_err(|e| ClientError::Decode(e.to_string()))?;
-        let value = self.exchange(name, params, wait).await?;
+        let raw = self.exchange(name, params, wait).await?;
         request
-            .reply(value)
+            .reply(&raw)
             .map_err(|e| ClientError::Decode(format!("{name}: {e}")))
     }
 
@@ -345,9 +358,25 @@ impl Client {
         Ok(rx)
     }
 
-    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Response>>> {
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Answer>>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// One JSON-RPC frame from the daemon: a notification (`method`, `params`) or an answer
+/// (`id` with `result` or `error`), the payload kept as text.
+#[derive(serde::Deserialize)]
+struct Frame {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Box<RawValue>>,
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    error: Option<ErrorObject>,
 }
 
 async fn read_loop(
@@ -364,34 +393,50 @@ async fn read_loop(
             Ok(_) => {}
         }
         answering::heard(&answering);
-        let Ok(value) = serde_json::from_str::<Value>(&line) else {
+        let frames = if line.trim_start().starts_with('[') {
+            serde_json::from_str::<Vec<Frame>>(&line)
+        } else {
+            serde_json::from_str::<Frame>(&line).map(|frame| vec![frame])
+        };
+        let Ok(frames) = frames else {
             tracing::warn!("unreadable line from the daemon");
             continue;
         };
-        let items = match value {
-            Value::Array(items) => items,
-            single => vec![single],
-        };
-        for item in items {
-            if item.get("method").is_some() && item.get("id").is_none() {
-                if let Ok(note) = serde_json::from_value::<Notification>(item) {
-                    let _ = notes.send(note);
-                }
+        for frame in frames {
+            let Frame {
+                id,
+                method,
+                params,
+                result,
+                error,
+            } = frame;
+            let id = id.filter(|id| !id.is_null());
+            if let (Some(method), None) = (method, &id) {
+                let params = params
+                    .and_then(|p| serde_json::from_str(p.get()).ok())
+                    .unwrap_or(Value::Null);
+                let _ = notes.send(Notification::new(method, params));
                 continue;
             }
-            let Ok(response) = serde_json::from_value::<Response>(item) else {
+            let Some(id) = id.as_ref().and_then(Value::as_u64) else {
+                tracing::warn!(error = ?error, "daemon error without a request id");
                 continue;
             };
-            let Some(id) = response.id.as_u64() else {
-                tracing::warn!(error = ?response.error, "daemon error without a request id");
-                continue;
+            let answer = match (error, result) {
+                (Some(error), _) => Err(error),
+                (None, Some(result)) => Ok(result),
+                // No result at all reads as JSON null.
+                (None, None) => match RawValue::from_string("null".into()) {
+                    Ok(null) => Ok(null),
+                    Err(_) => continue,
+                },
             };
             let waiter = pending
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&id);
             if let Some(waiter) = waiter {
-                let _ = waiter.send(response);
+                let _ = waiter.send(answer);
             }
         }
     }

@@ -204,9 +204,12 @@ macro_rules! methods {
             }
 
             /// The daemon's answer to this request, read as its row's result.
-            pub fn reply(&self, value: Value) -> Result<Reply, serde_json::Error> {
+            pub fn reply(
+                &self,
+                raw: &serde_json::value::RawValue,
+            ) -> Result<Reply, serde_json::Error> {
                 match self {
-                    $( Request::$ty(_) => serde_json::from_value(value).map(Reply::$ty), )*
+                    $( Request::$ty(_) => serde_json::from_str(raw.get()).map(Reply::$ty), )*
                 }
             }
 
