@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::kilns::{Reached, reach_all};
+use super::kilns::{Reached, reach_these};
 use crate::client::{Client, HubPlace, StartOptions, connect_hub, connect_or_start_hub};
 use crate::config::Config;
 use crate::protocol::methods as m;
@@ -87,11 +87,8 @@ pub(crate) async fn ask_all<T: ByKiln + Clone>(
         None => HashSet::new(),
     };
     // The kilns the hub does not reach, each asked itself.
-    let direct: Vec<Reached> = reach_all(true)
-        .await?
-        .into_iter()
-        .filter(|r| !through_hub.contains(&r.entry.name))
-        .collect();
+    let direct: Vec<Reached> =
+        reach_these(true, |entry| !through_hub.contains(&entry.name)).await?;
     super::kilns::warn_unreached(&direct);
     let hub_answer = async {
         match &hub {

@@ -223,9 +223,18 @@ pub(crate) struct Reached {
 /// Every registered kiln whose folder is there, each connected to; a resting kiln's
 /// daemon is started when `start` says so, as any command acting on a kiln does.
 pub(crate) async fn reach_all(start: bool) -> anyhow::Result<Vec<Reached>> {
+    reach_these(start, |_| true).await
+}
+
+/// [`reach_all`], for the registered kilns `wanted` keeps.
+pub(crate) async fn reach_these(
+    start: bool,
+    wanted: impl Fn(&KilnEntry) -> bool,
+) -> anyhow::Result<Vec<Reached>> {
     let entries = Registry::for_user()?.entries()?;
     let reaching = entries
         .into_iter()
+        .filter(|entry| wanted(entry))
         .map(|entry| (entry.state(), entry))
         .filter(|(state, _)| *state != KilnState::Missing)
         .map(|(state, entry)| async move {

@@ -363,6 +363,9 @@ impl Client {
     }
 }
 
+/// The most a connection's line buffer keeps between frames.
+const KEPT_LINE_BYTES: usize = 64 * 1024;
+
 /// One JSON-RPC frame from the daemon: a notification (`method`, `params`) or an answer
 /// (`id` with `result` or `error`), the payload kept as text.
 #[derive(serde::Deserialize)]
@@ -387,6 +390,10 @@ async fn read_loop(
 ) {
     let mut line = String::new();
     loop {
+        // A long answer (a list) is not kept as the buffer of an idle connection.
+        if line.capacity() > KEPT_LINE_BYTES {
+            line = String::new();
+        }
         line.clear();
         match reader.read_line(&mut line).await {
             Ok(0) | Err(_) => break,
