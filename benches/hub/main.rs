@@ -21,8 +21,8 @@
 //! Phases (after each, the hub's CPU time over a second at rest is printed):
 //! 1. The workbench's first populated state through the hub: a fresh connection timed
 //!    until the workbench's reads on connect are answered and decoded (handshake,
-//!    `subscribe`, `daemon.status`, `session.list`, `inbox.list` limit 500,
-//!    `session.conflicts`), against the same from one kiln's daemon; then the real
+//!    `subscribe`, then at once `daemon.status`, `session.list`, `inbox.list` limit 500
+//!    and `session.conflicts`), against the same from one kiln's daemon; then the real
 //!    workbench, `cru --all-kilns` in a pseudo-terminal, from spawn to the screen that
 //!    shows the sessions grouped by kiln.
 //! 2. `inbox.list` (unread) through the hub, from one kiln directly, and from every kiln

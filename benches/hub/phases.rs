@@ -33,8 +33,8 @@ pub struct FirstState {
 
 /// Fresh connections to `socket`, each timed from connecting until the workbench's
 /// reads on connect are answered: the handshake, `subscribe`, `daemon.status`,
-/// `session.list`, `inbox.list` (limit 500) and `session.conflicts`, one after another
-/// and decoded, as the workbench makes them.
+/// `session.list`, `inbox.list` (limit 500) and `session.conflicts`, the last four at
+/// once, and decoded, as the workbench makes them.
 pub async fn first_state(socket: &Path, rounds: usize) -> Result<FirstState> {
     let mut times = Vec::with_capacity(rounds);
     let (mut sessions, mut messages) = (0, 0);
@@ -42,14 +42,18 @@ pub async fn first_state(socket: &Path, rounds: usize) -> Result<FirstState> {
         let started = Instant::now();
         let client = Client::connect_at(socket, None).await?;
         let _notes = client.subscribe(None).await?;
-        client.call::<m::DaemonStatusOf>(&m::NoParams {}).await?;
-        let listed = client.call::<m::SessionList>(&Default::default()).await?;
         let window = ListParams {
             limit: Some(INBOX_WINDOW),
             ..ListParams::default()
         };
-        let inbox = client.call::<m::InboxList>(&window).await?;
-        client.call::<m::SessionConflicts>(&m::NoParams {}).await?;
+        let all = crucible::protocol::SessionListParams::default();
+        let (status, listed, inbox, conflicts) = tokio::join!(
+            client.call::<m::DaemonStatusOf>(&m::NoParams {}),
+            client.call::<m::SessionList>(&all),
+            client.call::<m::InboxList>(&window),
+            client.call::<m::SessionConflicts>(&m::NoParams {}),
+        );
+        let (_, listed, inbox, _) = (status?, listed?, inbox?, conflicts?);
         let took = started.elapsed();
         (sessions, messages) = (listed.sessions.len(), inbox.messages.len());
         if round >= WARMUP {

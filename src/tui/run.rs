@@ -34,7 +34,7 @@ use crate::client::{Client, ClientError, HubPlace};
 use crate::config::Config;
 use crate::kiln::Kiln;
 use crate::protocol::methods::{self as m, Reply, Request};
-use crate::protocol::{Event, ListParams, Notification};
+use crate::protocol::{Event, ListParams, Notification, SessionListParams};
 use crate::tui::palette::{ColorChoice, Colours};
 
 /// How many messages the workbench reads when it (re)synchronises.
@@ -346,20 +346,23 @@ impl Runtime {
             return false;
         };
         let read = async {
-            // Team mode: a database server that is away is shown, not fatal.
-            let store = client
-                .call::<m::DaemonStatusOf>(&m::NoParams {})
-                .await
-                .ok()
-                .and_then(|status| status.store);
-            let sessions = client.call::<m::SessionList>(&Default::default()).await?;
             let window = ListParams {
                 limit: Some(INBOX_WINDOW),
                 ..ListParams::default()
             };
+            let all = SessionListParams::default();
+            // Asked at once: through the hub each is every kiln's, and they overlap.
+            let (status, sessions, messages, conflicts) = tokio::join!(
+                client.call::<m::DaemonStatusOf>(&m::NoParams {}),
+                client.call::<m::SessionList>(&all),
+                client.call::<m::InboxList>(&window),
+                client.call::<m::SessionConflicts>(&m::NoParams {}),
+            );
+            // Team mode: a database server that is away is shown, not fatal.
+            let mut store = status.ok().and_then(|status| status.store);
+            let sessions = sessions?;
             let server_away = store.as_ref().is_some_and(|h| !h.connected);
-            let mut store = store;
-            let messages = match client.call::<m::InboxList>(&window).await {
+            let messages = match messages {
                 Ok(list) => list.messages,
                 Err(_) if server_away => Vec::new(),
                 // A damaged database is shown (with what to do), not a lost daemon.
@@ -373,7 +376,7 @@ impl Runtime {
                 }
                 Err(e) => return Err(anyhow::Error::from(e)),
             };
-            let conflicts = client.call::<m::SessionConflicts>(&m::NoParams {}).await?;
+            let conflicts = conflicts?;
             anyhow::Ok((sessions.sessions, messages, conflicts, store))
         };
         match read.await {
