@@ -316,10 +316,12 @@ async fn list_phase(env: &Env, kilns: &[BenchKiln], calls: usize) -> Result<[Sta
 
 fn print_idle(idle: &phases::Idle, daemons: usize) {
     println!(
-        "  hub CPU {:.0} ms, the {daemons} daemons' CPU {:.0} ms; hub VmRSS {:.1} MB, VmHWM {:.1} MB",
+        "  hub CPU {:.0} ms, the {daemons} daemons' CPU {:.0} ms; hub VmRSS {:.1} MB (heap and stacks {:.1} MB, program pages {:.1} MB), VmHWM {:.1} MB",
         ms(idle.hub_cpu),
         ms(idle.daemons_cpu),
         mb(idle.rss_kb),
+        mb(idle.anon_kb),
+        mb(idle.file_kb),
         mb(idle.hwm_kb)
     );
 }
@@ -397,8 +399,10 @@ fn print_rows(s: &Settings, f: &Figures) {
         );
     }
     println!(
-        "| idle hub resident memory (VmRSS; peak VmHWM) | {:.1} MB (peak {:.1} MB) | <= {TARGET_RSS_MB} MB: {} |",
+        "| idle hub resident memory (VmRSS; peak VmHWM) | {:.1} MB: heap and stacks {:.1} MB, program pages {:.1} MB (peak {:.1} MB) | <= {TARGET_RSS_MB} MB: {} |",
         mb(f.idle.rss_kb),
+        mb(f.idle.anon_kb),
+        mb(f.idle.file_kb),
         mb(f.idle.hwm_kb),
         met(mb(f.idle.rss_kb) <= TARGET_RSS_MB)
     );

@@ -207,6 +207,10 @@ pub struct Idle {
     pub daemons_cpu: Duration,
     pub rss_kb: u64,
     pub hwm_kb: u64,
+    /// Of `rss_kb`: the heap and stacks (`RssAnon`), and the program's own pages
+    /// mapped from its file (`RssFile`, clean: the kernel drops them under pressure).
+    pub anon_kb: u64,
+    pub file_kb: u64,
 }
 
 pub async fn idle(env: &Env, hub_pid: u32, daemons: &[u32], window: Duration) -> Result<Idle> {
@@ -225,6 +229,8 @@ pub async fn idle(env: &Env, hub_pid: u32, daemons: &[u32], window: Duration) ->
         daemons_cpu: ticks(daemons_after - daemons_before),
         rss_kb: status_kb(hub_pid, "VmRSS")?,
         hwm_kb: status_kb(hub_pid, "VmHWM")?,
+        anon_kb: status_kb(hub_pid, "RssAnon")?,
+        file_kb: status_kb(hub_pid, "RssFile")?,
     })
 }
 
