@@ -82,30 +82,29 @@ pub(crate) async fn ask_all<T: ByKiln + Clone>(
     call: impl AsyncFn(&Client) -> anyhow::Result<T>,
 ) -> anyhow::Result<Vec<(Place, T)>> {
     let hub = hub_to_ask().await;
-    let through_hub = match &hub {
-        Some(hub) => reached_by(hub).await,
-        None => HashSet::new(),
+    // Which kilns the hub reaches, and its answer for them, asked at once.
+    let (through_hub, hub_answer) = match &hub {
+        Some(hub) => {
+            let (reached, answer) = tokio::join!(reached_by(hub), call(hub));
+            (reached, Some(answer))
+        }
+        None => (HashSet::new(), None),
     };
     // The kilns the hub does not reach, each asked itself.
     let direct: Vec<Reached> =
         reach_these(true, |entry| !through_hub.contains(&entry.name)).await?;
     super::kilns::warn_unreached(&direct);
-    let hub_answer = async {
-        match &hub {
-            Some(hub) if !through_hub.is_empty() => Some(call(hub).await),
-            _ => None,
-        }
-    };
     let direct_answers = futures::future::join_all(direct.iter().map(|r| async {
         match &r.client {
             Ok(client) => Some(call(client).await),
             Err(_) => None,
         }
-    }));
-    let (hub_answer, direct_answers) = tokio::join!(hub_answer, direct_answers);
+    }))
+    .await;
     let mut answered = Vec::new();
     let hub_answer = match hub_answer {
         Some(Ok(value)) => Some(value),
+        Some(Err(_)) if through_hub.is_empty() => None,
         Some(Err(e)) => {
             eprintln!("warning: the hub's kilns left out: {e:#}");
             None
