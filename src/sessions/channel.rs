@@ -67,6 +67,7 @@ impl Sessions {
             approval_target: (inbound.channel == ChannelKind::Webhook)
                 .then(|| config.webhook(&inbound.source)?.approval_target.clone())
                 .flatten(),
+            own_bot: config.channels.matrix.is_some(),
         };
         if let (Resolution::Continue, Some(session)) = (reason, &current) {
             // The session as it is now, not as it was read above: its actor may have
@@ -335,6 +336,7 @@ mod tests {
             last_message_at: last.into(),
             closed: false,
             approval_target: None,
+            own_bot: false,
         });
         s
     }

@@ -361,6 +361,7 @@ impl Sessions {
                 last_message_at: now.clone(),
                 closed: false,
                 approval_target: job.approval_target.clone(),
+                own_bot: self.settings().is_ok_and(|c| c.channels.matrix.is_some()),
             }),
             ..Session::started(
                 self.ledger.next_id(),
@@ -503,6 +504,7 @@ impl Sessions {
                     last_message_at: now_rfc3339(),
                     closed: false,
                     approval_target: job.approval_target.clone(),
+                    own_bot: self.settings().is_ok_and(|c| c.channels.matrix.is_some()),
                 }),
             })
             .await?;

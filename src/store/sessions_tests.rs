@@ -64,6 +64,7 @@ fn everything_set() -> Session {
             last_message_at: "2026-11-27T10:00:00Z".into(),
             closed: false,
             approval_target: None,
+            own_bot: false,
         }),
         owner: Some("daemon-1".into()),
         host: Some("box".into()),

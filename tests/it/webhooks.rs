@@ -552,3 +552,43 @@ async fn a_message_the_model_judges_off_topic_starts_a_new_session_with_the_summ
         "{last}"
     );
 }
+
+/// A hook session's tag says where its questions go: the hook's own `approval_target`,
+/// and that the kiln runs a Matrix bot of its own (the person's bot, through the hub,
+/// then leaves them to it); without a bot of its own the tag says neither.
+#[tokio::test]
+async fn a_hook_sessions_tag_names_its_approval_target_and_the_kilns_own_bot() {
+    let dir = tempfile::tempdir().unwrap();
+    for own_bot in [true, false] {
+        let port = free_port();
+        // A homeserver nothing answers at: the bot is configured, not reached.
+        let bot = if own_bot {
+            "[channels.matrix]\nhomeserver = \"http://127.0.0.1:9\"\nuser_id = \"@bot:example.org\"\n\
+             password_env = \"HOOK_SECRET\"\nallowed_users = [\"@me:example.org\"]\nagent = \"hook\"\n"
+        } else {
+            ""
+        };
+        let tk = hook_kiln(dir.path(), port, bot);
+        if own_bot {
+            let settings = tk.root().join(".crucible.toml");
+            let text = std::fs::read_to_string(&settings).unwrap().replace(
+                "ref = \"/issue/number\"",
+                "ref = \"/issue/number\"\napproval_target = \"#ops:example.org\"",
+            );
+            std::fs::write(&settings, text).unwrap();
+        }
+        let _guard = KillOnDrop(tk.kiln.clone());
+        let (_daemon, hook) = listening(&tk, port).await;
+        let client = tk.client().await;
+        let first = hook.comment(5, "look").await;
+        let id = first["session_id"].as_str().expect("a session").to_string();
+        let tag = wait_done(&client, &id, 1).await.channel.expect("tagged");
+        if own_bot {
+            assert!(tag.own_bot, "{tag:?}");
+            assert_eq!(tag.approval_target.as_deref(), Some("#ops:example.org"));
+        } else {
+            assert!(!tag.own_bot, "{tag:?}");
+            assert_eq!(tag.approval_target, None);
+        }
+    }
+}

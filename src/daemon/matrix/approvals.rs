@@ -210,6 +210,10 @@ impl Bot {
     /// channel's.
     fn approval_target(&self, session: &Session) -> Option<String> {
         let tag = session.channel.as_ref()?;
+        // Through the hub: a kiln with a bot of its own posts its own questions.
+        if tag.own_bot && self.door.kilns().is_some() {
+            return None;
+        }
         let config = self.door.settings();
         let here = match tag.kind {
             ChannelKind::Cron => config

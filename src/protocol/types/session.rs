@@ -184,6 +184,11 @@ pub struct ChannelTag {
     /// that does not read that kiln's settings, the person's hub's, still finds it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_target: Option<String>,
+    /// The kiln ran a Matrix bot of its own (`[channels.matrix]` in its settings) when
+    /// the message came: that bot posts the session's questions, and the person's bot
+    /// leaves them to it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_bot: bool,
 }
 
 impl ChannelTag {

@@ -669,6 +669,7 @@ fn sessions_a_channel_started_carry_its_mark_in_the_bar_and_the_list() {
         last_message_at: "2026-01-01T00:00:00Z".into(),
         closed: false,
         approval_target: None,
+        own_bot: false,
     });
     let mut third = model.sessions()[2].clone();
     third.channel = Some(ChannelTag {
@@ -679,6 +680,7 @@ fn sessions_a_channel_started_carry_its_mark_in_the_bar_and_the_list() {
         last_message_at: "2026-01-01T00:00:00Z".into(),
         closed: false,
         approval_target: None,
+        own_bot: false,
     });
     model.apply(Event::SessionUpdated(second));
     model.apply(Event::SessionUpdated(third));
