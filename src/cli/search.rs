@@ -106,8 +106,8 @@ fn params(args: &SearchArgs, session_id: Option<String>) -> SearchParams {
 
 fn broad_note() -> String {
     format!(
-        "Not all ranked: the words are in more than {} transcript entries, and these are \
-         the best of the first found. Add a word, or --session, to narrow it.",
+        "Not all ranked: the words are in more than {} transcript entries or inbox \
+         messages, and these are the best of the first found. Add a word, or --session, to narrow it.",
         crate::store::RANK_CAP
     )
 }

@@ -17,10 +17,10 @@ const CLOSE: char = '\u{3}';
 /// Characters of an excerpt.
 pub const EXCERPT_CHARS: usize = 160;
 
-/// The most transcript entries one search ranks. Ranking reads every match (about 50 µs
-/// each on these machines), so a query whose words are in more entries than this is
-/// answered with the first entries found instead, best of them first, and said to be
-/// broad: a word more narrows it.
+/// The most transcript entries (or inbox messages, or sessions) one search ranks of a
+/// field. Ranking reads every match (about 50 µs each on these machines), so a query
+/// whose words are in more than this is answered with the first ones found instead,
+/// best of them first, and said to be broad: a word more narrows it.
 pub const RANK_CAP: usize = 500;
 
 #[derive(Deserialize)]
@@ -51,8 +51,8 @@ impl Store {
     /// The best `limit` of each kind in `kinds` for `query` (all its words must match),
     /// best first; `session_id` keeps to one session. Names of sessions are left for the
     /// caller, except on session hits. True beside them when the query's words are in
-    /// more than [`RANK_CAP`] transcript entries: those hits are the first found, not the
-    /// best of all.
+    /// more than [`RANK_CAP`] transcript entries, or inbox messages' titles or bodies, or
+    /// sessions' names or tasks: those hits are the first found, not the best of all.
     pub async fn search(
         &self,
         query: &str,
@@ -119,9 +119,10 @@ impl Store {
         }
         if kinds.contains(&HitKind::Inbox) {
             let columns = "session_id, session_name AS name, timestamp AS at";
-            let rows = self
+            let (rows, wide) = self
                 .by_fields("inbox_messages", &["title", "body"], columns, within, &vars)
                 .await?;
+            broad |= wide;
             hits.extend(rows.into_iter().map(|(r, marked)| {
                 let mut hit = record_hit(
                     HitKind::Inbox,
@@ -137,7 +138,7 @@ impl Store {
         }
         if kinds.contains(&HitKind::Session) {
             let columns = "display_name AS name, started_at AS at";
-            let rows = self
+            let (rows, wide) = self
                 .by_fields(
                     "sessions",
                     &["display_name", "task"],
@@ -146,6 +147,7 @@ impl Store {
                     &vars,
                 )
                 .await?;
+            broad |= wide;
             hits.extend(rows.into_iter().map(|(r, marked)| {
                 record_hit(HitKind::Session, r.id, r.name, r.at, r.score, marked)
             }));
@@ -157,7 +159,9 @@ impl Store {
 
 impl Store {
     /// The records of `table` whose `fields` match, one statement per field (the engine
-    /// scores a match of one index only), merged.
+    /// scores a match of one index only), merged; true beside them when a field matches
+    /// in more than [`RANK_CAP`] records, whose hits are then the first found (as the
+    /// transcript's are).
     async fn by_fields(
         &self,
         table: &str,
@@ -165,21 +169,37 @@ impl Store {
         columns: &str,
         within: &str,
         vars: &serde_json::Value,
-    ) -> Result<Vec<(RecordRow, Option<String>)>> {
+    ) -> Result<(Vec<(RecordRow, Option<String>)>, bool)> {
         let mut found = Vec::new();
+        let mut broad = false;
         for field in fields {
+            // As for the transcript: how many match, up to one more than are ranked,
+            // without an order (the engine stops at the limit); within one session the
+            // engine narrows first, and ranking is cheap.
+            let wide = if within.is_empty() {
+                let probe = format!(
+                    "SELECT VALUE record::id(id) FROM {table} WHERE {field} @1@ $query LIMIT {}",
+                    RANK_CAP + 1
+                );
+                let matches: Vec<serde_json::Value> = self.rows(&probe, vars.clone(), 0).await?;
+                matches.len() > RANK_CAP
+            } else {
+                false
+            };
+            broad |= wide;
+            let order = if wide { "" } else { "ORDER BY score DESC" };
             let sql = format!(
                 "SELECT record::id(id) AS id, {columns},
                     search::score(1) AS score, search::highlight($open, $close, 1) AS marked
                  FROM {table} WHERE {field} @1@ $query {within}
-                 ORDER BY score DESC LIMIT $limit"
+                 {order} LIMIT $limit"
             );
             let rows: Vec<RecordRow> = self.rows(&sql, vars.clone(), 0).await?;
             for row in rows {
                 merge(&mut found, row);
             }
         }
-        Ok(found)
+        Ok((found, broad))
     }
 }
 

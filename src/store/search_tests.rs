@@ -294,3 +294,33 @@ async fn a_large_transcript_is_merged_into_the_index_and_a_late_entry_found() {
     assert_eq!(store.writes_refused(), None);
     store.close().await;
 }
+
+#[tokio::test]
+async fn a_query_in_more_messages_than_are_ranked_is_answered_and_said_to_be_broad() {
+    let store = memory().await;
+    let messages: Vec<InboxMessage> = (1..=(RANK_CAP + 20))
+        .map(|i| {
+            let extra = if i == 9 { " with the rare needle" } else { "" };
+            message(
+                &format!("m{i}"),
+                &format!("Done number {i}"),
+                &format!("the build passed again{extra}"),
+            )
+        })
+        .collect();
+    store.insert_messages(&messages).await.unwrap();
+    let (hits, broad) = store
+        .search("passed", None, &[HitKind::Inbox], 15)
+        .await
+        .unwrap();
+    assert!(broad, "more than {RANK_CAP} messages hold it");
+    assert_eq!(hits.len(), 15);
+    assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    let (hits, broad) = store
+        .search("passed needle", None, &[HitKind::Inbox], 15)
+        .await
+        .unwrap();
+    assert!(!broad);
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].message_id.as_deref(), Some("m9"));
+}
