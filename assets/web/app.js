@@ -684,23 +684,29 @@
     else if (m.responded) el.append(h('div', 'answered', 'Answered' + (m.response ? ': ' + m.response : '') + (m.answered_by ? ' (by ' + m.answered_by + ')' : '')));
     return el;
   };
-  const renderInbox = () => {
-    const list = [...st.messages.values()].sort((a, b) =>
-      isWaiting(b) - isWaiting(a) || time(b.timestamp) - time(a.timestamp));
+  // The cards of `list` from `cache` (id → {key, el}): made again only for a message
+  // that changed, keeping what was typed in its answer field; the rest of `cache` dropped.
+  const cards = (cache, list) => {
     const els = list.map((m) => {
       const key = JSON.stringify(m) + st.ro;
-      let c = msgEls.get(m.id);
+      let c = cache.get(m.id);
       if (!c || c.key !== key) {
         const el = msgItem(m);
-        // Keep what was typed in an answer field across an update.
         const old = c && c.el.querySelector('.answer-input');
         const now = el.querySelector('.answer-input');
         if (old && now) now.value = old.value;
-        msgEls.set(m.id, (c = { key, el }));
+        cache.set(m.id, (c = { key, el }));
       }
       return c.el;
     });
-    for (const id of msgEls.keys()) if (!st.messages.has(id)) msgEls.delete(id);
+    const kept = new Set(list.map((m) => m.id));
+    for (const id of cache.keys()) if (!kept.has(id)) cache.delete(id);
+    return els;
+  };
+  const renderInbox = () => {
+    const list = [...st.messages.values()].sort((a, b) =>
+      isWaiting(b) - isWaiting(a) || time(b.timestamp) - time(a.timestamp));
+    const els = cards(msgEls, list);
     place($('inbox'), els);
     $('inbox-empty').hidden = els.length > 0;
     // What needs you: unread or waiting for an answer.
@@ -712,7 +718,7 @@
     document.title = (n ? `(${n}) ` : '') + 'crucible' + (st.kiln ? ' — ' + st.kiln : '');
     renderAsks();
   };
-  // The open session's questions, with their answers, above its transcript: the same
+  // The open session's questions, with their answers, above its message box: the same
   // cards as the inbox's (their own elements, so both can be on screen).
   const askEls = new Map(); // id → {key, el}
   const renderAsks = () => {
@@ -720,19 +726,7 @@
     const list = st.open ? [...st.messages.values()]
       .filter((m) => m.session_id === st.open && isWaiting(m))
       .sort((a, b) => time(a.timestamp) - time(b.timestamp)) : [];
-    const els = list.map((m) => {
-      const key = JSON.stringify(m) + st.ro;
-      let c = askEls.get(m.id);
-      if (!c || c.key !== key) {
-        const el = msgItem(m);
-        const old = c && c.el.querySelector('.answer-input');
-        const now = el.querySelector('.answer-input');
-        if (old && now) now.value = old.value;
-        askEls.set(m.id, (c = { key, el }));
-      }
-      return c.el;
-    });
-    for (const id of askEls.keys()) if (!list.some((m) => m.id === id)) askEls.delete(id);
+    const els = cards(askEls, list);
     place(box, els);
     box.hidden = els.length === 0;
   };
