@@ -82,6 +82,13 @@ fn units() -> (f64, u64) {
 /// The most processes [`walk`] visits.
 const WALK_LIMIT: usize = 10_000;
 
+/// The agent's own process of a session whose recorded agent pid is `pid`: none while
+/// that is this daemon (it hosts a command agent between the program's runs), whose tree
+/// holds every other session's agents.
+pub fn agent_process(pid: Option<u32>) -> Option<u32> {
+    pid.filter(|&pid| pid != std::process::id())
+}
+
 /// The process tree under `root`, found through each process's list of children
 /// (`/proc/<pid>/task/<tid>/children`) without reading the rest of `/proc`: cheap enough
 /// to ask for one session every few seconds while its agent works.

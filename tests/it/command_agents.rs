@@ -121,6 +121,33 @@ async fn a_shell_script_agent_asks_and_gets_approval_through_cru_inbox_respond()
     );
     let ended = wait_state(&client, &s.id, SessionState::Complete).await;
     assert_eq!(ended.agent_pid, Some(tk.daemon_pid().expect("daemon pid")));
+    // Between its runs the agent has no process: `session list --json` gives it no
+    // `resources` (the daemon hosts it, and the daemon's tree holds every other agent),
+    // while a running program's are its own.
+    let running = create(&client, "sleeper", Some("wait")).await;
+    let daemon = tk.daemon_pid();
+    wait_session(&client, &running.id, "the program to run", |s| {
+        s.agent_pid.is_some() && s.agent_pid != daemon
+    })
+    .await;
+    let out = tk.cru(&["session", "list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let row = |id: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert!(row(&s.id).get("resources").is_none(), "{}", row(&s.id));
+    let own = row(&running.id)["resources"].clone();
+    assert!(own["processes"].as_u64().is_some_and(|n| n >= 1), "{own}");
+    client
+        .call::<m::SessionCancel>(params::session_id(&running.id))
+        .await;
 
     // A second prompt runs the program again; this time the human denies.
     client

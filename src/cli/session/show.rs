@@ -268,7 +268,8 @@ fn print_entry(entry: &TranscriptEntry, json: bool) -> anyhow::Result<()> {
 
 /// `cru session list`: the sessions as a table, or as JSON.
 pub(super) async fn list(client: &Client, json: bool) -> anyhow::Result<()> {
-    let list = super::list(client).await?;
+    // JSON carries what each agent costs the machine (`resources`).
+    let list = super::listed(client, json).await?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&list)?);
     } else if list.is_empty() {

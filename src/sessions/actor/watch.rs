@@ -45,7 +45,7 @@ impl Actor {
 
     /// Reads the agent's process tree; near the cap, says so in the inbox.
     pub(super) async fn check_memory(&mut self) {
-        let pid = self.session.agent_pid;
+        let pid = crate::proc_tree::agent_process(self.session.agent_pid);
         let Some(watch) = self.memory.as_mut() else {
             return;
         };

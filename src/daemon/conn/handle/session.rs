@@ -32,7 +32,8 @@ impl Answer<m::SessionList> for Call<'_> {
             let table = crate::proc_tree::ProcTable::read();
             // Only this daemon's: another's agent pid is of another host.
             for s in sessions.iter_mut().filter(|s| !ledger.is_foreign(s)) {
-                s.resources = s.agent_pid.and_then(|pid| table.tree(pid));
+                s.resources =
+                    crate::proc_tree::agent_process(s.agent_pid).and_then(|pid| table.tree(pid));
             }
         }
         Ok(m::ListedSessions { sessions })
