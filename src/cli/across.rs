@@ -4,12 +4,11 @@
 //! the kilns the hub does not reach (a resting one's daemon started, as acting on a kiln
 //! does).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::kilns::{Reached, reach_these};
 use crate::client::{Client, HubPlace, StartOptions, connect_hub, connect_or_start_hub};
 use crate::config::Config;
 use crate::protocol::methods as m;
@@ -47,41 +46,58 @@ impl Place {
     }
 }
 
+/// A row of an answer through the hub, named with its kiln.
+pub(crate) trait Named {
+    fn kiln(&self) -> Option<&str>;
+}
+
+impl Named for Session {
+    fn kiln(&self) -> Option<&str> {
+        self.kiln.as_deref()
+    }
+}
+
+impl Named for InboxMessage {
+    fn kiln(&self) -> Option<&str> {
+        self.kiln.as_deref()
+    }
+}
+
+impl Named for SearchHit {
+    fn kiln(&self) -> Option<&str> {
+        self.kiln.as_deref()
+    }
+}
+
 /// What one call answers for several kilns at once (through the hub), split by the kiln
 /// each row is named with.
-pub(crate) trait ByKiln: Sized {
-    /// Keeps the rows of kiln `name` only.
-    fn only(self, name: &str) -> Self;
+pub(crate) trait ByKiln: Sized + Default {
+    /// Each kiln's part, by its name, in one pass.
+    fn by_kiln(self) -> HashMap<String, Self>;
 }
 
-impl ByKiln for Vec<Session> {
-    fn only(mut self, name: &str) -> Self {
-        self.retain(|s| s.kiln.as_deref() == Some(name));
-        self
+impl<T: Named> ByKiln for Vec<T> {
+    fn by_kiln(self) -> HashMap<String, Self> {
+        let mut parts: HashMap<String, Self> = HashMap::new();
+        for row in self {
+            if let Some(kiln) = row.kiln() {
+                parts.entry(kiln.to_string()).or_default().push(row);
+            }
+        }
+        parts
     }
 }
 
-impl ByKiln for Vec<InboxMessage> {
-    fn only(mut self, name: &str) -> Self {
-        self.retain(|m| m.kiln.as_deref() == Some(name));
-        self
-    }
-}
-
-impl ByKiln for Vec<SearchHit> {
-    fn only(mut self, name: &str) -> Self {
-        self.retain(|h| h.kiln.as_deref() == Some(name));
-        self
-    }
-}
-
-/// Every kiln asked `call` (its answer cloned and split, through the hub): each kiln
-/// with its answer, local kilns in the registry's order, then the other machines'. A
-/// kiln that cannot be reached or asked is said on standard error and left out.
-pub(crate) async fn ask_all<T: ByKiln + Clone>(
+/// Every kiln asked `call` (through the hub once for all it reaches, its answer split):
+/// each kiln with its answer, local kilns in the registry's order, then the other
+/// machines'. A kiln that cannot be reached or asked is said on standard error and left
+/// out.
+pub(crate) async fn ask_all<T: ByKiln>(
     call: impl AsyncFn(&Client) -> anyhow::Result<T>,
 ) -> anyhow::Result<Vec<(Place, T)>> {
-    let hub = hub_to_ask().await;
+    let entries = crate::kilns::Registry::for_user()?.entries()?;
+    let remotes = remote_places();
+    let hub = hub_for(!remotes.is_empty()).await;
     // Which kilns the hub reaches, and its answer for them, asked at once.
     let (through_hub, hub_answer) = match &hub {
         Some(hub) => {
@@ -90,9 +106,21 @@ pub(crate) async fn ask_all<T: ByKiln + Clone>(
         }
         None => (HashSet::new(), None),
     };
+    let mut hub_parts = match hub_answer {
+        Some(Ok(value)) => Some(value.by_kiln()),
+        Some(Err(e)) if !through_hub.is_empty() => {
+            eprintln!("warning: the hub's kilns left out: {e:#}");
+            None
+        }
+        _ => None,
+    };
     // The kilns the hub does not reach, each asked itself.
-    let direct: Vec<Reached> =
-        reach_these(true, |entry| !through_hub.contains(&entry.name)).await?;
+    let own: Vec<_> = entries
+        .iter()
+        .filter(|e| !through_hub.contains(&e.name))
+        .cloned()
+        .collect();
+    let direct = super::kilns::reach(own, true).await;
     super::kilns::warn_unreached(&direct);
     let direct_answers = futures::future::join_all(direct.iter().map(|r| async {
         match &r.client {
@@ -101,30 +129,20 @@ pub(crate) async fn ask_all<T: ByKiln + Clone>(
         }
     }))
     .await;
-    let mut answered = Vec::new();
-    let hub_answer = match hub_answer {
-        Some(Ok(value)) => Some(value),
-        Some(Err(_)) if through_hub.is_empty() => None,
-        Some(Err(e)) => {
-            eprintln!("warning: the hub's kilns left out: {e:#}");
-            None
-        }
-        None => None,
-    };
     let mut direct = direct.into_iter().zip(direct_answers);
-    for place in places() {
+    let mut answered = Vec::new();
+    for place in entries.into_iter().map(Place::of).chain(remotes) {
         if through_hub.contains(&place.name) {
-            if let Some(all) = &hub_answer {
-                let name = place.name.clone();
-                answered.push((place, all.clone().only(&name)));
+            if let Some(parts) = &mut hub_parts {
+                let part = parts.remove(&place.name).unwrap_or_default();
+                answered.push((place, part));
             }
             continue;
         }
-        if place.host.is_some() {
+        if let Some(host) = &place.host {
             eprintln!(
-                "warning: kiln {} on {} left out: the hub does not reach it now (cru kilns)",
+                "warning: kiln {} on {host} left out: the hub does not reach it now (cru kilns)",
                 place.name,
-                place.host.as_deref().unwrap_or_default()
             );
             continue;
         }
@@ -147,11 +165,16 @@ pub(crate) async fn ask_all<T: ByKiln + Clone>(
 /// The person's hub, when it runs, or started when their settings name kilns on other
 /// machines (only the hub reaches those).
 pub(crate) async fn hub_to_ask() -> Option<Client> {
+    hub_for(!remote_places().is_empty()).await
+}
+
+/// The person's hub, when it runs, or started when `remotes` (kilns on other machines)
+/// need it.
+async fn hub_for(remotes: bool) -> Option<Client> {
     let place = HubPlace::for_user().ok()?;
     if let Ok(hub) = connect_hub(&place).await {
         return Some(hub);
     }
-    let remotes = Config::load_person().is_ok_and(|c| !c.hub.remotes.is_empty());
     if !remotes {
         return None;
     }
@@ -188,18 +211,27 @@ fn places() -> Vec<Place> {
         .into_iter()
         .map(Place::of)
         .collect();
-    if let Ok(config) = Config::load_person() {
-        for remote in &config.hub.remotes {
-            for (name, path) in remote.named_kilns() {
-                places.push(Place {
-                    name,
-                    path,
-                    host: Some(remote.host().to_string()),
-                });
-            }
-        }
-    }
+    places.extend(remote_places());
     places
+}
+
+/// The kilns on other machines the person's settings name (`[[hub.remotes]]`).
+fn remote_places() -> Vec<Place> {
+    let Ok(config) = Config::load_person() else {
+        return Vec::new();
+    };
+    config
+        .hub
+        .remotes
+        .iter()
+        .flat_map(|remote| {
+            remote.named_kilns().into_iter().map(|(name, path)| Place {
+                name,
+                path,
+                host: Some(remote.host().to_string()),
+            })
+        })
+        .collect()
 }
 
 /// A JSON row with the kiln it came from: `kiln` (its name), `kiln_path`, and `host` for

@@ -247,7 +247,7 @@ fn row(m: &InboxMessage) -> Vec<String> {
 }
 
 /// Messages of several kilns, each row named with its kiln.
-fn print_list_with_kilns(rows: &[(&super::across::Place, InboxMessage)]) {
+fn print_list_with_kilns(rows: &[(&super::across::Place, &InboxMessage)]) {
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|(kiln, m)| {
@@ -320,9 +320,9 @@ async fn inbox_everywhere(all: bool, limit: Option<u32>, json: bool) -> anyhow::
         Ok(client.call::<m::InboxList>(&params).await?.messages)
     })
     .await?;
-    let mut rows: Vec<(&super::across::Place, InboxMessage)> = kilns
+    let mut rows: Vec<(&super::across::Place, &InboxMessage)> = kilns
         .iter()
-        .flat_map(|(kiln, messages)| messages.iter().map(move |m| (kiln, m.clone())))
+        .flat_map(|(kiln, messages)| messages.iter().map(move |m| (kiln, m)))
         .collect();
     // What needs an answer first, then the newest.
     rows.sort_by(|(_, a), (_, b)| {

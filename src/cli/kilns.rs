@@ -223,18 +223,13 @@ pub(crate) struct Reached {
 /// Every registered kiln whose folder is there, each connected to; a resting kiln's
 /// daemon is started when `start` says so, as any command acting on a kiln does.
 pub(crate) async fn reach_all(start: bool) -> anyhow::Result<Vec<Reached>> {
-    reach_these(start, |_| true).await
+    Ok(reach(Registry::for_user()?.entries()?, start).await)
 }
 
-/// [`reach_all`], for the registered kilns `wanted` keeps.
-pub(crate) async fn reach_these(
-    start: bool,
-    wanted: impl Fn(&KilnEntry) -> bool,
-) -> anyhow::Result<Vec<Reached>> {
-    let entries = Registry::for_user()?.entries()?;
+/// [`reach_all`], for the registered kilns `entries`.
+pub(crate) async fn reach(entries: Vec<KilnEntry>, start: bool) -> Vec<Reached> {
     let reaching = entries
         .into_iter()
-        .filter(|entry| wanted(entry))
         .map(|entry| (entry.state(), entry))
         .filter(|(state, _)| *state != KilnState::Missing)
         .map(|(state, entry)| async move {
@@ -246,7 +241,7 @@ pub(crate) async fn reach_these(
             };
             Reached { entry, client }
         });
-    Ok(futures::future::join_all(reaching).await)
+    futures::future::join_all(reaching).await
 }
 
 /// Says on standard error which kilns could not be reached.

@@ -113,7 +113,7 @@ fn broad_note() -> String {
 }
 
 /// One kiln's answer: its sessions (to number the hits as its list does) and hits.
-#[derive(Clone)]
+#[derive(Default)]
 struct Found {
     sessions: Vec<Session>,
     hits: Vec<SearchHit>,
@@ -121,12 +121,27 @@ struct Found {
 }
 
 impl super::across::ByKiln for Found {
-    fn only(self, name: &str) -> Self {
-        Found {
-            sessions: self.sessions.only(name),
-            hits: self.hits.only(name),
-            broad: self.broad,
+    fn by_kiln(self) -> std::collections::HashMap<String, Self> {
+        let broad = self.broad;
+        let mut parts: std::collections::HashMap<String, Self> = self
+            .sessions
+            .by_kiln()
+            .into_iter()
+            .map(|(kiln, sessions)| {
+                let found = Found {
+                    sessions,
+                    hits: Vec::new(),
+                    broad,
+                };
+                (kiln, found)
+            })
+            .collect();
+        for (kiln, hits) in self.hits.by_kiln() {
+            let part = parts.entry(kiln).or_default();
+            part.hits = hits;
+            part.broad = broad;
         }
+        parts
     }
 }
 

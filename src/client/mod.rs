@@ -367,7 +367,7 @@ impl Client {
 const KEPT_LINE_BYTES: usize = 64 * 1024;
 
 /// One JSON-RPC frame from the daemon: a notification (`method`, `params`) or an answer
-/// (`id` with `result` or `error`), the payload kept as text.
+/// (`id` with `result` or `error`, the result kept as text).
 #[derive(serde::Deserialize)]
 struct Frame {
     #[serde(default)]
@@ -375,7 +375,7 @@ struct Frame {
     #[serde(default)]
     method: Option<String>,
     #[serde(default)]
-    params: Option<Box<RawValue>>,
+    params: Value,
     #[serde(default)]
     result: Option<Box<RawValue>>,
     #[serde(default)]
@@ -419,9 +419,6 @@ async fn read_loop(
             } = frame;
             let id = id.filter(|id| !id.is_null());
             if let (Some(method), None) = (method, &id) {
-                let params = params
-                    .and_then(|p| serde_json::from_str(p.get()).ok())
-                    .unwrap_or(Value::Null);
                 let _ = notes.send(Notification::new(method, params));
                 continue;
             }

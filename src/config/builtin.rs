@@ -28,6 +28,15 @@ pub enum ProfileError {
     Unknown { name: String, known: String },
 }
 
+/// Why a session that names no agent gets none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoAgent {
+    /// No profile is configured and no built-in one is installed.
+    None,
+    /// Several could start: these.
+    Many(Vec<String>),
+}
+
 /// A well-known ACP agent: the profile name it gets, how it is started, how to get it.
 pub struct Known {
     pub name: &'static str,
@@ -248,15 +257,23 @@ impl Config {
     /// The profile a new session starts when none is named: `[tui] default_agent`, else
     /// the one profile the settings configure, else the one startable profile.
     pub fn default_agent(&self) -> Option<String> {
+        self.chosen_agent().ok()
+    }
+
+    /// [`Config::default_agent`], or why there is none: no startable profile, or several
+    /// (named, for the person to choose).
+    pub fn chosen_agent(&self) -> Result<String, NoAgent> {
         if !self.tui.default_agent.is_empty() {
-            return Some(self.tui.default_agent.clone());
+            return Ok(self.tui.default_agent.clone());
         }
-        if self.agents.len() == 1 {
-            return self.agents.keys().next().cloned();
+        if let (1, Some(only)) = (self.agents.len(), self.agents.keys().next()) {
+            return Ok(only.clone());
         }
-        match self.startable().as_slice() {
-            [only] => Some(only.clone()),
-            _ => None,
+        let mut found = self.startable();
+        match found.len() {
+            0 => Err(NoAgent::None),
+            1 => Ok(found.remove(0)),
+            _ => Err(NoAgent::Many(found)),
         }
     }
 }

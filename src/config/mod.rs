@@ -22,7 +22,7 @@ mod validate;
 mod web;
 mod webhooks;
 pub use budget::{BudgetConfig, KNOWN_PRICES, Limits as BudgetLimits, Price};
-pub use builtin::{Finder, KNOWN, Known, ProfileEntry, ProfileError, ProfileSource};
+pub use builtin::{Finder, KNOWN, Known, NoAgent, ProfileEntry, ProfileError, ProfileSource};
 pub use channels::{ChannelError, ChannelsConfig, HttpConfig, NotifyConfig, RESET_PHRASES};
 pub use cron::CronJob;
 pub use drivers::{DriversConfig, DriversError};

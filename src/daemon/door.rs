@@ -53,9 +53,7 @@ pub(crate) trait Above: Send + Sync + 'static {
     /// Every kiln's events from now on as notification lines, the hub's own included
     /// (a kiln reached or lost).
     fn lines(&self) -> Lines;
-    /// The kilns it reaches, by name.
-    fn kilns(&self) -> Vec<String>;
-    /// How each kiln is reached now.
+    /// Every kiln it serves, and how it is reached now.
     fn kiln_states(&self) -> Vec<KilnReach>;
     /// Counts as a client of the hub (keeping it up) while held.
     fn client(&self) -> Held;
@@ -156,10 +154,8 @@ impl Door {
     /// The kilns behind the door, by name, when it leads to the person's hub; `None`
     /// for one kiln's daemon.
     pub(crate) fn kilns(&self) -> Option<Vec<String>> {
-        match &self.inside {
-            Inside::Above(above) => Some(above.kilns()),
-            Inside::Daemon { .. } => None,
-        }
+        let states = self.kiln_states()?;
+        Some(states.into_iter().map(|state| state.kiln).collect())
     }
 
     /// How each kiln behind the door is reached, when it leads to the person's hub.

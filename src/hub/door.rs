@@ -120,12 +120,6 @@ impl Above for Through {
         Lines::new(lines, Box::new(Aborted(task)))
     }
 
-    fn kilns(&self) -> Vec<String> {
-        self.hub()
-            .map(|hub| hub.members.all().iter().map(|m| m.name()).collect())
-            .unwrap_or_default()
-    }
-
     fn kiln_states(&self) -> Vec<KilnReach> {
         let Ok(hub) = self.hub() else {
             return Vec::new();

@@ -12,7 +12,7 @@ use crate::common::*;
 use crate::sessions::{agent_kiln, said, wait_message, wait_message_where};
 
 /// Pairs through `cru web`, as a person would: the link it prints.
-fn pairing(tk: &TestKiln, extra: &[&str]) -> WebPairing {
+pub(crate) fn pairing(tk: &TestKiln, extra: &[&str]) -> WebPairing {
     let mut args = vec!["web", "--json", "--no-wait"];
     args.extend_from_slice(extra);
     let out = tk.cru(&args);
@@ -36,7 +36,8 @@ pub(crate) async fn paired(browser: &Browser, pairing: &WebPairing) {
         .await;
 }
 
-fn session_new(tk: &TestKiln, task: &str) -> String {
+/// A session of the scripted agent with `task`, made with `cru session new`: its id.
+pub(crate) fn session_new(tk: &TestKiln, task: &str) -> String {
     let out = tk.cru(&[
         "session", "new", "--agent", "scripted", "--task", task, "--json",
     ]);

@@ -4,8 +4,8 @@
 //! box commits rather than reaching the agent as a prompt; and messages only to be read
 //! are marked read in one click.
 
-use crucible::protocol::{SessionState, WebPairing};
-use serde_json::{Value, json};
+use crucible::protocol::SessionState;
+use serde_json::json;
 
 use crate::browser::{Browser, Screen};
 use crate::common::*;
@@ -16,23 +16,13 @@ async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
     let client = tk.client().await;
-    let out = tk.cru(&[
-        "session",
-        "new",
-        "--agent",
-        "scripted",
-        "--task",
-        "write notes.txt from the agent\nsay wrote it",
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let created: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let id = created["id"].as_str().unwrap().to_string();
-    wait_state(&client, &id, SessionState::Complete).await;
+    let id = crate::web::session_new(&tk, "write notes.txt from the agent\nsay wrote it");
+    let worktree = wait_state(&client, &id, SessionState::Complete)
+        .await
+        .worktree
+        .expect("a worktree");
 
-    let out = tk.cru(&["web", "--json", "--no-wait"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let pairing: WebPairing = serde_json::from_str(&stdout(&out)).unwrap();
+    let pairing = crate::web::pairing(&tk, &[]);
     let browser = Browser::start(Screen::Desktop {
         width: 1280,
         height: 900,
@@ -91,11 +81,7 @@ async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands
 
     // `/commit` in the message box commits; the agent gets no prompt.
     browser.click("#close-diff").await;
-    std::fs::write(
-        std::path::Path::new(created["worktree"].as_str().unwrap()).join("more.txt"),
-        "more",
-    )
-    .unwrap();
+    std::fs::write(std::path::Path::new(&worktree).join("more.txt"), "more").unwrap();
     let turns_before = client
         .call_value("session.get", json!({"session_id": id}))
         .await
@@ -116,7 +102,7 @@ async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands
         .await;
     let log = std::process::Command::new("git")
         .arg("-C")
-        .arg(created["worktree"].as_str().unwrap())
+        .arg(&worktree)
         .args(["log", "-1", "--format=%s"])
         .output()
         .unwrap();

@@ -263,16 +263,13 @@ impl NewArgs {
 /// The agent of a session none was named for: the settings' default, else the only one
 /// there is; otherwise an error that lists the ones found.
 fn chosen_agent(kiln: &crate::kiln::Kiln) -> anyhow::Result<String> {
-    let config = crate::cli::load_config(kiln)?;
-    if let Some(agent) = config.default_agent() {
-        return Ok(agent);
-    }
-    match config.startable().as_slice() {
-        [] => anyhow::bail!(
+    match crate::cli::load_config(kiln)?.chosen_agent() {
+        Ok(agent) => Ok(agent),
+        Err(crate::config::NoAgent::None) => anyhow::bail!(
             "no agent found: install a built-in one (cru agents says how) or add [agents.<name>] to {}",
             kiln.settings_path().display()
         ),
-        found => anyhow::bail!(
+        Err(crate::config::NoAgent::Many(found)) => anyhow::bail!(
             "which agent? give --agent NAME, one of: {} (or set [tui] default_agent)",
             found.join(", ")
         ),

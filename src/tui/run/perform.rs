@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use super::{Outcome, Runtime};
-use crate::config::Attention;
+use crate::config::{Attention, NoAgent};
 use crate::protocol::methods::Request;
 use crate::tui::{Action, Flash};
 
@@ -61,15 +61,13 @@ impl Runtime {
         if !self.settings.from_files {
             return Err(NoDefaultAgent::Unknown);
         }
-        let config = &self.settings.config;
-        if let Some(agent) = config.default_agent() {
-            return Ok(agent);
-        }
-        match config.startable().as_slice() {
-            [only] => Ok(only.clone()),
-            [] => Err(NoDefaultAgent::None),
-            many => Err(NoDefaultAgent::Many(many.join(", "))),
-        }
+        self.settings
+            .config
+            .chosen_agent()
+            .map_err(|none| match none {
+                NoAgent::None => NoDefaultAgent::None,
+                NoAgent::Many(found) => NoDefaultAgent::Many(found.join(", ")),
+            })
     }
 
     /// Rings the bell or sends a desktop notification, as configured.
