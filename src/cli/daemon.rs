@@ -88,13 +88,23 @@ pub async fn run(kiln: Kiln, args: DaemonArgs) -> anyhow::Result<ExitCode> {
                 // It runs, and holds the database.
                 Err(e @ ClientError::Suspended { .. }) => return Err(e.into()),
                 Err(_) => {
+                    use crate::store::check;
                     let config = super::load_config(&kiln)?;
-                    let store = crate::store::Store::open(&config.store, &kiln.db_path()).await?;
-                    let check =
-                        super::progress::waiting("reading every record and block", store.check())
+                    match crate::store::Store::open(&config.store, &kiln.db_path()).await {
+                        Ok(store) => {
+                            let check = super::progress::waiting(
+                                "reading every record and block",
+                                store.check(),
+                            )
                             .await;
-                    store.close().await;
-                    check?
+                            store.close().await;
+                            check?
+                        }
+                        Err(e) if check::is_catalog_damage(&e) => {
+                            check::check_unopened(&config.store, &kiln.db_path(), e).await?
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
                 }
             };
             if json {
@@ -237,22 +247,18 @@ async fn repair(kiln: &Kiln) -> anyhow::Result<ExitCode> {
         );
     }
     let config = super::load_config(kiln)?;
-    if !config.store.url.is_empty() && !config.store.url.starts_with("surrealkv://") {
+    let Some(path) = crate::store::check::embedded_path(&config.store, &kiln.db_path()) else {
         anyhow::bail!(
             "repair rebuilds the embedded database; {} is a server: use its own backups",
             config.store.url
         );
-    }
-    let path = match config.store.url.strip_prefix("surrealkv://") {
-        Some(path) => std::path::PathBuf::from(path),
-        None => kiln.db_path(),
     };
     let repaired = super::progress::waiting(
         "rebuilding the database",
         crate::store::check::repair(&config.store, &path),
     )
     .await?;
-    for line in &repaired.manifest {
+    for line in &repaired.rebuilt {
         outln!("{line}");
     }
     print_check(&repaired.check, false);
@@ -363,6 +369,14 @@ fn store_line(status: &crate::protocol::DaemonStatus) -> String {
             " — DAMAGED: {}. {}",
             health.damaged.join("; "),
             crate::store::check::WHAT_TO_DO
+        ));
+    }
+    if let Some(health) = &status.store
+        && !health.rebuilt.is_empty()
+    {
+        line.push_str(&format!(
+            " — REBUILT as the daemon started: {}",
+            health.rebuilt.join("; ")
         ));
     }
     if let Some(why) = &status.writes_refused {

@@ -15,7 +15,7 @@ use super::{Ledger, team, transcript};
 use crate::config::Config;
 use crate::kiln::Kiln;
 use crate::protocol::Event;
-use crate::store::Store;
+use crate::store::{Store, check};
 
 /// How many events a slow subscriber may fall behind before it is told it missed some.
 const EVENT_BUFFER: usize = 8192;
@@ -52,6 +52,7 @@ async fn check_at_start(ledger: std::sync::Weak<Ledger>) {
                     connected: true,
                     error: None,
                     damaged: store.damage(),
+                    rebuilt: store.rebuilt(),
                 }));
             }
         }
@@ -66,7 +67,13 @@ async fn check_at_start(ledger: std::sync::Weak<Ledger>) {
 impl Ledger {
     /// Opens the store and starts the background writers.
     pub async fn open(kiln: Kiln, config: Config) -> Result<Arc<Self>> {
-        let mut store = Store::open(&config.store, &kiln.db_path()).await?;
+        let mut store = match Store::open(&config.store, &kiln.db_path()).await {
+            Ok(store) => store,
+            Err(e) if check::is_catalog_damage(&e) => {
+                check::rebuild_at_start(&config.store, &kiln.db_path(), e).await?
+            }
+            Err(e) => return Err(e.into()),
+        };
         let instance = team::instance(&kiln);
         store.set_origin(&instance.id);
         let team = match store.is_shared() {

@@ -10,10 +10,11 @@
 
 use serde_json::Value;
 
+pub use super::catalog::{check_unopened, is_catalog_damage};
 use super::conn::Store;
 use super::error::Result;
 pub use super::error::is_unreadable;
-pub use super::repair::{Repaired, repair};
+pub use super::repair::{Repaired, embedded_path, rebuild_at_start, repair};
 pub use super::schema::TABLES;
 use super::walk::Fetch;
 pub use crate::protocol::check::{Check, Damaged, TableCheck};
@@ -27,6 +28,22 @@ impl Store {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// What the daemon rebuilt as it started, and what the rebuild lost.
+    pub fn rebuilt(&self) -> Vec<String> {
+        self.rebuilt
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Remembers (and logs) what a rebuild at start did and lost, for `daemon.status`.
+    pub fn note_rebuilt(&self, lines: Vec<String>) {
+        for line in &lines {
+            tracing::error!("database rebuilt: {line}");
+        }
+        *self.rebuilt.lock().unwrap_or_else(|e| e.into_inner()) = lines;
     }
 
     /// Remembers what a check found (and logs it).

@@ -44,6 +44,9 @@ pub struct Store {
     /// What the engine could not read back: the damaged stretches the last check found
     /// (see [`super::check`]), or a read that failed before any check ran.
     pub(super) damage: std::sync::Mutex<Vec<String>>,
+    /// What was rebuilt when the daemon started, and what was lost with it: shown with
+    /// the damage however later checks come out.
+    pub(super) rebuilt: std::sync::Mutex<Vec<String>>,
     /// Who writes: bound as `$origin` in every query, and kept on the records other
     /// daemons watch, so a daemon can tell its own changes from theirs.
     pub(super) origin: String,

@@ -25,6 +25,20 @@ pub const MANIFEST_WHAT_TO_DO: &str = "The engine's manifest (its list of table 
      daemon stopped) rebuilds the list from them, then the database from what they hold \
      and the journal";
 
+/// What a damaged catalog (the engine's version and the definitions of crucible's
+/// namespace, database and tables) does.
+pub const CATALOG_EFFECT: &str = "the database cannot open without it: the daemon rebuilds \
+     the database at its next start from crucible's schema and every record that reads, then \
+     the journal, and keeps the damaged one (`cru daemon repair` does the same by hand)";
+
+/// What to do when the engine cannot open because its catalog does not read back; every
+/// error opening such a database ends with it.
+pub const CATALOG_WHAT_TO_DO: &str = "The engine's catalog (its version and the definitions \
+     of crucible's tables) does not read back: `cru daemon check` names the damaged block; the \
+     daemon rebuilds the database as it starts (`cru daemon repair` does it with the daemon \
+     stopped) from crucible's schema, every record that reads and the journal, and keeps the \
+     damaged one";
+
 /// Whether the engine could not open because of its manifest (or a table file it
 /// lists).
 pub fn is_manifest_damage(e: &StoreError) -> bool {
@@ -86,6 +100,7 @@ impl Owner {
                 "searches and lookups through it fail or miss records; `cru daemon repair` \
                  (with the daemon stopped) rebuilds it from the records"
             }
+            Owner::Engine | Owner::Definitions(_) => CATALOG_EFFECT,
             _ => {
                 "every read that touches it fails; `cru daemon repair` (with the daemon \
                  stopped) rebuilds the database from what is readable and the journal"
@@ -137,82 +152,7 @@ impl Store {
             return Vec::new();
         };
         let names = self.index_names().await;
-        let manifest = manifest_path(&path);
-        let verified = tokio::task::spawn_blocking(move || surrealkv::verify_tables(&path)).await;
-        let blocks = match verified {
-            Ok(Ok(blocks)) => blocks,
-            Ok(Err(e)) => {
-                return vec![FileDamage {
-                    file: manifest.display().to_string(),
-                    offset: None,
-                    holds: "the engine's manifest (its list of table files)".into(),
-                    table: None,
-                    index: None,
-                    error: e.to_string(),
-                    effect: "the database does not open once the daemon stops; `cru daemon \
-                             repair` (with the daemon stopped) rebuilds it from the table files"
-                        .into(),
-                }];
-            }
-            Err(e) => {
-                tracing::warn!("the check of the engine's table files did not finish: {e}");
-                return Vec::new();
-            }
-        };
-        blocks
-            .into_iter()
-            .map(|block| {
-                let from = block.after.as_deref().map(|k| owner(k, names.as_ref()));
-                let to = block.through.as_deref().map(|k| owner(k, names.as_ref()));
-                // The block's keys lie after `from`'s key and up to `to`'s: when both
-                // name one owner, that is whose data the block held.
-                let one = match (&from, &to) {
-                    (Some(a), Some(b)) if a == b => Some(a.clone()),
-                    (None, Some(b)) | (Some(b), None) => Some(b.clone()),
-                    _ => None,
-                };
-                let mut holds = match (&one, &from, &to) {
-                    (Some(o), ..) => o.words(),
-                    (None, Some(a), Some(b)) => format!("{} up to {}", a.words(), b.words()),
-                    _ => "keys of unknown owner".into(),
-                };
-                let effect = match block.part {
-                    "filter" => {
-                        holds = "a table file's filter".into();
-                        "reads stay right but look in every block; `cru daemon repair` \
-                         rewrites it"
-                            .to_string()
-                    }
-                    "table" => {
-                        holds = "a whole table file (its index or footer)".into();
-                        "the database does not open once the daemon stops; `cru daemon \
-                         repair` (with the daemon stopped) sets the file aside and rebuilds \
-                         from the rest and the journal"
-                            .to_string()
-                    }
-                    _ => one
-                        .as_ref()
-                        .or(to.as_ref())
-                        .map(|o| o.effect())
-                        .unwrap_or(Owner::Engine.effect())
-                        .to_string(),
-                };
-                let (table, index) = match &one {
-                    Some(Owner::Index { table, index }) => (Some(table.clone()), index.clone()),
-                    Some(o) => (o.table().map(String::from), None),
-                    None => (None, None),
-                };
-                FileDamage {
-                    file: block.file.display().to_string(),
-                    offset: block.offset,
-                    holds,
-                    table,
-                    index,
-                    error: block.error,
-                    effect,
-                }
-            })
-            .collect()
+        check_files_at(&path, names.as_ref()).await
     }
 
     /// The namespace and database ids of crucible's keys, and its indexes by id, from
@@ -256,6 +196,99 @@ impl Store {
         let _ = tx.cancel().await;
         names
     }
+}
+
+/// Reads every block of the table files of the engine at `path` and names each that does
+/// not read back (and a manifest that cannot be read), by whose data it held as far as
+/// `names` (the catalog's ids) says.
+pub(super) async fn check_files_at(path: &Path, names: Option<&Names>) -> Vec<FileDamage> {
+    let manifest = manifest_path(path);
+    let path = path.to_path_buf();
+
+    let verified = tokio::task::spawn_blocking(move || surrealkv::verify_tables(&path)).await;
+    let blocks = match verified {
+        Ok(Ok(blocks)) => blocks,
+        Ok(Err(e)) => {
+            return vec![FileDamage {
+                file: manifest.display().to_string(),
+                offset: None,
+                holds: "the engine's manifest (its list of table files)".into(),
+                table: None,
+                index: None,
+                error: e.to_string(),
+                effect: "the database does not open once the daemon stops; `cru daemon \
+                         repair` (with the daemon stopped) rebuilds it from the table files"
+                    .into(),
+            }];
+        }
+        Err(e) => {
+            tracing::warn!("the check of the engine's table files did not finish: {e}");
+            return Vec::new();
+        }
+    };
+    blocks
+        .into_iter()
+        .map(|block| {
+            let from = block.after.as_deref().map(|k| owner(k, names));
+            let to = block.through.as_deref().map(|k| owner(k, names));
+            // The block's keys lie after `from`'s key and up to `to`'s: when both
+            // name one owner, that is whose data the block held.
+            // A file's first block starts wherever the file does (the engine's own
+            // records, when it holds them, come first).
+            let one = match (&from, &to) {
+                (Some(a), Some(b)) if a == b => Some(a.clone()),
+                (Some(b), None) => Some(b.clone()),
+                _ => None,
+            };
+            let mut holds = match (&one, &from, &to) {
+                (Some(o), ..) => o.words(),
+                (None, Some(a), Some(b)) => format!("{} up to {}", a.words(), b.words()),
+                (None, None, Some(b)) => format!("the file's first keys up to {}", b.words()),
+                _ => "keys of unknown owner".into(),
+            };
+            let effect = match block.part {
+                "filter" => {
+                    holds = "a table file's filter".into();
+                    "reads stay right but look in every block; `cru daemon repair` \
+                     rewrites it"
+                        .to_string()
+                }
+                "table" => {
+                    holds = "a whole table file (its index or footer)".into();
+                    "the database does not open once the daemon stops; `cru daemon \
+                     repair` (with the daemon stopped) sets the file aside and rebuilds \
+                     from the rest and the journal"
+                        .to_string()
+                }
+                _ if [&one, &from, &to]
+                    .iter()
+                    .any(|o| matches!(o, Some(Owner::Engine | Owner::Definitions(_)))) =>
+                {
+                    CATALOG_EFFECT.to_string()
+                }
+                _ => one
+                    .as_ref()
+                    .or(to.as_ref())
+                    .map(|o| o.effect())
+                    .unwrap_or(Owner::Engine.effect())
+                    .to_string(),
+            };
+            let (table, index) = match &one {
+                Some(Owner::Index { table, index }) => (Some(table.clone()), index.clone()),
+                Some(o) => (o.table().map(String::from), None),
+                None => (None, None),
+            };
+            FileDamage {
+                file: block.file.display().to_string(),
+                offset: block.offset,
+                holds,
+                table,
+                index,
+                error: block.error,
+                effect,
+            }
+        })
+        .collect()
 }
 
 /// The manifest of the engine at `path`.

@@ -6,6 +6,7 @@
 //! leftovers (`sessions.rs`, `records.rs`), the inbox, context stacks, search, checks and
 //! repair (`check.rs`, `files.rs`), and team mode (`team.rs`, `commands.rs`, `live.rs`).
 
+mod catalog;
 pub mod check;
 mod commands;
 mod conn;

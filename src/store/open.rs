@@ -11,13 +11,14 @@ use std::sync::Arc;
 
 use surrealdb::Surreal;
 use surrealdb::engine::local::Db;
+use surrealdb_core::kvs::Datastore;
 
 use super::conn::{Conn, Disk, Store};
 use super::durable::{MIB, engine_config, journal_dir, prepare_disk};
 use super::error::{OpenFailure, Result, StoreError, says_unreadable};
+use super::files;
 use super::journal::Journal;
 use super::remote::Remote;
-use super::{check, files};
 use crate::config::StoreConfig;
 
 /// What a store is opened for.
@@ -94,7 +95,7 @@ impl Store {
                 message: if files::says_manifest_damage(&message) {
                     format!("{message}. {}", files::MANIFEST_WHAT_TO_DO)
                 } else if says_unreadable(&message) {
-                    format!("{message}. {}", check::WHAT_TO_DO)
+                    format!("{message}. {}", files::CATALOG_WHAT_TO_DO)
                 } else {
                     message
                 },
@@ -119,6 +120,7 @@ impl Store {
             disk: None,
             failed: std::sync::Mutex::new(None),
             damage: std::sync::Mutex::new(Vec::new()),
+            rebuilt: std::sync::Mutex::new(Vec::new()),
             origin: ulid::Ulid::new().to_string(),
         };
         store
@@ -138,13 +140,10 @@ impl Store {
         engine: surrealdb_cnf::ConfigMap,
         usage: Use,
     ) -> std::result::Result<Conn, OpenFailure> {
-        let ds = surrealdb_core::kvs::Builder::new()
-            .with_config(engine)
-            .with_engine_options(quiet_engine_options())
-            .without_maintenance_tasks()
-            .build_with_path(path)
-            .await
-            .map_err(OpenFailure::Engine)?;
+        let ds = raw_datastore(path, engine).await?;
+        // The engine retries reading its version for two minutes whatever the error;
+        // one read first tells a damaged block at once.
+        read_version_once(&ds).await.map_err(OpenFailure::Engine)?;
         ds.check_version().await.map_err(OpenFailure::Engine)?;
         if usage == Use::Serve {
             ds.bootstrap().await.map_err(OpenFailure::Engine)?;
@@ -190,6 +189,31 @@ impl Store {
         }
         true
     }
+}
+
+/// The datastore at `path` (a `surrealkv://` or `memory` URL), opened without reading
+/// anything in it: its version and catalog are not checked.
+pub(super) async fn raw_datastore(
+    path: &str,
+    engine: surrealdb_cnf::ConfigMap,
+) -> std::result::Result<Arc<Datastore>, OpenFailure> {
+    surrealdb_core::kvs::Builder::new()
+        .with_config(engine)
+        .with_engine_options(quiet_engine_options())
+        .without_maintenance_tasks()
+        .build_with_path(path)
+        .await
+        .map_err(OpenFailure::Engine)
+}
+
+/// Reads the engine's version key once (it may be absent: a new engine).
+async fn read_version_once(ds: &Datastore) -> anyhow::Result<()> {
+    let tx = ds.transaction(surrealdb_kvs::TransactionType::Read).await?;
+    let read = tx
+        .get(surrealdb_core::kvs::copy::VERSION_KEY.into(), None)
+        .await;
+    let _ = tx.cancel().await;
+    read.map(|_| ())
 }
 
 /// One process owns the embedded engine, so the cluster and streaming housekeeping that

@@ -101,6 +101,7 @@ impl Remote {
                     connected: true,
                     error: None,
                     damaged: Vec::new(),
+                    rebuilt: Vec::new(),
                 })
                 .0,
                 probing: AtomicBool::new(false),
@@ -197,6 +198,7 @@ impl Remote {
                 connected: true,
                 error: None,
                 damaged: Vec::new(),
+                rebuilt: Vec::new(),
             });
             tracing::info!(%url, "the database server answers again");
         });

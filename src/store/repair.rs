@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::catalog::{is_catalog_damage, recatalogue};
 use super::conn::Store;
 use super::durable::journal_dir;
 use super::error::{Result, StoreError};
@@ -28,15 +29,16 @@ pub struct Repaired {
     pub restored: Vec<String>,
     /// Where the damaged engine was kept.
     pub kept_at: PathBuf,
-    /// What rebuilding a damaged manifest from the table files did, when it was.
-    pub manifest: Vec<String>,
+    /// What was rebuilt before the records could be read: a damaged manifest from the
+    /// table files, a damaged catalog from crucible's schema.
+    pub rebuilt: Vec<String>,
 }
 
 /// What the damaged engine still gives.
 struct Salvaged {
     check: Check,
     ops: Vec<Op>,
-    manifest: Vec<String>,
+    rebuilt: Vec<String>,
 }
 
 /// Rebuilds the embedded engine at `path` from what it can still read, then the journal:
@@ -69,7 +71,7 @@ pub async fn repair(cfg: &StoreConfig, path: &Path) -> Result<Repaired> {
     let Salvaged {
         check,
         mut ops,
-        manifest,
+        rebuilt,
     } = salvage(&cfg, path).await?;
     let copied = ops.len();
 
@@ -107,25 +109,83 @@ pub async fn repair(cfg: &StoreConfig, path: &Path) -> Result<Repaired> {
         journaled: replay.ops.len(),
         restored,
         kept_at,
-        manifest,
+        rebuilt,
     })
+}
+
+/// The embedded engine's folder the settings name (`default` when they name no URL), or
+/// `None` for memory or a server.
+pub fn embedded_path(cfg: &StoreConfig, default: &Path) -> Option<PathBuf> {
+    if cfg.url.is_empty() {
+        return Some(default.to_path_buf());
+    }
+    cfg.url.strip_prefix("surrealkv://").map(PathBuf::from)
+}
+
+/// Rebuilds the embedded engine whose catalog does not read back, as the daemon starts:
+/// like `cru daemon repair`, and what it did and lost is kept for `daemon.status`.
+pub async fn rebuild_at_start(cfg: &StoreConfig, default: &Path, why: StoreError) -> Result<Store> {
+    let Some(path) = embedded_path(cfg, default) else {
+        return Err(why);
+    };
+    tracing::error!("{why}; rebuilding the database from what is readable");
+    let repaired = repair(cfg, &path).await?;
+    let store = Store::open(cfg, &path).await?;
+    let mut lines = vec![format!(
+        "the engine's catalog did not read back: {} records copied from what reads, {} \
+         journaled changes applied; the damaged database is kept at {}",
+        repaired.copied,
+        repaired.journaled,
+        repaired.kept_at.display()
+    )];
+    lines.extend(repaired.check.files.iter().map(|f| {
+        let at = f
+            .offset
+            .map(|o| format!(" (the block at byte {o})"))
+            .unwrap_or_default();
+        format!(
+            "{} did not read back in {}{at}: what it held is not in the rebuilt database \
+             unless the journal had it",
+            f.holds, f.file
+        )
+    }));
+    store.note_rebuilt(lines);
+    Ok(store)
 }
 
 /// Reads what the damaged engine at `path` still gives, without replaying into it. An
 /// engine whose manifest (the list of its table files) is damaged gets a new one built
 /// from the table files first.
 async fn salvage(cfg: &StoreConfig, path: &Path) -> Result<Salvaged> {
-    let mut manifest = Vec::new();
-    let old = match Store::open_to_salvage(cfg, path).await {
-        Ok(old) => old,
-        Err(e) if super::files::is_manifest_damage(&e) => {
-            tracing::warn!("{e}");
-            manifest = super::files::rebuild_manifest(path).await?;
-            Store::open_to_salvage(cfg, path).await?
-        }
-        Err(e) => return Err(e),
-    };
+    let mut rebuilt = Vec::new();
+    let mut opened = Store::open_to_salvage(cfg, path).await;
+    if let Err(e) = &opened
+        && super::files::is_manifest_damage(e)
+    {
+        tracing::warn!("{e}");
+        rebuilt = super::files::rebuild_manifest(path).await?;
+        opened = Store::open_to_salvage(cfg, path).await;
+    }
+    // An engine whose catalog does not read back is read through a new catalog.
+    let mut recatalogued = None;
+    if let Err(e) = &opened
+        && is_catalog_damage(e)
+    {
+        tracing::warn!("{e}");
+        let copy = recatalogue(cfg, path).await?;
+        opened = Store::open_to_salvage(cfg, &copy.path).await;
+        recatalogued = Some(copy);
+    }
+    let old = opened?;
     let mut check = Check::default();
+    if let Some(copy) = &recatalogued {
+        check.files = copy.files.clone();
+        rebuilt.push(format!(
+            "the engine's catalog did not read back: {} records read around the damaged \
+             blocks under a new one",
+            copy.copied
+        ));
+    }
     let mut ops = Vec::new();
     for table in TABLES {
         let walked = old.walk(table, Fetch::Records).await?;
@@ -141,10 +201,14 @@ async fn salvage(cfg: &StoreConfig, path: &Path) -> Result<Salvaged> {
         }));
     }
     old.close_engine().await;
+    drop(old);
+    if let Some(copy) = recatalogued {
+        let _ = std::fs::remove_dir_all(&copy.path);
+    }
     Ok(Salvaged {
         check,
         ops,
-        manifest,
+        rebuilt,
     })
 }
 
@@ -165,7 +229,7 @@ fn restored(check: &Check, journaled: &[Op]) -> Vec<String> {
 }
 
 /// `<path>.<suffix>`, beside it.
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
+pub(super) fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_os_string();
     name.push(".");
     name.push(suffix);

@@ -20,6 +20,7 @@ mod common;
 mod context;
 mod daemon;
 mod daemon_logs;
+mod damaged_catalog;
 mod deliberate;
 mod doctor;
 mod durability;

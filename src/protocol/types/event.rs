@@ -62,6 +62,10 @@ pub struct StoreHealth {
     /// `db.check`); empty when nothing is known to be damaged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<String>,
+    /// What the daemon rebuilt as it started because its database would not open, and
+    /// what the rebuild could not bring back; empty when it rebuilt nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rebuilt: Vec<String>,
 }
 
 impl Event {

@@ -36,6 +36,9 @@ pub struct Health {
     pub(in crate::tui) connection: Connection,
     /// What the daemon's database cannot read back (its first damaged stretch).
     pub(in crate::tui) store_damaged: Option<String>,
+    /// What the daemon rebuilt as it started, when its database did not open (the first
+    /// line of what it says).
+    pub(in crate::tui) store_rebuilt: Option<String>,
     /// Team mode: why the daemon cannot reach its database server, while it cannot.
     pub(in crate::tui) store_down: Option<String>,
     /// Why the settings files do not load (one line), while they do not: the last good
@@ -53,6 +56,7 @@ impl Default for Health {
         Self {
             connection: Connection::Connected,
             store_damaged: None,
+            store_rebuilt: None,
             store_down: None,
             settings_error: None,
             daemon_silence: None,
@@ -74,6 +78,7 @@ impl Health {
                             1 => first.clone(),
                             n => format!("{first} (and {} more)", n - 1),
                         });
+                self.store_rebuilt = health.rebuilt.first().cloned();
                 self.store_down =
                     (!health.connected).then(|| health.error.unwrap_or_else(|| "no answer".into()));
             }
@@ -91,6 +96,7 @@ impl Health {
             || self.daemon_silence.is_some()
             || self.store_down.is_some()
             || self.store_damaged.is_some()
+            || self.store_rebuilt.is_some()
             || self.settings_error.is_some()
             || self.verification.is_some()
     }

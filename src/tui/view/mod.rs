@@ -228,6 +228,57 @@ fn too_small(frame: &mut Frame, area: Rect, theme: &Theme) {
     );
 }
 
+/// What the banner says while the daemon answers: its database, its settings, the
+/// Matrix bot's verification, the first that has something to say.
+fn connected_banner(model: &Model, theme: &Theme) -> Option<(String, ratatui::style::Style)> {
+    let error = theme
+        .style(Role::Error)
+        .add_modifier(Modifier::REVERSED | Modifier::BOLD);
+    let health = &model.health;
+    if let Some(why) = &health.store_down {
+        return Some((
+            format!(
+                " database server unreachable ({why}) — writes are refused until it is back; reconnecting…"
+            ),
+            error,
+        ));
+    }
+    if let Some(what) = &health.store_damaged {
+        return Some((
+            format!(
+                " database damaged: {what} — `cru daemon check` names it; stop the daemon and `cru daemon repair`"
+            ),
+            error,
+        ));
+    }
+    if let Some(what) = &health.store_rebuilt {
+        return Some((
+            format!(
+                " database rebuilt as the daemon started: {what} — `cru daemon status` says what was lost"
+            ),
+            error,
+        ));
+    }
+    if let Some(why) = &health.settings_error {
+        return Some((
+            format!(" settings: {why} — the last good ones stay in use"),
+            error,
+        ));
+    }
+    health.verification.as_ref().map(|v| {
+        (
+            format!(
+                " Matrix: {} verifies the bot: {} — if your client shows the same, `cru daemon verify --confirm`; else `--cancel`",
+                v.user_id,
+                v.emoji_line()
+            ),
+            theme
+                .style(Role::SessionWaiting)
+                .add_modifier(Modifier::REVERSED | Modifier::BOLD),
+        )
+    })
+}
+
 fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let (text, style) = match &model.health.connection {
         Connection::Connected if model.health.daemon_silence.is_some() => (
@@ -239,46 +290,9 @@ fn banner(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
                 .style(Role::Error)
                 .add_modifier(Modifier::REVERSED | Modifier::BOLD),
         ),
-        Connection::Connected => match &model.health.store_down {
-            None => match &model.health.store_damaged {
-                None => match &model.health.settings_error {
-                    None => match &model.health.verification {
-                        None => return,
-                        Some(v) => (
-                            format!(
-                                " Matrix: {} verifies the bot: {} — if your client shows the same, `cru daemon verify --confirm`; else `--cancel`",
-                                v.user_id,
-                                v.emoji_line()
-                            ),
-                            theme
-                                .style(Role::SessionWaiting)
-                                .add_modifier(Modifier::REVERSED | Modifier::BOLD),
-                        ),
-                    },
-                    Some(why) => (
-                        format!(" settings: {why} — the last good ones stay in use"),
-                        theme
-                            .style(Role::Error)
-                            .add_modifier(Modifier::REVERSED | Modifier::BOLD),
-                    ),
-                },
-                Some(what) => (
-                    format!(
-                        " database damaged: {what} — `cru daemon check` names it; stop the daemon and `cru daemon repair`"
-                    ),
-                    theme
-                        .style(Role::Error)
-                        .add_modifier(Modifier::REVERSED | Modifier::BOLD),
-                ),
-            },
-            Some(why) => (
-                format!(
-                    " database server unreachable ({why}) — writes are refused until it is back; reconnecting…"
-                ),
-                theme
-                    .style(Role::Error)
-                    .add_modifier(Modifier::REVERSED | Modifier::BOLD),
-            ),
+        Connection::Connected => match connected_banner(model, theme) {
+            Some(banner) => banner,
+            None => return,
         },
         Connection::Connecting => (
             format!(" connecting…{}", held(model)),

@@ -773,6 +773,7 @@ fn a_session_on_another_host_says_where_and_an_unreachable_server_is_a_banner() 
         connected: false,
         error: Some("Connection reset".into()),
         damaged: Vec::new(),
+        rebuilt: Vec::new(),
     }));
     let text = screen(&model, 120, 30);
     let first = text.lines().next().unwrap_or_default();
@@ -784,6 +785,7 @@ fn a_session_on_another_host_says_where_and_an_unreachable_server_is_a_banner() 
         connected: true,
         error: None,
         damaged: Vec::new(),
+        rebuilt: Vec::new(),
     }));
     assert!(!screen(&model, 120, 30).contains("unreachable"));
 
@@ -795,6 +797,7 @@ fn a_session_on_another_host_says_where_and_an_unreachable_server_is_a_banner() 
             "inbox_messages: unreadable records after 01A".into(),
             "x".into(),
         ],
+        rebuilt: Vec::new(),
     }));
     let text = screen(&model, 160, 30);
     let first = text.lines().next().unwrap_or_default();
@@ -808,8 +811,26 @@ fn a_session_on_another_host_says_where_and_an_unreachable_server_is_a_banner() 
         connected: true,
         error: None,
         damaged: Vec::new(),
+        rebuilt: Vec::new(),
     }));
     assert!(!screen(&model, 160, 30).contains("damaged"));
+
+    // A database the daemon rebuilt as it started is said, with where to read what was
+    // lost, and not as damage to repair.
+    model.apply(Event::Store(StoreHealth {
+        connected: true,
+        error: None,
+        damaged: Vec::new(),
+        rebuilt: vec!["the engine's catalog did not read back".into(), "y".into()],
+    }));
+    let text = screen(&model, 200, 30);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("database rebuilt as the daemon started: the engine's catalog")
+            && first.contains("cru daemon status")
+            && !first.contains("cru daemon repair"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -158,6 +158,7 @@ impl Answer<m::DaemonStatusOf> for Call<'_> {
 fn store_health(store: &crate::store::Store) -> StoreHealth {
     StoreHealth {
         damaged: store.damage(),
+        rebuilt: store.rebuilt(),
         ..store
             .health()
             .map(|h| h.borrow().clone())
@@ -165,6 +166,7 @@ fn store_health(store: &crate::store::Store) -> StoreHealth {
                 connected: true,
                 error: None,
                 damaged: Vec::new(),
+                rebuilt: Vec::new(),
             })
     }
 }

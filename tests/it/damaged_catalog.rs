@@ -1,0 +1,201 @@
+//! One flipped bit in the engine's catalog: its version and the definitions of crucible's
+//! namespace, database and tables, which are the first keys of a table file and which the
+//! engine reads before anything else. Without a rebuild the engine cannot open at all.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::json;
+
+/// The daemon still starts: it rebuilds the database from crucible's schema and every
+/// record that reads, says so in `daemon status` (what was lost, where the damaged copy
+/// is), and serves every session and message outside the damaged block; the check names
+/// the block first, without waiting on the engine's retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flipped_bit_in_the_catalog_leaves_the_daemon_starting_with_every_record_that_reads() {
+    use crate::common::{KillOnDrop, TestKiln, register};
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let mut daemon = tk.spawn_daemon().await;
+    let client = tk.client().await;
+    let mut sessions = Vec::new();
+    for i in 0..20 {
+        sessions.push(register(&client, &format!("agent {i}")).await);
+    }
+    // Enough messages that crucible's own keys and the sessions lie in different blocks
+    // (a block is 64 KiB; messages sort before sessions).
+    let mut sent = BTreeMap::new();
+    for i in 0..3000 {
+        let title = format!("report {i}");
+        let reply = client
+            .call_value(
+                "inbox.send",
+                json!({"session_id": sessions[0], "msg_type": "info", "title": title,
+                       "body": format!("{} marker{i}x", "detail ".repeat(20))}),
+            )
+            .await
+            .unwrap();
+        sent.insert(reply["id"].as_str().unwrap().to_string(), title);
+    }
+    drop(client);
+    let out = tk.cru(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    daemon.wait_exit(Duration::from_secs(30)).await;
+
+    // The catalog names crucible's search analyzer (after the engine's own queue of
+    // index changes): a bit there.
+    let needle = b"crucible_words";
+    let (file, mut bytes, at) = table_files(&tk)
+        .into_iter()
+        .find_map(|(file, bytes)| {
+            let at = bytes.windows(needle.len()).position(|w| w == needle)?;
+            Some((file, bytes, at))
+        })
+        .expect("a table file holding the catalog");
+    bytes[at + 3] ^= 0x02;
+    std::fs::write(&file, bytes).unwrap();
+    let file_name = file.file_name().unwrap().to_string_lossy().to_string();
+
+    // The check names the block and what it does, at once.
+    let out = tk.cru(&["daemon", "check", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        crate::common::stdout(&out),
+        crate::common::stderr(&out)
+    );
+    let check: serde_json::Value = serde_json::from_str(&crate::common::stdout(&out)).unwrap();
+    assert!(
+        check["files"].as_array().unwrap().iter().any(|f| f["file"]
+            .as_str()
+            .unwrap()
+            .ends_with(&file_name)
+            && f["effect"]
+                .as_str()
+                .unwrap()
+                .contains("the database cannot open without it")),
+        "{check}"
+    );
+
+    // The daemon starts, rebuilt, and serves every session.
+    let mut daemon = tk.spawn_daemon().await;
+    let client = tk.client().await;
+    let listed = listed_sessions(&client).await;
+    for id in &sessions {
+        assert!(listed.contains(id), "{id} did not come back");
+    }
+    // Every message outside the damaged block, unchanged; the block's are not made up.
+    let inbox = client
+        .call_value("inbox.list", json!({"limit": 10000}))
+        .await
+        .unwrap();
+    let kept: BTreeMap<String, String> = inbox["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["id"].as_str().unwrap().to_string(),
+                m["title"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for (id, title) in &kept {
+        assert_eq!(sent.get(id), Some(title), "a kept message changed");
+    }
+    // Here the damaged block holds the catalog alone (crucible's definitions end before
+    // the first message's record), so every message comes back.
+    assert_eq!(kept.len(), 3000, "messages kept");
+
+    // It says what it did and what was lost, and where the damaged engine is.
+    let out = tk.cru(&["daemon", "status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&crate::common::stdout(&out)).unwrap();
+    let rebuilt = status["store"]["rebuilt"].to_string();
+    assert!(
+        rebuilt.contains("the engine's catalog did not read back")
+            && rebuilt.contains(&file_name)
+            && rebuilt.contains("kept at"),
+        "{status}"
+    );
+    assert!(status["store"]["damaged"].is_null(), "{status}");
+    let human = crate::common::stdout(&tk.cru(&["daemon", "status"]));
+    assert!(human.contains("REBUILT"), "{human}");
+    let kept_at = tk.kiln.db_path().with_file_name(format!(
+        "{}.damaged-",
+        tk.kiln.db_path().file_name().unwrap().to_string_lossy()
+    ));
+    let kept_at = kept_at.to_string_lossy().to_string();
+    assert!(
+        std::fs::read_dir(tk.kiln.db_path().parent().unwrap())
+            .unwrap()
+            .any(|e| e.unwrap().path().to_string_lossy().starts_with(&kept_at)),
+        "the damaged engine is kept"
+    );
+
+    // The rebuilt search index finds a message, and new writes are kept.
+    let (last_id, _) = sent.iter().next_back().unwrap();
+    assert!(
+        kept.contains_key(last_id),
+        "the newest message is far from the catalog"
+    );
+    {
+        let found = client
+            .call_value("search", json!({"query": "marker2999x", "limit": 5}))
+            .await
+            .unwrap();
+        assert!(
+            found["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["message_id"] == last_id.as_str()),
+            "{found}"
+        );
+    }
+    let fresh = register(&client, "after the rebuild").await;
+    drop(client);
+    let out = tk.cru(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    daemon.wait_exit(Duration::from_secs(30)).await;
+
+    // The next start opens it as it is: nothing more to rebuild.
+    let _daemon = tk.spawn_daemon().await;
+    let client = tk.client().await;
+    let listed = listed_sessions(&client).await;
+    assert!(listed.contains(&fresh) && sessions.iter().all(|id| listed.contains(id)));
+    let out = tk.cru(&["daemon", "status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&crate::common::stdout(&out)).unwrap();
+    assert!(status["store"]["rebuilt"].is_null(), "{status}");
+}
+
+/// Every table file of the engine, with its bytes, oldest first.
+fn table_files(tk: &crate::common::TestKiln) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(tk.kiln.db_path().join("sstables"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// The ids of the sessions the daemon lists.
+async fn listed_sessions(client: &crucible::client::Client) -> std::collections::BTreeSet<String> {
+    let listed = client
+        .call_value("session.list", json!({}))
+        .await
+        .expect("session.list");
+    listed["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| s["id"].as_str().expect("id").to_string())
+        .collect()
+}
