@@ -13,6 +13,33 @@ use serde_json::json;
 /// the block first, without waiting on the engine's retries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flipped_bit_in_the_catalog_leaves_the_daemon_starting_with_every_record_that_reads() {
+    // The catalog names crucible's search analyzer (after the engine's own queue of
+    // index changes): a bit there.
+    damaged_catalog(|bytes| {
+        let needle = b"crucible_words";
+        bytes
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .map(|at| at + 3)
+    })
+    .await;
+}
+
+/// The same with the bit in the first block of the file holding the catalog, where the
+/// engine's version is: the first key it reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flipped_bit_by_the_engines_version_leaves_the_daemon_starting_too() {
+    damaged_catalog(|bytes| {
+        let needle = b"crucible_words";
+        bytes.windows(needle.len()).position(|w| w == needle)?;
+        Some(40)
+    })
+    .await;
+}
+
+/// Fills a kiln, flips one bit at where `at` says in the first table file holding the
+/// catalog, and checks what the check, the daemon and its status then do.
+async fn damaged_catalog(at: impl Fn(&[u8]) -> Option<usize>) {
     use crate::common::{KillOnDrop, TestKiln, register};
     let tk = TestKiln::new();
     let _guard = KillOnDrop(tk.kiln.clone());
@@ -42,17 +69,14 @@ async fn a_flipped_bit_in_the_catalog_leaves_the_daemon_starting_with_every_reco
     assert!(out.status.success(), "{}", crate::common::stderr(&out));
     daemon.wait_exit(Duration::from_secs(30)).await;
 
-    // The catalog names crucible's search analyzer (after the engine's own queue of
-    // index changes): a bit there.
-    let needle = b"crucible_words";
     let (file, mut bytes, at) = table_files(&tk)
         .into_iter()
         .find_map(|(file, bytes)| {
-            let at = bytes.windows(needle.len()).position(|w| w == needle)?;
+            let at = at(&bytes)?;
             Some((file, bytes, at))
         })
         .expect("a table file holding the catalog");
-    bytes[at + 3] ^= 0x02;
+    bytes[at] ^= 0x02;
     std::fs::write(&file, bytes).unwrap();
     let file_name = file.file_name().unwrap().to_string_lossy().to_string();
 
