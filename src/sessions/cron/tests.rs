@@ -1,6 +1,7 @@
 //! The cron schedule's pure parts: a row of failures said once and waited out longer each
 //! time, and a new plan keeping the waits of unchanged jobs.
 
+use super::failing::{Failing, RETRY_LONGEST_SECS, after_failure, retry_wait};
 use super::*;
 
 fn job(id: &str, schedule: &str) -> CronJob {
