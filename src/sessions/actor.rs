@@ -2,13 +2,16 @@
 //! happens to the session (agent events, human commands, inbox answers), so its state,
 //! transcript and messages never race each other. What each of those means for the
 //! session, the approval gate included, is decided by its [`Machine`]; this loop feeds
-//! it and carries out the effects it returns ([`effects`]): the store, the inbox, the
-//! context stack, the audit log, the rules, the agent.
+//! it what it hears ([`inputs`]) and carries out the effects it returns ([`effects`]):
+//! the store, the inbox, the context stack, the audit log, the rules, the agent.
 
 mod effects;
+mod inputs;
 mod watch;
 
 pub(super) use watch::{Fallback, MemoryWatch};
+
+use inputs::Waiting;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -38,21 +41,6 @@ use crate::protocol::{SecurityState, Session, SessionState};
 /// many bytes at its end (a chatty agent's log can be large).
 const STDERR_TAIL_LINES: usize = 20;
 const STDERR_TAIL_BYTES: u64 = 16 * 1024;
-
-/// Who waits on a request for the approval gate, and the channel the answer goes on.
-enum Waiting {
-    /// An operation crucible runs or serves for the agent.
-    Operation(oneshot::Sender<Result<(), AgentError>>),
-    /// The agent's permission request: the option chosen, or none.
-    Permission(oneshot::Sender<Option<String>>),
-    /// An approval the agent asks for itself: the rules' word, if any.
-    Approval(oneshot::Sender<Option<bool>>),
-    /// A credential.
-    Credential {
-        name: String,
-        ack: oneshot::Sender<Result<String, CredentialError>>,
-    },
-}
 
 pub(super) struct Actor {
     ledger: Arc<Ledger>,
@@ -289,141 +277,6 @@ impl Actor {
         }
     }
 
-    /// Keeps the channel of a request for the gate; the key the machine knows it by.
-    fn wait(&mut self, waiting: Waiting) -> Key {
-        let key = self.next_key;
-        self.next_key += 1;
-        self.waiting.insert(key, waiting);
-        key
-    }
-
-    /// The machine's input for an agent event.
-    async fn on_event(
-        &mut self,
-        t: &mut TranscriptWriter,
-        event: AgentEvent,
-    ) -> Option<SessionInput> {
-        Some(match event {
-            AgentEvent::Ready {
-                agent_name: Some(ref name),
-                ..
-            } => {
-                tracing::info!(agent = %name, "agent ready");
-                SessionInput::Agent(event)
-            }
-            AgentEvent::ToolCall { ref operation, .. } => {
-                // Rules still see what the agent runs by itself.
-                let ran = GateRequest::Ran(operation.clone());
-                self.feed(t, SessionInput::Gate(ran)).await;
-                SessionInput::Agent(event)
-            }
-            AgentEvent::Gate { operation, reply } => {
-                let key = self.wait(Waiting::Operation(reply));
-                SessionInput::Gate(GateRequest::Operation { key, operation })
-            }
-            AgentEvent::Permission {
-                title,
-                tool_call_id,
-                options,
-                operation,
-                reply,
-            } => {
-                let key = self.wait(Waiting::Permission(reply));
-                SessionInput::Gate(GateRequest::Permission {
-                    key,
-                    title,
-                    tool_call_id,
-                    options,
-                    operation,
-                })
-            }
-            AgentEvent::Usage(usage) => SessionInput::Usage {
-                usage,
-                day: super::budget::today(),
-            },
-            AgentEvent::TurnTokens(tokens) => SessionInput::TurnTokens {
-                tokens,
-                day: super::budget::today(),
-            },
-            AgentEvent::TurnEnded(ended) => {
-                // The message streaming in ends with the turn; the turn must know whether
-                // it could be stored.
-                self.flush(t).await;
-                let input = limited(ended);
-                if matches!(input, SessionInput::TurnLimited { .. }) {
-                    self.fall_back();
-                }
-                input
-            }
-            AgentEvent::Exited { .. } => {
-                self.flush(t).await;
-                SessionInput::Agent(event)
-            }
-            event => SessionInput::Agent(event),
-        })
-    }
-
-    /// The machine's input for a command, if it concerns this session.
-    fn on_command(&mut self, command: Command) -> Option<SessionInput> {
-        Some(match command {
-            Command::Prompt { text, ack } => {
-                self.prompt_ack = Some(ack);
-                SessionInput::Prompt(text)
-            }
-            Command::Resend { ack } => {
-                self.resend_ack = Some(ack);
-                SessionInput::Resend
-            }
-            Command::Cancel { ack } => {
-                self.cancel_ack = Some(ack);
-                SessionInput::Cancel
-            }
-            Command::Stop { ack, shutdown } => {
-                self.stoppers.push(ack);
-                SessionInput::Stop { shutdown }
-            }
-            Command::Inbox(message) => {
-                if message.session_id != self.session.id {
-                    return None;
-                }
-                if message.responded {
-                    SessionInput::Answered {
-                        id: message.id,
-                        response: message.response,
-                        by: message.answered_by,
-                    }
-                } else {
-                    SessionInput::Opened(message.id)
-                }
-            }
-            Command::Resync => SessionInput::Resync,
-            Command::Settled { ack } => {
-                let _ = ack.send(());
-                return None;
-            }
-            Command::SetRule { rule, enabled, ack } => {
-                self.rule_ack = Some(ack);
-                SessionInput::SetRule { rule, enabled }
-            }
-            Command::JudgeApproval { title, ack } => {
-                let key = self.wait(Waiting::Approval(ack));
-                SessionInput::Gate(GateRequest::Approval { key, title })
-            }
-            Command::Secret { name, ack } => {
-                let approved = self.session.security.approved_credentials.contains(&name);
-                let key = self.wait(Waiting::Credential {
-                    name: name.clone(),
-                    ack,
-                });
-                SessionInput::Credential {
-                    key,
-                    name,
-                    approved,
-                }
-            }
-        })
-    }
-
     /// Ends the message streaming in.
     async fn flush(&mut self, t: &mut TranscriptWriter) {
         t.flush(&self.ledger).await;
@@ -531,30 +384,6 @@ impl Actor {
         }
         let tail = &lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..];
         wording::with_stderr(text, &path, tail)
-    }
-}
-
-/// A turn's end, or, when it failed on a usage or rate limit, that limit.
-fn limited(ended: Result<String, crate::agent::TurnFailure>) -> SessionInput {
-    use crate::agent::{TurnFailure, usage_limit};
-    let now = chrono::Utc::now();
-    match ended {
-        Err(TurnFailure::Failed(why)) => match usage_limit::recognise(&why, now) {
-            Some(limit) => {
-                let local = limit.resets_at.with_timezone(&chrono::Local);
-                let mut resumes = local.format("%H:%M:%S").to_string();
-                if !limit.said {
-                    resumes.push_str(" (the agent did not say when; crucible waits 15 minutes)");
-                }
-                SessionInput::TurnLimited {
-                    why,
-                    wait: limit.wait(now),
-                    resumes,
-                }
-            }
-            None => SessionInput::Agent(AgentEvent::TurnEnded(Err(TurnFailure::Failed(why)))),
-        },
-        other => SessionInput::Agent(AgentEvent::TurnEnded(other)),
     }
 }
 

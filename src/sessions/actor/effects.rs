@@ -15,14 +15,7 @@ impl Actor {
             Effect::Record(change) => self.record(change),
             Effect::SetState { state, reason } => self.set_state(t, state, reason).await,
             Effect::Save => self.save().await,
-            Effect::RecordTurn => {
-                self.session.turn_count += 1;
-                if let Some(state) = self.context().await {
-                    let text = summary(Some(&self.profile), state.stack.entries()).await;
-                    self.session.context_summary = Some(text);
-                }
-                self.save().await;
-            }
+            Effect::RecordTurn => self.record_turn().await,
             Effect::Append(line) => {
                 t.append(&self.ledger, line).await;
                 self.check(t);
@@ -37,32 +30,7 @@ impl Actor {
                 self.step(SessionInput::Kept { kind, text });
             }
             Effect::Post(notice) => self.post(notice).await,
-            Effect::Ask {
-                key,
-                title,
-                body,
-                options,
-                kinds,
-                flagged,
-            } => {
-                let sent = self
-                    .ledger
-                    .send_for(
-                        SendParams {
-                            session_id: id,
-                            msg_type: MsgType::ApprovalRequired,
-                            title,
-                            body: Some(body),
-                            options,
-                            option_kinds: kinds,
-                            flagged,
-                        },
-                        Purpose::Approval,
-                    )
-                    .await;
-                let result = sent.map(|m| m.id);
-                self.step(SessionInput::Posted { key, result });
-            }
+            effect @ Effect::Ask { .. } => self.ask(effect).await,
             effect @ (Effect::Spend { .. }
             | Effect::AskBudget { .. }
             | Effect::RaiseBudget { .. }) => self.budget_effect(t, effect).await,
@@ -118,6 +86,48 @@ impl Actor {
             Effect::Reply(reply) => self.reply(reply),
             Effect::Finish => self.finished = true,
         }
+    }
+
+    /// A turn ended: counted, and the context stack summed up on the record, saved.
+    async fn record_turn(&mut self) {
+        self.session.turn_count += 1;
+        if let Some(state) = self.context().await {
+            let text = summary(Some(&self.profile), state.stack.entries()).await;
+            self.session.context_summary = Some(text);
+        }
+        self.save().await;
+    }
+
+    /// Posts the approval the agent waits for; the machine is told the message's id.
+    async fn ask(&mut self, effect: Effect) {
+        let Effect::Ask {
+            key,
+            title,
+            body,
+            options,
+            kinds,
+            flagged,
+        } = effect
+        else {
+            return;
+        };
+        let sent = self
+            .ledger
+            .send_for(
+                SendParams {
+                    session_id: self.session.id.clone(),
+                    msg_type: MsgType::ApprovalRequired,
+                    title,
+                    body: Some(body),
+                    options,
+                    option_kinds: kinds,
+                    flagged,
+                },
+                Purpose::Approval,
+            )
+            .await;
+        let result = sent.map(|m| m.id);
+        self.step(SessionInput::Posted { key, result });
     }
 
     /// A `state` transcript entry, then the record's state and reason, saved.
