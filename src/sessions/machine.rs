@@ -12,7 +12,8 @@
 //!
 //! The approval gate is part of it ([`gating`]): the rules' judgement of what the agent
 //! asks for is an input, and replying, auditing, granting a credential and remembering
-//! an approved operation are effects.
+//! an approved operation are effects. How the agent starts, is ready and exits is in
+//! [`lifecycle`].
 
 mod approvals;
 mod budgeting;
@@ -20,6 +21,7 @@ mod doings;
 mod effect;
 mod gating;
 mod input;
+mod lifecycle;
 mod limited;
 mod prompts;
 
@@ -200,27 +202,7 @@ impl Machine {
     pub fn step(&mut self, input: SessionInput) -> Effects {
         let mut fx = Vec::new();
         match input {
-            SessionInput::Start => {
-                fx.push(Effect::Record(RecordChange::AgentPid(self.agent_pid)));
-                self.note_prompts(&mut fx);
-                let reason = self.resumed_from.map(|from| match from {
-                    SessionState::Parked => wording::UNPARKING.to_string(),
-                    SessionState::Stopped => wording::RESTARTING.to_string(),
-                    _ => wording::RESUMING.to_string(),
-                });
-                self.set_state(&mut fx, SessionState::Starting, reason);
-                fx.push(Effect::OpenContext);
-                if self.resumed_from.is_some_and(|from| {
-                    !matches!(from, SessionState::Parked | SessionState::Stopped)
-                }) {
-                    // Resumed after a daemon restart: the process that asked the open
-                    // questions is gone, so no answer to them can reach it.
-                    fx.push(Effect::WithdrawOpen {
-                        note: wording::withdrawn(wording::ASKER_GONE),
-                    });
-                }
-                fx.push(Effect::ReadOpen);
-            }
+            SessionInput::Start => self.start(&mut fx),
             SessionInput::Agent(event) => self.agent(&mut fx, event),
             SessionInput::Kept { kind, text } => self.kept(kind, &text),
             SessionInput::Gate(request) => self.gate(&mut fx, request),
@@ -253,13 +235,7 @@ impl Machine {
             SessionInput::Resend => self.resend(&mut fx),
             SessionInput::Cancel => self.cancel(&mut fx),
             SessionInput::Stop { shutdown } => self.stop(&mut fx, shutdown),
-            SessionInput::Park => {
-                // Only an idle session with nothing open is parked.
-                if self.phase == Phase::Idle && self.blocking.is_empty() && self.stop.is_none() {
-                    self.stop = Some(Stop::Park);
-                    fx.push(Effect::StopAgent);
-                }
-            }
+            SessionInput::Park => self.park(&mut fx),
             SessionInput::Opened(id) => {
                 self.blocking.insert(id);
                 self.settle(&mut fx);
@@ -302,46 +278,6 @@ impl Machine {
         }
     }
 
-    fn ready(&mut self, fx: &mut Effects, acp_session_id: String, resumed: bool) {
-        if self.phase != Phase::Starting {
-            return;
-        }
-        self.phase = Phase::Idle;
-        fx.push(Effect::Record(RecordChange::AcpSession(acp_session_id)));
-        let remade = matches!(
-            self.resumed_from,
-            Some(SessionState::Parked | SessionState::Stopped)
-        );
-        if remade && !resumed && self.kind == AgentKind::Acp {
-            fx.push(Effect::SeedFresh);
-        }
-        if self.cut.is_some() {
-            self.ready_after_cut(fx);
-            return;
-        }
-        if let Some(from @ (SessionState::Parked | SessionState::Stopped)) = self.resumed_from {
-            // Made again on purpose (for the prompt waiting in the queue, or restarted by
-            // the human): no news for the inbox.
-            let why = if from == SessionState::Parked {
-                wording::UNPARKED
-            } else {
-                wording::RESTARTED
-            };
-            self.set_state(fx, SessionState::Complete, Some(why.into()));
-            self.next_turn(fx);
-            return;
-        }
-        if resumed {
-            let interrupted = self.resumed_from.is_some_and(SessionState::is_busy);
-            let (reason, notice) = wording::resumed(interrupted);
-            self.set_state(fx, SessionState::Complete, Some(reason));
-            fx.push(Effect::Post(notice));
-        }
-        if !self.next_turn(fx) && !resumed {
-            self.set_state(fx, SessionState::Complete, Some(wording::READY.into()));
-        }
-    }
-
     fn cancel(&mut self, fx: &mut Effects) {
         self.queue.clear();
         self.cut = None;
@@ -355,18 +291,6 @@ impl Machine {
             self.settle(fx);
         }
         fx.push(Effect::Reply(Reply::Cancelled));
-    }
-
-    fn stop(&mut self, fx: &mut Effects, shutdown: bool) {
-        if self.stop.is_some() {
-            return;
-        }
-        self.stop = Some(if shutdown {
-            Stop::Shutdown
-        } else {
-            Stop::Requested
-        });
-        fx.push(Effect::StopAgent);
     }
 
     fn kept(&mut self, kind: EntryKind, text: &str) {
@@ -454,80 +378,6 @@ impl Machine {
     fn after_turn(&mut self, fx: &mut Effects) {
         self.push_said(fx);
         fx.push(Effect::RecordTurn);
-    }
-
-    fn start_failed(&mut self, fx: &mut Effects, why: String) {
-        // Past its start, or stopping on request: the exit says how it ended.
-        if self.phase != Phase::Starting || self.stop.is_some() {
-            return;
-        }
-        self.phase = Phase::StartFailed;
-        fx.push(Effect::Append(Line::new(EntryKind::Error).text(&why)));
-        if self.resumed_from.is_some() {
-            let (reason, notice) = wording::lost(&why);
-            self.set_state(fx, SessionState::Stopped, Some(reason));
-            fx.push(Effect::Post(notice));
-        } else {
-            self.set_state(fx, SessionState::Error, Some(why.clone()));
-            fx.push(Effect::Post(wording::start_failed(&why)));
-        }
-        fx.push(Effect::StopAgent);
-    }
-
-    fn exited(&mut self, fx: &mut Effects, status: &str, code: Option<i32>) {
-        let was = std::mem::replace(&mut self.phase, Phase::Ended);
-        if was == Phase::Ended {
-            return;
-        }
-        fx.push(Effect::RevokeHandles);
-        let why = match self.stop {
-            Some(Stop::Shutdown) => wording::SHUTTING_DOWN,
-            Some(Stop::Requested) => wording::STOPPED,
-            Some(Stop::Park) => wording::PARKED,
-            Some(Stop::Terminated) => wording::TERMINATED,
-            None => wording::AGENT_EXITED,
-        };
-        self.withdraw_approvals(fx, why);
-        if self.stop == Some(Stop::Shutdown) {
-            // Left as it is, with its agent pid: the next daemon resumes it honestly.
-            fx.push(Effect::Finish);
-            return;
-        }
-        // Questions the agent asked itself (`cru ask`) can no longer be answered.
-        fx.push(Effect::WithdrawOpen {
-            note: wording::withdrawn(why),
-        });
-        self.blocking.clear();
-        fx.push(Effect::Record(RecordChange::Ended { exit_code: code }));
-        if self.stop == Some(Stop::Requested) {
-            self.set_state(fx, SessionState::Stopped, Some(wording::stopped(status)));
-        } else if self.stop == Some(Stop::Terminated) {
-            let reason = self
-                .terminated
-                .clone()
-                .unwrap_or_else(|| wording::TERMINATED.into());
-            self.set_state(fx, SessionState::Stopped, Some(reason));
-        } else if self.stop == Some(Stop::Park) {
-            self.set_state(fx, SessionState::Parked, Some(wording::PARKED.into()));
-        } else if was == Phase::StartFailed {
-            // The failure was reported already.
-            fx.push(Effect::Save);
-        } else {
-            let cut = match was {
-                Phase::Turn(turn) => Some(turn.prompt),
-                _ => self.cut.take(),
-            };
-            match cut {
-                Some(prompt) => self.cut_by_exit(fx, status, prompt),
-                None => {
-                    let (reason, notice) = wording::agent_ended(status, false);
-                    fx.push(Effect::Append(Line::new(EntryKind::Error).text(&reason)));
-                    self.set_state(fx, SessionState::Error, Some(reason));
-                    fx.push(Effect::Post(notice));
-                }
-            }
-        }
-        fx.push(Effect::Finish);
     }
 }
 
