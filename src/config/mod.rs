@@ -12,6 +12,7 @@ mod builtin;
 mod channels;
 mod cron;
 mod drivers;
+mod fleet;
 mod hub;
 mod matrix;
 mod profiles;
@@ -26,6 +27,7 @@ pub use builtin::{Finder, KNOWN, Known, NoAgent, ProfileEntry, ProfileError, Pro
 pub use channels::{ChannelError, ChannelsConfig, HttpConfig, NotifyConfig, RESET_PHRASES};
 pub use cron::CronJob;
 pub use drivers::{DriversConfig, DriversError};
+pub use fleet::FleetConfig;
 pub use hub::{HubConfig, HubSettingsError, RemoteKilns};
 pub use matrix::MatrixConfig;
 pub use profiles::{AgentKind, AgentProfile};
@@ -136,6 +138,8 @@ pub struct Config {
     pub budget: BudgetConfig,
     /// `[hub]`: the person's hub (in their own settings): kilns on other machines.
     pub hub: HubConfig,
+    /// `[fleet]`: the memory kept free on the host before another agent starts.
+    pub fleet: FleetConfig,
 }
 
 /// `[kiln]`: this kiln as the person's other kilns see it.

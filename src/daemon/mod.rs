@@ -252,9 +252,11 @@ async fn serve(
         tokio::spawn(conn::serve(stream, services, shared, socket));
     };
     loop {
-        // Idle: nobody connected, no agent running, no component keeping it up.
+        // Idle: nobody connected, no agent running or waiting for memory to start, no
+        // component keeping it up.
         let idle = *clients.borrow_and_update() == 0
             && *agents.borrow_and_update() == 0
+            && !services.sessions.has_queued()
             && !services.components().keep_daemon_up();
         let grace = Duration::from_secs(settings.borrow().daemon.grace_period_secs);
         let grace_expiry = async {

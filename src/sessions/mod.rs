@@ -143,6 +143,11 @@ impl Sessions {
         self.runner.running()
     }
 
+    /// Whether a session waits for memory to start its agent (the daemon stays up for it).
+    pub fn has_queued(&self) -> bool {
+        self.runner.has_queued()
+    }
+
     /// Sends a prompt now, or queues it behind the running turn ([`Runner::prompt`]).
     pub async fn prompt(&self, id: &str, text: String) -> Result<bool> {
         Ok(self.runner.prompt(id, text).await?)
@@ -330,7 +335,7 @@ impl Sessions {
         let task = session.task.clone();
         if let Err(why) = self
             .runner
-            .spawn(session, &params.agent, profile, None, task)
+            .admit(session, &params.agent, profile, None, task)
             .await
         {
             self.runner.keep_given(&id, None);

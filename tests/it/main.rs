@@ -9,6 +9,7 @@ use testkit::{browser, team_server, tmux};
 #[cfg(feature = "matrix")]
 use testkit::{matrix_human, synapse};
 
+mod admission;
 mod agents;
 mod bound_answers;
 mod budget;

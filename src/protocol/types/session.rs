@@ -386,6 +386,10 @@ impl Session {
 pub enum SessionState {
     /// The worktree is being prepared.
     Creating,
+    /// Its agent waits to start until the host has the memory `[fleet]` asks to keep
+    /// free; `state_reason` says how much there is, and the prompt it will start with is
+    /// kept in `queued`.
+    Queued,
     /// The agent process is starting and being initialised.
     Starting,
     /// A turn is running.
@@ -414,6 +418,7 @@ impl SessionState {
     pub fn as_str(self) -> &'static str {
         match self {
             SessionState::Creating => "creating",
+            SessionState::Queued => "queued",
             SessionState::Starting => "starting",
             SessionState::Working => "working",
             SessionState::Waiting => "waiting",
@@ -431,6 +436,7 @@ impl SessionState {
         matches!(
             self,
             SessionState::Creating
+                | SessionState::Queued
                 | SessionState::Starting
                 | SessionState::Working
                 | SessionState::Waiting

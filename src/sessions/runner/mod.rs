@@ -4,6 +4,7 @@
 //! a parked session's environment again, and deals with agents a previous daemon left
 //! behind ([`recover`]). Nothing else holds an actor or an environment.
 
+mod admission;
 mod recover;
 mod spawn;
 
@@ -65,6 +66,8 @@ pub struct Runner {
     budgets: Arc<Budgets>,
     /// The manager a session on a usage limit is handed off through.
     sessions: Weak<Sessions>,
+    /// Sessions whose agent waits for the host's memory ([`admission`]).
+    admission: admission::Queue,
 }
 
 /// What a runner is made with.
@@ -100,6 +103,7 @@ impl Runner {
             rules,
             budgets,
             sessions,
+            admission: admission::Queue::default(),
         }
     }
 
@@ -166,7 +170,9 @@ impl Runner {
             let session = managed(&self.ledger, id)?;
             if session.state == Some(SessionState::Parked) && self.actor(id).is_none() {
                 self.unpark(session, text).await?;
-                return Ok(false);
+                // Waiting for memory, the prompt is kept with the session: queued.
+                let now = self.ledger.get_session(id)?;
+                return Ok(now.state == Some(SessionState::Queued));
             }
         }
         self.tell(id, |ack| Command::Prompt { text, ack }).await
@@ -225,7 +231,7 @@ impl Runner {
             previous,
         };
         Ok(self
-            .spawn(starting, &session.agent_name, profile, Some(resume), prompt)
+            .admit(starting, &session.agent_name, profile, Some(resume), prompt)
             .await)
     }
 

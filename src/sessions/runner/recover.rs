@@ -37,6 +37,10 @@ impl Runner {
                     .await;
                 continue;
             }
+            if state == SessionState::Queued {
+                self.queue_again(&config, session).await;
+                continue;
+            }
             let Some(pid) = session.agent_pid else {
                 continue;
             };
@@ -45,6 +49,24 @@ impl Runner {
                 crate::sys::signal_group(pid, libc::SIGKILL);
             }
             self.resume(&config, session, state).await;
+        }
+    }
+
+    /// A session the previous daemon held back for memory waits again (or starts, when
+    /// the memory is there): its prompts were kept with it.
+    async fn queue_again(self: &Arc<Self>, config: &Config, session: Session) {
+        let Ok(profile) = config.profile(&session.agent_name) else {
+            self.mark_lost(session, wording::LOST_PROFILE_GONE.into())
+                .await;
+            return;
+        };
+        let resume = session.acp_session_id.clone().map(|acp_session_id| Resume {
+            acp_session_id: Some(acp_session_id),
+            previous: SessionState::Parked,
+        });
+        let (id, name) = (session.id.clone(), session.agent_name.clone());
+        if let Err(why) = self.admit(session, &name, profile, resume, None).await {
+            self.queued_start_failed(&id, &why).await;
         }
     }
 

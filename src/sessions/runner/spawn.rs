@@ -43,6 +43,8 @@ pub enum SpawnError {
     Limits(LedgerError),
     #[error("cannot issue a session handle: {0}")]
     Handle(LedgerError),
+    #[error("cannot record the session: {0}")]
+    Record(LedgerError),
 }
 
 /// What starting an agent made before its actor runs.

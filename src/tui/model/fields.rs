@@ -62,6 +62,8 @@ impl Flash {
 /// A session's state as the status bar shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activity {
+    /// Its agent waits for memory to start (`[fleet]`).
+    Queued,
     Starting,
     Working,
     Waiting,
@@ -85,6 +87,7 @@ impl Activity {
     /// answer (what says a self-registered session waits).
     pub fn of(session: &Session, open: bool) -> Self {
         match session.state {
+            Some(SessionState::Queued) => Activity::Queued,
             Some(SessionState::Creating | SessionState::Starting) => Activity::Starting,
             Some(SessionState::Working) => Activity::Working,
             Some(SessionState::Waiting) => Activity::Waiting,
@@ -102,6 +105,7 @@ impl Activity {
 
     pub fn label(self) -> &'static str {
         match self {
+            Activity::Queued => "queued",
             Activity::Starting => "starting",
             Activity::Working => "working",
             Activity::Waiting => "waiting",

@@ -92,18 +92,20 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme, selec
 /// ` sessions · 1000 · 12 working · 3 waiting · esc closes `: how many, and how many of
 /// each state that asks for attention or is busy.
 fn title(model: &Model) -> String {
-    let mut counts = [0usize; 4];
+    let mut counts = [0usize; 5];
     for session in model.sessions() {
         match model.activity(session) {
             Activity::Working => counts[0] += 1,
             Activity::Waiting => counts[1] += 1,
-            Activity::Parked => counts[2] += 1,
-            Activity::Error => counts[3] += 1,
+            Activity::Queued => counts[2] += 1,
+            Activity::Parked => counts[3] += 1,
+            Activity::Error => counts[4] += 1,
             _ => {}
         }
     }
     let mut parts = vec![format!(" sessions · {}", model.sessions().len())];
-    for (count, label) in counts.iter().zip(["working", "waiting", "parked", "error"]) {
+    let labels = ["working", "waiting", "queued", "parked", "error"];
+    for (count, label) in counts.iter().zip(labels) {
         if *count > 0 {
             parts.push(format!("{count} {label}"));
         }

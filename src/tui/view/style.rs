@@ -26,7 +26,8 @@ pub(super) fn activity_role(activity: Activity) -> Role {
     match activity {
         Activity::Starting | Activity::Working | Activity::Active => Role::SessionWorking,
         // A turn that did not end asks for attention, as a question does.
-        Activity::Waiting | Activity::Interrupted => Role::SessionWaiting,
+        // So does one held back for memory: the person may free some or lower the bar.
+        Activity::Waiting | Activity::Interrupted | Activity::Queued => Role::SessionWaiting,
         Activity::Done => Role::SessionDone,
         Activity::Cancelled | Activity::Stopped | Activity::Parked | Activity::Idle => {
             Role::SessionIdle

@@ -1,0 +1,53 @@
+//! Admission by memory: with `[fleet]` asking to keep more memory available than the host
+//! has, a new session waits `queued`, saying why, with its task kept and its agent not
+//! started; it waits on across a daemon restart, and starts on its task once the bar is
+//! lowered in the settings.
+
+use crucible::protocol::SessionState;
+
+use crate::common::*;
+use crate::sessions::{agent_kiln, create, session, transcript, wait_state};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_waits_for_memory_and_starts_when_the_bar_is_lowered() {
+    // A bar no host reaches (about 95 TiB).
+    let tk = agent_kiln("[fleet]\nmin_free_mb = 100000000\n");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let task = "say started after waiting";
+    let s = create(&client, "scripted", Some(task)).await;
+    let queued = session(&client, &s.id).await;
+    assert_eq!(queued.state, Some(SessionState::Queued), "{queued:?}");
+    let reason = queued.state_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("queued for memory") && reason.contains("MiB was available"),
+        "{reason}"
+    );
+    assert_eq!(queued.queued, vec![task.to_string()], "the task is kept");
+    assert_eq!(queued.agent_pid, None, "no agent started");
+    assert!(transcript(&client, &s.id).await.is_empty());
+    let listed = stdout(&tk.cru(&["session", "list"]));
+    assert!(listed.contains("queued"), "{listed}");
+
+    // A restart keeps it waiting, its task with it.
+    drop(client);
+    let out = tk.cru(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let client = tk.client().await;
+    let again = session(&client, &s.id).await;
+    assert_eq!(again.state, Some(SessionState::Queued), "{again:?}");
+    assert_eq!(again.queued, vec![task.to_string()]);
+
+    // The bar lowered in the settings: it starts, on its task.
+    let path = tk.kiln.settings_path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("min_free_mb = 100000000", "min_free_mb = 0"),
+    )
+    .unwrap();
+    wait_state(&client, &s.id, SessionState::Complete).await;
+    crate::budget::wait_said(&client, &s.id, "started after waiting").await;
+    let done = session(&client, &s.id).await;
+    assert!(done.queued.is_empty(), "{done:?}");
+}
