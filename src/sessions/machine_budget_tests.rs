@@ -93,7 +93,7 @@ fn raised_note(id: &str) -> Effect {
 
 /// Spending, a budget reached mid-turn, prompts held, the question and its answers.
 pub(super) fn budgets() -> Vec<Case> {
-    cat_cases([spending(), reaching(), answering()])
+    cat_cases([spending(), reaching(), answering(), the_keepers_word()])
 }
 
 fn cat_cases(parts: impl IntoIterator<Item = Vec<Case>>) -> Vec<Case> {
@@ -215,9 +215,8 @@ fn reaching() -> Vec<Case> {
     ]
 }
 
-/// The answers, and the keeper's verdicts after them.
+/// The person's answers to the inbox's question.
 fn answering() -> Vec<Case> {
-    use SessionState::*;
     let o = over();
     let raised = Spent {
         raised_cost: 1.0,
@@ -245,6 +244,25 @@ fn answering() -> Vec<Case> {
             ],
         )
         .ends("idle"),
+        case(
+            "stop: the session is stopped",
+            plus(
+                idle(),
+                [verdict(Some(o.clone())), prompt("more"), asked("b1")],
+            ),
+            answered("b1", STOP),
+            vec![Effect::StopAgent],
+        )
+        .ends("idle"),
+    ]
+}
+
+/// The keeper's verdicts after a question: a raise lets the session go on, another
+/// budget is asked anew; and word that a budget is near its end.
+fn the_keepers_word() -> Vec<Case> {
+    use SessionState::*;
+    let o = over();
+    vec![
         case(
             "the keeper's word after a raise: the queued prompt starts",
             plus(
@@ -302,16 +320,6 @@ fn answering() -> Vec<Case> {
                 },
                 ask_budget(&kiln_over()),
             ],
-        )
-        .ends("idle"),
-        case(
-            "stop: the session is stopped",
-            plus(
-                idle(),
-                [verdict(Some(o.clone())), prompt("more"), asked("b1")],
-            ),
-            answered("b1", STOP),
-            vec![Effect::StopAgent],
         )
         .ends("idle"),
         case(

@@ -326,24 +326,17 @@ pub(super) fn human_answers() -> Vec<Case> {
     ]
 }
 
+/// The agent's option `option` chosen for its permission request 1.
+fn pick(option: &str) -> Effect {
+    gate_reply(1, GateReply::Choose(Some(option.into())))
+}
+
+/// The agent's permission requests as the rules judge them.
 pub(super) fn permissions() -> Vec<Case> {
-    use SessionState::*;
-    let pick = |option: &str| gate_reply(1, GateReply::Choose(Some(option.into())));
     let asked_audit = || {
         let (title, message_id) = (TITLE.into(), None);
         Effect::Audit(AuditEvent::PermissionAsked { title, message_id })
     };
-    let agent_asking = || {
-        plus(
-            working("go"),
-            [
-                judged(permission_request(1), Judgement::Free),
-                posted(1, "m1"),
-            ],
-        )
-    };
-    let answered_line =
-        |status: &str| Effect::Append(Line::new(EntryKind::Permission).text(TITLE).status(status));
     vec![
         case(
             "the agent's permission request is audited, then judged",
@@ -405,6 +398,24 @@ pub(super) fn permissions() -> Vec<Case> {
             vec![asked_audit(), gate_reply(2, GateReply::Choose(None))],
         )
         .ends("turn"),
+    ]
+}
+
+/// The agent's permission requests no rule has a word on, as a person answers them.
+pub(super) fn permissions_answered() -> Vec<Case> {
+    use SessionState::*;
+    let agent_asking = || {
+        plus(
+            working("go"),
+            [
+                judged(permission_request(1), Judgement::Free),
+                posted(1, "m1"),
+            ],
+        )
+    };
+    let answered_line =
+        |status: &str| Effect::Append(Line::new(EntryKind::Permission).text(TITLE).status(status));
+    vec![
         case(
             "allow-always: the agent's \"always\" option is remembered",
             agent_asking(),
@@ -517,6 +528,7 @@ pub(super) fn credentials_and_rules() -> Vec<Case> {
     ]
 }
 
+/// What the agent ran by itself, as the rules judge it afterwards.
 pub(super) fn the_agents_own_doings() -> Vec<Case> {
     let ran = |judgement| judged(GateRequest::Ran(deploy()), judgement);
     let flagged = |msg_type, rule: &str| {
@@ -526,16 +538,6 @@ pub(super) fn the_agents_own_doings() -> Vec<Case> {
             "execute: make deploy\nThe agent runs this tool itself, so crucible could not stop it.",
             false,
         )
-    };
-    let approval = || {
-        let title = "Deploy".into();
-        GateRequest::Approval { key: 1, title }
-    };
-    let verdict = |v| gate_reply(1, GateReply::Verdict(v));
-    let skills = |names: &[&str]| {
-        agent(AgentEvent::Skills(
-            names.iter().map(|n| n.to_string()).collect(),
-        ))
     };
     vec![
         case(
@@ -566,6 +568,17 @@ pub(super) fn the_agents_own_doings() -> Vec<Case> {
             vec![Effect::StopAgent],
         )
         .ends("turn"),
+    ]
+}
+
+/// Approvals the agent asks for itself, as the rules judge them.
+pub(super) fn the_agents_own_approvals() -> Vec<Case> {
+    let approval = || {
+        let title = "Deploy".into();
+        GateRequest::Approval { key: 1, title }
+    };
+    let verdict = |v| gate_reply(1, GateReply::Verdict(v));
+    vec![
         case(
             "an approval the agent asks for itself: a rule allows it",
             working("go"),
@@ -599,6 +612,17 @@ pub(super) fn the_agents_own_doings() -> Vec<Case> {
             vec![verdict(None)],
         )
         .ends("turn"),
+    ]
+}
+
+/// The skills the agent tells, kept on the session record.
+pub(super) fn skills_told() -> Vec<Case> {
+    let skills = |names: &[&str]| {
+        agent(AgentEvent::Skills(
+            names.iter().map(|n| n.to_string()).collect(),
+        ))
+    };
+    vec![
         case(
             "new skills are recorded and saved",
             working("go"),

@@ -6,12 +6,9 @@
 use super::*;
 use crate::ledger::LedgerError;
 
+/// Prompts that start a turn or wait behind the running one.
 pub(super) fn turns() -> Vec<Case> {
     use SessionState::*;
-    let thought = SessionInput::Kept {
-        kind: EntryKind::Thought,
-        text: "hmm".into(),
-    };
     vec![
         case(
             "a prompt when idle starts a turn",
@@ -43,6 +40,17 @@ pub(super) fn turns() -> Vec<Case> {
             vec![reply(Reply::Queued)],
         )
         .ends("turn"),
+    ]
+}
+
+/// Turns that end: the queue runs on, or the session completes (or is cancelled).
+pub(super) fn turns_that_end() -> Vec<Case> {
+    use SessionState::*;
+    let thought = SessionInput::Kept {
+        kind: EntryKind::Thought,
+        text: "hmm".into(),
+    };
+    vec![
         case(
             "a queued prompt starts when the turn ends, with no complete between",
             plus(working("one"), [prompt("two")]),
@@ -450,37 +458,48 @@ pub(super) fn questions() -> Vec<Case> {
     ]
 }
 
+/// The agent's tool call `id` reading a.txt, in `status`.
+fn tool_call(id: &str, status: &str) -> SessionInput {
+    agent(AgentEvent::ToolCall {
+        id: id.into(),
+        title: "Read a.txt".into(),
+        status: status.into(),
+        operation: Operation::default(),
+    })
+}
+
+/// The agent's tool call `id` completed.
+fn tool_done(id: &str) -> SessionInput {
+    agent(AgentEvent::ToolUpdate {
+        id: id.into(),
+        title: None,
+        status: Some("completed".into()),
+    })
+}
+
+/// The transcript's line for tool call c1 in `status`.
+fn call_line(status: &str) -> Effect {
+    let line = Line::new(EntryKind::ToolCall).text("Read a.txt").tool("c1");
+    Effect::Append(line.status(status))
+}
+
+/// The audit log's entry for the tool call in `status`.
+fn audited(status: &str) -> Effect {
+    let (tool, status) = ("Read a.txt".into(), Some(status.into()));
+    Effect::Audit(AuditEvent::ToolCall { tool, status })
+}
+
+/// The transcript's line for tool call c1 completed.
+fn done_line() -> Effect {
+    Effect::Append(
+        Line::new(EntryKind::ToolUpdate)
+            .tool("c1")
+            .status("completed"),
+    )
+}
+
+/// The agent's tool calls and their results onto the context stack, each once.
 pub(super) fn the_context_stack() -> Vec<Case> {
-    let tool_call = |id: &str, status: &str| {
-        agent(AgentEvent::ToolCall {
-            id: id.into(),
-            title: "Read a.txt".into(),
-            status: status.into(),
-            operation: Operation::default(),
-        })
-    };
-    let tool_done = |id: &str| {
-        agent(AgentEvent::ToolUpdate {
-            id: id.into(),
-            title: None,
-            status: Some("completed".into()),
-        })
-    };
-    let call_line = |status: &str| {
-        let line = Line::new(EntryKind::ToolCall).text("Read a.txt").tool("c1");
-        Effect::Append(line.status(status))
-    };
-    let audited = |status: &str| {
-        let (tool, status) = ("Read a.txt".into(), Some(status.into()));
-        Effect::Audit(AuditEvent::ToolCall { tool, status })
-    };
-    let done_line = || {
-        Effect::Append(
-            Line::new(EntryKind::ToolUpdate)
-                .tool("c1")
-                .status("completed"),
-        )
-    };
     vec![
         case(
             "what the agent said goes onto the stack before its tool call",
@@ -529,6 +548,12 @@ pub(super) fn the_context_stack() -> Vec<Case> {
             vec![done_line()],
         )
         .ends("turn"),
+    ]
+}
+
+/// The internal agent feeds its own context stack; a renewed agent session is recorded.
+pub(super) fn an_agent_feeding_its_own_stack() -> Vec<Case> {
+    vec![
         case(
             "the internal agent feeds its own stack",
             plus(working("go"), [said("Let me look.")]),
