@@ -443,6 +443,13 @@ pub fn row(name: &str) -> Option<&'static Row> {
     TABLE.iter().find(|r| r.name == name)
 }
 
+// The results of the session's and the inbox's methods are with their params, one file
+// per noun; the table's users name them here as before.
+pub use super::params::{
+    Created, Deleted, Entries, ListedSessions, MessageReply, Messages, Registered, Sent,
+    SessionReply, Updated,
+};
+
 // ---- params and results that only the table needs ----
 
 /// Params of a method that takes none (anything given is ignored).
@@ -455,68 +462,8 @@ pub struct Pong {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Registered {
-    pub session_id: String,
-    pub session: Session,
-    /// The session's handle, shown once.
-    pub handle: String,
-    /// Live registered sessions of the same worktree and agent that this one replaced:
-    /// they are ended with reason `evicted`.
-    #[serde(default)]
-    pub evicted: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-/// `session.list`'s answer.
-pub struct ListedSessions {
-    pub sessions: Vec<Session>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SessionReply {
-    pub session: Session,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Done {
     pub ok: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Created {
-    pub session_id: String,
-    pub session: Session,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Entries {
-    pub entries: Vec<TranscriptEntry>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Sent {
-    pub id: String,
-    pub message: InboxMessage,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Messages {
-    pub messages: Vec<InboxMessage>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MessageReply {
-    pub message: InboxMessage,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Updated {
-    pub updated: usize,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Deleted {
-    pub deleted: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

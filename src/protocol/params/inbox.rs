@@ -1,8 +1,8 @@
-//! The params of the inbox's methods: sending, listing, answering and waiting.
+//! The params and results of the inbox's methods: sending, listing, answering and waiting.
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::types::MsgType;
+use crate::protocol::types::{InboxMessage, MsgType};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SendParams {
@@ -67,4 +67,30 @@ pub struct WaitParams {
     /// Give up after this many seconds; wait forever when absent.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sent {
+    pub id: String,
+    pub message: InboxMessage,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Messages {
+    pub messages: Vec<InboxMessage>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MessageReply {
+    pub message: InboxMessage,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Updated {
+    pub updated: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Deleted {
+    pub deleted: usize,
 }

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::driver::DriverOptions;
+use crate::protocol::types::{Session, TranscriptEntry};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CreateSessionParams {
@@ -184,4 +185,38 @@ pub struct SessionListParams {
     /// Fill in each session's `resources` (its agent's CPU time and memory).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resources: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Registered {
+    pub session_id: String,
+    pub session: Session,
+    /// The session's handle, shown once.
+    pub handle: String,
+    /// Live registered sessions of the same worktree and agent that this one replaced:
+    /// they are ended with reason `evicted`.
+    #[serde(default)]
+    pub evicted: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `session.list`'s answer.
+pub struct ListedSessions {
+    pub sessions: Vec<Session>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionReply {
+    pub session: Session,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Created {
+    pub session_id: String,
+    pub session: Session,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entries {
+    pub entries: Vec<TranscriptEntry>,
 }
