@@ -6,6 +6,8 @@
 //! (its daemon started and recorded itself) or someone acts on it. The hub keeps no copy
 //! of a kiln's state, only which kiln holds which session and message, to route calls.
 
+mod index;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -19,6 +21,7 @@ use crate::client::{Client, ClientError, StartOptions, connect_or_start};
 use crate::config::RemoteKilns;
 use crate::kilns::{KilnEntry, Registry};
 use crate::protocol::{Notification, Topic};
+use index::Index;
 
 /// The first wait before reaching a daemon again, doubled up to [`MAX_DELAY`].
 const FIRST_DELAY: Duration = Duration::from_millis(250);
@@ -237,24 +240,6 @@ impl Member {
     }
 }
 
-/// Which kiln holds which session and message: how calls naming one are routed.
-#[derive(Default)]
-struct Index {
-    sessions: HashMap<String, String>,
-    messages: HashMap<String, String>,
-    /// Each kiln's conflict radar as it last sent it (`session.conflicts`'s pairs): a
-    /// kiln's report is of its own sessions only, so the hub sends them all as one.
-    radar: std::collections::BTreeMap<String, Vec<Value>>,
-}
-
-impl Index {
-    /// Keeps kiln `key`'s radar and gives every kiln's pairs together.
-    fn radar_with(&mut self, key: &str, pairs: Vec<Value>) -> Vec<Value> {
-        self.radar.insert(key.to_string(), pairs);
-        self.radar.values().flatten().cloned().collect()
-    }
-}
-
 /// Every kiln the hub reaches, and the events they send.
 pub(super) struct Members {
     registry: Registry,
@@ -372,13 +357,13 @@ impl Members {
 
     /// The kiln known to hold session `id`.
     pub(super) fn holding_session(&self, id: &str) -> Option<Arc<Member>> {
-        let key = lock(&self.index).sessions.get(id).cloned()?;
+        let key = lock(&self.index).session(id)?;
         self.at(&key)
     }
 
     /// The kiln known to hold message `id`.
     pub(super) fn holding_message(&self, id: &str) -> Option<Arc<Member>> {
-        let key = lock(&self.index).messages.get(id).cloned()?;
+        let key = lock(&self.index).message(id)?;
         self.at(&key)
     }
 
@@ -386,42 +371,14 @@ impl Members {
     /// messages, wherever they are in it.
     pub(super) fn learn(&self, member: &Member, value: &Value) {
         let held_by = member.key();
-        let mut index = lock(&self.index);
-        visit(value, &mut |key, object| {
-            let Some(id) = object.get("id").and_then(Value::as_str) else {
-                return;
-            };
-            match key {
-                "session" | "sessions" => {
-                    index.sessions.insert(id.to_string(), held_by.clone());
-                }
-                "message" | "messages" => {
-                    index.messages.insert(id.to_string(), held_by.clone());
-                }
-                _ => {}
-            }
-        });
+        lock(&self.index).learn(&held_by, value);
     }
 
     fn forward(&self, member: &Member, note: Notification) {
         let mut note = note;
         let topic = topic_of(&note.method);
         if let Value::Object(params) = &mut note.params {
-            let key = match note.method.as_str() {
-                "session.registered" | "session.updated" => Some("session"),
-                "inbox.created" | "inbox.updated" => Some("message"),
-                _ => None,
-            };
-            if let (Some(key), Some(id)) = (key, params.get("id").and_then(Value::as_str)) {
-                let held_by = member.key();
-                let mut index = lock(&self.index);
-                let map = if key == "session" {
-                    &mut index.sessions
-                } else {
-                    &mut index.messages
-                };
-                map.insert(id.to_string(), held_by);
-            }
+            lock(&self.index).note(&member.key(), &note.method, params);
             if note.method == "session.conflicts" {
                 let pairs = match params.remove("pairs") {
                     Some(Value::Array(pairs)) => pairs,
@@ -468,33 +425,12 @@ impl Members {
         if let Reach::Lost(why) = &reach {
             params["error"] = why.clone().into();
             // A kiln that is away reports no conflicts until it is back.
-            lock(&self.index).radar.remove(&member.key());
+            lock(&self.index).forget_radar(&member.key());
         }
         let _ = self.events.send(Tagged {
             note: Arc::new(Notification::new("hub.kiln", params)),
             topic: None,
         });
-    }
-}
-
-/// Calls `found` with every object held under a key (or in an array under a key) of
-/// `value`, and that key.
-fn visit(value: &Value, found: &mut impl FnMut(&str, &serde_json::Map<String, Value>)) {
-    let Value::Object(fields) = value else {
-        return;
-    };
-    for (key, held) in fields {
-        match held {
-            Value::Object(object) => found(key, object),
-            Value::Array(items) => {
-                for item in items {
-                    if let Value::Object(object) = item {
-                        found(key, object);
-                    }
-                }
-            }
-            _ => {}
-        }
     }
 }
 
@@ -505,26 +441,5 @@ fn topic_of(method: &str) -> Option<Topic> {
         m if m.starts_with("inbox.") => Some(Topic::Inbox),
         m if m.starts_with("session.") || m.starts_with("daemon.") => Some(Topic::Session),
         _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_kilns_conflicts_are_sent_as_one_radar() {
-        let mut index = Index::default();
-        let pair = |a: &str| serde_json::json!({"a": a, "b": "x", "files": []});
-        assert_eq!(index.radar_with("alpha", vec![pair("a1")]).len(), 1);
-        let all = index.radar_with("beta", vec![pair("b1"), pair("b2")]);
-        assert_eq!(
-            all.len(),
-            3,
-            "beta's report does not replace alpha's: {all:?}"
-        );
-        // A kiln's new report replaces its own old one only.
-        let all = index.radar_with("alpha", Vec::new());
-        assert_eq!(all, vec![pair("b1"), pair("b2")]);
     }
 }
