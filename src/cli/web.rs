@@ -58,9 +58,31 @@ enum TokensAction {
 const WAIT_STEP: Duration = Duration::from_millis(500);
 
 pub async fn run(kiln: Kiln, args: WebArgs) -> anyhow::Result<ExitCode> {
-    let kiln_config = super::load_config(&kiln);
+    let reached = reach(&kiln, args.all_kilns).await?;
+    match args.action {
+        Some(WebAction::Tokens { action: None }) => list_devices(&reached.client, args.json).await,
+        Some(WebAction::Tokens {
+            action: Some(TokensAction::Revoke { id }),
+        }) => revoke(&reached.client, id, args.json).await,
+        None => pair(&reached, &args).await,
+    }
+}
+
+/// The daemon (or the hub) that serves the page to pair with.
+struct Reached {
+    client: crate::client::Client,
+    /// The person's page for every kiln, served by their hub.
+    hub: bool,
+    /// The page listens on loopback only (a hint for a phone).
+    loopback_only: bool,
+}
+
+/// Connects to the page's server: the hub with `--all-kilns`, or for a kiln with no page
+/// of its own while the person's hub serves one; else the kiln's daemon.
+async fn reach(kiln: &Kiln, all_kilns: bool) -> anyhow::Result<Reached> {
+    let kiln_config = super::load_config(kiln);
     // A kiln with no page of its own while the person's hub serves one: that page.
-    let hub = args.all_kilns
+    let hub = all_kilns
         || (crate::config::person_asks_hub() && kiln_config.as_ref().is_ok_and(|c| !c.web.enabled));
     let (client, loopback_only) = if hub {
         let place = crate::client::HubPlace::for_user()?;
@@ -73,106 +95,124 @@ pub async fn run(kiln: Kiln, args: WebArgs) -> anyhow::Result<ExitCode> {
         // For a hint only: settings that do not load leave it out (the daemon pairs on
         // its last good ones).
         let loopback = kiln_config.is_ok_and(|c| c.web.listen.is_none());
-        (super::connect(&kiln).await?, loopback)
+        (super::connect(kiln).await?, loopback)
     };
-    match args.action {
-        Some(WebAction::Tokens { action: None }) => {
-            let reply = client.call::<m::WebDevicesOf>(&NoParams {}).await?;
-            if args.json {
-                outln!("{}", serde_json::to_string_pretty(&reply)?);
-                return Ok(ExitCode::SUCCESS);
-            }
-            match &reply.url {
-                Some(url) => outln!("the web view: {url}"),
-                None => outln!("the web view is not served (cru daemon status, the daemon's log)"),
-            }
-            if reply.devices.is_empty() {
-                outln!("no browser is paired: `cru web` pairs one");
-                return Ok(ExitCode::SUCCESS);
-            }
-            let rows: Vec<Vec<String>> = reply
-                .devices
-                .iter()
-                .map(|d| {
-                    vec![
-                        d.id.clone(),
-                        d.label.clone(),
-                        d.access.as_str().replace('_', "-"),
-                        output::age(&d.paired_at),
-                        d.paired_from.clone().unwrap_or_default(),
-                        d.last_seen_at
-                            .as_deref()
-                            .map_or_else(|| "—".into(), output::age),
-                    ]
-                })
-                .collect();
-            output::print_table(
-                &["ID", "BROWSER", "ACCESS", "PAIRED", "FROM", "LAST SEEN"],
-                &rows,
-            );
-            Ok(ExitCode::SUCCESS)
+    Ok(Reached {
+        client,
+        hub,
+        loopback_only,
+    })
+}
+
+/// `cru web tokens`: the paired browsers, as a table or JSON.
+async fn list_devices(client: &crate::client::Client, json: bool) -> anyhow::Result<ExitCode> {
+    let reply = client.call::<m::WebDevicesOf>(&NoParams {}).await?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&reply)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    match &reply.url {
+        Some(url) => outln!("the web view: {url}"),
+        None => outln!("the web view is not served (cru daemon status, the daemon's log)"),
+    }
+    if reply.devices.is_empty() {
+        outln!("no browser is paired: `cru web` pairs one");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = reply
+        .devices
+        .iter()
+        .map(|d| {
+            vec![
+                d.id.clone(),
+                d.label.clone(),
+                d.access.as_str().replace('_', "-"),
+                output::age(&d.paired_at),
+                d.paired_from.clone().unwrap_or_default(),
+                d.last_seen_at
+                    .as_deref()
+                    .map_or_else(|| "—".into(), output::age),
+            ]
+        })
+        .collect();
+    output::print_table(
+        &["ID", "BROWSER", "ACCESS", "PAIRED", "FROM", "LAST SEEN"],
+        &rows,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cru web tokens revoke ID`.
+async fn revoke(
+    client: &crate::client::Client,
+    id: String,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let reply = client.call::<m::WebRevoke>(&WebRevokeParams { id }).await?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&reply)?);
+    } else {
+        outln!(
+            "revoked {} ({}): its next request is refused",
+            reply.device.id,
+            reply.device.label
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cru web`: a one-time pairing, printed (with its QR code), then the wait for a browser
+/// to use it unless `--no-wait`.
+async fn pair(reached: &Reached, args: &WebArgs) -> anyhow::Result<ExitCode> {
+    let pairing = reached
+        .client
+        .call::<m::WebPair>(&WebPairParams {
+            read_only: args.read_only,
+        })
+        .await?;
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&pairing)?);
+    } else {
+        print_pairing(&pairing, reached, args.no_qr);
+    }
+    if args.no_wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    wait_for_browser(&reached.client, &pairing.expires_at, args.json).await
+}
+
+/// The pairing in words: the link, its QR code, the code, and what the browser may do.
+fn print_pairing(pairing: &crate::protocol::WebPairing, reached: &Reached, no_qr: bool) {
+    outln!(
+        "Open this link in the browser to pair (once, until {}):",
+        pairing.expires_at
+    );
+    outln!();
+    outln!("  {}", pairing.url);
+    outln!();
+    if !no_qr {
+        match qr(&pairing.url) {
+            Some(code) => outln!("{code}"),
+            None => outln!("(the link is too long for a QR code)"),
         }
-        Some(WebAction::Tokens {
-            action: Some(TokensAction::Revoke { id }),
-        }) => {
-            let reply = client.call::<m::WebRevoke>(&WebRevokeParams { id }).await?;
-            if args.json {
-                outln!("{}", serde_json::to_string_pretty(&reply)?);
+    }
+    let page = pairing.url.split('#').next().unwrap_or(&pairing.url);
+    outln!("Or open {page} and type the code {}.", pairing.code);
+    if pairing.access == WebAccess::ReadOnly {
+        outln!("The browser will be read-only: it can look, not change anything.");
+    }
+    if reached.hub {
+        outln!("This is your page for every kiln, served by your hub.");
+    }
+    if reached.loopback_only {
+        outln!(
+            "The web view listens on loopback only; for a phone, set [web] listen (and public_url behind a proxy) in {}.",
+            if reached.hub {
+                "your own settings"
             } else {
-                outln!(
-                    "revoked {} ({}): its next request is refused",
-                    reply.device.id,
-                    reply.device.label
-                );
+                ".crucible.toml"
             }
-            Ok(ExitCode::SUCCESS)
-        }
-        None => {
-            let pairing = client
-                .call::<m::WebPair>(&WebPairParams {
-                    read_only: args.read_only,
-                })
-                .await?;
-            if args.json {
-                outln!("{}", serde_json::to_string_pretty(&pairing)?);
-            } else {
-                outln!(
-                    "Open this link in the browser to pair (once, until {}):",
-                    pairing.expires_at
-                );
-                outln!();
-                outln!("  {}", pairing.url);
-                outln!();
-                if !args.no_qr {
-                    match qr(&pairing.url) {
-                        Some(code) => outln!("{code}"),
-                        None => outln!("(the link is too long for a QR code)"),
-                    }
-                }
-                let page = pairing.url.split('#').next().unwrap_or(&pairing.url);
-                outln!("Or open {page} and type the code {}.", pairing.code);
-                if pairing.access == WebAccess::ReadOnly {
-                    outln!("The browser will be read-only: it can look, not change anything.");
-                }
-                if hub {
-                    outln!("This is your page for every kiln, served by your hub.");
-                }
-                if loopback_only {
-                    outln!(
-                        "The web view listens on loopback only; for a phone, set [web] listen (and public_url behind a proxy) in {}.",
-                        if hub {
-                            "your own settings"
-                        } else {
-                            ".crucible.toml"
-                        }
-                    );
-                }
-            }
-            if args.no_wait {
-                return Ok(ExitCode::SUCCESS);
-            }
-            wait_for_browser(&client, &pairing.expires_at, args.json).await
-        }
+        );
     }
 }
 
