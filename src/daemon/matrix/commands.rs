@@ -66,13 +66,24 @@ pub(super) async fn run(
             false => format!("Unknown command {typed}: say !help."),
         });
     };
+    on_session(bot, &session, sender.as_str(), typed, rest).await
+}
+
+/// The reply to `typed` with `rest` about the room's `session`, said by `who`.
+async fn on_session(
+    bot: &Arc<Bot>,
+    session: &Session,
+    who: &str,
+    typed: &str,
+    rest: &str,
+) -> Reply {
+    let name = typed.get(1..).unwrap_or_default();
     let id = session.id.clone();
-    let who = sender.as_str();
     let this = SessionIdParams {
         session_id: id.clone(),
     };
     let result = match name {
-        "session" => Ok(describe(&session)),
+        "session" => Ok(describe(session)),
         "stop" => bot.call_as::<m::SessionStop>(who, &this).await.map(|r| {
             format!(
                 "Stopped `{}`: its worktree and transcript stay.",
