@@ -42,7 +42,10 @@ impl From<GitError> for crate::ledger::LedgerError {
                 command: args,
                 message,
             },
-            GitError::Spawn(_) => Self::Tool(e.to_string()),
+            GitError::Spawn(source) => Self::ToolNotRun {
+                program: "git".into(),
+                source,
+            },
         }
     }
 }

@@ -20,15 +20,33 @@ pub enum LedgerError {
     /// A git command failed: which one, and what it said.
     #[error("git {command}: {message}")]
     Git { command: String, message: String },
-    /// A program the operation needs is missing or failed (`gh`, git itself).
+    /// A program the operation needs could not be run (`gh`, git itself, a command in a
+    /// session's environment); the io error is kept.
+    #[error("cannot run {program}: {source}")]
+    ToolNotRun {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A program the operation needs is missing, or ran and failed: in words (what it
+    /// said, or what to do).
     #[error("{0}")]
-    Tool(String),
-    /// A file could not be read or written.
-    #[error("{0}")]
-    Io(String),
-    /// The session's environment (its driver) could not be made or used.
-    #[error("{0}")]
-    Driver(String),
+    ToolFailed(String),
+    /// A file could not be read or written: what was being done, and the io error.
+    #[error("{doing}: {source}")]
+    Io {
+        doing: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The session's environment (its driver) could not be made or used; the driver's
+    /// error is kept.
+    #[error(transparent)]
+    Driver(Box<dyn std::error::Error + Send + Sync>),
+    /// A refusal a call through the daemon's door came back with whose cause stayed on
+    /// the other side (a file, a driver): its code and words as the door gave them.
+    #[error("{message}")]
+    Relayed { code: i64, message: String },
     /// A session's agent could not be started (its program, its environment or its
     /// handle); the cause is kept.
     #[error(transparent)]
@@ -48,9 +66,11 @@ impl LedgerError {
             code::NOT_FOUND => LedgerError::NotFound(e.message),
             code::INVALID_PARAMS => LedgerError::Invalid(e.message),
             code::TIMED_OUT => LedgerError::TimedOut(e.message),
-            code::GIT_FAILED | code::TOOL_FAILED => LedgerError::Tool(e.message),
-            code::IO_ERROR => LedgerError::Io(e.message),
-            code::DRIVER_ERROR => LedgerError::Driver(e.message),
+            code::GIT_FAILED | code::TOOL_FAILED => LedgerError::ToolFailed(e.message),
+            code::IO_ERROR | code::DRIVER_ERROR => LedgerError::Relayed {
+                code: e.code,
+                message: e.message,
+            },
             code::SPAWN_FAILED => LedgerError::Start(e.message.into()),
             _ => LedgerError::Conflict(e.message),
         }
@@ -60,4 +80,48 @@ impl LedgerError {
 /// "No such session".
 pub(super) fn no_session(id: &str) -> LedgerError {
     LedgerError::NotFound(format!("no session {id}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::LedgerError;
+    use crate::protocol::{ErrorObject, code};
+
+    #[test]
+    fn an_io_error_keeps_its_source_and_says_what_was_being_done() {
+        let e = LedgerError::Io {
+            doing: "cannot read the audit log".into(),
+            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, "no access"),
+        };
+        assert_eq!(e.to_string(), "cannot read the audit log: no access");
+        let source = e.source().and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            source.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::PermissionDenied)
+        );
+    }
+
+    #[test]
+    fn a_program_that_could_not_run_keeps_its_io_error() {
+        let e = LedgerError::ToolNotRun {
+            program: "gh".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert!(e.to_string().starts_with("cannot run gh: "), "{e}");
+        assert!(e.source().is_some_and(|s| s.is::<std::io::Error>()));
+    }
+
+    #[test]
+    fn a_relayed_refusal_keeps_its_code_and_words() {
+        for kind in [code::IO_ERROR, code::DRIVER_ERROR] {
+            let e = LedgerError::from_refusal(ErrorObject::new(kind, "the words"));
+            assert!(
+                matches!(&e, LedgerError::Relayed { code, .. } if *code == kind),
+                "{e:?}"
+            );
+            assert_eq!(e.to_string(), "the words");
+        }
+    }
 }

@@ -23,7 +23,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// or used (a missing tool, a refusing kernel, an unreachable host).
 impl From<driver::DriverError> for LedgerError {
     fn from(e: driver::DriverError) -> Self {
-        Self::Driver(e.to_string())
+        Self::Driver(Box::new(e))
     }
 }
 
@@ -73,7 +73,10 @@ impl Sessions {
             .kill_on_drop(true);
         let mut child = crate::sys::user_umask(&mut command)
             .spawn()
-            .map_err(|e| LedgerError::Tool(format!("cannot run {program}: {e}")))?;
+            .map_err(|source| LedgerError::ToolNotRun {
+                program: program.clone(),
+                source,
+            })?;
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let timeout = params
@@ -109,9 +112,10 @@ impl Sessions {
     /// The audit log of a session, running, ended or deleted.
     pub fn audit_log(&self, id: &str) -> Result<AuditLog> {
         let audit = Audit::new(self.ledger.kiln());
-        let records = audit
-            .read(id)
-            .map_err(|e| LedgerError::Io(format!("cannot read the audit log: {e}")))?;
+        let records = audit.read(id).map_err(|source| LedgerError::Io {
+            doing: "cannot read the audit log".into(),
+            source,
+        })?;
         if records.is_empty() && self.ledger.get_session(id).is_err() {
             return Err(LedgerError::NotFound(format!(
                 "no session {id} and no audit log for it"

@@ -165,7 +165,7 @@ impl Sessions {
         let work = self.work(&params.session_id).await?;
         let repo = self.ledger.kiln().root().to_path_buf();
         let Some(gh) = crate::sys::on_path("gh") else {
-            return Err(LedgerError::Tool(
+            return Err(LedgerError::ToolFailed(
                 "opening a pull request needs the GitHub CLI, gh, on the daemon's PATH (https://cli.github.com); or push the branch and open it yourself".into(),
             ));
         };
@@ -200,9 +200,12 @@ impl Sessions {
             .stdin(std::process::Stdio::null())
             .output()
             .await
-            .map_err(|e| LedgerError::Tool(format!("cannot run gh: {e}")))?;
+            .map_err(|source| LedgerError::ToolNotRun {
+                program: "gh".into(),
+                source,
+            })?;
         if !output.status.success() {
-            return Err(LedgerError::Tool(format!(
+            return Err(LedgerError::ToolFailed(format!(
                 "gh pr create failed: {}",
                 String::from_utf8_lossy(&output.stderr).trim()
             )));

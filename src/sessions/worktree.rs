@@ -28,7 +28,10 @@ impl Sessions {
         if let Some(path) = spec.filter(|s| Path::new(s).is_absolute()) {
             let path = Path::new(path)
                 .canonicalize()
-                .map_err(|e| LedgerError::Io(format!("worktree {path}: {e}")))?;
+                .map_err(|source| LedgerError::Io {
+                    doing: format!("worktree {path}"),
+                    source,
+                })?;
             let known = git::worktrees(&repo).await?;
             let found = known
                 .into_iter()
@@ -121,8 +124,9 @@ impl Sessions {
         let _ = std::fs::remove_dir_all(self.ledger.kiln().state_dir().join("sandboxes").join(id));
         let audit = Audit::new(self.ledger.kiln());
         if options.audit {
-            audit.remove(id).map_err(|e| {
-                LedgerError::Io(format!("cannot remove the audit log of {id}: {e}"))
+            audit.remove(id).map_err(|source| LedgerError::Io {
+                doing: format!("cannot remove the audit log of {id}"),
+                source,
             })?;
         } else {
             audit.record(
@@ -144,7 +148,7 @@ impl Sessions {
                         "{message} (session {id} was deleted, but {what} could not be removed)"
                     ),
                 },
-                other => LedgerError::Tool(format!(
+                other => LedgerError::ToolFailed(format!(
                     "session {id} was deleted, but {what} could not be removed: {other}"
                 )),
             })?;

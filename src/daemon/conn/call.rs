@@ -87,9 +87,10 @@ pub(super) fn app_error(e: LedgerError) -> ErrorObject {
         LedgerError::Conflict(_) => code::CONFLICT,
         LedgerError::TimedOut(_) => code::TIMED_OUT,
         LedgerError::Git { .. } => code::GIT_FAILED,
-        LedgerError::Tool(_) => code::TOOL_FAILED,
-        LedgerError::Io(_) => code::IO_ERROR,
+        LedgerError::ToolNotRun { .. } | LedgerError::ToolFailed(_) => code::TOOL_FAILED,
+        LedgerError::Io { .. } => code::IO_ERROR,
         LedgerError::Driver(_) => code::DRIVER_ERROR,
+        LedgerError::Relayed { code, .. } => *code,
         LedgerError::Start(_) => code::SPAWN_FAILED,
         LedgerError::Store(_) => code::STORE_ERROR,
     };
