@@ -38,7 +38,7 @@ pub fn is_catalog_damage(e: &StoreError) -> bool {
 /// The check of an engine that cannot open because its catalog does not read back
 /// (`why`): its table files' blocks, named; `why` again when no block is found damaged.
 pub async fn check_unopened(cfg: &StoreConfig, default: &Path, why: StoreError) -> Result<Check> {
-    let Some(path) = super::repair::embedded_path(cfg, default) else {
+    let Some(path) = super::durable::embedded_path(cfg, default) else {
         return Err(why);
     };
     let mut files = check_files_at(&path, None).await;
@@ -92,7 +92,7 @@ pub(super) async fn recatalogue(cfg: &StoreConfig, path: &Path) -> Result<Recata
                 .into(),
         ));
     }
-    let fresh_path = super::repair::sibling(path, "recatalogued");
+    let fresh_path = super::durable::sibling(path, "recatalogued");
     if fresh_path.exists() {
         std::fs::remove_dir_all(&fresh_path)
             .map_err(|e| open_err(format!("cannot clear {}: {e}", fresh_path.display())))?;

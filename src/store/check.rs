@@ -12,9 +12,10 @@ use serde_json::Value;
 
 pub use super::catalog::{check_unopened, is_catalog_damage};
 use super::conn::Store;
+pub use super::durable::embedded_path;
 use super::error::Result;
 pub use super::error::is_unreadable;
-pub use super::repair::{Repaired, embedded_path, rebuild_at_start, repair};
+pub use super::repair::{Repaired, rebuild_at_start, repair};
 pub use super::schema::TABLES;
 use super::walk::Fetch;
 pub use crate::protocol::check::{Check, Damaged, TableCheck};

@@ -346,6 +346,23 @@ pub(super) fn engine_config(cfg: &StoreConfig, path: &Path) -> surrealdb_cnf::Co
         .with_key_value("datastore_sync", "never")
 }
 
+/// The embedded engine's folder the settings name (`default` when they name no URL), or
+/// `None` for memory or a server.
+pub fn embedded_path(cfg: &StoreConfig, default: &Path) -> Option<PathBuf> {
+    if cfg.url.is_empty() {
+        return Some(default.to_path_buf());
+    }
+    cfg.url.strip_prefix("surrealkv://").map(PathBuf::from)
+}
+
+/// `<path>.<suffix>`, beside it.
+pub(super) fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".");
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::catalog::{is_catalog_damage, recatalogue};
 use super::conn::Store;
 use super::durable::journal_dir;
+use super::durable::{embedded_path, sibling};
 use super::error::{Result, StoreError};
 use super::journal::{Journal, Op};
 use super::schema::TABLES;
@@ -111,15 +112,6 @@ pub async fn repair(cfg: &StoreConfig, path: &Path) -> Result<Repaired> {
         kept_at,
         rebuilt,
     })
-}
-
-/// The embedded engine's folder the settings name (`default` when they name no URL), or
-/// `None` for memory or a server.
-pub fn embedded_path(cfg: &StoreConfig, default: &Path) -> Option<PathBuf> {
-    if cfg.url.is_empty() {
-        return Some(default.to_path_buf());
-    }
-    cfg.url.strip_prefix("surrealkv://").map(PathBuf::from)
 }
 
 /// Rebuilds the embedded engine whose catalog does not read back, as the daemon starts:
@@ -226,12 +218,4 @@ fn restored(check: &Check, journaled: &[Op]) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-/// `<path>.<suffix>`, beside it.
-pub(super) fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_os_string();
-    name.push(".");
-    name.push(suffix);
-    PathBuf::from(name)
 }
