@@ -79,6 +79,12 @@ impl Environment {
         })
     }
 
+    /// The process whose tree is the agent's on this machine: a container's first
+    /// process, or (`None`) the program crucible started.
+    pub async fn process_root(&self) -> Option<u32> {
+        self.place.process_root().await
+    }
+
     /// The limits in force, one line each.
     pub fn limits(&self) -> Vec<String> {
         self.place.limits()

@@ -66,6 +66,13 @@ pub(super) trait Place: Send + Sync {
         None
     }
 
+    /// The process whose tree is the agent's on this machine, when that is not the
+    /// tree of the program crucible started (a container's processes are children of
+    /// podman's monitor, not of `podman run`); `None`: the started program's.
+    fn process_root(&self) -> BoxFuture<'_, Option<u32>> {
+        Box::pin(async { None })
+    }
+
     /// Releases what the environment holds open (a connection, a container).
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})

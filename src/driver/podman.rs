@@ -126,6 +126,32 @@ impl Container {
         out
     }
 
+    /// The host pid of the session's running container's first process (its init).
+    pub async fn first_pid(&self) -> Option<u32> {
+        let listed = Command::new("podman")
+            .args(["ps", "-q", "--filter"])
+            .arg(format!("label={LABEL}={}", self.session_id))
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .await
+            .ok()?;
+        let listed = String::from_utf8_lossy(&listed.stdout);
+        let id = listed.split_whitespace().next()?;
+        let inspected = Command::new("podman")
+            .args(["inspect", "--format", "{{.State.Pid}}", id])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .await
+            .ok()?;
+        String::from_utf8_lossy(&inspected.stdout)
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|&pid| pid > 0)
+    }
+
     /// Removes every container of the session.
     pub async fn remove(&self) {
         let listed = Command::new("podman")
@@ -198,6 +224,10 @@ impl Place for Container {
 
     fn agent_cwd(&self, _cwd: &std::path::Path) -> PathBuf {
         PathBuf::from(WORKSPACE)
+    }
+
+    fn process_root(&self) -> BoxFuture<'_, Option<u32>> {
+        Box::pin(self.first_pid())
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

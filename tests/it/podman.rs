@@ -143,6 +143,20 @@ async fn a_podman_session_runs_the_scripted_agent_in_a_container() {
         "from the container",
         "the agent wrote /workspace/box.txt; the host has it in the worktree"
     );
+    // What the session costs is the container's processes (its init and the agent),
+    // not `podman run`'s alone.
+    let out = tk.cru(&["session", "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let row = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == s.id.as_str())
+        .expect("the session is listed");
+    assert!(
+        row["resources"]["processes"].as_u64().unwrap_or(0) >= 2,
+        "{row}"
+    );
     let running = Command::new("podman")
         .env("CONTAINERS_CONF", &conf)
         .args([

@@ -125,7 +125,7 @@ impl Runner {
     }
 
     /// The environment the session's agent runs in, while it runs.
-    pub(super) fn environment(&self, id: &str) -> Option<Arc<Environment>> {
+    pub fn environment(&self, id: &str) -> Option<Arc<Environment>> {
         locked(&self.environments).get(id).cloned()
     }
 
