@@ -33,6 +33,8 @@ pub struct Container {
     pub cru: Option<PathBuf>,
     /// The image and what confines the container.
     pub options: PodmanOptions,
+    /// The running container's first process, once found ([`Container::first_pid`]).
+    pub first: std::sync::Arc<std::sync::Mutex<Option<u32>>>,
 }
 
 impl Container {
@@ -126,8 +128,21 @@ impl Container {
         out
     }
 
-    /// The host pid of the session's running container's first process (its init).
+    /// The host pid of the session's running container's first process (its init),
+    /// asked of podman once and kept while that process lives.
     pub async fn first_pid(&self) -> Option<u32> {
+        let known = *self.first.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pid) = known
+            && std::path::Path::new(&format!("/proc/{pid}")).exists()
+        {
+            return Some(pid);
+        }
+        let found = self.ask_first_pid().await;
+        *self.first.lock().unwrap_or_else(|e| e.into_inner()) = found;
+        found
+    }
+
+    async fn ask_first_pid(&self) -> Option<u32> {
         let listed = Command::new("podman")
             .args(["ps", "-q", "--filter"])
             .arg(format!("label={LABEL}={}", self.session_id))
@@ -190,6 +205,7 @@ pub(super) async fn provision(
         socket: setup.kiln.agent_socket_path(),
         cru: std::env::current_exe().ok(),
         options: options.clone(),
+        first: Default::default(),
     };
     container.arguments(&options.confinement.env)?;
     Ok(Box::new(container))
@@ -285,6 +301,7 @@ mod tests {
             socket: "/k/.crucible/agent.sock".into(),
             cru: Some("/usr/bin/cru".into()),
             options: options.clone(),
+            first: Default::default(),
         };
         let args = container.arguments(&options.confinement.env).unwrap();
         let has = |s: &str| args.iter().any(|a| a == s);

@@ -98,6 +98,8 @@ pub(super) struct ActorSetup {
     pub rules: Arc<super::rule_files::RuleBook>,
     /// The daemon's budget keeper.
     pub budgets: Arc<Budgets>,
+    /// Where the agent runs: what its memory is read from.
+    pub environment: Arc<crate::driver::Environment>,
     pub fallback: Option<Fallback>,
 }
 
@@ -119,6 +121,7 @@ impl Actor {
             agent_cwd,
             rules,
             budgets,
+            environment,
             fallback,
         } = setup;
         let audit = Audit::new(ledger.kiln());
@@ -148,6 +151,7 @@ impl Actor {
                 cap: mib.saturating_mul(1024 * 1024),
                 next: None,
                 warned: false,
+                environment,
             });
         Self {
             ledger,

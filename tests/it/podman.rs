@@ -223,3 +223,44 @@ async fn a_podman_session_answers_again_after_its_daemon_is_stopped_or_killed() 
     let out = tk.cru(&["session", "delete", &s.id]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// The memory watch reads the container's processes: an agent in a container near its
+/// cap is reported, as on the host's own drivers (there `podman run` alone was read,
+/// which never comes near).
+#[tokio::test]
+async fn an_agent_in_a_container_near_its_memory_cap_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let root = rootfs(&base);
+    let conf = containers_conf(&base);
+    if let Some(why) = unavailable(&conf, &root) {
+        eprintln!("NOT RUN: {why}");
+        return;
+    }
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let mut cru = Command::new(CRU);
+    cru.env("CONTAINERS_CONF", &conf).stderr(Stdio::null());
+    let _daemon = tk.run_daemon(cru).await;
+    let client = tk.client().await;
+    // 512 MiB allowed; the agent starts a program that holds 440 MiB for a while.
+    let task = "spawn python3 -c x=b'a'*(440<<20);__import__('time').sleep(6)\nsay held it";
+    let s = contained(
+        &tk,
+        &root,
+        &["--agent", "scripted", "--memory", "512", "--task", task],
+    );
+    let warned = crate::sessions::wait_message_where(&client, &s.id, "the memory warning", |m| {
+        m.title.starts_with("Memory near its cap:")
+    })
+    .await;
+    assert_eq!(warned.msg_type, MsgType::Error);
+    assert!(warned.title.ends_with(" of 512 MiB"), "{}", warned.title);
+    let said = wait_message(&client, &s.id, MsgType::TaskComplete).await;
+    assert!(
+        said.body.as_deref().unwrap_or("").contains("held it"),
+        "{said:?}"
+    );
+    let out = tk.cru(&["session", "delete", &s.id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

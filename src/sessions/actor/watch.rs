@@ -11,6 +11,8 @@ pub(crate) struct MemoryWatch {
     pub cap: u64,
     pub next: Option<tokio::time::Instant>,
     pub warned: bool,
+    /// Where the agent runs: a container's processes are read from its first one.
+    pub environment: Arc<crate::driver::Environment>,
 }
 
 pub(super) const MEMORY_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
@@ -45,7 +47,13 @@ impl Actor {
 
     /// Reads the agent's process tree; near the cap, says so in the inbox.
     pub(super) async fn check_memory(&mut self) {
-        let pid = crate::proc_tree::agent_process(self.session.agent_pid);
+        let Some(environment) = self.memory.as_ref().map(|w| Arc::clone(&w.environment)) else {
+            return;
+        };
+        let pid = match environment.process_root().await {
+            Some(root) => Some(root),
+            None => crate::proc_tree::agent_process(self.session.agent_pid),
+        };
         let Some(watch) = self.memory.as_mut() else {
             return;
         };

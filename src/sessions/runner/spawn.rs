@@ -113,6 +113,7 @@ impl Runner {
                 agent_cwd: started.agent_cwd,
                 rules: Arc::clone(&self.rules),
                 budgets: Arc::clone(&self.budgets),
+                environment: Arc::clone(&started.environment),
                 fallback,
             },
         );
