@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::durability::{listed_sessions, table_files};
+
 /// The daemon still starts: it rebuilds the database from crucible's schema and every
 /// record that reads, says so in `daemon status` (what was lost, where the damaged copy
 /// is), and serves every session and message outside the damaged block; the check names
@@ -191,35 +193,4 @@ async fn damaged_catalog(at: impl Fn(&[u8]) -> Option<usize>) {
     let out = tk.cru(&["daemon", "status", "--json"]);
     let status: serde_json::Value = serde_json::from_str(&crate::common::stdout(&out)).unwrap();
     assert!(status["store"]["rebuilt"].is_null(), "{status}");
-}
-
-/// Every table file of the engine, with its bytes, oldest first.
-fn table_files(tk: &crate::common::TestKiln) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    let mut files: Vec<_> = std::fs::read_dir(tk.kiln.db_path().join("sstables"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let bytes = std::fs::read(&p).unwrap();
-            (p, bytes)
-        })
-        .collect()
-}
-
-/// The ids of the sessions the daemon lists.
-async fn listed_sessions(client: &crucible::client::Client) -> std::collections::BTreeSet<String> {
-    let listed = client
-        .call_value("session.list", json!({}))
-        .await
-        .expect("session.list");
-    listed["sessions"]
-        .as_array()
-        .expect("sessions")
-        .iter()
-        .map(|s| s["id"].as_str().expect("id").to_string())
-        .collect()
 }

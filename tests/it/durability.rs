@@ -304,7 +304,9 @@ async fn a_byte_changed_in_a_table_file_is_found_named_and_repaired() {
 }
 
 /// The ids of the sessions the daemon lists.
-async fn listed_sessions(client: &crucible::client::Client) -> std::collections::BTreeSet<String> {
+pub(crate) async fn listed_sessions(
+    client: &crucible::client::Client,
+) -> std::collections::BTreeSet<String> {
     let listed = client
         .call_value("session.list", serde_json::json!({}))
         .await
@@ -325,7 +327,7 @@ async fn stop_cleanly(tk: &crate::common::TestKiln, daemon: &mut crate::common::
 }
 
 /// Every table file of the engine, with its bytes.
-fn table_files(tk: &crate::common::TestKiln) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+pub(crate) fn table_files(tk: &crate::common::TestKiln) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     let mut files: Vec<_> = std::fs::read_dir(tk.kiln.db_path().join("sstables"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -105,26 +105,53 @@ fn contained(tk: &TestKiln, root: &Path, args: &[&str]) -> Session {
     serde_json::from_str(&stdout(&out)).unwrap()
 }
 
+/// A root folder and podman configuration that work here, or `None` (said) when
+/// containers cannot run on this machine.
+struct Podman {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    conf: PathBuf,
+}
+
+impl Podman {
+    fn ready() -> Option<Podman> {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let root = rootfs(&base);
+        let conf = containers_conf(&base);
+        if let Some(why) = unavailable(&conf, &root) {
+            eprintln!("NOT RUN: {why}");
+            return None;
+        }
+        Some(Podman {
+            _dir: dir,
+            root,
+            conf,
+        })
+    }
+
+    /// `cru daemon run` with podman's configuration.
+    fn daemon_command(&self) -> Command {
+        let mut cru = Command::new(CRU);
+        cru.env("CONTAINERS_CONF", &self.conf).stderr(Stdio::null());
+        cru
+    }
+}
+
 #[tokio::test]
 async fn a_podman_session_runs_the_scripted_agent_in_a_container() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().canonicalize().unwrap();
-    let root = rootfs(&base);
-    let conf = containers_conf(&base);
-    if let Some(why) = unavailable(&conf, &root) {
-        eprintln!("NOT RUN: {why}");
+    let Some(podman) = Podman::ready() else {
         return;
-    }
+    };
+    let (root, conf) = (&podman.root, &podman.conf);
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let mut cru = Command::new(CRU);
-    cru.env("CONTAINERS_CONF", &conf).stderr(Stdio::null());
-    let _daemon = tk.run_daemon(cru).await;
+    let _daemon = tk.run_daemon(podman.daemon_command()).await;
     let client = tk.client().await;
     let task = "permit p1 Write box.txt\nwrite box.txt from the container\nsay done";
     let s = contained(
         &tk,
-        &root,
+        root,
         &[
             "--agent", "scripted", "--memory", "512", "--pids", "256", "--task", task,
         ],
@@ -158,7 +185,7 @@ async fn a_podman_session_runs_the_scripted_agent_in_a_container() {
         "{row}"
     );
     let running = Command::new("podman")
-        .env("CONTAINERS_CONF", &conf)
+        .env("CONTAINERS_CONF", conf)
         .args([
             "ps",
             "-q",
@@ -174,7 +201,7 @@ async fn a_podman_session_runs_the_scripted_agent_in_a_container() {
     let out = tk.cru(&["session", "delete", &s.id]);
     assert!(out.status.success(), "{}", stderr(&out));
     let left = Command::new("podman")
-        .env("CONTAINERS_CONF", &conf)
+        .env("CONTAINERS_CONF", conf)
         .args([
             "ps",
             "-aq",
@@ -189,25 +216,17 @@ async fn a_podman_session_runs_the_scripted_agent_in_a_container() {
 #[tokio::test]
 async fn a_podman_session_answers_again_after_its_daemon_is_stopped_or_killed() {
     use crate::restart::{After, Gone, answers_after};
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().canonicalize().unwrap();
-    let root = rootfs(&base);
-    let conf = containers_conf(&base);
-    if let Some(why) = unavailable(&conf, &root) {
-        eprintln!("NOT RUN: {why}");
+    let Some(podman) = Podman::ready() else {
         return;
-    }
+    };
+    let root = &podman.root;
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let daemon_command = || {
-        let mut cru = Command::new(CRU);
-        cru.env("CONTAINERS_CONF", &conf).stderr(Stdio::null());
-        cru
-    };
+    let daemon_command = || podman.daemon_command();
     let mut daemon = tk.run_daemon(daemon_command()).await;
     let s = contained(
         &tk,
-        &root,
+        root,
         &["--agent", "loader", "--task", "say in the container"],
     );
     let worktree = PathBuf::from(s.worktree.clone().unwrap());
@@ -229,25 +248,19 @@ async fn a_podman_session_answers_again_after_its_daemon_is_stopped_or_killed() 
 /// which never comes near).
 #[tokio::test]
 async fn an_agent_in_a_container_near_its_memory_cap_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().canonicalize().unwrap();
-    let root = rootfs(&base);
-    let conf = containers_conf(&base);
-    if let Some(why) = unavailable(&conf, &root) {
-        eprintln!("NOT RUN: {why}");
+    let Some(podman) = Podman::ready() else {
         return;
-    }
+    };
+    let root = &podman.root;
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let mut cru = Command::new(CRU);
-    cru.env("CONTAINERS_CONF", &conf).stderr(Stdio::null());
-    let _daemon = tk.run_daemon(cru).await;
+    let _daemon = tk.run_daemon(podman.daemon_command()).await;
     let client = tk.client().await;
     // 512 MiB allowed; the agent starts a program that holds 440 MiB for a while.
     let task = "spawn python3 -c x=b'a'*(440<<20);__import__('time').sleep(6)\nsay held it";
     let s = contained(
         &tk,
-        &root,
+        root,
         &["--agent", "scripted", "--memory", "512", "--task", task],
     );
     let warned = crate::sessions::wait_message_where(&client, &s.id, "the memory warning", |m| {
