@@ -25,6 +25,9 @@ pub struct Limits {
     /// Run on the first N CPUs.
     affinity: Option<usize>,
     described: Vec<String>,
+    /// The memory cgroup, when the memory limit is one: what the kernel's OOM killer
+    /// did in it is read there.
+    memory_dir: Option<PathBuf>,
 }
 
 impl Limits {
@@ -93,6 +96,12 @@ impl Limits {
         &self.described
     }
 
+    /// How many processes the kernel's OOM killer has ended in the memory cgroup
+    /// (`None` without one).
+    pub fn oom_kills(&self) -> Option<u64> {
+        oom_kills_in(self.memory_dir.as_deref()?)
+    }
+
     /// Makes the cgroup for `controller` and writes its settings; says which kind it
     /// used, or `None` when no writable cgroup takes them (then nothing is left made).
     fn cgroup(
@@ -130,6 +139,9 @@ impl Limits {
             let procs = File::options().write(true).open(dir.join("cgroup.procs"));
             match (written, procs) {
                 (true, Ok(procs)) => {
+                    if controller == "memory" {
+                        self.memory_dir = Some(dir.clone());
+                    }
                     if made {
                         self.made.push(dir);
                     }
@@ -281,6 +293,38 @@ impl Cgroups {
         }
         Cgroups { v1, v2 }
     }
+}
+
+/// The OOM killer's count in the memory cgroup `dir`: `oom_kill N` in `memory.events`
+/// (v2) or `memory.oom_control` (v1).
+pub fn oom_kills_in(dir: &Path) -> Option<u64> {
+    ["memory.events", "memory.oom_control"]
+        .iter()
+        .find_map(|file| std::fs::read_to_string(dir.join(file)).ok())
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("oom_kill "))
+                .and_then(|n| n.trim().parse().ok())
+        })
+}
+
+/// The memory cgroup folder of process `pid`, as `/proc/<pid>/cgroup` names it.
+pub fn memory_cgroup_of(pid: u32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let root = Path::new(CGROUP_ROOT);
+    let v1 = text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "memory")
+            .then(|| root.join("memory").join(path.trim_start_matches('/')))
+    });
+    v1.or_else(|| {
+        let path = text.lines().find_map(|line| line.strip_prefix("0::"))?;
+        Some(root.join(path.trim_start_matches('/')))
+    })
+    .filter(|dir| dir.is_dir())
 }
 
 #[cfg(test)]

@@ -79,6 +79,12 @@ impl Environment {
         })
     }
 
+    /// How many processes the kernel's OOM killer has ended under the environment's
+    /// memory limit, where that can be read.
+    pub fn oom_kills(&self) -> Option<u64> {
+        self.place.oom_kills()
+    }
+
     /// The process whose tree is the agent's on this machine: a container's first
     /// process, or (`None`) the program crucible started.
     pub async fn process_root(&self) -> Option<u32> {

@@ -73,6 +73,12 @@ pub(super) trait Place: Send + Sync {
         Box::pin(async { None })
     }
 
+    /// How many processes the kernel's OOM killer has ended under the environment's
+    /// memory limit (`None`: no memory cgroup to read).
+    fn oom_kills(&self) -> Option<u64> {
+        None
+    }
+
     /// Releases what the environment holds open (a connection, a container).
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})

@@ -22,6 +22,8 @@ pub const SOCKET_INSIDE: &str = "/run/crucible/agent.sock";
 pub const BIN_INSIDE: &str = "/run/crucible/bin";
 pub const CRU_INSIDE: &str = "/run/crucible/bin/cru";
 const LABEL: &str = "crucible.session";
+/// What podman's monitor (conmon) writes where it runs when the OOM killer strikes.
+const OOM_FILE: &str = "oom";
 
 #[derive(Debug, Clone)]
 pub struct Container {
@@ -35,6 +37,10 @@ pub struct Container {
     pub options: PodmanOptions,
     /// The running container's first process, once found ([`Container::first_pid`]).
     pub first: std::sync::Arc<std::sync::Mutex<Option<u32>>>,
+    /// The folder `podman run` starts in, the session's own: podman's monitor leaves an
+    /// `oom` file where it runs when the kernel's OOM killer ends a process of the
+    /// container, and that must not land in the person's repository.
+    pub workdir: PathBuf,
 }
 
 impl Container {
@@ -198,6 +204,10 @@ pub(super) async fn provision(
     let git_dir = crate::git::common_dir(&cwd)
         .await
         .filter(|g| !g.starts_with(&cwd));
+    let workdir = setup.kiln.state_dir().join("podman").join(setup.session_id);
+    super::place::private_folder(&workdir)?;
+    // What a previous container of the session left.
+    let _ = std::fs::remove_file(workdir.join(OOM_FILE));
     let container = Container {
         session_id: setup.session_id.to_string(),
         cwd,
@@ -206,6 +216,7 @@ pub(super) async fn provision(
         cru: std::env::current_exe().ok(),
         options: options.clone(),
         first: Default::default(),
+        workdir,
     };
     container.arguments(&options.confinement.env)?;
     Ok(Box::new(container))
@@ -217,6 +228,7 @@ impl Place for Container {
         names.extend(start.vars.iter().map(|(name, _)| name.clone()));
         let mut command = Command::new("podman");
         command
+            .current_dir(&self.workdir)
             .args(self.arguments(&names)?)
             .arg(start.program)
             .args(start.args)
@@ -244,6 +256,17 @@ impl Place for Container {
 
     fn process_root(&self) -> BoxFuture<'_, Option<u32>> {
         Box::pin(self.first_pid())
+    }
+
+    fn oom_kills(&self) -> Option<u64> {
+        let pid = *self.first.lock().unwrap_or_else(|e| e.into_inner());
+        let counted = pid
+            .and_then(super::limits::memory_cgroup_of)
+            .and_then(|dir| super::limits::oom_kills_in(&dir));
+        // The monitor's mark outlives the container (an agent ended for memory takes
+        // its container with it).
+        let marked = self.workdir.join(OOM_FILE).exists().then_some(1);
+        counted.max(marked)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
@@ -302,6 +325,7 @@ mod tests {
             cru: Some("/usr/bin/cru".into()),
             options: options.clone(),
             first: Default::default(),
+            workdir: "/k/.crucible/state/podman/S1".into(),
         };
         let args = container.arguments(&options.confinement.env).unwrap();
         let has = |s: &str| args.iter().any(|a| a == s);

@@ -169,6 +169,10 @@ async fn layout(setup: Setup<'_>, search: Option<&OsStr>) -> Result<Layout, Driv
 }
 
 impl Place for Sandbox {
+    fn oom_kills(&self) -> Option<u64> {
+        self.limits.oom_kills()
+    }
+
     fn command(&self, start: Start<'_>) -> Result<Command, DriverError> {
         // Inside, a bare name would be looked up on a PATH of other folders.
         let resolved = match start.program.to_str() {

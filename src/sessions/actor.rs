@@ -151,6 +151,8 @@ impl Actor {
                 cap: mib.saturating_mul(1024 * 1024),
                 next: None,
                 warned: false,
+                oom_seen: environment.oom_kills().unwrap_or(0),
+                oom_at: None,
                 environment,
             });
         Self {

@@ -307,6 +307,22 @@ pub fn env_missing(asked: &[String], given: Option<&ClientEnv>) -> String {
 /// the asking process's values lived only in the memory of a daemon that has ended, and
 /// this daemon's environment lacks them.
 /// The agent's processes use most of the memory the session's limits allow.
+/// The kernel's OOM killer ended a process of the agent's (a command it ran) at the
+/// session's memory cap.
+pub fn out_of_memory(cap: u64) -> Notice {
+    let mib = cap / (1024 * 1024);
+    Notice::new(
+        MsgType::Error,
+        format!("Killed: out of memory (cap {mib} MiB)"),
+        Some(format!(
+            "The kernel ended a process of this session's agent (a command it ran) that \
+             needed more than the {mib} MiB this session's limits allow. The agent goes on; \
+             what that command was doing did not finish. Start the session again with a \
+             higher `--memory` if it needs more."
+        )),
+    )
+}
+
 pub fn memory_near_cap(used: u64, cap: u64, processes: u32) -> Notice {
     let mib = |bytes: u64| bytes / (1024 * 1024);
     Notice::new(

@@ -277,3 +277,43 @@ async fn an_agent_in_a_container_near_its_memory_cap_is_reported() {
     let out = tk.cru(&["session", "delete", &s.id]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// A command in a container that needs more than the session's memory cap is ended by
+/// the kernel's OOM killer, and the inbox says so as it does on the host's drivers; the
+/// mark podman's monitor leaves where it runs is not left in the kiln.
+#[tokio::test]
+async fn a_command_in_a_container_ended_for_memory_is_reported_as_out_of_memory() {
+    let Some(podman) = Podman::ready() else {
+        return;
+    };
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    // Started in the kiln, as a person's daemon is.
+    let mut daemon = podman.daemon_command();
+    daemon.current_dir(tk.root());
+    let _daemon = tk.run_daemon(daemon).await;
+    let client = tk.client().await;
+    let task = "spawn python3 -c x=b'a'*(400<<20)\nsay went on";
+    let s = contained(
+        &tk,
+        &podman.root,
+        &["--agent", "scripted", "--memory", "128", "--task", task],
+    );
+    let killed =
+        crate::sessions::wait_message_where(&client, &s.id, "the out-of-memory report", |m| {
+            m.title.starts_with("Killed: out of memory")
+        })
+        .await;
+    assert_eq!(killed.title, "Killed: out of memory (cap 128 MiB)");
+    assert!(
+        !tk.root().join("oom").exists(),
+        "podman's monitor left its mark in the person's repository"
+    );
+    let said = wait_message(&client, &s.id, MsgType::TaskComplete).await;
+    assert!(
+        said.body.as_deref().unwrap_or("").contains("went on"),
+        "{said:?}"
+    );
+    let out = tk.cru(&["session", "delete", &s.id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

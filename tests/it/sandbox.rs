@@ -567,3 +567,42 @@ async fn a_sandboxed_session_answers_again_after_its_daemon_is_stopped_or_killed
         std::fs::remove_file(worktree.join("after.txt")).unwrap();
     }
 }
+
+/// A command the agent runs that needs more than the session's memory cap is ended by
+/// the kernel's OOM killer, and the inbox says so in those words; the agent goes on.
+#[tokio::test]
+async fn a_command_ended_by_the_oom_killer_is_reported_as_out_of_memory() {
+    if !bwrap_works() {
+        return;
+    }
+    let host = Host::new();
+    let tk = agent_kiln("");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let _daemon = host.daemon(&tk).await;
+    let client = tk.client().await;
+    let task = "spawn python3 -c x=b'a'*(400<<20)\nsay went on";
+    let created = cru_json(
+        &tk,
+        &[
+            "session", "new", "--agent", "scripted", "--driver", "sandbox", "--memory", "128",
+            "--task", task, "--json",
+        ],
+    );
+    let s: Session = serde_json::from_value(created).unwrap();
+    let status = stdout(&tk.cru(&["session", "status", &s.id]));
+    if !status.contains("memory 128 MiB (cgroup") {
+        eprintln!("NOT RUN: no memory cgroup here, so no OOM killer to report: {status}");
+        return;
+    }
+    let killed = wait_message_where(&client, &s.id, "the out-of-memory report", |m| {
+        m.title.starts_with("Killed: out of memory")
+    })
+    .await;
+    assert_eq!(killed.msg_type, MsgType::Error);
+    assert_eq!(killed.title, "Killed: out of memory (cap 128 MiB)");
+    let said = wait_message(&client, &s.id, MsgType::TaskComplete).await;
+    assert!(
+        said.body.as_deref().unwrap_or("").contains("went on"),
+        "{said:?}"
+    );
+}

@@ -81,15 +81,18 @@ impl Actor {
                 // The message streaming in ends with the turn; the turn must know whether
                 // it could be stored.
                 self.flush(t).await;
+                // A command the turn ran may have been ended for memory between looks.
+                self.check_oom().await;
                 let input = limited(ended);
                 if matches!(input, SessionInput::TurnLimited { .. }) {
                     self.fall_back();
                 }
                 input
             }
-            AgentEvent::Exited { .. } => {
+            AgentEvent::Exited { status, code } => {
                 self.flush(t).await;
-                SessionInput::Agent(event)
+                let status = self.exit_status(status, code);
+                SessionInput::Agent(AgentEvent::Exited { status, code })
             }
             event => SessionInput::Agent(event),
         })

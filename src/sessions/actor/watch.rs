@@ -13,7 +13,15 @@ pub(crate) struct MemoryWatch {
     pub warned: bool,
     /// Where the agent runs: a container's processes are read from its first one.
     pub environment: Arc<crate::driver::Environment>,
+    /// The kernel's OOM kills under the session's memory limit, as last looked at.
+    pub oom_seen: u64,
+    /// When the last of them was first seen.
+    pub oom_at: Option<tokio::time::Instant>,
 }
+
+/// An agent that ends by a signal this soon after an OOM kill was seen was that kill (the
+/// turn it was in may have been told first).
+const OOM_EXIT_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub(super) const MEMORY_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 /// Percent of the cap reported.
@@ -58,7 +66,9 @@ impl Actor {
             return;
         };
         watch.next = Some(tokio::time::Instant::now() + MEMORY_EVERY);
-        let Some(used) = pid.and_then(crate::proc_tree::walk) else {
+        let used = pid.and_then(crate::proc_tree::walk);
+        self.check_oom().await;
+        let (Some(used), Some(watch)) = (used, self.memory.as_mut()) else {
             return;
         };
         let near =
@@ -80,6 +90,65 @@ impl Actor {
         if let Err(e) = self.ledger.send(notice.into_params(&self.session.id)).await {
             tracing::warn!("cannot report the memory near its cap: {e}");
         }
+    }
+
+    /// Whether the kernel's OOM killer ended a process under the session's memory
+    /// limit since the last look.
+    fn new_oom_kill(&mut self) -> bool {
+        let Some(watch) = self.memory.as_mut() else {
+            return false;
+        };
+        match watch.environment.oom_kills() {
+            Some(kills) if kills > watch.oom_seen => {
+                watch.oom_seen = kills;
+                watch.oom_at = Some(tokio::time::Instant::now());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Says in the inbox when the kernel's OOM killer ended a process of the agent's
+    /// (the agent goes on: it was a command it ran) since the last look.
+    pub(super) async fn check_oom(&mut self) {
+        // A container is found once (its memory cgroup is its first process's).
+        if let Some(environment) = self.memory.as_ref().map(|w| Arc::clone(&w.environment)) {
+            let _ = environment.process_root().await;
+        }
+        if !self.new_oom_kill() {
+            return;
+        }
+        let Some(cap) = self.memory.as_ref().map(|w| w.cap) else {
+            return;
+        };
+        tracing::warn!(
+            cap,
+            "the kernel ended a process of the agent's: out of memory"
+        );
+        let notice = wording::out_of_memory(cap);
+        if let Err(e) = self.ledger.send(notice.into_params(&self.session.id)).await {
+            tracing::warn!("cannot report the process ended for memory: {e}");
+        }
+    }
+
+    /// How an agent that ended by a signal ended: `killed: out of memory (cap N MiB)`
+    /// when the kernel's OOM killer ended it, else `status` as it is.
+    pub(super) fn exit_status(&mut self, status: String, code: Option<i32>) -> String {
+        if code.is_some() {
+            return status;
+        }
+        let _ = self.new_oom_kill();
+        let Some(watch) = self.memory.as_ref() else {
+            return status;
+        };
+        if watch.oom_at.is_none_or(|at| at.elapsed() > OOM_EXIT_WITHIN) {
+            return status;
+        }
+        let cap = watch.cap;
+        format!(
+            "was killed: out of memory (cap {} MiB)",
+            cap / (1024 * 1024)
+        )
     }
 
     /// On a usage limit, with a `fallback` on the profile: the task goes on with that
