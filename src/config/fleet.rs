@@ -15,6 +15,10 @@ pub struct FleetConfig {
     /// The same as a percentage of the host's memory (0 to 100). 0: no bar.
     #[schemars(range(max = 100))]
     pub min_free_percent: u8,
+    /// While a session waits for memory, park the contained sessions (sandbox, ssh,
+    /// podman) that are idle with nothing open, to make room; the next prompt brings
+    /// each back. Off: only memory freed otherwise lets the queue go on.
+    pub park_idle: bool,
 }
 
 impl FleetConfig {
@@ -39,6 +43,7 @@ mod tests {
         let both = FleetConfig {
             min_free_mb: 1024,
             min_free_percent: 10,
+            ..Default::default()
         };
         assert_eq!(both.min_free_bytes(total), Some(total / 100 * 10));
         let size = FleetConfig {

@@ -36,6 +36,9 @@ pub(super) enum Command {
     },
     /// Inbox events were missed: re-read what is open.
     Resync,
+    /// Park now if idle with nothing open (to make room for sessions waiting for
+    /// memory).
+    Park,
     /// Switch a rule off (or on again) for this session.
     SetRule {
         rule: String,

@@ -51,3 +51,62 @@ async fn a_session_waits_for_memory_and_starts_when_the_bar_is_lowered() {
     let done = session(&client, &s.id).await;
     assert!(done.queued.is_empty(), "{done:?}");
 }
+
+/// With `park_idle`, a session waiting for memory makes room: a contained session that
+/// rests is parked (the next prompt brings it back); one running locally is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_session_parks_the_idle_contained_ones_when_allowed() {
+    if !crate::sandbox::bwrap_works() {
+        return;
+    }
+    let tk = agent_kiln("[fleet]\nmin_free_mb = 0\npark_idle = true\n");
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let out = tk.cru(&[
+        "session",
+        "new",
+        "--agent",
+        "scripted",
+        "--driver",
+        "sandbox",
+        "--task",
+        "say boxed",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let boxed: crucible::protocol::Session = serde_json::from_str(&stdout(&out)).unwrap();
+    let local = create(&client, "scripted", Some("say local")).await;
+    wait_state(&client, &boxed.id, SessionState::Complete).await;
+    wait_state(&client, &local.id, SessionState::Complete).await;
+
+    // The bar raised past the host: the next session waits, and makes room.
+    let path = tk.kiln.settings_path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("min_free_mb = 0", "min_free_mb = 100000000"),
+    )
+    .unwrap();
+    let queued = create(&client, "scripted", Some("say after the room was made")).await;
+    let queued = session(&client, &queued.id).await;
+    assert_eq!(queued.state, Some(SessionState::Queued), "{queued:?}");
+    wait_state(&client, &boxed.id, SessionState::Parked).await;
+    let local_now = session(&client, &local.id).await;
+    assert_eq!(
+        local_now.state,
+        Some(SessionState::Complete),
+        "{local_now:?}"
+    );
+
+    // The bar lowered: the waiting session starts; the parked one answers its next
+    // prompt.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("min_free_mb = 100000000", "min_free_mb = 0"),
+    )
+    .unwrap();
+    wait_state(&client, &queued.id, SessionState::Complete).await;
+    crate::budget::prompt(&client, &boxed.id, "say back").await;
+    crate::budget::wait_said(&client, &boxed.id, "back").await;
+}

@@ -132,6 +132,7 @@ impl Actor {
                 }
             }
             Command::Resync => SessionInput::Resync,
+            Command::Park => SessionInput::Park,
             Command::Settled { ack } => {
                 let _ = ack.send(());
                 return None;

@@ -152,12 +152,40 @@ impl Runner {
                 return false;
             }
             if self.short_of_memory().is_some() {
+                self.make_room();
                 return true;
             }
             let Some(next) = locked(&self.admission.waiting).pop_front() else {
                 return false;
             };
             self.start_admitted(next).await;
+        }
+    }
+
+    /// With `[fleet] park_idle`: asks every contained session that runs an agent and
+    /// rests to park (its actor parks only when idle with nothing open); parked, its
+    /// environment is gone and the next prompt brings it back.
+    fn make_room(&self) {
+        if !self.settings.get().is_ok_and(|c| c.fleet.park_idle) {
+            return;
+        }
+        let actors: Vec<(String, tokio::sync::mpsc::UnboundedSender<super::Command>)> =
+            locked(&self.actors)
+                .iter()
+                .map(|(id, tx)| (id.clone(), tx.clone()))
+                .collect();
+        for (id, actor) in actors {
+            let Ok(session) = self.ledger.get_session(&id) else {
+                continue;
+            };
+            let contained = session
+                .driver
+                .as_ref()
+                .is_some_and(|d| d.kind() != crate::protocol::DriverKind::Local);
+            if contained && session.state.is_some_and(SessionState::is_resting) {
+                tracing::info!(session = %id, "parking an idle session to make room in memory");
+                let _ = actor.send(super::Command::Park);
+            }
         }
     }
 
