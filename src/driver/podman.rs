@@ -148,19 +148,28 @@ impl Container {
         found
     }
 
-    async fn ask_first_pid(&self) -> Option<u32> {
+    /// The ids of the session's containers: running ones, or with `all` stopped ones too.
+    async fn container_ids(&self, all: bool) -> Vec<String> {
         let listed = Command::new("podman")
-            .args(["ps", "-q", "--filter"])
+            .args(["ps", if all { "-aq" } else { "-q" }, "--filter"])
             .arg(format!("label={LABEL}={}", self.session_id))
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .output()
-            .await
-            .ok()?;
-        let listed = String::from_utf8_lossy(&listed.stdout);
-        let id = listed.split_whitespace().next()?;
+            .await;
+        let Ok(listed) = listed else {
+            return Vec::new();
+        };
+        String::from_utf8_lossy(&listed.stdout)
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    }
+
+    async fn ask_first_pid(&self) -> Option<u32> {
+        let id = self.container_ids(false).await.into_iter().next()?;
         let inspected = Command::new("podman")
-            .args(["inspect", "--format", "{{.State.Pid}}", id])
+            .args(["inspect", "--format", "{{.State.Pid}}", &id])
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .output()
@@ -175,16 +184,9 @@ impl Container {
 
     /// Removes every container of the session.
     pub async fn remove(&self) {
-        let listed = Command::new("podman")
-            .args(["ps", "-aq", "--filter"])
-            .arg(format!("label={LABEL}={}", self.session_id))
-            .stdin(Stdio::null())
-            .output()
-            .await;
-        let Ok(listed) = listed else { return };
-        for id in String::from_utf8_lossy(&listed.stdout).split_whitespace() {
+        for id in self.container_ids(true).await {
             let _ = Command::new("podman")
-                .args(["rm", "-f", "-t", "2", id])
+                .args(["rm", "-f", "-t", "2", &id])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())

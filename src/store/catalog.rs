@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::conn::{Conn, Store};
 use super::error::{OpenFailure, Result, StoreError};
-use super::files::{Names, check_files_at};
+use super::files::{Names, check_files_at, described};
 use super::schema::TABLES;
 use crate::config::StoreConfig;
 use crate::protocol::check::{Check, FileDamage};
@@ -123,7 +123,7 @@ pub(super) async fn recatalogue(cfg: &StoreConfig, path: &Path) -> Result<Recata
     let _ = std::fs::remove_dir_all(super::durable::journal_dir(&fresh_path));
     Ok(Recatalogued {
         path: fresh_path,
-        files: check_files_at(path, None).await,
+        files: described(blocks, None),
         copied,
     })
 }

@@ -204,7 +204,6 @@ impl Store {
 pub(super) async fn check_files_at(path: &Path, names: Option<&Names>) -> Vec<FileDamage> {
     let manifest = manifest_path(path);
     let path = path.to_path_buf();
-
     let verified = tokio::task::spawn_blocking(move || surrealkv::verify_tables(&path)).await;
     let blocks = match verified {
         Ok(Ok(blocks)) => blocks,
@@ -226,6 +225,15 @@ pub(super) async fn check_files_at(path: &Path, names: Option<&Names>) -> Vec<Fi
             return Vec::new();
         }
     };
+    described(blocks, names)
+}
+
+/// Each damaged block, named by whose data it held as far as `names` (the catalog's ids)
+/// says, and what its damage does.
+pub(super) fn described(
+    blocks: Vec<surrealkv::DamagedBlock>,
+    names: Option<&Names>,
+) -> Vec<FileDamage> {
     blocks
         .into_iter()
         .map(|block| {

@@ -39,13 +39,7 @@ async fn a_session_waits_for_memory_and_starts_when_the_bar_is_lowered() {
     assert_eq!(again.queued, vec![task.to_string()]);
 
     // The bar lowered in the settings: it starts, on its task.
-    let path = tk.kiln.settings_path();
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(
-        &path,
-        text.replace("min_free_mb = 100000000", "min_free_mb = 0"),
-    )
-    .unwrap();
+    set_bar(&tk, "min_free_mb = 100000000", "min_free_mb = 0");
     wait_state(&client, &s.id, SessionState::Complete).await;
     crate::budget::wait_said(&client, &s.id, "started after waiting").await;
     let done = session(&client, &s.id).await;
@@ -80,13 +74,7 @@ async fn a_waiting_session_parks_the_idle_contained_ones_when_allowed() {
     wait_state(&client, &local.id, SessionState::Complete).await;
 
     // The bar raised past the host: the next session waits, and makes room.
-    let path = tk.kiln.settings_path();
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(
-        &path,
-        text.replace("min_free_mb = 0", "min_free_mb = 100000000"),
-    )
-    .unwrap();
+    set_bar(&tk, "min_free_mb = 0", "min_free_mb = 100000000");
     let queued = create(&client, "scripted", Some("say after the room was made")).await;
     let queued = session(&client, &queued.id).await;
     assert_eq!(queued.state, Some(SessionState::Queued), "{queued:?}");
@@ -100,13 +88,16 @@ async fn a_waiting_session_parks_the_idle_contained_ones_when_allowed() {
 
     // The bar lowered: the waiting session starts; the parked one answers its next
     // prompt.
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(
-        &path,
-        text.replace("min_free_mb = 100000000", "min_free_mb = 0"),
-    )
-    .unwrap();
+    set_bar(&tk, "min_free_mb = 100000000", "min_free_mb = 0");
     wait_state(&client, &queued.id, SessionState::Complete).await;
     crate::budget::prompt(&client, &boxed.id, "say back").await;
     crate::budget::wait_said(&client, &boxed.id, "back").await;
+}
+
+/// Saves the kiln's settings with `from` replaced by `to` (a `[fleet]` bar).
+fn set_bar(tk: &TestKiln, from: &str, to: &str) {
+    let path = tk.kiln.settings_path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{text}");
+    std::fs::write(&path, text.replace(from, to)).unwrap();
 }

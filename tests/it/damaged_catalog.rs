@@ -3,11 +3,10 @@
 //! engine reads before anything else. Without a rebuild the engine cannot open at all.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde_json::json;
 
-use crate::durability::{listed_sessions, table_files};
+use crate::durability::{listed_sessions, send_reports, stop_cleanly, table_files};
 
 /// The daemon still starts: it rebuilds the database from crucible's schema and every
 /// record that reads, says so in `daemon status` (what was lost, where the damaged copy
@@ -53,23 +52,12 @@ async fn damaged_catalog(at: impl Fn(&[u8]) -> Option<usize>) {
     }
     // Enough messages that crucible's own keys and the sessions lie in different blocks
     // (a block is 64 KiB; messages sort before sessions).
-    let mut sent = BTreeMap::new();
-    for i in 0..3000 {
-        let title = format!("report {i}");
-        let reply = client
-            .call_value(
-                "inbox.send",
-                json!({"session_id": sessions[0], "msg_type": "info", "title": title,
-                       "body": format!("{} marker{i}x", "detail ".repeat(20))}),
-            )
-            .await
-            .unwrap();
-        sent.insert(reply["id"].as_str().unwrap().to_string(), title);
-    }
+    let sent = send_reports(&client, &sessions[0], 3000, |i| {
+        format!("{} marker{i}x", "detail ".repeat(20))
+    })
+    .await;
     drop(client);
-    let out = tk.cru(&["daemon", "stop"]);
-    assert!(out.status.success(), "{}", crate::common::stderr(&out));
-    daemon.wait_exit(Duration::from_secs(30)).await;
+    stop_cleanly(&tk, &mut daemon).await;
 
     let (file, mut bytes, at) = table_files(&tk)
         .into_iter()
@@ -181,9 +169,7 @@ async fn damaged_catalog(at: impl Fn(&[u8]) -> Option<usize>) {
     }
     let fresh = register(&client, "after the rebuild").await;
     drop(client);
-    let out = tk.cru(&["daemon", "stop"]);
-    assert!(out.status.success(), "{}", crate::common::stderr(&out));
-    daemon.wait_exit(Duration::from_secs(30)).await;
+    stop_cleanly(&tk, &mut daemon).await;
 
     // The next start opens it as it is: nothing more to rebuild.
     let _daemon = tk.spawn_daemon().await;

@@ -154,19 +154,10 @@ async fn a_byte_changed_in_a_table_file_is_found_named_and_repaired() {
     let mut daemon = tk.spawn_daemon().await;
     let client = tk.client().await;
     let session = register(&client, "claude").await;
-    let mut sent = std::collections::BTreeMap::new();
-    for i in 0..3000 {
-        let title = format!("report {i}");
-        let reply = client
-            .call_value(
-                "inbox.send",
-                json!({"session_id": session, "msg_type": "info", "title": title,
-                       "body": format!("{} {i}", "detail ".repeat(20))}),
-            )
-            .await
-            .unwrap();
-        sent.insert(reply["id"].as_str().unwrap().to_string(), title);
-    }
+    let sent = send_reports(&client, &session, 3000, |i| {
+        format!("{} {i}", "detail ".repeat(20))
+    })
+    .await;
     drop(client);
     // A clean stop: everything is in a table file and the journal is empty.
     let out = tk.cru(&["daemon", "stop"]);
@@ -303,6 +294,29 @@ async fn a_byte_changed_in_a_table_file_is_found_named_and_repaired() {
     assert!(status["store"]["damaged"].is_null(), "{status}");
 }
 
+/// Sends `count` messages `report <i>` with `body(i)` as `session`'s; their titles by id.
+pub(crate) async fn send_reports(
+    client: &crucible::client::Client,
+    session: &str,
+    count: usize,
+    body: impl Fn(usize) -> String,
+) -> std::collections::BTreeMap<String, String> {
+    let mut sent = std::collections::BTreeMap::new();
+    for i in 0..count {
+        let title = format!("report {i}");
+        let reply = client
+            .call_value(
+                "inbox.send",
+                serde_json::json!({"session_id": session, "msg_type": "info", "title": title,
+                                   "body": body(i)}),
+            )
+            .await
+            .unwrap();
+        sent.insert(reply["id"].as_str().unwrap().to_string(), title);
+    }
+    sent
+}
+
 /// The ids of the sessions the daemon lists.
 pub(crate) async fn listed_sessions(
     client: &crucible::client::Client,
@@ -320,7 +334,10 @@ pub(crate) async fn listed_sessions(
 }
 
 /// Stops the daemon cleanly: everything it wrote is in a table file of its own.
-async fn stop_cleanly(tk: &crate::common::TestKiln, daemon: &mut crate::common::DaemonProcess) {
+pub(crate) async fn stop_cleanly(
+    tk: &crate::common::TestKiln,
+    daemon: &mut crate::common::DaemonProcess,
+) {
     let out = tk.cru(&["daemon", "stop"]);
     assert!(out.status.success(), "{}", crate::common::stderr(&out));
     daemon.wait_exit(Duration::from_secs(30)).await;

@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use crucible::protocol::{MsgType, Session};
 
 use crate::common::*;
+use crate::sandbox::told_then_done;
 use crate::sessions::{agent_kiln, wait_message};
 
 /// A root folder whose `/usr` (and the usual links into it) the host lends.
@@ -263,17 +264,16 @@ async fn an_agent_in_a_container_near_its_memory_cap_is_reported() {
         root,
         &["--agent", "scripted", "--memory", "512", "--task", task],
     );
-    let warned = crate::sessions::wait_message_where(&client, &s.id, "the memory warning", |m| {
-        m.title.starts_with("Memory near its cap:")
-    })
+    let warned = told_then_done(
+        &client,
+        &s.id,
+        "the memory warning",
+        "Memory near its cap:",
+        "held it",
+    )
     .await;
     assert_eq!(warned.msg_type, MsgType::Error);
     assert!(warned.title.ends_with(" of 512 MiB"), "{}", warned.title);
-    let said = wait_message(&client, &s.id, MsgType::TaskComplete).await;
-    assert!(
-        said.body.as_deref().unwrap_or("").contains("held it"),
-        "{said:?}"
-    );
     let out = tk.cru(&["session", "delete", &s.id]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
@@ -299,20 +299,18 @@ async fn a_command_in_a_container_ended_for_memory_is_reported_as_out_of_memory(
         &podman.root,
         &["--agent", "scripted", "--memory", "128", "--task", task],
     );
-    let killed =
-        crate::sessions::wait_message_where(&client, &s.id, "the out-of-memory report", |m| {
-            m.title.starts_with("Killed: out of memory")
-        })
-        .await;
+    let killed = told_then_done(
+        &client,
+        &s.id,
+        "the out-of-memory report",
+        "Killed: out of memory",
+        "went on",
+    )
+    .await;
     assert_eq!(killed.title, "Killed: out of memory (cap 128 MiB)");
     assert!(
         !tk.root().join("oom").exists(),
         "podman's monitor left its mark in the person's repository"
-    );
-    let said = wait_message(&client, &s.id, MsgType::TaskComplete).await;
-    assert!(
-        said.body.as_deref().unwrap_or("").contains("went on"),
-        "{said:?}"
     );
     let out = tk.cru(&["session", "delete", &s.id]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -375,6 +375,36 @@ async fn the_scripted_acp_agent_works_in_a_sandbox() {
     }
 }
 
+/// A scripted-agent session on the sandbox driver with `--memory <mib>`, on `task`.
+fn capped_session(tk: &TestKiln, mib: &str, task: &str) -> Session {
+    let created = cru_json(
+        tk,
+        &[
+            "session", "new", "--agent", "scripted", "--driver", "sandbox", "--memory", mib,
+            "--task", task, "--json",
+        ],
+    );
+    serde_json::from_value(created).unwrap()
+}
+
+/// Waits for the session's message whose title starts with `title` (`what` names it),
+/// then for its task to complete with `said` in its report; returns that message.
+pub(crate) async fn told_then_done(
+    client: &crucible::client::Client,
+    id: &str,
+    what: &str,
+    title: &str,
+    said: &str,
+) -> crucible::protocol::InboxMessage {
+    let told = wait_message_where(client, id, what, |m| m.title.starts_with(title)).await;
+    let done = wait_message(client, id, MsgType::TaskComplete).await;
+    assert!(
+        done.body.as_deref().unwrap_or("").contains(said),
+        "{done:?}"
+    );
+    told
+}
+
 #[tokio::test]
 async fn an_agent_near_its_memory_cap_is_reported_before_the_kernel_ends_it() {
     if !bwrap_works() {
@@ -387,25 +417,17 @@ async fn an_agent_near_its_memory_cap_is_reported_before_the_kernel_ends_it() {
     let client = tk.client().await;
     // 512 MiB allowed; the agent starts a program that holds 440 MiB for a while.
     let task = "spawn python3 -c x=b'a'*(440<<20);__import__('time').sleep(6)\nsay held it";
-    let created = cru_json(
-        &tk,
-        &[
-            "session", "new", "--agent", "scripted", "--driver", "sandbox", "--memory", "512",
-            "--task", task, "--json",
-        ],
-    );
-    let s: Session = serde_json::from_value(created).unwrap();
-    let warned = wait_message_where(&client, &s.id, "the memory warning", |m| {
-        m.title.starts_with("Memory near its cap:")
-    })
+    let s = capped_session(&tk, "512", task);
+    let warned = told_then_done(
+        &client,
+        &s.id,
+        "the memory warning",
+        "Memory near its cap:",
+        "held it",
+    )
     .await;
     assert_eq!(warned.msg_type, MsgType::Error);
     assert!(warned.title.ends_with(" of 512 MiB"), "{}", warned.title);
-    let said = wait_message(&client, &s.id, MsgType::TaskComplete).await;
-    assert!(
-        said.body.as_deref().unwrap_or("").contains("held it"),
-        "{said:?}"
-    );
     // Said once: at rest nothing is watched, and the warning is not repeated.
     let messages = client
         .call_value("inbox.list", serde_json::json!({"session_id": s.id}))
@@ -581,28 +603,20 @@ async fn a_command_ended_by_the_oom_killer_is_reported_as_out_of_memory() {
     let _daemon = host.daemon(&tk).await;
     let client = tk.client().await;
     let task = "spawn python3 -c x=b'a'*(400<<20)\nsay went on";
-    let created = cru_json(
-        &tk,
-        &[
-            "session", "new", "--agent", "scripted", "--driver", "sandbox", "--memory", "128",
-            "--task", task, "--json",
-        ],
-    );
-    let s: Session = serde_json::from_value(created).unwrap();
+    let s = capped_session(&tk, "128", task);
     let status = stdout(&tk.cru(&["session", "status", &s.id]));
     if !status.contains("memory 128 MiB (cgroup") {
         eprintln!("NOT RUN: no memory cgroup here, so no OOM killer to report: {status}");
         return;
     }
-    let killed = wait_message_where(&client, &s.id, "the out-of-memory report", |m| {
-        m.title.starts_with("Killed: out of memory")
-    })
+    let killed = told_then_done(
+        &client,
+        &s.id,
+        "the out-of-memory report",
+        "Killed: out of memory",
+        "went on",
+    )
     .await;
     assert_eq!(killed.msg_type, MsgType::Error);
     assert_eq!(killed.title, "Killed: out of memory (cap 128 MiB)");
-    let said = wait_message(&client, &s.id, MsgType::TaskComplete).await;
-    assert!(
-        said.body.as_deref().unwrap_or("").contains("went on"),
-        "{said:?}"
-    );
 }

@@ -67,7 +67,7 @@ impl Actor {
         };
         watch.next = Some(tokio::time::Instant::now() + MEMORY_EVERY);
         let used = pid.and_then(crate::proc_tree::walk);
-        self.check_oom().await;
+        self.report_oom().await;
         let (Some(used), Some(watch)) = (used, self.memory.as_mut()) else {
             return;
         };
@@ -115,6 +115,11 @@ impl Actor {
         if let Some(environment) = self.memory.as_ref().map(|w| Arc::clone(&w.environment)) {
             let _ = environment.process_root().await;
         }
+        self.report_oom().await;
+    }
+
+    /// [`Actor::check_oom`] once the agent's processes were looked for.
+    async fn report_oom(&mut self) {
         if !self.new_oom_kill() {
             return;
         }

@@ -30,23 +30,15 @@ impl Answer<m::SessionList> for Call<'_> {
         }
         if p.resources {
             let runner = self.conn.services.sessions.runner();
+            let table = crate::proc_tree::ProcTable::read();
             // Only this daemon's: another's agent pid is of another host.
-            let mut roots = std::collections::HashMap::new();
-            for s in sessions.iter().filter(|s| !ledger.is_foreign(s)) {
+            for s in sessions.iter_mut().filter(|s| !ledger.is_foreign(s)) {
                 let contained = match runner.environment(&s.id) {
                     Some(environment) => environment.process_root().await,
                     None => None,
                 };
                 let root = contained.or_else(|| crate::proc_tree::agent_process(s.agent_pid));
-                roots.insert(s.id.clone(), root);
-            }
-            let table = crate::proc_tree::ProcTable::read();
-            for s in &mut sessions {
-                s.resources = roots
-                    .get(&s.id)
-                    .copied()
-                    .flatten()
-                    .and_then(|pid| table.tree(pid));
+                s.resources = root.and_then(|pid| table.tree(pid));
             }
         }
         Ok(m::ListedSessions { sessions })
