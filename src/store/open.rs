@@ -123,9 +123,13 @@ impl Store {
             rebuilt: std::sync::Mutex::new(Vec::new()),
             origin: ulid::Ulid::new().to_string(),
         };
-        store
+        if let Err(e) = store
             .prepare(&cfg.namespace, &cfg.database, usage == Use::Serve)
-            .await?;
+            .await
+        {
+            store.close_engine().await;
+            return Err(e);
+        }
         Ok(store)
     }
 
@@ -143,8 +147,16 @@ impl Store {
         let ds = raw_datastore(path, engine).await?;
         // The engine retries reading its version for two minutes whatever the error;
         // one read first tells a damaged block at once.
-        read_version_once(&ds).await.map_err(OpenFailure::Engine)?;
-        ds.check_version().await.map_err(OpenFailure::Engine)?;
+        // A failed open shuts the engine down before it says so: the next open of the
+        // same folder (a rebuild) must not meet it still holding the files.
+        let checked = match read_version_once(&ds).await {
+            Ok(()) => ds.check_version().await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked {
+            let _ = ds.shutdown().await;
+            return Err(OpenFailure::Engine(e));
+        }
         if usage == Use::Serve {
             ds.bootstrap().await.map_err(OpenFailure::Engine)?;
             ds.start_maintenance_tasks();
