@@ -122,15 +122,23 @@ struct Sockets {
     owners: Acceptor,
     agents: Acceptor,
     paths: [std::path::PathBuf; 2],
+    /// Each socket file as bound (device and inode): a file of that name that is not this
+    /// one means the daemon can no longer be reached.
+    bound: [gone::Bound; 2],
 }
 
 impl Sockets {
     fn bind(kiln: &Kiln) -> Result<Self, DaemonError> {
         let paths = [kiln.socket_path(), kiln.agent_socket_path()];
+        let owners = Acceptor::new(bind(&paths[0])?, "daemon.sock");
+        let first = gone::Bound::of(&paths[0]);
+        let agents = Acceptor::new(bind(&paths[1])?, "agent.sock");
+        let bound = [first, gone::Bound::of(&paths[1])];
         Ok(Self {
-            owners: Acceptor::new(bind(&paths[0])?, "daemon.sock"),
-            agents: Acceptor::new(bind(&paths[1])?, "agent.sock"),
+            owners,
+            agents,
             paths,
+            bound,
         })
     }
 
@@ -158,6 +166,15 @@ fn register_kiln(kiln: &Kiln, config: &Config) {
 /// Runs the daemon until SIGTERM/SIGINT, `daemon.shutdown`, or the grace period after the
 /// last client left.
 pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
+    // A kiln deleted before its daemon started is not made again: a daemon there could
+    // never be reached, and would run on for nobody.
+    if !kiln.root().is_dir() {
+        return Err(
+            io_err(format!("cannot start in {}", kiln.root().display()))(
+                std::io::ErrorKind::NotFound.into(),
+            ),
+        );
+    }
     kiln.ensure_state_dir()
         .map_err(io_err("cannot create the state directory"))?;
     let pid_lock = PidLock::acquire(&kiln)?;
@@ -178,12 +195,14 @@ pub async fn run(kiln: Kiln, config: Config) -> Result<(), DaemonError> {
     // container mounts the agent socket as it starts, and an agent may call in at once
     // (its connection waits in the socket's backlog until the loop below accepts it).
     let mut sockets = Sockets::bind(&kiln)?;
+    // Watched from the moment they exist, before any session resumes: a kiln deleted while
+    // its sessions resume is noticed as the daemon starts to serve.
+    let kiln_watch = gone::KilnWatch::start(&kiln.state_dir(), &sockets.bound);
     // Recorded once it can be reached: the person's hub reaches a kiln when it is recorded.
     register_kiln(&kiln, &started_with);
     person::wake_the_hub();
     let sessions = Sessions::start(Arc::clone(&ledger)).await;
     sessions.follow_settings(live.subscribe());
-    let kiln_watch = gone::KilnWatch::start(&kiln.state_dir(), &sockets.paths);
     tracing::info!(pid = std::process::id(), socket = %sockets.paths[0].display(), db = ledger.store().url(), "daemon ready");
     crate::sys::notify_ready();
 

@@ -1,4 +1,4 @@
-//! What the daemon runs on. [`Services`] holds the ledger, the sessions, the settings in
+//! What the daemon runs on. [`Services`] holds the ledger, the sessions, landing, the guard, the settings in
 //! use and the components, which report their state and share what the socket's
 //! methods answer from; [`Shared`] is the connections' bookkeeping (how many clients,
 //! the shutdown request, the activity that memory trimming follows). Connections hold
@@ -13,11 +13,17 @@ use super::components::Components;
 use super::settings::LiveSettings;
 use crate::ledger::Ledger;
 use crate::sessions::Sessions;
+use crate::sessions::guard::Guard;
+use crate::sessions::landing::Landing;
 
 /// The daemon's services, and its components.
 pub(crate) struct Services {
     pub ledger: Arc<Ledger>,
     pub sessions: Arc<Sessions>,
+    /// Reviewing and landing sessions' work, and the conflict radar.
+    pub landing: Arc<Landing>,
+    /// The rules, the sessions' security states, and the credentials agents ask for.
+    pub guard: Arc<Guard>,
     /// The settings in use, followed live.
     pub settings: Arc<LiveSettings>,
     pub started: Instant,
@@ -35,6 +41,8 @@ impl Services {
     ) -> Self {
         Self {
             ledger,
+            landing: Arc::clone(sessions.landing()),
+            guard: Arc::clone(sessions.guard()),
             sessions,
             settings,
             started: Instant::now(),

@@ -58,6 +58,24 @@ pub enum LedgerError {
 pub type Result<T> = std::result::Result<T, LedgerError>;
 
 impl LedgerError {
+    /// The JSON-RPC code of this kind of failure.
+    pub fn code(&self) -> i64 {
+        use crate::protocol::code;
+        match self {
+            LedgerError::NotFound(_) => code::NOT_FOUND,
+            LedgerError::Invalid(_) => code::INVALID_PARAMS,
+            LedgerError::Conflict(_) => code::CONFLICT,
+            LedgerError::TimedOut(_) => code::TIMED_OUT,
+            LedgerError::Git { .. } => code::GIT_FAILED,
+            LedgerError::ToolNotRun { .. } | LedgerError::ToolFailed(_) => code::TOOL_FAILED,
+            LedgerError::Io { .. } => code::IO_ERROR,
+            LedgerError::Driver(_) => code::DRIVER_ERROR,
+            LedgerError::Relayed { code, .. } => *code,
+            LedgerError::Start(_) => code::SPAWN_FAILED,
+            LedgerError::Store(_) => code::STORE_ERROR,
+        }
+    }
+
     /// A method's refusal (a call made through the daemon's door on a channel's behalf)
     /// as the error of its kind.
     pub fn from_refusal(e: crate::protocol::ErrorObject) -> Self {
@@ -74,6 +92,12 @@ impl LedgerError {
             code::SPAWN_FAILED => LedgerError::Start(e.message.into()),
             _ => LedgerError::Conflict(e.message),
         }
+    }
+}
+
+impl From<LedgerError> for crate::protocol::ErrorObject {
+    fn from(e: LedgerError) -> Self {
+        Self::new(e.code(), e.to_string())
     }
 }
 

@@ -22,8 +22,8 @@ use tracing::Instrument;
 use super::budget::Budgets;
 use super::command::Command;
 use super::context::{preamble, summary};
-use super::credential::CredentialError;
-use super::gate::Gate;
+use super::guard::credential::CredentialError;
+use super::guard::gate::Gate;
 use super::machine::{
     Effect, GateRequest, Key, Machine, MachineSetup, RecordChange, Reply, SessionInput,
 };
@@ -95,7 +95,7 @@ pub(super) struct ActorSetup {
     /// The session's folder as the agent names it, when not the host's path.
     pub agent_cwd: Option<std::path::PathBuf>,
     /// The daemon's rules.
-    pub rules: Arc<super::rule_files::RuleBook>,
+    pub rules: Arc<super::guard::rule_files::RuleBook>,
     /// The daemon's budget keeper.
     pub budgets: Arc<Budgets>,
     /// Where the agent runs: what its memory is read from.

@@ -4,7 +4,7 @@
 
 use tokio::sync::oneshot;
 
-use super::credential::CredentialError;
+use super::guard::credential::CredentialError;
 use crate::protocol::{InboxMessage, SecurityState};
 
 pub(super) enum Command {

@@ -32,7 +32,12 @@ impl Sessions {
         given::profile(&config, &params.agent, given.as_deref())
             .map_err(|why| LedgerError::Invalid(format!("cannot hand off: {why}")))?;
         // Where the work stands, read before the old agent stops.
-        let diff = self.diff(&from.id, Some(3)).await.ok().map(|d| d.diff);
+        let diff = self
+            .landing
+            .diff(&from.id, Some(3))
+            .await
+            .ok()
+            .map(|d| d.diff);
         let mut open = Vec::new();
         for id in self
             .ledger

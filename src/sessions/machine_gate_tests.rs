@@ -12,8 +12,8 @@ use std::sync::Arc;
 use super::*;
 use crate::kiln::Kiln;
 use crate::protocol::SecurityState;
-use crate::sessions::gate::Gate;
-use crate::sessions::rule_files::{RuleBook, rules_path};
+use crate::sessions::guard::gate::Gate;
+use crate::sessions::guard::rule_files::{RuleBook, rules_path};
 
 const RULE: &str = "ask-deploy";
 const WHY: &str = "Rule ask-deploy: deploys need a person.";

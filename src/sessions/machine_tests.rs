@@ -8,7 +8,7 @@ use super::*;
 use crate::agent::OptionKind;
 use crate::protocol::MsgType;
 use crate::rules::{Operation, OperationKind};
-use crate::sessions::gate::Judgement;
+use crate::sessions::guard::gate::Judgement;
 use crate::sessions::wording::Notice;
 
 #[path = "machine_turn_tests.rs"]

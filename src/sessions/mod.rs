@@ -1,7 +1,8 @@
 //! The sessions crucible runs: each one an agent process in its own git worktree.
 //!
 //! [`Sessions`] creates, forks, hands off and deletes them; the [`Runner`] starts their
-//! agents and prompts, cancels and stops them. Every running session has an actor task
+//! agents and prompts, cancels and stops them; [`landing::Landing`] reviews and lands their
+//! work and keeps the conflict radar. Every running session has an actor task
 //! ([`actor`]) that owns its agent and turns what the agent does into lifecycle state,
 //! transcript entries and inbox messages. What happens when is decided by a pure state
 //! machine ([`machine`]), in the words of [`wording`]. After a restart, sessions whose
@@ -70,12 +71,12 @@ pub struct Sessions {
     /// The cron jobs the daemon runs, and their skips since it started ([`cron`]).
     cron: Mutex<cron::CronBook>,
     /// One git change to the repository at a time (worktrees and branches share its
-    /// lock files).
-    git: tokio::sync::Mutex<()>,
-    /// The conflict radar as last computed ([`radar`]).
-    radar: Mutex<crate::protocol::ConflictReport>,
-    /// The rules every session's gate judges by, with the last good set ([`rule_files`]).
-    rules: Arc<rule_files::RuleBook>,
+    /// lock files); landing merges under it too.
+    git: Arc<tokio::sync::Mutex<()>>,
+    /// Reviewing and landing sessions' work, and the conflict radar ([`landing`]).
+    landing: Arc<landing::Landing>,
+    /// The rules, the sessions' security states and credentials ([`guard`]).
+    guard: Arc<guard::Guard>,
     /// The daemon's settings in use, once it follows them ([`Sessions::follow_settings`]).
     settings: Arc<LiveSettings>,
     /// What sessions spent today, and whether each may start a turn ([`budget`]).
@@ -90,7 +91,7 @@ impl Sessions {
                 tracing::warn!(dir = %dir.display(), "cannot create: {e}");
             }
         }
-        let rules = Arc::new(rule_files::RuleBook::new(ledger.kiln().clone()));
+        let rules = Arc::new(guard::rule_files::RuleBook::new(ledger.kiln().clone()));
         let settings = Arc::new(LiveSettings::new(ledger.kiln().clone()));
         let budgets = Arc::new(
             budget::Budgets::new(
@@ -100,9 +101,9 @@ impl Sessions {
             )
             .asking_kilns(ledger.kiln().root()),
         );
-        let sessions = Arc::new_cyclic(|me| Self {
-            ledger: Arc::clone(&ledger),
-            runner: Arc::new(Runner::new(runner::RunnerParts {
+        let git = Arc::new(tokio::sync::Mutex::new(()));
+        let sessions = Arc::new_cyclic(|me| {
+            let runner = Arc::new(Runner::new(runner::RunnerParts {
                 ledger: Arc::clone(&ledger),
                 settings: Arc::clone(&settings),
                 rules: Arc::clone(&rules),
@@ -129,13 +130,24 @@ impl Sessions {
                 takeovers,
             ));
         }
-        tokio::spawn(radar::watch(Arc::downgrade(&sessions), ledger.subscribe()));
+        sessions.landing.follow();
         sessions
     }
 
     /// The running agents: prompts, cancels and stops go to it.
     pub fn runner(&self) -> &Arc<Runner> {
         &self.runner
+    }
+
+    /// The rules, the sessions' security states, and the credentials agents ask for.
+    pub fn guard(&self) -> &Arc<guard::Guard> {
+        &self.guard
+    }
+
+    /// Reviewing and landing sessions' work: diffs, commits, merges, pull requests,
+    /// commands run in a session's environment, and the conflict radar.
+    pub fn landing(&self) -> &Arc<landing::Landing> {
+        &self.landing
     }
 
     /// How many agents run, as it changes.
@@ -350,6 +362,14 @@ impl Sessions {
 }
 
 /// The session `id`, which crucible runs the agent of.
+/// A driver failure as the domain's error: the session's environment could not be made
+/// or used (a missing tool, a refusing kernel, an unreachable host).
+impl From<driver::DriverError> for LedgerError {
+    fn from(e: driver::DriverError) -> Self {
+        Self::Driver(Box::new(e))
+    }
+}
+
 fn managed(ledger: &Ledger, id: &str) -> Result<Session> {
     let session = ledger.get_session(id)?;
     if !session.is_managed() {

@@ -81,18 +81,5 @@ impl<'a> Call<'a> {
 
 /// A ledger error as its JSON-RPC error: each kind its own code.
 pub(super) fn app_error(e: LedgerError) -> ErrorObject {
-    let code = match &e {
-        LedgerError::NotFound(_) => code::NOT_FOUND,
-        LedgerError::Invalid(_) => code::INVALID_PARAMS,
-        LedgerError::Conflict(_) => code::CONFLICT,
-        LedgerError::TimedOut(_) => code::TIMED_OUT,
-        LedgerError::Git { .. } => code::GIT_FAILED,
-        LedgerError::ToolNotRun { .. } | LedgerError::ToolFailed(_) => code::TOOL_FAILED,
-        LedgerError::Io { .. } => code::IO_ERROR,
-        LedgerError::Driver(_) => code::DRIVER_ERROR,
-        LedgerError::Relayed { code, .. } => *code,
-        LedgerError::Start(_) => code::SPAWN_FAILED,
-        LedgerError::Store(_) => code::STORE_ERROR,
-    };
-    ErrorObject::new(code, e.to_string())
+    ErrorObject::from(e)
 }

@@ -319,7 +319,7 @@ impl Actor {
         };
         let settings = self.ledger.kiln().settings_path();
         tokio::spawn(async move {
-            let _ = ack.send(super::super::credential::resolve(&settings, &name).await);
+            let _ = ack.send(crate::sessions::guard::credential::resolve(&settings, &name).await);
         });
     }
 }

@@ -8,7 +8,7 @@
 use super::*;
 use crate::agent::OptionKind;
 use crate::rules::{Operation, OperationKind};
-use crate::sessions::gate::Judgement;
+use crate::sessions::guard::gate::Judgement;
 use crate::sessions::wording::Notice;
 
 /// The id of the option that approves an approval crucible asks for itself.

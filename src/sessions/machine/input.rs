@@ -6,7 +6,7 @@ use crate::agent::{AgentEvent, TurnTokens};
 use crate::ledger::LedgerError;
 use crate::protocol::{EntryKind, Usage};
 use crate::sessions::budget::Over;
-use crate::sessions::gate::Judgement;
+use crate::sessions::guard::gate::Judgement;
 
 /// What happens to the session.
 #[derive(Debug)]

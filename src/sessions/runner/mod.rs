@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::command::Command;
+use super::guard::rule_files::RuleBook;
 use super::live::LiveSettings;
-use super::rule_files::RuleBook;
 use super::{Sessions, budget::Budgets, given, managed, not_running, wording};
 use crate::driver::Environment;
 use crate::ledger::{Ledger, LedgerError, now_rfc3339};

@@ -7,12 +7,12 @@ use super::*;
 impl Answer<m::InboxSend> for Call<'_> {
     async fn answer(&self, p: SendParams) -> Result<Sent, ErrorObject> {
         let ledger = &self.conn.services.ledger;
-        let sessions = &self.conn.services.sessions;
+        let guard = &self.conn.services.guard;
         self.own(&p.session_id)?;
         // An approval an agent asks for itself (`cru approve`) is judged by the
         // rules first: one that allows or denies it answers it at once.
         let ruled = if p.msg_type == MsgType::ApprovalRequired {
-            sessions.judge_approval(&p.session_id, &p.title).await
+            guard.judge_approval(&p.session_id, &p.title).await
         } else {
             None
         };

@@ -4,41 +4,32 @@ use super::*;
 
 impl Answer<m::SessionDiff> for Call<'_> {
     async fn answer(&self, p: DiffParams) -> Result<DiffReply, ErrorObject> {
-        let sessions = &self.conn.services.sessions;
-        sessions
-            .diff(&p.session_id, p.context)
-            .await
-            .map_err(app_error)
+        let landing = &self.conn.services.landing;
+        Ok(landing.diff(&p.session_id, p.context).await?)
     }
 }
 
 impl Answer<m::SessionCommit> for Call<'_> {
     async fn answer(&self, p: CommitParams) -> Result<CommitReply, ErrorObject> {
-        let sessions = &self.conn.services.sessions;
-        sessions
-            .commit(&p.session_id, p.message)
-            .await
-            .map_err(app_error)
+        let landing = &self.conn.services.landing;
+        Ok(landing.commit(&p.session_id, p.message).await?)
     }
 }
 
 impl Answer<m::SessionMerge> for Call<'_> {
     async fn answer(&self, p: MergeParams) -> Result<MergeReply, ErrorObject> {
-        let sessions = &self.conn.services.sessions;
-        sessions.merge(p).await.map_err(app_error)
+        Ok(self.conn.services.landing.merge(p).await?)
     }
 }
 
 impl Answer<m::SessionPr> for Call<'_> {
     async fn answer(&self, p: PrParams) -> Result<PrReply, ErrorObject> {
-        let sessions = &self.conn.services.sessions;
-        sessions.pr(p).await.map_err(app_error)
+        Ok(self.conn.services.landing.pr(p).await?)
     }
 }
 
 impl Answer<m::SessionConflicts> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<ConflictReport, ErrorObject> {
-        let sessions = &self.conn.services.sessions;
-        Ok(sessions.conflicts())
+        Ok(self.conn.services.landing.conflicts())
     }
 }

@@ -168,15 +168,13 @@ impl Answer<m::SessionPrune> for Call<'_> {
 
 impl Answer<m::SessionExec> for Call<'_> {
     async fn answer(&self, p: ExecParams) -> Result<ExecResult, ErrorObject> {
-        let sessions = &self.conn.services.sessions;
-        sessions.exec(p).await.map_err(app_error)
+        Ok(self.conn.services.landing.exec(p).await?)
     }
 }
 
 impl Answer<m::SessionAudit> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<AuditLog, ErrorObject> {
-        let sessions = &self.conn.services.sessions;
-        sessions.audit_log(&p.session_id).map_err(app_error)
+        Ok(self.conn.services.landing.audit_log(&p.session_id)?)
     }
 }
 

@@ -18,7 +18,7 @@ pub(super) const NO_RULES: &str = "rules-not-readable";
 
 /// What the gate says of one operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Judgement {
+pub(crate) enum Judgement {
     /// No rule has a word on it.
     Free,
     /// A rule allows it without asking.
@@ -37,7 +37,7 @@ pub(super) enum Judgement {
     },
 }
 
-pub(super) struct Gate {
+pub(crate) struct Gate {
     rules: Arc<RuleBook>,
     /// The session's folder as the host and as the agent name it (a remote worktree, a
     /// container's `/workspace`): "inside the worktree" is inside either.
@@ -45,14 +45,14 @@ pub(super) struct Gate {
 }
 
 impl Gate {
-    pub(super) fn new(rules: Arc<RuleBook>, worktrees: Vec<PathBuf>) -> Gate {
+    pub(crate) fn new(rules: Arc<RuleBook>, worktrees: Vec<PathBuf>) -> Gate {
         Gate { rules, worktrees }
     }
 
     /// Judges `op`, then records the rules it activates in `security` (so an operation
     /// never triggers the rule it activates). True in the second value when `security`
     /// changed.
-    pub(super) fn judge(
+    pub(crate) fn judge(
         &mut self,
         op: &Operation,
         security: &mut SecurityState,

@@ -14,8 +14,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Weak};
 
-use super::*;
-use crate::protocol::{ConflictPair, ConflictReport, Event};
+use tokio::sync::broadcast;
+
+use super::Landing;
+use crate::git;
+use crate::protocol::{ConflictPair, ConflictReport, Event, Session, SessionState};
 
 mod freshness;
 use freshness::Freshness;
@@ -122,7 +125,7 @@ impl Dirty {
 /// Watches session events and worktrees; reads a session's worktree again when it comes
 /// to rest (its turn ended, it stopped or failed) after something happened in it, or when
 /// it changed while at rest; drops it when it goes.
-pub(super) async fn watch(sessions: Weak<Sessions>, mut events: broadcast::Receiver<Arc<Event>>) {
+pub(super) async fn watch(landing: Weak<Landing>, mut events: broadcast::Receiver<Arc<Event>>) {
     let mut states: HashMap<String, Option<SessionState>> = HashMap::new();
     let mut radar = Radar::default();
     let mut fresh = Freshness::start();
@@ -132,10 +135,10 @@ pub(super) async fn watch(sessions: Weak<Sessions>, mut events: broadcast::Recei
     };
     loop {
         if !dirty.is_empty() {
-            let Some(sessions) = sessions.upgrade() else {
+            let Some(landing) = landing.upgrade() else {
                 return;
             };
-            sessions
+            landing
                 .refresh_radar(&mut radar, &mut fresh, std::mem::take(&mut dirty))
                 .await;
         }
@@ -206,7 +209,7 @@ fn at_rest(state: SessionState) -> bool {
         )
 }
 
-impl Sessions {
+impl Landing {
     /// The radar as last computed.
     pub fn conflicts(&self) -> ConflictReport {
         self.radar_lock().clone()

@@ -9,25 +9,17 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use super::{Result, Sessions, context};
+use super::{Landing, LandingError, Result};
 use crate::audit::{Audit, AuditEvent};
 use crate::driver::{self, Environment};
-use crate::ledger::LedgerError;
 use crate::protocol::{AuditLog, ExecParams, ExecResult, env};
+use crate::sessions::{context, given};
 
 /// The most of each of stdout and stderr kept.
 const MAX_OUTPUT: usize = 64 * 1024;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// A driver failure as the domain's error: the session's environment could not be made
-/// or used (a missing tool, a refusing kernel, an unreachable host).
-impl From<driver::DriverError> for LedgerError {
-    fn from(e: driver::DriverError) -> Self {
-        Self::Driver(Box::new(e))
-    }
-}
-
-impl Sessions {
+impl Landing {
     /// The environment the session's agent runs in, or a new one made the same way when
     /// the agent is not running.
     async fn environment(&self, id: &str) -> Result<Arc<Environment>> {
@@ -38,7 +30,7 @@ impl Sessions {
         let cwd = PathBuf::from(context::folder(&self.ledger, &session));
         let spec = session.driver.clone().unwrap_or_default();
         let given = self.runner.given(id);
-        let (passed, _) = super::given::values(spec.env(), given.as_deref());
+        let (passed, _) = given::values(spec.env(), given.as_deref());
         let environment = Environment::provision(
             &spec,
             driver::Setup {
@@ -58,7 +50,7 @@ impl Sessions {
         let id = params.session_id.as_str();
         let session = self.managed(id)?;
         let Some((program, args)) = params.command.split_first() else {
-            return Err(LedgerError::Invalid("no command given".into()));
+            return Err(LandingError::NoCommand);
         };
         let environment = self.environment(id).await?;
         let cwd = PathBuf::from(context::folder(&self.ledger, &session));
@@ -73,7 +65,7 @@ impl Sessions {
             .kill_on_drop(true);
         let mut child = crate::sys::user_umask(&mut command)
             .spawn()
-            .map_err(|source| LedgerError::ToolNotRun {
+            .map_err(|source| LandingError::NotRun {
                 program: program.clone(),
                 source,
             })?;
@@ -112,14 +104,9 @@ impl Sessions {
     /// The audit log of a session, running, ended or deleted.
     pub fn audit_log(&self, id: &str) -> Result<AuditLog> {
         let audit = Audit::new(self.ledger.kiln());
-        let records = audit.read(id).map_err(|source| LedgerError::Io {
-            doing: "cannot read the audit log".into(),
-            source,
-        })?;
+        let records = audit.read(id).map_err(LandingError::AuditUnread)?;
         if records.is_empty() && self.ledger.get_session(id).is_err() {
-            return Err(LedgerError::NotFound(format!(
-                "no session {id} and no audit log for it"
-            )));
+            return Err(LandingError::NoAuditLog { id: id.to_string() });
         }
         Ok(AuditLog {
             session_id: id.to_string(),

@@ -11,7 +11,7 @@ const SECRET_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why an agent does not get a credential.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum CredentialError {
+pub enum CredentialError {
     #[error("the credential {0} was not given")]
     NotGiven(String),
     #[error("the command for {0} did not finish in time")]
@@ -34,7 +34,7 @@ pub(super) enum CredentialError {
 
 /// The value of a credential: its configured command's output, its configured variable,
 /// or the daemon's variable of that name.
-pub(super) async fn resolve(settings: &Path, name: &str) -> Result<String, CredentialError> {
+pub(crate) async fn resolve(settings: &Path, name: &str) -> Result<String, CredentialError> {
     let source = Config::load(settings)
         .ok()
         .and_then(|c| c.secrets.get(name).cloned());

@@ -2,9 +2,12 @@
 //! the base branch, committing the worktree, merging into the base branch in the kiln,
 //! and opening a pull request with `gh`.
 
-use super::*;
+use std::path::{Path, PathBuf};
+
+use super::{Landing, LandingError, Result};
+use crate::git;
 use crate::protocol::{
-    CommitReply, DiffReply, MergeParams, MergeReply, MergeStrategy, PrParams, PrReply,
+    CommitReply, DiffReply, MergeParams, MergeReply, MergeStrategy, PrParams, PrReply, Session,
 };
 
 /// Lines of context in a diff unless asked otherwise.
@@ -18,34 +21,26 @@ pub(super) struct Work {
     pub(super) base_branch: String,
 }
 
-impl Sessions {
-    /// The remote place of an ssh session.
-    pub(super) fn remote(&self, session: &Session) -> Option<driver::ssh::Remote> {
-        driver::remote_of(session.driver.as_ref()?, self.ledger.kiln(), &session.id)
-    }
-
+impl Landing {
     /// The session's worktree, branch and base branch; refused for a session that works
     /// in place (it has no branch of its own to review or land).
     pub(super) async fn work(&self, id: &str) -> Result<Work> {
         let session = self.managed(id)?;
         let (Some(worktree), Some(branch)) = (&session.worktree, &session.branch) else {
-            return Err(LedgerError::Invalid(format!(
-                "session {id} works in place, on the kiln's own checkout; review it with git there"
-            )));
+            return Err(LandingError::InPlace {
+                id: id.to_string(),
+                doing: "review it",
+            });
         };
         let base_branch = match &session.base_branch {
             Some(base) => base.clone(),
             // Sessions made before crucible kept their base: the kiln's branch now.
-            None => git::current_branch(self.ledger.kiln().root())
+            None => git::current_branch(self.root())
                 .await
                 .ok()
                 .flatten()
                 .filter(|b| b != branch)
-                .ok_or_else(|| {
-                    LedgerError::Conflict(format!(
-                        "session {id} has no base branch and the kiln's checkout is not on one"
-                    ))
-                })?,
+                .ok_or_else(|| LandingError::NoBase { id: id.to_string() })?,
         };
         // An ssh session's work is over there: bring it here first, so review and
         // landing see what the agent did.
@@ -80,9 +75,10 @@ impl Sessions {
     pub async fn commit(&self, id: &str, message: Option<String>) -> Result<CommitReply> {
         let session = self.managed(id)?;
         let Some(worktree) = session.worktree.as_deref().map(PathBuf::from) else {
-            return Err(LedgerError::Invalid(format!(
-                "session {id} works in place, on the kiln's own checkout; commit with git there"
-            )));
+            return Err(LandingError::InPlace {
+                id: id.to_string(),
+                doing: "commit",
+            });
         };
         refuse_while_busy(&session, "commit")?;
         let message = message
@@ -112,29 +108,22 @@ impl Sessions {
     pub async fn merge(&self, params: MergeParams) -> Result<MergeReply> {
         let work = self.work(&params.session_id).await?;
         refuse_while_busy(&work.session, "merge")?;
-        let repo = self.ledger.kiln().root().to_path_buf();
+        let repo = self.repo();
         let checked_out = git::current_branch(&repo).await?;
         if checked_out.as_deref() != Some(work.base_branch.as_str()) {
-            return Err(LedgerError::Conflict(format!(
-                "the kiln has {} checked out, not {}, the branch session {} started from; check out {} to land there",
-                checked_out.as_deref().unwrap_or("a detached HEAD"),
-                work.base_branch,
-                work.session.id,
-                work.base_branch
-            )));
+            return Err(LandingError::WrongCheckout {
+                checked_out,
+                base: work.base_branch,
+                id: work.session.id,
+            });
         }
         let pending = git::uncommitted(&work.worktree).await?;
         if !pending.is_empty() {
-            return Err(LedgerError::Conflict(format!(
-                "the session's worktree has {} uncommitted change(s) ({}); commit them first (/commit)",
-                pending.len(),
-                pending
-                    .iter()
-                    .take(3)
-                    .map(|c| c.trim())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+            let named = pending.iter().take(3).map(|c| c.trim());
+            return Err(LandingError::Uncommitted {
+                count: pending.len(),
+                named: Some(named.collect::<Vec<_>>().join(", ")),
+            });
         }
         let message = params
             .message
@@ -163,23 +152,19 @@ impl Sessions {
     /// `gh`. Refused clearly when `gh` is not installed or the kiln has no remote.
     pub async fn pr(&self, params: PrParams) -> Result<PrReply> {
         let work = self.work(&params.session_id).await?;
-        let repo = self.ledger.kiln().root().to_path_buf();
+        let repo = self.repo();
         let Some(gh) = crate::sys::on_path("gh") else {
-            return Err(LedgerError::ToolFailed(
-                "opening a pull request needs the GitHub CLI, gh, on the daemon's PATH (https://cli.github.com); or push the branch and open it yourself".into(),
-            ));
+            return Err(LandingError::NoGh);
         };
         if !git::has_remote(&repo).await {
-            return Err(LedgerError::Conflict(
-                "the kiln's repository has no remote to open a pull request on; add one with git remote add".into(),
-            ));
+            return Err(LandingError::NoRemote);
         }
         let pending = git::uncommitted(&work.worktree).await?;
         if !pending.is_empty() {
-            return Err(LedgerError::Conflict(format!(
-                "the session's worktree has {} uncommitted change(s); commit them first (/commit)",
-                pending.len()
-            )));
+            return Err(LandingError::Uncommitted {
+                count: pending.len(),
+                named: None,
+            });
         }
         git::push_branch(&work.worktree, &work.branch).await?;
         let title = params
@@ -200,15 +185,14 @@ impl Sessions {
             .stdin(std::process::Stdio::null())
             .output()
             .await
-            .map_err(|source| LedgerError::ToolNotRun {
+            .map_err(|source| LandingError::NotRun {
                 program: "gh".into(),
                 source,
             })?;
         if !output.status.success() {
-            return Err(LedgerError::ToolFailed(format!(
-                "gh pr create failed: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            )));
+            return Err(LandingError::GhFailed {
+                said: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            });
         }
         let url = String::from_utf8_lossy(&output.stdout)
             .lines()
@@ -223,12 +207,13 @@ impl Sessions {
     }
 }
 
-fn refuse_while_busy(session: &Session, what: &str) -> Result<()> {
+fn refuse_while_busy(session: &Session, doing: &'static str) -> Result<()> {
     match session.state {
-        Some(state) if state.is_busy() => Err(LedgerError::Conflict(format!(
-            "session {} is {state}; wait for its turn to end (or cancel it) before you {what}",
-            session.id
-        ))),
+        Some(state) if state.is_busy() => Err(LandingError::Busy {
+            id: session.id.clone(),
+            state,
+            doing,
+        }),
         _ => Ok(()),
     }
 }
