@@ -7,6 +7,7 @@
 //! socket is forwarded, so `cru ask` works there too. Variables reach the agent on its
 //! stdin ahead of the conversation, never on a command line.
 
+mod measure;
 pub(super) mod remote;
 
 use std::path::{Path, PathBuf};

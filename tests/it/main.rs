@@ -63,6 +63,7 @@ mod search;
 mod sessions;
 mod settings;
 mod ssh;
+mod ssh_memory;
 mod suspended;
 mod team;
 mod truth;

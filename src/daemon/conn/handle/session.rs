@@ -33,7 +33,13 @@ impl Answer<m::SessionList> for Call<'_> {
             let table = crate::proc_tree::ProcTable::read();
             // Only this daemon's: another's agent pid is of another host.
             for s in sessions.iter_mut().filter(|s| !ledger.is_foreign(s)) {
-                let contained = match runner.environment(&s.id) {
+                let environment = runner.environment(&s.id);
+                // An ssh session's agent is read where it runs, never as its ssh client.
+                if let Some(remote) = environment.as_ref().and_then(|e| e.remote()) {
+                    s.resources = remote.resources().await;
+                    continue;
+                }
+                let contained = match &environment {
                     Some(environment) => environment.process_root().await,
                     None => None,
                 };
