@@ -1,6 +1,7 @@
 //! `cru usage [--by session|agent|day] [--since DAY] [--json]`: what the sessions spent,
 //! in tokens and US dollars, as their agents reported it. A session whose agent reported
-//! nothing is counted as unknown, never as zero.
+//! nothing is counted as unknown, never as zero. The profile switches of fallback chains
+//! are listed under the table, and in each JSON row's `switches`.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -11,6 +12,9 @@ use serde::Serialize;
 use crate::cli::output::{self, outln};
 use crate::kiln::Kiln;
 use crate::protocol::Session;
+
+mod switches;
+use switches::Switch;
 
 #[derive(Debug, Args)]
 pub struct UsageArgs {
@@ -48,6 +52,9 @@ struct Row {
     /// Sessions of the row whose tokens, or cost, are unknown.
     pub tokens_unknown: usize,
     pub cost_unknown: usize,
+    /// The profile switches of the row: made from its session, from its agent, or on
+    /// its day.
+    pub switches: Vec<Switch>,
 }
 
 pub async fn run(kiln: Kiln, args: UsageArgs) -> anyhow::Result<ExitCode> {
@@ -68,6 +75,7 @@ pub async fn run(kiln: Kiln, args: UsageArgs) -> anyhow::Result<ExitCode> {
     } else {
         let table: Vec<Vec<String>> = rows.iter().map(cells).collect();
         output::print_table(&headers(args.by), &table);
+        switches::print(rows.iter().flat_map(|r| &r.switches));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -115,6 +123,12 @@ async fn everywhere(by: By, since: Option<&str>, json: bool) -> anyhow::Result<E
         let mut headers = headers(by).to_vec();
         headers.insert(0, "KILN");
         output::print_table(&headers, &table);
+        switches::print(
+            kilns
+                .iter()
+                .flat_map(|(_, rows)| rows)
+                .flat_map(|r| &r.switches),
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -164,6 +178,7 @@ fn totals<'a>(rows: impl IntoIterator<Item = &'a Row>, by: By) -> Vec<Row> {
         total.cost_usd = sum(total.cost_usd, row.cost_usd);
         total.tokens_unknown += row.tokens_unknown;
         total.cost_unknown += row.cost_unknown;
+        total.switches.extend(row.switches.iter().cloned());
     }
     totals.into_values().collect()
 }
@@ -262,7 +277,38 @@ fn rows(sessions: &[Session], by: By, since: Option<&str>) -> Vec<Row> {
             }
         }
     }
+    add_switches(&mut rows, sessions, by, since);
     rows.into_values().collect()
+}
+
+/// Each profile switch in the row it falls in (made if the row has no spending).
+fn add_switches(
+    rows: &mut BTreeMap<String, Row>,
+    sessions: &[Session],
+    by: By,
+    since: Option<&str>,
+) {
+    for s in sessions {
+        let Some(switch) = switches::of(s) else {
+            continue;
+        };
+        let day = switch.at.get(..10).unwrap_or_default().to_string();
+        if since.is_some_and(|since| day.as_str() < since) {
+            continue;
+        }
+        let key = match by {
+            By::Session => format!("{} ({})", s.display_name, short(&s.id)),
+            By::Agent => s.agent_name.clone(),
+            By::Day => day,
+        };
+        rows.entry(key.clone())
+            .or_insert_with(|| Row {
+                key,
+                ..Row::default()
+            })
+            .switches
+            .push(switch);
+    }
 }
 
 fn short(id: &str) -> &str {

@@ -141,7 +141,8 @@ impl AgentProfile {
             driver: None,
             model_summaries: true,
             idle_stop_minutes: None,
-            fallback: None,
+            fallback: Vec::new(),
+            fallback_return: false,
         }
     }
 }

@@ -64,11 +64,37 @@ pub struct AgentProfile {
     /// environment, never for `local`.
     #[serde(default)]
     pub idle_stop_minutes: Option<f64>,
-    /// When an agent of this profile reports a usage or rate limit, its task goes on
-    /// with this profile (another account or agent) through a hand-off instead of
-    /// waiting for the reset. Unset: the session is parked until the reset.
+    /// The fallback chain: when an agent of this profile reports a usage or rate limit,
+    /// its task goes on with the first of these profiles (other accounts or agents) that
+    /// is not at a limit itself, through a hand-off, instead of waiting for the reset; at
+    /// a limit there, with the next, and so on. A profile already tried since the first
+    /// limit is skipped, so a chain never loops; when none is left the session is
+    /// parked until its reset. One name (`fallback = "codex"`) is a chain of one. Unset:
+    /// the session is parked until the reset.
+    #[serde(default, deserialize_with = "one_or_many")]
+    #[schemars(with = "OneOrMany")]
+    pub fallback: Vec<String>,
+    /// With a `fallback` chain: when this profile's usage limit resets, the task comes
+    /// back to it from whichever profile of the chain has it then (once that one's turn
+    /// has ended), with a brief of what was done meanwhile.
     #[serde(default)]
-    pub fallback: Option<String>,
+    pub fallback_return: bool,
+}
+
+/// A profile name, or a list of them.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(untagged, expecting = "a profile name or a list of profile names")]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// `fallback`: one name or a list of names, always a list.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(name) => vec![name],
+        OneOrMany::Many(names) => names,
+    })
 }
 
 fn default_true() -> bool {
@@ -103,3 +129,7 @@ impl AgentKind {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "profiles_tests.rs"]
+mod tests;

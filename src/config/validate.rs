@@ -107,11 +107,35 @@ impl Config {
                     "agents.{name}.idle_stop_minutes must be 0 or more (0: never)"
                 )));
             }
-            if let Some(other) = &profile.fallback
-                && (other.trim().is_empty() || other == name)
-            {
+            self.check_chain(name, &profile.fallback)?;
+            if profile.fallback_return && profile.fallback.is_empty() {
                 return Err(InvalidSettings::Value(format!(
-                    "agents.{name}.fallback must name another agent profile"
+                    "agents.{name}.fallback_return needs a fallback to come back from"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A profile's `fallback` chain: other agent profiles (the settings' or built-in),
+    /// each once.
+    fn check_chain(&self, name: &str, chain: &[String]) -> Result<(), InvalidSettings> {
+        for (i, other) in chain.iter().enumerate() {
+            if other.trim().is_empty() || other == name {
+                return Err(InvalidSettings::Value(format!(
+                    "agents.{name}.fallback must name other agent profiles, not {other:?}"
+                )));
+            }
+            let builtin = super::builtin::KNOWN.iter().any(|k| k.name == other);
+            if !self.agents.contains_key(other) && !builtin {
+                return Err(InvalidSettings::Value(format!(
+                    "agents.{name}.fallback names {other:?}, which is no agent profile \
+                     (define [agents.{other}] or use a built-in one)"
+                )));
+            }
+            if chain[..i].contains(other) {
+                return Err(InvalidSettings::Value(format!(
+                    "agents.{name}.fallback names {other:?} twice"
                 )));
             }
         }

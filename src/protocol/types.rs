@@ -8,6 +8,7 @@ mod event;
 mod inbox;
 mod search;
 mod session;
+mod switch;
 mod transcript;
 
 pub use channel::*;
@@ -16,6 +17,7 @@ pub use event::*;
 pub use inbox::*;
 pub use search::*;
 pub use session::*;
+pub use switch::*;
 pub use transcript::*;
 
 #[cfg(test)]

@@ -11,8 +11,28 @@ use crate::protocol::{Diff, HandoffParams, InboxMessage};
 /// How much of the diff the brief carries; the rest is a `git diff` away.
 const BRIEF_DIFF_BYTES: usize = 24 * 1024;
 
+/// A hand-off that is a switch of the fallback chain ([`super::fallback`]): what its
+/// brief says beyond the plain one, and the switch kept on the session it leaves.
+pub(super) struct Switching {
+    pub switch: crate::protocol::ProfileSwitch,
+    /// The task as the chain's first session had it (not the brief the session handing
+    /// off started from).
+    pub task: Option<String>,
+    /// The sessions that had the task before, oldest first, with what they did.
+    pub earlier: Vec<Session>,
+}
+
 impl Sessions {
     pub async fn handoff(self: &Arc<Self>, params: HandoffParams) -> Result<Session> {
+        self.hand_over(params, None).await
+    }
+
+    /// [`Sessions::handoff`], for the fallback chain when `switching` says so.
+    pub(super) async fn hand_over(
+        self: &Arc<Self>,
+        params: HandoffParams,
+        switching: Option<Switching>,
+    ) -> Result<Session> {
         let from = self.managed(&params.session_id)?;
         let Some(worktree) = from.worktree.clone().filter(|_| from.branch.is_some()) else {
             return Err(LedgerError::Invalid(format!(
@@ -49,7 +69,10 @@ impl Sessions {
                 open.push(message);
             }
         }
-        let brief = brief(&from, diff.as_ref(), &open);
+        let brief = match &switching {
+            Some(switching) => chain_brief(&from, switching, diff.as_ref(), &open),
+            None => brief(&from, diff.as_ref(), &open),
+        };
         self.runner.stop(&from.id).await?;
         let from = self.managed(&from.id)?;
         let create = CreateSessionParams {
@@ -66,6 +89,7 @@ impl Sessions {
         let mut handed = from;
         handed.handed_to = Some(to.id.clone());
         handed.worktree_owned = false;
+        handed.switched = switching.map(|s| s.switch);
         handed.state_reason = Some(format!("handed off to {} ({})", to.display_name, to.id));
         handed.updated_at = Some(now_rfc3339());
         self.ledger.save_managed(&handed).await?;
@@ -120,6 +144,48 @@ pub(super) fn brief(from: &Session, diff: Option<&Diff>, open: &[InboxMessage]) 
             }
         }
         _ => text.push_str("\nTHE DIFF SO FAR: no changes yet.\n"),
+    }
+    text
+}
+
+/// The brief of a switch of the fallback chain: the plain brief with the chain's task,
+/// after a word on why, and what the sessions before did.
+fn chain_brief(
+    from: &Session,
+    switching: &Switching,
+    diff: Option<&Diff>,
+    open: &[InboxMessage],
+) -> String {
+    use crate::protocol::SwitchReason;
+    let base = Session {
+        task: switching.task.clone(),
+        ..from.clone()
+    };
+    let why = match switching.switch.why {
+        SwitchReason::UsageLimit => format!(
+            "The agent of profile {} reached a usage limit; its fallback chain gives the \
+             task to you.",
+            from.agent_name
+        ),
+        SwitchReason::LimitReset => format!(
+            "The usage limit of profile {} has reset: the task comes back to you from its \
+             fallback chain.",
+            switching.switch.to_agent
+        ),
+    };
+    let mut text = format!("{why}\n\n{}", brief(&base, diff, open));
+    if !switching.earlier.is_empty() {
+        text.push_str(match switching.switch.why {
+            SwitchReason::LimitReset => "\nWHAT WAS DONE MEANWHILE (by the fallback chain):\n",
+            SwitchReason::UsageLimit => "\nEARLIER IN THE FALLBACK CHAIN:\n",
+        });
+        for s in &switching.earlier {
+            let summary = s.context_summary.as_deref().map_or_else(
+                || "no summary: it ended no turn".into(),
+                |t| first_lines(t, 5),
+            );
+            text.push_str(&format!("- {} ({}): {summary}\n", s.agent_name, s.id));
+        }
     }
     text
 }

@@ -17,21 +17,18 @@ mod channel;
 mod command;
 mod context;
 mod control;
-mod credential;
 mod cron;
 mod drift;
-mod exec;
-mod gate;
+mod fallback;
 mod given;
+pub mod guard;
 mod handoff;
 mod inbox_news;
-mod land;
+pub mod landing;
 mod live;
 mod machine;
-mod radar;
-mod rule_files;
+mod refine;
 mod runner;
-mod security;
 mod transcript;
 mod wording;
 mod worktree;
@@ -81,6 +78,8 @@ pub struct Sessions {
     settings: Arc<LiveSettings>,
     /// What sessions spent today, and whether each may start a turn ([`budget`]).
     budgets: Arc<budget::Budgets>,
+    /// Usage limits by profile, and the fallback chains under way ([`fallback`]).
+    fallbacks: fallback::Chains,
 }
 
 impl Sessions {
@@ -109,14 +108,23 @@ impl Sessions {
                 rules: Arc::clone(&rules),
                 budgets: Arc::clone(&budgets),
                 sessions: me.clone(),
-            })),
-            resolving: tokio::sync::Mutex::new(()),
-            cron: Mutex::new(cron::CronBook::default()),
-            git: tokio::sync::Mutex::new(()),
-            radar: Mutex::new(Default::default()),
-            rules,
-            settings,
-            budgets,
+            }));
+            Self {
+                ledger: Arc::clone(&ledger),
+                landing: landing::Landing::new(
+                    Arc::clone(&ledger),
+                    Arc::clone(&runner),
+                    Arc::clone(&git),
+                ),
+                guard: guard::Guard::new(Arc::clone(&ledger), Arc::clone(&runner), rules),
+                runner,
+                resolving: tokio::sync::Mutex::new(()),
+                cron: Mutex::new(cron::CronBook::default()),
+                git,
+                settings,
+                budgets,
+                fallbacks: Default::default(),
+            }
         });
         tokio::spawn(inbox_news::route_inbox_events(
             Arc::downgrade(&sessions),

@@ -339,31 +339,6 @@ pub fn memory_near_cap(used: u64, cap: u64, processes: u32) -> Notice {
     )
 }
 
-/// A session whose agent hit a usage limit went on with its profile's fallback.
-pub fn fell_back(to_name: &str, to_id: &str, profile: &str) -> Notice {
-    Notice::new(
-        MsgType::Info,
-        format!("Usage limit: the task goes on with {profile}"),
-        Some(format!(
-            "The agent reported a usage limit, and its profile's fallback is {profile}: the \
-             session was handed off to {to_name} ({to_id}), on the same worktree and branch, \
-             instead of waiting for the reset."
-        )),
-    )
-}
-
-/// The fallback hand-off could not be made: the session waits for the reset.
-pub fn fallback_failed(profile: &str, why: &str) -> Notice {
-    Notice::new(
-        MsgType::Error,
-        format!("Usage limit: no hand-off to {profile}"),
-        Some(format!(
-            "The agent reported a usage limit; its profile's fallback is {profile}, but the \
-             hand-off failed: {why}. The session stays parked and resumes at the reset."
-        )),
-    )
-}
-
 pub fn started_without(names: &[String]) -> Notice {
     let it = if names.len() == 1 { "it" } else { "them" };
     let list = names.join(", ");

@@ -2,7 +2,7 @@
 //! transaction with the version bump, so an interrupted upgrade leaves the old version.
 
 /// The version this build writes. A database newer than this is refused, not guessed at.
-pub const SCHEMA_VERSION: i64 = 20;
+pub const SCHEMA_VERSION: i64 = 21;
 
 /// Every table crucible keeps, in the order a rebuild writes them.
 pub const TABLES: &[&str] = &[
@@ -240,6 +240,12 @@ pub const MIGRATIONS: &[&str] = &[
     // answer may name so that it answers only the question its sender was shown.
     r#"
     DEFINE FIELD IF NOT EXISTS digest ON inbox_messages TYPE option<string>;
+    "#,
+    // v21: a session whose task went on with another profile of its fallback chain (a
+    // usage limit, or the task's return at the limit's reset): to which, why and when
+    // (JSON text).
+    r#"
+    DEFINE FIELD IF NOT EXISTS switched ON sessions TYPE option<string>;
     "#,
 ];
 

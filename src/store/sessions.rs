@@ -16,7 +16,7 @@ pub(super) const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_t
      started_at, last_heartbeat, display_name, state, state_reason, task, branch, \
      worktree_owned, acp_session_id, agent_pid, updated_at, ended_at, exit_code, \
      context_summary, turn_count, driver, limits, security, skills, base_branch, usage, spent, \
-     handed_from, handed_to, channel, owner, host, queued, turn_prompt";
+     handed_from, handed_to, switched, channel, owner, host, queued, turn_prompt";
 
 /// How many times a session's record is written when the engine reports a conflict.
 pub(super) const SESSION_WRITE_TRIES: u32 = 5;
@@ -59,6 +59,11 @@ impl Store {
         if let Some(spent) = &s.spent {
             let text = serde_json::to_string(spent)?;
             row.insert("spent", surrealdb::types::Value::from_t(text));
+        }
+        row.remove("switched");
+        if let Some(switched) = &s.switched {
+            let text = serde_json::to_string(switched)?;
+            row.insert("switched", surrealdb::types::Value::from_t(text));
         }
         row.remove("channel");
         if let Some(channel) = &s.channel {

@@ -56,6 +56,12 @@ fn everything_set() -> Session {
         }),
         handed_from: Some("01FROM".into()),
         handed_to: Some("01TO".into()),
+        switched: Some(crate::protocol::ProfileSwitch {
+            to_agent: "codex".into(),
+            why: crate::protocol::SwitchReason::UsageLimit,
+            at: "2026-11-28T16:00:00Z".into(),
+            resets_at: Some("2026-11-28T17:00:00Z".into()),
+        }),
         channel: Some(ChannelTag {
             kind: "webhook".into(),
             source: "issues".into(),
@@ -117,6 +123,7 @@ async fn what_a_session_spent_survives_its_next_whole_record_write() {
     assert_eq!(again.spent, written.spent);
     assert_eq!(again.handed_from.as_deref(), Some("01FROM"));
     assert_eq!(again.handed_to.as_deref(), Some("01TO"));
+    assert_eq!(again.switched, written.switched);
     let owned = store.owned_sessions("daemon-1").await.unwrap();
     assert_eq!(owned[0].spent, written.spent);
 }

@@ -27,6 +27,7 @@ mod doctor;
 mod durability;
 mod engine;
 mod failures;
+mod fallback_chain;
 mod full_disk;
 mod glibc;
 mod hardening;

@@ -106,6 +106,14 @@ pub struct Session {
     pub handed_from: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handed_to: Option<String>,
+    /// Set when the hand-off to `handed_to` was a profile switch of the fallback chain
+    /// (a usage limit, or the task coming back at the limit's reset).
+    #[serde(
+        default,
+        deserialize_with = "object_or_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub switched: Option<super::ProfileSwitch>,
     /// The channel that started it and the conversation it carries, for sessions started
     /// from outside the workbench (a webhook); `None` for the workbench and the CLI.
     #[serde(

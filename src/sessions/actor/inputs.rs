@@ -84,8 +84,9 @@ impl Actor {
                 // A command the turn ran may have been ended for memory between looks.
                 self.check_oom().await;
                 let input = limited(ended);
-                if matches!(input, SessionInput::TurnLimited { .. }) {
-                    self.fall_back();
+                if let SessionInput::TurnLimited { wait, .. } = &input {
+                    let wait = chrono::Duration::from_std(*wait).unwrap_or_default();
+                    self.fall_back(chrono::Utc::now() + wait);
                 }
                 input
             }

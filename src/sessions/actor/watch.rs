@@ -1,6 +1,6 @@
 //! What the actor watches beside the machine: the memory its agent uses while a turn runs
 //! (near the session's cap, the inbox is told), and, on a usage limit, the hand-off to
-//! the profile's fallback.
+//! the profile's fallback chain.
 
 use super::*;
 
@@ -27,10 +27,9 @@ pub(super) const MEMORY_EVERY: std::time::Duration = std::time::Duration::from_s
 /// Percent of the cap reported.
 pub(super) const MEMORY_WARN_PERCENT: u64 = 80;
 
-/// A profile's `fallback`: the profile a session is handed off to on a usage limit, and
-/// the manager that hands it off.
+/// Where a usage limit is reported: the manager, which keeps each profile's limits and
+/// moves the task along the profile's `fallback` chain.
 pub(crate) struct Fallback {
-    pub agent: String,
     pub sessions: std::sync::Weak<crate::sessions::Sessions>,
 }
 
@@ -156,36 +155,16 @@ impl Actor {
         )
     }
 
-    /// On a usage limit, with a `fallback` on the profile: the task goes on with that
-    /// profile through a hand-off (which stops this session, parked meanwhile, in turn).
-    /// Once: the session is stopped by it, or, if it fails, waits for the reset.
-    pub(super) fn fall_back(&mut self) {
-        let Some(fallback) = self.fallback.take() else {
+    /// On a usage limit that resets at `resets_at`: the manager hears of it (the
+    /// profile is limited until then) and moves the task along the profile's fallback
+    /// chain when it has one (which stops this session, parked meanwhile, in turn).
+    pub(super) fn fall_back(&mut self, resets_at: chrono::DateTime<chrono::Utc>) {
+        let Some(sessions) = self.fallback.as_ref().and_then(|f| f.sessions.upgrade()) else {
             return;
         };
-        let Some(sessions) = fallback.sessions.upgrade() else {
-            return;
-        };
-        let ledger = Arc::clone(&self.ledger);
         let session_id = self.session.id.clone();
         tokio::spawn(
-            async move {
-                let params = crate::protocol::HandoffParams {
-                    session_id: session_id.clone(),
-                    agent: fallback.agent.clone(),
-                };
-                let notice = match sessions.handoff(params).await {
-                    Ok(to) => wording::fell_back(&to.display_name, &to.id, &fallback.agent),
-                    Err(e) => {
-                        tracing::warn!("the usage-limit fallback failed: {e}");
-                        wording::fallback_failed(&fallback.agent, &e.to_string())
-                    }
-                };
-                if let Err(e) = ledger.send(notice.into_params(&session_id)).await {
-                    tracing::warn!("cannot report the usage-limit fallback: {e}");
-                }
-            }
-            .in_current_span(),
+            async move { sessions.usage_limited(&session_id, resets_at).await }.in_current_span(),
         );
     }
 }

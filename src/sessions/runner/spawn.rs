@@ -88,16 +88,10 @@ impl Runner {
         locked(&self.actors).insert(session.id.clone(), tx);
         locked(&self.environments).insert(session.id.clone(), Arc::clone(&started.environment));
         self.running.send_modify(|n| *n += 1);
-        // A session that is itself a hand-off does not fall back again: two profiles
-        // both at their limits would hand the task back and forth.
-        let fallback = profile
-            .fallback
-            .clone()
-            .filter(|_| session.handed_from.is_none())
-            .map(|agent| Fallback {
-                agent,
-                sessions: self.sessions.clone(),
-            });
+        // Its usage limits are reported to the manager (the fallback chain).
+        let fallback = Some(Fallback {
+            sessions: self.sessions.clone(),
+        });
         let actor = Actor::new(
             Arc::clone(&self.ledger),
             session,
