@@ -101,6 +101,32 @@ impl From<LedgerError> for crate::protocol::ErrorObject {
     }
 }
 
+/// The conversions of a service's error enum (one with `code()` and a `Ledger` variant):
+/// to its JSON-RPC error, and, for the sessions' own use, to a ledger error (its ledger
+/// errors unwrapped, the rest relayed with their code and words).
+macro_rules! coded_error {
+    ($error:ident) => {
+        impl From<$error> for $crate::protocol::ErrorObject {
+            fn from(e: $error) -> Self {
+                Self::new(e.code(), e.to_string())
+            }
+        }
+
+        impl From<$error> for $crate::ledger::LedgerError {
+            fn from(e: $error) -> Self {
+                match e {
+                    $error::Ledger(e) => e,
+                    e => $crate::ledger::LedgerError::Relayed {
+                        code: e.code(),
+                        message: e.to_string(),
+                    },
+                }
+            }
+        }
+    };
+}
+pub(crate) use coded_error;
+
 /// "No such session".
 pub(super) fn no_session(id: &str) -> LedgerError {
     LedgerError::NotFound(format!("no session {id}"))

@@ -31,6 +31,7 @@ use crate::protocol::Event;
 use crate::store::Store;
 
 pub use context::ContextState;
+pub(crate) use error::coded_error;
 pub use error::{LedgerError, Result};
 pub use inbox::no_message;
 use registry::Registry;

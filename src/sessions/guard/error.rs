@@ -3,7 +3,7 @@
 
 use super::credential::CredentialError;
 use crate::ledger::LedgerError;
-use crate::protocol::{ErrorObject, SessionState, code};
+use crate::protocol::{SessionState, code};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GuardError {
@@ -44,28 +44,12 @@ impl GuardError {
     }
 }
 
-impl From<GuardError> for ErrorObject {
-    fn from(e: GuardError) -> Self {
-        ErrorObject::new(e.code(), e.to_string())
-    }
-}
-
-/// For the sessions' own use of the guard (a reset keeps the rules switched off).
-impl From<GuardError> for LedgerError {
-    fn from(e: GuardError) -> Self {
-        match e {
-            GuardError::Ledger(e) => e,
-            e => LedgerError::Relayed {
-                code: e.code(),
-                message: e.to_string(),
-            },
-        }
-    }
-}
+crate::ledger::coded_error!(GuardError);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::ErrorObject;
 
     #[test]
     fn each_refusal_keeps_the_code_and_words_it_had() {

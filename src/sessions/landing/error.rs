@@ -4,7 +4,7 @@
 use crate::driver::DriverError;
 use crate::git::GitError;
 use crate::ledger::LedgerError;
-use crate::protocol::{ErrorObject, SessionState, code};
+use crate::protocol::{SessionState, code};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LandingError {
@@ -93,28 +93,12 @@ impl LandingError {
     }
 }
 
-impl From<LandingError> for ErrorObject {
-    fn from(e: LandingError) -> Self {
-        ErrorObject::new(e.code(), e.to_string())
-    }
-}
-
-/// For the sessions' own use of landing (a hand-off's brief carries the diff).
-impl From<LandingError> for LedgerError {
-    fn from(e: LandingError) -> Self {
-        match e {
-            LandingError::Ledger(e) => e,
-            e => LedgerError::Relayed {
-                code: e.code(),
-                message: e.to_string(),
-            },
-        }
-    }
-}
+crate::ledger::coded_error!(LandingError);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::ErrorObject;
 
     #[test]
     fn each_refusal_keeps_the_code_and_words_it_had() {
