@@ -17,6 +17,14 @@ pub async fn call<M: Method>(client: &Client, params: M::Params) -> M::Result {
     }
 }
 
+/// The method `M`'s typed result or the daemon's error, for a test that expects a refusal.
+pub async fn try_call<M: Method>(
+    client: &Client,
+    params: M::Params,
+) -> Result<M::Result, ClientError> {
+    client.call::<M>(&params).await
+}
+
 /// A connection to the daemon of a test's kiln. [`TestDaemon::call`] calls a method of
 /// the protocol's table by its type (`call::<m::SessionGet>(SessionIdParams { … })`);
 /// everything else of [`Client`] is there too.

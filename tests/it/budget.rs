@@ -16,11 +16,16 @@ use crate::sessions::{
 };
 
 /// `session.prompt`, which must be answered.
-pub(crate) async fn prompt(client: &crucible::client::Client, id: &str, text: &str) -> Value {
-    client
-        .call_value("session.prompt", json!({"session_id": id, "text": text}))
-        .await
-        .expect("session.prompt")
+pub(crate) async fn prompt(
+    client: &crucible::client::Client,
+    id: &str,
+    text: &str,
+) -> crucible::protocol::PromptResult {
+    testkit::daemon::call::<crucible::protocol::methods::SessionPrompt>(
+        client,
+        testkit::params::prompt(id, text),
+    )
+    .await
 }
 
 /// Waits until the session's agent said `text` (a minute at most).
@@ -94,7 +99,7 @@ async fn a_budget_reached_mid_task_ends_the_turn_holds_the_next_and_a_raise_goes
 
     // A prompt now waits: the session is idle, yet the prompt is queued.
     let reply = prompt(&client, &s.id, "say after the raise").await;
-    assert_eq!(reply["queued"], true, "{reply}");
+    assert!(reply.queued, "{reply:?}");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!said(&client, &s.id).await.contains("after the raise"));
     assert_eq!(
@@ -214,7 +219,7 @@ async fn a_usage_limit_parks_the_session_until_it_resets_then_the_prompt_is_sent
     );
     // Meanwhile a prompt waits behind it; nothing is retried.
     let reply = prompt(&client, &s.id, "say after it").await;
-    assert_eq!(reply["queued"], true, "{reply}");
+    assert!(reply.queued, "{reply:?}");
     assert!(!said(&client, &s.id).await.contains("went through"));
     // At the reset the prompt that hit the limit is sent again, then the one queued.
     wait_said(&client, &s.id, "went through").await;

@@ -102,12 +102,11 @@ async fn session_list_and_daemon_status() {
     let c = t.client().await;
     let s = register(&c, "claude").await;
     for title in ["one", "two"] {
-        c.call_value(
-            "inbox.send",
-            serde_json::json!({"session_id": s, "msg_type": "info", "title": title}),
+        testkit::daemon::call::<crucible::protocol::methods::InboxSend>(
+            &c,
+            testkit::params::send(&s, crucible::protocol::MsgType::Info, title, &[]),
         )
-        .await
-        .unwrap();
+        .await;
     }
     let list = stdout(&t.cru(&["session", "list"]));
     assert!(

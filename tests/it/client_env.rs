@@ -221,13 +221,20 @@ async fn a_variable_nobody_has_is_refused_with_where_it_was_looked_for_and_nothi
 
     // On the wire: invalid params, with the words.
     let client = tk.client().await;
-    let refused = client
-        .call_value(
-            "session.create",
-            serde_json::json!({"agent": "agent", "driver": {"driver": "sandbox", "env": [NAME]}}),
-        )
-        .await
-        .expect_err("refused");
+    let refused = testkit::daemon::try_call::<crucible::protocol::methods::SessionCreate>(
+        &client,
+        crucible::protocol::CreateSessionParams {
+            agent: "agent".into(),
+            driver: crucible::protocol::DriverOptions {
+                driver: Some(crucible::protocol::DriverKind::Sandbox),
+                env: vec![NAME.into()],
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .await
+    .expect_err("refused");
     assert_eq!(
         refused.rpc_code(),
         Some(crucible::protocol::code::INVALID_PARAMS)

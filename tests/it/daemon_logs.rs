@@ -38,10 +38,11 @@ async fn under_systemd_the_daemon_says_ready_and_logs_to_the_journal_and_its_fil
     let n = notify.recv(&mut said).expect("READY=1 from the daemon");
     assert_eq!(&said[..n], b"READY=1");
     let client = tk.client().await;
-    client
-        .call_value("ping", serde_json::json!({}))
-        .await
-        .unwrap();
+    testkit::daemon::call::<crucible::protocol::methods::Ping>(
+        &client,
+        crucible::protocol::methods::NoParams {},
+    )
+    .await;
 
     // Its stderr (the journal) has the log's lines.
     let journal = daemon.stderr.take().unwrap();

@@ -429,17 +429,20 @@ async fn an_agent_near_its_memory_cap_is_reported_before_the_kernel_ends_it() {
     assert_eq!(warned.msg_type, MsgType::Error);
     assert!(warned.title.ends_with(" of 512 MiB"), "{}", warned.title);
     // Said once: at rest nothing is watched, and the warning is not repeated.
-    let messages = client
-        .call_value("inbox.list", serde_json::json!({"session_id": s.id}))
-        .await
-        .unwrap();
-    let warnings = messages["messages"]
-        .as_array()
-        .unwrap()
+    let messages = testkit::daemon::call::<crucible::protocol::methods::InboxList>(
+        &client,
+        crucible::protocol::ListParams {
+            session_id: Some(s.id.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let warnings = messages
+        .messages
         .iter()
-        .filter(|m| m["title"].as_str().unwrap_or("").starts_with("Memory near"))
+        .filter(|m| m.title.starts_with("Memory near"))
         .count();
-    assert_eq!(warnings, 1, "{messages}");
+    assert_eq!(warnings, 1, "{messages:?}");
 }
 
 #[tokio::test]

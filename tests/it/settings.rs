@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use crucible::client::Client;
+use crucible::protocol::CronJobs;
 use crucible::protocol::methods::{self as m, NoParams};
-use crucible::protocol::{CronJobs, Session};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::common::*;
 use crate::sessions::agent_kiln;
@@ -53,12 +53,16 @@ async fn cron_list(client: &Client) -> CronJobs {
 }
 
 async fn runs_of(client: &Client, id: &str) -> usize {
-    let reply = client
-        .call_value("session.list", json!({"channel": "cron"}))
-        .await
-        .expect("session.list");
-    let sessions: Vec<Session> = serde_json::from_value(reply["sessions"].clone()).unwrap();
-    sessions
+    let reply = testkit::daemon::call::<m::SessionList>(
+        client,
+        crucible::protocol::SessionListParams {
+            channel: Some("cron".into()),
+            resources: false,
+        },
+    )
+    .await;
+    reply
+        .sessions
         .iter()
         .filter(|s| s.channel.as_ref().is_some_and(|t| t.source == id))
         .count()
@@ -332,11 +336,18 @@ async fn a_broken_settings_file_locks_no_one_out() {
     assert!(out.status.success(), "cru inbox respond: {}", stderr(&out));
     assert!(stdout(&out).contains("answered"), "{}", stdout(&out));
     warns_of_the_typo(&out, "cru inbox respond");
-    let answered = client
-        .call_value("inbox.get", json!({"id": question}))
-        .await
-        .expect("inbox.get");
-    assert_eq!(answered["message"]["response"], "left", "{answered}");
+    let answered = testkit::daemon::call::<m::InboxGet>(
+        &client,
+        crucible::protocol::IdParams {
+            id: question.to_string(),
+        },
+    )
+    .await;
+    assert_eq!(
+        answered.message.response.as_deref(),
+        Some("left"),
+        "{answered:?}"
+    );
 
     // The daemon says the same, and keeps the last good settings.
     let status = client
@@ -375,15 +386,19 @@ async fn a_profile_saved_is_used_by_the_very_next_request() {
         let name = format!("fresh{n}");
         append_settings(&tk, &format!("\n[agents.{name}]\ncommand = {agent:?}\n"));
         let saved = std::time::Instant::now();
-        let created = client
-            .call_value(
-                "session.create",
-                json!({"agent": name, "in_place": true, "task": "say hi"}),
-            )
-            .await;
+        let created = testkit::daemon::try_call::<m::SessionCreate>(
+            &client,
+            crucible::protocol::CreateSessionParams {
+                agent: name.clone(),
+                in_place: true,
+                task: Some("say hi".into()),
+                ..Default::default()
+            },
+        )
+        .await;
         let created = created
             .unwrap_or_else(|e| panic!("{name}, asked {:?} after saving: {e}", saved.elapsed()));
-        assert_eq!(created["session"]["agent_name"], name, "{created}");
+        assert_eq!(created.session.agent_name, name, "{created:?}");
     }
     // And from the command line.
     append_settings(&tk, &format!("\n[agents.cli]\ncommand = {agent:?}\n"));

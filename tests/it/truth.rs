@@ -101,7 +101,7 @@ async fn a_turn_cut_short_by_kill_9_is_interrupted_and_sent_again_with_one_comma
     wait_state(&client, &s.id, SessionState::Working).await;
     // Acknowledged while the turn runs: it waits behind it.
     let queued = prompt(&client, &s.id, "say queued behind").await;
-    assert_eq!(queued["queued"], true, "{queued}");
+    assert!(queued.queued, "{queued:?}");
     drop(client);
     daemon.kill9();
     let _guard = KillOnDrop(tk.kiln.clone());
@@ -159,7 +159,7 @@ async fn a_prompt_a_usage_limit_parked_and_one_queued_behind_it_run_after_kill_9
     prompt(&client, &s.id, &text).await;
     wait_state(&client, &s.id, SessionState::Parked).await;
     let queued = prompt(&client, &s.id, "say after it").await;
-    assert_eq!(queued["queued"], true, "{queued}");
+    assert!(queued.queued, "{queued:?}");
     drop(client);
     daemon.kill9();
     let _guard = KillOnDrop(tk.kiln.clone());
@@ -258,18 +258,20 @@ async fn of_two_answers_at_once_the_loser_is_told_it_was_answered_never_a_store_
     let asker = register(&owner, "asker").await;
     let (first, second) = (tk.client().await, tk.client().await);
     for round in 0..60 {
-        let sent = owner
-            .call_value(
-                "inbox.send",
-                json!({"session_id": asker, "msg_type": "decision_needed",
-                       "title": format!("round {round}"), "options": ["a", "b"]}),
-            )
-            .await
-            .unwrap();
-        let id = sent["id"].as_str().unwrap().to_string();
+        let sent = testkit::daemon::call::<m::InboxSend>(
+            &owner,
+            params::send(
+                &asker,
+                crucible::protocol::MsgType::DecisionNeeded,
+                &format!("round {round}"),
+                &["a", "b"],
+            ),
+        )
+        .await;
+        let id = sent.id;
         let (a, b) = tokio::join!(
-            first.call_value("inbox.respond", json!({"id": id, "response": "a"})),
-            second.call_value("inbox.respond", json!({"id": id, "response": "b"})),
+            testkit::daemon::try_call::<m::InboxRespond>(&first, params::respond(&id, "a")),
+            testkit::daemon::try_call::<m::InboxRespond>(&second, params::respond(&id, "b")),
         );
         assert_eq!(
             [&a, &b].iter().filter(|r| r.is_ok()).count(),
