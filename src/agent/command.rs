@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::error::AgentError;
 use super::events::{AgentEvent, TurnFailure};
 use super::handle::{AgentHandle, Launch, Order};
-use super::process::{describe_exit, end_process, spawn};
+use super::process::{end_process, spawn};
 use crate::protocol::{EntryKind, limits};
 
 use crate::protocol::env::PROMPT as PROMPT_ENV;
@@ -156,20 +156,21 @@ async fn run(
                 Some(Order::Prompt { .. }) => {
                     tracing::warn!(agent = %launch.profile_name, "a prompt arrived while the program ran; it was dropped");
                 }
-                None => return stopped(&mut child, pid, events).await,
+                None => return stopped(&mut child, pid, launch, events).await,
             },
-            _ = &mut *stop => return stopped(&mut child, pid, events).await,
+            _ = &mut *stop => return stopped(&mut child, pid, launch, events).await,
         }
     };
     let _ = events.send(AgentEvent::Process(None));
     let outcome = match ended {
         _ if cancelled => Ok("cancelled".to_string()),
-        Ok(status) if status.success() => Ok("end_turn".to_string()),
-        Ok(status) => Err(TurnFailure::Failed(format!(
-            "{} {}",
-            launch.profile.command,
-            describe_exit(status)
-        ))),
+        Ok(status) => match launch.environment.exit(status) {
+            exit if exit.success() => Ok("end_turn".to_string()),
+            exit => Err(TurnFailure::Failed(format!(
+                "{} {}",
+                launch.profile.command, exit.status
+            ))),
+        },
         Err(e) => Err(TurnFailure::Failed(format!(
             "{} could not be waited for: {e}",
             launch.profile.command
@@ -183,12 +184,16 @@ async fn run(
 async fn stopped(
     child: &mut Child,
     pid: Option<u32>,
+    launch: &Launch,
     events: &mpsc::UnboundedSender<AgentEvent>,
 ) -> Run {
     end_process(child, pid).await;
     let _ = events.send(AgentEvent::Process(None));
     match child.wait().await {
-        Ok(status) => Run::Stopped(describe_exit(status), status.code()),
+        Ok(status) => {
+            let exit = launch.environment.exit(status);
+            Run::Stopped(exit.status, exit.code)
+        }
         Err(e) => Run::Stopped(format!("could not be waited for: {e}"), None),
     }
 }

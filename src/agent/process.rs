@@ -176,13 +176,10 @@ async fn supervise(
         end_process(&mut child, pid).await;
     }
     let (status, code) = match child.wait().await {
-        Ok(status) => (
-            launch
-                .environment
-                .explain_exit(status.code())
-                .unwrap_or_else(|| describe_exit(status)),
-            status.code(),
-        ),
+        Ok(status) => {
+            let exit = launch.environment.exit(status);
+            (exit.status, exit.code)
+        }
         Err(e) => (format!("could not be waited for: {e}"), None),
     };
     if exited_early && !reported.load(Ordering::Relaxed) {
@@ -238,38 +235,5 @@ pub(super) async fn end_process(child: &mut Child, pid: Option<u32>) {
             crate::sys::signal_group(pid, libc::SIGKILL);
         }
         let _ = child.kill().await;
-    }
-}
-
-/// The name of a signal that ends a process.
-fn signal_name(signal: i32) -> Option<&'static str> {
-    Some(match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGXCPU => "SIGXCPU",
-        _ => return None,
-    })
-}
-
-pub(super) fn describe_exit(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(0), _) => "exited with code 0".into(),
-        (Some(code), _) => format!("exited with code {code}"),
-        (None, Some(signal)) => match signal_name(signal) {
-            Some(name) => format!("was killed by signal {signal} ({name})"),
-            None => format!("was killed by signal {signal}"),
-        },
-        (None, None) => format!("ended ({status})"),
     }
 }

@@ -1,15 +1,17 @@
-//! Drivers: where a session's agent runs and how it is reached. A driver
+//! Drivers (local, sandbox, ssh, podman, qemu): where a session's agent runs and how it is reached. A driver
 //! provisions the session's environment, starts programs in it (the agent, with its
 //! stdio; a debugging command for `cru session exec`), says which limits are in force,
 //! and tears it down. ACP file requests are served by the daemon on the session's files,
 //! which every driver here shows the agent at the same path.
 
 mod error;
+mod exit;
 pub mod limits;
 mod local;
 pub mod path;
 mod place;
 pub mod podman;
+pub mod qemu;
 pub mod sandbox;
 pub mod ssh;
 
@@ -23,6 +25,7 @@ use crate::protocol::{DriverSpec, SshOptions, env};
 use place::{Place, Start};
 
 pub use error::DriverError;
+pub use exit::Exit;
 pub use place::Setup;
 
 /// The remote place of an ssh session, from its recorded spec; no connection is made
@@ -70,6 +73,7 @@ impl Environment {
             DriverSpec::Sandbox(confinement) => sandbox::provision(confinement, setup, at).await?,
             DriverSpec::Ssh(options) => ssh::provision(options, setup).await?,
             DriverSpec::Podman(options) => podman::provision(options, setup).await?,
+            DriverSpec::Qemu(options) => qemu::provision(options, setup, at).await?,
         };
         Ok(Environment {
             place,
@@ -83,6 +87,15 @@ impl Environment {
     /// memory limit, where that can be read.
     pub fn oom_kills(&self) -> Option<u64> {
         self.place.oom_kills()
+    }
+
+    /// The agent's figures read where it runs (over an ssh connection, from a guest),
+    /// or `None` where this machine's process table shows them.
+    pub async fn measured(&self) -> Option<Option<crate::protocol::Resources>> {
+        match self.place.measure() {
+            Some(measure) => Some(measure.await),
+            None => None,
+        }
     }
 
     /// The process whose tree is the agent's on this machine: a container's first
@@ -135,10 +148,10 @@ impl Environment {
         self.place.preamble(&all)
     }
 
-    /// What an exit code of the started program means, when the driver knows better
-    /// than the code.
-    pub fn explain_exit(&self, code: Option<i32>) -> Option<String> {
-        self.remote().and_then(|r| r.explain(code))
+    /// How the started program ended: the driver's account where the program crucible
+    /// waited for carries the agent (an ssh client, a QEMU), else its own status.
+    pub fn exit(&self, status: std::process::ExitStatus) -> Exit {
+        self.place.exit(status).unwrap_or_else(|| Exit::of(status))
     }
 
     /// Releases what the environment holds open (the ssh connection, the container),

@@ -73,9 +73,21 @@ pub(super) trait Place: Send + Sync {
         Box::pin(async { None })
     }
 
+    /// The agent's figures read where it runs, where this machine's process table does
+    /// not show them (a remote machine, a guest); `None` to read that table.
+    fn measure(&self) -> Option<BoxFuture<'_, Option<crate::protocol::Resources>>> {
+        None
+    }
+
     /// How many processes the kernel's OOM killer has ended under the environment's
     /// memory limit (`None`: no memory cgroup to read).
     fn oom_kills(&self) -> Option<u64> {
+        None
+    }
+
+    /// How the started program ended, when the driver knows better than its status
+    /// (an ssh client's 255 is a lost connection; a QEMU's code carries its guest's).
+    fn exit(&self, _status: std::process::ExitStatus) -> Option<super::Exit> {
         None
     }
 

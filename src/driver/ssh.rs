@@ -50,6 +50,14 @@ fn needs_host_and_path() -> DriverError {
 }
 
 impl Place for Remote {
+    fn measure(&self) -> Option<BoxFuture<'_, Option<crate::protocol::Resources>>> {
+        Some(Box::pin(self.resources()))
+    }
+
+    fn exit(&self, status: std::process::ExitStatus) -> Option<super::Exit> {
+        self.explain(status.code())
+    }
+
     fn command(&self, start: Start<'_>) -> Result<Command, DriverError> {
         let mut command = Remote::command(self, start.program, start.args, &self.worktree, true);
         // Not a secret: how a restarted daemon knows the ssh client its predecessor

@@ -20,8 +20,8 @@ pub use client_env::ClientEnv;
 pub use context::*;
 pub use diff::*;
 pub use driver::{
-    Confinement, DriverKind, DriverOptions, DriverSpec, Mount, Network, PodmanOptions, SpecError,
-    SshOptions,
+    Confinement, DriverKind, DriverOptions, DriverSpec, Mount, Network, PodmanOptions, QemuOptions,
+    SpecError, SshOptions,
 };
 pub use handle::Handle;
 pub use jsonrpc::{ErrorObject, Id, Notification, Request, Response, code};

@@ -33,6 +33,7 @@
 //! | `sleep <ms>`             | waits; a cancel ends the turn as cancelled |
 //! | `hang`                   | waits for `session/cancel`, then ends the turn as cancelled |
 //! | `log <text>`             | writes the text as a line to stderr |
+//! | `hog <MiB>`              | the agent itself takes that much memory (every page written) and keeps it for the rest of its life; says `holding <MiB> MiB` |
 //! | `crash [code]`           | flushes every frame sent so far and exits the process with the code (default 101) |
 //! | `mcp`                    | says the MCP servers the client offered for the session, as a JSON array of `session/new`'s `mcpServers` |
 //! | `session`                | says `session <id>`: the ACP session the prompt came in |
@@ -86,6 +87,9 @@ static MESSAGE_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// Exit code of `crash` without an argument.
 const DEFAULT_CRASH_CODE: i32 = 101;
+
+/// What `hog` took, held until the agent ends.
+static HELD: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 
 /// Internal marker frame used by `crash`. It travels through the SDK's
 /// outgoing queue like any other frame, so when the stdout writer reaches it
@@ -357,6 +361,7 @@ enum Command<'a> {
     Hang,
     Log(&'a str),
     Crash(i32),
+    Hog(usize),
     Mcp,
     Session,
     Context,
@@ -411,6 +416,7 @@ impl<'a> Command<'a> {
             "sleep" => Self::Sleep(Duration::from_millis(rest.parse().ok()?)),
             "hang" if rest.is_empty() => Self::Hang,
             "log" => Self::Log(rest),
+            "hog" => Self::Hog(rest.parse().ok()?),
             "crash" if rest.is_empty() => Self::Crash(DEFAULT_CRASH_CODE),
             "crash" => Self::Crash(rest.parse().ok()?),
             "mcp" if rest.is_empty() => Self::Mcp,
@@ -658,6 +664,15 @@ impl Turn {
             }
             Command::Log(text) => eprintln!("{text}"),
             Command::Crash(code) => self.crash(code).await,
+            Command::Hog(mib) => {
+                // In MiB pieces: the kernel refuses one allocation larger than memory
+                // outright, where growing past it meets the OOM killer.
+                let mut held = HELD.lock().unwrap();
+                for _ in 0..mib {
+                    held.push(vec![1u8; 1 << 20]);
+                }
+                self.say(format!("holding {mib} MiB"))?;
+            }
         }
         Ok(Flow::Continue)
     }

@@ -57,6 +57,7 @@ mod one_door;
 mod package;
 mod person_budget;
 mod podman;
+mod qemu;
 mod restart;
 mod rules;
 mod sandbox;

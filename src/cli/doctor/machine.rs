@@ -72,6 +72,28 @@ async fn probe_bubblewrap() -> Check {
     }
 }
 
+/// QEMU for the qemu driver: its version, the machine type and whether guests get KVM
+/// or TCG here (with a kernel and busybox to boot them). A warning unless profiles
+/// (`users`) run in that driver.
+pub(super) async fn qemu(kiln: &Kiln, users: &[String]) -> Check {
+    let cache = Some(kiln.state_dir().join("qemu")).filter(|c| c.is_dir());
+    let probed = tokio::task::spawn_blocking(move || {
+        crate::driver::qemu::check()
+            .and_then(|kernel| crate::driver::qemu::host(&kernel, cache.as_deref()))
+    })
+    .await;
+    let check = match probed {
+        Ok(Ok(host)) => Check::pass("qemu", host.described()),
+        Ok(Err(e)) => Check::warn("qemu", e.to_string(), "only the qemu driver needs it"),
+        Err(e) => Check::warn(
+            "qemu",
+            format!("the check did not finish: {e}"),
+            "run cru doctor again",
+        ),
+    };
+    check.needed_by(users, "qemu")
+}
+
 /// podman and the container runtime it uses, as `podman info` reports them. Only the
 /// podman driver needs them: their absence is a warning, unless profiles (`users`) run
 /// in that driver.

@@ -92,6 +92,7 @@ pub async fn run(kiln: Kiln, args: DoctorArgs) -> anyhow::Result<ExitCode> {
         machine::git().await,
         machine::bubblewrap(&kiln::driven_by(&config, DriverKind::Sandbox)).await,
         machine::podman(&kiln::driven_by(&config, DriverKind::Podman)).await,
+        machine::qemu(&kiln, &kiln::driven_by(&config, DriverKind::Qemu)).await,
         machine::inotify(&kiln).await,
     ];
     checks.extend(settings);

@@ -333,9 +333,12 @@ impl Remote {
         }
     }
 
-    /// What an exit of the ssh client means.
-    pub fn explain(&self, code: Option<i32>) -> Option<String> {
-        (code == Some(255)).then(|| format!("the ssh connection to {} was lost", self.host))
+    /// What an exit of the ssh client means, where it is not the remote program's.
+    pub fn explain(&self, code: Option<i32>) -> Option<crate::driver::Exit> {
+        (code == Some(255)).then(|| crate::driver::Exit {
+            status: format!("the ssh connection to {} was lost", self.host),
+            code,
+        })
     }
 
     /// Closes the shared connection.

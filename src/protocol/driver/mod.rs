@@ -14,7 +14,7 @@ pub mod spec;
 
 pub use options::{DriverOptions, NewWords, parse_new_words};
 use spec::KindOptions;
-pub use spec::{Confinement, PodmanOptions, SshOptions, Unconfined};
+pub use spec::{Confinement, PodmanOptions, QemuOptions, SshOptions, Unconfined};
 
 /// Why driver options cannot be used: each names what to give instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,6 +27,8 @@ pub enum SpecError {
     BadMount(String),
     #[error("bad mount {0:?}: the place inside must be an absolute path")]
     RelativeMount(String),
+    #[error("needs a path, not an empty value")]
+    BadPath,
     #[error("needs a whole number, not {0:?}")]
     NotWhole(String),
     /// Never echoes the entry: what follows the `=` may be a secret.
@@ -39,7 +41,7 @@ pub enum SpecError {
     #[error("a limit of 0 would stop the agent from starting")]
     ZeroLimit,
     #[error(
-        "the local driver runs the agent as you, unconfined: mounts, network, env and limits need --driver sandbox, ssh or podman"
+        "the local driver runs the agent as you, unconfined: mounts, network, env and limits need --driver sandbox, ssh, podman or qemu"
     )]
     Unconfined,
     /// A driver without an option it cannot run without (`what`: the flag to give).
@@ -128,6 +130,10 @@ drivers! {
     /// In a podman container.
     Podman = "podman", PodmanOptions, Capabilities {
         confines: true, passes_env: true, runs_apart: true, makes_environment: true,
+    };
+    /// In a QEMU microVM of its own, booted from the host's kernel and files.
+    Qemu = "qemu", QemuOptions, Capabilities {
+        confines: true, passes_env: true, runs_apart: false, makes_environment: true,
     };
 }
 

@@ -19,7 +19,7 @@ use super::{DriverKind, DriverSpec, MountText, Network, SpecError, whole};
 #[serde(default, deny_unknown_fields)]
 pub struct DriverOptions {
     /// Where the agent runs: local (as you, the default), sandbox (bubblewrap, default
-    /// deny), ssh or podman.
+    /// deny), ssh, podman or qemu (a microVM).
     #[arg(long, value_parser = DriverKind::parse)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<DriverKind>,
@@ -28,7 +28,7 @@ pub struct DriverOptions {
     #[arg(long = "mount", value_name = "SRC[:DST][:ro]", value_parser = MountText::parse)]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<MountText>,
-    /// none (the default for sandbox and podman) or host.
+    /// none (the default for sandbox, podman and qemu) or host.
     #[arg(long, value_parser = Network::parse)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<Network>,
@@ -62,6 +62,11 @@ pub struct DriverOptions {
     #[arg(long, value_name = "PATH", value_parser = NonEmptyStringValueParser::new())]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote_path: Option<String>,
+    /// qemu: the kernel to boot (default: the newest /boot/vmlinuz-*). Boxed: these
+    /// options ride in every `/new` command, kept small.
+    #[arg(long, value_name = "PATH", value_parser = boxed_path)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<Box<str>>,
 }
 
 impl DriverOptions {
@@ -87,6 +92,7 @@ impl DriverOptions {
             image: or(&self.image, &base.image),
             host: or(&self.host, &base.host),
             remote_path: or(&self.remote_path, &base.remote_path),
+            kernel: self.kernel.clone().or(base.kernel.clone()),
         }
     }
 
@@ -139,6 +145,14 @@ impl DriverOptions {
             pids: self.pids,
         }
     }
+}
+
+/// A path flag's value, boxed (see [`DriverOptions::kernel`]).
+fn boxed_path(text: &str) -> Result<Box<str>, SpecError> {
+    if text.is_empty() {
+        return Err(SpecError::BadPath);
+    }
+    Ok(text.into())
 }
 
 /// What `/new` takes after its name: the session's worktree, agent and task, and the

@@ -125,7 +125,10 @@ fn new_takes_the_driver_options_of_cru_session_new() {
     );
     let err = words("--driver vm").unwrap_err().to_string();
     assert!(err.contains("unknown driver"), "{err}");
-    assert!(err.contains("use local, sandbox, ssh or podman"), "{err}");
+    assert!(
+        err.contains("use local, sandbox, ssh, podman or qemu"),
+        "{err}"
+    );
     let err = words("--memory lots").unwrap_err().to_string();
     assert!(err.contains("whole number"), "{err}");
 }

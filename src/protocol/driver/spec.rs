@@ -56,6 +56,16 @@ pub struct PodmanOptions {
     pub confinement: Confinement,
 }
 
+/// The `qemu` driver's options: the kernel to boot (the newest `/boot/vmlinuz-*` when
+/// absent; its modules are read from `/lib/modules/<its version>`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QemuOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    #[serde(flatten)]
+    pub confinement: Confinement,
+}
+
 /// What every driver's options can say; each kind's own options implement it.
 pub(super) trait KindOptions {
     /// This kind's options from what a user gave, with what the kind needs.
@@ -143,6 +153,27 @@ impl KindOptions for PodmanOptions {
 
     fn describe(&self) -> Option<String> {
         Some(format!("image {}", self.image))
+    }
+}
+
+impl KindOptions for QemuOptions {
+    fn from_options(given: &DriverOptions, _kind: DriverKind) -> Result<Self, SpecError> {
+        Ok(QemuOptions {
+            kernel: given.kernel.as_deref().map(str::to_string),
+            confinement: given.confinement(),
+        })
+    }
+
+    fn confinement(&self) -> Option<&Confinement> {
+        Some(&self.confinement)
+    }
+
+    fn give_back(&self, options: &mut DriverOptions) {
+        options.kernel = self.kernel.as_deref().map(Into::into);
+    }
+
+    fn describe(&self) -> Option<String> {
+        self.kernel.as_ref().map(|k| format!("kernel {k}"))
     }
 }
 

@@ -57,15 +57,18 @@ impl Actor {
         let Some(environment) = self.memory.as_ref().map(|w| Arc::clone(&w.environment)) else {
             return;
         };
-        let pid = match environment.process_root().await {
-            Some(root) => Some(root),
-            None => crate::proc_tree::agent_process(self.session.agent_pid),
+        let used = match environment.measured().await {
+            Some(measured) => measured,
+            None => match environment.process_root().await {
+                Some(root) => crate::proc_tree::walk(root),
+                None => crate::proc_tree::agent_process(self.session.agent_pid)
+                    .and_then(crate::proc_tree::walk),
+            },
         };
         let Some(watch) = self.memory.as_mut() else {
             return;
         };
         watch.next = Some(tokio::time::Instant::now() + MEMORY_EVERY);
-        let used = pid.and_then(crate::proc_tree::walk);
         self.report_oom().await;
         let (Some(used), Some(watch)) = (used, self.memory.as_mut()) else {
             return;
@@ -110,8 +113,11 @@ impl Actor {
     /// Says in the inbox when the kernel's OOM killer ended a process of the agent's
     /// (the agent goes on: it was a command it ran) since the last look.
     pub(super) async fn check_oom(&mut self) {
-        // A container is found once (its memory cgroup is its first process's).
-        if let Some(environment) = self.memory.as_ref().map(|w| Arc::clone(&w.environment)) {
+        // A container is found once (its memory cgroup is its first process's); a guest
+        // says its OOM kills when asked.
+        if let Some(environment) = self.memory.as_ref().map(|w| Arc::clone(&w.environment))
+            && environment.measured().await.is_none()
+        {
             let _ = environment.process_root().await;
         }
         self.report_oom().await;

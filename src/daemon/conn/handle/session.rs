@@ -34,9 +34,12 @@ impl Answer<m::SessionList> for Call<'_> {
             // Only this daemon's: another's agent pid is of another host.
             for s in sessions.iter_mut().filter(|s| !ledger.is_foreign(s)) {
                 let environment = runner.environment(&s.id);
-                // An ssh session's agent is read where it runs, never as its ssh client.
-                if let Some(remote) = environment.as_ref().and_then(|e| e.remote()) {
-                    s.resources = remote.resources().await;
+                // An ssh or qemu session's agent is read where it runs, never as its ssh
+                // client or its QEMU.
+                if let Some(environment) = &environment
+                    && let Some(measured) = environment.measured().await
+                {
+                    s.resources = measured;
                     continue;
                 }
                 let contained = match &environment {
