@@ -303,10 +303,6 @@ pub fn env_missing(asked: &[String], given: Option<&ClientEnv>) -> String {
     }
 }
 
-/// The `error` message of an agent started again without variables its session passes:
-/// the asking process's values lived only in the memory of a daemon that has ended, and
-/// this daemon's environment lacks them.
-/// The agent's processes use most of the memory the session's limits allow.
 /// The kernel's OOM killer ended a process of the agent's (a command it ran) at the
 /// session's memory cap.
 pub fn out_of_memory(cap: u64) -> Notice {
@@ -323,6 +319,7 @@ pub fn out_of_memory(cap: u64) -> Notice {
     )
 }
 
+/// The agent's processes use most of the memory the session's limits allow.
 pub fn memory_near_cap(used: u64, cap: u64, processes: u32) -> Notice {
     let mib = |bytes: u64| bytes / (1024 * 1024);
     Notice::new(

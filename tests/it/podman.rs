@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use crucible::protocol::{MsgType, Session};
 
 use crate::common::*;
-use crate::sandbox::told_then_done;
+use crate::sandbox::{agent_itself_ended_for_memory, told_then_done};
 use crate::sessions::{agent_kiln, wait_message};
 
 /// A root folder whose `/usr` (and the usual links into it) the host lends.
@@ -312,6 +312,7 @@ async fn a_command_in_a_container_ended_for_memory_is_reported_as_out_of_memory(
         !tk.root().join("oom").exists(),
         "podman's monitor left its mark in the person's repository"
     );
+    agent_itself_ended_for_memory(&tk, &client, &s.id, 128).await;
     let out = tk.cru(&["session", "delete", &s.id]);
     assert!(out.status.success(), "{}", stderr(&out));
 }

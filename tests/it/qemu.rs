@@ -281,17 +281,5 @@ async fn a_capped_qemu_session_is_warned_then_told_out_of_memory() {
     .await;
     assert_eq!(killed.msg_type, MsgType::Error);
     assert_eq!(killed.title, "Killed: out of memory (cap 1024 MiB)");
-    let out = tk.cru(&["session", "send", &s.id, "hog 1500"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let ended = crate::sessions::wait_session(&client, &s.id, "the agent's end", |l| {
-        l.state_reason
-            .as_deref()
-            .is_some_and(|r| r.contains("out of memory"))
-    })
-    .await;
-    let reason = ended.state_reason.unwrap_or_default();
-    assert!(
-        reason.contains("was killed: out of memory (cap 1024 MiB)"),
-        "{reason}"
-    );
+    crate::sandbox::agent_itself_ended_for_memory(&tk, &client, &s.id, 1024).await;
 }

@@ -387,6 +387,29 @@ fn capped_session(tk: &TestKiln, mib: &str, task: &str) -> Session {
     serde_json::from_value(created).unwrap()
 }
 
+/// The agent itself grows past the session's cap: the kernel ends it, and its session
+/// says so, never as an exit or a signal alone.
+pub(crate) async fn agent_itself_ended_for_memory(
+    tk: &TestKiln,
+    client: &crucible::client::Client,
+    id: &str,
+    cap_mib: u64,
+) {
+    let out = tk.cru(&["session", "send", id, &format!("hog {}", cap_mib * 3)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ended = crate::sessions::wait_session(client, id, "the agent's end", |s| {
+        s.state_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("out of memory"))
+    })
+    .await;
+    let reason = ended.state_reason.unwrap_or_default();
+    assert!(
+        reason.contains(&format!("was killed: out of memory (cap {cap_mib} MiB)")),
+        "{reason}"
+    );
+}
+
 /// Waits for the session's message whose title starts with `title` (`what` names it),
 /// then for its task to complete with `said` in its report; returns that message.
 pub(crate) async fn told_then_done(
@@ -622,4 +645,5 @@ async fn a_command_ended_by_the_oom_killer_is_reported_as_out_of_memory() {
     .await;
     assert_eq!(killed.msg_type, MsgType::Error);
     assert_eq!(killed.title, "Killed: out of memory (cap 128 MiB)");
+    agent_itself_ended_for_memory(&tk, &client, &s.id, 128).await;
 }

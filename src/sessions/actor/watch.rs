@@ -142,9 +142,10 @@ impl Actor {
     }
 
     /// How an agent that ended by a signal ended: `killed: out of memory (cap N MiB)`
-    /// when the kernel's OOM killer ended it, else `status` as it is.
+    /// when the kernel's OOM killer ended it, else `status` as it is. Behind bubblewrap
+    /// or podman the agent's SIGKILL reaches crucible as the wrapper's exit code 137.
     pub(super) fn exit_status(&mut self, status: String, code: Option<i32>) -> String {
-        if code.is_some() {
+        if code.is_some_and(|c| c != 128 + libc::SIGKILL) {
             return status;
         }
         let _ = self.new_oom_kill();
