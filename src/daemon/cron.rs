@@ -1,4 +1,4 @@
-//! The `[[cron]]` jobs as a component: the schedule loop ([`Sessions::run_cron`]) follows
+//! The `[[cron]]` jobs as a component: the schedule loop ([`Conversations::run_cron`]) follows
 //! the jobs given here, and a due job runs as `cron.run` through the door. A daemon with
 //! an enabled job stays up.
 
@@ -17,7 +17,7 @@ use crate::config::{Config, CronJob};
 use crate::ledger::LedgerError;
 use crate::protocol::methods as m;
 use crate::protocol::{ChannelKind, ComponentState, ComponentStatus, CronRun, CronRunParams};
-use crate::sessions::{CronDoor, Sessions};
+use crate::sessions::{Conversations, CronDoor};
 
 /// The `[[cron]]` jobs.
 pub(super) struct Cron {
@@ -33,8 +33,10 @@ impl Starts for Cron {
             tracing::info!(jobs = %enabled.join(", "), "cron jobs scheduled");
         }
         let caller = Arc::new(JobCaller(door.clone()));
-        let task = match door.sessions() {
-            Some(sessions) => tokio::spawn(Sessions::run_cron(sessions, given, caller)),
+        let task = match door.conversations() {
+            Some(conversations) => {
+                tokio::spawn(Conversations::run_cron(conversations, given, caller))
+            }
             None => tokio::spawn(async {}),
         };
         Ok(Self { jobs, task })

@@ -32,7 +32,7 @@ use crate::config::Config;
 use crate::kiln::Kiln;
 use crate::protocol::methods::Method;
 use crate::protocol::{ErrorObject, Event, MatrixVerification};
-use crate::sessions::Sessions;
+use crate::sessions::Conversations;
 
 /// What a component holds while it counts as a client (an open page), or while it reads
 /// events: dropped, it counts no more or reads no more.
@@ -275,13 +275,13 @@ impl Door {
         self.fd_limit
     }
 
-    /// The sessions, for the engine's own parts (cron's schedule, the approval timeout).
-    pub(super) fn sessions(&self) -> Option<Arc<Sessions>> {
+    /// The conversations, for the engine's own parts (cron's schedule).
+    pub(super) fn conversations(&self) -> Option<Arc<Conversations>> {
         let Inside::Daemon { services, .. } = &self.inside else {
             return None;
         };
         services
             .upgrade()
-            .map(|services| Arc::clone(&services.sessions))
+            .map(|services| Arc::clone(&services.conversations))
     }
 }

@@ -102,7 +102,7 @@ fn start_components(
     components.add(notify::Notifier::start(&door, started_with)?);
     components.add(Task::spawn(
         "approvals",
-        Arc::clone(&services.sessions).watch_approvals(),
+        Arc::clone(&services.conversations).watch_approvals(),
     ));
     // Team mode: calls other daemons forward for the sessions this one runs.
     if let Some(mut commands) = services.ledger.team_commands() {

@@ -1,4 +1,5 @@
-//! What the daemon runs on. [`Services`] holds the ledger, the sessions, landing, the guard, the settings in
+//! What the daemon runs on. [`Services`] holds the ledger, the sessions, landing, the guard,
+//! the conversations of channels and cron jobs, the settings in
 //! use and the components, which report their state and share what the socket's
 //! methods answer from; [`Shared`] is the connections' bookkeeping (how many clients,
 //! the shutdown request, the activity that memory trimming follows). Connections hold
@@ -12,9 +13,9 @@ use tokio::sync::{Notify, watch};
 use super::components::Components;
 use super::settings::LiveSettings;
 use crate::ledger::Ledger;
-use crate::sessions::Sessions;
 use crate::sessions::guard::Guard;
 use crate::sessions::landing::Landing;
+use crate::sessions::{Conversations, Sessions};
 
 /// The daemon's services, and its components.
 pub(crate) struct Services {
@@ -24,6 +25,8 @@ pub(crate) struct Services {
     pub landing: Arc<Landing>,
     /// The rules, the sessions' security states, and the credentials agents ask for.
     pub guard: Arc<Guard>,
+    /// The sessions channels' messages and cron jobs start and continue.
+    pub conversations: Arc<Conversations>,
     /// The settings in use, followed live.
     pub settings: Arc<LiveSettings>,
     pub started: Instant,
@@ -43,6 +46,7 @@ impl Services {
             ledger,
             landing: Arc::clone(sessions.landing()),
             guard: Arc::clone(sessions.guard()),
+            conversations: Conversations::new(Arc::clone(&sessions)),
             sessions,
             settings,
             started: Instant::now(),

@@ -2,7 +2,8 @@
 //!
 //! [`Sessions`] creates, forks, hands off and deletes them; the [`Runner`] starts their
 //! agents and prompts, cancels and stops them; [`landing::Landing`] reviews and lands their
-//! work and keeps the conflict radar. Every running session has an actor task
+//! work and keeps the conflict radar; [`Conversations`] resolves channels' messages and
+//! cron runs to the sessions they start and continue. Every running session has an actor task
 //! ([`actor`]) that owns its agent and turns what the agent does into lifecycle state,
 //! transcript entries and inbox messages. What happens when is decided by a pure state
 //! machine ([`machine`]), in the words of [`wording`]. After a restart, sessions whose
@@ -13,12 +14,10 @@ mod actor;
 pub mod budget;
 pub mod budget_kilns;
 pub mod budget_spending;
-mod channel;
 mod command;
 mod context;
 mod control;
-mod cron;
-mod drift;
+pub mod conversations;
 mod fallback;
 mod given;
 pub mod guard;
@@ -35,7 +34,7 @@ mod worktree;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::{broadcast, watch};
 
@@ -49,9 +48,8 @@ use crate::protocol::{
 };
 
 use crate::markdown::MarkdownLog;
-pub use channel::Deliver;
 pub use context::{PREAMBLE_HEADER, preamble};
-pub use cron::CronDoor;
+pub use conversations::{Conversations, CronDoor, Deliver};
 pub use runner::{RunError, Runner, SpawnError};
 
 use command::Command;
@@ -63,10 +61,6 @@ pub struct Sessions {
     ledger: Arc<Ledger>,
     /// The running agents and their actors ([`runner`]).
     runner: Arc<Runner>,
-    /// One channel message resolved at a time ([`channel`]).
-    resolving: tokio::sync::Mutex<()>,
-    /// The cron jobs the daemon runs, and their skips since it started ([`cron`]).
-    cron: Mutex<cron::CronBook>,
     /// One git change to the repository at a time (worktrees and branches share its
     /// lock files); landing merges under it too.
     git: Arc<tokio::sync::Mutex<()>>,
@@ -118,8 +112,6 @@ impl Sessions {
                 ),
                 guard: guard::Guard::new(Arc::clone(&ledger), Arc::clone(&runner), rules),
                 runner,
-                resolving: tokio::sync::Mutex::new(()),
-                cron: Mutex::new(cron::CronBook::default()),
                 git,
                 settings,
                 budgets,
@@ -140,6 +132,11 @@ impl Sessions {
         }
         sessions.landing.follow();
         sessions
+    }
+
+    /// The kiln's record of sessions and the inbox.
+    pub fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
     }
 
     /// The running agents: prompts, cancels and stops go to it.

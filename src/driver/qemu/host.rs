@@ -113,7 +113,7 @@ fn probe(kernel: &Path, cache: Option<&Path>) -> Result<Host, DriverError> {
     let no_kvm = match kept {
         Some(answer) => (!answer.is_empty()).then_some(answer),
         None => {
-            let no_kvm = try_kvm(micro, kernel).err();
+            let no_kvm = try_kvm(micro, kernel);
             if let Some(f) = &file {
                 let text = format!("{key}\n{}\n", no_kvm.as_deref().unwrap_or(""));
                 if let Err(e) = std::fs::write(f, text) {
@@ -155,13 +155,14 @@ fn answer_key(version: &str, machine: &str, kernel: &Path) -> String {
 const KVM_TRIAL: Duration = Duration::from_secs(15);
 
 /// Boots `kernel` with KVM and no root, so it stops at once (its panic ends QEMU):
-/// `Err` says why guests do not run with KVM here. Opening `/dev/kvm` is not enough: in
-/// some nested machines a guest starts and never gets past its first steps.
-fn try_kvm(machine: &str, kernel: &Path) -> Result<(), String> {
+/// `Some` says why guests do not run with KVM here, `None` that they do. Opening
+/// `/dev/kvm` is not enough: in some nested machines a guest starts and never gets past
+/// its first steps.
+fn try_kvm(machine: &str, kernel: &Path) -> Option<String> {
     if !Path::new("/dev/kvm").exists() {
-        return Err("no /dev/kvm".into());
+        return Some("no /dev/kvm".into());
     }
-    let mut child = Command::new(QEMU)
+    let child = Command::new(QEMU)
         .args([
             "-machine", machine, "-accel", "kvm", "-cpu", "host", "-m", "128",
         ])
@@ -178,23 +179,27 @@ fn try_kvm(machine: &str, kernel: &Path) -> Result<(), String> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => return Some(e.to_string()),
+    };
     let started = Instant::now();
     loop {
         match child.try_wait() {
-            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) if status.success() => return None,
             Ok(Some(_)) => {
                 let mut said = String::new();
                 if let Some(mut err) = child.stderr.take() {
                     let _ = err.read_to_string(&mut said);
                 }
-                return Err(said
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("kvm refused")
-                    .trim()
-                    .to_string());
+                return Some(
+                    said.lines()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("kvm refused")
+                        .trim()
+                        .to_string(),
+                );
             }
             Ok(None) if started.elapsed() < KVM_TRIAL => {
                 std::thread::sleep(Duration::from_millis(50));
@@ -202,7 +207,7 @@ fn try_kvm(machine: &str, kernel: &Path) -> Result<(), String> {
             Ok(None) | Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
+                return Some(format!(
                     "a guest did not boot with KVM within {} s",
                     KVM_TRIAL.as_secs()
                 ));

@@ -8,7 +8,7 @@ use super::error::ArgsError;
 use crate::protocol::driver::parse_new_words;
 
 /// The argument synopsis `/help` shows for `/new`.
-pub const SYNOPSIS: &str = "[--kiln <name>] [--worktree <path>] [--agent <type>] [--driver local|sandbox|ssh|podman] [--mount <src[:dst][:ro]>] [--network none|host] [--env <NAME>] [--memory <MB>] [--cpus <n>] [--pids <n>] [--image <image>] [--host <user@host>] [--remote-path <path>] [task…]";
+pub const SYNOPSIS: &str = "[--kiln <name>] [--worktree <path>] [--agent <type>] [--driver local|sandbox|ssh|podman|qemu] [--mount <src[:dst][:ro]>] [--network none|host] [--env <NAME>] [--memory <MB>] [--cpus <n>] [--pids <n>] [--image <image>] [--host <user@host>] [--remote-path <path>] [--kernel <path>] [task…]";
 
 /// The flags Tab completes as `/new`'s first argument: the long flags of the definition
 /// `/new` is parsed with (a test holds them equal).
@@ -25,6 +25,7 @@ pub const COMPLETED_FLAGS: &[&str] = &[
     "--image",
     "--host",
     "--remote-path",
+    "--kernel",
 ];
 
 /// `[--worktree <path>] [--agent <type>] [driver options…] [task…]`: flags until the task

@@ -4,10 +4,10 @@ use super::*;
 
 impl Answer<m::CronList> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<CronJobs, ErrorObject> {
-        let sessions = &self.conn.services.sessions;
+        let conversations = &self.conn.services.conversations;
         let services = &self.conn.services;
         Ok(CronJobs {
-            jobs: sessions.cron_jobs(),
+            jobs: conversations.cron_jobs(),
             hooks: crate::daemon::hooks_failing::listed(services.ledger.kiln()),
             settings_error: services.settings.error(),
         })
@@ -16,7 +16,7 @@ impl Answer<m::CronList> for Call<'_> {
 
 impl Answer<m::CronRunNow> for Call<'_> {
     async fn answer(&self, p: CronRunParams) -> Result<CronRun, ErrorObject> {
-        let sessions = &self.conn.services.sessions;
-        sessions.run_cron_now(&p.id).await.map_err(app_error)
+        let conversations = &self.conn.services.conversations;
+        conversations.run_cron_now(&p.id).await.map_err(app_error)
     }
 }

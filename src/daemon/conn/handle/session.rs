@@ -223,8 +223,8 @@ impl Answer<m::SessionRestart> for Call<'_> {
 impl Answer<m::SessionResolve> for Call<'_> {
     async fn answer(&self, p: ResolveParams) -> Result<ResolveResult, ErrorObject> {
         self.own_kiln(p.kiln.as_deref())?;
-        let sessions = &self.conn.services.sessions;
-        sessions
+        let conversations = &self.conn.services.conversations;
+        conversations
             .resolve(p, &Prompter(self))
             .await
             .map_err(app_error)
@@ -263,8 +263,11 @@ impl crate::sessions::Deliver for Prompter<'_, '_> {
 
 impl Answer<m::SessionClose> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
-        let sessions = &self.conn.services.sessions;
-        let session = sessions.close(&p.session_id).await.map_err(app_error)?;
+        let conversations = &self.conn.services.conversations;
+        let session = conversations
+            .close(&p.session_id)
+            .await
+            .map_err(app_error)?;
         Ok(m::SessionReply { session })
     }
 }

@@ -19,9 +19,10 @@ use std::pin::Pin;
 
 use chrono::{DateTime, Utc};
 
-use super::*;
+use super::Conversations;
 use crate::config::CronJob;
 use crate::protocol::{ChannelTag, CronJobView, CronRun, DriverOptions, Resolution};
+use crate::sessions::*;
 
 /// The channel name cron sessions carry.
 pub const CHANNEL: &str = "cron";
@@ -118,7 +119,7 @@ pub trait CronDoor: Send + Sync {
     fn run(&self, id: String) -> Pin<Box<dyn Future<Output = Result<CronRun>> + Send>>;
 }
 
-impl Sessions {
+impl Conversations {
     /// Runs the jobs `jobs` holds on their schedules, following it as it changes, until
     /// its sender is dropped.
     pub async fn run_cron(
@@ -216,7 +217,7 @@ impl Sessions {
     async fn run_cron_job(self: &Arc<Self>, job: &CronJob) -> Result<CronRun> {
         let previous = self.newest_of(CHANNEL, &job.id, "");
         if let Some(prev) = &previous
-            && self.runner.actor(&prev.id).is_some()
+            && self.sessions.runner().actor(&prev.id).is_some()
             && matches!(
                 prev.state,
                 Some(
@@ -253,11 +254,12 @@ impl Sessions {
             (branch, _) => branch.clone(),
         };
         if let Some(prev) = &previous
-            && self.runner.actor(&prev.id).is_some()
+            && self.sessions.runner().actor(&prev.id).is_some()
         {
-            self.runner.stop(&prev.id).await?;
+            self.sessions.runner().stop(&prev.id).await?;
         }
         let session = self
+            .sessions
             .create(CreateSessionParams {
                 kiln: None,
                 agent: job.agent.clone(),
@@ -277,7 +279,10 @@ impl Sessions {
                     last_message_at: now_rfc3339(),
                     closed: false,
                     approval_target: job.approval_target.clone(),
-                    own_bot: self.settings().is_ok_and(|c| c.channels.matrix.is_some()),
+                    own_bot: self
+                        .sessions
+                        .settings()
+                        .is_ok_and(|c| c.channels.matrix.is_some()),
                 }),
             })
             .await?;

@@ -76,7 +76,7 @@ pub(super) fn after_failure(
     }
 }
 
-impl Sessions {
+impl Conversations {
     /// A run of `job` could not start: counted, the job waits longer before its next
     /// one, and the first of a row is said in the inbox. The log says each new error once.
     pub(super) async fn cron_failed(&self, job: &CronJob, error: &str) {
@@ -142,6 +142,7 @@ impl Sessions {
             return;
         }
         let kind = self
+            .sessions
             .settings()
             .ok()
             .and_then(|config| config.profile(&job.agent).ok())
@@ -159,7 +160,10 @@ impl Sessions {
                 last_message_at: now.clone(),
                 closed: false,
                 approval_target: job.approval_target.clone(),
-                own_bot: self.settings().is_ok_and(|c| c.channels.matrix.is_some()),
+                own_bot: self
+                    .sessions
+                    .settings()
+                    .is_ok_and(|c| c.channels.matrix.is_some()),
             }),
             ..Session::started(
                 self.ledger.next_id(),

@@ -8,10 +8,11 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::*;
+use super::Conversations;
 use crate::protocol::{
     ChannelKind, ChannelTag, DriverOptions, Resolution, ResolveParams, ResolveResult,
 };
+use crate::sessions::*;
 use tracing::Instrument;
 
 /// Gives a conversation's follow-up message to its session, as `session.prompt` does: in
@@ -25,7 +26,7 @@ pub trait Deliver: Sync {
     ) -> Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
 }
 
-impl Sessions {
+impl Conversations {
     /// Resolves `inbound` to its conversation's session and delivers its text there
     /// (a follow-up through `deliver`).
     pub async fn resolve(
@@ -39,7 +40,7 @@ impl Sessions {
         // One message at a time: two messages of one conversation must not both find
         // "no session" and make two.
         let _one_at_a_time = self.resolving.lock().await;
-        let config = self.settings()?;
+        let config = self.sessions.settings()?;
         let channels = &config.channels;
         let now = chrono::Utc::now();
         let current = self.conversation(&inbound);
@@ -101,6 +102,7 @@ impl Sessions {
             _ => Some(inbound.text.clone()),
         };
         let session = self
+            .sessions
             .create(CreateSessionParams {
                 kiln: None,
                 agent: inbound.agent.clone(),
@@ -126,7 +128,7 @@ impl Sessions {
     /// Closes a channel session: the conversation's next message starts a new one. Its
     /// agent is stopped; the worktree and transcript stay.
     pub async fn close(self: &Arc<Self>, id: &str) -> Result<Session> {
-        let session = self.managed(id)?;
+        let session = self.sessions.managed(id)?;
         if session.channel.is_none() {
             return Err(LedgerError::Invalid(format!(
                 "session {id} was not started by a channel; stop it instead"
@@ -142,14 +144,14 @@ impl Sessions {
             tag.closed = true;
         }
         self.ledger.save_managed(&closed).await?;
-        if self.runner.actor(&session.id).is_some() {
+        if self.sessions.runner().actor(&session.id).is_some() {
             // Stopping waits for the agent to go; the message need not.
             let me = Arc::clone(self);
             let id = session.id.clone();
             let span = crate::logging::session_span(&id);
             tokio::spawn(
                 async move {
-                    if let Err(e) = me.runner.stop(&id).await {
+                    if let Err(e) = me.sessions.runner().stop(&id).await {
                         tracing::warn!("cannot stop a closed channel session: {e}");
                     }
                 }
@@ -176,6 +178,7 @@ impl Sessions {
                 .get_session(&message.session_id)
                 .is_ok_and(|s| s.channel.is_some() && !self.ledger.is_foreign(&s));
             let timeout = self
+                .sessions
                 .settings()
                 .ok()
                 .and_then(|c| c.channels.approval_timeout_secs);
@@ -201,7 +204,7 @@ impl Sessions {
                     {
                         tracing::warn!("cannot post: {e}");
                     }
-                    if let Err(e) = me.runner.cancel(&message.session_id).await {
+                    if let Err(e) = me.sessions.runner().cancel(&message.session_id).await {
                         tracing::warn!("cannot cancel: {e}");
                     }
                     // Whoever asked (the agent itself, through `cru ask`) no longer waits.
@@ -276,7 +279,7 @@ impl Sessions {
                 || matches!(s.state, Some(SessionState::Stopped | SessionState::Error));
         }
         s.channel.as_ref().is_some_and(|t| t.closed)
-            || (self.runner.actor(&s.id).is_none()
+            || (self.sessions.runner().actor(&s.id).is_none()
                 && !matches!(
                     s.state,
                     Some(SessionState::Parked | SessionState::Creating | SessionState::Starting)
