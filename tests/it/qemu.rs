@@ -53,6 +53,29 @@ impl Qemu {
     }
 }
 
+/// A kiln with the scripted agents, its daemon (with the `$HOME` of [`Qemu`]) and a
+/// client; dropped in this order.
+struct Running {
+    client: crucible::client::Client,
+    _daemon: testkit::DaemonProcess,
+    _guard: KillOnDrop,
+    tk: TestKiln,
+}
+
+impl Qemu {
+    async fn running(&self) -> Running {
+        let tk = agent_kiln("");
+        let guard = KillOnDrop(tk.kiln.clone());
+        let daemon = tk.run_daemon(self.daemon_command()).await;
+        Running {
+            client: tk.client().await,
+            _daemon: daemon,
+            _guard: guard,
+            tk,
+        }
+    }
+}
+
 /// `cru session new --driver qemu` with `args`.
 fn in_vm(tk: &TestKiln, args: &[&str]) -> Session {
     let mut all = vec!["session", "new", "--driver", "qemu", "--json"];
@@ -92,10 +115,7 @@ async fn a_qemu_session_runs_the_agent_in_a_microvm_with_only_its_worktree_writa
     let Some(qemu) = Qemu::ready() else {
         return;
     };
-    let tk = agent_kiln("");
-    let _guard = KillOnDrop(tk.kiln.clone());
-    let _daemon = tk.run_daemon(qemu.daemon_command()).await;
-    let client = tk.client().await;
+    let Running { client, tk, .. } = &qemu.running().await;
     // A port on the host the guest must not reach without the network.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -112,11 +132,11 @@ async fn a_qemu_session_runs_the_agent_in_a_microvm_with_only_its_worktree_writa
         kiln = kiln_root.display(),
     );
     let s = in_vm(
-        &tk,
+        tk,
         &["--agent", "scripted", "--memory", "512", "--task", &task],
     );
-    wait_state(&client, &s.id, SessionState::Complete).await;
-    let text = said(&client, &s.id).await;
+    wait_state(client, &s.id, SessionState::Complete).await;
+    let text = said(client, &s.id).await;
     assert!(text.contains("done"), "{text}");
     let worktree = PathBuf::from(s.worktree.clone().unwrap());
     assert!(
@@ -188,10 +208,7 @@ async fn a_qemu_session_with_the_network_reaches_the_host_within_its_process_lim
     let Some(qemu) = Qemu::ready() else {
         return;
     };
-    let tk = agent_kiln("");
-    let _guard = KillOnDrop(tk.kiln.clone());
-    let _daemon = tk.run_daemon(qemu.daemon_command()).await;
-    let client = tk.client().await;
+    let Running { client, tk, .. } = &qemu.running().await;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let task = format!(
@@ -201,7 +218,7 @@ async fn a_qemu_session_with_the_network_reaches_the_host_within_its_process_lim
          say done"
     );
     let s = in_vm(
-        &tk,
+        tk,
         &[
             "--agent",
             "scripted",
@@ -213,8 +230,8 @@ async fn a_qemu_session_with_the_network_reaches_the_host_within_its_process_lim
             &task,
         ],
     );
-    wait_state(&client, &s.id, SessionState::Complete).await;
-    let text = said(&client, &s.id).await;
+    wait_state(client, &s.id, SessionState::Complete).await;
+    let text = said(client, &s.id).await;
     assert!(text.contains("spawned socat"), "{text}");
     listener.set_nonblocking(true).unwrap();
     assert!(
@@ -252,10 +269,7 @@ async fn a_capped_qemu_session_is_warned_then_told_out_of_memory() {
     let Some(qemu) = Qemu::ready() else {
         return;
     };
-    let tk = agent_kiln("");
-    let _guard = KillOnDrop(tk.kiln.clone());
-    let _daemon = tk.run_daemon(qemu.daemon_command()).await;
-    let client = tk.client().await;
+    let Running { client, tk, .. } = &qemu.running().await;
     // 1024 MiB of guest: hold 850 (past 80%), then grow a MiB at a time past it all.
     let task = "write near.py import time\\nx = b'a' * (850 << 20)\\ntime.sleep(6)\n\
                 write past.py x = []\\nfor _ in range(1500): x.append(b'a' * (1 << 20))\n\
@@ -263,11 +277,11 @@ async fn a_capped_qemu_session_is_warned_then_told_out_of_memory() {
                 spawn python3 past.py\n\
                 say went on";
     let s = in_vm(
-        &tk,
+        tk,
         &["--agent", "scripted", "--memory", "1024", "--task", task],
     );
     let warned = crate::sandbox::told_then_done(
-        &client,
+        client,
         &s.id,
         "the memory warning",
         "Memory near its cap:",
@@ -275,11 +289,11 @@ async fn a_capped_qemu_session_is_warned_then_told_out_of_memory() {
     )
     .await;
     assert!(warned.title.ends_with(" of 1024 MiB"), "{}", warned.title);
-    let killed = crate::sessions::wait_message_where(&client, &s.id, "the OOM report", |m| {
+    let killed = crate::sessions::wait_message_where(client, &s.id, "the OOM report", |m| {
         m.title.starts_with("Killed: out of memory")
     })
     .await;
     assert_eq!(killed.msg_type, MsgType::Error);
     assert_eq!(killed.title, "Killed: out of memory (cap 1024 MiB)");
-    crate::sandbox::agent_itself_ended_for_memory(&tk, &client, &s.id, 1024).await;
+    crate::sandbox::agent_itself_ended_for_memory(tk, client, &s.id, 1024).await;
 }
