@@ -4,8 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
 use crate::durability::{listed_sessions, send_reports, stop_cleanly, table_files};
 
 /// The daemon still starts: it rebuilds the database from crucible's schema and every
@@ -100,20 +98,18 @@ async fn damaged_catalog(at: impl Fn(&[u8]) -> Option<usize>) {
         assert!(listed.contains(id), "{id} did not come back");
     }
     // Every message outside the damaged block, unchanged; the block's are not made up.
-    let inbox = client
-        .call_value("inbox.list", json!({"limit": 10000}))
-        .await
-        .unwrap();
-    let kept: BTreeMap<String, String> = inbox["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["id"].as_str().unwrap().to_string(),
-                m["title"].as_str().unwrap().to_string(),
-            )
-        })
+    let inbox = testkit::daemon::call::<crucible::protocol::methods::InboxList>(
+        &client,
+        crucible::protocol::ListParams {
+            limit: Some(10000),
+            ..Default::default()
+        },
+    )
+    .await;
+    let kept: BTreeMap<String, String> = inbox
+        .messages
+        .into_iter()
+        .map(|m| (m.id, m.title))
         .collect();
     for (id, title) in &kept {
         assert_eq!(sent.get(id), Some(title), "a kept message changed");
@@ -154,17 +150,22 @@ async fn damaged_catalog(at: impl Fn(&[u8]) -> Option<usize>) {
         "the newest message is far from the catalog"
     );
     {
-        let found = client
-            .call_value("search", json!({"query": "marker2999x", "limit": 5}))
-            .await
-            .unwrap();
+        let found = testkit::daemon::call::<crucible::protocol::methods::Search>(
+            &client,
+            crucible::protocol::SearchParams {
+                query: "marker2999x".into(),
+                session_id: None,
+                types: None,
+                limit: Some(5),
+            },
+        )
+        .await;
         assert!(
-            found["hits"]
-                .as_array()
-                .unwrap()
+            found
+                .hits
                 .iter()
-                .any(|h| h["message_id"] == last_id.as_str()),
-            "{found}"
+                .any(|h| h.message_id.as_deref() == Some(last_id.as_str())),
+            "{found:?}"
         );
     }
     let fresh = register(&client, "after the rebuild").await;

@@ -46,10 +46,12 @@ async fn a_command_to_a_stopped_daemon_says_so_and_how_to_resume_it() {
     suspend(pid).await;
 
     let resume = format!("kill -CONT {pid}");
-    let err = client
-        .call_value("session.list", serde_json::json!({}))
-        .await
-        .expect_err("a stopped daemon answers nothing");
+    let err = testkit::daemon::try_call::<crucible::protocol::methods::SessionList>(
+        &client,
+        Default::default(),
+    )
+    .await
+    .expect_err("a stopped daemon answers nothing");
     assert!(
         matches!(err, ClientError::Suspended { pid: p, sent: true } if p == pid),
         "{err:?}"
@@ -83,11 +85,14 @@ async fn a_command_to_a_stopped_daemon_says_so_and_how_to_resume_it() {
 
     // Continued, it answers the same connection again.
     signal(pid, libc::SIGCONT);
-    let listed = client
-        .call_value("session.list", serde_json::json!({}))
-        .await
-        .expect("a continued daemon answers");
-    assert!(listed.get("sessions").is_some(), "{listed}");
+    let listed = testkit::daemon::try_call::<crucible::protocol::methods::SessionList>(
+        &client,
+        Default::default(),
+    )
+    .await
+    .expect("a continued daemon answers");
+    // A typed reply holds `sessions` by construction: decoding it is the check.
+    let _ = listed.sessions;
 
     // Asked to stop while stopped, it stops (it is continued to act on the signal).
     suspend(pid).await;

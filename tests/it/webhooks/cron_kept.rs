@@ -11,13 +11,16 @@ use crate::common::*;
 use crate::sessions::agent_kiln;
 
 pub(super) async fn inbox_errors(client: &Client) -> Vec<InboxMessage> {
-    let reply = client
-        .call_value("inbox.list", json!({"limit": 1000}))
-        .await
-        .expect("inbox.list");
-    let messages: Vec<InboxMessage> =
-        serde_json::from_value(reply["messages"].clone()).expect("messages");
-    messages
+    let reply = testkit::daemon::call::<crucible::protocol::methods::InboxList>(
+        client,
+        crucible::protocol::ListParams {
+            limit: Some(1000),
+            ..Default::default()
+        },
+    )
+    .await;
+    reply
+        .messages
         .into_iter()
         .filter(|m| m.msg_type == MsgType::Error)
         .collect()

@@ -56,11 +56,10 @@ fn comment(issue: u64, action: &str, words: &str) -> Vec<u8> {
 }
 
 async fn inbox_len(client: &crucible::client::Client) -> usize {
-    let reply = client
-        .call_value("inbox.list", json!({}))
+    testkit::daemon::call::<crucible::protocol::methods::InboxList>(client, Default::default())
         .await
-        .expect("inbox.list");
-    reply["messages"].as_array().map_or(0, Vec::len)
+        .messages
+        .len()
 }
 
 #[tokio::test]
