@@ -89,6 +89,11 @@ impl Environment {
         self.place.oom_kills()
     }
 
+    /// Looks again for what [`Environment::oom_kills`] reads (a container, a guest).
+    pub async fn look_for_oom(&self) {
+        self.place.look_for_oom().await
+    }
+
     /// The agent's figures read where it runs (over an ssh connection, from a guest),
     /// or `None` where this machine's process table shows them.
     pub async fn measured(&self) -> Option<Option<crate::protocol::Resources>> {

@@ -85,6 +85,14 @@ pub(super) trait Place: Send + Sync {
         None
     }
 
+    /// Looks again for what [`Place::oom_kills`] reads: a container is found once (its
+    /// memory cgroup is its first process's); a guest is asked.
+    fn look_for_oom(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {
+            let _ = self.process_root().await;
+        })
+    }
+
     /// How the started program ended, when the driver knows better than its status
     /// (an ssh client's 255 is a lost connection; a QEMU's code carries its guest's).
     fn exit(&self, _status: std::process::ExitStatus) -> Option<super::Exit> {
@@ -113,6 +121,16 @@ pub(super) struct Start<'a> {
 }
 
 /// Makes `folder` and its parents, owner-only.
+/// Of the variables a started program gets, the one a carrier (an ssh client, a QEMU)
+/// keeps in its own environment: not a secret, it is how a restarted daemon knows the
+/// carrier its predecessor left. The rest travel inside (see [`Place::preamble`]).
+pub(super) fn session_marker(
+    vars: Vec<(String, String)>,
+) -> impl Iterator<Item = (String, String)> {
+    vars.into_iter()
+        .filter(|(name, _)| name == crate::protocol::env::SESSION)
+}
+
 pub(super) fn private_folder(folder: &Path) -> Result<(), DriverError> {
     crate::sys::private_dir(folder)
         .map_err(|e| DriverError::file("cannot make ", folder.display(), e))

@@ -430,14 +430,7 @@ impl Place for Vm {
         if let Some(path) = std::env::var_os("PATH") {
             command.env("PATH", path);
         }
-        // Not a secret: how a restarted daemon knows the QEMU its predecessor left. The
-        // values travel on the serial port (see `preamble`).
-        command.envs(
-            start
-                .vars
-                .into_iter()
-                .filter(|(name, _)| name == env::SESSION),
-        );
+        command.envs(super::place::session_marker(start.vars));
         Ok(command)
     }
 
@@ -474,6 +467,12 @@ impl Place for Vm {
 
     fn oom_kills(&self) -> Option<u64> {
         Some(self.control.oom_kills())
+    }
+
+    fn look_for_oom(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {
+            let _ = self.control.measure().await;
+        })
     }
 
     fn exit(&self, status: ExitStatus) -> Option<Exit> {

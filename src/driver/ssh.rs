@@ -17,7 +17,7 @@ use tokio::process::Command;
 
 use super::error::DriverError;
 use super::place::{Place, Setup, Start};
-use crate::protocol::{SshOptions, env};
+use crate::protocol::SshOptions;
 pub use remote::Remote;
 
 /// Makes the session's worktree on the host named in `options`.
@@ -60,14 +60,7 @@ impl Place for Remote {
 
     fn command(&self, start: Start<'_>) -> Result<Command, DriverError> {
         let mut command = Remote::command(self, start.program, start.args, &self.worktree, true);
-        // Not a secret: how a restarted daemon knows the ssh client its predecessor
-        // left.
-        command.envs(
-            start
-                .vars
-                .into_iter()
-                .filter(|(name, _)| name == env::SESSION),
-        );
+        command.envs(super::place::session_marker(start.vars));
         Ok(command)
     }
 

@@ -24,10 +24,14 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 pub struct Control {
     /// The socket QEMU listens on for the current start.
     path: std::sync::Mutex<Option<PathBuf>>,
-    stream: Mutex<Option<BufReader<UnixStream>>>,
+    /// The connection kept, with the socket it is to: one to an earlier start's is
+    /// replaced at the next ask.
+    stream: Mutex<Option<(PathBuf, BufReader<UnixStream>)>>,
     /// The guest kernel's OOM kills, as last read.
     oom_kills: AtomicU64,
 }
+
+type Kept = Option<(PathBuf, BufReader<UnixStream>)>;
 
 impl Control {
     /// A new start listens at `path`: the next ask connects there.
@@ -35,39 +39,36 @@ impl Control {
         if let Ok(mut at) = self.path.lock() {
             *at = Some(path.to_path_buf());
         }
-        if let Ok(mut stream) = self.stream.try_lock() {
-            *stream = None;
-        }
     }
 
     /// Connects to the current start's port (QEMU makes it as it starts) and keeps the
     /// connection, so the guest's reader waits rather than finds no one there.
     pub async fn connect(&self) {
-        let mut stream = self.stream.lock().await;
-        if stream.is_none() {
-            *stream = self.open().await;
-        }
+        let mut kept = self.stream.lock().await;
+        self.current(&mut kept).await;
     }
 
-    async fn open(&self) -> Option<BufReader<UnixStream>> {
+    /// The connection to the current start's port, made when none is kept to it.
+    async fn current<'a>(&self, kept: &'a mut Kept) -> Option<&'a mut BufReader<UnixStream>> {
         let path = self.path.lock().ok()?.clone()?;
-        for _ in 0..100 {
-            if let Ok(s) = UnixStream::connect(&path).await {
-                return Some(BufReader::new(s));
+        if kept.as_ref().is_none_or(|(at, _)| *at != path) {
+            *kept = None;
+            for _ in 0..100 {
+                if let Ok(s) = UnixStream::connect(&path).await {
+                    *kept = Some((path, BufReader::new(s)));
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        None
+        kept.as_mut().map(|(_, stream)| stream)
     }
 
     /// The guest's figures for its agent, asked now; `None` when the guest does not
     /// answer (not booted yet, or gone).
     pub async fn measure(&self) -> Option<Resources> {
-        let mut guard = self.stream.lock().await;
-        if guard.is_none() {
-            *guard = self.open().await;
-        }
-        let stream = guard.as_mut()?;
+        let mut kept = self.stream.lock().await;
+        let stream = self.current(&mut kept).await?;
         let asked = async {
             stream.get_mut().write_all(b"measure\n").await.ok()?;
             let mut line = String::new();
@@ -79,7 +80,7 @@ impl Control {
             .ok()
             .flatten();
         let Some(line) = answer.filter(|l| l.ends_with('\n')) else {
-            *guard = None;
+            *kept = None;
             return None;
         };
         let (figures, kills) = parse(&line)?;

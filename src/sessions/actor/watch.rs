@@ -113,12 +113,8 @@ impl Actor {
     /// Says in the inbox when the kernel's OOM killer ended a process of the agent's
     /// (the agent goes on: it was a command it ran) since the last look.
     pub(super) async fn check_oom(&mut self) {
-        // A container is found once (its memory cgroup is its first process's); a guest
-        // says its OOM kills when asked.
-        if let Some(environment) = self.memory.as_ref().map(|w| Arc::clone(&w.environment))
-            && environment.measured().await.is_none()
-        {
-            let _ = environment.process_root().await;
+        if let Some(environment) = self.memory.as_ref().map(|w| Arc::clone(&w.environment)) {
+            environment.look_for_oom().await;
         }
         self.report_oom().await;
     }
