@@ -49,8 +49,8 @@ pub enum AgentEvent {
         title: Option<String>,
         status: Option<String>,
     },
-    /// The whole plan, one `[status] step` per line.
-    Plan(String),
+    /// The whole plan, its steps in order (each update sends all of them).
+    Plan(Vec<crate::rules::PlanStep>),
     /// The agent's own commands, `name — description` each.
     Skills(Vec<String>),
     /// Context use and cost (ACP `usage_update`).

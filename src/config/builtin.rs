@@ -143,6 +143,7 @@ impl AgentProfile {
             idle_stop_minutes: None,
             fallback: Vec::new(),
             fallback_return: false,
+            plan_review: false,
         }
     }
 }

@@ -79,6 +79,15 @@ pub struct AgentProfile {
     /// has ended), with a brief of what was done meanwhile.
     #[serde(default)]
     pub fallback_return: bool,
+    /// Review the agent's plan before it acts on it: when the agent sends its plan (ACP
+    /// `plan` updates, as codex-acp and claude-agent-acp send them), what it asks for
+    /// waits while the plan is asked in the inbox as numbered steps. Approved, the
+    /// commands and files its steps name run without a question for the rest of that
+    /// turn, and anything else is asked with the plan's current step shown; rejected,
+    /// the turn ends; comments on steps (`2: use the view`) go back to the agent as one
+    /// prompt.
+    #[serde(default)]
+    pub plan_review: bool,
 }
 
 /// A profile name, or a list of them.

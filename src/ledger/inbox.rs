@@ -147,8 +147,14 @@ impl Ledger {
             response.to_string()
         } else {
             message.answer_for(response).ok_or_else(|| {
+                let comments = match message.purpose {
+                    Some(Purpose::PlanReview { steps }) => format!(
+                        ", or comments on the plan's steps 1–{steps}, such as \"2: use the view\""
+                    ),
+                    _ => String::new(),
+                };
                 LedgerError::Invalid(format!(
-                    "{response:?} is not one of the choices: {}",
+                    "{response:?} is not one of the choices: {}{comments}",
                     accepted.join(", ")
                 ))
             })?

@@ -7,6 +7,7 @@
 //! for `~`.
 
 mod operation;
+pub mod plan;
 mod rule;
 mod spec;
 
@@ -14,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use operation::{Operation, OperationKind};
+pub use plan::{PlanScope, PlanStep};
 use rule::compile;
 pub use rule::{Rule, RuleError};
 pub use spec::{RuleAction, RuleSpec, builtin_specs};

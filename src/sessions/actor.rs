@@ -141,6 +141,7 @@ impl Actor {
             usage: session.usage.clone(),
             spent: session.spent.clone().unwrap_or_default(),
             price: budgets.price(&session.agent_name),
+            plan_review: profile.plan_review,
         });
         let budget_changes = budgets.subscribe();
         let memory = session

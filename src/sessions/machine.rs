@@ -23,6 +23,7 @@ mod gating;
 mod input;
 mod lifecycle;
 mod limited;
+mod planning;
 mod prompts;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -43,6 +44,7 @@ use gating::set_rule;
 pub(super) use effect::{Effect, Line, RecordChange, Reply};
 pub(super) use gating::{GateReply, GateRequest};
 pub(super) use input::SessionInput;
+pub(super) use planning::{review_options, review_purpose};
 
 /// How much of a reply is kept for the `task_complete` message.
 const REPLY_BYTES: usize = 64 * 1024;
@@ -108,6 +110,8 @@ pub(super) struct MachineSetup {
     /// no cost.
     pub spent: Spent,
     pub price: Option<Price>,
+    /// Whether the agent's plans are reviewed before it acts on them.
+    pub plan_review: bool,
 }
 
 /// A running session's state. The phase says where its agent is; a stop can be asked
@@ -157,6 +161,8 @@ pub(super) struct Machine {
     cut_by_budget: bool,
     /// Parked on a usage limit: no turn starts until it resets.
     limited: bool,
+    /// The agent's plan and its review.
+    plan: planning::Planning,
 }
 
 type Effects = Vec<Effect>;
@@ -189,6 +195,7 @@ impl Machine {
             budget_question: None,
             cut_by_budget: false,
             limited: false,
+            plan: planning::Planning::new(setup.plan_review),
         }
     }
 
@@ -225,6 +232,7 @@ impl Machine {
                 }
             }
             SessionInput::BudgetAsked(result) => self.budget_asked(&mut fx, result),
+            SessionInput::PlanAsked(result) => self.plan_asked(&mut fx, result),
             SessionInput::SetRule { rule, enabled } => set_rule(&mut fx, rule, enabled),
             SessionInput::Posted { key, result } => self.posted(&mut fx, key, result),
             SessionInput::TurnLimited { why, wait, resumes } => {
@@ -288,6 +296,7 @@ impl Machine {
         if matches!(self.phase, Phase::Turn(_)) {
             fx.push(Effect::CancelTurn);
             self.withdraw_approvals(fx, wording::TURN_CANCELLED);
+            self.withdraw_plan(fx, wording::TURN_CANCELLED);
             self.settle(fx);
         }
         fx.push(Effect::Reply(Reply::Cancelled));
@@ -323,6 +332,7 @@ impl Machine {
         let Phase::Turn(turn) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
+        self.plan_turn_ended(fx);
         // A turn whose output or state could not all be stored did not complete.
         let ended = match (ended, self.failure.take()) {
             (Ok(_), Some(why)) => Err(TurnFailure::Failed(why)),

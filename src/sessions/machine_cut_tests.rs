@@ -19,6 +19,7 @@ fn kept(from: Option<SessionState>, queued: &[&str], turn: Option<&str>) -> Mach
         usage: None,
         spent: Default::default(),
         price: None,
+        plan_review: false,
     })
 }
 

@@ -26,6 +26,9 @@ mod gating;
 #[path = "machine_budget_tests.rs"]
 mod budgeting;
 
+#[path = "machine_plan_tests.rs"]
+mod planning;
+
 const PID: u32 = 7;
 const TITLE: &str = "Write a.txt";
 const EXIT: &str = "exited with code 1";
@@ -43,6 +46,7 @@ fn machine(kind: AgentKind, resumed_from: Option<SessionState>, first: Option<&s
         usage: None,
         spent: Default::default(),
         price: None,
+        plan_review: false,
     })
 }
 

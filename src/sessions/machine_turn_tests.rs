@@ -604,7 +604,10 @@ pub(super) fn the_transcript() -> Vec<Case> {
         case(
             "a plan goes to the transcript",
             working("go"),
-            agent(AgentEvent::Plan("[pending] read".into())),
+            agent(AgentEvent::Plan(vec![crate::rules::PlanStep {
+                content: "read".into(),
+                status: "pending".into(),
+            }])),
             vec![line(EntryKind::Plan, "[pending] read")],
         )
         .ends("turn"),

@@ -9,7 +9,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use super::action::Action;
 use super::inbox::is_open;
 use super::model::{Confirm, Flash, Model};
-use crate::protocol::{InboxMessage, MsgType};
+use crate::protocol::{InboxMessage, MsgType, Purpose};
 
 /// How the human answers a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,6 +185,17 @@ fn response_for(message: &InboxMessage, choice: Choice) -> Result<String, Answer
             .answer_for("deny")
             .ok_or(AnswerError::NoneDenies { count }),
         Choice::Text(text) if options.is_empty() => Ok(text),
+        // Comments on a plan's steps (`2: use the view`).
+        Choice::Text(text)
+            if matches!(message.purpose, Some(Purpose::PlanReview { .. }))
+                && text.trim().parse::<usize>().is_err() =>
+        {
+            message
+                .answer_for(text.trim())
+                .ok_or_else(|| AnswerError::NotAnOption {
+                    options: options.clone(),
+                })
+        }
         Choice::Text(text) => match text.trim().parse::<usize>() {
             Ok(n) => response_for(message, Choice::Option(n)),
             Err(_) => options

@@ -20,6 +20,7 @@
 //! | `plan <a> \| <b> \| ...` | a `plan` update, every entry medium priority and pending |
 //! | `tool <id> <title...>`   | a pending `tool_call` (kind other), then a `tool_call_update` to completed |
 //! | `permit <id> <title...>` | `session/request_permission` with options `allow` (allow once) and `reject` (reject once); `allow` says `granted: <title>`, any other option says `denied: <title>` and ends the turn, a cancelled outcome ends the turn as cancelled |
+//! | `permit-run <id> <command...>` | as `permit`, asked the way claude-agent-acp asks for a shell command: kind `execute`, the command in `raw_input.command`, titled `` `<command>` ``; says `granted: <command>` or `denied: <command>` |
 //! | `codex-permit <id> <title...>` | `session/request_permission` with codex-acp's options: `approved` "Yes, proceed" (allow once), `approved-always` "Yes, and don't ask again for this command" (allow always), `abort` "No, and tell Codex what to do differently" (reject once); says `chose <option id>: <title>` |
 //! | `write <path> <content>` | `fs/write_text_file` (`\n` in the content is a newline); says `wrote <path>` or `write failed: <path>: <error>` |
 //! | `read <path>`            | `fs/read_text_file`; says `read <path>: <content>` or `read failed: <path>: <error>` |
@@ -345,11 +346,31 @@ enum Command<'a> {
     Think(&'a str),
     Stamp,
     Plan(Vec<&'a str>),
-    Tool { id: &'a str, title: &'a str },
-    Permit { id: &'a str, title: &'a str },
-    CodexPermit { id: &'a str, title: &'a str },
-    Write { path: &'a str, content: String },
-    Read { path: &'a str },
+    Tool {
+        id: &'a str,
+        title: &'a str,
+    },
+    Permit {
+        id: &'a str,
+        title: &'a str,
+    },
+    /// A permission request for a shell command, as claude-agent-acp asks: kind
+    /// `execute`, the command in `raw_input`.
+    PermitRun {
+        id: &'a str,
+        command: &'a str,
+    },
+    CodexPermit {
+        id: &'a str,
+        title: &'a str,
+    },
+    Write {
+        path: &'a str,
+        content: String,
+    },
+    Read {
+        path: &'a str,
+    },
     Run(&'a str),
     Spawn(&'a str),
     Skills(&'a str),
@@ -383,6 +404,13 @@ impl<'a> Command<'a> {
                     .filter(|entry| !entry.is_empty())
                     .collect(),
             ),
+            "permit-run" => {
+                let (id, command) = split_word(rest);
+                if id.is_empty() || command.is_empty() {
+                    return None;
+                }
+                Self::PermitRun { id, command }
+            }
             "tool" | "permit" | "codex-permit" => {
                 let (id, title) = split_word(rest);
                 if id.is_empty() {
@@ -517,6 +545,13 @@ impl Turn {
                 self.update(SessionUpdate::ToolCallUpdate(update))?;
             }
             Command::Permit { id, title } => return self.permit(id, title).await,
+            Command::PermitRun { id, command } => {
+                let fields = ToolCallUpdateFields::new()
+                    .title(format!("`{command}`"))
+                    .kind(ToolKind::Execute)
+                    .raw_input(serde_json::json!({ "command": command }));
+                return self.ask_permission(id, fields, command).await;
+            }
             Command::CodexPermit { id, title } => return self.codex_permit(id, title).await,
             Command::Write { path, content } => {
                 let request =
@@ -678,10 +713,18 @@ impl Turn {
     }
 
     async fn permit(&self, id: &str, title: &str) -> Result<Flow, Error> {
-        let tool_call = ToolCallUpdate::new(
-            ToolCallId::new(id),
-            ToolCallUpdateFields::new().title(title.to_string()),
-        );
+        let fields = ToolCallUpdateFields::new().title(title.to_string());
+        self.ask_permission(id, fields, title).await
+    }
+
+    /// Asks permission for the tool call `id` (Allow / Reject) and says the outcome.
+    async fn ask_permission(
+        &self,
+        id: &str,
+        fields: ToolCallUpdateFields,
+        title: &str,
+    ) -> Result<Flow, Error> {
+        let tool_call = ToolCallUpdate::new(ToolCallId::new(id), fields);
         let options = vec![
             PermissionOption::new("allow", "Allow", PermissionOptionKind::AllowOnce),
             PermissionOption::new("reject", "Reject", PermissionOptionKind::RejectOnce),

@@ -56,6 +56,7 @@ mod model_server;
 mod one_door;
 mod package;
 mod person_budget;
+mod plan_review;
 mod podman;
 mod qemu;
 mod restart;

@@ -69,10 +69,12 @@ pub(crate) fn translate(update: SessionUpdate) -> Option<AgentEvent> {
         }),
         SessionUpdate::Plan(plan) => AgentEvent::Plan(
             plan.entries
-                .iter()
-                .map(|e| format!("[{}] {}", wire_name(&e.status), e.content))
-                .collect::<Vec<_>>()
-                .join("\n"),
+                .into_iter()
+                .map(|e| crate::rules::PlanStep {
+                    status: wire_name(&e.status),
+                    content: e.content,
+                })
+                .collect(),
         ),
         _ => return None,
     })

@@ -126,6 +126,37 @@ pub enum Purpose {
     BudgetRaise,
     /// The approval gate asks whether an operation of the agent may go ahead.
     Approval,
+    /// The agent's plan waits for review: approved, rejected, or comments on its steps
+    /// (`2: use the view`), of which it has `steps`.
+    PlanReview { steps: usize },
+}
+
+/// Comments on the steps of a plan of `steps` steps: `N: comment` (also `N.` or `N)`),
+/// one per line or separated by `;`. `None` unless every comment names a step of the
+/// plan and says something.
+pub fn plan_comments(text: &str, steps: usize) -> Option<Vec<(usize, String)>> {
+    static MARK: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"(?:^|[;\n])\s*(\d{1,4})\s*[:.)]\s+").ok());
+    let mark = MARK.as_ref()?;
+    let text = text.trim();
+    let marks: Vec<(usize, usize, &str)> = mark
+        .captures_iter(text)
+        .filter_map(|c| Some((c.get(0)?.start(), c.get(0)?.end(), c.get(1)?.as_str())))
+        .collect();
+    if marks.first().is_none_or(|(start, ..)| *start != 0) {
+        return None;
+    }
+    let mut comments = Vec::new();
+    for (i, (_, end, number)) in marks.iter().enumerate() {
+        let next = marks.get(i + 1).map_or(text.len(), |(start, ..)| *start);
+        let step: usize = number.parse().ok()?;
+        let comment = text[*end..next].trim();
+        if step == 0 || step > steps || comment.is_empty() {
+            return None;
+        }
+        comments.push((step, comment.to_string()));
+    }
+    Some(comments)
 }
 
 impl InboxMessage {
@@ -160,6 +191,11 @@ impl InboxMessage {
         }
         if let Ok(n) = answer.parse::<usize>() {
             return n.checked_sub(1).and_then(|i| options.get(i)).cloned();
+        }
+        if let Some(Purpose::PlanReview { steps }) = self.purpose
+            && plan_comments(answer, steps).is_some()
+        {
+            return Some(answer.to_string());
         }
         if self.msg_type != MsgType::ApprovalRequired {
             return None;

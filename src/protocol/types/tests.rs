@@ -28,6 +28,41 @@ mod wire {
     }
 
     #[test]
+    fn a_plan_review_takes_its_options_or_comments_on_its_own_steps() {
+        let mut review = message(
+            MsgType::ApprovalRequired,
+            Some(vec!["Approve the plan", "Reject the plan"]),
+        );
+        review.option_kinds = Some(vec!["allow_once".into(), "reject_once".into()]);
+        review.purpose = Some(Purpose::PlanReview { steps: 3 });
+        assert_eq!(
+            review.answer_for("approve").as_deref(),
+            Some("Approve the plan")
+        );
+        assert_eq!(review.answer_for("2").as_deref(), Some("Reject the plan"));
+        let two = "2: use the view\n3. not this table; keep the index";
+        assert_eq!(review.answer_for(two).as_deref(), Some(two));
+        assert_eq!(
+            plan_comments(two, 3),
+            Some(vec![
+                (2, "use the view".to_string()),
+                (3, "not this table; keep the index".to_string())
+            ])
+        );
+        assert_eq!(
+            plan_comments("1: a; 3) b", 3),
+            Some(vec![(1, "a".to_string()), (3, "b".to_string())])
+        );
+        // A step the plan does not have, an empty comment, words without a step: refused.
+        for wrong in ["4: no such step", "0: none", "2:", "use the view", "maybe"] {
+            assert_eq!(review.answer_for(wrong), None, "{wrong}");
+        }
+        // Comments answer only a plan's review.
+        review.purpose = Some(Purpose::Approval);
+        assert_eq!(review.answer_for(two), None);
+    }
+
+    #[test]
     fn what_was_asked_has_one_digest_and_any_change_of_it_another() {
         let a = message(MsgType::DecisionNeeded, Some(vec!["JWT", "Session"]));
         let mut same = a.clone();

@@ -5,8 +5,8 @@
 use super::*;
 use crate::protocol::{EntryKind, MsgType, Purpose, SendParams};
 use crate::sessions::budget::Scope;
-use crate::sessions::machine::GateReply;
 use crate::sessions::machine::Line;
+use crate::sessions::machine::{GateReply, review_options, review_purpose};
 
 impl Actor {
     pub(super) async fn perform(&mut self, t: &mut TranscriptWriter, effect: Effect) {
@@ -31,6 +31,7 @@ impl Actor {
             }
             Effect::Post(notice) => self.post(notice).await,
             effect @ Effect::Ask { .. } => self.ask(effect).await,
+            Effect::AskPlan { title, body, steps } => self.ask_plan(title, body, steps).await,
             effect @ (Effect::Spend { .. }
             | Effect::AskBudget { .. }
             | Effect::RaiseBudget { .. }) => self.budget_effect(t, effect).await,
@@ -128,6 +129,27 @@ impl Actor {
             .await;
         let result = sent.map(|m| m.id);
         self.step(SessionInput::Posted { key, result });
+    }
+
+    /// Asks for the review of the agent's plan; the machine is told the message's id.
+    async fn ask_plan(&mut self, title: String, body: String, steps: usize) {
+        let (options, kinds) = review_options();
+        let sent = self
+            .ledger
+            .send_for(
+                SendParams {
+                    session_id: self.session.id.clone(),
+                    msg_type: MsgType::ApprovalRequired,
+                    title,
+                    body: Some(body),
+                    options: Some(options),
+                    option_kinds: Some(kinds),
+                    flagged: None,
+                },
+                review_purpose(steps),
+            )
+            .await;
+        self.step(SessionInput::PlanAsked(sent.map(|m| m.id)));
     }
 
     /// A `state` transcript entry, then the record's state and reason, saved.

@@ -116,6 +116,9 @@ impl Machine {
         by: Option<&str>,
     ) {
         self.blocking.remove(id);
+        if self.plan_answered(fx, id, response.as_deref(), by) {
+            return;
+        }
         if self.budget_answered(fx, id, response.as_deref()) {
             self.settle(fx);
             return;

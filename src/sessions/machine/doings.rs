@@ -28,9 +28,7 @@ impl Machine {
                 id, title, status, ..
             } => self.tool_call(fx, id, title, status),
             AgentEvent::ToolUpdate { id, title, status } => self.tool_update(fx, id, title, status),
-            AgentEvent::Plan(plan) => {
-                fx.push(Effect::Append(Line::new(EntryKind::Plan).text(plan)))
-            }
+            AgentEvent::Plan(steps) => self.plan_sent(fx, steps),
             AgentEvent::Skills(skills) => self.skills(fx, skills),
             AgentEvent::File { op, path, refused } => file(fx, op, path, refused),
             AgentEvent::TurnEnded(ended) => self.turn_ended(fx, ended),

@@ -52,6 +52,13 @@ pub(in crate::sessions) enum Effect {
         body: String,
         options: Vec<String>,
     },
+    /// Asks in the inbox for the review of the agent's plan of `steps` steps; answered
+    /// with [`SessionInput::PlanAsked`].
+    AskPlan {
+        title: String,
+        body: String,
+        steps: usize,
+    },
     /// Raises a budget (a day's, with the keeper; a session's own is on its record).
     RaiseBudget { scope: Scope, raise: Raise },
     /// Has the rules judge a request; answered with [`SessionInput::Judged`].

@@ -90,6 +90,10 @@ pub(super) struct Gated {
 impl Machine {
     /// A request for the gate: refused once crucible ended the session, else judged.
     pub(super) fn gate(&mut self, fx: &mut Effects, request: GateRequest) {
+        // While the agent's plan waits for review, so does what it asks for.
+        if self.terminated.is_none() && self.hold_for_plan(&request) {
+            return;
+        }
         if let GateRequest::Permission { title, .. } = &request {
             let (title, message_id) = (title.clone(), None);
             fx.push(Effect::Audit(AuditEvent::PermissionAsked {
@@ -240,10 +244,20 @@ impl Machine {
                 return;
             }
             Judgement::Free => {
+                if let Some(step) = self.plan.covers(&asked.operation) {
+                    decided(
+                        fx,
+                        &title,
+                        format!("allowed: step {step} of the approved plan"),
+                    );
+                    let reply = pick(OptionKind::allows);
+                    fx.push(Effect::ReplyGate { key, reply });
+                    return;
+                }
                 let asking = Asking {
                     title,
                     tool_call_id: asked.tool_call_id.clone(),
-                    reason: None,
+                    reason: self.plan.unplanned(&asked.operation),
                     flagged: None,
                 };
                 self.ask(fx, asked, asking, None, Waiter::Agent);

@@ -34,6 +34,8 @@ pub(in crate::sessions) enum SessionInput {
     BudgetNear(Vec<String>),
     /// The id the inbox gave the budget's question, or why it could not be asked.
     BudgetAsked(Result<String, LedgerError>),
+    /// The id the inbox gave the plan's review, or why it could not be asked.
+    PlanAsked(Result<String, LedgerError>),
     /// Something for the approval gate: what the agent asks for, what crucible runs or
     /// serves for it, or what it ran by itself.
     Gate(GateRequest),

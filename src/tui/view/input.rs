@@ -9,7 +9,7 @@ use ratatui::widgets::{Block, Paragraph};
 
 use super::style::{dim, pane};
 use super::text::{self, clip, wrap};
-use crate::protocol::MsgType;
+use crate::protocol::{MsgType, Purpose};
 use crate::tui::keymap::KeyAction;
 use crate::tui::model::{Model, Zone};
 use crate::tui::theme::{Role, Theme};
@@ -123,6 +123,14 @@ pub fn panel(model: &Model, width: usize) -> Option<Panel> {
         _ => "decision needed",
     };
     push(&message.title, Kind::Strong);
+    let plan = matches!(message.purpose, Some(Purpose::PlanReview { .. }));
+    if plan {
+        // The steps under review, as the agent wrote them.
+        let body = message.body.as_deref().unwrap_or_default();
+        for step in body.lines().take_while(|l| !l.trim().is_empty()) {
+            push(step, Kind::Text);
+        }
+    }
     if let Some(operation) = &message.operation {
         push(&format!("operation: {operation}"), Kind::Text);
     }
@@ -139,6 +147,8 @@ pub fn panel(model: &Model, width: usize) -> Option<Panel> {
     let answer_key = model.keymap.hint(KeyAction::Answer);
     let how = if options.is_empty() {
         "/answer <text>".to_string()
+    } else if plan {
+        format!("{answer_key} opens it, then a/d · /answer 2: <comment on step 2>")
     } else if message.msg_type == MsgType::ApprovalRequired {
         format!(
             "{answer_key} opens it, then a/d or 1-{} · /approve · /deny",
