@@ -100,7 +100,7 @@ fn with_files(
     client
         .on_receive_notification(
             async move |notification: SessionNotification, _cx| {
-                if let Some(event) = translate(notification.update) {
+                for event in translate(notification.update) {
                     let _ = updates.send(event);
                 }
                 Ok(())

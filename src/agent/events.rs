@@ -55,6 +55,12 @@ pub enum AgentEvent {
     Skills(Vec<String>),
     /// Context use and cost (ACP `usage_update`).
     Usage(crate::protocol::Usage),
+    /// The agent announced that a usage limit is reached, ahead of a turn failing on it
+    /// (claude-agent-acp's rate-limit events): why, in words, and when it resets.
+    LimitAhead {
+        why: String,
+        resets_at: Option<chrono::DateTime<chrono::Utc>>,
+    },
     /// The agent waits for permission; answer with an option id, or `None` to cancel.
     Permission {
         title: String,

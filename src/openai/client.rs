@@ -147,11 +147,20 @@ impl ChatClient {
         if status.is_success() {
             return Ok(response);
         }
+        let throttled = (status == reqwest::StatusCode::TOO_MANY_REQUESTS)
+            .then(|| retry_after(response.headers(), chrono::Utc::now()));
         let body = response.text().await.unwrap_or_default();
+        let mut message = error_message(&body, status.canonical_reason());
+        // Said so that the session knows it for a rate limit and when it resets.
+        match throttled {
+            Some(Some(secs)) => message = format!("rate limit; retry-after: {secs}s: {message}"),
+            Some(None) => message = format!("rate limit: {message}"),
+            None => {}
+        }
         Err(ChatError::Status {
             url: self.url.clone(),
             status: status.as_u16(),
-            message: error_message(&body, status.canonical_reason()),
+            message,
         })
     }
 
@@ -170,6 +179,23 @@ impl ChatClient {
             source: None,
         }
     }
+}
+
+/// A `Retry-After` header: seconds, or an HTTP date, as seconds from `now`.
+pub(super) fn retry_after(
+    headers: &reqwest::header::HeaderMap,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<u64> {
+    let value = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(secs);
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    Some((at.with_timezone(&chrono::Utc) - now).num_seconds().max(0) as u64)
 }
 
 #[derive(Deserialize)]

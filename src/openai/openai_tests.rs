@@ -105,6 +105,38 @@ async fn tool_calls_are_assembled_from_fragments() {
 }
 
 #[tokio::test]
+async fn a_429_says_it_is_a_rate_limit_and_when_to_retry_so_the_session_parks_until_then() {
+    let (_server, client) = server(vec![ScriptedReply::Throttled { retry_after: 42 }]).await;
+    let (_, reply) = stream(&client, &request(vec![user("hi")])).await;
+    let err = reply.unwrap_err().to_string();
+    assert!(
+        err.ends_with("HTTP 429: rate limit; retry-after: 42s: Slow down"),
+        "{err}"
+    );
+    let now = chrono::Utc::now();
+    let limit = crate::agent::usage_limit::recognise(&err, now).expect("a limit");
+    assert!(limit.said);
+    assert_eq!(limit.wait(now), std::time::Duration::from_secs(42));
+}
+
+#[test]
+fn retry_after_is_seconds_or_a_date() {
+    use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+    let now = chrono::DateTime::parse_from_rfc3339("2026-11-28T10:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let mut headers = HeaderMap::new();
+    assert_eq!(super::client::retry_after(&headers, now), None);
+    headers.insert(RETRY_AFTER, HeaderValue::from_static("120"));
+    assert_eq!(super::client::retry_after(&headers, now), Some(120));
+    headers.insert(
+        RETRY_AFTER,
+        HeaderValue::from_static("Sat, 28 Nov 2026 10:01:30 GMT"),
+    );
+    assert_eq!(super::client::retry_after(&headers, now), Some(90));
+}
+
+#[tokio::test]
 async fn an_http_error_carries_the_servers_message() {
     let (_server, client) = server(vec![ScriptedReply::error(
         401,

@@ -74,6 +74,8 @@ pub(super) struct Actor {
     idle_since: Option<tokio::time::Instant>,
     /// When the usage limit the session is parked for resets.
     limit_deadline: Option<tokio::time::Instant>,
+    /// A limit the agent announced ahead: why, and when it resets.
+    ahead: Option<(String, chrono::DateTime<chrono::Utc>)>,
     /// The budget keeper, and word from it that a verdict may have changed.
     budgets: Arc<Budgets>,
     budget_changes: tokio::sync::watch::Receiver<u64>,
@@ -179,6 +181,7 @@ impl Actor {
             idle_after,
             idle_since: None,
             limit_deadline: None,
+            ahead: None,
             budgets,
             budget_changes,
             fallback,

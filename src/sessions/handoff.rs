@@ -113,6 +113,12 @@ pub(super) fn brief(from: &Session, diff: Option<&Diff>, open: &[InboxMessage]) 
             .as_deref()
             .unwrap_or("(none: the session ended no turn)"),
     );
+    if !from.queued.is_empty() {
+        text.push_str("\nPROMPTS WAITING (sent to it, not yet run; they are yours now):\n");
+        for prompt in &from.queued {
+            text.push_str(&format!("- {}\n", first_lines(prompt, 5)));
+        }
+    }
     text.push_str("\nOPEN QUESTIONS (unanswered when it stopped):\n");
     if open.is_empty() {
         text.push_str("(none)\n");

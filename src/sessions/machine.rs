@@ -161,6 +161,9 @@ pub(super) struct Machine {
     cut_by_budget: bool,
     /// Parked on a usage limit: no turn starts until it resets.
     limited: bool,
+    /// Parked on a limit the agent announced, with the fallback chain not yet asked:
+    /// the next prompt to run asks it.
+    fall_back_ahead: bool,
     /// The agent's plan and its review.
     plan: planning::Planning,
 }
@@ -195,6 +198,7 @@ impl Machine {
             budget_question: None,
             cut_by_budget: false,
             limited: false,
+            fall_back_ahead: false,
             plan: planning::Planning::new(setup.plan_review),
         }
     }
@@ -239,6 +243,9 @@ impl Machine {
                 self.turn_limited(&mut fx, why, wait, &resumes)
             }
             SessionInput::LimitReset => self.limit_reset(&mut fx),
+            SessionInput::LimitAhead { why, wait, resumes } => {
+                self.limit_ahead(&mut fx, why, wait, &resumes)
+            }
             SessionInput::Prompt(text) => self.prompt(&mut fx, text),
             SessionInput::Resend => self.resend(&mut fx),
             SessionInput::Cancel => self.cancel(&mut fx),

@@ -29,6 +29,9 @@ mod budgeting;
 #[path = "machine_plan_tests.rs"]
 mod planning;
 
+#[path = "machine_ahead_tests.rs"]
+mod ahead;
+
 const PID: u32 = 7;
 const TITLE: &str = "Write a.txt";
 const EXIT: &str = "exited with code 1";

@@ -122,6 +122,19 @@ pub fn limit_notice(why: &str, resumes: &str) -> Notice {
     )
 }
 
+/// The inbox is told a limit the agent announced parked the session.
+pub fn limit_ahead_notice(why: &str, resumes: &str) -> Notice {
+    Notice::new(
+        MsgType::Info,
+        format!("Usage limit ahead: parked until {resumes}"),
+        Some(format!(
+            "{why}, before a turn failed on it. The session is parked until then, so \
+             no turn fails meanwhile; a prompt sent meanwhile goes to the profile's \
+             fallback chain when it has one, else waits for the reset."
+        )),
+    )
+}
+
 /// A budget is nearly spent.
 pub fn budget_near(what: &str) -> Notice {
     Notice::new(

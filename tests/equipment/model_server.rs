@@ -50,6 +50,8 @@ pub enum ScriptedReply {
     },
     /// HTTP `status` with an OpenAI-style body: `{"error": {"message": …}}`.
     Error { status: u16, message: String },
+    /// HTTP 429 with `Retry-After: <secs>` and a body that names no limit.
+    Throttled { retry_after: u64 },
     /// Streams the first pieces of the text, then ends the body without `[DONE]`.
     EndsEarly(String),
     /// Streams the first pieces of the text, then drops the connection mid-body.
@@ -314,6 +316,20 @@ async fn write_error(stream: &mut TcpStream, status: u16, message: &str) -> io::
     write_json(stream, status, &body).await
 }
 
+async fn write_throttled(stream: &mut TcpStream, retry_after: u64) -> io::Result<()> {
+    let body =
+        json!({"error": {"message": "Slow down", "type": "requests", "param": null, "code": null}})
+            .to_string();
+    let head = format!(
+        "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: \
+         {retry_after}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}
+
 async fn write_json(stream: &mut TcpStream, status: u16, body: &Value) -> io::Result<()> {
     let body = body.to_string();
     let head = format!(
@@ -352,6 +368,9 @@ async fn write_completion(
         ScriptedReply::Error { status, message } => {
             return write_error(stream, *status, message).await;
         }
+        ScriptedReply::Throttled { retry_after } => {
+            return write_throttled(stream, *retry_after).await;
+        }
         // Nothing sensible to say in one JSON body: hang up.
         ScriptedReply::EndsEarly(_) | ScriptedReply::HangsUp(_) | ScriptedReply::Malformed => {
             return Ok(());
@@ -384,6 +403,9 @@ async fn write_stream(
     model: &str,
     usage: Option<&Value>,
 ) -> io::Result<()> {
+    if let ScriptedReply::Throttled { retry_after } = reply {
+        return write_throttled(stream, *retry_after).await;
+    }
     if let ScriptedReply::Error { status, message } = reply {
         return write_error(stream, *status, message).await;
     }
@@ -443,7 +465,7 @@ async fn write_stream(
             events.extend(text_events("fine"));
             events.push("data: {\"choices\": [{\"delta\": \n\n".to_string());
         }
-        ScriptedReply::Error { .. } => {}
+        ScriptedReply::Error { .. } | ScriptedReply::Throttled { .. } => {}
     }
     if let Some(usage) = usage {
         events.push(event(json!([]), Some(usage.clone())));

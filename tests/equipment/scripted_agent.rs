@@ -21,6 +21,7 @@
 //! | `tool <id> <title...>`   | a pending `tool_call` (kind other), then a `tool_call_update` to completed |
 //! | `permit <id> <title...>` | `session/request_permission` with options `allow` (allow once) and `reject` (reject once); `allow` says `granted: <title>`, any other option says `denied: <title>` and ends the turn, a cancelled outcome ends the turn as cancelled |
 //! | `permit-run <id> <command...>` | as `permit`, asked the way claude-agent-acp asks for a shell command: kind `execute`, the command in `raw_input.command`, titled `` `<command>` ``; says `granted: <command>` or `denied: <command>` |
+//! | `limit-ahead <secs>` | a `usage_update` carrying claude-agent-acp's rate-limit event in `_meta["_claude/rateLimit"]`: status `rejected`, `rateLimitType` `five_hour`, `resetsAt` now + `<secs>` (Unix seconds); the turn goes on |
 //! | `codex-permit <id> <title...>` | `session/request_permission` with codex-acp's options: `approved` "Yes, proceed" (allow once), `approved-always` "Yes, and don't ask again for this command" (allow always), `abort` "No, and tell Codex what to do differently" (reject once); says `chose <option id>: <title>` |
 //! | `write <path> <content>` | `fs/write_text_file` (`\n` in the content is a newline); says `wrote <path>` or `write failed: <path>: <error>` |
 //! | `read <path>`            | `fs/read_text_file`; says `read <path>: <content>` or `read failed: <path>: <error>` |
@@ -377,6 +378,7 @@ enum Command<'a> {
     Usage(&'a str),
     Tokens(&'a str),
     LimitOnce(u64),
+    LimitAhead(u64),
     LimitWhile(&'a str, u64),
     Sleep(Duration),
     Hang,
@@ -437,6 +439,7 @@ impl<'a> Command<'a> {
             "usage" => Self::Usage(rest),
             "tokens" => Self::Tokens(rest),
             "limit-once" => Self::LimitOnce(rest.parse().ok()?),
+            "limit-ahead" => Self::LimitAhead(rest.parse().ok()?),
             "limit-while" => {
                 let (path, secs) = split_word(rest);
                 Self::LimitWhile(path, secs.parse().ok()?)
@@ -599,6 +602,22 @@ impl Turn {
                         currency.to_string(),
                     ));
                 }
+                self.update(SessionUpdate::UsageUpdate(usage))?;
+            }
+            Command::LimitAhead(secs) => {
+                let resets_at = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+                    + secs;
+                let info = serde_json::json!({
+                    "status": "rejected",
+                    "resetsAt": resets_at,
+                    "rateLimitType": "five_hour",
+                });
+                let mut meta = serde_json::Map::new();
+                meta.insert("_claude/rateLimit".into(), info);
+                let usage =
+                    agent_client_protocol::v1::schema::UsageUpdate::new(1000, 200_000).meta(meta);
                 self.update(SessionUpdate::UsageUpdate(usage))?;
             }
             Command::LimitOnce(secs) => {

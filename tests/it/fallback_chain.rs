@@ -233,3 +233,57 @@ async fn a_chain_with_no_free_profile_parks_and_never_loops() {
         .count();
     assert_eq!(of_x, 1, "no loop back to x");
 }
+
+#[tokio::test]
+async fn a_limit_announced_ahead_parks_after_the_turn_and_the_next_prompt_goes_along_the_chain() {
+    let agent = scripted_agent();
+    let tk = agent_kiln(&format!(
+        "[agents.a]\ncommand = {agent:?}\nfallback = \"b\"\n\n[agents.b]\ncommand = {agent:?}\n"
+    ));
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.client().await;
+    let a = create(&client, "a", Some("say started the task")).await;
+    wait_state(&client, &a.id, SessionState::Complete).await;
+
+    // The agent announces its limit mid-turn: the turn ends as it would, then the
+    // session parks until the reset instead of starting a turn that would fail.
+    prompt(&client, &a.id, "limit-ahead 3600\nsay still answered").await;
+    let parked = wait_state(&client, &a.id, SessionState::Parked).await;
+    assert!(
+        parked
+            .state_reason
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("usage limit reached: resumes at"),
+        "{parked:?}"
+    );
+    let lines = transcript(&client, &a.id).await;
+    let said: Vec<&str> = lines
+        .iter()
+        .filter(|e| e.kind == EntryKind::Message)
+        .filter_map(|e| e.text.as_deref())
+        .collect();
+    assert!(
+        said.iter().any(|t| t.contains("still answered")),
+        "{said:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|e| e.kind == EntryKind::TurnEnd && e.status.as_deref() == Some("end_turn")),
+        "the turn completed: {lines:?}"
+    );
+    let title = "Usage limit ahead: parked until";
+    wait_message_where(&client, &a.id, title, |m| {
+        m.msg_type == MsgType::Info && m.title.starts_with(title)
+    })
+    .await;
+
+    // The next prompt is the next turn: it goes to b with the brief, not to a's limit.
+    prompt(&client, &a.id, "say the next step").await;
+    let (b, told) = switched(&client, &a.id, "Usage limit: the task goes on with b").await;
+    assert!(told.contains("Switched from profile a to b"), "{told}");
+    let (brief, _) = first_prompt(&client, &b.id).await;
+    assert!(brief.contains("PROMPTS WAITING"), "{brief}");
+    assert!(brief.contains("- say the next step"), "{brief}");
+}

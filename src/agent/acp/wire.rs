@@ -26,7 +26,42 @@ pub(crate) fn text_of(content: &ContentBlock) -> Option<String> {
 }
 
 /// Turns a session update into events; updates crucible has no use for are dropped.
-pub(crate) fn translate(update: SessionUpdate) -> Option<AgentEvent> {
+pub(crate) fn translate(update: SessionUpdate) -> Vec<AgentEvent> {
+    let ahead = match &update {
+        SessionUpdate::UsageUpdate(usage) => usage.meta.as_ref().and_then(limit_ahead),
+        _ => None,
+    };
+    event(update).into_iter().chain(ahead).collect()
+}
+
+/// claude-agent-acp's rate-limit event on a `usage_update` (`_meta["_claude/rateLimit"]`):
+/// a limit reached (`status: "rejected"`) that extra usage does not cover, with its reset
+/// (`resetsAt`, Unix seconds) and kind (`rateLimitType`).
+pub(crate) fn limit_ahead(meta: &serde_json::Map<String, serde_json::Value>) -> Option<AgentEvent> {
+    let info = meta.get("_claude/rateLimit")?;
+    if info.get("status")?.as_str()? != "rejected" {
+        return None;
+    }
+    let overage = info.get("overageStatus").and_then(|s| s.as_str());
+    if matches!(overage, Some("allowed" | "allowed_warning")) {
+        return None;
+    }
+    let resets_at = info
+        .get("resetsAt")
+        .and_then(serde_json::Value::as_f64)
+        .and_then(|secs| chrono::DateTime::from_timestamp(secs as i64, 0));
+    let kind = info
+        .get("rateLimitType")
+        .and_then(|t| t.as_str())
+        .map(|t| t.replace('_', "-"))
+        .unwrap_or_else(|| "usage".into());
+    Some(AgentEvent::LimitAhead {
+        why: format!("the agent announced its {kind} limit is reached"),
+        resets_at,
+    })
+}
+
+fn event(update: SessionUpdate) -> Option<AgentEvent> {
     Some(match update {
         SessionUpdate::AgentMessageChunk(chunk) => AgentEvent::Chunk {
             kind: EntryKind::Message,
@@ -122,4 +157,43 @@ pub(crate) fn fs_error(message: impl std::fmt::Display) -> agent_client_protocol
         agent_client_protocol::ErrorCode::INVALID_PARAMS,
         message.to_string(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(info: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        let mut meta = serde_json::Map::new();
+        meta.insert("_claude/rateLimit".into(), info);
+        meta
+    }
+
+    #[test]
+    fn a_rejected_rate_limit_event_is_a_limit_ahead_with_its_reset() {
+        let event = limit_ahead(&meta(json!({
+            "status": "rejected",
+            "resetsAt": 1_795_000_000,
+            "rateLimitType": "five_hour",
+        })));
+        let Some(AgentEvent::LimitAhead { why, resets_at }) = event else {
+            panic!("no limit: {event:?}");
+        };
+        assert_eq!(why, "the agent announced its five-hour limit is reached");
+        assert_eq!(resets_at.map(|t| t.timestamp()), Some(1_795_000_000));
+    }
+
+    #[test]
+    fn a_warning_extra_usage_or_another_meta_is_no_limit() {
+        for info in [
+            json!({"status": "allowed_warning", "utilization": 0.9}),
+            json!({"status": "allowed"}),
+            json!({"status": "rejected", "overageStatus": "allowed"}),
+            json!("rejected"),
+        ] {
+            assert!(limit_ahead(&meta(info.clone())).is_none(), "{info}");
+        }
+        assert!(limit_ahead(&serde_json::Map::new()).is_none());
+    }
 }

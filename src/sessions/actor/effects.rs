@@ -59,6 +59,11 @@ impl Actor {
                 self.prompt(text, renew).await
             }
             Effect::CancelTurn => self.agent.cancel(),
+            Effect::FallBack => {
+                if let Some((_, resets_at)) = self.ahead.take() {
+                    self.fall_back(resets_at);
+                }
+            }
             Effect::WakeAfter(wait) => {
                 self.limit_deadline = Some(tokio::time::Instant::now() + wait);
             }

@@ -85,10 +85,24 @@ impl Actor {
                 self.check_oom().await;
                 let input = limited(ended);
                 if let SessionInput::TurnLimited { wait, .. } = &input {
+                    self.ahead = None;
                     let wait = chrono::Duration::from_std(*wait).unwrap_or_default();
                     self.fall_back(chrono::Utc::now() + wait);
+                } else if self.ahead.is_some() {
+                    // The turn ends first; then the limit announced during it parks the
+                    // session before the next turn.
+                    self.feed(t, input).await;
+                    return self.ahead_input();
                 }
                 input
+            }
+            AgentEvent::LimitAhead { why, resets_at } => {
+                let unsaid = chrono::Duration::from_std(crate::agent::usage_limit::UNSAID_WAIT);
+                let at = resets_at
+                    .or_else(|| unsaid.ok().map(|d| chrono::Utc::now() + d))
+                    .unwrap_or_else(chrono::Utc::now);
+                self.ahead = Some((why, at));
+                return self.ahead_input();
             }
             AgentEvent::Exited { status, code } => {
                 self.flush(t).await;
@@ -97,6 +111,18 @@ impl Actor {
             }
             event => SessionInput::Agent(event),
         })
+    }
+
+    /// The limit the agent announced, as the machine's input: how long until it resets.
+    fn ahead_input(&self) -> Option<SessionInput> {
+        let (why, at) = self.ahead.clone()?;
+        let now = chrono::Utc::now();
+        let wait = (at - now).to_std().unwrap_or_default();
+        let resumes = at
+            .with_timezone(&chrono::Local)
+            .format("%H:%M:%S")
+            .to_string();
+        Some(SessionInput::LimitAhead { why, wait, resumes })
     }
 
     /// The machine's input for a command, if it concerns this session.

@@ -51,6 +51,7 @@ impl Machine {
             AgentEvent::Permission { .. }
             | AgentEvent::Gate { .. }
             | AgentEvent::Usage(_)
+            | AgentEvent::LimitAhead { .. }
             | AgentEvent::TurnTokens(_) => {}
         }
     }

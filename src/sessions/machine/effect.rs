@@ -83,6 +83,9 @@ pub(in crate::sessions) enum Effect {
     Prompt { text: String, renew: bool },
     /// Asks the agent to end its turn.
     CancelTurn,
+    /// The task goes on along the session's fallback chain (if its profile has one),
+    /// from the limit the agent announced.
+    FallBack,
     /// Wakes the session after this long with [`SessionInput::LimitReset`].
     WakeAfter(std::time::Duration),
     /// Ends the agent; [`SessionInput::Exited`] follows.

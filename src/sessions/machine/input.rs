@@ -48,6 +48,13 @@ pub(in crate::sessions) enum SessionInput {
     },
     /// The usage limit the session was parked for has reset.
     LimitReset,
+    /// The agent announced a usage limit reached, resetting in `wait` (`resumes`, in
+    /// words), ahead of a turn failing on it.
+    LimitAhead {
+        why: String,
+        wait: std::time::Duration,
+        resumes: String,
+    },
 
     // What people asked.
     Prompt(String),

@@ -33,6 +33,7 @@ impl Machine {
             } else {
                 self.ask_budget(fx);
             }
+            self.fall_back_if_waiting(fx);
         }
     }
 
