@@ -669,10 +669,12 @@
         opts.append(b);
       });
       if (opts.children.length) el.append(opts);
-      if (m.msg_type === 'decision_needed') {
+      // A plan under review also takes comments on its steps.
+      const plan = m.purpose && m.purpose.kind === 'plan_review';
+      if (m.msg_type === 'decision_needed' || plan) {
         const f = h('form', 'answer-text');
         const input = h('input', 'answer-input');
-        input.placeholder = 'Your answer';
+        input.placeholder = plan ? 'Comment on steps: 2: use the view; 3: …' : 'Your answer';
         input.autocomplete = 'off';
         const send = h('button', 'answer', 'Answer');
         send.type = 'submit';

@@ -57,6 +57,8 @@ mod one_door;
 mod package;
 mod person_budget;
 mod plan_review;
+#[cfg(feature = "matrix")]
+mod plan_review_matrix;
 mod podman;
 mod qemu;
 mod restart;

@@ -224,3 +224,66 @@ async fn comments_on_two_steps_reach_the_agent_as_one_prompt() {
         "{answers:?}"
     );
 }
+
+#[tokio::test]
+async fn the_web_view_shows_the_numbered_plan_and_takes_comments_on_its_steps() {
+    use crate::browser::{Browser, Screen};
+    let tk = planner_kiln();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.daemon().await;
+    let pairing = crate::web::pairing(&tk, &[]);
+    let browser = Browser::start(Screen::Desktop {
+        width: 1280,
+        height: 900,
+    })
+    .await;
+    crate::web::paired(&browser, &pairing).await;
+    let script = "plan Read the schema | Run `make check`\npermit-run p1 make check";
+    let s = crate::sessions::create(&client, "planner", Some(script)).await;
+    let plan = review(&client, &s.id).await;
+    let card = format!("#inbox .message[data-message-id='{}']", plan.id);
+    let shown = browser
+        .wait_for(
+            "the plan's card",
+            &format!("const c = document.querySelector(\"{card} form.answer-text\"); return c && c.closest('.message').innerText"),
+        )
+        .await;
+    let shown = shown.as_str().unwrap_or_default().to_string();
+    assert!(
+        shown.contains("1. Read the schema\n2. Run `make check`"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Approve the plan") && shown.contains("Reject the plan"),
+        "{shown}"
+    );
+    browser
+        .run(
+            &format!(
+                "const f = document.querySelector(\"{card} form.answer-text\"); \
+                 f.querySelector('input').value = '1: only the orders table; 2: use make test'; \
+                 f.requestSubmit(); return true"
+            ),
+            vec![],
+        )
+        .await;
+    wait_said(&client, &s.id, "unknown command: - Step 2").await;
+    let prompts: Vec<String> = transcript(&client, &s.id)
+        .await
+        .into_iter()
+        .filter(|e| e.kind == EntryKind::Prompt)
+        .filter_map(|e| e.text)
+        .filter(|p| p.contains("Comments on your plan"))
+        .collect();
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert!(prompts[0].contains("Step 1 (Read the schema): only the orders table"));
+    assert!(prompts[0].contains("Step 2 (Run `make check`): use make test"));
+    let answers = answers(&client, &s.id).await;
+    assert!(
+        answers
+            .iter()
+            .any(|(answer, by)| answer == "plan: comments on steps 1, 2" && by.starts_with("web")),
+        "{answers:?}"
+    );
+    browser.close().await;
+}

@@ -4,7 +4,7 @@ use matrix_sdk::ruma::UserId;
 
 use crate::kilns::BotClaim;
 use crate::protocol::ErrorObject;
-use crate::protocol::{InboxMessage, MsgType, Session, SessionState};
+use crate::protocol::{InboxMessage, MsgType, Purpose, Session, SessionState};
 
 /// The keycap digits that pick options 1 to 9.
 pub(super) const KEYCAPS: [&str; 9] = ["1️⃣", "2️⃣", "3️⃣", "4️⃣", "5️⃣", "6️⃣", "7️⃣", "8️⃣", "9️⃣"];
@@ -49,7 +49,12 @@ pub(super) fn question(
         }
     }
     text.push_str("\n\n");
+    let plan = matches!(message.purpose, Some(Purpose::PlanReview { .. }));
     text.push_str(match (message.msg_type, options.is_empty()) {
+        _ if plan => {
+            "React ✅ to approve the plan or ❌ to reject it (or say `!approve`, `!deny`), or \
+             comment on steps: `!answer 2: use the view` (one `N: comment` per line)."
+        }
         (MsgType::ApprovalRequired, _) => {
             "React ✅ to approve or ❌ to deny (or say `!approve`, `!deny`, `!answer N`)."
         }
