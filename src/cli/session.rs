@@ -180,6 +180,9 @@ async fn land_or_control(client: &Client, action: SessionAction) -> anyhow::Resu
         SessionAction::Rename { session, name } => {
             control::rename(client, &resolve(client, &session).await?, name).await?;
         }
+        SessionAction::Move { session, to, json } => {
+            control::move_to(client, &resolve(client, &session).await?, to, json).await?;
+        }
         SessionAction::Handoff {
             session,
             agent,

@@ -398,7 +398,7 @@ pub(super) async fn run_forwarded(
     shared: Arc<Shared>,
     command: crate::store::CommandRecord,
 ) {
-    let outcome = if !dispatch::forwarded(&command.method) {
+    let outcome = if !dispatch::from_peers(&command.method) {
         Err(ErrorObject::method_not_found(&command.method))
     } else {
         match serde_json::from_str::<Value>(&command.params) {

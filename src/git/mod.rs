@@ -8,6 +8,7 @@ use std::process::{Output, Stdio};
 
 use tokio::process::Command;
 
+mod bundle;
 mod diff;
 /// Real repositories for tests: a kiln, and session worktrees as the product makes them.
 #[cfg(test)]
@@ -15,6 +16,7 @@ pub(crate) use diff::tests as test_repos;
 mod land;
 mod version;
 
+pub use bundle::{bundle_branch, fetch_bundle};
 pub use diff::{changed_lines, diff, overlaps};
 pub use land::{commit_all, current_branch, has_remote, head, merge, merge_base};
 pub use version::{MERGE_NEEDS, merges, version_text};

@@ -41,6 +41,7 @@ pub(super) fn way(request: &Request, params: &Value) -> Way {
         | R::WebDevicesOf(_)
         | R::WebRevoke(_)
         | R::MatrixVerify(_) => Way::Own,
+        R::SessionAdopt(_) => Way::No("only the daemons of a team call it, of each other"),
         R::SessionList(_)
         | R::CronList(_)
         | R::SessionConflicts(_)
@@ -76,6 +77,7 @@ pub(super) fn way(request: &Request, params: &Value) -> Way {
         | R::SessionReset(_)
         | R::SessionRename(_)
         | R::SessionFork(_)
+        | R::SessionMove(_)
         | R::SessionHandoff(_)
         | R::SessionDiff(_)
         | R::SessionCommit(_)

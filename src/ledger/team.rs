@@ -30,6 +30,7 @@ use crate::protocol::{DaemonInfo, Event, InboxMessage, Session, TranscriptEntry}
 use crate::store::{CommandRecord, LiveChange, LiveTable, Store, StoreError};
 use crate::text::now_rfc3339;
 
+mod forward;
 mod live;
 use live::listen;
 
@@ -177,6 +178,11 @@ impl Ledger {
         self.team.as_ref()
     }
 
+    /// Whether this daemon shares its database with a team's other daemons.
+    pub fn in_team(&self) -> bool {
+        self.team.is_some()
+    }
+
     /// This daemon's instance.
     pub fn instance(&self) -> &crate::protocol::DaemonInfo {
         &self.instance
@@ -237,97 +243,6 @@ impl Ledger {
                 return std::future::pending().await;
             }
         }
-    }
-
-    /// Runs a call on the daemon that runs `session`, and returns its answer: the
-    /// result, or the JSON-RPC error code and message.
-    pub async fn forward(
-        &self,
-        session: &Session,
-        method: &str,
-        params: Value,
-    ) -> std::result::Result<Value, (i64, String)> {
-        let conflict = |m: String| (crate::protocol::code::CONFLICT, m);
-        let (Some(team), Some(owner)) = (self.team(), session.owner.clone()) else {
-            return Err(conflict("this daemon runs the session itself".into()));
-        };
-        let known = lock(&team.daemons)
-            .get(&owner)
-            .map(|k| (k.info.clone(), k.seen.elapsed()));
-        if let Some((d, quiet)) = &known
-            && (d.taken_by.is_some() || *quiet > team.lease)
-        {
-            return Err(conflict(format!(
-                "session {} runs on the daemon on {} ({}), which has not renewed its lease \
-                 for {}s; another daemon takes its sessions over",
-                session.id,
-                d.host,
-                d.kiln,
-                quiet.as_secs()
-            )));
-        }
-        let known = known.map(|(d, _)| d);
-        let id = self.next_id();
-        let command = CommandRecord {
-            id: id.clone(),
-            target: owner.clone(),
-            origin: self.instance.id.clone(),
-            method: method.to_string(),
-            params: params.to_string(),
-            done: false,
-            result: None,
-            error_code: None,
-            error: None,
-        };
-        let (tx, rx) = oneshot::channel();
-        lock(&team.waiters).insert(id.clone(), tx);
-        let store_error = |e: StoreError| (crate::protocol::code::STORE_ERROR, e.to_string());
-        if let Err(e) = self.store.insert_command(&command).await {
-            lock(&team.waiters).remove(&id);
-            return Err(store_error(e));
-        }
-        let answer = tokio::time::timeout(FORWARD_TIMEOUT, rx).await;
-        lock(&team.waiters).remove(&id);
-        let done = match answer {
-            Ok(Ok(done)) => done,
-            _ => {
-                let place = known.map_or_else(
-                    || "its daemon".to_string(),
-                    |d| format!("its daemon on {} ({})", d.host, d.kiln),
-                );
-                return Err((
-                    crate::protocol::code::TIMED_OUT,
-                    format!(
-                        "session {} runs on {place}, which did not answer {method} within {}s",
-                        session.id,
-                        FORWARD_TIMEOUT.as_secs()
-                    ),
-                ));
-            }
-        };
-        if let Err(e) = self.store.delete_command(&id).await {
-            tracing::debug!(command = %id, "cannot drop an answered command: {e}");
-        }
-        match (done.error_code, done.error, done.result) {
-            (Some(code), Some(message), _) => Err((code, message)),
-            (_, _, Some(text)) => serde_json::from_str(&text)
-                .map_err(|e| (crate::protocol::code::STORE_ERROR, e.to_string())),
-            _ => Ok(Value::Null),
-        }
-    }
-
-    /// Records the answer to a command another daemon sent this one.
-    pub async fn finish_command(
-        &self,
-        id: &str,
-        outcome: std::result::Result<Value, (i64, String)>,
-    ) -> Result<()> {
-        self.store.finish_command(id, outcome).await?;
-        // Answered: no later notice can bring it back, so it need not be remembered.
-        if let Some(team) = self.team() {
-            lock(&team.started).remove(id);
-        }
-        Ok(())
     }
 }
 

@@ -46,6 +46,9 @@ pub enum Route {
     /// For a session another daemon runs, that daemon (its owner): the call touches the
     /// agent, its worktree or its state, and is forwarded there.
     Owner,
+    /// Only another daemon of the team calls it, naming this daemon: never forwarded,
+    /// and refused to every other caller.
+    Peer,
 }
 
 /// One method of the protocol.
@@ -319,6 +322,15 @@ methods! {
     SessionRename = "session.rename", Owner, InOrder, Owner, ["session_id", "name"],
         RenameParams => SessionReply,
         doing: "renaming";
+    /// The session goes on on another daemon of the team, with its branch, transcript,
+    /// context and open questions; its agent here stops once that daemon has it.
+    SessionMove = "session.move", Owner, Apart, Owner, ["session_id", "to"],
+        MoveParams => Moved,
+        doing: "moving the session";
+    /// Between the daemons of a team: take a session over, with its branch as a bundle.
+    SessionAdopt = "session.adopt", Owner, Apart, Peer, ["session_id", "from", "branch", "bundle"],
+        AdoptParams => Adopted,
+        doing: "taking the session over";
     /// A new session of the same profile on a new branch made from the session's HEAD.
     SessionFork = "session.fork", Owner, Apart, Owner, ["session_id", "worktree", "task"],
         ForkParams => Created,

@@ -74,6 +74,11 @@ pub(super) struct Actor {
     idle_since: Option<tokio::time::Instant>,
     /// When the usage limit the session is parked for resets.
     limit_deadline: Option<tokio::time::Instant>,
+    /// Open questions carried from the daemon the session moved from: id → title.
+    carried: HashMap<String, String>,
+    /// The session is moving to another daemon: nothing of it is written (see
+    /// [`Command::Hold`]).
+    held: bool,
     /// A limit the agent announced ahead: why, and when it resets.
     ahead: Option<(String, chrono::DateTime<chrono::Utc>)>,
     /// The budget keeper, and word from it that a verdict may have changed.
@@ -103,6 +108,8 @@ pub(super) struct ActorSetup {
     /// Where the agent runs: what its memory is read from.
     pub environment: Arc<crate::driver::Environment>,
     pub fallback: Option<Fallback>,
+    /// Open questions of the agent of the daemon the session moved from: id → title.
+    pub carried: Vec<(String, String)>,
 }
 
 impl Actor {
@@ -125,6 +132,7 @@ impl Actor {
             budgets,
             environment,
             fallback,
+            carried,
         } = setup;
         let audit = Audit::new(ledger.kiln());
         let folder = std::path::PathBuf::from(super::context::folder(&ledger, &session));
@@ -182,6 +190,8 @@ impl Actor {
             idle_since: None,
             limit_deadline: None,
             ahead: None,
+            held: false,
+            carried: carried.into_iter().collect(),
             budgets,
             budget_changes,
             fallback,

@@ -27,6 +27,13 @@ pub(super) enum Command {
         ack: oneshot::Sender<()>,
         shutdown: bool,
     },
+    /// The session is moving to another daemon (`held`), or stays after all: while held
+    /// the actor writes nothing of the session (the other daemon may own it already);
+    /// let go, it saves its record as it has it. Answered once in effect.
+    Hold {
+        held: bool,
+        ack: oneshot::Sender<()>,
+    },
     /// A blocking message of this session was created or answered.
     Inbox(Box<InboxMessage>),
     /// Answered once the actor has handled everything sent before it: its start first,

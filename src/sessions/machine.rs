@@ -259,6 +259,10 @@ impl Machine {
                 self.answered(&mut fx, &id, response, by.as_deref())
             }
             SessionInput::Resync => fx.push(Effect::ReadOpen),
+            SessionInput::CarriedAnswer { id, prompt } => {
+                self.blocking.remove(&id);
+                self.prompt(&mut fx, prompt);
+            }
             SessionInput::Open(open) => self.open(&mut fx, open),
             SessionInput::Closed(answers) => {
                 for (id, response, by) in answers {

@@ -26,6 +26,7 @@ mod inbox_news;
 pub mod landing;
 mod live;
 mod machine;
+mod moving;
 mod refine;
 mod runner;
 mod transcript;

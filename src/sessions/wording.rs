@@ -122,6 +122,15 @@ pub fn limit_notice(why: &str, resumes: &str) -> Notice {
     )
 }
 
+/// The prompt that brings the answer to a question the session's agent asked on the
+/// daemon it moved from.
+pub fn carried_answer(title: &str, by: &str, answer: &str) -> String {
+    format!(
+        "Before this session moved to this machine, you asked: \"{title}\". {by} answered: \
+         {answer}"
+    )
+}
+
 /// The inbox is told a limit the agent announced parked the session.
 pub fn limit_ahead_notice(why: &str, resumes: &str) -> Notice {
     Notice::new(

@@ -53,6 +53,7 @@ mod matrix_once;
 mod mcp;
 #[path = "../equipment/model_server.rs"]
 mod model_server;
+mod moving;
 mod one_door;
 mod package;
 mod person_budget;

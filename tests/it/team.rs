@@ -23,12 +23,12 @@ const PASSWORD_ENV: &str = "CRU_TEAM_TEST_PASSWORD";
 const PASSWORD: &str = "team-secret";
 
 /// A server for one test, its root user's password [`PASSWORD`].
-async fn start_server() -> Server {
+pub(crate) async fn start_server() -> Server {
     Server::start(Path::new(CRU), PASSWORD).await
 }
 
 /// The team's settings for a kiln: the server, its root user, a short lease.
-fn team_settings(server: &Server, database: &str, extra: &str) -> String {
+pub(crate) fn team_settings(server: &Server, database: &str, extra: &str) -> String {
     format!(
         "[daemon]\ngrace_period_secs = 300\n\n\
          [store]\nurl = {:?}\nnamespace = \"team\"\ndatabase = {database:?}\n\
@@ -39,7 +39,7 @@ fn team_settings(server: &Server, database: &str, extra: &str) -> String {
 
 /// The agent of these tests: a script that asks the human when its prompt says `ask`,
 /// sleeps when it says `sleep`, and otherwise repeats what it heard.
-fn agent_profile() -> String {
+pub(crate) fn agent_profile() -> String {
     let dir = tempfile::tempdir().unwrap().keep();
     let script = dir.join("agent.sh");
     std::fs::write(
@@ -65,8 +65,21 @@ esac
 }
 
 /// Two kilns, two clones of one repository, both pointed at `server`'s database.
-fn two_kilns(server: &Server, database: &str) -> (TestKiln, TestKiln) {
-    let settings = team_settings(server, database, &agent_profile());
+pub(crate) fn two_kilns(server: &Server, database: &str) -> (TestKiln, TestKiln) {
+    two_kilns_with(server, database, "")
+}
+
+/// [`two_kilns`], with more agent profiles (TOML).
+pub(crate) fn two_kilns_with(
+    server: &Server,
+    database: &str,
+    profiles: &str,
+) -> (TestKiln, TestKiln) {
+    let settings = team_settings(
+        server,
+        database,
+        &format!("{}\n{profiles}", agent_profile()),
+    );
     let a = TestKiln::with_settings(&settings);
     git(a.root(), &["init", "-q", "-b", "main"]);
     std::fs::write(a.root().join("README.md"), "project\n").unwrap();
@@ -90,20 +103,20 @@ fn two_kilns(server: &Server, database: &str) -> (TestKiln, TestKiln) {
 }
 
 /// Starts a kiln's daemon with the password in its environment.
-async fn daemon(tk: &TestKiln) -> DaemonProcess {
+pub(crate) async fn daemon(tk: &TestKiln) -> DaemonProcess {
     let mut cru = Command::new(CRU);
     cru.env(PASSWORD_ENV, PASSWORD).stderr(Stdio::null());
     tk.run_daemon(cru).await
 }
 
-async fn status(client: &Client) -> DaemonStatus {
+pub(crate) async fn status(client: &Client) -> DaemonStatus {
     client
         .call::<m::DaemonStatusOf>(&NoParams {})
         .await
         .expect("daemon.status")
 }
 
-async fn create(client: &Client, task: &str) -> Session {
+pub(crate) async fn create(client: &Client, task: &str) -> Session {
     let params = CreateSessionParams {
         agent: "asker".into(),
         task: Some(task.into()),
@@ -116,7 +129,7 @@ async fn create(client: &Client, task: &str) -> Session {
         .session
 }
 
-async fn messages_of(client: &Client, id: &str) -> Vec<InboxMessage> {
+pub(crate) async fn messages_of(client: &Client, id: &str) -> Vec<InboxMessage> {
     let params = ListParams {
         session_id: Some(id.into()),
         limit: Some(10_000),
@@ -129,7 +142,7 @@ async fn messages_of(client: &Client, id: &str) -> Vec<InboxMessage> {
         .messages
 }
 
-async fn wait_said(client: &Client, id: &str, text: &str) {
+pub(crate) async fn wait_said(client: &Client, id: &str, text: &str) {
     let deadline = std::time::Instant::now() + LONG;
     loop {
         let heard = said(client, id).await;

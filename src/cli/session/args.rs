@@ -188,6 +188,20 @@ pub(super) enum SessionAction {
         #[arg(long)]
         json: bool,
     },
+    /// Team mode: the session goes on on another daemon of the team, with its branch
+    /// (uncommitted work committed first), transcript, context and open questions; its
+    /// agent here stops once that daemon has it, and a failed move leaves it running here.
+    Move {
+        /// The session: its number in `cru session list`, its name, branch or id.
+        session: String,
+        /// The daemon that takes it: its instance id (or a prefix), host or kiln folder,
+        /// as `cru daemon status` lists them.
+        #[arg(long)]
+        to: String,
+        /// Print what the move did as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The session's task goes on with another agent in the same worktree and branch:
     /// its first prompt is where the work stands (the task, the context summary, open
     /// questions, the diff so far); this session is stopped.

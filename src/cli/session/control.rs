@@ -3,7 +3,9 @@
 use crate::cli::output::outln;
 use crate::client::Client;
 use crate::protocol::methods as m;
-use crate::protocol::{ForkParams, HandoffParams, RenameParams, Session, SessionIdParams};
+use crate::protocol::{
+    ForkParams, HandoffParams, MoveParams, RenameParams, Session, SessionIdParams,
+};
 
 pub(super) async fn restart(client: &Client, session: &Session) -> anyhow::Result<()> {
     let reply = client
@@ -27,6 +29,39 @@ pub(super) async fn rename(client: &Client, session: &Session, name: String) -> 
         })
         .await?;
     outln!("{} is now {}", reply.session.id, reply.session.display_name);
+    Ok(())
+}
+
+pub(super) async fn move_to(
+    client: &Client,
+    session: &Session,
+    to: String,
+    json: bool,
+) -> anyhow::Result<()> {
+    let moved = client
+        .call::<m::SessionMove>(&MoveParams {
+            session_id: session.id.clone(),
+            to,
+        })
+        .await?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&moved)?);
+        return Ok(());
+    }
+    let resumed = if moved.resumed == "load" {
+        "its agent reloaded its own session"
+    } else {
+        "its agent started afresh, seeded with the context stack"
+    };
+    outln!(
+        "moved {} from {} to {} in {:.1} s; {resumed}; {} open question(s) carried, {} approval(s) withdrawn (the agent asks again)",
+        session.display_name,
+        moved.from_host,
+        moved.to_host,
+        moved.millis as f64 / 1000.0,
+        moved.carried,
+        moved.withdrawn,
+    );
     Ok(())
 }
 

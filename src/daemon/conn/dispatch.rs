@@ -79,6 +79,11 @@ async fn checked(
     if name == m::Handshake::NAME {
         return m::handle(&Call::new(conn, caller, None, None), name, raw).await;
     }
+    if row.route == Route::Peer && !matches!(caller, Caller::Peer { .. }) {
+        return Err(forbidden(format!(
+            "only another daemon of the team calls {name}"
+        )));
+    }
     if row.access != Access::Open {
         if conn.refused.load(Ordering::Acquire) {
             return Err(forbidden(
@@ -152,4 +157,10 @@ async fn checked(
 /// rows routed to the session's owner.
 pub(super) fn forwarded(name: &str) -> bool {
     m::row(name).is_some_and(|row| row.route == Route::Owner)
+}
+
+/// The calls another daemon of the team may send this one: those it forwards for a
+/// session this one runs, and those only daemons make of each other.
+pub(super) fn from_peers(name: &str) -> bool {
+    m::row(name).is_some_and(|row| matches!(row.route, Route::Owner | Route::Peer))
 }

@@ -4,6 +4,7 @@
 mod channel;
 mod connection;
 mod inbox;
+mod moving;
 mod rules;
 mod search;
 mod session;
@@ -11,6 +12,7 @@ mod session;
 pub use channel::*;
 pub use connection::*;
 pub use inbox::*;
+pub use moving::*;
 pub use rules::*;
 pub use search::*;
 pub use session::*;

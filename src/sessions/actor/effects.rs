@@ -10,6 +10,10 @@ use crate::sessions::machine::{GateReply, review_options, review_purpose};
 
 impl Actor {
     pub(super) async fn perform(&mut self, t: &mut TranscriptWriter, effect: Effect) {
+        if self.held && effect.writes() {
+            // Moving: the daemon taking the session over may own its records already.
+            return;
+        }
         let id = self.session.id.clone();
         match effect {
             Effect::Record(change) => self.record(change),

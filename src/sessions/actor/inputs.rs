@@ -148,6 +148,17 @@ impl Actor {
                 if message.session_id != self.session.id {
                     return None;
                 }
+                if message.responded
+                    && !message.withdrawn
+                    && let Some(title) = self.carried.remove(&message.id)
+                {
+                    let by = message.answered_by.as_deref().unwrap_or("a person");
+                    let answer = message.response.as_deref().unwrap_or_default();
+                    return Some(SessionInput::CarriedAnswer {
+                        id: message.id,
+                        prompt: wording::carried_answer(&title, by, answer),
+                    });
+                }
                 if message.responded {
                     SessionInput::Answered {
                         id: message.id,
@@ -159,6 +170,17 @@ impl Actor {
                 }
             }
             Command::Resync => SessionInput::Resync,
+            Command::Hold { held, ack } => {
+                self.held = held;
+                let _ = ack.send(());
+                if held {
+                    return None;
+                }
+                // It stays: what it has is the record again (its owner too), and what is
+                // open in the inbox is read again.
+                self.todo.push_back(Effect::Save);
+                SessionInput::Resync
+            }
             Command::Park => SessionInput::Park,
             Command::Settled { ack } => {
                 let _ = ack.send(());

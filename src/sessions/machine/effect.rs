@@ -219,3 +219,30 @@ impl Line {
         self
     }
 }
+
+impl Effect {
+    /// Whether carrying it out writes to the session's records (the store, the inbox,
+    /// the transcript, the context stack) or gives its agent a prompt.
+    pub(in crate::sessions) fn writes(&self) -> bool {
+        matches!(
+            self,
+            Effect::SetState { .. }
+                | Effect::Save
+                | Effect::RecordTurn
+                | Effect::Append(_)
+                | Effect::Stream { .. }
+                | Effect::Post(_)
+                | Effect::Ask { .. }
+                | Effect::AskPlan { .. }
+                | Effect::AskBudget { .. }
+                | Effect::Withdraw { .. }
+                | Effect::WithdrawOpen { .. }
+                | Effect::OpenContext
+                | Effect::Push(_)
+                | Effect::Prompt { .. }
+                | Effect::RevokeHandles
+                | Effect::SeedFresh
+                | Effect::ClearFreshStart
+        )
+    }
+}

@@ -87,6 +87,12 @@ pub(in crate::sessions) enum SessionInput {
         /// Who answered, through which channel (`None`: not recorded).
         by: Option<String>,
     },
+    /// A question the agent of the daemon the session moved from asked was answered
+    /// here: its answer goes to this agent as `prompt`.
+    CarriedAnswer {
+        id: String,
+        prompt: String,
+    },
     /// Inbox events were missed: what is open must be read again.
     Resync,
 

@@ -212,6 +212,23 @@ impl Runner {
         previous: SessionState,
         prompt: Option<String>,
     ) -> Result<std::result::Result<(), SpawnError>> {
+        let resume = Resume {
+            acp_session_id: session.acp_session_id.clone(),
+            previous,
+            carried: Vec::new(),
+        };
+        self.start_resuming(session, reason, resume, prompt).await
+    }
+
+    /// [`Runner::start_again`], resuming as `resume` says (the questions a session moved
+    /// here carries, too).
+    pub(in crate::sessions) async fn start_resuming(
+        self: &Arc<Self>,
+        session: &Session,
+        reason: &str,
+        resume: Resume,
+        prompt: Option<String>,
+    ) -> Result<std::result::Result<(), SpawnError>> {
         let config = self.settings.get()?;
         let given = self.given(&session.id);
         let profile =
@@ -226,13 +243,19 @@ impl Runner {
         starting.state_reason = Some(reason.into());
         starting.updated_at = Some(now_rfc3339());
         let starting = self.ledger.save_managed(&starting).await?;
-        let resume = Resume {
-            acp_session_id: session.acp_session_id.clone(),
-            previous,
-        };
         Ok(self
             .admit(starting, &session.agent_name, profile, Some(resume), prompt)
             .await)
+    }
+
+    /// Holds the session's actor for a move (`held`: it writes nothing of the session), or
+    /// lets it go on (it saves its record again). False when no actor runs.
+    pub(in crate::sessions) async fn hold(&self, id: &str, held: bool) -> bool {
+        let Some(actor) = self.actor(id) else {
+            return false;
+        };
+        let (ack, done) = oneshot::channel();
+        actor.send(Command::Hold { held, ack }).is_ok() && done.await.is_ok()
     }
 
     /// Asks the agent to end its turn; pending approvals are withdrawn.

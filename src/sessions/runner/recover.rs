@@ -63,6 +63,7 @@ impl Runner {
         let resume = session.acp_session_id.clone().map(|acp_session_id| Resume {
             acp_session_id: Some(acp_session_id),
             previous: SessionState::Parked,
+            carried: Vec::new(),
         });
         let (id, name) = (session.id.clone(), session.agent_name.clone());
         if let Err(why) = self.admit(session, &name, profile, resume, None).await {
@@ -88,6 +89,7 @@ impl Runner {
         let resume = Resume {
             acp_session_id: Some(acp_session_id),
             previous: state,
+            carried: Vec::new(),
         };
         let mut starting = session.clone();
         starting.state = Some(SessionState::Starting);

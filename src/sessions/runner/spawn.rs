@@ -26,6 +26,9 @@ pub(in crate::sessions) struct Resume {
     /// The agent's own session to load (none for agents that keep none).
     pub acp_session_id: Option<String>,
     pub previous: SessionState,
+    /// Questions left open by the agent of another daemon the session moved from (id,
+    /// title): answered here, their answer goes to this agent as a prompt.
+    pub carried: Vec<(String, String)>,
 }
 
 /// Why a session's agent could not be started.
@@ -101,7 +104,8 @@ impl Runner {
             ActorSetup {
                 profile,
                 system,
-                resumed_from: resume.map(|r| r.previous),
+                resumed_from: resume.as_ref().map(|r| r.previous),
+                carried: resume.map(|r| r.carried).unwrap_or_default(),
                 first_prompt,
                 idle_after,
                 agent_cwd: started.agent_cwd,

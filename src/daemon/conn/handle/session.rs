@@ -294,6 +294,20 @@ impl Answer<m::SessionFork> for Call<'_> {
     }
 }
 
+impl Answer<m::SessionMove> for Call<'_> {
+    async fn answer(&self, p: MoveParams) -> Result<Moved, ErrorObject> {
+        let sessions = &self.conn.services.sessions;
+        sessions.move_to(p).await.map_err(app_error)
+    }
+}
+
+impl Answer<m::SessionAdopt> for Call<'_> {
+    async fn answer(&self, p: AdoptParams) -> Result<Adopted, ErrorObject> {
+        let sessions = &self.conn.services.sessions;
+        sessions.adopt(p).await.map_err(app_error)
+    }
+}
+
 impl Answer<m::SessionHandoff> for Call<'_> {
     async fn answer(&self, p: HandoffParams) -> Result<Created, ErrorObject> {
         let sessions = &self.conn.services.sessions;
