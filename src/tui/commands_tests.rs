@@ -270,6 +270,7 @@ fn every_table_entry_parses() {
             "disable" | "enable" => format!("/{} ask-before-push", spec.name),
             "rename" => "/rename the auth work".to_string(),
             "handoff" => "/handoff codex".to_string(),
+            "move" => "/move build-server".to_string(),
             "search" => "/search flaky test".to_string(),
             name => format!("/{name}"),
         };

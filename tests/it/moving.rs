@@ -55,12 +55,11 @@ async fn a_moved_session_takes_its_work_and_open_question_and_is_answered_on_the
         "{log}"
     );
 
-    // The question is still open, and answered from A's command line it reaches the new
-    // agent on B.
+    // The question is still open, and answered on B it reaches the new agent there.
     let still = crate::team::messages_of(&client_b, &s.id).await;
     let open = still.iter().find(|m| m.id == question.id).unwrap();
     assert!(!open.responded && !open.withdrawn, "{open:?}");
-    let out = a.cru(&["inbox", "respond", &question.id, "SQLite"]);
+    let out = b.cru(&["inbox", "respond", &question.id, "SQLite"]);
     assert!(out.status.success(), "cru inbox respond: {}", stderr(&out));
     wait_said(&client_b, &s.id, "you asked: \"Which database?\"").await;
     wait_said(&client_b, &s.id, "answered: SQLite").await;

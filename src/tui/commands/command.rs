@@ -73,6 +73,8 @@ pub enum SlashCommand {
     },
     /// The focused session's task goes on with this agent profile.
     Handoff(String),
+    /// Team mode: the focused session goes on on this daemon of the team.
+    Move(String),
     /// Find words in every session's transcript, the inbox and sessions' names and tasks.
     Search(String),
     /// A fresh session for the focused one's worktree and agent.

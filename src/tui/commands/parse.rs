@@ -76,6 +76,10 @@ pub fn parse(line: &str) -> Result<SlashCommand, CommandError> {
             Err(usage("needs the agent profile that takes over"))
         }
         "handoff" => Ok(SlashCommand::Handoff(rest.to_string())),
+        "move" if rest.is_empty() || rest.contains(char::is_whitespace) => Err(usage(
+            "needs the daemon that takes it: its host, kiln folder or instance id",
+        )),
+        "move" => Ok(SlashCommand::Move(rest.to_string())),
         "search" if !rest.chars().any(char::is_alphanumeric) => Err(usage("needs words to find")),
         "search" => Ok(SlashCommand::Search(rest.to_string())),
         "approve" => no_args(SlashCommand::Approve),

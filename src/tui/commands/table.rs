@@ -163,6 +163,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         &["--worktree"],
     ),
     spec(
+        "move",
+        &[],
+        "<daemon>",
+        "team mode: the focused session goes on on another daemon (host, kiln folder or id)",
+        &[],
+    ),
+    spec(
         "handoff",
         &[],
         "<agent>",

@@ -98,6 +98,14 @@ fn note(request: &Request, reply: Reply) -> Option<String> {
         Reply::SessionDelete(outcome) => deleted_note(&outcome),
         Reply::SessionPrune(result) => pruned_note(&result),
         Reply::SessionRename(reply) => format!("renamed: {}", reply.session.display_name),
+        Reply::SessionMove(moved) => format!(
+            "{} moved from {} to {} in {:.1} s; {} open question(s) went with it",
+            moved.session.display_name,
+            moved.from_host,
+            moved.to_host,
+            moved.millis as f64 / 1000.0,
+            moved.carried
+        ),
         Reply::SessionRule(_) => match request {
             Request::SessionRule(p) if p.enabled => {
                 format!("rule {} is on again for this session", p.rule)

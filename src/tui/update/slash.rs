@@ -10,8 +10,8 @@ use super::super::review::ReviewMsg;
 use crate::protocol::methods::{NoParams, Request};
 use crate::protocol::{
     CommitParams, CreateSessionParams, DeleteSessionParams, DiffParams, ForkParams, HandoffParams,
-    MergeParams, PrParams, RenameParams, ResetParams, RulesParams, SearchParams, SessionIdParams,
-    SessionRuleParams,
+    MergeParams, MoveParams, PrParams, RenameParams, ResetParams, RulesParams, SearchParams,
+    SessionIdParams, SessionRuleParams,
 };
 
 /// Hits `/search` lists.
@@ -177,6 +177,7 @@ fn session_call(command: SlashCommand, session_id: String) -> Option<Request> {
         SlashCommand::Handoff(agent) => {
             Some(Request::SessionHandoff(HandoffParams { session_id, agent }))
         }
+        SlashCommand::Move(to) => Some(Request::SessionMove(MoveParams { session_id, to })),
         SlashCommand::Reset { keep_disabled } => Some(Request::SessionReset(ResetParams {
             session_id,
             keep_disabled,
