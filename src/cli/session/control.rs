@@ -48,10 +48,11 @@ pub(super) async fn move_to(
         outln!("{}", serde_json::to_string_pretty(&moved)?);
         return Ok(());
     }
-    let resumed = if moved.resumed == "load" {
-        "its agent reloaded its own session"
-    } else {
-        "its agent started afresh, seeded with the context stack"
+    let resumed = match moved.resumed.as_str() {
+        "load" => "its agent reloaded its own session",
+        "fresh" => "its agent started afresh, seeded with the context stack",
+        "starting" => "its agent is still starting",
+        _ => "its agent was not running, and is not started",
     };
     outln!(
         "moved {} from {} to {} in {:.1} s; {resumed}; {} open question(s) carried, {} approval(s) withdrawn (the agent asks again)",

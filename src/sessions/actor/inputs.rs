@@ -114,10 +114,15 @@ impl Actor {
     }
 
     /// The limit the agent announced, as the machine's input: how long until it resets.
-    fn ahead_input(&self) -> Option<SessionInput> {
+    fn ahead_input(&mut self) -> Option<SessionInput> {
         let (why, at) = self.ahead.clone()?;
         let now = chrono::Utc::now();
         let wait = (at - now).to_std().unwrap_or_default();
+        if wait.is_zero() {
+            // Reset already: nothing to park for.
+            self.ahead = None;
+            return None;
+        }
         let resumes = at
             .with_timezone(&chrono::Local)
             .format("%H:%M:%S")

@@ -42,6 +42,19 @@ impl Sessions {
         taken.updated_at = Some(now_rfc3339());
         let taken = self.ledger.save_managed(&taken).await?;
         let (carried, withdrawn) = self.carry_questions(&taken.id, &from_host).await;
+        if matches!(
+            taken.state,
+            Some(SessionState::Stopped | SessionState::Parked | SessionState::Error)
+        ) {
+            // Its agent was not running there: it starts here as it would have there (a
+            // prompt unparks it, a restart starts it).
+            return Ok(Adopted {
+                session: taken,
+                resumed: "not running".into(),
+                carried: carried.len(),
+                withdrawn,
+            });
+        }
         let reason = format!("moved here from {from_host}");
         let resume = runner::Resume {
             acp_session_id: taken.acp_session_id.clone(),
