@@ -8,11 +8,15 @@ use std::path::Path;
 use std::time::Duration;
 
 use crucible::client::Client;
+use crucible::protocol::ChannelKind;
 use crucible::protocol::audit::AuditEvent;
-use crucible::protocol::params::AuditLog;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::{IdParams, ResolveParams, SessionListParams};
 use crucible::protocol::web::WebPairing;
 use crucible::protocol::{InboxMessage, MsgType, Session, SessionState};
 use serde_json::{Value, json};
+use testkit::daemon::call;
+use testkit::params::session_id;
 
 use crate::common::*;
 use crate::sessions::{agent_kiln, create, said, session, wait_message_where, wait_state};
@@ -26,20 +30,13 @@ async fn approval(client: &Client, id: &str, what: &str) -> InboxMessage {
 }
 
 async fn message(client: &Client, id: &str) -> InboxMessage {
-    let reply = client
-        .call_value("inbox.get", json!({"id": id}))
-        .await
-        .expect("inbox.get");
-    serde_json::from_value(reply["message"].clone()).expect("a message")
+    let id = IdParams { id: id.to_string() };
+    call::<m::InboxGet>(client, id).await.message
 }
 
 /// Who the session's audit says answered its approvals, in order.
 async fn answered_by(client: &Client, id: &str) -> Vec<String> {
-    let reply = client
-        .call_value("session.audit", json!({"session_id": id}))
-        .await
-        .expect("session.audit");
-    let log: AuditLog = serde_json::from_value(reply).expect("an audit log");
+    let log = call::<m::SessionAudit>(client, session_id(id)).await;
     log.records
         .into_iter()
         .filter_map(|r| match r.event {
@@ -285,9 +282,9 @@ mod team_matrix {
     }
 
     async fn room_sessions(client: &Client, room: &str) -> Vec<Session> {
-        let reply = client.call_value("session.list", json!({})).await.unwrap();
-        let all: Vec<Session> = serde_json::from_value(reply["sessions"].clone()).unwrap();
-        all.into_iter()
+        let all = call::<m::SessionList>(client, SessionListParams::default()).await;
+        all.sessions
+            .into_iter()
             .filter(|s| s.channel.as_ref().is_some_and(|t| t.reference == room))
             .collect()
     }
@@ -321,11 +318,15 @@ mod team_matrix {
         let on_b = Client::connect(&b.kiln).await.unwrap();
         let deadline = std::time::Instant::now() + WAIT;
         loop {
-            let status = on_b.call_value("daemon.status", json!({})).await.unwrap();
-            if status["matrix"]["last_sync"].is_string() {
+            let status = call::<m::DaemonStatusOf>(&on_b, m::NoParams {}).await;
+            if status
+                .matrix
+                .as_ref()
+                .is_some_and(|m| m.last_sync.is_some())
+            {
                 break;
             }
-            assert!(std::time::Instant::now() < deadline, "{status}");
+            assert!(std::time::Instant::now() < deadline, "{status:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
@@ -333,15 +334,18 @@ mod team_matrix {
         alice.wait_until_joined(&room, &bot, WAIT).await;
 
         // The room's conversation runs on A.
-        let started = on_a
-            .call_value(
-                "session.resolve",
-                json!({"channel": "matrix", "source": "room", "ref": room.as_str(),
-                       "text": "say started on a", "agent": "scripted", "persistent": true}),
-            )
-            .await
-            .expect("resolved on A");
-        let id = started["session_id"].as_str().unwrap().to_string();
+        let resolve = ResolveParams {
+            channel: ChannelKind::Matrix,
+            source: "room".into(),
+            reference: room.as_str().into(),
+            text: "say started on a".into(),
+            words: None,
+            agent: "scripted".into(),
+            driver: None,
+            persistent: true,
+            kiln: None,
+        };
+        let id = call::<m::SessionResolve>(&on_a, resolve).await.session_id;
         wait_said(&on_a, &id, "started on a").await;
         let owner = session(&on_a, &id).await.owner;
         assert!(owner.is_some());

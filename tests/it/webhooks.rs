@@ -5,10 +5,14 @@
 use std::time::Duration;
 
 use crucible::client::Client;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::{IdParams, SessionListParams};
 use crucible::protocol::{MsgType, Session, SessionState};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
+use testkit::daemon::call;
+use testkit::params::session_id;
 
 use crate::common::*;
 
@@ -69,11 +73,16 @@ fn sign(secret: &str, body: &[u8]) -> String {
 }
 
 async fn sessions(client: &Client) -> Vec<Session> {
-    let reply = client
-        .call_value("session.list", json!({}))
-        .await
-        .expect("session.list");
-    serde_json::from_value(reply["sessions"].clone()).unwrap()
+    of_channel(client, None).await
+}
+
+/// `session.list`, of one channel's sessions when `channel` says.
+async fn of_channel(client: &Client, channel: Option<&str>) -> Vec<Session> {
+    let params = SessionListParams {
+        channel: channel.map(str::to_string),
+        ..SessionListParams::default()
+    };
+    call::<m::SessionList>(client, params).await.sessions
 }
 
 /// Waits until the session's transcript holds `text`.
@@ -253,11 +262,8 @@ async fn webhooks_start_continue_reset_and_time_out_conversations_and_refuse_bad
         "{}",
         stdout(&out)
     );
-    let closed = client
-        .call_value("session.close", json!({"session_id": s7}))
-        .await
-        .expect("session.close");
-    assert_eq!(closed["session"]["channel"]["closed"], true);
+    let closed = call::<m::SessionClose>(&client, session_id(&s7)).await;
+    assert!(closed.session.channel.is_some_and(|t| t.closed), "closed");
     let reopened = hook.comment(7, "one more thing").await;
     assert_eq!(reopened["reason"], "closed", "{reopened}");
     assert_ne!(reopened["session_id"], s7.as_str());
@@ -287,22 +293,14 @@ async fn webhooks_start_continue_reset_and_time_out_conversations_and_refuse_bad
     .await;
 
     // session.list by channel.
-    let reply = client
-        .call_value("session.list", json!({"channel": "webhook"}))
-        .await
-        .expect("session.list");
-    let hooked: Vec<Session> = serde_json::from_value(reply["sessions"].clone()).unwrap();
+    let hooked = of_channel(&client, Some("webhook")).await;
     assert!(hooked.len() >= 6, "{hooked:?}");
     assert!(
         hooked
             .iter()
             .all(|s| s.channel.as_ref().is_some_and(|t| t.kind == "webhook"))
     );
-    let reply = client
-        .call_value("session.list", json!({"channel": "interactive"}))
-        .await
-        .expect("session.list");
-    assert_eq!(reply["sessions"], json!([]));
+    assert!(of_channel(&client, Some("interactive")).await.is_empty());
 
     // Bad input: each refused with its status, and nothing made.
     let before = sessions(&client).await.len();
@@ -478,11 +476,8 @@ async fn an_unanswered_approval_of_a_background_session_cancels_its_turn() {
         s.state == Some(SessionState::Cancelled)
     })
     .await;
-    let after = client
-        .call_value("inbox.get", json!({"id": approval.id}))
-        .await
-        .expect("inbox.get");
-    assert_eq!(after["message"]["withdrawn"], true, "{after}");
+    let after = call::<m::InboxGet>(&client, IdParams { id: approval.id }).await;
+    assert!(after.message.withdrawn, "{:?}", after.message);
 }
 
 #[tokio::test]

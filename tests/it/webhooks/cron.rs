@@ -5,44 +5,41 @@
 use std::time::{Duration, Instant};
 
 use crucible::client::Client;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::{CronJobView, CronRunParams, ListParams};
 use crucible::protocol::{InboxMessage, MsgType, SessionState};
-use serde_json::{Value, json};
+use serde_json::Value;
+use testkit::daemon::{call, try_call};
 
+use super::cron_kept::cron_job;
 use super::sessions;
 use crate::common::*;
 use crate::sessions::agent_kiln;
 
-async fn job(client: &Client, id: &str) -> Value {
-    let list = client
-        .call_value("cron.list", json!({}))
-        .await
-        .expect("cron.list");
-    list["jobs"]
-        .as_array()
-        .and_then(|jobs| jobs.iter().find(|j| j["id"] == id))
-        .cloned()
-        .unwrap_or_else(|| panic!("no job {id}: {list}"))
-}
-
 async fn inbox(client: &Client) -> Vec<InboxMessage> {
-    let reply = client
-        .call_value("inbox.list", json!({"limit": 1000}))
-        .await
-        .expect("inbox.list");
-    serde_json::from_value(reply["messages"].clone()).expect("messages")
+    let window = ListParams {
+        limit: Some(1000),
+        ..Default::default()
+    };
+    call::<m::InboxList>(client, window).await.messages
 }
 
 /// Polls the job until `check` passes.
-async fn wait_job(client: &Client, id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+async fn wait_job(
+    client: &Client,
+    id: &str,
+    what: &str,
+    check: impl Fn(&CronJobView) -> bool,
+) -> CronJobView {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let now = job(client, id).await;
+        let now = cron_job(client, id).await;
         if check(&now) {
             return now;
         }
         assert!(
             Instant::now() < deadline,
-            "timed out waiting for {what}: {now}"
+            "timed out waiting for {what}: {now:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -62,25 +59,19 @@ async fn a_cron_job_that_cannot_start_is_said_once_counted_and_backs_off() {
     let _daemon = tk.spawn_daemon().await;
     let client = tk.client().await;
 
-    let first = wait_job(&client, "stuck", "a failure", |j| j["failures"] == 1).await;
+    let first = wait_job(&client, "stuck", "a failure", |j| j.failures == 1).await;
     let began = Instant::now();
-    let error = first["last_error"]
-        .as_str()
-        .expect("the error is kept")
-        .to_string();
-    assert!(error.contains("main"), "{first}");
-    assert!(first["last_failed_at"].is_string(), "{first}");
-    let third = wait_job(&client, "stuck", "three failures", |j| {
-        j["failures"].as_u64() >= Some(3)
-    })
-    .await;
+    let error = first.last_error.clone().expect("the error is kept");
+    assert!(error.contains("main"), "{first:?}");
+    assert!(first.last_failed_at.is_some(), "{first:?}");
+    let third = wait_job(&client, "stuck", "three failures", |j| j.failures >= 3).await;
     // Every second without a wait, but it waits 1 s, then 2 s more.
     assert!(
         began.elapsed() >= Duration::from_millis(2500),
-        "no backing off: {third} after {:?}",
+        "no backing off: {third:?} after {:?}",
         began.elapsed()
     );
-    assert_eq!(third["last_error"], error.as_str());
+    assert_eq!(third.last_error.as_deref(), Some(error.as_str()));
 
     // One error in the inbox, under a record of the run that could not start.
     let errors: Vec<InboxMessage> = inbox(&client)
@@ -112,7 +103,7 @@ async fn a_cron_job_that_cannot_start_is_said_once_counted_and_backs_off() {
             .is_some_and(|t| t.kind == "cron" && t.source == "stuck"),
         "{record:?}"
     );
-    assert_eq!(third["last_session_id"], record.id.as_str());
+    assert_eq!(third.last_session_id.as_deref(), Some(record.id.as_str()));
 
     // `cru cron list` shows the count and the error, --json the fields.
     let out = tk.cru(&["cron", "list"]);
@@ -144,16 +135,13 @@ async fn a_cron_job_that_cannot_start_is_said_once_counted_and_backs_off() {
     )
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while client
-        .call_value("cron.run", json!({"id": "stuck"}))
-        .await
-        .is_err()
-    {
+    let stuck = || CronRunParams { id: "stuck".into() };
+    while try_call::<m::CronRunNow>(&client, stuck()).await.is_err() {
         assert!(Instant::now() < deadline, "the job never ran again");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let back = wait_job(&client, "stuck", "the count gone", |j| j["failures"] == 0).await;
-    assert_eq!(back["last_error"], Value::Null, "{back}");
+    let back = wait_job(&client, "stuck", "the count gone", |j| j.failures == 0).await;
+    assert_eq!(back.last_error, None, "{back:?}");
     let messages = inbox(&client).await;
     let info = messages
         .iter()

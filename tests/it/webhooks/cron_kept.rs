@@ -4,8 +4,10 @@
 use std::time::{Duration, Instant};
 
 use crucible::client::Client;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::CronJobView;
 use crucible::protocol::{InboxMessage, MsgType};
-use serde_json::{Value, json};
+use testkit::daemon::call;
 
 use crate::common::*;
 use crate::sessions::agent_kiln;
@@ -26,28 +28,23 @@ pub(super) async fn inbox_errors(client: &Client) -> Vec<InboxMessage> {
         .collect()
 }
 
-async fn cron_job(client: &Client, id: &str) -> Value {
-    let list = client
-        .call_value("cron.list", json!({}))
-        .await
-        .expect("cron.list");
-    list["jobs"]
-        .as_array()
-        .and_then(|jobs| jobs.iter().find(|j| j["id"] == id))
-        .cloned()
-        .unwrap_or_else(|| panic!("no job {id}: {list}"))
+/// The cron job `id` as `cron.list` shows it.
+pub(super) async fn cron_job(client: &Client, id: &str) -> CronJobView {
+    let list = call::<m::CronList>(client, m::NoParams {}).await;
+    let found = list.jobs.iter().find(|j| j.id == id).cloned();
+    found.unwrap_or_else(|| panic!("no job {id}: {:?}", list.jobs))
 }
 
-async fn wait_failures(client: &Client, id: &str, at_least: u64) -> Value {
+async fn wait_failures(client: &Client, id: &str, at_least: u64) -> CronJobView {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let job = cron_job(client, id).await;
-        if job["failures"].as_u64() >= Some(at_least) {
+        if job.failures >= at_least {
             return job;
         }
         assert!(
             Instant::now() < deadline,
-            "timed out waiting for {at_least} failures: {job}"
+            "timed out waiting for {at_least} failures: {job:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -67,7 +64,7 @@ async fn a_failing_cron_job_keeps_its_count_across_a_restart_and_is_said_once() 
     let mut daemon = tk.spawn_daemon().await;
     let client = tk.client().await;
     let before = wait_failures(&client, "stuck", 2).await;
-    let error = before["last_error"].as_str().expect("an error").to_string();
+    let error = before.last_error.clone().expect("an error");
     assert_eq!(inbox_errors(&client).await.len(), 1);
     drop(client);
 
@@ -78,9 +75,9 @@ async fn a_failing_cron_job_keeps_its_count_across_a_restart_and_is_said_once() 
     let _daemon = tk.spawn_daemon().await;
     let client = tk.client().await;
     let kept = cron_job(&client, "stuck").await;
-    let counted = before["failures"].as_u64().unwrap();
-    assert!(kept["failures"].as_u64() >= Some(counted), "{kept}");
-    assert_eq!(kept["last_error"], error.as_str(), "{kept}");
+    let counted = before.failures;
+    assert!(kept.failures >= counted, "{kept:?}");
+    assert_eq!(kept.last_error.as_deref(), Some(error.as_str()), "{kept:?}");
     let out = tk.cru(&["cron", "list"]);
     assert!(
         stdout(&out).contains("in a row could not start") && stdout(&out).contains(&error),
@@ -90,7 +87,11 @@ async fn a_failing_cron_job_keeps_its_count_across_a_restart_and_is_said_once() 
 
     // It goes on counting the same row, and the inbox says nothing new.
     let later = wait_failures(&client, "stuck", counted + 1).await;
-    assert_eq!(later["last_error"], error.as_str(), "{later}");
+    assert_eq!(
+        later.last_error.as_deref(),
+        Some(error.as_str()),
+        "{later:?}"
+    );
     let errors = inbox_errors(&client).await;
     assert_eq!(errors.len(), 1, "{errors:?}");
 }
