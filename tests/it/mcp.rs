@@ -6,11 +6,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crucible::client::Client;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::{IdParams, ListParams, RegisterParams};
+use crucible::protocol::{InboxMessage, MsgType};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use testkit::daemon::call as daemon_call;
+use testkit::params::respond;
 
 use crate::common::*;
 
@@ -72,27 +77,22 @@ async fn assert_tools(mcp: &McpClient) -> Value {
 }
 
 /// Polls `inbox.list` until the session has an unanswered message of this type.
-async fn wait_for_message(client: &Client, session_id: &str, msg_type: &str) -> Value {
+async fn wait_for_message(client: &Client, session_id: &str, msg_type: MsgType) -> InboxMessage {
     let deadline = Instant::now() + LIMIT;
     loop {
-        let list = client
-            .call_value(
-                "inbox.list",
-                json!({"session_id": session_id, "limit": 100}),
-            )
-            .await
-            .expect("inbox.list");
-        let found = list["messages"]
-            .as_array()
-            .expect("messages")
-            .iter()
-            .find(|m| m["msg_type"] == msg_type && m["responded"] == json!(false));
+        let window = ListParams {
+            session_id: Some(session_id.to_string()),
+            limit: Some(100),
+            ..Default::default()
+        };
+        let list = daemon_call::<m::InboxList>(client, window).await.messages;
+        let found = list.iter().find(|m| m.msg_type == msg_type && !m.responded);
         if let Some(message) = found {
             return message.clone();
         }
         assert!(
             Instant::now() < deadline,
-            "no {msg_type} message for {session_id} within {LIMIT:?}: {list}"
+            "no {msg_type} message for {session_id} within {LIMIT:?}: {list:?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -105,21 +105,15 @@ async fn call_and_answer(
     client: &Client,
     session_id: &str,
     (tool, arguments): (&'static str, Value),
-    msg_type: &str,
+    msg_type: MsgType,
     response: &str,
-) -> (Value, CallToolResult) {
+) -> (InboxMessage, CallToolResult) {
     let pending = {
         let mcp = Arc::clone(mcp);
         tokio::spawn(async move { call(&mcp, tool, arguments).await })
     };
     let message = wait_for_message(client, session_id, msg_type).await;
-    client
-        .call_value(
-            "inbox.respond",
-            json!({"id": message["id"], "response": response}),
-        )
-        .await
-        .expect("inbox.respond");
+    daemon_call::<m::InboxRespond>(client, respond(&message.id, response)).await;
     let result = tokio::time::timeout(LIMIT, pending)
         .await
         .expect("the tool returns once answered")
@@ -132,15 +126,14 @@ async fn mcp_tools_reach_the_session_inbox() {
     let tk = TestKiln::new();
     let _guard = KillOnDrop(tk.kiln.clone());
     let client = tk.client().await;
-    let registered = client
-        .call_value(
-            "session.register",
-            json!({"agent_type": "mcp", "agent_name": "tester"}),
-        )
-        .await
-        .expect("session.register");
-    let session_id = registered["session_id"].as_str().expect("session_id");
-    let handle = registered["handle"].as_str().expect("handle");
+    let register = RegisterParams {
+        worktree: None,
+        agent_type: "mcp".into(),
+        agent_name: "tester".into(),
+    };
+    let registered = daemon_call::<m::SessionRegister>(&client, register).await;
+    let session_id = registered.session_id.as_str();
+    let handle = registered.handle.as_str();
     let socket = tk.kiln.socket_path();
     let socket = socket.to_str().expect("a UTF-8 socket path");
     let mcp = Arc::new(
@@ -177,14 +170,13 @@ async fn mcp_tools_reach_the_session_inbox() {
     assert_eq!(sent.is_error, Some(false), "{sent:?}");
     let sent = text(&sent);
     let id = sent.strip_prefix("sent ").expect("\"sent <id>\"");
-    let got = client
-        .call_value("inbox.get", json!({"id": id}))
+    let got = daemon_call::<m::InboxGet>(&client, IdParams { id: id.into() })
         .await
-        .expect("inbox.get");
-    assert_eq!(got["message"]["msg_type"], "info");
-    assert_eq!(got["message"]["session_id"], session_id);
-    assert_eq!(got["message"]["title"], "tests pass");
-    assert_eq!(got["message"]["body"], "all 12 of them");
+        .message;
+    assert_eq!(got.msg_type, MsgType::Info);
+    assert_eq!(got.session_id, session_id);
+    assert_eq!(got.title, "tests pass");
+    assert_eq!(got.body.as_deref(), Some("all 12 of them"));
 
     // ask: blocks until answered; the answer is matched case-insensitively and returned
     // in the option's own spelling.
@@ -196,12 +188,12 @@ async fn mcp_tools_reach_the_session_inbox() {
             "ask",
             json!({"question": "Which auth?", "options": ["JWT", "Session"]}),
         ),
-        "decision_needed",
+        MsgType::DecisionNeeded,
         "session",
     )
     .await;
-    assert_eq!(asked["title"], "Which auth?");
-    assert_eq!(asked["options"], json!(["JWT", "Session"]));
+    assert_eq!(asked.title, "Which auth?");
+    assert_eq!(asked.options, Some(vec!["JWT".into(), "Session".into()]));
     assert_eq!(answer.is_error, Some(false), "{answer:?}");
     assert_eq!(text(&answer), "Session");
 
@@ -211,11 +203,11 @@ async fn mcp_tools_reach_the_session_inbox() {
         &client,
         session_id,
         ("approve", json!({"action": "git push --force"})),
-        "approval_required",
+        MsgType::ApprovalRequired,
         "deny",
     )
     .await;
-    assert_eq!(requested["title"], "git push --force");
+    assert_eq!(requested.title, "git push --force");
     assert_eq!(verdict.is_error, Some(false), "{verdict:?}");
     assert_eq!(text(&verdict), "denied");
 
@@ -311,15 +303,11 @@ async fn acp_agents_are_offered_the_inbox_as_an_mcp_server() {
             "ask",
             json!({"question": "Ship it?", "options": ["yes", "no"]}),
         ),
-        "decision_needed",
+        MsgType::DecisionNeeded,
         "yes",
     )
     .await;
-    assert_eq!(
-        asked["session_id"],
-        json!(s.id),
-        "the question is the session's own"
-    );
+    assert_eq!(asked.session_id, s.id, "the question is the session's own");
     assert_eq!(text(&answer), "yes");
     let mcp = Arc::into_inner(mcp).expect("no tool call still holds the client");
     mcp.cancel().await.expect("close the MCP connection");
