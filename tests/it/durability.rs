@@ -8,7 +8,20 @@ use testkit::reliability;
 use std::path::Path;
 use std::time::Duration;
 
+use crucible::protocol::MsgType;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::{ListParams, SearchParams};
 use reliability::{KillOptions, fuzz, kill_loop};
+use testkit::daemon::{call, try_call};
+use testkit::params::send;
+
+/// Every message of the inbox, at once.
+fn everything() -> ListParams {
+    ListParams {
+        limit: Some(10_000),
+        ..Default::default()
+    }
+}
 
 const CRU: &str = env!("CARGO_BIN_EXE_cru");
 
@@ -148,7 +161,6 @@ fn stretches(check: &serde_json::Value, table: &str) -> Vec<(Option<String>, Opt
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_byte_changed_in_a_table_file_is_found_named_and_repaired() {
     use crate::common::{KillOnDrop, TestKiln, register};
-    use serde_json::json;
     let tk = TestKiln::new();
     let _guard = KillOnDrop(tk.kiln.clone());
     let mut daemon = tk.spawn_daemon().await;
@@ -195,8 +207,7 @@ async fn a_byte_changed_in_a_table_file_is_found_named_and_repaired() {
         human.contains("DAMAGED") && human.contains("cru daemon repair"),
         "{human}"
     );
-    let listed = client
-        .call_value("inbox.list", json!({"limit": 10000}))
+    let listed = try_call::<m::InboxList>(&client, everything())
         .await
         .unwrap_err()
         .to_string();
@@ -225,14 +236,8 @@ async fn a_byte_changed_in_a_table_file_is_found_named_and_repaired() {
     // Written after the damage, then a crash: only the journal holds these for sure.
     let mut later = Vec::new();
     for i in 0..5 {
-        let reply = client
-            .call_value(
-                "inbox.send",
-                json!({"session_id": session, "msg_type": "info", "title": format!("later {i}")}),
-            )
-            .await
-            .unwrap();
-        later.push(reply["id"].as_str().unwrap().to_string());
+        let note = send(&session, MsgType::Info, &format!("later {i}"), &[]);
+        later.push(call::<m::InboxSend>(&client, note).await.id);
     }
     drop(client);
     daemon.kill9();
@@ -248,20 +253,9 @@ async fn a_byte_changed_in_a_table_file_is_found_named_and_repaired() {
 
     let _daemon = tk.spawn_daemon().await;
     let client = tk.client().await;
-    let listed = client
-        .call_value("inbox.list", json!({"limit": 10000}))
-        .await
-        .unwrap();
-    let messages = listed["messages"].as_array().unwrap();
-    let kept: std::collections::BTreeMap<String, String> = messages
-        .iter()
-        .map(|m| {
-            (
-                m["id"].as_str().unwrap().to_string(),
-                m["title"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let messages = call::<m::InboxList>(&client, everything()).await.messages;
+    let kept: std::collections::BTreeMap<String, String> =
+        messages.into_iter().map(|m| (m.id, m.title)).collect();
     for id in &later {
         assert!(
             kept.contains_key(id),
@@ -304,15 +298,9 @@ pub(crate) async fn send_reports(
     let mut sent = std::collections::BTreeMap::new();
     for i in 0..count {
         let title = format!("report {i}");
-        let reply = client
-            .call_value(
-                "inbox.send",
-                serde_json::json!({"session_id": session, "msg_type": "info", "title": title,
-                                   "body": body(i)}),
-            )
-            .await
-            .unwrap();
-        sent.insert(reply["id"].as_str().unwrap().to_string(), title);
+        let mut report = send(session, MsgType::Info, &title, &[]);
+        report.body = Some(body(i));
+        sent.insert(call::<m::InboxSend>(client, report).await.id, title);
     }
     sent
 }
@@ -321,16 +309,8 @@ pub(crate) async fn send_reports(
 pub(crate) async fn listed_sessions(
     client: &crucible::client::Client,
 ) -> std::collections::BTreeSet<String> {
-    let listed = client
-        .call_value("session.list", serde_json::json!({}))
-        .await
-        .expect("session.list");
-    listed["sessions"]
-        .as_array()
-        .expect("sessions")
-        .iter()
-        .map(|s| s["id"].as_str().expect("id").to_string())
-        .collect()
+    let listed = call::<m::SessionList>(client, Default::default()).await;
+    listed.sessions.into_iter().map(|s| s.id).collect()
 }
 
 /// Stops the daemon cleanly: everything it wrote is in a table file of its own.
@@ -468,14 +448,9 @@ async fn damage_in_a_search_index_is_found_and_named_by_the_check() {
         w
     };
     let words: Vec<String> = (0..3000).map(word).collect();
-    client
-        .call_value(
-            "inbox.send",
-            serde_json::json!({"session_id": session, "msg_type": "info",
-                               "title": "many words", "body": words.join(" ")}),
-        )
-        .await
-        .unwrap();
+    let mut many = send(&session, MsgType::Info, "many words", &[]);
+    many.body = Some(words.join(" "));
+    call::<m::InboxSend>(&client, many).await;
     drop(client);
     stop_cleanly(&tk, &mut daemon).await;
 
@@ -544,14 +519,17 @@ async fn damage_in_a_search_index_is_found_and_named_by_the_check() {
     // The rebuilt index finds the word again.
     let _daemon = tk.spawn_daemon().await;
     let client = tk.client().await;
-    let found = client
-        .call_value(
-            "search",
-            serde_json::json!({"query": words[1500], "limit": 5}),
-        )
-        .await
-        .unwrap();
-    assert!(found.to_string().contains(&words[1500]), "{found}");
+    let query = SearchParams {
+        query: words[1500].clone(),
+        session_id: None,
+        types: None,
+        limit: Some(5),
+    };
+    let found = call::<m::Search>(&client, query).await;
+    assert!(
+        found.hits.iter().any(|h| h.snippet.contains(&words[1500])),
+        "{found:?}"
+    );
 }
 
 /// The byte offset of the first table id the engine's manifest lists.
