@@ -57,12 +57,7 @@ async fn waiting_through(hub: &Client) -> Vec<(String, String)> {
         limit: Some(100),
         session_id: None,
     };
-    let raw = hub
-        .call_value("inbox.list", serde_json::to_value(&params).unwrap())
-        .await
-        .unwrap();
-    let list: m::Messages =
-        serde_json::from_value(raw.clone()).unwrap_or_else(|e| panic!("{e}: {raw}"));
+    let list = testkit::daemon::call::<m::InboxList>(hub, params).await;
     let mut seen: Vec<(String, String)> = list
         .messages
         .iter()
@@ -210,8 +205,8 @@ async fn the_hub_serves_three_kilns_as_one_and_outlives_a_killed_daemon() {
     assert_eq!(beta_now.state, Some(SessionState::Complete));
 
     // The hub refuses what belongs to one kiln, saying so.
-    let refused = hub
-        .call_value("db.query", serde_json::json!({"sql": "SELECT 1"}))
+    let select = testkit::params::query("SELECT 1", serde_json::Value::Null);
+    let refused = testkit::daemon::try_call::<m::DbQuery>(&hub, select)
         .await
         .unwrap_err();
     assert_eq!(refused.rpc_code(), Some(code::FORBIDDEN), "{refused}");

@@ -5,11 +5,13 @@
 //! are marked read in one click.
 
 use crucible::protocol::SessionState;
-use serde_json::json;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::ListParams;
+use testkit::daemon::call;
 
 use crate::browser::{Browser, Screen};
 use crate::common::*;
-use crate::sessions::{agent_kiln, wait_state};
+use crate::sessions::{agent_kiln, session, wait_state};
 
 #[tokio::test]
 async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands_it() {
@@ -82,11 +84,7 @@ async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands
     // `/commit` in the message box commits; the agent gets no prompt.
     browser.click("#close-diff").await;
     std::fs::write(std::path::Path::new(&worktree).join("more.txt"), "more").unwrap();
-    let turns_before = client
-        .call_value("session.get", json!({"session_id": id}))
-        .await
-        .unwrap()["session"]["turn_count"]
-        .clone();
+    let turns_before = session(&client, &id).await.turn_count;
     browser
         .run(
             "const p = document.getElementById('prompt'); p.value = '/commit more notes'; \
@@ -107,12 +105,7 @@ async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "more notes");
-    let turns_after = client
-        .call_value("session.get", json!({"session_id": id}))
-        .await
-        .unwrap()["session"]["turn_count"]
-        .clone();
-    assert!(turns_before.is_u64(), "{turns_before}");
+    let turns_after = session(&client, &id).await.turn_count;
     assert_eq!(turns_before, turns_after, "the agent got a prompt");
 
     // The done message, only to be read, is marked read from the inbox in one click.
@@ -125,14 +118,18 @@ async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands
     browser.click("#mark-read").await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let list = client
-            .call_value("inbox.list", json!({"unread_only": true}))
-            .await
-            .unwrap();
-        if list["messages"].as_array().unwrap().is_empty() {
+        let unread = ListParams {
+            unread_only: true,
+            ..Default::default()
+        };
+        let list = call::<m::InboxList>(&client, unread).await.messages;
+        if list.is_empty() {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "still unread: {list}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still unread: {list:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     browser.close().await;
