@@ -5,9 +5,11 @@
 use std::time::Duration;
 
 use crucible::client::Client;
-use crucible::protocol::{MsgType, Session};
+use crucible::protocol::methods as m;
+use crucible::protocol::params::SessionListParams;
+use crucible::protocol::{DaemonStatus, MatrixStatus, MsgType, Session};
 use matrix_sdk::ruma::events::room::message::{ReplacementMetadata, RoomMessageEventContent};
-use serde_json::{Value, json};
+use testkit::daemon::call;
 
 use crate::common::*;
 use crate::matrix_human::{Human, Received, Relation};
@@ -34,26 +36,39 @@ pub(crate) async fn bot_daemon(tk: &TestKiln) -> DaemonProcess {
 }
 
 /// `daemon.status`'s Matrix part, once the bot has synced.
-pub(crate) async fn synced(client: &Client) -> Value {
+pub(crate) async fn synced(client: &Client) -> MatrixStatus {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
-        let status = client.call_value("daemon.status", json!({})).await.unwrap();
-        let matrix = status["matrix"].clone();
-        if matrix["logged_in"] == true && matrix["last_sync"].is_string() {
+        let status = daemon_status(client).await;
+        if let Some(matrix) = status.matrix.clone()
+            && matrix.logged_in
+            && matrix.last_sync.is_some()
+        {
             return matrix;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the bot did not log in and sync: {status}"
+            "the bot did not log in and sync: {status:?}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
+/// `daemon.status`, typed.
+pub(crate) async fn daemon_status(client: &Client) -> DaemonStatus {
+    call::<m::DaemonStatusOf>(client, m::NoParams {}).await
+}
+
+/// Every session of the kiln.
+pub(crate) async fn all_sessions(client: &Client) -> Vec<Session> {
+    call::<m::SessionList>(client, SessionListParams::default())
+        .await
+        .sessions
+}
+
 pub(crate) async fn matrix_sessions(client: &Client, room: &str) -> Vec<Session> {
-    let reply = client.call_value("session.list", json!({})).await.unwrap();
-    let sessions: Vec<Session> = serde_json::from_value(reply["sessions"].clone()).unwrap();
-    sessions
+    all_sessions(client)
+        .await
         .into_iter()
         .filter(|s| {
             s.channel
@@ -90,8 +105,8 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
     let mut daemon = bot_daemon(&tk).await;
     let client = Client::connect(&tk.kiln).await.unwrap();
     let status = synced(&client).await;
-    assert_eq!(status["user_id"], bot.as_str());
-    let device = status["device_id"].as_str().unwrap().to_string();
+    assert_eq!(status.user_id, bot.as_str());
+    let device = status.device_id.clone().expect("a device");
 
     // An allowed user's first message in an encrypted room starts a session; the reply
     // comes back encrypted, and decrypts.
@@ -133,13 +148,12 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
         notice.body.contains(&format!("`{first_id}` is closed")),
         "{notice:?}"
     );
-    let all = client.call_value("session.list", json!({})).await.unwrap();
-    let second_id = matrix_sessions(&client, room.as_str())
-        .await
-        .into_iter()
-        .map(|s| s.id)
+    let all = matrix_sessions(&client, room.as_str()).await;
+    let second_id = all
+        .iter()
+        .map(|s| s.id.clone())
         .find(|id| *id != first_id)
-        .unwrap_or_else(|| panic!("a new session: {all:#}"));
+        .unwrap_or_else(|| panic!("a new session: {all:#?}"));
 
     // An approval in the room, answered by a ✅ reaction: the agent proceeds.
     alice.send_text(&room, "permit p1 deploy to staging").await;
@@ -317,18 +331,18 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
     .unwrap();
     let deadline = std::time::Instant::now() + WAIT;
     loop {
-        let status = client.call_value("daemon.status", json!({})).await.unwrap();
+        let status = daemon_status(&client).await;
         // The new bot starts from a fresh status: not yet synced.
-        if status["matrix"]["last_sync"].is_null() {
+        if status.matrix.as_ref().is_none_or(|m| m.last_sync.is_none()) {
             break;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the bot was not restarted: {status}"
+            "the bot was not restarted: {status:?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(synced(&client).await["device_id"], device.as_str());
+    assert_eq!(synced(&client).await.device_id, Some(device.clone()));
     alice.send_text(&room, "say once after new settings").await;
     from_bot(&alice, &bot, &room, "once after new settings").await;
     alice.send_text(&room, "say and then this").await;
@@ -348,7 +362,7 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
     let _daemon = bot_daemon(&tk).await;
     let client = Client::connect(&tk.kiln).await.unwrap();
     let status = synced(&client).await;
-    assert_eq!(status["device_id"], device.as_str(), "the device is kept");
+    assert_eq!(status.device_id, Some(device), "the device is kept");
     alice.send_text(&room, "say after the restart").await;
     let reply = from_bot(&alice, &bot, &room, "after the restart").await;
     assert!(reply.encrypted);
@@ -375,9 +389,7 @@ async fn a_room_talks_to_its_session_and_answers_approvals_end_to_end_encrypted(
 async fn wait_session_where(client: &Client, check: impl Fn(&Session) -> bool) -> Session {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
-        let reply = client.call_value("session.list", json!({})).await.unwrap();
-        let sessions: Vec<Session> = serde_json::from_value(reply["sessions"].clone()).unwrap();
-        if let Some(found) = sessions.into_iter().find(&check) {
+        if let Some(found) = all_sessions(client).await.into_iter().find(&check) {
             return found;
         }
         assert!(std::time::Instant::now() < deadline, "no such session");

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crucible::client::Client;
+use crucible::protocol::MatrixStatus;
 use matrix_sdk::ruma::RoomId;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -21,7 +22,7 @@ use crate::synapse::{Homeserver, synapse_python};
 
 /// A homeserver with the bot and alice, and a kiln whose daemon runs the bot; returns
 /// them with a client of the daemon and `daemon.status`'s Matrix part once it synced.
-async fn bot_and_homeserver() -> (Homeserver, TestKiln, DaemonProcess, Client, Value) {
+async fn bot_and_homeserver() -> (Homeserver, TestKiln, DaemonProcess, Client, MatrixStatus) {
     let hs = Homeserver::start(Path::new(CRU)).await;
     hs.register("bot", BOT_PASSWORD, false).await;
     hs.register("alice", "alice-pass", false).await;
@@ -61,12 +62,12 @@ fn daemon_log_tail(tk: &TestKiln) -> String {
 async fn from_bot(
     alice: &Human,
     tk: &TestKiln,
-    status: &Value,
+    status: &MatrixStatus,
     room: &RoomId,
     text: &str,
     not: &str,
 ) -> Received {
-    let bot = status["user_id"].as_str().unwrap();
+    let bot = status.user_id.as_str();
     let found = alice
         .try_wait_for_message(
             room,
@@ -83,9 +84,9 @@ async fn from_bot(
         Ok(received) => received,
         Err(why) => panic!(
             "no reply of the bot holding {text:?} reached the Element-strict person: {why}\n\
-             {}\nthe bot's status: {status}\n--- daemon.log:\n{}",
+             {}\nthe bot's status: {status:?}\n--- daemon.log:\n{}",
             alice
-                .device_trust(bot, status["device_id"].as_str().unwrap_or_default())
+                .device_trust(bot, status.device_id.as_deref().unwrap_or_default())
                 .await,
             daemon_log_tail(tk)
         ),
@@ -289,10 +290,10 @@ fn emoji_list(emoji: &Value) -> Vec<String> {
 async fn emoji_shown_on_both_sides(
     hs: &Homeserver,
     client: &Client,
-    status: &Value,
+    status: &MatrixStatus,
 ) -> (Nio, String, String, String) {
     let bot = hs.user_id("bot");
-    let device = status["device_id"].as_str().unwrap().to_string();
+    let device = status.device_id.clone().unwrap();
     let mut nio = Nio::login(hs, "alice", "alice-pass").await;
     let created = nio
         .ok(json!({ "do": "create_room", "invite": [bot], "direct": false }))
@@ -303,7 +304,8 @@ async fn emoji_shown_on_both_sides(
     let seen = nio.device(&bot, &device).await;
     assert_eq!(seen["verified"], false, "{seen}");
     assert_eq!(
-        seen["ed25519"], status["fingerprint"],
+        seen["ed25519"].as_str(),
+        status.fingerprint.as_deref(),
         "the fingerprint daemon.status shows is the device's key nio got"
     );
     let refused = nio.send(&room, "say before verifying").await;
@@ -372,7 +374,7 @@ async fn nio_verifies_the_bot_by_emoji_and_talks_with_its_default_settings() {
         );
     }
     // The key may be shown in groups, as Matrix clients show a session key.
-    let fingerprint = status["fingerprint"].as_str().unwrap();
+    let fingerprint = status.fingerprint.as_deref().unwrap();
     let unspaced: String = shown.chars().filter(|c| *c != ' ').collect();
     assert!(
         unspaced.contains(fingerprint),

@@ -253,7 +253,7 @@ impl Scene {
         let hub = hub_client(&person).await;
         reaches(&hub, &["alpha", "beta"]).await;
         let status = synced(&hub).await;
-        assert_eq!(status["user_id"], bot.as_str(), "{status}");
+        assert_eq!(status.user_id, bot.as_str(), "{status:?}");
         assert!(
             person.bot_folder().is_dir(),
             "the bot's folder is the hub's"
