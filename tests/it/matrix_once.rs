@@ -9,9 +9,14 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crucible::client::Client;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::ListParams;
+use crucible::protocol::{ComponentState, ComponentStatus, InboxMessage, MsgType};
 use serde_json::{Value, json};
+use testkit::daemon::call;
 
 use crate::common::*;
+use crate::matrix_channel::{all_sessions, daemon_status, synced};
 use crate::matrix_human::Human;
 use crate::synapse::Homeserver;
 
@@ -38,59 +43,34 @@ async fn bot_daemon(tk: &TestKiln, state: &Path) -> DaemonProcess {
     tk.run_daemon(cru).await
 }
 
-/// `daemon.status`'s Matrix part, once the bot has synced.
-async fn synced(client: &Client) -> Value {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let status = client.call_value("daemon.status", json!({})).await.unwrap();
-        if status["matrix"]["logged_in"] == true && status["matrix"]["last_sync"].is_string() {
-            return status["matrix"].clone();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the bot did not log in and sync: {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// The daemon's component `name` in `daemon.status`.
-async fn component(client: &Client, name: &str) -> Value {
-    let status = client.call_value("daemon.status", json!({})).await.unwrap();
-    status["components"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["name"] == name).cloned())
-        .unwrap_or_else(|| panic!("no {name} component: {status}"))
+async fn component(client: &Client, name: &str) -> ComponentStatus {
+    let status = daemon_status(client).await;
+    let found = status.components.iter().find(|c| c.name == name).cloned();
+    found.unwrap_or_else(|| panic!("no {name} component: {status:?}"))
 }
 
 /// The error messages in the kiln's inbox.
-async fn inbox_errors(client: &Client) -> Vec<Value> {
-    let listed = client
-        .call_value("inbox.list", json!({"limit": 100}))
-        .await
-        .unwrap();
-    listed["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["msg_type"] == "error")
-        .cloned()
+async fn inbox_errors(client: &Client) -> Vec<InboxMessage> {
+    let window = ListParams {
+        limit: Some(100),
+        ..Default::default()
+    };
+    let listed = call::<m::InboxList>(client, window).await;
+    listed
+        .messages
+        .into_iter()
+        .filter(|m| m.msg_type == MsgType::Error)
         .collect()
 }
 
 /// The sessions a Matrix room started in the kiln.
 async fn room_sessions(client: &Client) -> usize {
-    let listed = client.call_value("session.list", json!({})).await.unwrap();
-    listed["sessions"]
-        .as_array()
-        .unwrap()
+    all_sessions(client)
+        .await
         .iter()
-        .filter(|s| {
-            s["channel"]["kind"] == "matrix"
-                && s["channel"]["ref"]
-                    .as_str()
-                    .is_some_and(|r| r.starts_with('!'))
-        })
+        .filter_map(|s| s.channel.as_ref())
+        .filter(|t| t.kind == "matrix" && t.reference.starts_with('!'))
         .count()
 }
 
@@ -118,7 +98,7 @@ async fn a_bot_in_two_kilns_answers_each_message_once() {
     );
     refuses_naming(&beta_client, &named).await;
     let first_kiln = component(&alpha_client, "matrix").await;
-    assert_eq!(first_kiln["state"], "on", "{first_kiln}");
+    assert_eq!(first_kiln.state, ComponentState::On, "{first_kiln:?}");
 
     // A message in a room gets exactly one reply, from the first kiln.
     let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
@@ -143,7 +123,10 @@ async fn a_bot_in_two_kilns_answers_each_message_once() {
     stop(&beta, &mut second).await;
     let mut second = bot_daemon(&beta, state.path()).await;
     let beta_client = Client::connect(&beta.kiln).await.unwrap();
-    assert_eq!(component(&beta_client, "matrix").await["state"], "failing");
+    assert_eq!(
+        component(&beta_client, "matrix").await.state,
+        ComponentState::Failing
+    );
     assert_eq!(inbox_errors(&beta_client).await.len(), 1);
 
     // The first kiln's daemon killed: the second takes the bot when it starts again.
@@ -153,7 +136,10 @@ async fn a_bot_in_two_kilns_answers_each_message_once() {
     let mut second = bot_daemon(&beta, state.path()).await;
     let beta_client = Client::connect(&beta.kiln).await.unwrap();
     synced(&beta_client).await;
-    assert_eq!(component(&beta_client, "matrix").await["state"], "on");
+    assert_eq!(
+        component(&beta_client, "matrix").await.state,
+        ComponentState::On
+    );
     let held = claims(state.path());
     assert_eq!(held["bots"][0]["kiln"], "beta", "{held}");
     assert_eq!(inbox_errors(&beta_client).await.len(), 1);
@@ -177,12 +163,13 @@ fn claims(state: &Path) -> Value {
 /// in its inbox), and is not logged in.
 async fn refuses_naming(client: &Client, named: &str) {
     let matrix = component(client, "matrix").await;
-    assert_eq!(matrix["state"], "failing", "{matrix}");
-    let refusal = matrix["error"].as_str().unwrap_or_default().to_string();
+    assert_eq!(matrix.state, ComponentState::Failing, "{matrix:?}");
+    let refusal = matrix.error.clone().unwrap_or_default();
     assert!(refusal.starts_with(named), "{refusal}");
-    let status = client.call_value("daemon.status", json!({})).await.unwrap();
-    assert_eq!(status["matrix"]["logged_in"], false, "{status}");
-    assert!(status["matrix"]["device_id"].is_null(), "{status}");
+    let status = daemon_status(client).await;
+    let bot = status.matrix.as_ref().expect("the Matrix part");
+    assert!(!bot.logged_in, "{status:?}");
+    assert!(bot.device_id.is_none(), "{status:?}");
     let told = wait_until_some(|| async {
         let errors = inbox_errors(client).await;
         (!errors.is_empty()).then_some(errors)
@@ -190,7 +177,7 @@ async fn refuses_naming(client: &Client, named: &str) {
     .await;
     assert_eq!(told.len(), 1, "said once in the inbox: {told:?}");
     assert!(
-        told[0]["body"].as_str().unwrap_or_default().contains(named),
+        told[0].body.as_deref().unwrap_or_default().contains(named),
         "{told:?}"
     );
 }
