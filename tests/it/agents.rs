@@ -6,23 +6,43 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use crucible::client::Client;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::{DeregisterParams, IdParams, ListParams, RegisterParams};
+use crucible::protocol::{InboxMessage, MsgType};
 use serde_json::{Value, json};
+use testkit::daemon::{call as owner_call, try_call};
+use testkit::params::{query, respond, send, session_id};
+
+/// `session.deregister` of session `id`, with no reason given.
+fn deregister(id: &str) -> DeregisterParams {
+    DeregisterParams {
+        session_id: id.to_string(),
+        reason: None,
+        exit_code: None,
+    }
+}
+
+/// The session's messages (up to 100), newest first.
+async fn messages_of(client: &Client, session: &str) -> Vec<InboxMessage> {
+    let window = ListParams {
+        session_id: Some(session.to_string()),
+        limit: Some(100),
+        ..Default::default()
+    };
+    owner_call::<m::InboxList>(client, window).await.messages
+}
 
 use crate::common::*;
 
 /// Registers a session; returns its id and handle.
 pub(crate) async fn session_with_handle(client: &Client, agent: &str) -> (String, String) {
-    let reply = client
-        .call_value(
-            "session.register",
-            json!({"agent_type": "script", "agent_name": agent}),
-        )
-        .await
-        .expect("register");
-    (
-        reply["session_id"].as_str().unwrap().to_string(),
-        reply["handle"].as_str().expect("a handle").to_string(),
-    )
+    let register = RegisterParams {
+        worktree: None,
+        agent_type: "script".into(),
+        agent_name: agent.into(),
+    };
+    let registered = owner_call::<m::SessionRegister>(client, register).await;
+    (registered.session_id, registered.handle)
 }
 
 async fn handshake(tk: &TestKiln, handle: &str) -> (Raw, Value) {
@@ -54,13 +74,8 @@ async fn a_handle_acts_only_for_its_own_session_and_not_at_all_once_revoked() {
     let (mine, handle) = session_with_handle(&owner, "me").await;
     let (other, _) = session_with_handle(&owner, "other").await;
     assert!(handle.starts_with("H-") && handle.len() == 38, "{handle}");
-    let theirs = owner
-        .call_value(
-            "inbox.send",
-            json!({"session_id": other, "msg_type": "decision_needed", "title": "theirs"}),
-        )
-        .await
-        .unwrap();
+    let theirs = send(&other, MsgType::DecisionNeeded, "theirs", &[]);
+    let theirs = owner_call::<m::InboxSend>(&owner, theirs).await;
 
     let (mut agent, hello) = handshake(&tk, &handle).await;
     assert_eq!(hello["result"]["session_id"], mine.as_str(), "{hello}");
@@ -120,7 +135,7 @@ async fn a_handle_acts_only_for_its_own_session_and_not_at_all_once_revoked() {
     // Another session's message is "not found", exactly as a missing one: the refusal
     // must not tell a handle that it exists.
     for method in ["inbox.get", "inbox.wait"] {
-        let reply = call(&mut agent, method, json!({"id": theirs["id"]})).await;
+        let reply = call(&mut agent, method, json!({"id": theirs.id})).await;
         assert_eq!(error_code(&reply), -32002, "{reply}");
         assert!(
             reply["error"]["message"]
@@ -147,21 +162,14 @@ async fn a_handle_acts_only_for_its_own_session_and_not_at_all_once_revoked() {
         forbidden(&call(&mut agent, method, json!({})).await, method);
     }
     // The refusals changed nothing.
-    let own = owner
-        .call_value("inbox.get", json!({"id": own_id}))
-        .await
-        .unwrap();
-    assert_eq!(own["message"]["responded"], false);
+    let own_id = own_id.as_str().expect("an id").to_string();
+    let own = owner_call::<m::InboxGet>(&owner, IdParams { id: own_id }).await;
+    assert!(!own.message.responded);
 
     // The handle is stored only as a digest, and never logged.
-    let rows = owner
-        .call_value(
-            "db.query",
-            json!({"sql": "SELECT * FROM handles; SELECT * FROM sessions"}),
-        )
-        .await
-        .unwrap();
-    let dump = rows.to_string();
+    let sql = "SELECT * FROM handles; SELECT * FROM sessions";
+    let rows = owner_call::<m::DbQuery>(&owner, query(sql, Value::Null)).await;
+    let dump = serde_json::to_string(&rows.result).unwrap();
     assert!(dump.contains(&mine));
     assert!(
         !dump.contains(&handle[2..]),
@@ -169,10 +177,7 @@ async fn a_handle_acts_only_for_its_own_session_and_not_at_all_once_revoked() {
     );
 
     // Revoked: the open connection and a new one get nothing at all.
-    owner
-        .call_value("session.deregister", json!({"session_id": mine}))
-        .await
-        .unwrap();
+    owner_call::<m::SessionDeregister>(&owner, deregister(&mine)).await;
     forbidden(
         &call(&mut agent, "session.get", json!({"session_id": mine})).await,
         "revoked",
@@ -215,27 +220,15 @@ fn agent_command(tk: &TestKiln, handle: &str, args: &[&str]) -> std::process::Ch
 }
 
 /// Waits for the first unanswered message of a session and answers it.
-async fn answer_next(client: &Client, session: &str, answer: &str) -> Value {
+async fn answer_next(client: &Client, session: &str, answer: &str) -> InboxMessage {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let list = client
-            .call_value("inbox.list", json!({"session_id": session, "limit": 100}))
+        let open = messages_of(client, session)
             .await
-            .unwrap();
-        let open = list["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["responded"] == false && m["msg_type"] != "info")
-            .cloned();
+            .into_iter()
+            .find(|m| !m.responded && m.msg_type != MsgType::Info);
         if let Some(message) = open {
-            client
-                .call_value(
-                    "inbox.respond",
-                    json!({"id": message["id"], "response": answer}),
-                )
-                .await
-                .unwrap();
+            owner_call::<m::InboxRespond>(client, respond(&message.id, answer)).await;
             return message;
         }
         assert!(std::time::Instant::now() < deadline, "no question arrived");
@@ -283,7 +276,7 @@ async fn cru_notify_ask_and_approve_reach_the_human_and_report_by_exit_status() 
         ],
     );
     let question = answer_next(&owner, &id, "session").await;
-    assert_eq!(question["title"], "Which auth strategy?");
+    assert_eq!(question.title, "Which auth strategy?");
     assert_eq!(finish(asking).0, Some(0));
 
     let asking = agent_command(&tk, &handle, &["ask", "Name it", "--timeout", "30"]);
@@ -308,25 +301,14 @@ async fn cru_notify_ask_and_approve_reach_the_human_and_report_by_exit_status() 
     ));
     assert_eq!(code, Some(3));
 
-    let list = owner
-        .call_value("inbox.list", json!({"session_id": id, "limit": 100}))
-        .await
-        .unwrap();
-    let titles: Vec<&str> = list["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["title"].as_str().unwrap())
-        .collect();
+    let list = messages_of(&owner, &id).await;
+    let titles: Vec<&str> = list.iter().map(|m| m.title.as_str()).collect();
     assert!(titles.contains(&"Finished the auth flow"), "{titles:?}");
 
     // Outside a session, or with a revoked handle: exit 5 and a clear reason.
     let (code, _, err) = finish(agent_command(&tk, "", &["notify", "hello"]));
     assert_eq!(code, Some(5), "{err}");
-    owner
-        .call_value("session.deregister", json!({"session_id": id}))
-        .await
-        .unwrap();
+    owner_call::<m::SessionDeregister>(&owner, deregister(&id)).await;
     let (code, _, err) = finish(agent_command(&tk, &handle, &["ask", "Still there?"]));
     assert_eq!(code, Some(5));
     assert!(err.contains("revoked"), "{err}");
@@ -339,33 +321,29 @@ async fn an_ended_session_keeps_its_termination_record_until_the_ttl() {
     let mut daemon = tk.spawn_daemon().await;
     let owner = tk.client().await;
     let (id, handle) = session_with_handle(&owner, "builder").await;
-    owner
-        .call_value(
-            "session.deregister",
-            json!({"session_id": id, "reason": "the agent crashed", "exit_code": 3}),
-        )
-        .await
-        .unwrap();
+    let crashed = DeregisterParams {
+        session_id: id.clone(),
+        reason: Some("the agent crashed".into()),
+        exit_code: Some(3),
+    };
+    owner_call::<m::SessionDeregister>(&owner, crashed).await;
 
     // Gone from the live list, its handle dead, but the record answers.
-    let list = owner.call_value("session.list", json!({})).await.unwrap();
-    assert_eq!(list["sessions"], json!([]), "{list}");
+    let list = owner_call::<m::SessionList>(&owner, Default::default()).await;
+    assert!(list.sessions.is_empty(), "{:?}", list.sessions);
     let (mut raw, reply) = handshake(&tk, &handle).await;
     assert!(reply.get("error").is_some(), "a revoked handle: {reply}");
     let refused = call(&mut raw, "session.get", json!({"session_id": id})).await;
     assert!(refused.get("result").is_none(), "{refused}");
-    let record = owner
-        .call_value("session.get", json!({"session_id": id}))
+    let record = owner_call::<m::SessionGet>(&owner, session_id(&id))
         .await
-        .unwrap()["session"]
-        .clone();
-    assert_eq!(record["status"], "ended");
-    assert_eq!(record["state_reason"], "the agent crashed");
-    assert_eq!(record["exit_code"], 3);
-    assert!(record["ended_at"].is_string(), "{record}");
+        .session;
+    assert_eq!(record.status, "ended");
+    assert_eq!(record.state_reason.as_deref(), Some("the agent crashed"));
+    assert_eq!(record.exit_code, Some(3));
+    assert!(record.ended_at.is_some(), "{record:?}");
     assert_eq!(stored(&owner, &id).await, 1);
-    let err = owner
-        .call_value("session.heartbeat", json!({"session_id": id}))
+    let err = try_call::<m::SessionHeartbeat>(&owner, session_id(&id))
         .await
         .unwrap_err();
     assert_eq!(err.rpc_code(), Some(-32002));
@@ -386,10 +364,7 @@ async fn an_ended_session_keeps_its_termination_record_until_the_ttl() {
     let owner = tk.client().await;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        match owner
-            .call_value("session.get", json!({"session_id": id}))
-            .await
-        {
+        match try_call::<m::SessionGet>(&owner, session_id(&id)).await {
             Err(e) if e.to_string().contains("no session") => break,
             other => assert!(
                 std::time::Instant::now() < deadline,
@@ -407,14 +382,12 @@ async fn an_ended_session_keeps_its_termination_record_until_the_ttl() {
 
 /// How many rows the database holds for a session id.
 async fn stored(owner: &Client, id: &str) -> usize {
-    let rows = owner
-        .call_value(
-            "db.query",
-            json!({"sql": "SELECT id FROM type::record('sessions', $id)", "bindings": {"id": id}}),
-        )
-        .await
-        .unwrap();
-    rows["result"][0].as_array().map_or(0, Vec::len)
+    let sql = "SELECT id FROM type::record('sessions', $id)";
+    let rows = owner_call::<m::DbQuery>(owner, query(sql, json!({"id": id}))).await;
+    rows.result
+        .first()
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len)
 }
 
 /// `cru agents` and `cru agents --json` in a kiln whose settings profiles are scripts that
