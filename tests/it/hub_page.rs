@@ -8,8 +8,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crucible::protocol::methods as m;
 use crucible::protocol::{ComponentState, WebPairing};
 use serde_json::{Value, json};
+use testkit::daemon::{call, try_call};
+use testkit::params::session_id;
 
 use crate::common::*;
 use crate::sessions::agent_kiln;
@@ -78,18 +81,9 @@ async fn the_persons_page_is_served_once_by_the_hub_a_kiln_daemon_starts() {
 
     // alpha serves no page of its own; beta, which asks in its own file, does.
     let alpha_client = alpha.client().await;
-    let status = alpha_client
-        .call_value("daemon.status", json!({}))
-        .await
-        .unwrap();
-    let web = status["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "web")
-        .cloned()
-        .unwrap();
-    assert_eq!(web["state"], "off", "{web}");
+    let status = call::<m::DaemonStatusOf>(&alpha_client, m::NoParams {}).await;
+    let web = status.components.iter().find(|c| c.name == "web").unwrap();
+    assert_eq!(web.state, ComponentState::Off, "{web:?}");
 
     // `cru web` in alpha pairs with the person's page; in beta with beta's own.
     let alpha_root = alpha.root().to_string_lossy().into_owned();
@@ -196,13 +190,9 @@ async fn the_persons_page_is_served_once_by_the_hub_a_kiln_daemon_starts() {
     assert_eq!(made["session"]["kiln"], "beta", "{made}");
     let id = made["session_id"].as_str().unwrap();
     let beta_client = beta.client().await;
-    let there = beta_client
-        .call_value("session.get", json!({"session_id": id}))
-        .await;
+    let there = try_call::<m::SessionGet>(&beta_client, session_id(id)).await;
     assert!(there.is_ok(), "the session is beta's: {there:?}");
-    let not_alpha = alpha_client
-        .call_value("session.get", json!({"session_id": id}))
-        .await;
+    let not_alpha = try_call::<m::SessionGet>(&alpha_client, session_id(id)).await;
     assert!(not_alpha.is_err(), "alpha holds no such session");
     drop(daemons);
 }
@@ -307,11 +297,14 @@ async fn one_page_in_a_browser_shows_two_kilns_and_approves_and_starts_in_the_se
         .await;
     crate::sessions::wait_state(beta_client, beta_session, SessionState::Complete).await;
     let (alpha_client, alpha_session, _) = &asked[0];
-    let alpha_now = alpha_client
-        .call_value("session.get", json!({"session_id": alpha_session}))
+    let alpha_now = call::<m::SessionGet>(alpha_client, session_id(alpha_session))
         .await
-        .unwrap();
-    assert_eq!(alpha_now["session"]["state"], "waiting", "{alpha_now}");
+        .session;
+    assert_eq!(
+        alpha_now.state,
+        Some(SessionState::Waiting),
+        "{alpha_now:?}"
+    );
 
     // A new session from the page's form, in the kiln chosen there.
     browser.click("#new-session").await;
@@ -327,26 +320,22 @@ async fn one_page_in_a_browser_shows_two_kilns_and_approves_and_starts_in_the_se
     browser.click("#ns-create").await;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let list = beta_client
-            .call_value("session.list", json!({}))
-            .await
-            .unwrap();
-        let made = list["sessions"]
-            .as_array()
-            .unwrap()
+        let list = call::<m::SessionList>(beta_client, Default::default()).await;
+        let made = list
+            .sessions
             .iter()
-            .any(|s| s["task"] == "say made from the page");
+            .any(|s| s.task.as_deref() == Some("say made from the page"));
         if made {
             break;
         }
-        assert!(Instant::now() < deadline, "no session made in beta: {list}");
+        assert!(
+            Instant::now() < deadline,
+            "no session made in beta: {list:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let alpha_list = alpha_client
-        .call_value("session.list", json!({}))
-        .await
-        .unwrap();
-    assert_eq!(alpha_list["sessions"].as_array().unwrap().len(), 1);
+    let alpha_list = call::<m::SessionList>(alpha_client, Default::default()).await;
+    assert_eq!(alpha_list.sessions.len(), 1);
 
     // A kiln whose daemon is killed is said to be away, and its sessions are drawn so;
     // the other kiln's are not.

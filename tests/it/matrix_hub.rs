@@ -13,12 +13,12 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crucible::client::Client;
-use crucible::protocol::{MsgType, Session};
+use crucible::protocol::{ComponentState, MsgType, Session};
 use matrix_sdk::ruma::api::client::room::create_room;
 use matrix_sdk::ruma::events::InitialStateEvent;
 use matrix_sdk::ruma::events::room::encryption::RoomEncryptionEventContent;
 use matrix_sdk::ruma::{OwnedRoomId, RoomId, UserId};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::common::*;
 use crate::matrix_channel::{BOT_PASSWORD, WAIT, from_bot, matrix_settings, synced};
@@ -117,19 +117,19 @@ async fn hub_client(person: &Person) -> Client {
 async fn reaches(hub: &Client, names: &[&str]) {
     let deadline = Instant::now() + WAIT;
     loop {
-        let status = hub.call_value("daemon.status", json!({})).await.unwrap();
+        let status = crate::matrix_channel::daemon_status(hub).await;
         let on = |name: &str| {
-            status["components"].as_array().is_some_and(|all| {
-                all.iter()
-                    .any(|c| c["name"] == format!("kiln {name}") && c["state"] == "on")
-            })
+            status
+                .components
+                .iter()
+                .any(|c| c.name == format!("kiln {name}") && c.state == ComponentState::On)
         };
         if names.iter().all(|n| on(n)) {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "the hub does not reach {names:?}: {status}"
+            "the hub does not reach {names:?}: {status:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -369,8 +369,7 @@ async fn approvals_of_a_kiln_reach_the_persons_target(s: &Scene) {
     assert!(asked.body.contains("kiln beta"), "{asked:?}");
     s.alice.react(&s.approvals, &asked.event_id, "👍").await;
     let client = Client::connect(&s.beta.kiln).await.unwrap();
-    let listed = client.call_value("session.list", json!({})).await.unwrap();
-    let sessions: Vec<Session> = serde_json::from_value(listed["sessions"].clone()).unwrap();
+    let sessions = crate::matrix_channel::all_sessions(&client).await;
     let cron = sessions
         .into_iter()
         .find(|s| s.channel.as_ref().is_some_and(|t| t.kind == "cron"))
