@@ -9,13 +9,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crucible::client::Client;
-use crucible::protocol::MatrixStatus;
+use crucible::protocol::{MatrixStatus, MatrixVerification, VerificationState};
 use matrix_sdk::ruma::RoomId;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::common::*;
-use crate::matrix_channel::{BOT_PASSWORD, WAIT, bot_daemon, matrix_settings, synced};
+use crate::matrix_channel::{
+    BOT_PASSWORD, WAIT, bot_daemon, daemon_status, matrix_settings, synced,
+};
 use crate::matrix_human::{Human, Received};
 use crate::sessions::agent_kiln;
 use crate::synapse::{Homeserver, synapse_python};
@@ -34,16 +36,21 @@ async fn bot_and_homeserver() -> (Homeserver, TestKiln, DaemonProcess, Client, M
 }
 
 /// Polls `daemon.status` until its Matrix part passes `check`.
-async fn matrix_status_where(client: &Client, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+async fn verification_where(
+    client: &Client,
+    what: &str,
+    state: VerificationState,
+) -> MatrixVerification {
     let deadline = Instant::now() + WAIT;
     loop {
-        let status = client.call_value("daemon.status", json!({})).await.unwrap();
-        if check(&status["matrix"]) {
-            return status["matrix"].clone();
+        let status = daemon_status(client).await;
+        let verification = status.matrix.as_ref().and_then(|m| m.verification.clone());
+        if let Some(found) = verification.filter(|v| v.state == state) {
+            return found;
         }
         assert!(
             Instant::now() < deadline,
-            "not {what} within {WAIT:?}: {status:#}"
+            "not {what} within {WAIT:?}: {status:#?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -328,27 +335,29 @@ async fn emoji_shown_on_both_sides(
     assert_eq!(nio_emoji.len(), 7, "{shown}");
 
     let alice = hs.user_id("alice");
-    let matrix = matrix_status_where(client, "the emoji in daemon.status", |m| {
-        m["verification"]["state"] == "emoji"
-    })
+    let verification = verification_where(
+        client,
+        "the emoji in daemon.status",
+        VerificationState::Emoji,
+    )
     .await;
-    let verification = &matrix["verification"];
-    assert_eq!(verification["user_id"], alice.as_str(), "{verification}");
-    assert_eq!(verification["flow_id"], tx.as_str(), "{verification}");
+    assert_eq!(verification.user_id, alice.as_str(), "{verification:?}");
+    assert_eq!(verification.flow_id, tx.as_str(), "{verification:?}");
     let nio_device =
         nio.seen.iter().find(|e| e["event"] == "logged_in").unwrap()["device_id"].clone();
-    assert_eq!(verification["device_id"], nio_device, "{verification}");
     assert_eq!(
-        emoji_list(&verification["emoji"]),
-        nio_emoji,
-        "the bot shows the emoji nio shows"
+        Some(verification.device_id.as_str()),
+        nio_device.as_str(),
+        "{verification:?}"
     );
-    let named = verification["emoji"].as_array().unwrap().iter().all(|e| {
-        e["description"]
-            .as_str()
-            .is_some_and(|name| !name.is_empty())
-    });
-    assert!(named, "each emoji has its name: {verification}");
+    let bot_emoji: Vec<String> = verification
+        .emoji
+        .iter()
+        .map(|e| plain(&e.symbol))
+        .collect();
+    assert_eq!(bot_emoji, nio_emoji, "the bot shows the emoji nio shows");
+    let named = verification.emoji.iter().all(|e| !e.description.is_empty());
+    assert!(named, "each emoji has its name: {verification:?}");
     (nio, room, tx, device)
 }
 
@@ -365,9 +374,13 @@ async fn nio_verifies_the_bot_by_emoji_and_talks_with_its_default_settings() {
     let out = tk.cru(&["daemon", "status"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let shown = String::from_utf8_lossy(&out.stdout).into_owned();
-    let matrix = client.call_value("daemon.status", json!({})).await.unwrap()["matrix"].clone();
-    for emoji in matrix["verification"]["emoji"].as_array().unwrap() {
-        let symbol = emoji["symbol"].as_str().unwrap();
+    let now = daemon_status(&client).await;
+    let verification = now
+        .matrix
+        .and_then(|m| m.verification)
+        .expect("a verification");
+    for emoji in &verification.emoji {
+        let symbol = emoji.symbol.as_str();
         assert!(
             shown.contains(symbol),
             "cru daemon status lacks {symbol}:\n{shown}"
@@ -394,10 +407,7 @@ async fn nio_verifies_the_bot_by_emoji_and_talks_with_its_default_settings() {
         })
         .await;
     assert_eq!(ended["state"], "done", "{ended}\n{}", daemon_log_tail(&tk));
-    matrix_status_where(&client, "the verification done", |m| {
-        m["verification"]["state"] == "done"
-    })
-    .await;
+    verification_where(&client, "the verification done", VerificationState::Done).await;
     assert_eq!(nio.device(&bot, &device).await["verified"], true);
 
     // nio's default settings now let it send; the bot's reply decrypts.
@@ -440,11 +450,13 @@ async fn an_emoji_verification_the_person_cancels_ends_cancelled_on_both_sides()
         })
         .await;
     assert_eq!(ended["state"], "cancelled", "{ended}");
-    let matrix = matrix_status_where(&client, "the verification cancelled", |m| {
-        m["verification"]["state"] == "cancelled"
-    })
+    let cancelled = verification_where(
+        &client,
+        "the verification cancelled",
+        VerificationState::Cancelled,
+    )
     .await;
-    assert_eq!(matrix["verification"]["flow_id"], tx.as_str());
+    assert_eq!(cancelled.flow_id, tx.as_str());
     assert_eq!(nio.device(&bot, &device).await["verified"], false);
     let refused = nio.send(&room, "say after cancelling").await;
     assert_eq!(
