@@ -15,18 +15,8 @@ const STEPS: [&str; 3] = [
 
 fn reviewing() -> Machine {
     let mut m = Machine::new(MachineSetup {
-        kind: AgentKind::Acp,
-        agent_pid: PID,
-        state: Some(SessionState::Creating),
-        resumed_from: None,
-        first_prompt: None,
-        queued: Vec::new(),
-        turn_prompt: None,
-        skills: Vec::new(),
-        usage: None,
-        spent: Default::default(),
-        price: None,
         plan_review: true,
+        ..setup(AgentKind::Acp, None, None)
     });
     for input in working("go") {
         m.step(input);

@@ -37,7 +37,13 @@ const TITLE: &str = "Write a.txt";
 const EXIT: &str = "exited with code 1";
 
 fn machine(kind: AgentKind, resumed_from: Option<SessionState>, first: Option<&str>) -> Machine {
-    Machine::new(MachineSetup {
+    Machine::new(setup(kind, resumed_from, first))
+}
+
+/// How the machines of the table start: `kind`, resumed from `resumed_from`, with the
+/// first prompt `first`, nothing else on record.
+fn setup(kind: AgentKind, resumed_from: Option<SessionState>, first: Option<&str>) -> MachineSetup {
+    MachineSetup {
         kind,
         agent_pid: PID,
         state: Some(SessionState::Creating),
@@ -50,7 +56,7 @@ fn machine(kind: AgentKind, resumed_from: Option<SessionState>, first: Option<&s
         spent: Default::default(),
         price: None,
         plan_review: false,
-    })
+    }
 }
 
 fn acp() -> Machine {

@@ -121,21 +121,16 @@ impl Actor {
         else {
             return;
         };
-        let sent = self
-            .ledger
-            .send_for(
-                SendParams {
-                    session_id: self.session.id.clone(),
-                    msg_type: MsgType::ApprovalRequired,
-                    title,
-                    body: Some(body),
-                    options,
-                    option_kinds: kinds,
-                    flagged,
-                },
-                Purpose::Approval,
-            )
-            .await;
+        let asking = SendParams {
+            session_id: self.session.id.clone(),
+            msg_type: MsgType::ApprovalRequired,
+            title,
+            body: Some(body),
+            options,
+            option_kinds: kinds,
+            flagged,
+        };
+        let sent = self.ledger.send_for(asking, Purpose::Approval).await;
         let result = sent.map(|m| m.id);
         self.step(SessionInput::Posted { key, result });
     }
@@ -143,21 +138,16 @@ impl Actor {
     /// Asks for the review of the agent's plan; the machine is told the message's id.
     async fn ask_plan(&mut self, title: String, body: String, steps: usize) {
         let (options, kinds) = review_options();
-        let sent = self
-            .ledger
-            .send_for(
-                SendParams {
-                    session_id: self.session.id.clone(),
-                    msg_type: MsgType::ApprovalRequired,
-                    title,
-                    body: Some(body),
-                    options: Some(options),
-                    option_kinds: Some(kinds),
-                    flagged: None,
-                },
-                review_purpose(steps),
-            )
-            .await;
+        let asking = SendParams {
+            session_id: self.session.id.clone(),
+            msg_type: MsgType::ApprovalRequired,
+            title,
+            body: Some(body),
+            options: Some(options),
+            option_kinds: Some(kinds),
+            flagged: None,
+        };
+        let sent = self.ledger.send_for(asking, review_purpose(steps)).await;
         self.step(SessionInput::PlanAsked(sent.map(|m| m.id)));
     }
 
