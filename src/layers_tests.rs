@@ -342,6 +342,141 @@ fn no_source_file_is_over_500_lines() {
     );
 }
 
+/// A function does one thing: none is over 100 lines (tests aside).
+#[test]
+fn no_function_is_over_100_lines() {
+    let mut sources = Vec::new();
+    files(&src(), "", &mut sources);
+    let mut long = Vec::new();
+    for (_, path) in &sources {
+        let text = std::fs::read_to_string(path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (name, line, length) in function_lengths(code) {
+            if length > 100 {
+                long.push(format!(
+                    "{}:{line} fn {name} ({length} lines)",
+                    path.display()
+                ));
+            }
+        }
+    }
+    long.sort();
+    assert!(
+        long.is_empty(),
+        "functions over 100 lines:\n{}",
+        long.join("\n")
+    );
+}
+
+/// Each function of `code` with a body: its name, first line (1-based) and length in
+/// lines, from its `fn` to the brace that closes its body.
+fn function_lengths(code: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let Some(name) = declared_fn(lines[i]) else {
+            i += 1;
+            continue;
+        };
+        let (mut depth, mut opened, mut end) = (0i64, false, None);
+        for (j, line) in lines.iter().enumerate().skip(i) {
+            let bare = without_literals(line);
+            for c in bare.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if opened && depth == 0 {
+                end = Some(j);
+                break;
+            }
+            if !opened && bare.trim_end().ends_with(';') {
+                break;
+            }
+        }
+        match end {
+            Some(j) => {
+                found.push((name, i + 1, j - i + 1));
+                i = j + 1;
+            }
+            None => i += 1,
+        }
+    }
+    found
+}
+
+/// The name of the function a line declares, if it does.
+fn declared_fn(line: &str) -> Option<String> {
+    let mut words = line.split_whitespace().peekable();
+    while let Some(word) = words.next() {
+        let modifier = word.starts_with("pub")
+            || matches!(word, "async" | "const" | "unsafe" | "extern" | "\"C\"");
+        if word == "fn" {
+            let name: String = words
+                .next()?
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            return (!name.is_empty()).then_some(name);
+        }
+        if !modifier {
+            return None;
+        }
+    }
+    None
+}
+
+/// A line without its string and character literals and its comment.
+fn without_literals(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '\'' => {
+                // A char literal ('{', '\''), not a lifetime ('a).
+                let rest: String = chars.clone().take(3).collect();
+                if rest.starts_with('\\') {
+                    chars.next();
+                    chars.next();
+                    chars.next();
+                } else if rest.chars().nth(1) == Some('\'') {
+                    chars.next();
+                    chars.next();
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => break,
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn function_lengths_count_from_fn_to_the_closing_brace() {
+    let code = "pub async fn a() {\n    let s = \"}\";\n    let c = '{';\n}\nfn b<'x>(v: &'x str);\nfn c() { }\n";
+    assert_eq!(
+        function_lengths(code),
+        [("a".to_string(), 1, 4), ("c".to_string(), 6, 1)]
+    );
+}
+
 /// A file's product code: without comments, and without the items `#[cfg(test)]` marks
 /// (a test module, or a function or import only tests use).
 fn product_code(text: &str) -> String {

@@ -80,42 +80,11 @@ impl Store {
         let mut hits = Vec::new();
         let mut broad = false;
         if kinds.contains(&HitKind::Transcript) {
-            // Without an order the engine stops at the limit: how many match, up to one
-            // more than are ranked, is cheap to learn. Within one session the engine
-            // intersects the word's entries with the session's index before reading any,
-            // and ranking is cheap, while the probe would filter entry by entry.
-            if session_id.is_none() {
-                let probe = format!(
-                    "SELECT VALUE seq FROM transcript WHERE text @1@ $query LIMIT {}",
-                    RANK_CAP + 1
-                );
-                let matches: Vec<u64> = self.rows(&probe, vars.clone(), 0).await?;
-                broad = matches.len() > RANK_CAP;
-            }
-            let order = if broad { "" } else { "ORDER BY score DESC" };
-            let sql = format!(
-                "SELECT session_id, seq, kind, at, search::score(1) AS score,
-                    search::highlight($open, $close, 1) AS marked
-                 FROM transcript WHERE text @1@ $query {within}
-                 {order} LIMIT $limit"
-            );
-            let rows: Vec<EntryRow> = self.rows(&sql, vars.clone(), 0).await?;
-            hits.extend(rows.into_iter().map(|r| {
-                let (snippet, marks) = excerpt(r.marked.as_deref().unwrap_or(""), EXCERPT_CHARS);
-                SearchHit {
-                    kind: HitKind::Transcript,
-                    session_id: r.session_id,
-                    session_name: String::new(),
-                    seq: Some(r.seq),
-                    entry_kind: Some(r.kind),
-                    message_id: None,
-                    at: r.at,
-                    score: r.score.unwrap_or(0.0),
-                    snippet,
-                    marks,
-                    kiln: None,
-                }
-            }));
+            let (found, wide) = self
+                .transcript_hits(within, session_id.is_some(), &vars)
+                .await?;
+            hits.extend(found);
+            broad = wide;
         }
         if kinds.contains(&HitKind::Inbox) {
             let columns = "session_id, session_name AS name, timestamp AS at";
@@ -154,6 +123,54 @@ impl Store {
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok((hits, broad))
+    }
+
+    /// The transcript entries that match, ranked unless more than [`RANK_CAP`] do (then
+    /// the first found, and true beside them). `one_session`: `within` keeps to one.
+    async fn transcript_hits(
+        &self,
+        within: &str,
+        one_session: bool,
+        vars: &serde_json::Value,
+    ) -> Result<(Vec<SearchHit>, bool)> {
+        // Without an order the engine stops at the limit: how many match, up to one
+        // more than are ranked, is cheap to learn. Within one session the engine
+        // intersects the word's entries with the session's index before reading any,
+        // and ranking is cheap, while the probe would filter entry by entry.
+        let mut broad = false;
+        if !one_session {
+            let probe = format!(
+                "SELECT VALUE seq FROM transcript WHERE text @1@ $query LIMIT {}",
+                RANK_CAP + 1
+            );
+            let matches: Vec<u64> = self.rows(&probe, vars.clone(), 0).await?;
+            broad = matches.len() > RANK_CAP;
+        }
+        let order = if broad { "" } else { "ORDER BY score DESC" };
+        let sql = format!(
+            "SELECT session_id, seq, kind, at, search::score(1) AS score,
+                search::highlight($open, $close, 1) AS marked
+             FROM transcript WHERE text @1@ $query {within}
+             {order} LIMIT $limit"
+        );
+        let rows: Vec<EntryRow> = self.rows(&sql, vars.clone(), 0).await?;
+        let hits = rows.into_iter().map(|r| {
+            let (snippet, marks) = excerpt(r.marked.as_deref().unwrap_or(""), EXCERPT_CHARS);
+            SearchHit {
+                kind: HitKind::Transcript,
+                session_id: r.session_id,
+                session_name: String::new(),
+                seq: Some(r.seq),
+                entry_kind: Some(r.kind),
+                message_id: None,
+                at: r.at,
+                score: r.score.unwrap_or(0.0),
+                snippet,
+                marks,
+                kiln: None,
+            }
+        });
+        Ok((hits.collect(), broad))
     }
 }
 
