@@ -11,45 +11,69 @@ use crucible::protocol::{MsgType, Session, SessionState};
 use crate::common::*;
 use crate::sessions::{agent_kiln, git, said, wait_message, wait_state};
 
+/// A kiln whose daemon reaches `crucible-remote`, an OpenSSH server on loopback, where a
+/// clone of the kiln stands for the repository over there.
+pub(crate) struct Remote {
+    pub sshd: Sshd,
+    pub tk: TestKiln,
+    /// The clone "over there".
+    pub remote: PathBuf,
+}
+
+impl Remote {
+    /// `None` where no sshd can run (the test is then skipped, as `Sshd::start` says).
+    pub(crate) fn start() -> Option<Remote> {
+        let sshd = Sshd::start()?;
+        let tk = agent_kiln("");
+        let remote = sshd.dir().join("remote-clone");
+        let kiln = tk.root().to_str().unwrap();
+        git(tk.root(), &["clone", "-q", kiln, remote.to_str().unwrap()]);
+        Some(Remote { sshd, tk, remote })
+    }
+
+    /// The daemon's command: `cru` with `CRU_SSH` pointing at the server's config.
+    pub(crate) fn cru(&self) -> Command {
+        let mut cru = Command::new(CRU);
+        cru.env(
+            "CRU_SSH",
+            format!("ssh -F {}", self.sshd.config().display()),
+        )
+        .stderr(Stdio::null());
+        cru
+    }
+
+    /// `cru session new` of the resumable scripted agent over there, with `task`.
+    pub(crate) fn session(&self, task: &str) -> Session {
+        let out = self.tk.cru(&[
+            "session",
+            "new",
+            "--agent",
+            "loader",
+            "--driver",
+            "ssh",
+            "--host",
+            "crucible-remote",
+            "--remote-path",
+            self.remote.to_str().unwrap(),
+            "--task",
+            task,
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str(&stdout(&out)).unwrap()
+    }
+}
+
 #[tokio::test]
 async fn an_ssh_session_runs_its_agent_over_there_and_a_cut_connection_is_an_error() {
-    let Some(sshd) = Sshd::start() else { return };
-    let tk = agent_kiln("");
+    let Some(over) = Remote::start() else { return };
+    let (sshd, tk, remote) = (&over.sshd, &over.tk, &over.remote);
     let _guard = KillOnDrop(tk.kiln.clone());
-    let remote = sshd.dir().join("remote-clone");
-    git(
-        tk.root(),
-        &[
-            "clone",
-            "-q",
-            tk.root().to_str().unwrap(),
-            remote.to_str().unwrap(),
-        ],
-    );
-    let mut cru = Command::new(CRU);
-    cru.env("CRU_SSH", format!("ssh -F {}", sshd.config().display()))
-        .stderr(Stdio::null());
-    let mut daemon = tk.run_daemon(cru).await;
+    let mut daemon = tk.run_daemon(over.cru()).await;
     let client = tk.client().await;
 
     let task = "say hello from over there\npermit p1 Write remote.txt\nwrite remote.txt written through ssh\nsay done";
-    let out = tk.cru(&[
-        "session",
-        "new",
-        "--agent",
-        "loader",
-        "--driver",
-        "ssh",
-        "--host",
-        "crucible-remote",
-        "--remote-path",
-        remote.to_str().unwrap(),
-        "--task",
-        task,
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let s: Session = serde_json::from_str(&stdout(&out)).unwrap();
+    let s = over.session(task);
     let approval = wait_message(&client, &s.id, MsgType::ApprovalRequired).await;
     let out = tk.cru(&["inbox", "respond", &approval.id, "allow"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -101,16 +125,14 @@ async fn an_ssh_session_runs_its_agent_over_there_and_a_cut_connection_is_an_err
     let before = wait_state(&client, &s.id, SessionState::Complete).await;
     let old_ssh = before.agent_pid.expect("the ssh client's pid");
     drop(client);
-    let mut cru = Command::new(CRU);
-    cru.env("CRU_SSH", format!("ssh -F {}", sshd.config().display()))
-        .stderr(Stdio::null());
+    let cru = over.cru();
     let after = crate::restart::After {
         id: &s.id,
         there: there.clone(),
         calls_in: false,
     };
     let gone = crate::restart::Gone::Killed;
-    let _daemon = crate::restart::answers_after(&tk, &mut daemon, gone, cru, after).await;
+    let _daemon = crate::restart::answers_after(tk, &mut daemon, gone, cru, after).await;
     let client = tk.client().await;
     let resumed = crate::sessions::session(&client, &s.id).await;
     assert_eq!(

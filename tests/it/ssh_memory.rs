@@ -1,47 +1,26 @@
 //! What an ssh session's agent costs the machine it runs on: read there, over the
 //! session's connection, when asked; never the ssh client's own figures here.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crucible::protocol::{MsgType, Session};
+use crucible::protocol::MsgType;
 
 use crate::common::*;
-use crate::sessions::{agent_kiln, git, wait_message};
+use crate::sessions::wait_message;
 
 #[tokio::test]
 async fn an_ssh_sessions_memory_is_its_agents_over_there() {
-    let Some(sshd) = Sshd::start() else { return };
-    let tk = agent_kiln("");
+    let Some(over) = crate::ssh::Remote::start() else {
+        return;
+    };
+    let tk = &over.tk;
     let _guard = KillOnDrop(tk.kiln.clone());
-    let remote = sshd.dir().join("remote-clone");
-    let kiln = tk.root().to_str().unwrap();
-    git(tk.root(), &["clone", "-q", kiln, remote.to_str().unwrap()]);
-    let mut cru = Command::new(CRU);
-    cru.env("CRU_SSH", format!("ssh -F {}", sshd.config().display()))
-        .stderr(Stdio::null());
-    let _daemon = tk.run_daemon(cru).await;
+    let _daemon = tk.run_daemon(over.cru()).await;
     let client = tk.client().await;
 
     // The agent starts a program there that holds 300 MiB for a while.
     let task = "spawn python3 -c x=b'a'*(300<<20);__import__('time').sleep(8)\nsay held it";
-    let out = tk.cru(&[
-        "session",
-        "new",
-        "--agent",
-        "loader",
-        "--driver",
-        "ssh",
-        "--host",
-        "crucible-remote",
-        "--remote-path",
-        remote.to_str().unwrap(),
-        "--task",
-        task,
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let s: Session = serde_json::from_str(&stdout(&out)).unwrap();
+    let s = over.session(task);
 
     // While it holds it, the session's figures are the agent's tree there: the agent
     // and its program, with the program's memory. (Its ssh client here is one process
