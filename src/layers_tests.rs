@@ -350,8 +350,7 @@ fn no_function_is_over_100_lines() {
     let mut long = Vec::new();
     for (_, path) in &sources {
         let text = std::fs::read_to_string(path).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        for (name, line, length) in function_lengths(code) {
+        for (name, line, length) in function_lengths(&text) {
             if length > 100 {
                 long.push(format!(
                     "{}:{line} fn {name} ({length} lines)",
@@ -368,47 +367,69 @@ fn no_function_is_over_100_lines() {
     );
 }
 
-/// Each function of `code` with a body: its name, first line (1-based) and length in
-/// lines, from its `fn` to the brace that closes its body.
+/// Each function of `code` with a body, tests aside: its name, first line (1-based) and
+/// length in lines, from its `fn` to the brace that closes its body.
 fn function_lengths(code: &str) -> Vec<(String, usize, usize)> {
-    let lines: Vec<&str> = code.lines().collect();
+    let lines = product_lines(code);
     let mut found = Vec::new();
     let mut i = 0;
     while i < lines.len() {
-        let Some(name) = declared_fn(lines[i]) else {
-            i += 1;
-            continue;
-        };
-        let (mut depth, mut opened, mut end) = (0i64, false, None);
-        for (j, line) in lines.iter().enumerate().skip(i) {
-            let bare = without_literals(line);
-            for c in bare.chars() {
-                match c {
-                    '{' => {
-                        depth += 1;
-                        opened = true;
-                    }
-                    '}' => depth -= 1,
-                    _ => {}
-                }
+        let (number, line) = lines[i];
+        let body = declared_fn(line).zip(item_extent(lines[i..].iter().map(|(_, l)| *l)));
+        match body {
+            Some((name, (length, true))) => {
+                found.push((name, number, length));
+                i += length;
             }
-            if opened && depth == 0 {
-                end = Some(j);
-                break;
-            }
-            if !opened && bare.trim_end().ends_with(';') {
-                break;
-            }
-        }
-        match end {
-            Some(j) => {
-                found.push((name, i + 1, j - i + 1));
-                i = j + 1;
-            }
-            None => i += 1,
+            _ => i += 1,
         }
     }
     found
+}
+
+/// How many lines the item starting with the first of `lines` takes, and whether it has a
+/// body: it ends at a `;` before any brace, or where its first brace closes (`None`: it
+/// never does). String and character literals and comments are not counted.
+fn item_extent<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<(usize, bool)> {
+    let (mut depth, mut opened) = (0i64, false);
+    for (n, line) in lines.into_iter().enumerate() {
+        let bare = without_literals(line);
+        for c in bare.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        if opened && depth <= 0 {
+            return Some((n + 1, true));
+        }
+        if !opened && bare.trim_end().ends_with(';') {
+            return Some((n + 1, false));
+        }
+    }
+    None
+}
+
+/// The lines of `text` outside the items `#[cfg(test)]` marks (a test module, or a
+/// function or import only tests use), with their numbers (1-based).
+fn product_lines(text: &str) -> Vec<(usize, &str)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].split("//").next().unwrap_or("").trim() == "#[cfg(test)]" {
+            let marked = item_extent(lines[i + 1..].iter().copied());
+            i += 1 + marked.map_or(lines.len(), |(n, _)| n);
+            continue;
+        }
+        out.push((i + 1, lines[i]));
+        i += 1;
+    }
+    out
 }
 
 /// The name of the function a line declares, if it does.
@@ -481,31 +502,9 @@ fn function_lengths_count_from_fn_to_the_closing_brace() {
 /// (a test module, or a function or import only tests use).
 fn product_code(text: &str) -> String {
     let mut out = String::new();
-    let mut lines = text.lines().map(|l| l.split("//").next().unwrap_or(""));
-    while let Some(line) = lines.next() {
-        if line.trim() != "#[cfg(test)]" {
-            out.push_str(line);
-            out.push('\n');
-            continue;
-        }
-        // The marked item ends at a `;` before any brace, or where its first brace closes.
-        let mut depth = 0i32;
-        let mut opened = false;
-        for line in lines.by_ref() {
-            for c in line.chars() {
-                match c {
-                    '{' => {
-                        depth += 1;
-                        opened = true;
-                    }
-                    '}' => depth -= 1,
-                    _ => {}
-                }
-            }
-            if (opened && depth <= 0) || (!opened && line.trim_end().ends_with(';')) {
-                break;
-            }
-        }
+    for (_, line) in product_lines(text) {
+        out.push_str(line.split("//").next().unwrap_or(""));
+        out.push('\n');
     }
     out
 }

@@ -20,6 +20,32 @@ pub struct UsageLimit {
 }
 
 impl UsageLimit {
+    /// A limit that resets when the agent said (not before `now`), or, when it said
+    /// nothing, [`UNSAID_WAIT`] from `now`.
+    pub fn resetting(said: Option<DateTime<Utc>>, now: DateTime<Utc>) -> UsageLimit {
+        match said {
+            Some(resets_at) => UsageLimit {
+                resets_at: resets_at.max(now),
+                said: true,
+            },
+            None => UsageLimit {
+                resets_at: now + chrono::Duration::from_std(UNSAID_WAIT).unwrap_or_default(),
+                said: false,
+            },
+        }
+    }
+
+    /// When it resets, in words for the session's state: the local time, and that the
+    /// agent did not say when if it did not.
+    pub fn resumes(&self) -> String {
+        let local = self.resets_at.with_timezone(&Local);
+        let mut resumes = local.format("%H:%M:%S").to_string();
+        if !self.said {
+            resumes.push_str(" (the agent did not say when; crucible waits 15 minutes)");
+        }
+        resumes
+    }
+
     /// How long from `now` until it resets.
     pub fn wait(&self, now: DateTime<Utc>) -> Duration {
         (self.resets_at - now).to_std().unwrap_or(Duration::ZERO)
@@ -51,16 +77,7 @@ pub fn recognise(text: &str, now: DateTime<Utc>) -> Option<UsageLimit> {
         .or_else(|| clock_after(&lower, "try again at ", now))
         .or_else(|| clock_after(&lower, "resets at ", now))
         .or_else(|| clock_after(&lower, "resets ", now));
-    Some(match said {
-        Some(resets_at) => UsageLimit {
-            resets_at: resets_at.max(now),
-            said: true,
-        },
-        None => UsageLimit {
-            resets_at: now + chrono::Duration::from_std(UNSAID_WAIT).unwrap_or_default(),
-            said: false,
-        },
-    })
+    Some(UsageLimit::resetting(said, now))
 }
 
 /// Claude Code's `Claude AI usage limit reached|1732633200`: seconds since the epoch.

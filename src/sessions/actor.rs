@@ -80,7 +80,7 @@ pub(super) struct Actor {
     /// [`Command::Hold`]).
     held: bool,
     /// A limit the agent announced ahead: why, and when it resets.
-    ahead: Option<(String, chrono::DateTime<chrono::Utc>)>,
+    ahead: Option<(String, crate::agent::usage_limit::UsageLimit)>,
     /// The budget keeper, and word from it that a verdict may have changed.
     budgets: Arc<Budgets>,
     budget_changes: tokio::sync::watch::Receiver<u64>,

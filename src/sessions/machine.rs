@@ -44,7 +44,7 @@ use gating::set_rule;
 pub(super) use effect::{Effect, Line, RecordChange, Reply};
 pub(super) use gating::{GateReply, GateRequest};
 pub(super) use input::SessionInput;
-pub(super) use planning::{review_options, review_purpose};
+pub(super) use planning::review_options;
 
 /// How much of a reply is kept for the `task_complete` message.
 const REPLY_BYTES: usize = 64 * 1024;

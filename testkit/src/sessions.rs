@@ -128,6 +128,22 @@ pub async fn said(client: &Client, id: &str) -> String {
         .join("\n")
 }
 
+/// Polls until the agent of session `id` has said `text` (within [`LONG`]); all it said.
+pub async fn wait_said(client: &Client, id: &str, text: &str) -> String {
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let now = said(client, id).await;
+        if now.contains(text) {
+            return now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "session {id} never said {text:?} within {LONG:?}; it said: {now}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 /// Polls (the daemon, over the socket) until `check` passes on the session.
 pub async fn wait_session(
     client: &Client,

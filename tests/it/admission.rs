@@ -41,7 +41,7 @@ async fn a_session_waits_for_memory_and_starts_when_the_bar_is_lowered() {
     // The bar lowered in the settings: it starts, on its task.
     set_bar(&tk, "min_free_mb = 100000000", "min_free_mb = 0");
     wait_state(&client, &s.id, SessionState::Complete).await;
-    crate::budget::wait_said(&client, &s.id, "started after waiting").await;
+    crate::sessions::wait_said(&client, &s.id, "started after waiting").await;
     let done = session(&client, &s.id).await;
     assert!(done.queued.is_empty(), "{done:?}");
 }
@@ -91,7 +91,7 @@ async fn a_waiting_session_parks_the_idle_contained_ones_when_allowed() {
     set_bar(&tk, "min_free_mb = 100000000", "min_free_mb = 0");
     wait_state(&client, &queued.id, SessionState::Complete).await;
     crate::budget::prompt(&client, &boxed.id, "say back").await;
-    crate::budget::wait_said(&client, &boxed.id, "back").await;
+    crate::sessions::wait_said(&client, &boxed.id, "back").await;
 }
 
 /// Saves the kiln's settings with `from` replaced by `to` (a `[fleet]` bar).

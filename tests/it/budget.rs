@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::model_server::{ScriptedReply, ScriptedServer};
+use crate::sessions::wait_said;
 use crate::sessions::{
     agent_kiln, create, said, session, transcript, wait_message_where, wait_session, wait_state,
 };
@@ -26,19 +27,6 @@ pub(crate) async fn prompt(
         testkit::params::prompt(id, text),
     )
     .await
-}
-
-/// Waits until the session's agent said `text` (a minute at most).
-pub(crate) async fn wait_said(client: &crucible::client::Client, id: &str, text: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !said(client, id).await.contains(text) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent never said {text:?}: {:?}",
-            session(client, id).await
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
 }
 
 /// The first prompt a session's agent was sent, once it was.

@@ -8,6 +8,7 @@ use crucible::client::Client;
 use crucible::protocol::methods as m;
 use crucible::protocol::params::SessionListParams;
 use crucible::protocol::{DaemonStatus, MatrixStatus, MsgType, Session};
+use matrix_sdk::ruma::OwnedRoomId;
 use matrix_sdk::ruma::events::room::message::{ReplacementMetadata, RoomMessageEventContent};
 use testkit::daemon::call;
 
@@ -52,6 +53,24 @@ pub(crate) async fn synced(client: &Client) -> MatrixStatus {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A kiln of the scripted agents with `settings` (the Matrix channel among them), its
+/// daemon running the bot, and a client once the bot has synced.
+pub(crate) async fn bot_kiln(settings: &str) -> (TestKiln, DaemonProcess, Client) {
+    let tk = agent_kiln(settings);
+    let daemon = bot_daemon(&tk).await;
+    let client = Client::connect(&tk.kiln).await.unwrap();
+    synced(&client).await;
+    (tk, daemon, client)
+}
+
+/// alice (password `alice-pass`) logged in, in a new encrypted room the bot has joined.
+pub(crate) async fn alice_with(hs: &Homeserver, bot: &str) -> (Human, OwnedRoomId) {
+    let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
+    let room = alice.create_encrypted_room(&[bot], false).await;
+    alice.wait_until_joined(&room, bot, WAIT).await;
+    (alice, room)
 }
 
 /// `daemon.status`, typed.
@@ -406,13 +425,8 @@ async fn a_rate_limited_bot_waits_and_loses_nothing() {
     hs.register("bot", BOT_PASSWORD, false).await;
     hs.register("alice", "alice-pass", false).await;
     let bot = hs.user_id("bot");
-    let tk = agent_kiln(&matrix_settings(&hs, ""));
-    let _daemon = bot_daemon(&tk).await;
-    let client = Client::connect(&tk.kiln).await.unwrap();
-    synced(&client).await;
-    let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
-    let room = alice.create_encrypted_room(&[bot.as_str()], false).await;
-    alice.wait_until_joined(&room, &bot, WAIT).await;
+    let (tk, _daemon, _client) = bot_kiln(&matrix_settings(&hs, "")).await;
+    let (alice, room) = alice_with(&hs, &bot).await;
     const BURST: usize = 14;
     for n in 0..BURST {
         alice

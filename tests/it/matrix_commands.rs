@@ -6,17 +6,16 @@
 
 use std::time::{Duration, Instant};
 
-use crucible::client::Client;
 use matrix_sdk::ruma::api::client::room::upgrade_room;
 use matrix_sdk::ruma::{OwnedRoomId, RoomId, RoomVersionId, UserId};
 use serde_json::Value;
 
 use crate::common::*;
 use crate::matrix_channel::{
-    BOT_PASSWORD, WAIT, bot_daemon, from_bot, matrix_sessions, matrix_settings, synced,
+    BOT_PASSWORD, WAIT, alice_with, bot_kiln, from_bot, matrix_sessions, matrix_settings,
 };
 use crate::matrix_human::{Human, Received, Relation};
-use crate::sessions::{agent_kiln, said};
+use crate::sessions::said;
 use crate::synapse::Homeserver;
 
 /// Every message of the bot in `room` whose text holds `text`, once `count` came.
@@ -68,10 +67,7 @@ async fn bang_commands_answer_and_approvals_mention_the_allowed_person() {
     hs.register("bob", "bob-pass", false).await;
     let bot = hs.user_id("bot");
     let alice_id = hs.user_id("alice");
-    let tk = agent_kiln(&matrix_settings(&hs, ""));
-    let _daemon = bot_daemon(&tk).await;
-    let client = Client::connect(&tk.kiln).await.unwrap();
-    synced(&client).await;
+    let (tk, _daemon, client) = bot_kiln(&matrix_settings(&hs, "")).await;
     let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
     let bob = Human::login(&hs.url(), "bob", "bob-pass").await;
     let room = alice
@@ -208,13 +204,8 @@ async fn an_upgraded_room_goes_on_with_its_session_in_the_successor() {
     hs.register("bot", BOT_PASSWORD, false).await;
     hs.register("alice", "alice-pass", false).await;
     let bot = hs.user_id("bot");
-    let tk = agent_kiln(&matrix_settings(&hs, ""));
-    let _daemon = bot_daemon(&tk).await;
-    let client = Client::connect(&tk.kiln).await.unwrap();
-    synced(&client).await;
-    let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
-    let room = alice.create_encrypted_room(&[bot.as_str()], false).await;
-    alice.wait_until_joined(&room, &bot, WAIT).await;
+    let (_tk, _daemon, client) = bot_kiln(&matrix_settings(&hs, "")).await;
+    let (alice, room) = alice_with(&hs, &bot).await;
     alice.send_text(&room, "say before the upgrade").await;
     from_bot(&alice, &bot, &room, "before the upgrade").await;
     let sessions = matrix_sessions(&client, room.as_str()).await;

@@ -6,11 +6,12 @@
 
 use std::path::PathBuf;
 
-use crucible::protocol::{Moved, MsgType, SessionState};
+use crucible::protocol::{Moved, MsgType, Resumed, SessionState};
 
 use crate::common::*;
+use crate::sessions::wait_said;
 use crate::sessions::{session, transcript, wait_message_where, wait_state};
-use crate::team::{create, daemon, start_server, status, two_kilns, wait_said};
+use crate::team::{create, daemon, start_server, status, two_kilns};
 
 #[tokio::test]
 async fn a_moved_session_takes_its_work_and_open_question_and_is_answered_on_the_target() {
@@ -96,14 +97,15 @@ async fn a_target_killed_with_the_move_under_way_leaves_the_session_running_wher
 
     // B dies; the move is asked before its lease has run out, so A sends it the call.
     daemon_b.kill9();
-    let started = std::time::Instant::now();
     let out = a.cru(&["session", "move", &s.id, "--to", &me_b.id]);
-    let took = started.elapsed();
     assert!(!out.status.success(), "reported moved: {}", stdout(&out));
     let why = stderr(&out);
-    assert!(why.contains("lease"), "{why}");
-    // It gave up once B's lease lapsed, not after the full wait for an answer.
-    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+    // Refused for B's lease (lapsed before the call, or while it waited), not at the end
+    // of the wait for an answer ("… did not answer … within 60s").
+    assert!(
+        why.contains("lease") && !why.contains("did not answer"),
+        "{why}"
+    );
 
     // The session is where it was, whole, and its agent still answers.
     let here = session(&client_a, &s.id).await;
@@ -135,7 +137,7 @@ async fn an_agent_that_can_reload_its_session_takes_it_up_again_on_the_target() 
     let out = a.cru(&["session", "move", &s.id, "--to", &me_b.kiln, "--json"]);
     assert!(out.status.success(), "cru session move: {}", stderr(&out));
     let moved: Moved = serde_json::from_str(&stdout(&out)).expect("Moved");
-    assert_eq!(moved.resumed, "load", "{moved:?}");
+    assert_eq!(moved.resumed, Resumed::Load, "{moved:?}");
     assert_eq!(moved.session.acp_session_id, s.acp_session_id);
 
     // B's agent takes prompts, sent from either kiln.

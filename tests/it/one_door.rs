@@ -19,7 +19,9 @@ use testkit::daemon::call;
 use testkit::params::session_id;
 
 use crate::common::*;
-use crate::sessions::{agent_kiln, create, said, session, wait_message_where, wait_state};
+use crate::sessions::{
+    agent_kiln, create, said, session, wait_message_where, wait_said, wait_state,
+};
 
 /// The open approval of session `id`, once its agent asked.
 async fn approval(client: &Client, id: &str, what: &str) -> InboxMessage {
@@ -267,18 +269,6 @@ mod team_matrix {
         );
         std::fs::write(b.root().join(".crucible.toml"), settings).unwrap();
         b
-    }
-
-    async fn wait_said(client: &Client, id: &str, text: &str) {
-        let deadline = std::time::Instant::now() + WAIT;
-        while !said(client, id).await.contains(text) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the session never said {text:?}: {:?}",
-                said(client, id).await
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
     }
 
     async fn room_sessions(client: &Client, room: &str) -> Vec<Session> {

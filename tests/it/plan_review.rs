@@ -13,7 +13,7 @@ use testkit::daemon::call;
 use testkit::kiln::TestKiln;
 
 use crate::common::*;
-use crate::sessions::{messages, said, transcript, wait_message_where, wait_state};
+use crate::sessions::{messages, said, transcript, wait_message_where, wait_said, wait_state};
 use crate::tmux::Tmux;
 
 /// A kiln whose `planner` profile is the scripted agent with plan review on.
@@ -63,21 +63,6 @@ async fn answers(client: &Client, id: &str) -> Vec<(String, String)> {
             _ => None,
         })
         .collect()
-}
-
-async fn wait_said(client: &Client, id: &str, text: &str) -> String {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let now = said(client, id).await;
-        if now.contains(text) {
-            return now;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never said {text:?}: {now}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test]
@@ -227,17 +212,10 @@ async fn comments_on_two_steps_reach_the_agent_as_one_prompt() {
 
 #[tokio::test]
 async fn the_web_view_shows_the_numbered_plan_and_takes_comments_on_its_steps() {
-    use crate::browser::{Browser, Screen};
     let tk = planner_kiln();
     let _guard = KillOnDrop(tk.kiln.clone());
     let client = tk.daemon().await;
-    let pairing = crate::web::pairing(&tk, &[]);
-    let browser = Browser::start(Screen::Desktop {
-        width: 1280,
-        height: 900,
-    })
-    .await;
-    crate::web::paired(&browser, &pairing).await;
+    let browser = crate::web::desktop_paired(&tk, &[]).await;
     let script = "plan Read the schema | Run `make check`\npermit-run p1 make check";
     let s = crate::sessions::create(&client, "planner", Some(script)).await;
     let plan = review(&client, &s.id).await;

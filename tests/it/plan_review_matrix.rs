@@ -2,7 +2,6 @@
 //! person's `!answer N: comment` sends the comment back to the agent, the audit naming
 //! that person and Matrix.
 
-use crucible::client::Client;
 use crucible::protocol::audit::AuditEvent;
 use crucible::protocol::methods as m;
 use crucible::protocol::params::SessionIdParams;
@@ -11,10 +10,9 @@ use testkit::daemon::call;
 
 use crate::common::*;
 use crate::matrix_channel::{
-    BOT_PASSWORD, WAIT, bot_daemon, from_bot, matrix_sessions, matrix_settings, synced,
+    BOT_PASSWORD, WAIT, alice_with, bot_kiln, from_bot, matrix_sessions, matrix_settings,
 };
-use crate::matrix_human::Human;
-use crate::sessions::{agent_kiln, transcript, wait_message_where};
+use crate::sessions::{transcript, wait_message_where};
 use crate::synapse::Homeserver;
 
 #[tokio::test]
@@ -29,14 +27,8 @@ async fn a_room_sees_the_numbered_plan_and_comments_on_a_step() {
         &format!("[agents.planner]\ncommand = {agent:?}\nplan_review = true\n"),
     )
     .replace("agent = \"scripted\"", "agent = \"planner\"");
-    let tk = agent_kiln(&settings);
-    let _daemon = bot_daemon(&tk).await;
-    let client = Client::connect(&tk.kiln).await.unwrap();
-    synced(&client).await;
-
-    let alice = Human::login(&hs.url(), "alice", "alice-pass").await;
-    let room = alice.create_encrypted_room(&[bot.as_str()], false).await;
-    alice.wait_until_joined(&room, &bot, WAIT).await;
+    let (_tk, _daemon, client) = bot_kiln(&settings).await;
+    let (alice, room) = alice_with(&hs, &bot).await;
     alice
         .send_text(
             &room,

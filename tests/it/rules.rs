@@ -6,6 +6,7 @@ use crucible::client::Client;
 use crucible::protocol::{InboxMessage, MsgType, Purpose, Session};
 
 use crate::common::*;
+use crate::sessions::wait_said;
 use crate::sessions::{
     agent_kiln, create, messages, said, session, wait_message, wait_message_where,
 };
@@ -422,22 +423,6 @@ async fn approvals_an_agent_asks_for_itself_go_through_the_rules() {
 
 const DENY_DROP: &str = "[[rules]]\nid = \"deny-drop\"\ndescription = \"never drop\"\n\
                          action = \"deny\"\nwhen = { tool = \"^Drop\" }\n";
-
-/// Polls the session's transcript until the agent said `text`.
-async fn wait_said(client: &Client, id: &str, text: &str) -> String {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let said = said(client, id).await;
-        if said.contains(text) {
-            return said;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent never said {text:?}: {said}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
-}
 
 fn rules_list(tk: &TestKiln) -> crucible::protocol::RulesReply {
     let out = tk.cru(&["rules", "--json"]);

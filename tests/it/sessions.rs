@@ -17,7 +17,7 @@ use crate::common::*;
 // The session helpers the other test modules take from here live in the test kit.
 pub(crate) use testkit::sessions::{
     Events, LONG, agent_kiln, create, git, messages, said, session, transcript, wait_message,
-    wait_message_where, wait_session, wait_state,
+    wait_message_where, wait_said, wait_session, wait_state,
 };
 
 fn worktree_of(s: &Session) -> PathBuf {

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use testkit::params::{query, send};
 
 use crate::common::*;
-use crate::sessions::{Events, LONG, git, said, session, wait_message_where, wait_state};
+use crate::sessions::{Events, LONG, git, session, wait_message_where, wait_said, wait_state};
 use crate::team_server::Server;
 use crate::tmux::Tmux;
 
@@ -140,21 +140,6 @@ pub(crate) async fn messages_of(client: &Client, id: &str) -> Vec<InboxMessage> 
         .await
         .expect("inbox.list")
         .messages
-}
-
-pub(crate) async fn wait_said(client: &Client, id: &str, text: &str) {
-    let deadline = std::time::Instant::now() + LONG;
-    loop {
-        let heard = said(client, id).await;
-        if heard.contains(text) {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {text:?}; the agent said {heard:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
 }
 
 #[tokio::test]

@@ -14,8 +14,9 @@ use crucible::protocol::{EntryKind, SessionState};
 use serde_json::{Value, json};
 use testkit::params;
 
-use crate::budget::{prompt, wait_said};
+use crate::budget::prompt;
 use crate::common::*;
+use crate::sessions::wait_said;
 use crate::sessions::{agent_kiln, create, said, session, transcript, wait_session, wait_state};
 
 /// `cru usage --by session --json`: (tokens, cost) of the one session listed.

@@ -36,6 +36,18 @@ pub(crate) async fn paired(browser: &Browser, pairing: &WebPairing) {
         .await;
 }
 
+/// A desktop-sized browser paired through `cru web` with `extra` flags (`--read-only`).
+pub(crate) async fn desktop_paired(tk: &TestKiln, extra: &[&str]) -> Browser {
+    let pairing = pairing(tk, extra);
+    let browser = Browser::start(Screen::Desktop {
+        width: 1280,
+        height: 900,
+    })
+    .await;
+    paired(&browser, &pairing).await;
+    browser
+}
+
 /// A session of the scripted agent with `task`, made with `cru session new`: its id.
 pub(crate) fn session_new(tk: &TestKiln, task: &str) -> String {
     let out = tk.cru(&[
@@ -265,13 +277,7 @@ async fn a_read_only_browser_sees_but_cannot_change_and_a_forged_change_is_refus
     let client = tk.client().await;
     let id = session_new(&tk, "permit p1 Write notes.txt");
     let approval = wait_message(&client, &id, MsgType::ApprovalRequired).await;
-    let pairing = pairing(&tk, &["--read-only"]);
-    let browser = Browser::start(Screen::Desktop {
-        width: 1280,
-        height: 900,
-    })
-    .await;
-    paired(&browser, &pairing).await;
+    let browser = desktop_paired(&tk, &["--read-only"]).await;
     let message = format!(".message[data-message-id='{}']", approval.id);
     browser
         .wait_for(
@@ -777,13 +783,7 @@ async fn every_error_of_the_web_api_is_json_in_the_api_shape() {
 async fn an_agent_message_is_drawn_from_its_markdown_and_its_html_stays_text() {
     let tk = agent_kiln("");
     let _guard = KillOnDrop(tk.kiln.clone());
-    let pairing = pairing(&tk, &[]);
-    let browser = Browser::start(Screen::Desktop {
-        width: 1280,
-        height: 900,
-    })
-    .await;
-    paired(&browser, &pairing).await;
+    let browser = desktop_paired(&tk, &[]).await;
     let id = session_new(
         &tk,
         r"say ## Result\n\nIt is **fixed**; run:\n\n```sh\ncargo test <all>\n```\n\n<script>window.cruPwned = 1</script> [click me](javascript:window.cruPwned=2) and [docs](https://example.com/docs)",

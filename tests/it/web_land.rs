@@ -9,7 +9,6 @@ use crucible::protocol::methods as m;
 use crucible::protocol::params::ListParams;
 use testkit::daemon::call;
 
-use crate::browser::{Browser, Screen};
 use crate::common::*;
 use crate::sessions::{agent_kiln, session, wait_state};
 
@@ -24,13 +23,7 @@ async fn merge_on_the_page_commits_an_agents_uncommitted_work_on_a_yes_and_lands
         .worktree
         .expect("a worktree");
 
-    let pairing = crate::web::pairing(&tk, &[]);
-    let browser = Browser::start(Screen::Desktop {
-        width: 1280,
-        height: 900,
-    })
-    .await;
-    crate::web::paired(&browser, &pairing).await;
+    let browser = crate::web::desktop_paired(&tk, &[]).await;
     let row = format!("li.session[data-session-id='{id}'] button");
     browser
         .wait_for(

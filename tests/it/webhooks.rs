@@ -17,7 +17,9 @@ use testkit::params::session_id;
 use crate::common::*;
 
 use crate::model_server::{ScriptedReply, ScriptedServer};
-use crate::sessions::{agent_kiln, said, session, wait_message, wait_message_where, wait_session};
+use crate::sessions::{
+    agent_kiln, session, wait_message, wait_message_where, wait_said, wait_session,
+};
 
 mod cron;
 mod cron_kept;
@@ -83,21 +85,6 @@ async fn of_channel(client: &Client, channel: Option<&str>) -> Vec<Session> {
         ..SessionListParams::default()
     };
     call::<m::SessionList>(client, params).await.sessions
-}
-
-/// Waits until the session's transcript holds `text`.
-async fn wait_said(client: &Client, id: &str, text: &str) -> String {
-    let what = format!("{id} to say {text:?}");
-    let mut last = String::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while std::time::Instant::now() < deadline {
-        last = said(client, id).await;
-        if last.contains(text) {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}; it said: {last}");
 }
 
 async fn wait_done(client: &Client, id: &str, turns: u64) -> Session {

@@ -26,12 +26,12 @@ pub(crate) fn text_of(content: &ContentBlock) -> Option<String> {
 }
 
 /// Turns a session update into events; updates crucible has no use for are dropped.
-pub(crate) fn translate(update: SessionUpdate) -> Vec<AgentEvent> {
+pub(crate) fn translate(update: SessionUpdate) -> impl Iterator<Item = AgentEvent> {
     let ahead = match &update {
         SessionUpdate::UsageUpdate(usage) => usage.meta.as_ref().and_then(limit_ahead),
         _ => None,
     };
-    event(update).into_iter().chain(ahead).collect()
+    event(update).into_iter().chain(ahead)
 }
 
 /// claude-agent-acp's rate-limit event on a `usage_update` (`_meta["_claude/rateLimit"]`):

@@ -4,7 +4,7 @@ use crate::cli::output::outln;
 use crate::client::Client;
 use crate::protocol::methods as m;
 use crate::protocol::{
-    ForkParams, HandoffParams, MoveParams, RenameParams, Session, SessionIdParams,
+    ForkParams, HandoffParams, MoveParams, RenameParams, Resumed, Session, SessionIdParams,
 };
 
 pub(super) async fn restart(client: &Client, session: &Session) -> anyhow::Result<()> {
@@ -48,11 +48,11 @@ pub(super) async fn move_to(
         outln!("{}", serde_json::to_string_pretty(&moved)?);
         return Ok(());
     }
-    let resumed = match moved.resumed.as_str() {
-        "load" => "its agent reloaded its own session",
-        "fresh" => "its agent started afresh, seeded with the context stack",
-        "starting" => "its agent is still starting",
-        _ => "its agent was not running, and is not started",
+    let resumed = match moved.resumed {
+        Resumed::Load => "its agent reloaded its own session",
+        Resumed::Fresh => "its agent started afresh, seeded with the context stack",
+        Resumed::Starting => "its agent is still starting",
+        Resumed::NotRunning => "its agent was not running, and is not started",
     };
     outln!(
         "moved {} from {} to {} in {:.1} s; {resumed}; {} open question(s) carried, {} approval(s) withdrawn (the agent asks again)",

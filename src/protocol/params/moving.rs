@@ -21,9 +21,8 @@ pub struct Moved {
     /// The hosts it left and went to.
     pub from_host: String,
     pub to_host: String,
-    /// How the agent was taken up there: `load` (its own session reloaded) or `fresh`
-    /// (a new agent session, seeded with the context stack).
-    pub resumed: String,
+    /// How the agent was taken up there.
+    pub resumed: Resumed,
     /// The open questions that went with it (answered there, their answers reach the
     /// agent as a prompt), and the approvals withdrawn (its agent asks again).
     pub carried: usize,
@@ -48,7 +47,21 @@ pub struct AdoptParams {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Adopted {
     pub session: Session,
-    pub resumed: String,
+    pub resumed: Resumed,
     pub carried: usize,
     pub withdrawn: usize,
+}
+
+/// How the daemon that took a session over took up its agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resumed {
+    /// The agent reloaded its own session (ACP `session/load`).
+    Load,
+    /// A new agent session, seeded with the context stack.
+    Fresh,
+    /// The agent was not ready within the time the target waits for it.
+    Starting,
+    /// Its agent was not running where it came from, and is not started.
+    NotRunning,
 }

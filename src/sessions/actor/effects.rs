@@ -6,7 +6,7 @@ use super::*;
 use crate::protocol::{EntryKind, MsgType, Purpose, SendParams};
 use crate::sessions::budget::Scope;
 use crate::sessions::machine::Line;
-use crate::sessions::machine::{GateReply, review_options, review_purpose};
+use crate::sessions::machine::{GateReply, review_options};
 
 impl Actor {
     pub(super) async fn perform(&mut self, t: &mut TranscriptWriter, effect: Effect) {
@@ -64,8 +64,8 @@ impl Actor {
             }
             Effect::CancelTurn => self.agent.cancel(),
             Effect::FallBack => {
-                if let Some((_, resets_at)) = self.ahead.take() {
-                    self.fall_back(resets_at);
+                if let Some((_, limit)) = self.ahead.take() {
+                    self.fall_back(limit.resets_at);
                 }
             }
             Effect::WakeAfter(wait) => {
@@ -147,7 +147,10 @@ impl Actor {
             option_kinds: Some(kinds),
             flagged: None,
         };
-        let sent = self.ledger.send_for(asking, review_purpose(steps)).await;
+        let sent = self
+            .ledger
+            .send_for(asking, Purpose::PlanReview { steps })
+            .await;
         self.step(SessionInput::PlanAsked(sent.map(|m| m.id)));
     }
 

@@ -4,6 +4,7 @@
 //! limit is told apart from other failures.
 
 use super::*;
+use crate::agent::usage_limit::UsageLimit;
 
 /// Who waits on a request for the approval gate, and the channel the answer goes on.
 pub(super) enum Waiting {
@@ -97,11 +98,8 @@ impl Actor {
                 input
             }
             AgentEvent::LimitAhead { why, resets_at } => {
-                let unsaid = chrono::Duration::from_std(crate::agent::usage_limit::UNSAID_WAIT);
-                let at = resets_at
-                    .or_else(|| unsaid.ok().map(|d| chrono::Utc::now() + d))
-                    .unwrap_or_else(chrono::Utc::now);
-                self.ahead = Some((why, at));
+                let limit = UsageLimit::resetting(resets_at, chrono::Utc::now());
+                self.ahead = Some((why, limit));
                 return self.ahead_input();
             }
             AgentEvent::Exited { status, code } => {
@@ -115,18 +113,14 @@ impl Actor {
 
     /// The limit the agent announced, as the machine's input: how long until it resets.
     fn ahead_input(&mut self) -> Option<SessionInput> {
-        let (why, at) = self.ahead.clone()?;
-        let now = chrono::Utc::now();
-        let wait = (at - now).to_std().unwrap_or_default();
+        let (why, limit) = self.ahead.clone()?;
+        let wait = limit.wait(chrono::Utc::now());
         if wait.is_zero() {
             // Reset already: nothing to park for.
             self.ahead = None;
             return None;
         }
-        let resumes = at
-            .with_timezone(&chrono::Local)
-            .format("%H:%M:%S")
-            .to_string();
+        let resumes = limit.resumes();
         Some(SessionInput::LimitAhead { why, wait, resumes })
     }
 
@@ -221,18 +215,11 @@ fn limited(ended: Result<String, crate::agent::TurnFailure>) -> SessionInput {
     let now = chrono::Utc::now();
     match ended {
         Err(TurnFailure::Failed(why)) => match usage_limit::recognise(&why, now) {
-            Some(limit) => {
-                let local = limit.resets_at.with_timezone(&chrono::Local);
-                let mut resumes = local.format("%H:%M:%S").to_string();
-                if !limit.said {
-                    resumes.push_str(" (the agent did not say when; crucible waits 15 minutes)");
-                }
-                SessionInput::TurnLimited {
-                    why,
-                    wait: limit.wait(now),
-                    resumes,
-                }
-            }
+            Some(limit) => SessionInput::TurnLimited {
+                why,
+                wait: limit.wait(now),
+                resumes: limit.resumes(),
+            },
             None => SessionInput::Agent(AgentEvent::TurnEnded(Err(TurnFailure::Failed(why)))),
         },
         other => SessionInput::Agent(AgentEvent::TurnEnded(other)),

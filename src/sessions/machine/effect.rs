@@ -222,27 +222,42 @@ impl Line {
 
 impl Effect {
     /// Whether carrying it out writes to the session's records (the store, the inbox,
-    /// the transcript, the context stack) or gives its agent a prompt.
+    /// the transcript, the context stack) or gives its agent a prompt. Every effect is
+    /// named, so a new one must be placed on one side.
     pub(in crate::sessions) fn writes(&self) -> bool {
-        matches!(
-            self,
+        match self {
             Effect::SetState { .. }
-                | Effect::Save
-                | Effect::RecordTurn
-                | Effect::Append(_)
-                | Effect::Stream { .. }
-                | Effect::Post(_)
-                | Effect::Ask { .. }
-                | Effect::AskPlan { .. }
-                | Effect::AskBudget { .. }
-                | Effect::Withdraw { .. }
-                | Effect::WithdrawOpen { .. }
-                | Effect::OpenContext
-                | Effect::Push(_)
-                | Effect::Prompt { .. }
-                | Effect::RevokeHandles
-                | Effect::SeedFresh
-                | Effect::ClearFreshStart
-        )
+            | Effect::Save
+            | Effect::RecordTurn
+            | Effect::Append(_)
+            | Effect::Stream { .. }
+            | Effect::Post(_)
+            | Effect::Ask { .. }
+            | Effect::AskPlan { .. }
+            | Effect::AskBudget { .. }
+            | Effect::Withdraw { .. }
+            | Effect::WithdrawOpen { .. }
+            | Effect::OpenContext
+            | Effect::Push(_)
+            | Effect::Prompt { .. }
+            | Effect::RevokeHandles
+            | Effect::SeedFresh
+            | Effect::ClearFreshStart => true,
+            Effect::Record(_)
+            | Effect::Spend { .. }
+            | Effect::RaiseBudget { .. }
+            | Effect::Judge(_)
+            | Effect::ReplyGate { .. }
+            | Effect::Grant { .. }
+            | Effect::Audit(_)
+            | Effect::CancelTurn
+            | Effect::FallBack
+            | Effect::WakeAfter(_)
+            | Effect::StopAgent
+            | Effect::ReadOpen
+            | Effect::ReadAnswers(_)
+            | Effect::Reply(_)
+            | Effect::Finish => false,
+        }
     }
 }

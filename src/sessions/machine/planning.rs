@@ -10,7 +10,7 @@
 use super::gating::{GateReply, GateRequest};
 use super::*;
 use crate::ledger::LedgerError;
-use crate::protocol::{Purpose, plan_comments};
+use crate::protocol::plan_comments;
 use crate::rules::{Operation, PlanScope, PlanStep, plan};
 
 /// The options of a plan's review.
@@ -166,15 +166,8 @@ impl Machine {
         response: Option<&str>,
         by: Option<&str>,
     ) -> bool {
-        let is_review = self
-            .plan
-            .review
-            .as_ref()
-            .is_some_and(|r| r.message.as_deref() == Some(id));
-        if !is_review {
-            return false;
-        }
-        let Some(review) = self.plan.review.take() else {
+        let asked = |r: &mut Review| r.message.as_deref() == Some(id);
+        let Some(review) = self.plan.review.take_if(asked) else {
             return false;
         };
         let by = by.unwrap_or("human (inbox)").to_string();
@@ -230,15 +223,14 @@ impl Machine {
 
     /// A prompt the review sends the agent: now when it is idle, else after the turn.
     fn plan_prompt(&mut self, fx: &mut Effects, prompt: String) {
-        if matches!(self.phase, Phase::Turn(_)) {
-            fx.push(Effect::CancelTurn);
-        }
+        self.end_turn_for_plan(fx);
         self.queue.push_front(prompt);
         if !(self.phase == Phase::Idle && self.next_turn(fx)) {
             self.keep_prompts(fx);
         }
     }
 
+    /// Asks the running turn, if any, to end.
     fn end_turn_for_plan(&mut self, fx: &mut Effects) {
         if matches!(self.phase, Phase::Turn(_)) {
             fx.push(Effect::CancelTurn);
@@ -304,9 +296,4 @@ pub(in crate::sessions) fn review_options() -> (Vec<String>, Vec<String>) {
         vec![APPROVE.into(), REJECT.into()],
         vec!["allow_once".into(), "reject_once".into()],
     )
-}
-
-/// What the review's question is for.
-pub(in crate::sessions) fn review_purpose(steps: usize) -> Purpose {
-    Purpose::PlanReview { steps }
 }

@@ -50,7 +50,7 @@ impl Sessions {
             // prompt unparks it, a restart starts it).
             return Ok(Adopted {
                 session: taken,
-                resumed: "not running".into(),
+                resumed: Resumed::NotRunning,
                 carried: carried.len(),
                 withdrawn,
             });
@@ -73,13 +73,13 @@ impl Sessions {
         }
         let session = self.started(&taken.id).await?;
         let resumed = match (&session.state, &taken.acp_session_id) {
-            (Some(SessionState::Starting), _) => "starting",
-            (_, Some(id)) if session.acp_session_id.as_ref() == Some(id) => "load",
-            _ => "fresh",
+            (Some(SessionState::Starting), _) => Resumed::Starting,
+            (_, Some(id)) if session.acp_session_id.as_ref() == Some(id) => Resumed::Load,
+            _ => Resumed::Fresh,
         };
         Ok(Adopted {
             session,
-            resumed: resumed.into(),
+            resumed,
             carried: carried.len(),
             withdrawn,
         })

@@ -13,7 +13,7 @@ mod adopt;
 use base64::Engine as _;
 
 use super::*;
-use crate::protocol::{AdoptParams, Adopted, DaemonInfo, MoveParams, Moved};
+use crate::protocol::{AdoptParams, Adopted, DaemonInfo, MoveParams, Moved, Resumed};
 
 impl Sessions {
     pub async fn move_to(self: &Arc<Self>, params: MoveParams) -> Result<Moved> {
