@@ -139,8 +139,8 @@ pub async fn list_in_process(control: &Client, runs: usize) -> Result<()> {
             let started = Instant::now();
             control
                 .call::<m::SessionList>(&SessionListParams {
-                    channel: None,
                     resources,
+                    ..SessionListParams::default()
                 })
                 .await
                 .context("session.list")?;

@@ -83,6 +83,9 @@ pub struct Model {
     /// Lines sent (Enter) before the daemon answered: carried out, in order, once the
     /// state is read.
     pub(super) held: Vec<String>,
+    /// The sessions are the first page of the list, the rest being read: lines sent are
+    /// held until it is there.
+    pub(super) partial: bool,
     /// The last `/search`'s results ([`Overlay::Search`] lists them).
     pub(super) search: Search,
     /// What was typed into the sessions overlay ([`Overlay::Sessions`]).
@@ -121,6 +124,7 @@ impl Model {
             quiet: Quiet::default(),
             confirm: None,
             held: Vec::new(),
+            partial: false,
             search: Search::default(),
             picker: Picker::default(),
             place: None,

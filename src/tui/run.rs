@@ -10,7 +10,6 @@
 use std::collections::HashSet;
 use std::io::Stdout;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -25,6 +24,7 @@ mod link;
 mod perform;
 mod reply;
 mod settings;
+mod sync;
 
 use link::{Embedded, FromLink, Link, next_from, probe};
 use settings::{Screen, Settings, watch_settings};
@@ -33,12 +33,10 @@ use super::{Connection, Flash, Model, ViewState, render};
 use crate::client::{Client, ClientError, HubPlace};
 use crate::config::Config;
 use crate::kiln::Kiln;
-use crate::protocol::methods::{self as m, Reply, Request};
-use crate::protocol::{Event, ListParams, Notification, SessionListParams};
+use crate::protocol::methods::{Reply, Request};
+use crate::protocol::{Event, Notification};
 use crate::tui::palette::{ColorChoice, Colours};
 
-/// How many messages the workbench reads when it (re)synchronises.
-const INBOX_WINDOW: u32 = 500;
 /// The longest wait between two reconnection attempts.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 /// How many queued notifications are applied before the screen is drawn.
@@ -186,6 +184,8 @@ struct Runtime {
     ),
     /// Transcripts asked for and not yet loaded, so a burst asks once.
     loading: HashSet<String>,
+    /// The sessions past the first page, still to be read at start.
+    rest: sync::Rest,
 }
 
 impl Runtime {
@@ -207,6 +207,7 @@ impl Runtime {
             colours,
             outcomes: mpsc::unbounded_channel(),
             loading: HashSet::new(),
+            rest: sync::Rest::None,
         }
     }
 
@@ -238,6 +239,11 @@ impl Runtime {
 
         while !quit {
             self.draw(terminal)?;
+            // The first screen is drawn: now the rest of the sessions.
+            if self.rest_due() {
+                quit = self.read_rest().await;
+                continue;
+            }
             let connected = self.link.is_some();
             // A quiet working session is drawn again when its stall shows (or its minutes
             // change); nothing else wakes the loop on a timer.
@@ -271,7 +277,7 @@ impl Runtime {
                         Ok(link) => {
                             self.link = Some(link);
                             self.model.set_connection(Connection::Connected);
-                            quit = self.resync().await;
+                            quit = self.read_state(sync::Reading::FirstPage).await;
                         }
                         // Stopped by a signal, it is waited for as one that went away.
                         Err(e) if is_suspended(&e) => self.lost_to(&e),
@@ -301,6 +307,7 @@ impl Runtime {
         self.link = None;
         self.model.set_daemon_silence(None);
         self.loading.clear();
+        self.rest = sync::Rest::None;
         self.model.set_connection(Connection::Lost {
             reason: reason.to_string(),
         });
@@ -334,62 +341,6 @@ impl Runtime {
                 });
                 self.model
                     .set_daemon_silence(is_suspended(&e).then(|| format!("{e:#}")));
-                false
-            }
-        }
-    }
-
-    /// Reads the whole state again (after connecting, or when events were missed).
-    /// True if the result asks to quit.
-    async fn resync(&mut self) -> bool {
-        let Some(client) = self.link.as_ref().map(|l| Arc::clone(&l.client)) else {
-            return false;
-        };
-        let read = async {
-            let window = ListParams {
-                limit: Some(INBOX_WINDOW),
-                ..ListParams::default()
-            };
-            let all = SessionListParams::default();
-            // Asked at once: through the hub each is every kiln's, and they overlap.
-            let (status, sessions, messages, conflicts) = tokio::join!(
-                client.call::<m::DaemonStatusOf>(&m::NoParams {}),
-                client.call::<m::SessionList>(&all),
-                client.call::<m::InboxList>(&window),
-                client.call::<m::SessionConflicts>(&m::NoParams {}),
-            );
-            // Team mode: a database server that is away is shown, not fatal.
-            let mut store = status.ok().and_then(|status| status.store);
-            let sessions = sessions?;
-            let server_away = store.as_ref().is_some_and(|h| !h.connected);
-            let messages = match messages {
-                Ok(list) => list.messages,
-                Err(_) if server_away => Vec::new(),
-                // A damaged database is shown (with what to do), not a lost daemon.
-                Err(e) if e.to_string().contains(crate::protocol::check::WHAT_TO_DO) => {
-                    let health = store.get_or_insert_with(Default::default);
-                    health.connected = true;
-                    if health.damaged.is_empty() {
-                        health.damaged.push("the inbox cannot be read".into());
-                    }
-                    Vec::new()
-                }
-                Err(e) => return Err(anyhow::Error::from(e)),
-            };
-            let conflicts = conflicts?;
-            anyhow::Ok((sessions.sessions, messages, conflicts, store))
-        };
-        match read.await {
-            Ok((sessions, messages, conflicts, store)) => {
-                if let Some(store) = store {
-                    self.model.set_store(store);
-                }
-                self.model.set_conflicts(conflicts);
-                let actions = self.model.sync(sessions, messages);
-                self.perform(actions)
-            }
-            Err(e) => {
-                self.lost_to(&e);
                 false
             }
         }
@@ -443,6 +394,7 @@ impl Runtime {
     }
 
     fn on_outcome(&mut self, outcome: Outcome) {
+        self.rest_ready();
         match outcome {
             Outcome::Answered(request, reply) => self.answered(*request, *reply),
             Outcome::Failed(what, why) => self.model.report_failure(&what, &why),

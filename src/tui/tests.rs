@@ -867,3 +867,48 @@ fn a_search_result_jumps_to_its_entry_reading_that_stretch_when_not_held() {
     assert_eq!(model.overlay, None);
     assert_eq!(flash(&model), "nothing found for “zeppelin”");
 }
+
+#[test]
+fn the_whole_list_after_the_first_page_keeps_the_focus_and_carries_out_lines_held() {
+    let many: Vec<crate::protocol::Session> = (1..=70)
+        .map(|n| {
+            let mut s = fixture::session(
+                n,
+                &format!("w{n}"),
+                "claude",
+                Some(SessionState::Complete),
+                "t",
+            );
+            // Started a minute apart, in order (the fixture's times are for nine).
+            s.started_at = format!("2026-11-02T{:02}:{:02}:00Z", n / 60, n % 60);
+            s
+        })
+        .collect();
+    let mut model = Model::new(Keymap::default());
+    // The first page: the oldest sessions, the first focused and its transcript asked.
+    let actions = model.sync_first_page(many[..64].to_vec(), Vec::new());
+    assert_eq!(focused_number(&model), Some(1));
+    assert_eq!(actions, vec![Action::transcript(many[0].id.clone(), 0)]);
+    model.handle_key(alt('2'));
+    assert_eq!(focused_number(&model), Some(2));
+    // A line sent before the rest is there waits for it rather than being refused.
+    assert!(enter(&mut model, "/goto 70").is_empty());
+    assert!(flash(&model).contains("held"), "{}", flash(&model));
+    assert_eq!(focused_number(&model), Some(2));
+    // The rest arrives: the line held is carried out, against every session.
+    model.sync_sessions(many.clone());
+    assert_eq!(focused_number(&model), Some(70));
+    model.handle_key(alt('2'));
+    assert_eq!(focused_number(&model), Some(2));
+    // Read again with the focus there: it stays, and nothing is asked again.
+    assert!(model.sync_sessions(many.clone()).is_empty());
+    assert_eq!(focused_number(&model), Some(2));
+    // A list without the focused session (deleted meanwhile) focuses the first.
+    let mut without = many.clone();
+    without.remove(1);
+    model.sync_sessions(without);
+    assert_eq!(focused_number(&model), Some(1));
+    // Lines are carried out at once when the list was whole.
+    enter(&mut model, "/goto 3");
+    assert_eq!(focused_number(&model), Some(3));
+}

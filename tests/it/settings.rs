@@ -57,7 +57,7 @@ async fn runs_of(client: &Client, id: &str) -> usize {
         client,
         crucible::protocol::SessionListParams {
             channel: Some("cron".into()),
-            resources: false,
+            ..crucible::protocol::SessionListParams::default()
         },
     )
     .await;

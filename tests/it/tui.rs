@@ -356,3 +356,59 @@ fn a_prompt_typed_while_the_agent_waits_for_an_answer_says_it_is_queued() {
     one.keys(&["C-q"]);
     one.wait_for("cru to exit", |_| one.exited());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn more_sessions_than_the_first_page_are_all_there_once_the_rest_is_read() {
+    let tk = TestKiln::new();
+    let _guard = KillOnDrop(tk.kiln.clone());
+    let client = tk.daemon().await;
+    // Registered sessions (no agent to start): more than the workbench reads first.
+    for n in 0..70 {
+        client
+            .call::<m::SessionRegister>(RegisterParams {
+                worktree: Some(format!("/src/w{n}")),
+                agent_type: "acp".into(),
+                agent_name: "claude".into(),
+            })
+            .await
+            .unwrap();
+    }
+    // The daemon answers a first page when asked for one, the oldest first.
+    let page = client
+        .call::<m::SessionList>(&SessionListParams {
+            limit: Some(3),
+            ..SessionListParams::default()
+        })
+        .await
+        .unwrap();
+    let all = client
+        .call::<m::SessionList>(&SessionListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(all.sessions.len(), 70);
+    let ids = |list: &[crucible::protocol::Session]| -> Vec<String> {
+        list.iter().map(|s| s.id.clone()).collect()
+    };
+    assert_eq!(ids(&page.sessions), ids(&all.sessions[..3]));
+
+    let term = open("first-page", &tk, (120, 30));
+    term.wait_for("session 1 focused", |s| status_bar(s).contains("▸[1]"));
+    // The 70th is past the first page: it is there once the rest is read.
+    // Asked again while it is not (a key typed before the rest came is refused).
+    let mut tries = 0;
+    loop {
+        term.type_text("/goto 70");
+        term.keys(&["Enter"]);
+        let screen = term.wait_for("/goto 70 answered", |s| {
+            status_bar(s).contains("▸[70]") || s.contains("no session [70]")
+        });
+        if status_bar(&screen).contains("▸[70]") {
+            break;
+        }
+        tries += 1;
+        assert!(tries < 50, "session 70 never came:\n{screen}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    term.keys(&["C-q"]);
+    term.wait_for("cru to exit", |_| term.exited());
+}

@@ -19,8 +19,8 @@ pub(in crate::cli) async fn listed(
 ) -> anyhow::Result<Vec<Session>> {
     Ok(client
         .call::<m::SessionList>(&crate::protocol::SessionListParams {
-            channel: None,
             resources,
+            ..crate::protocol::SessionListParams::default()
         })
         .await?
         .sessions)

@@ -185,6 +185,10 @@ pub struct SessionListParams {
     /// Fill in each session's `resources` (its agent's CPU time and memory).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resources: bool,
+    /// At most this many, the oldest first: the workbench's first screenful, read before
+    /// the whole list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

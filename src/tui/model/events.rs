@@ -15,6 +15,22 @@ impl Model {
     /// `events.lagged`). Keeps the focus when its session still exists; transcripts are
     /// asked for again from where they stopped.
     pub fn sync(&mut self, sessions: Vec<Session>, messages: Vec<InboxMessage>) -> Vec<Action> {
+        self.partial = false;
+        self.replace(sessions, messages)
+    }
+
+    /// [`Model::sync`] with the first page of the sessions: lines sent are held until
+    /// [`Model::sync_sessions`] brings the whole list.
+    pub fn sync_first_page(
+        &mut self,
+        sessions: Vec<Session>,
+        messages: Vec<InboxMessage>,
+    ) -> Vec<Action> {
+        self.partial = true;
+        self.replace(sessions, messages)
+    }
+
+    fn replace(&mut self, sessions: Vec<Session>, messages: Vec<InboxMessage>) -> Vec<Action> {
         self.sessions = sessions;
         sort_sessions(&mut self.sessions);
         self.inbox.update(InboxMsg::Synced {
@@ -39,6 +55,39 @@ impl Model {
             .or_else(|| self.sessions.first().map(|s| s.id.clone()));
         self.focused = None;
         let mut actions = focus.map_or_else(Vec::new, |id| self.focus(&id));
+        if self.health.connection == Connection::Connected && !self.partial {
+            actions.extend(self.run_held());
+        }
+        actions
+    }
+
+    /// Replaces the sessions with the whole list, read after [`Model::sync`] was given
+    /// the first page of it: the focus stays (or goes to the first session, or to one
+    /// waited for, when it is not in the list), and the inbox and transcripts are kept.
+    pub fn sync_sessions(&mut self, sessions: Vec<Session>) -> Vec<Action> {
+        self.partial = false;
+        self.sessions = sessions;
+        sort_sessions(&mut self.sessions);
+        let ids: HashSet<&str> = self.sessions.iter().map(|s| s.id.as_str()).collect();
+        self.flagged.retain(|id| ids.contains(id.as_str()));
+        let pending = self
+            .pending_focus
+            .clone()
+            .filter(|id| ids.contains(id.as_str()));
+        let kept = self.focused.clone().filter(|id| ids.contains(id.as_str()));
+        let focus = match (pending, kept) {
+            (Some(id), _) => {
+                self.pending_focus = None;
+                Some(id)
+            }
+            (None, Some(_)) => None,
+            (None, None) => self.sessions.first().map(|s| s.id.clone()),
+        };
+        let mut actions = Vec::new();
+        if let Some(id) = focus {
+            self.focused = None;
+            actions = self.focus(&id);
+        }
         if self.health.connection == Connection::Connected {
             actions.extend(self.run_held());
         }

@@ -136,8 +136,8 @@ impl Model {
             // What each agent costs the machine, read when the list is opened.
             return vec![
                 Request::SessionList(crate::protocol::SessionListParams {
-                    channel: None,
                     resources: true,
+                    ..crate::protocol::SessionListParams::default()
                 })
                 .into(),
             ];

@@ -20,9 +20,9 @@ impl Model {
             command,
             Some(Ok(SlashCommand::Help | SlashCommand::Quit)) | Some(Err(_))
         );
-        if self.health.connection != Connection::Connected && !local {
-            // Typed before the daemon answered (or while it is away): kept, and carried
-            // out once the state is read.
+        if (self.health.connection != Connection::Connected || self.partial) && !local {
+            // Typed before the daemon answered (or while it is away, or before the whole
+            // session list is read): kept, and carried out once the state is read.
             self.held.push(self.input.take());
             self.flash = Some(Flash::info(format!(
                 "{} held until the daemon answers",

@@ -28,6 +28,9 @@ impl Answer<m::SessionList> for Call<'_> {
                 None => channel == "interactive",
             });
         }
+        if let Some(limit) = p.limit {
+            sessions.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        }
         if p.resources {
             let runner = self.conn.services.sessions.runner();
             let table = crate::proc_tree::ProcTable::read();
