@@ -214,7 +214,8 @@ async fn engine_alone(kiln: &Kiln, settings: &Settings) -> Result<Engine> {
     for i in 0..LIST_CALLS + LIST_WARMUP {
         let started = Instant::now();
         let messages = store
-            .list_messages(true, None, LIST_LIMIT as u32)
+            .inbox()
+            .list(true, None, LIST_LIMIT as u32)
             .await
             .context("list_messages")?;
         let elapsed = started.elapsed();
@@ -264,7 +265,8 @@ async fn engine_alone(kiln: &Kiln, settings: &Settings) -> Result<Engine> {
     let started = Instant::now();
     while started.elapsed() < settings.level_duration {
         store
-            .insert_messages(&batch(sent))
+            .inbox()
+            .insert(&batch(sent))
             .await
             .context("insert_messages")?;
         sent += ENGINE_BATCH as u64;

@@ -717,7 +717,7 @@ async fn build(
         generating += made.elapsed();
         alive(&format!("append_transcript of entries {g}..{end}"));
         let sent = Instant::now();
-        if let Err(e) = store.append_transcript(&batch).await {
+        if let Err(e) = store.records().append_transcript(&batch).await {
             reopens += 1;
             println!(
                 "  ✗ append_transcript of entries {g}..{end} failed after {:.1} s: {e}",

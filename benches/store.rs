@@ -183,9 +183,10 @@ async fn purge(entries: u64, words: usize, how: Purge) -> Result<Timed> {
         let batch: Vec<TranscriptEntry> = (first..(first + 500).min(entries + 1))
             .map(|seq| entry("gone", seq, text(seq, words)))
             .collect();
-        store.append_transcript(&batch).await?;
+        store.records().append_transcript(&batch).await?;
     }
     store
+        .records()
         .append_transcript(&[entry("kept", 1, text(0, words))])
         .await?;
     let written = started.elapsed();
@@ -198,11 +199,12 @@ async fn purge(entries: u64, words: usize, how: Purge) -> Result<Timed> {
         );
     }
     store
-        .delete_session_records("gone", &GitLeftovers::default())
+        .records()
+        .delete_session("gone", &GitLeftovers::default())
         .await?;
     let (wall, cpu_before) = (Instant::now(), cpu());
     match how {
-        Purge::Ranges => store.purge_deleted("gone").await?,
+        Purge::Ranges => store.records().purge_deleted("gone").await?,
         Purge::Queries => loop {
             let out = store
                 .query(
@@ -219,8 +221,8 @@ async fn purge(entries: u64, words: usize, how: Purge) -> Result<Timed> {
     }
     let (wall, cpu) = (wall.elapsed(), cpu() - cpu_before);
     let merge = merged(&store, Duration::from_secs(600)).await?;
-    let left = store.transcript("gone", 0, 10).await?;
-    let kept = store.transcript("kept", 0, 10).await?;
+    let left = store.records().transcript("gone", 0, 10).await?;
+    let kept = store.records().transcript("kept", 0, 10).await?;
     if !left.is_empty() || kept.len() != 1 {
         bail!(
             "the purge left {} entries and kept {} of 1",
@@ -240,7 +242,7 @@ async fn stack(mib: u64) -> Result<()> {
         fresh_start: false,
         history_len: 0,
     };
-    store.save_context("s", &context).await?;
+    store.contexts().save("s", &context).await?;
     let message = "abcdefgh".repeat(32 * 1024);
     let pushes = mib * 4;
     let mut times = Vec::new();
@@ -250,7 +252,7 @@ async fn stack(mib: u64) -> Result<()> {
             .stack
             .apply(ContextOp::Push(Message::Agent { text }))?;
         let started = Instant::now();
-        context.history_len = store.save_context_change("s", &context, &change).await?;
+        context.history_len = store.contexts().save_change("s", &context, &change).await?;
         times.push(started.elapsed());
     }
     let ms = |d: &[Duration]| {
@@ -264,10 +266,10 @@ async fn stack(mib: u64) -> Result<()> {
     );
     let started = Instant::now();
     let reset = context.stack.apply(ContextOp::Reset)?;
-    context.history_len = store.save_context_change("s", &context, &reset).await?;
+    context.history_len = store.contexts().save_change("s", &context, &reset).await?;
     let reset_took = started.elapsed();
     let started = Instant::now();
-    let back = store.load_context("s").await?;
+    let back = store.contexts().load("s").await?;
     println!(
         "   reset of {} entries: {:.0} ms ({} history records in all); read back in {:.0} ms",
         reset.removed.len(),
@@ -311,7 +313,7 @@ async fn index() -> Result<()> {
                 entry("s", seq, words)
             })
             .collect();
-        store.append_transcript(&entries).await?;
+        store.records().append_transcript(&entries).await?;
     }
     let written = started.elapsed();
     let pending: usize = store.search_backlog().await?.iter().map(|(_, n)| n).sum();

@@ -29,7 +29,7 @@ impl Ledger {
         if let Some(state) = cache.get(session_id) {
             return Ok(state.clone());
         }
-        let state = match self.store.load_context(session_id).await? {
+        let state = match self.store.contexts().load(session_id).await? {
             Some(stored) => stored,
             None => {
                 let state = ContextState {
@@ -37,7 +37,7 @@ impl Ledger {
                     fresh_start: false,
                     history_len: 0,
                 };
-                self.store.save_context(session_id, &state).await?;
+                self.store.contexts().save(session_id, &state).await?;
                 state
             }
         };
@@ -73,7 +73,8 @@ impl Ledger {
         next.fresh_start |= fresh_on_shrink && !change.removed.is_empty();
         next.history_len = self
             .store
-            .save_context_change(session_id, &next, &change)
+            .contexts()
+            .save_change(session_id, &next, &change)
             .await
             .map_err(|e| match e {
                 // One entry too large for the stack: refused alone, like bad input.
@@ -99,7 +100,7 @@ impl Ledger {
         let mut cache = self.contexts.lock().await;
         let stack = match cache.get(from) {
             Some(state) => state.stack.clone(),
-            None => match self.store.load_context(from).await? {
+            None => match self.store.contexts().load(from).await? {
                 Some(stored) => stored.stack,
                 None => return Ok(()),
             },
@@ -109,7 +110,7 @@ impl Ledger {
             fresh_start: true,
             history_len: 0,
         };
-        self.store.save_context(to, &copy).await?;
+        self.store.contexts().save(to, &copy).await?;
         cache.remove(to);
         Ok(())
     }
@@ -129,7 +130,7 @@ impl Ledger {
         if current.fresh_start {
             return Ok(());
         }
-        self.store.mark_context_fresh(session_id, true).await?;
+        self.store.contexts().mark_fresh(session_id, true).await?;
         if let Some(current) = cache.get_mut(session_id) {
             current.fresh_start = true;
         }
@@ -145,7 +146,7 @@ impl Ledger {
         if !current.fresh_start {
             return Ok(());
         }
-        self.store.mark_context_fresh(session_id, false).await?;
+        self.store.contexts().mark_fresh(session_id, false).await?;
         if let Some(current) = cache.get_mut(session_id) {
             current.fresh_start = false;
         }

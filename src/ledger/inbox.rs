@@ -107,20 +107,22 @@ impl Ledger {
         }
         Ok(self
             .store
-            .list_messages(params.unread_only, params.session_id.as_deref(), limit)
+            .inbox()
+            .list(params.unread_only, params.session_id.as_deref(), limit)
             .await?)
     }
 
     pub async fn get_message(&self, id: &str) -> Result<InboxMessage> {
         self.store
-            .get_message(id)
+            .inbox()
+            .get(id)
             .await?
             .ok_or_else(|| no_message(id))
     }
 
     /// Returns how many messages changed from unread to read.
     pub async fn mark_read(&self, ids: &[String]) -> Result<usize> {
-        let changed = self.store.mark_read(ids).await?;
+        let changed = self.store.inbox().mark_read(ids).await?;
         let count = changed.len();
         for message in changed {
             self.publish(Event::InboxUpdated(message));
@@ -159,7 +161,12 @@ impl Ledger {
                 ))
             })?
         };
-        match self.store.respond(id, &response, false, Some(by)).await? {
+        match self
+            .store
+            .inbox()
+            .respond(id, &response, false, Some(by))
+            .await?
+        {
             Some(updated) => {
                 self.publish(Event::InboxUpdated(updated.clone()));
                 Ok(updated)
@@ -222,7 +229,7 @@ impl Ledger {
 
     /// Deletes read messages that need nothing more; returns their ids.
     pub async fn clear(&self) -> Result<Vec<String>> {
-        let ids = self.store.clear_read().await?;
+        let ids = self.store.inbox().clear_read().await?;
         if !ids.is_empty() {
             self.publish(Event::InboxDeleted { ids: ids.clone() });
         }
@@ -230,18 +237,18 @@ impl Ledger {
     }
 
     pub async fn unread_count(&self) -> Result<u64> {
-        Ok(self.store.count_unread().await?)
+        Ok(self.store.inbox().count_unread().await?)
     }
 
     /// The decisions and approvals of a session still waiting for an answer.
     pub async fn open_blocking(&self, session_id: &str) -> Result<Vec<String>> {
-        Ok(self.store.open_blocking(session_id).await?)
+        Ok(self.store.inbox().open_blocking(session_id).await?)
     }
 
     /// Closes a question nobody needs answered any more (its turn was cancelled, or its
     /// agent is gone), so it no longer waits in the inbox. `note` is stored as the answer.
     pub async fn withdraw(&self, id: &str, note: &str) -> Result<()> {
-        if let Some(updated) = self.store.respond(id, note, true, None).await? {
+        if let Some(updated) = self.store.inbox().respond(id, note, true, None).await? {
             self.publish(Event::InboxUpdated(updated));
         }
         Ok(())
@@ -293,7 +300,7 @@ pub(super) async fn send_writer(store: Arc<Store>, mut jobs: mpsc::Receiver<Send
             let (group, later) = rest.split_at(take);
             rest = later;
             let messages: Vec<InboxMessage> = group.iter().map(|(m, _)| m.clone()).collect();
-            let outcome = store.insert_messages(&messages).await;
+            let outcome = store.inbox().insert(&messages).await;
             if let Err(e) = &outcome {
                 tracing::error!(count = messages.len(), "inbox write failed: {e}");
             }

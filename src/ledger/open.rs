@@ -23,9 +23,8 @@ const EVENT_BUFFER: usize = 8192;
 /// Removes deleted sessions' transcripts one session at a time, in the background.
 async fn purger(store: Arc<Store>, mut ids: mpsc::UnboundedReceiver<String>) {
     while let Some(id) = ids.recv().await {
-        let purged = store.purge_deleted(&id);
         async {
-            match purged.await {
+            match store.records().purge_deleted(&id).await {
                 Ok(()) => tracing::debug!("purged a deleted session"),
                 Err(e) => tracing::warn!(
                     "the deleted session's transcript is not yet purged ({e}); finishing at the next start"
@@ -81,8 +80,8 @@ impl Ledger {
             false => None,
         };
         let store = Arc::new(store);
-        let sessions = store.list_sessions().await?;
-        let handles = store.list_handles().await?.into_iter().collect();
+        let sessions = store.sessions().list().await?;
+        let handles = store.sessions().handles().await?.into_iter().collect();
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (sends, send_rx) = mpsc::channel(MAX_SEND_BATCH * 4);
         let (purges, purge_rx) = mpsc::unbounded_channel();
@@ -118,7 +117,7 @@ impl Ledger {
             append_rx,
         ));
         // Purges cut short by a stop are finished behind the first answers.
-        for id in ledger.store.deleted_sessions().await? {
+        for id in ledger.store.records().deleted_sessions().await? {
             let _ = ledger.purges.send(id);
         }
         tokio::spawn(purger(Arc::clone(&ledger.store), purge_rx));

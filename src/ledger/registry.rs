@@ -322,7 +322,7 @@ impl Registry {
 
 pub(super) async fn flush_heartbeats(ledger: &Ledger) {
     let beats = ledger.registry.take_dirty();
-    if let Err(e) = ledger.store.save_heartbeats(&beats).await {
+    if let Err(e) = ledger.store.sessions().save_heartbeats(&beats).await {
         tracing::warn!(count = beats.len(), "could not save heartbeats: {e}");
     }
 }
@@ -380,7 +380,7 @@ pub(super) async fn reaper(registry: Arc<Registry>, ledger: Weak<Ledger>) {
         // Out of the store first, then out of memory: once a session is no longer
         // answered for, it is not in the database either (a failed delete is tried again).
         for (id, foreign) in registry.expired_records() {
-            if !foreign && let Err(e) = ledger.store.delete_session(&id).await {
+            if !foreign && let Err(e) = ledger.store.sessions().delete(&id).await {
                 tracing::warn!(session = %id, "could not drop a termination record: {e}");
                 continue;
             }

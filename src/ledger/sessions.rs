@@ -22,7 +22,10 @@ impl Ledger {
     pub async fn issue_handle(&self, session_id: &str) -> Result<Handle> {
         let handle = Handle::generate();
         let digest = handle.digest();
-        self.store.insert_handle(&digest, session_id).await?;
+        self.store
+            .sessions()
+            .insert_handle(&digest, session_id)
+            .await?;
         self.lock_handles().insert(digest, session_id.to_string());
         Ok(handle)
     }
@@ -30,7 +33,7 @@ impl Ledger {
     /// Revokes every handle of a session: connections using one lose all access.
     pub async fn revoke_handles(&self, session_id: &str) -> Result<()> {
         self.lock_handles().retain(|_, s| s != session_id);
-        self.store.revoke_handles(session_id).await?;
+        self.store.sessions().revoke_handles(session_id).await?;
         Ok(())
     }
 
@@ -91,7 +94,7 @@ impl Ledger {
             now,
         );
         self.stamp(&mut session);
-        self.store.insert_session(&session).await?;
+        self.store.sessions().insert(&session).await?;
         self.registry.insert(session.clone());
         let handle = self.issue_handle(&session.id).await?;
         self.publish(Event::SessionRegistered(session.clone()));
@@ -144,7 +147,7 @@ impl Ledger {
         session.state_reason = Some(reason.into());
         session.ended_at = Some(now_rfc3339());
         session.exit_code = exit_code;
-        self.store.save_session(&session).await?;
+        self.store.sessions().save(&session).await?;
         self.registry.end(session);
         self.publish(Event::SessionDeregistered {
             session_id: id.to_string(),
@@ -179,7 +182,7 @@ impl Ledger {
     /// Stores a new session and announces it.
     pub async fn add_managed(&self, mut session: Session) -> Result<Session> {
         self.stamp(&mut session);
-        self.store.insert_session(&session).await?;
+        self.store.sessions().insert(&session).await?;
         self.registry.insert(session.clone());
         let view = self.get_session(&session.id)?;
         self.publish(Event::SessionRegistered(view.clone()));
@@ -191,7 +194,7 @@ impl Ledger {
     /// is still shown as it is (an `error` the store could not record must not look like
     /// the state before it), and the failure is returned.
     pub async fn save_managed(&self, session: &Session) -> Result<Session> {
-        let stored = self.store.save_session(session).await;
+        let stored = self.store.sessions().save(session).await;
         if !self.registry.update(session.clone()) {
             self.registry.insert(session.clone());
         }
@@ -209,7 +212,7 @@ impl Ledger {
     /// [`Ledger::git_removed`].
     pub async fn remove_managed(&self, id: &str, git: &GitLeftovers) -> Result<()> {
         self.revoke_handles(id).await?;
-        self.store.delete_session_records(id, git).await?;
+        self.store.records().delete_session(id, git).await?;
         self.forget_context(id).await;
         self.registry.remove(id);
         let _ = self.purges.send(id.to_string());
@@ -223,13 +226,13 @@ impl Ledger {
     /// A deleted session's worktree and branch are dealt with: its tombstone can go once
     /// its transcript is purged.
     pub async fn git_removed(&self, id: &str) -> Result<()> {
-        self.store.git_removed(id).await?;
+        self.store.records().git_removed(id).await?;
         let _ = self.purges.send(id.to_string());
         Ok(())
     }
 
     /// Deletions cut short before their worktree or branch went (a kill -9).
     pub async fn git_leftovers(&self) -> Result<Vec<(String, GitLeftovers)>> {
-        Ok(self.store.git_leftovers().await?)
+        Ok(self.store.records().git_leftovers().await?)
     }
 }

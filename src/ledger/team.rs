@@ -101,19 +101,19 @@ impl Team {
         cfg: &StoreConfig,
     ) -> Result<Arc<Self>> {
         let lease = Duration::from_secs(cfg.lease_secs);
-        store.register_daemon(me, lease).await?;
-        if let Err(e) = store.forget_taken_daemons(TAKEN_RECORD_TTL).await {
+        store.team().register(me, lease).await?;
+        if let Err(e) = store.team().forget_taken(TAKEN_RECORD_TTL).await {
             tracing::warn!("cannot drop old daemon records: {e}");
         }
         let mut daemons = HashMap::new();
         let now = Instant::now();
-        for d in store.list_daemons().await? {
+        for d in store.team().daemons().await? {
             if d.id == me.id || d.taken_by.is_some() {
                 continue;
             }
             if d.host == me.host && d.kiln == me.kiln {
                 // Resumed by the sessions manager's start, with the rest of its own.
-                if let Some(sessions) = store.claim_daemon(&d.id, &me.id, true).await? {
+                if let Some(sessions) = store.team().claim(&d.id, &me.id, true).await? {
                     tracing::info!(from = %d.id, count = sessions.len(), "took over the sessions of this kiln's previous daemon");
                 }
                 continue;
@@ -125,7 +125,7 @@ impl Team {
             };
             daemons.insert(d.id.clone(), Known { info: d, seen });
         }
-        let unowned = store.claim_unowned(&me.id).await?;
+        let unowned = store.team().claim_unowned(&me.id).await?;
         if !unowned.is_empty() {
             tracing::info!(count = unowned.len(), "took sessions no daemon owned");
         }
@@ -202,7 +202,7 @@ impl Ledger {
         if self.team.is_none() {
             return Vec::new();
         }
-        match self.store.list_daemons().await {
+        match self.store.team().daemons().await {
             Ok(list) => list
                 .into_iter()
                 .filter(|d| d.id != self.instance.id)
@@ -266,6 +266,7 @@ async fn keep_lease(ledger: Weak<Ledger>, team: Arc<Team>) {
         };
         match ledger
             .store
+            .team()
             .renew_lease(&ledger.instance.id, team.lease)
             .await
         {
@@ -292,7 +293,8 @@ async fn watchdog(ledger: Weak<Ledger>, team: Arc<Team>) {
         for gone in team.expired() {
             match ledger
                 .store
-                .claim_daemon(&gone.id, &ledger.instance.id, false)
+                .team()
+                .claim(&gone.id, &ledger.instance.id, false)
                 .await
             {
                 Ok(Some(sessions)) => {
@@ -318,7 +320,7 @@ async fn watchdog(ledger: Weak<Ledger>, team: Arc<Team>) {
 
 /// A claim that did not happen: the daemon renewed after all, or another took it.
 async fn refresh(ledger: &Ledger, team: &Team, gone: &DaemonInfo) {
-    match ledger.store.list_daemons().await {
+    match ledger.store.team().daemons().await {
         Ok(list) => match list.into_iter().find(|d| d.id == gone.id) {
             Some(d) if d.live || d.taken_by.is_some() => team.saw(d),
             Some(_) => retry_soon(team, &gone.id),

@@ -67,6 +67,7 @@ impl Ledger {
         }
         Ok(self
             .store
+            .records()
             .transcript(&params.session_id, params.after.unwrap_or(0), limit)
             .await?)
     }
@@ -113,7 +114,7 @@ async fn commit(store: &Store, group: Vec<AppendJob>) {
             .iter()
             .flat_map(|(entries, _)| entries.iter().cloned())
             .collect();
-        if store.append_transcript(&entries).await.is_ok() {
+        if store.records().append_transcript(&entries).await.is_ok() {
             for (_, ack) in group {
                 let _ = ack.send(Ok(()));
             }
@@ -121,7 +122,7 @@ async fn commit(store: &Store, group: Vec<AppendJob>) {
         }
     }
     for (entries, ack) in group {
-        let outcome = store.append_transcript(&entries).await;
+        let outcome = store.records().append_transcript(&entries).await;
         if let Err(e) = &outcome {
             tracing::error!(count = entries.len(), "transcript write failed: {e}");
         }
@@ -154,7 +155,11 @@ mod tests {
                 .await
                 .unwrap(),
         );
-        store.append_transcript(&[entry("s0", 1)]).await.unwrap();
+        store
+            .records()
+            .append_transcript(&[entry("s0", 1)])
+            .await
+            .unwrap();
         let (tx, rx) = mpsc::channel(MAX_APPEND_JOBS);
         // Queued before the writer starts, so they are taken as one batch.
         let mut waits = Vec::new();
@@ -177,12 +182,16 @@ mod tests {
         assert!(outcomes[1..].iter().all(|o| o.is_ok()), "{outcomes:?}");
         for session in 1..20 {
             let kept = store
+                .records()
                 .transcript(&format!("s{session}"), 0, 10)
                 .await
                 .unwrap();
             assert_eq!(kept.len(), 2, "s{session}");
         }
-        assert_eq!(store.transcript("s0", 0, 10).await.unwrap().len(), 1);
+        assert_eq!(
+            store.records().transcript("s0", 0, 10).await.unwrap().len(),
+            1
+        );
         store.close().await;
     }
 }

@@ -33,7 +33,7 @@ struct Streaming {
 
 impl TranscriptWriter {
     pub async fn open(ledger: &Ledger, session: &Session) -> Self {
-        let seq = match ledger.store().last_seq(&session.id).await {
+        let seq = match ledger.store().records().last_seq(&session.id).await {
             Ok(seq) => seq,
             Err(e) => {
                 tracing::error!("cannot read the transcript: {e}");

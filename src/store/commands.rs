@@ -30,26 +30,37 @@ pub struct CommandRecord {
     pub error: Option<String>,
 }
 
+/// Team mode's commands, asked of the daemon that runs a session.
+pub struct CommandRows<'a>(pub(super) &'a Store);
+
 impl Store {
+    /// Team mode's commands, asked of the daemon that runs a session.
+    pub fn commands(&self) -> CommandRows<'_> {
+        CommandRows(self)
+    }
+}
+
+impl CommandRows<'_> {
     /// Sends a command to the daemon `target`.
-    pub async fn insert_command(&self, command: &CommandRecord) -> Result<()> {
-        self.write(
-            "CREATE type::record('commands', $id) CONTENT {
+    pub async fn insert(&self, command: &CommandRecord) -> Result<()> {
+        self.0
+            .write(
+                "CREATE type::record('commands', $id) CONTENT {
                 target: $target, origin: $origin, method: $method, params: $params,
                 at: time::now(), done: false
              } RETURN NONE",
-            json!({
-                "id": command.id, "target": command.target, "origin": command.origin,
-                "method": command.method, "params": command.params,
-            }),
-            Touched::default(),
-        )
-        .await?;
+                json!({
+                    "id": command.id, "target": command.target, "origin": command.origin,
+                    "method": command.method, "params": command.params,
+                }),
+                Touched::default(),
+            )
+            .await?;
         Ok(())
     }
 
     /// Records a command's answer (once).
-    pub async fn finish_command(
+    pub async fn finish(
         &self,
         id: &str,
         outcome: std::result::Result<Value, (i64, String)>,
@@ -58,19 +69,21 @@ impl Store {
             Ok(value) => (Some(value.to_string()), None, None),
             Err((code, message)) => (None, Some(code), Some(message)),
         };
-        self.write(
-            "UPDATE type::record('commands', $id)
+        self.0
+            .write(
+                "UPDATE type::record('commands', $id)
              SET done = true, result = $result, error_code = $code, error = $error
              WHERE done = false RETURN NONE",
-            json!({"id": id, "result": result, "code": code, "error": error}),
-            Touched::default(),
-        )
-        .await?;
+                json!({"id": id, "result": result, "code": code, "error": error}),
+                Touched::default(),
+            )
+            .await?;
         Ok(())
     }
 
-    pub async fn get_command(&self, id: &str) -> Result<Option<CommandRecord>> {
+    pub async fn get(&self, id: &str) -> Result<Option<CommandRecord>> {
         Ok(self
+            .0
             .rows(
                 "SELECT *, record::id(id) AS id FROM type::record('commands', $id)",
                 json!({"id": id}),
@@ -82,23 +95,25 @@ impl Store {
     }
 
     /// Commands for `me` not yet answered (sent while it was away from the server).
-    pub async fn pending_commands(&self, me: &str) -> Result<Vec<CommandRecord>> {
-        self.rows(
-            "SELECT *, record::id(id) AS id FROM commands WHERE target = $me AND done = false
+    pub async fn pending(&self, me: &str) -> Result<Vec<CommandRecord>> {
+        self.0
+            .rows(
+                "SELECT *, record::id(id) AS id FROM commands WHERE target = $me AND done = false
              ORDER BY id",
-            json!({"me": me}),
-            0,
-        )
-        .await
+                json!({"me": me}),
+                0,
+            )
+            .await
     }
 
-    pub async fn delete_command(&self, id: &str) -> Result<()> {
-        self.write(
-            "DELETE type::record('commands', $id) RETURN NONE",
-            json!({"id": id}),
-            Touched::default(),
-        )
-        .await?;
+    pub async fn delete(&self, id: &str) -> Result<()> {
+        self.0
+            .write(
+                "DELETE type::record('commands', $id) RETURN NONE",
+                json!({"id": id}),
+                Touched::default(),
+            )
+            .await?;
         Ok(())
     }
 }
@@ -122,26 +137,28 @@ mod tests {
             error_code: None,
             error: None,
         };
-        store.insert_command(&command).await.unwrap();
+        store.commands().insert(&command).await.unwrap();
         assert_eq!(
-            store.pending_commands("A").await.unwrap(),
+            store.commands().pending("A").await.unwrap(),
             vec![command.clone()]
         );
-        assert!(store.pending_commands("B").await.unwrap().is_empty());
+        assert!(store.commands().pending("B").await.unwrap().is_empty());
         store
-            .finish_command("C1", Ok(serde_json::json!({"queued": true})))
+            .commands()
+            .finish("C1", Ok(serde_json::json!({"queued": true})))
             .await
             .unwrap();
         store
-            .finish_command("C1", Err((-32003, "late".into())))
+            .commands()
+            .finish("C1", Err((-32003, "late".into())))
             .await
             .unwrap();
-        let done = store.get_command("C1").await.unwrap().unwrap();
+        let done = store.commands().get("C1").await.unwrap().unwrap();
         assert!(done.done);
         assert_eq!(done.result.as_deref(), Some(r#"{"queued":true}"#));
         assert_eq!(done.error, None);
-        assert!(store.pending_commands("A").await.unwrap().is_empty());
-        store.delete_command("C1").await.unwrap();
-        assert_eq!(store.get_command("C1").await.unwrap(), None);
+        assert!(store.commands().pending("A").await.unwrap().is_empty());
+        store.commands().delete("C1").await.unwrap();
+        assert_eq!(store.commands().get("C1").await.unwrap(), None);
     }
 }

@@ -15,14 +15,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::conn::Store;
+pub use super::context_history::PIECE_BYTES;
+use super::context_history::{encode, history_parts};
 use super::durable::{Touched, seq_id};
 use super::error::{Result, StackDamage, StoreError};
 use super::keyspace::quoted;
 use crate::context::{Change, Checkpoint, ContextStack, Entry};
-
-/// The most text (entries' and history's JSON) one transaction of a context save carries
-/// besides one entry, a quarter of the engine's default write buffer (8 MiB).
-pub const PIECE_BYTES: usize = 2 * 1024 * 1024;
 
 /// The largest entry (as stored, its JSON) a context stack keeps: a change adding a larger
 /// one is refused, and nothing of it is stored.
@@ -73,21 +71,26 @@ struct EntryRow {
     entry: String,
 }
 
-/// One record of a change's history.
-pub(super) struct Part {
-    pub(super) operation: String,
-    pub(super) change: String,
-}
+/// Sessions' context stacks: their entries, history and summaries.
+pub struct ContextRows<'a>(pub(super) &'a Store);
 
 impl Store {
+    /// Sessions' context stacks: their entries, history and summaries.
+    pub fn contexts(&self) -> ContextRows<'_> {
+        ContextRows(self)
+    }
+}
+
+impl ContextRows<'_> {
     /// A session's stored context stack, if it has one. A stack stored whole by an
     /// older version is stored again in pieces first.
-    pub async fn load_context(&self, session_id: &str) -> Result<Option<StoredContext>> {
+    pub async fn load(&self, session_id: &str) -> Result<Option<StoredContext>> {
         let damaged = |damage: StackDamage| StoreError::DamagedStack {
             session_id: session_id.to_string(),
             damage,
         };
         let Some(header) = self
+            .0
             .rows::<Header>(
                 "SELECT stack, fresh_start, history_len, on_stack
                  FROM type::record('context_stacks', $id)",
@@ -108,7 +111,7 @@ impl Store {
                 fresh_start: header.fresh_start,
                 history_len: header.history_len,
             };
-            self.save_context(session_id, &context).await?;
+            self.save(session_id, &context).await?;
             return Ok(Some(context));
         };
         let skeleton: Skeleton =
@@ -119,6 +122,7 @@ impl Store {
             while from <= last {
                 let to = last.min(from + ENTRY_PAGE - 1);
                 let rows: Vec<EntryRow> = self
+                    .0
                     .rows(
                         &format!(
                             "SELECT seq, entry FROM {}",
@@ -156,7 +160,7 @@ impl Store {
     /// Stores a stack whole (a new one, or a copy of another session's): its entries in
     /// transactions of at most [`PIECE_BYTES`], then its record, which makes it the
     /// session's stack. `context.history_len` is kept as it is.
-    pub async fn save_context(&self, session_id: &str, context: &StoredContext) -> Result<()> {
+    pub async fn save(&self, session_id: &str, context: &StoredContext) -> Result<()> {
         let entries = context.stack.entries();
         let mut texts = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -190,7 +194,7 @@ impl Store {
         )?;
         vars["rows"] = entry_rows(session_id, last, &texts[start..]);
         let touched = entry_touched(session_id, last).and("context_stacks", session_id);
-        self.write(&sql, vars, touched).await?;
+        self.0.write(&sql, vars, touched).await?;
         Ok(())
     }
 
@@ -201,7 +205,7 @@ impl Store {
     /// the history's length before the change; the length after is returned. A change
     /// adding an entry larger than [`ENTRY_BYTES`] is refused ([`StoreError::TooLarge`])
     /// and nothing is stored.
-    pub async fn save_context_change(
+    pub async fn save_change(
         &self,
         session_id: &str,
         context: &StoredContext,
@@ -218,13 +222,14 @@ impl Store {
         // (a crash leaves them past its end, where the next change writes over them).
         for (i, part) in parts[..parts.len() - 1].iter().enumerate() {
             let history_id = seq_id(session_id, first + i as u64);
-            self.write(
-                PUT_HISTORY,
-                json!({"id": session_id, "history_id": history_id, "seq": first + i as u64,
+            self.0
+                .write(
+                    PUT_HISTORY,
+                    json!({"id": session_id, "history_id": history_id, "seq": first + i as u64,
                        "operation": part.operation, "change": part.change}),
-                Touched::record("context_history", history_id.clone()),
-            )
-            .await?;
+                    Touched::record("context_history", history_id.clone()),
+                )
+                .await?;
         }
         let after = context.history_len + count;
         let removed = removed_ranges(&change.removed);
@@ -266,7 +271,7 @@ impl Store {
                 }
             }
         }
-        self.write(&sql, vars, touched).await?;
+        self.0.write(&sql, vars, touched).await?;
         if removed_count > ENTRY_PAGE {
             // The stack's record no longer names them: removing them is tidying up, and
             // a failure here loses nothing (the purge of the session takes them too).
@@ -281,14 +286,15 @@ impl Store {
     }
 
     /// Records whether the stack's next prompt must open a fresh agent session.
-    pub async fn mark_context_fresh(&self, session_id: &str, fresh_start: bool) -> Result<()> {
-        self.write(
-            "UPDATE type::record('context_stacks', $id)
+    pub async fn mark_fresh(&self, session_id: &str, fresh_start: bool) -> Result<()> {
+        self.0
+            .write(
+                "UPDATE type::record('context_stacks', $id)
              SET fresh_start = $fresh_start, updated_at = time::now() RETURN NONE",
-            json!({"id": session_id, "fresh_start": fresh_start}),
-            Touched::record("context_stacks", session_id),
-        )
-        .await?;
+                json!({"id": session_id, "fresh_start": fresh_start}),
+                Touched::record("context_stacks", session_id),
+            )
+            .await?;
         Ok(())
     }
 
@@ -299,12 +305,13 @@ impl Store {
         entries: &[Entry],
         texts: &[String],
     ) -> Result<()> {
-        self.write(
-            PUT_ENTRIES,
-            json!({"id": session_id, "rows": entry_rows(session_id, entries, texts)}),
-            entry_touched(session_id, entries),
-        )
-        .await?;
+        self.0
+            .write(
+                PUT_ENTRIES,
+                json!({"id": session_id, "rows": entry_rows(session_id, entries, texts)}),
+                entry_touched(session_id, entries),
+            )
+            .await?;
         Ok(())
     }
 
@@ -314,12 +321,13 @@ impl Store {
             let mut from = first;
             while from <= last {
                 let to = last.min(from + ENTRY_PAGE - 1);
-                self.write(
-                    &format!("DELETE {} RETURN NONE", entry_range(session_id, from, to)),
-                    json!({}),
-                    Touched::default(),
-                )
-                .await?;
+                self.0
+                    .write(
+                        &format!("DELETE {} RETURN NONE", entry_range(session_id, from, to)),
+                        json!({}),
+                        Touched::default(),
+                    )
+                    .await?;
                 from = to + 1;
             }
         }
@@ -358,10 +366,6 @@ fn header_vars(
         "fresh_start": fresh_start,
         "history_len": history_len,
     }))
-}
-
-fn encode<T: Serialize>(value: &T) -> Result<String> {
-    Ok(serde_json::to_string(value)?)
 }
 
 fn skeleton(stack: &ContextStack) -> Result<String> {
@@ -437,63 +441,4 @@ fn history_range(session_id: &str, first: u64, last: u64) -> String {
         quoted(&seq_id(session_id, first)),
         quoted(&seq_id(session_id, last))
     )
-}
-
-/// The history records of `change`: one when its JSON fits [`PIECE_BYTES`]; otherwise
-/// its removed entries in parts of at most that, each a change of the same operation
-/// (`reset (part 1 of 3)`), the last with what it added and its checkpoints.
-pub(super) fn history_parts(change: &Change) -> Result<Vec<Part>> {
-    let whole = encode(change)?;
-    let operation = change.operation.to_string();
-    if whole.len() <= PIECE_BYTES {
-        return Ok(vec![Part {
-            operation,
-            change: whole,
-        }]);
-    }
-    let piece = |removed: Vec<Entry>| Change {
-        operation: change.operation.clone(),
-        removed,
-        added: Vec::new(),
-        checkpoint_added: None,
-        checkpoints_dropped: Vec::new(),
-    };
-    let mut pieces: Vec<Change> = Vec::new();
-    let mut current = Vec::new();
-    let mut bytes = 0;
-    for entry in &change.removed {
-        let size = encode(entry)?.len();
-        if !current.is_empty() && bytes + size > PIECE_BYTES {
-            pieces.push(piece(std::mem::take(&mut current)));
-            bytes = 0;
-        }
-        bytes += size;
-        current.push(entry.clone());
-    }
-    // The last part commits the change: what it added and its checkpoints, with the
-    // last of the removed entries when they fit beside them.
-    let mut last = piece(Vec::new());
-    last.added = change.added.clone();
-    last.checkpoint_added = change.checkpoint_added.clone();
-    last.checkpoints_dropped = change.checkpoints_dropped.clone();
-    let rest = encode(&last)?.len();
-    if !current.is_empty() {
-        if bytes + rest <= PIECE_BYTES {
-            last.removed = current;
-        } else {
-            pieces.push(piece(current));
-        }
-    }
-    pieces.push(last);
-    let count = pieces.len();
-    pieces
-        .into_iter()
-        .enumerate()
-        .map(|(i, part)| {
-            Ok(Part {
-                operation: format!("{operation} (part {} of {count})", i + 1),
-                change: encode(&part)?,
-            })
-        })
-        .collect()
 }

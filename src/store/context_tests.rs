@@ -22,7 +22,8 @@ async fn disk_store(dir: &std::path::Path) -> Store {
 async fn apply(store: &Store, id: &str, context: &mut StoredContext, op: ContextOp) -> Change {
     let change = context.stack.apply(op).unwrap();
     context.history_len = store
-        .save_context_change(id, context, &change)
+        .contexts()
+        .save_change(id, context, &change)
         .await
         .unwrap();
     change
@@ -76,9 +77,9 @@ fn big_text(i: usize, bytes: usize) -> String {
 async fn a_stack_reads_back_after_every_kind_of_change() {
     let store = super::memory_store().await;
     let mut context = new_context("the system prompt");
-    store.save_context("s1", &context).await.unwrap();
+    store.contexts().save("s1", &context).await.unwrap();
     assert_eq!(
-        store.load_context("s1").await.unwrap(),
+        store.contexts().load("s1").await.unwrap(),
         Some(context.clone())
     );
     let ops = [
@@ -109,16 +110,16 @@ async fn a_stack_reads_back_after_every_kind_of_change() {
     for op in ops {
         apply(&store, "s1", &mut context, op).await;
         assert_eq!(
-            store.load_context("s1").await.unwrap().as_ref(),
+            store.contexts().load("s1").await.unwrap().as_ref(),
             Some(&context)
         );
     }
     assert_eq!(context.history_len, count);
     assert_eq!(history(&store, "s1").await.len() as u64, count);
-    store.mark_context_fresh("s1", true).await.unwrap();
+    store.contexts().mark_fresh("s1", true).await.unwrap();
     context.fresh_start = true;
-    assert_eq!(store.load_context("s1").await.unwrap(), Some(context));
-    assert_eq!(store.load_context("s2").await.unwrap(), None);
+    assert_eq!(store.contexts().load("s1").await.unwrap(), Some(context));
+    assert_eq!(store.contexts().load("s2").await.unwrap(), None);
 }
 
 /// The stack grows past the engine's 8 MiB write buffer one change at a time; every
@@ -129,7 +130,7 @@ async fn a_stack_past_the_write_buffer_keeps_every_change() {
     let tmp = tempfile::tempdir().unwrap();
     let store = disk_store(tmp.path()).await;
     let mut context = new_context("system");
-    store.save_context("s1", &context).await.unwrap();
+    store.contexts().save("s1", &context).await.unwrap();
     let entries = 44;
     for i in 0..entries {
         let text = big_text(i, 256 * 1024);
@@ -162,13 +163,13 @@ async fn a_stack_past_the_write_buffer_keeps_every_change() {
     drop(store);
 
     let store = disk_store(tmp.path()).await;
-    let back = store.load_context("s1").await.unwrap().unwrap();
+    let back = store.contexts().load("s1").await.unwrap().unwrap();
     assert_eq!(back, context);
     assert_eq!(history(&store, "s1").await.len(), entries);
 
     let reset = apply(&store, "s1", &mut context, ContextOp::Reset).await;
     assert_eq!(reset.removed.len(), entries);
-    let back = store.load_context("s1").await.unwrap().unwrap();
+    let back = store.contexts().load("s1").await.unwrap().unwrap();
     assert_eq!(back.stack.entries().len(), 1);
     assert_eq!(back, context);
     let records = history(&store, "s1").await;
@@ -206,7 +207,7 @@ async fn a_stack_past_the_write_buffer_keeps_every_change() {
         }),
     )
     .await;
-    assert_eq!(store.load_context("s1").await.unwrap().unwrap(), context);
+    assert_eq!(store.contexts().load("s1").await.unwrap().unwrap(), context);
     store.close().await;
 }
 
@@ -214,7 +215,7 @@ async fn a_stack_past_the_write_buffer_keeps_every_change() {
 async fn an_entry_too_large_is_refused_alone_and_the_stack_goes_on() {
     let store = super::memory_store().await;
     let mut context = new_context("system");
-    store.save_context("s1", &context).await.unwrap();
+    store.contexts().save("s1", &context).await.unwrap();
     apply(
         &store,
         "s1",
@@ -233,7 +234,8 @@ async fn an_entry_too_large_is_refused_alone_and_the_stack_goes_on() {
         }))
         .unwrap();
     let refused = store
-        .save_context_change("s1", &next, &change)
+        .contexts()
+        .save_change("s1", &next, &change)
         .await
         .unwrap_err();
     assert!(
@@ -245,7 +247,7 @@ async fn an_entry_too_large_is_refused_alone_and_the_stack_goes_on() {
         why.contains("#3") && why.contains("at most 2048 KiB"),
         "{why}"
     );
-    assert_eq!(store.load_context("s1").await.unwrap(), Some(before));
+    assert_eq!(store.contexts().load("s1").await.unwrap(), Some(before));
     assert_eq!(history(&store, "s1").await.len(), 1);
     // The next change is stored as if the refused one had never been.
     apply(
@@ -257,7 +259,7 @@ async fn an_entry_too_large_is_refused_alone_and_the_stack_goes_on() {
         }),
     )
     .await;
-    assert_eq!(store.load_context("s1").await.unwrap(), Some(context));
+    assert_eq!(store.contexts().load("s1").await.unwrap(), Some(context));
 }
 
 /// What a large change cut short leaves (the first parts of its history, an entry past
@@ -266,7 +268,7 @@ async fn an_entry_too_large_is_refused_alone_and_the_stack_goes_on() {
 async fn what_a_change_cut_short_left_is_not_part_of_the_stack() {
     let store = super::memory_store().await;
     let mut context = new_context("system");
-    store.save_context("s1", &context).await.unwrap();
+    store.contexts().save("s1", &context).await.unwrap();
     apply(
         &store,
         "s1",
@@ -287,7 +289,7 @@ async fn what_a_change_cut_short_left_is_not_part_of_the_stack() {
         .await
         .unwrap();
     assert_eq!(
-        store.load_context("s1").await.unwrap(),
+        store.contexts().load("s1").await.unwrap(),
         Some(context.clone())
     );
     apply(
@@ -297,7 +299,7 @@ async fn what_a_change_cut_short_left_is_not_part_of_the_stack() {
         ContextOp::Push(Message::Human { text: "two".into() }),
     )
     .await;
-    let back = store.load_context("s1").await.unwrap().unwrap();
+    let back = store.contexts().load("s1").await.unwrap().unwrap();
     assert_eq!(back, context);
     assert_eq!(back.stack.top().message.text(), "two");
     let ops: Vec<String> = history(&store, "s1")
@@ -347,7 +349,7 @@ async fn a_stack_stored_whole_reads_back_and_goes_on_in_pieces() {
         .unwrap();
     assert_eq!(store.schema_version().await.unwrap(), super::SCHEMA_VERSION);
     assert_eq!(
-        store.load_context("s1").await.unwrap(),
+        store.contexts().load("s1").await.unwrap(),
         Some(context.clone())
     );
     apply(
@@ -358,7 +360,7 @@ async fn a_stack_stored_whole_reads_back_and_goes_on_in_pieces() {
     )
     .await;
     assert_eq!(context.history_len, 3);
-    assert_eq!(store.load_context("s1").await.unwrap(), Some(context));
+    assert_eq!(store.contexts().load("s1").await.unwrap(), Some(context));
     let pieces = store
         .query(
             "SELECT VALUE on_stack FROM context_stacks:s1; SELECT count() FROM context_entries GROUP ALL",
@@ -388,8 +390,8 @@ async fn a_large_stack_copied_whole_reads_back() {
         fresh_start: true,
         ..context
     };
-    store.save_context("fork", &copy).await.unwrap();
-    assert_eq!(store.load_context("fork").await.unwrap(), Some(copy));
+    store.contexts().save("fork", &copy).await.unwrap();
+    assert_eq!(store.contexts().load("fork").await.unwrap(), Some(copy));
     assert_eq!(store.writes_refused(), None);
     store.close().await;
 }
@@ -407,7 +409,7 @@ fn a_change_larger_than_a_piece_is_recorded_in_parts_each_within_it() {
     let change = stack
         .apply(ContextOp::Summarize(Some("all of it".into())))
         .unwrap();
-    let parts = super::context::history_parts(&change).unwrap();
+    let parts = super::context_history::history_parts(&change).unwrap();
     assert!(parts.len() >= 4, "{} parts", parts.len());
     let mut removed = Vec::new();
     for (i, part) in parts.iter().enumerate() {
@@ -429,7 +431,7 @@ fn a_change_larger_than_a_piece_is_recorded_in_parts_each_within_it() {
     let pushed = stack
         .apply(ContextOp::Push(Message::Human { text: "hi".into() }))
         .unwrap();
-    let parts = super::context::history_parts(&pushed).unwrap();
+    let parts = super::context_history::history_parts(&pushed).unwrap();
     assert_eq!(parts.len(), 1);
     assert_eq!(parts[0].operation, "push");
     assert_eq!(parts[0].change, serde_json::to_string(&pushed).unwrap());

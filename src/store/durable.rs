@@ -267,7 +267,7 @@ impl Store {
             self.run_bound(&sql, Surreal::Object(vars)).await?;
             for op in chunk {
                 if let Op::Purge { session_id } = op {
-                    self.purge_rows(session_id).await?;
+                    self.records().purge_rows(session_id).await?;
                 }
             }
         }
@@ -414,9 +414,10 @@ mod tests {
         let cfg = StoreConfig::default();
         let store = Store::open(&cfg, &path).await.unwrap();
         let sent: Vec<InboxMessage> = ["01A", "01B", "01C"].map(message).to_vec();
-        store.insert_messages(&sent).await.unwrap();
-        store.mark_read(&["01B".to_string()]).await.unwrap();
+        store.inbox().insert(&sent).await.unwrap();
+        store.inbox().mark_read(&["01B".to_string()]).await.unwrap();
         store
+            .records()
             .append_transcript(&[entry(1), entry(2)])
             .await
             .unwrap();
@@ -425,12 +426,12 @@ mod tests {
         std::fs::remove_dir_all(&path).unwrap();
 
         let store = Store::open(&cfg, &path).await.unwrap();
-        let mut kept = store.list_messages(false, None, 10).await.unwrap();
+        let mut kept = store.inbox().list(false, None, 10).await.unwrap();
         kept.sort_by(|a, b| a.id.cmp(&b.id));
         let mut expected = sent.clone();
         expected[1].read = true;
         assert_eq!(kept, expected);
-        let entries = store.transcript("s1", 0, 10).await.unwrap();
+        let entries = store.records().transcript("s1", 0, 10).await.unwrap();
         assert_eq!(entries, vec![entry(1), entry(2)]);
         store.close().await;
     }
@@ -461,7 +462,8 @@ mod tests {
         let sent: Vec<InboxMessage> = ["01A", "01B", "01C"].map(message).to_vec();
         for one in &sent {
             store
-                .insert_messages(std::slice::from_ref(one))
+                .inbox()
+                .insert(std::slice::from_ref(one))
                 .await
                 .unwrap();
         }
@@ -471,7 +473,7 @@ mod tests {
         damage_journal(&path, "decide 01B", "decide 91B");
 
         let store = Store::open(&cfg, &path).await.unwrap();
-        let mut kept = store.list_messages(false, None, 10).await.unwrap();
+        let mut kept = store.inbox().list(false, None, 10).await.unwrap();
         kept.sort_by(|a, b| a.id.cmp(&b.id));
         assert_eq!(kept, [sent[0].clone(), sent[2].clone()]);
         store.close().await;

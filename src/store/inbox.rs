@@ -13,9 +13,19 @@ const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, ti
      msg_type, title, body, options, option_kinds, rule, operation, read, responded, response, \
      withdrawn, answered_by, purpose, digest";
 
+/// The inbox's messages: stored, listed, read, answered and cleared.
+pub struct InboxRows<'a>(pub(super) &'a Store);
+
 impl Store {
+    /// The inbox's messages: stored, listed, read, answered and cleared.
+    pub fn inbox(&self) -> InboxRows<'_> {
+        InboxRows(self)
+    }
+}
+
+impl InboxRows<'_> {
     /// Stores several messages in one statement (one transaction): all of them or none.
-    pub async fn insert_messages(&self, messages: &[InboxMessage]) -> Result<()> {
+    pub async fn insert(&self, messages: &[InboxMessage]) -> Result<()> {
         use surrealdb::types::Value as Surreal;
         if messages.is_empty() {
             return Ok(());
@@ -23,7 +33,7 @@ impl Store {
         let records = messages.iter().map(record).collect::<Result<Vec<_>>>()?;
         let rows = records
             .iter()
-            .map(|m| typed_row(m, &["timestamp"]).map(|row| self.stamped(row)))
+            .map(|m| typed_row(m, &["timestamp"]).map(|row| self.0.stamped(row)))
             .collect::<Result<Vec<_>>>()?;
         let mut vars = surrealdb::types::Object::new();
         vars.insert("rows", Surreal::Array(rows.into_iter().collect()));
@@ -31,19 +41,20 @@ impl Store {
         for (m, record) in messages.iter().zip(&records) {
             touched.put("inbox_messages", &m.id, record)?;
         }
-        self.write_bound(
-            "INSERT INTO inbox_messages $rows RETURN NONE",
-            Surreal::Object(vars),
-            touched,
-        )
-        .await?;
+        self.0
+            .write_bound(
+                "INSERT INTO inbox_messages $rows RETURN NONE",
+                Surreal::Object(vars),
+                touched,
+            )
+            .await?;
         Ok(())
     }
 
     /// Newest first. Each shape is one the planner serves without reading the whole
     /// table: unread ones walk the `(read, timestamp)` index backwards, all ones walk the
     /// table backwards by id (ULIDs are time-ordered); both stop after `limit`.
-    pub async fn list_messages(
+    pub async fn list(
         &self,
         unread_only: bool,
         session_id: Option<&str>,
@@ -58,13 +69,15 @@ impl Store {
             (false, true) => "WHERE session_id = $session_id ORDER BY timestamp DESC",
         };
         let sql = format!("SELECT {MESSAGE_FIELDS} FROM inbox_messages {tail} LIMIT $limit");
-        self.rows(&sql, json!({"session_id": session_id, "limit": limit}), 0)
+        self.0
+            .rows(&sql, json!({"session_id": session_id, "limit": limit}), 0)
             .await
     }
 
-    pub async fn get_message(&self, id: &str) -> Result<Option<InboxMessage>> {
+    pub async fn get(&self, id: &str) -> Result<Option<InboxMessage>> {
         let sql = format!("SELECT {MESSAGE_FIELDS} FROM type::record('inbox_messages', $id)");
         Ok(self
+            .0
             .rows(&sql, json!({"id": id}), 0)
             .await?
             .into_iter()
@@ -84,7 +97,7 @@ impl Store {
                 .collect(),
             ops: Vec::new(),
         };
-        let out = self.write(&sql, json!({"ids": ids}), touched).await?;
+        let out = self.0.write(&sql, json!({"ids": ids}), touched).await?;
         decode_rows(out.into_iter().nth(1).unwrap_or(Value::Null))
     }
 
@@ -112,7 +125,10 @@ impl Store {
         let out = again_on_conflict(
             SESSION_WRITE_TRIES,
             std::time::Duration::from_millis(1),
-            || self.write(&sql, vars.clone(), Touched::record("inbox_messages", id)),
+            || {
+                self.0
+                    .write(&sql, vars.clone(), Touched::record("inbox_messages", id))
+            },
         )
         .await?;
         let rows: Vec<InboxMessage> = decode_rows(out.into_iter().next().unwrap_or(Value::Null))?;
@@ -121,20 +137,21 @@ impl Store {
 
     /// The decisions and approvals of a session that still wait for an answer.
     pub async fn open_blocking(&self, session_id: &str) -> Result<Vec<String>> {
-        self.rows(
-            "SELECT VALUE record::id(id) FROM inbox_messages
+        self.0
+            .rows(
+                "SELECT VALUE record::id(id) FROM inbox_messages
              WHERE session_id = $session_id AND responded = false
                 AND msg_type INSIDE ['decision_needed', 'approval_required']",
-            json!({"session_id": session_id}),
-            0,
-        )
-        .await
+                json!({"session_id": session_id}),
+                0,
+            )
+            .await
     }
 
     /// Deletes every read message that needs no answer (or has one); returns their ids.
     pub async fn clear_read(&self) -> Result<Vec<String>> {
         // Which messages go is known only once they are gone: journaled after.
-        let out = self
+        let out = self.0
             .write(
                 "SELECT VALUE record::id(id) FROM (
                 DELETE inbox_messages WHERE read = true
@@ -149,12 +166,13 @@ impl Store {
         for id in &ids {
             touched.records.push(("inbox_messages", id.clone()));
         }
-        self.journal(touched).await?;
+        self.0.journal(touched).await?;
         Ok(ids)
     }
 
     pub async fn count_unread(&self) -> Result<u64> {
         let rows = self
+            .0
             .run(
                 "SELECT count() AS n FROM inbox_messages WHERE read = false GROUP ALL",
                 json!({}),

@@ -130,16 +130,14 @@ mod tests {
             )
             .await
             .unwrap();
-        store
-            .insert_messages(&[message("old", None)])
-            .await
-            .unwrap();
+        store.inbox().insert(&[message("old", None)]).await.unwrap();
         let miss = Purpose::ContextMiss {
             path: "/k/README.md".into(),
         };
         assert!(
             store
-                .insert_messages(&[message("early", Some(miss.clone()))])
+                .inbox()
+                .insert(&[message("early", Some(miss.clone()))])
                 .await
                 .is_err(),
             "the old schema has no place for a purpose"
@@ -147,15 +145,16 @@ mod tests {
 
         store.migrate_once().await.unwrap();
         assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
-        let old = store.get_message("old").await.unwrap().unwrap();
+        let old = store.inbox().get("old").await.unwrap().unwrap();
         assert_eq!(old, message("old", None));
         let asked = message("new", Some(miss));
         store
-            .insert_messages(std::slice::from_ref(&asked))
+            .inbox()
+            .insert(std::slice::from_ref(&asked))
             .await
             .unwrap();
-        assert_eq!(store.get_message("new").await.unwrap().unwrap(), asked);
-        let listed = store.list_messages(false, Some("s"), 10).await.unwrap();
+        assert_eq!(store.inbox().get("new").await.unwrap().unwrap(), asked);
+        let listed = store.inbox().list(false, Some("s"), 10).await.unwrap();
         assert!(
             listed.contains(&asked) && listed.contains(&old),
             "{listed:?}"

@@ -38,7 +38,7 @@ async fn context(store: &Store, session: &str, changes: usize) {
         fresh_start: false,
         history_len: 0,
     };
-    store.save_context(session, &context).await.unwrap();
+    store.contexts().save(session, &context).await.unwrap();
     for i in 0..changes {
         let change = context
             .stack
@@ -47,7 +47,8 @@ async fn context(store: &Store, session: &str, changes: usize) {
             }))
             .unwrap();
         context.history_len = store
-            .save_context_change(session, &context, &change)
+            .contexts()
+            .save_change(session, &context, &change)
             .await
             .unwrap();
     }
@@ -63,9 +64,10 @@ async fn a_purge_removes_all_of_a_50k_entry_session_and_nothing_else() {
     for first in (1..=total).step_by(1000) {
         let entries: Vec<TranscriptEntry> =
             (first..first + 1000).map(|seq| entry("big", seq)).collect();
-        store.append_transcript(&entries).await.unwrap();
+        store.records().append_transcript(&entries).await.unwrap();
     }
     store
+        .records()
         .append_transcript(&[entry("other", 1), entry("other", 2)])
         .await
         .unwrap();
@@ -90,22 +92,24 @@ async fn a_purge_removes_all_of_a_50k_entry_session_and_nothing_else() {
     assert_eq!(count(&store, "transcript", "big").await, total - 5000 + 1);
 
     store
-        .delete_session_records("big", &GitLeftovers::default())
+        .records()
+        .delete_session("big", &GitLeftovers::default())
         .await
         .unwrap();
-    assert_eq!(store.deleted_sessions().await.unwrap(), ["big"]);
-    store.purge_deleted("big").await.unwrap();
+    assert_eq!(store.records().deleted_sessions().await.unwrap(), ["big"]);
+    store.records().purge_deleted("big").await.unwrap();
 
     for table in ["transcript", "context_history", "context_entries"] {
         assert_eq!(count(&store, table, "big").await, 0, "{table}");
     }
-    assert!(store.deleted_sessions().await.unwrap().is_empty());
+    assert!(store.records().deleted_sessions().await.unwrap().is_empty());
     assert_eq!(count(&store, "transcript", "other").await, 2);
     assert_eq!(count(&store, "context_history", "other").await, 3);
     assert_eq!(count(&store, "context_entries", "other").await, 4);
     assert_eq!(
         store
-            .load_context("other")
+            .contexts()
+            .load("other")
             .await
             .unwrap()
             .unwrap()

@@ -13,7 +13,17 @@ use crate::protocol::TranscriptEntry;
 
 const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, status";
 
+/// What a session leaves: its transcript, and what is kept of it once deleted (its git leftovers, the deletions not yet finished).
+pub struct Records<'a>(pub(super) &'a Store);
+
 impl Store {
+    /// What a session leaves: its transcript, and what is kept of it once deleted (its git leftovers, the deletions not yet finished).
+    pub fn records(&self) -> Records<'_> {
+        Records(self)
+    }
+}
+
+impl Records<'_> {
     /// Appends entries in one transaction.
     pub async fn append_transcript(&self, entries: &[TranscriptEntry]) -> Result<()> {
         use surrealdb::types::Value as Surreal;
@@ -28,17 +38,18 @@ impl Store {
                 let mut row = typed_row(e, datetime_fields("transcript"))?;
                 row.insert("id", Surreal::from_t(id.clone()));
                 touched.put("transcript", id, e)?;
-                Ok(self.stamped(row))
+                Ok(self.0.stamped(row))
             })
             .collect::<Result<Vec<_>>>()?;
         let mut vars = surrealdb::types::Object::new();
         vars.insert("rows", Surreal::Array(rows.into_iter().collect()));
-        self.write_bound(
-            "INSERT INTO transcript $rows RETURN NONE",
-            Surreal::Object(vars),
-            touched,
-        )
-        .await?;
+        self.0
+            .write_bound(
+                "INSERT INTO transcript $rows RETURN NONE",
+                Surreal::Object(vars),
+                touched,
+            )
+            .await?;
         Ok(())
     }
 
@@ -53,17 +64,19 @@ impl Store {
             "SELECT {ENTRY_FIELDS} FROM transcript
              WHERE session_id = $session_id AND seq > $after ORDER BY seq LIMIT $limit"
         );
-        self.rows(
-            &sql,
-            json!({"session_id": session_id, "after": after, "limit": limit}),
-            0,
-        )
-        .await
+        self.0
+            .rows(
+                &sql,
+                json!({"session_id": session_id, "after": after, "limit": limit}),
+                0,
+            )
+            .await
     }
 
     /// The highest sequence number of a session's transcript (0 when empty).
     pub async fn last_seq(&self, session_id: &str) -> Result<u64> {
         let rows: Vec<u64> = self
+            .0
             .rows(
                 "SELECT VALUE seq FROM transcript WHERE session_id = $session_id
                  ORDER BY seq DESC LIMIT 1",
@@ -80,9 +93,10 @@ impl Store {
     /// ([`Store::purge_deleted`]). Small whatever the session's length.
     /// What is still to go from git (`git`) is kept on the tombstone until
     /// [`Store::git_removed`].
-    pub async fn delete_session_records(&self, session_id: &str, git: &GitLeftovers) -> Result<()> {
-        self.write(
-            "BEGIN TRANSACTION;
+    pub async fn delete_session(&self, session_id: &str, git: &GitLeftovers) -> Result<()> {
+        self.0
+            .write(
+                "BEGIN TRANSACTION;
              UPDATE type::record('sessions', $id) SET origin = $origin RETURN NONE;
              DELETE type::record('sessions', $id) RETURN NONE;
              DELETE handles WHERE session_id = $id RETURN NONE;
@@ -90,16 +104,16 @@ impl Store {
              UPSERT type::record('deleted_sessions', $id) SET at = time::now(),
                  worktree = $worktree, branch = $branch, force = $force RETURN NONE;
              COMMIT TRANSACTION;",
-            json!({"id": session_id, "worktree": git.worktree, "branch": git.branch,
+                json!({"id": session_id, "worktree": git.worktree, "branch": git.branch,
                    "force": git.force}),
-            Touched::record("sessions", session_id)
-                .and("context_stacks", session_id)
-                .and("deleted_sessions", session_id)
-                .op(Op::RevokeHandles {
-                    session_id: session_id.to_string(),
-                }),
-        )
-        .await?;
+                Touched::record("sessions", session_id)
+                    .and("context_stacks", session_id)
+                    .and("deleted_sessions", session_id)
+                    .op(Op::RevokeHandles {
+                        session_id: session_id.to_string(),
+                    }),
+            )
+            .await?;
         Ok(())
     }
 
@@ -109,15 +123,16 @@ impl Store {
     pub async fn purge_deleted(&self, session_id: &str) -> Result<()> {
         self.purge_rows(session_id).await?;
         // A tombstone whose worktree or branch is still to go stays for that.
-        self.write(
-            "DELETE type::record('deleted_sessions', $id)
+        self.0
+            .write(
+                "DELETE type::record('deleted_sessions', $id)
              WHERE worktree = NONE AND branch = NONE RETURN NONE",
-            json!({"id": session_id}),
-            Touched::record("deleted_sessions", session_id).op(Op::Purge {
-                session_id: session_id.to_string(),
-            }),
-        )
-        .await?;
+                json!({"id": session_id}),
+                Touched::record("deleted_sessions", session_id).op(Op::Purge {
+                    session_id: session_id.to_string(),
+                }),
+            )
+            .await?;
         Ok(())
     }
 
@@ -133,6 +148,7 @@ impl Store {
             let mut from = 0;
             loop {
                 let first: Vec<String> = self
+                    .0
                     .rows(
                         &format!(
                             "SELECT VALUE record::id(id) FROM {} LIMIT 1",
@@ -153,15 +169,16 @@ impl Store {
                     .unwrap_or(from)
                     .max(from);
                 let last = first.saturating_add(batch - 1).min(MAX_SEQ);
-                self.write(
-                    &format!(
-                        "DELETE {} RETURN NONE",
-                        seq_range(table, session_id, first, last)
-                    ),
-                    json!({}),
-                    Touched::default(),
-                )
-                .await?;
+                self.0
+                    .write(
+                        &format!(
+                            "DELETE {} RETURN NONE",
+                            seq_range(table, session_id, first, last)
+                        ),
+                        json!({}),
+                        Touched::default(),
+                    )
+                    .await?;
                 if last == MAX_SEQ {
                     break;
                 }
@@ -172,7 +189,7 @@ impl Store {
         // through the session's index.
         for table in ["transcript", "context_history"] {
             loop {
-                let out = self
+                let out = self.0
                     .write(
                         &format!(
                             "LET $ids = (SELECT VALUE id FROM {table} WHERE session_id = $id LIMIT {batch});
@@ -195,13 +212,14 @@ impl Store {
     /// A deleted session's worktree and branch are gone (or could not be removed, and
     /// the person was told).
     pub async fn git_removed(&self, session_id: &str) -> Result<()> {
-        self.write(
-            "UPDATE type::record('deleted_sessions', $id) SET worktree = NONE, branch = NONE
+        self.0
+            .write(
+                "UPDATE type::record('deleted_sessions', $id) SET worktree = NONE, branch = NONE
              RETURN NONE",
-            json!({"id": session_id}),
-            Touched::record("deleted_sessions", session_id),
-        )
-        .await?;
+                json!({"id": session_id}),
+                Touched::record("deleted_sessions", session_id),
+            )
+            .await?;
         Ok(())
     }
 
@@ -214,6 +232,7 @@ impl Store {
             git: GitLeftovers,
         }
         let rows: Vec<Row> = self
+            .0
             .rows(
                 "SELECT record::id(id) AS id, worktree, branch, force FROM deleted_sessions
                  WHERE worktree != NONE OR branch != NONE",
@@ -227,6 +246,7 @@ impl Store {
     /// Sessions deleted whose purge has not finished.
     pub async fn deleted_sessions(&self) -> Result<Vec<String>> {
         match self
+            .0
             .rows(
                 "SELECT VALUE record::id(id) FROM deleted_sessions",
                 json!({}),
@@ -241,6 +261,7 @@ impl Store {
                     id: String,
                 }
                 let rows: Vec<Row> = self
+                    .0
                     .readable_rows("deleted_sessions", "record::id(id) AS id")
                     .await?;
                 Ok(rows.into_iter().map(|r| r.id).collect())

@@ -65,9 +65,10 @@ async fn tokenizer_store() -> Store {
         "The tokenizer failed on unicode input; retrying with the ascii fallback",
     ));
     entries.push(entry("s2", 1, "tokenizer tokenizer tokenizer fails again"));
-    store.append_transcript(&entries).await.unwrap();
+    store.records().append_transcript(&entries).await.unwrap();
     store
-        .insert_messages(&[
+        .inbox()
+        .insert(&[
             message(
                 "m1",
                 "Approve the tokenizer rewrite?",
@@ -80,7 +81,8 @@ async fn tokenizer_store() -> Store {
         .await
         .unwrap();
     store
-        .insert_session(&session(
+        .sessions()
+        .insert(&session(
             "s1",
             "fix/tokenizer",
             "Make the tokenizer handle unicode",
@@ -88,12 +90,14 @@ async fn tokenizer_store() -> Store {
         .await
         .unwrap();
     store
-        .insert_session(&session("s2", "feat/docs", "Write the docs"))
+        .sessions()
+        .insert(&session("s2", "feat/docs", "Write the docs"))
         .await
         .unwrap();
     for i in 3..6 {
         store
-            .insert_session(&session(
+            .sessions()
+            .insert(&session(
                 &format!("s{i}"),
                 &format!("feat/{i}"),
                 "Other work",
@@ -195,7 +199,7 @@ async fn a_query_in_more_entries_than_are_ranked_is_answered_and_said_to_be_broa
             entry("s1", i, &format!("common chatter number {i}{extra}"))
         })
         .collect();
-    store.append_transcript(&entries).await.unwrap();
+    store.records().append_transcript(&entries).await.unwrap();
     let (hits, broad) = store
         .search("chatter", None, &[HitKind::Transcript], 15)
         .await
@@ -253,12 +257,13 @@ async fn a_large_transcript_is_merged_into_the_index_and_a_late_entry_found() {
                 entry("s1", seq, &distinct_words(batch * 1000 + i, 800))
             })
             .collect();
-        store.append_transcript(&entries).await.unwrap();
+        store.records().append_transcript(&entries).await.unwrap();
     }
     let written = started.elapsed();
     let backlog = store.search_backlog().await.unwrap();
     eprintln!("{seq} entries of 800 new words written in {written:?}; pending: {backlog:?}");
     store
+        .records()
         .append_transcript(&[entry("s1", seq + 1, "the zebracorn arrived last")])
         .await
         .unwrap();
@@ -308,7 +313,7 @@ async fn a_query_in_more_messages_than_are_ranked_is_answered_and_said_to_be_bro
             )
         })
         .collect();
-    store.insert_messages(&messages).await.unwrap();
+    store.inbox().insert(&messages).await.unwrap();
     let (hits, broad) = store
         .search("passed", None, &[HitKind::Inbox], 15)
         .await

@@ -21,13 +21,23 @@ pub(super) const SESSION_FIELDS: &str = "record::id(id) AS id, worktree, agent_t
 /// How many times a session's record is written when the engine reports a conflict.
 pub(super) const SESSION_WRITE_TRIES: u32 = 5;
 
+/// The sessions table and the handles of registered sessions.
+pub struct SessionRows<'a>(pub(super) &'a Store);
+
 impl Store {
-    pub async fn insert_session(&self, s: &Session) -> Result<()> {
+    /// The sessions table and the handles of registered sessions.
+    pub fn sessions(&self) -> SessionRows<'_> {
+        SessionRows(self)
+    }
+}
+
+impl SessionRows<'_> {
+    pub async fn insert(&self, s: &Session) -> Result<()> {
         self.write_session("CREATE", s).await
     }
 
     /// Writes the whole session record, creating it if needed.
-    pub async fn save_session(&self, s: &Session) -> Result<()> {
+    pub async fn save(&self, s: &Session) -> Result<()> {
         self.write_session("UPSERT", s).await
     }
 
@@ -72,7 +82,7 @@ impl Store {
         }
         let mut vars = surrealdb::types::Object::new();
         vars.insert("id", surrealdb::types::Value::from_t(s.id.clone()));
-        vars.insert("row", self.stamped(row));
+        vars.insert("row", self.0.stamped(row));
         let sql = format!("{verb} type::record('sessions', $id) CONTENT $row RETURN NONE");
         // A session's record is written by its actor and from outside it (a channel's
         // record, a rename) at the same moment; the engine refuses the later of two
@@ -82,7 +92,10 @@ impl Store {
         again_on_conflict(
             SESSION_WRITE_TRIES,
             std::time::Duration::from_millis(1),
-            || self.write_bound(&sql, vars.clone(), Touched::record("sessions", &s.id)),
+            || {
+                self.0
+                    .write_bound(&sql, vars.clone(), Touched::record("sessions", &s.id))
+            },
         )
         .await?;
         Ok(())
@@ -90,18 +103,19 @@ impl Store {
 
     /// Every session (what the daemon starts with): a record the engine cannot read
     /// back is left out, not a reason to stay down.
-    pub async fn list_sessions(&self) -> Result<Vec<Session>> {
+    pub async fn list(&self) -> Result<Vec<Session>> {
         let sql = format!("SELECT {SESSION_FIELDS} FROM sessions ORDER BY id");
-        match self.rows(&sql, json!({}), 0).await {
+        match self.0.rows(&sql, json!({}), 0).await {
             Err(e) if check::is_unreadable(&e) => {
-                self.readable_rows("sessions", SESSION_FIELDS).await
+                self.0.readable_rows("sessions", SESSION_FIELDS).await
             }
             listed => listed,
         }
     }
 
-    pub async fn delete_session(&self, id: &str) -> Result<bool> {
+    pub async fn delete(&self, id: &str) -> Result<bool> {
         let out = self
+            .0
             .write(
                 "DELETE type::record('sessions', $id) RETURN BEFORE",
                 json!({"id": id}),
@@ -122,7 +136,7 @@ impl Store {
             .map(|(id, at)| json!({"id": id, "at": at}))
             .collect();
         // Soft state: not journaled (after a restart every session gets a fresh timeout).
-        self.write(
+        self.0.write(
             "FOR $b IN $beats {
                 UPDATE type::record('sessions', $b.id) SET last_heartbeat = <datetime>$b.at, origin = $origin;
             };",
@@ -136,30 +150,32 @@ impl Store {
     // ---- handles ----
 
     pub async fn insert_handle(&self, digest: &str, session_id: &str) -> Result<()> {
-        self.write(
-            "CREATE type::record('handles', $digest) SET session_id = $session_id RETURN NONE",
-            json!({"digest": digest, "session_id": session_id}),
-            Touched::record("handles", digest),
-        )
-        .await?;
+        self.0
+            .write(
+                "CREATE type::record('handles', $digest) SET session_id = $session_id RETURN NONE",
+                json!({"digest": digest, "session_id": session_id}),
+                Touched::record("handles", digest),
+            )
+            .await?;
         Ok(())
     }
 
     /// Revokes every handle of a session.
     pub async fn revoke_handles(&self, session_id: &str) -> Result<()> {
-        self.write(
-            "DELETE handles WHERE session_id = $session_id RETURN NONE",
-            json!({"session_id": session_id}),
-            Touched::default().op(Op::RevokeHandles {
-                session_id: session_id.to_string(),
-            }),
-        )
-        .await?;
+        self.0
+            .write(
+                "DELETE handles WHERE session_id = $session_id RETURN NONE",
+                json!({"session_id": session_id}),
+                Touched::default().op(Op::RevokeHandles {
+                    session_id: session_id.to_string(),
+                }),
+            )
+            .await?;
         Ok(())
     }
 
     /// (digest, session id) of every live handle.
-    pub async fn list_handles(&self) -> Result<Vec<(String, String)>> {
+    pub async fn handles(&self) -> Result<Vec<(String, String)>> {
         #[derive(serde::Deserialize)]
         struct Row {
             digest: String,
@@ -167,10 +183,11 @@ impl Store {
         }
         const FIELDS: &str = "record::id(id) AS digest, session_id";
         let rows: Vec<Row> = match self
+            .0
             .rows(&format!("SELECT {FIELDS} FROM handles"), json!({}), 0)
             .await
         {
-            Err(e) if check::is_unreadable(&e) => self.readable_rows("handles", FIELDS).await?,
+            Err(e) if check::is_unreadable(&e) => self.0.readable_rows("handles", FIELDS).await?,
             rows => rows?,
         };
         Ok(rows.into_iter().map(|r| (r.digest, r.session_id)).collect())

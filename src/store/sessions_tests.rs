@@ -91,8 +91,8 @@ fn everything_set() -> Session {
 async fn every_field_of_a_session_reads_back_as_written() {
     let store = super::memory_store().await;
     let written = everything_set();
-    store.save_session(&written).await.unwrap();
-    let listed = store.list_sessions().await.unwrap();
+    store.sessions().save(&written).await.unwrap();
+    let listed = store.sessions().list().await.unwrap();
     assert_eq!(listed.len(), 1);
     let mut read = listed.into_iter().next().unwrap();
     // Times come back in the engine's own spelling; what matters here is that no field
@@ -113,18 +113,18 @@ async fn every_field_of_a_session_reads_back_as_written() {
 async fn what_a_session_spent_survives_its_next_whole_record_write() {
     let store = super::memory_store().await;
     let written = everything_set();
-    store.save_session(&written).await.unwrap();
+    store.sessions().save(&written).await.unwrap();
     // A restart loads the registry from the list, and the next change writes the whole
     // record back: what was spent, and the hand-off's lineage, must still be there.
-    let mut loaded = store.list_sessions().await.unwrap().remove(0);
+    let mut loaded = store.sessions().list().await.unwrap().remove(0);
     loaded.display_name = "renamed".into();
-    store.save_session(&loaded).await.unwrap();
-    let again = store.list_sessions().await.unwrap().remove(0);
+    store.sessions().save(&loaded).await.unwrap();
+    let again = store.sessions().list().await.unwrap().remove(0);
     assert_eq!(again.spent, written.spent);
     assert_eq!(again.handed_from.as_deref(), Some("01FROM"));
     assert_eq!(again.handed_to.as_deref(), Some("01TO"));
     assert_eq!(again.switched, written.switched);
-    let owned = store.owned_sessions("daemon-1").await.unwrap();
+    let owned = store.team().owned_sessions("daemon-1").await.unwrap();
     assert_eq!(owned[0].spent, written.spent);
 }
 
@@ -134,8 +134,8 @@ async fn a_session_with_nothing_queued_reads_back_with_nothing_queued() {
     let mut written = everything_set();
     written.queued.clear();
     written.turn_prompt = None;
-    store.save_session(&written).await.unwrap();
-    let read = store.list_sessions().await.unwrap().remove(0);
+    store.sessions().save(&written).await.unwrap();
+    let read = store.sessions().list().await.unwrap().remove(0);
     assert!(
         read.queued.is_empty() && read.turn_prompt.is_none(),
         "{read:?}"
@@ -146,15 +146,15 @@ async fn a_session_with_nothing_queued_reads_back_with_nothing_queued() {
 async fn a_store_that_stopped_taking_writes_says_why_and_refuses_the_next() {
     let store = super::memory_store().await;
     assert_eq!(store.writes_refused(), None);
-    store.save_session(&everything_set()).await.unwrap();
+    store.sessions().save(&everything_set()).await.unwrap();
     store.stop_writes("No space left on device (os error 28)".into());
     let why = store.writes_refused().expect("writes are refused");
     assert!(why.contains("No space left"), "{why}");
-    let refused = store.save_session(&everything_set()).await.unwrap_err();
+    let refused = store.sessions().save(&everything_set()).await.unwrap_err();
     assert!(
         refused.to_string().contains("stopped taking writes"),
         "{refused}"
     );
     // What was stored before still reads back.
-    assert_eq!(store.list_sessions().await.unwrap().len(), 1);
+    assert_eq!(store.sessions().list().await.unwrap().len(), 1);
 }

@@ -17,21 +17,32 @@ use crate::protocol::{DaemonInfo, Session};
 const DAEMON_FIELDS: &str = "record::id(id) AS id, host, kiln, pid, started_at, lease_until, \
      taken_by, (taken_by = NONE AND lease_until > time::now()) AS live";
 
+/// Team mode's daemons: their leases and claims, and the sessions each owns.
+pub struct TeamRows<'a>(pub(super) &'a Store);
+
 impl Store {
+    /// Team mode's daemons: their leases and claims, and the sessions each owns.
+    pub fn team(&self) -> TeamRows<'_> {
+        TeamRows(self)
+    }
+}
+
+impl TeamRows<'_> {
     /// Records this daemon with a lease of `lease` from now.
-    pub async fn register_daemon(&self, me: &DaemonInfo, lease: Duration) -> Result<()> {
-        self.write(
-            "CREATE type::record('daemons', $id) CONTENT {
+    pub async fn register(&self, me: &DaemonInfo, lease: Duration) -> Result<()> {
+        self.0
+            .write(
+                "CREATE type::record('daemons', $id) CONTENT {
                 host: $host, kiln: $kiln, pid: $pid, started_at: <datetime>$started_at,
                 lease_until: time::now() + <duration>$lease
              } RETURN NONE",
-            json!({
-                "id": me.id, "host": me.host, "kiln": me.kiln, "pid": me.pid,
-                "started_at": me.started_at, "lease": format!("{}ms", lease.as_millis()),
-            }),
-            Touched::default(),
-        )
-        .await?;
+                json!({
+                    "id": me.id, "host": me.host, "kiln": me.kiln, "pid": me.pid,
+                    "started_at": me.started_at, "lease": format!("{}ms", lease.as_millis()),
+                }),
+                Touched::default(),
+            )
+            .await?;
         Ok(())
     }
 
@@ -39,6 +50,7 @@ impl Store {
     /// over (or its record is gone): it must stop driving them.
     pub async fn renew_lease(&self, id: &str, lease: Duration) -> Result<bool> {
         let out = self
+            .0
             .write(
                 "UPDATE type::record('daemons', $id)
                  SET lease_until = time::now() + <duration>$lease
@@ -53,8 +65,8 @@ impl Store {
 
     /// Drops the records of daemons whose sessions were taken over longer than `ttl` ago
     /// (a SurrealQL duration).
-    pub async fn forget_taken_daemons(&self, ttl: &str) -> Result<()> {
-        self.write(
+    pub async fn forget_taken(&self, ttl: &str) -> Result<()> {
+        self.0.write(
             "DELETE daemons WHERE taken_by != NONE AND lease_until < time::now() - <duration>$ttl
              RETURN NONE",
             json!({"ttl": ttl}),
@@ -65,13 +77,14 @@ impl Store {
     }
 
     /// Every daemon that shares the database, oldest first.
-    pub async fn list_daemons(&self) -> Result<Vec<DaemonInfo>> {
-        self.rows(
-            &format!("SELECT {DAEMON_FIELDS} FROM daemons ORDER BY started_at"),
-            json!({}),
-            0,
-        )
-        .await
+    pub async fn daemons(&self) -> Result<Vec<DaemonInfo>> {
+        self.0
+            .rows(
+                &format!("SELECT {DAEMON_FIELDS} FROM daemons ORDER BY started_at"),
+                json!({}),
+                0,
+            )
+            .await
     }
 
     /// Takes over the sessions of daemon `old` for `me`, if its lease has run out (or,
@@ -79,12 +92,7 @@ impl Store {
     /// wins: the daemon's record is marked in the same transaction as its sessions move.
     /// `None` when the claim did not happen (the lease is current, or another daemon took
     /// them first).
-    pub async fn claim_daemon(
-        &self,
-        old: &str,
-        me: &str,
-        force: bool,
-    ) -> Result<Option<Vec<Session>>> {
+    pub async fn claim(&self, old: &str, me: &str, force: bool) -> Result<Option<Vec<Session>>> {
         let sql = "BEGIN TRANSACTION;
              LET $claimed = (UPDATE type::record('daemons', $old) SET taken_by = $me
                 WHERE taken_by = NONE AND ($force OR lease_until < time::now())
@@ -96,6 +104,7 @@ impl Store {
              COMMIT TRANSACTION;
              RETURN { claimed: array::len($claimed) > 0, moved: $moved };";
         let out = self
+            .0
             .write(
                 sql,
                 json!({"old": old, "me": me, "force": force}),
@@ -117,7 +126,7 @@ impl Store {
             return Ok(None);
         }
         let moved: Vec<String> = decode_rows(last.get("moved").cloned().unwrap_or(Value::Null))?;
-        let sessions = self
+        let sessions = self.0
             .rows(
                 &format!(
                     "SELECT {SESSION_FIELDS} FROM array::map($ids, |$i| type::record('sessions', $i))
@@ -132,17 +141,19 @@ impl Store {
 
     /// Sessions of this daemon.
     pub async fn owned_sessions(&self, me: &str) -> Result<Vec<Session>> {
-        self.rows(
-            &format!("SELECT {SESSION_FIELDS} FROM sessions WHERE owner = $me ORDER BY id"),
-            json!({"me": me}),
-            0,
-        )
-        .await
+        self.0
+            .rows(
+                &format!("SELECT {SESSION_FIELDS} FROM sessions WHERE owner = $me ORDER BY id"),
+                json!({"me": me}),
+                0,
+            )
+            .await
     }
 
     /// Sessions no daemon owns (made before team mode): the first daemon to ask takes them.
     pub async fn claim_unowned(&self, me: &str) -> Result<Vec<String>> {
         let out = self
+            .0
             .write(
                 "UPDATE sessions SET owner = $me, origin = $origin WHERE owner = NONE
                  RETURN VALUE record::id(id)",
@@ -190,57 +201,67 @@ mod tests {
     async fn one_claim_of_a_lapsed_lease_wins_and_moves_only_that_daemons_sessions() {
         let store = memory().await;
         store
-            .register_daemon(&daemon("A"), Duration::from_millis(1))
+            .team()
+            .register(&daemon("A"), Duration::from_millis(1))
             .await
             .unwrap();
         store
-            .register_daemon(&daemon("B"), Duration::from_secs(60))
+            .team()
+            .register(&daemon("B"), Duration::from_secs(60))
             .await
             .unwrap();
-        store.insert_session(&session("S1", "A")).await.unwrap();
-        store.insert_session(&session("S2", "A")).await.unwrap();
-        store.insert_session(&session("S3", "B")).await.unwrap();
+        store.sessions().insert(&session("S1", "A")).await.unwrap();
+        store.sessions().insert(&session("S2", "A")).await.unwrap();
+        store.sessions().insert(&session("S3", "B")).await.unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
 
         // B's lease is current: nobody may claim it.
-        assert_eq!(store.claim_daemon("B", "C", false).await.unwrap(), None);
-        let moved = store.claim_daemon("A", "B", false).await.unwrap().unwrap();
+        assert_eq!(store.team().claim("B", "C", false).await.unwrap(), None);
+        let moved = store.team().claim("A", "B", false).await.unwrap().unwrap();
         let ids: Vec<&str> = moved.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["S1", "S2"]);
         assert!(moved.iter().all(|s| s.owner.as_deref() == Some("B")));
         // A second claim finds it taken; A itself can no longer renew.
-        assert_eq!(store.claim_daemon("A", "C", false).await.unwrap(), None);
+        assert_eq!(store.team().claim("A", "C", false).await.unwrap(), None);
         assert!(
             !store
+                .team()
                 .renew_lease("A", Duration::from_secs(60))
                 .await
                 .unwrap()
         );
         assert!(
             store
+                .team()
                 .renew_lease("B", Duration::from_secs(60))
                 .await
                 .unwrap()
         );
-        let daemons = store.list_daemons().await.unwrap();
+        let daemons = store.team().daemons().await.unwrap();
         let a = daemons.iter().find(|d| d.id == "A").unwrap();
         assert_eq!(a.taken_by.as_deref(), Some("B"));
         assert!(!a.live);
         assert!(daemons.iter().find(|d| d.id == "B").unwrap().live);
-        assert_eq!(store.owned_sessions("B").await.unwrap().len(), 3);
+        assert_eq!(store.team().owned_sessions("B").await.unwrap().len(), 3);
     }
 
     #[tokio::test]
     async fn a_forced_claim_takes_a_current_lease() {
         let store = memory().await;
         store
-            .register_daemon(&daemon("OLD"), Duration::from_secs(60))
+            .team()
+            .register(&daemon("OLD"), Duration::from_secs(60))
             .await
             .unwrap();
-        store.insert_session(&session("S1", "OLD")).await.unwrap();
-        assert_eq!(store.claim_daemon("OLD", "NEW", false).await.unwrap(), None);
+        store
+            .sessions()
+            .insert(&session("S1", "OLD"))
+            .await
+            .unwrap();
+        assert_eq!(store.team().claim("OLD", "NEW", false).await.unwrap(), None);
         let moved = store
-            .claim_daemon("OLD", "NEW", true)
+            .team()
+            .claim("OLD", "NEW", true)
             .await
             .unwrap()
             .unwrap();

@@ -65,7 +65,7 @@ impl Ledger {
         let (tx, rx) = oneshot::channel();
         lock(&team.waiters).insert(id.clone(), tx);
         let store_error = |e: StoreError| (crate::protocol::code::STORE_ERROR, e.to_string());
-        if let Err(e) = self.store.insert_command(&command).await {
+        if let Err(e) = self.store.commands().insert(&command).await {
             lock(&team.waiters).remove(&id);
             return Err(store_error(e));
         }
@@ -98,7 +98,7 @@ impl Ledger {
                 ));
             }
         };
-        if let Err(e) = self.store.delete_command(&id).await {
+        if let Err(e) = self.store.commands().delete(&id).await {
             tracing::debug!(command = %id, "cannot drop an answered command: {e}");
         }
         match (done.error_code, done.error, done.result) {
@@ -115,7 +115,7 @@ impl Ledger {
         id: &str,
         outcome: std::result::Result<Value, (i64, String)>,
     ) -> Result<()> {
-        self.store.finish_command(id, outcome).await?;
+        self.store.commands().finish(id, outcome).await?;
         // Answered: no later notice can bring it back, so it need not be remembered.
         if let Some(team) = self.team() {
             lock(&team.started).remove(id);

@@ -123,7 +123,7 @@ impl Ledger {
     /// After the live queries were started again: read what may have been missed.
     async fn catch_up(&self, team: &Team, gap: bool) {
         if gap {
-            match self.store.list_sessions().await {
+            match self.store.sessions().list().await {
                 Ok(sessions) => self.registry.replace_foreign(sessions, &self.instance.id),
                 Err(e) => tracing::warn!("cannot read the sessions again: {e}"),
             }
@@ -132,7 +132,7 @@ impl Ledger {
                 reason: "the database's live queries were started again".into(),
             });
         }
-        match self.store.pending_commands(&self.instance.id).await {
+        match self.store.commands().pending(&self.instance.id).await {
             Ok(commands) => {
                 for command in commands {
                     self.start_command(team, command);
@@ -142,14 +142,14 @@ impl Ledger {
         }
         let waiting: Vec<String> = lock(&team.waiters).keys().cloned().collect();
         for id in waiting {
-            if let Ok(Some(command)) = self.store.get_command(&id).await
+            if let Ok(Some(command)) = self.store.commands().get(&id).await
                 && command.done
                 && let Some(waiter) = lock(&team.waiters).remove(&id)
             {
                 let _ = waiter.send(command);
             }
         }
-        match self.store.list_daemons().await {
+        match self.store.team().daemons().await {
             Ok(list) => {
                 for d in list {
                     if d.id == self.instance.id {
