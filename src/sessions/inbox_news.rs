@@ -33,7 +33,11 @@ pub(super) async fn route_inbox_events(
                 let span = crate::logging::session_span(&session_id);
                 tokio::spawn(
                     async move {
-                        if let Err(e) = sessions.refine(&session_id, vec![path], None).await {
+                        if let Err(e) = sessions
+                            .lifecycle
+                            .refine(&session_id, vec![path], None)
+                            .await
+                        {
                             tracing::warn!("cannot refine: {e}");
                         }
                     }

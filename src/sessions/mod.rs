@@ -1,9 +1,11 @@
 //! The sessions crucible runs: each one an agent process in its own git worktree.
 //!
-//! [`Sessions`] creates, forks, hands off and deletes them; the [`Runner`] starts their
-//! agents and prompts, cancels and stops them; [`landing::Landing`] reviews and lands their
-//! work and keeps the conflict radar; [`Conversations`] resolves channels' messages and
-//! cron runs to the sessions they start and continue. Every running session has an actor task
+//! [`Sessions`] holds the services that share them, each with its own state: the
+//! [`Lifecycle`] creates, forks, hands off, moves and deletes them (and follows fallback
+//! chains); the [`Runner`] starts their agents and prompts, cancels and stops them;
+//! [`landing::Landing`] reviews and lands their work and keeps the conflict radar;
+//! [`guard::Guard`] keeps the rules, security states and credentials; [`Conversations`]
+//! resolves channels' messages and cron runs to the sessions they start and continue. Every running session has an actor task
 //! ([`actor`]) that owns its agent and turns what the agent does into lifecycle state,
 //! transcript entries and inbox messages. What happens when is decided by a pure state
 //! machine ([`machine`]), in the words of [`wording`]. After a restart, sessions whose
@@ -16,22 +18,18 @@ pub mod budget_kilns;
 pub mod budget_spending;
 mod command;
 mod context;
-mod control;
 pub mod conversations;
 mod fallback;
 mod given;
 pub mod guard;
-mod handoff;
 mod inbox_news;
 pub mod landing;
+pub mod lifecycle;
 mod live;
 mod machine;
-mod moving;
-mod refine;
 mod runner;
 mod transcript;
 mod wording;
-mod worktree;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -51,6 +49,7 @@ use crate::protocol::{
 use crate::markdown::MarkdownLog;
 pub use context::{PREAMBLE_HEADER, preamble};
 pub use conversations::{Conversations, CronDoor, Deliver};
+pub use lifecycle::Lifecycle;
 pub use runner::{RunError, Runner, SpawnError};
 
 use command::Command;
@@ -62,9 +61,8 @@ pub struct Sessions {
     ledger: Arc<Ledger>,
     /// The running agents and their actors ([`runner`]).
     runner: Arc<Runner>,
-    /// One git change to the repository at a time (worktrees and branches share its
-    /// lock files); landing merges under it too.
-    git: Arc<tokio::sync::Mutex<()>>,
+    /// Creating, changing, moving and deleting sessions ([`lifecycle`]).
+    lifecycle: Arc<Lifecycle>,
     /// Reviewing and landing sessions' work, and the conflict radar ([`landing`]).
     landing: Arc<landing::Landing>,
     /// The rules, the sessions' security states and credentials ([`guard`]).
@@ -73,8 +71,6 @@ pub struct Sessions {
     settings: Arc<LiveSettings>,
     /// What sessions spent today, and whether each may start a turn ([`budget`]).
     budgets: Arc<budget::Budgets>,
-    /// Usage limits by profile, and the fallback chains under way ([`fallback`]).
-    fallbacks: fallback::Chains,
 }
 
 impl Sessions {
@@ -104,19 +100,25 @@ impl Sessions {
                 budgets: Arc::clone(&budgets),
                 sessions: me.clone(),
             }));
+            let landing =
+                landing::Landing::new(Arc::clone(&ledger), Arc::clone(&runner), Arc::clone(&git));
+            let guard = guard::Guard::new(Arc::clone(&ledger), Arc::clone(&runner), rules);
+            let lifecycle = Arc::new(Lifecycle::new(lifecycle::LifecycleParts {
+                ledger: Arc::clone(&ledger),
+                runner: Arc::clone(&runner),
+                git,
+                landing: Arc::clone(&landing),
+                guard: Arc::clone(&guard),
+                settings: Arc::clone(&settings),
+            }));
             Self {
                 ledger: Arc::clone(&ledger),
-                landing: landing::Landing::new(
-                    Arc::clone(&ledger),
-                    Arc::clone(&runner),
-                    Arc::clone(&git),
-                ),
-                guard: guard::Guard::new(Arc::clone(&ledger), Arc::clone(&runner), rules),
+                landing,
+                guard,
                 runner,
-                git,
+                lifecycle,
                 settings,
                 budgets,
-                fallbacks: Default::default(),
             }
         });
         tokio::spawn(inbox_news::route_inbox_events(
@@ -124,7 +126,7 @@ impl Sessions {
             ledger.subscribe(),
         ));
         sessions.runner.recover().await;
-        sessions.finish_deletions().await;
+        sessions.lifecycle.finish_deletions().await;
         if let Some(takeovers) = ledger.takeovers() {
             tokio::spawn(runner::take_over(
                 Arc::downgrade(&sessions.runner),
@@ -138,6 +140,22 @@ impl Sessions {
     /// The kiln's record of sessions and the inbox.
     pub fn ledger(&self) -> &Arc<Ledger> {
         &self.ledger
+    }
+
+    /// Creating, restarting, forking, handing off, resetting, moving and deleting
+    /// sessions.
+    pub fn lifecycle(&self) -> &Arc<Lifecycle> {
+        &self.lifecycle
+    }
+
+    /// A session's agent reported a usage limit: its task goes along the fallback chain
+    /// ([`Lifecycle`]).
+    pub(in crate::sessions) async fn usage_limited(
+        &self,
+        id: &str,
+        resets_at: chrono::DateTime<chrono::Utc>,
+    ) {
+        self.lifecycle.usage_limited(id, resets_at).await;
     }
 
     /// The running agents: prompts, cancels and stops go to it.
@@ -216,154 +234,6 @@ impl Sessions {
 
     fn managed(&self, id: &str) -> Result<Session> {
         managed(&self.ledger, id)
-    }
-
-    /// Creates the worktree, stores the session and starts its agent. Anything that fails
-    /// before the agent runs is undone and reported: no half-made session is left behind.
-    /// Its agent gets the daemon's environment (see [`Sessions::create_for`]).
-    pub async fn create(self: &Arc<Self>, params: CreateSessionParams) -> Result<Session> {
-        self.create_from(params, None, None, None).await
-    }
-
-    /// [`Sessions::create`] for a process that gave its environment: its program is
-    /// looked for on that `PATH` first, and its variables come from there first.
-    pub async fn create_for(
-        self: &Arc<Self>,
-        params: CreateSessionParams,
-        given: Option<ClientEnv>,
-    ) -> Result<Session> {
-        self.create_from(params, None, given.map(Arc::new), None)
-            .await
-    }
-
-    /// The profile and driver a new session asks for, refused before anything is made
-    /// when they cannot work together or with what the asking process gave.
-    fn check_create(
-        &self,
-        params: &CreateSessionParams,
-        given: Option<&ClientEnv>,
-    ) -> Result<(AgentProfile, DriverSpec)> {
-        let kiln = self.ledger.kiln();
-        let config = self.settings()?;
-        let profile = given::profile(&config, &params.agent, given).map_err(|why| {
-            LedgerError::Invalid(format!(
-                "{why} (settings: {})",
-                kiln.settings_path().display()
-            ))
-        })?;
-        if params.in_place && params.worktree.is_some() {
-            return Err(LedgerError::Invalid(
-                "choose either a worktree or in_place, not both".into(),
-            ));
-        }
-        let spec = config
-            .driver_spec(&profile, &params.driver)
-            .map_err(|e| LedgerError::Invalid(e.to_string()))?;
-        let kind = spec.kind();
-        given::check_env(&spec, &params.driver, given)
-            .and_then(|()| given::check_api_key(&params.agent, &profile, given))?;
-        given::locate(&params.agent, profile.clone(), kind, given)?;
-        if kind.runs_apart() {
-            if profile.kind == AgentKind::Internal {
-                return Err(LedgerError::Invalid(format!(
-                    "crucible's own agent runs in the daemon: use the local or sandbox driver, not {}",
-                    kind
-                )));
-            }
-            if params.in_place {
-                return Err(LedgerError::Invalid(format!(
-                    "the {} driver works in a worktree of its own, not in place",
-                    kind
-                )));
-            }
-        }
-        Ok((profile, spec))
-    }
-
-    /// [`Sessions::create_for`], the new session's context stack a copy of `seed`'s (a
-    /// fork), made before its agent starts; for a hand-off, taking over `from`'s worktree
-    /// (and its ownership) and base branch, and naming it as where it came from.
-    async fn create_from(
-        self: &Arc<Self>,
-        params: CreateSessionParams,
-        seed: Option<&str>,
-        given: Option<Arc<ClientEnv>>,
-        from: Option<&Session>,
-    ) -> Result<Session> {
-        let mut params = params;
-        if let Some(task) = params.task.take() {
-            params.task = Some(control::bounded_task(task, from.is_some())?);
-        }
-        let kiln = self.ledger.kiln().clone();
-        let (profile, spec) = self.check_create(&params, given.as_deref())?;
-        let id = self.ledger.next_id();
-        let placement = {
-            let _git = self.git.lock().await;
-            self.place(&id, &params).await?
-        };
-        let now = now_rfc3339();
-        let worktree = placement.path.as_ref().map(|p| p.display().to_string());
-        let display = display_name(&kiln, worktree.as_deref(), &params.agent);
-        let session = Session {
-            state: Some(SessionState::Creating),
-            task: params.task.clone().filter(|t| !t.trim().is_empty()),
-            branch: placement.branch.clone(),
-            worktree_owned: placement.created.is_some() || from.is_some_and(|f| f.worktree_owned),
-            handed_from: from.map(|f| f.id.clone()),
-            updated_at: Some(now.clone()),
-            driver: Some(spec),
-            security: crate::protocol::SecurityState {
-                read_manifest: (!params.allow_read.is_empty()).then(|| params.allow_read.clone()),
-                ..Default::default()
-            },
-            base_branch: from
-                .and_then(|f| f.base_branch.clone())
-                .or_else(|| placement.base_branch.clone()),
-            channel: params.channel.clone(),
-            ..Session::started(
-                id.clone(),
-                worktree,
-                profile.kind.as_str().into(),
-                params.agent.clone(),
-                display,
-                now,
-            )
-        };
-        let session = match self.ledger.add_managed(session).await {
-            Ok(s) => s,
-            Err(e) => {
-                let _git = self.git.lock().await;
-                placement.undo(kiln.root()).await;
-                return Err(e);
-            }
-        };
-        let seeded = match seed {
-            Some(from) => self.ledger.copy_context(from, &id).await,
-            None => Ok(()),
-        };
-        if let Err(e) = seeded {
-            let _git = self.git.lock().await;
-            placement.undo(kiln.root()).await;
-            let _ = self.ledger.remove_managed(&id, &Default::default()).await;
-            return Err(e);
-        }
-        self.runner.keep_given(&id, given);
-        // The task goes in with the actor, so the agent starts on it as soon as it is
-        // ready (never showing `complete` first).
-        let task = session.task.clone();
-        if let Err(why) = self
-            .runner
-            .admit(session, &params.agent, profile, None, task)
-            .await
-        {
-            self.runner.keep_given(&id, None);
-            let _git = self.git.lock().await;
-            placement.undo(kiln.root()).await;
-            let _ = self.ledger.remove_managed(&id, &Default::default()).await;
-            let _ = std::fs::remove_file(MarkdownLog::path_for(&kiln.sessions_dir(), &id));
-            return Err(RunError::Spawn(why).into());
-        }
-        self.ledger.get_session(&id)
     }
 }
 

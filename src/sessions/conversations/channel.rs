@@ -103,6 +103,7 @@ impl Conversations {
         };
         let session = self
             .sessions
+            .lifecycle()
             .create(CreateSessionParams {
                 kiln: None,
                 agent: inbound.agent.clone(),

@@ -260,6 +260,7 @@ impl Conversations {
         }
         let session = self
             .sessions
+            .lifecycle()
             .create(CreateSessionParams {
                 kiln: None,
                 agent: job.agent.clone(),

@@ -10,8 +10,7 @@
 //! The book ([`Chains`]) is the daemon's memory: when each profile's last limit resets,
 //! and the chains under way. A daemon restart forgets it: a chain then ends where it is.
 
-mod switch;
-mod wording;
+pub(super) mod wording;
 
 #[cfg(test)]
 mod tests;

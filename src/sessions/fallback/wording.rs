@@ -17,14 +17,14 @@ fn notice(msg_type: MsgType, title: String, body: String) -> Notice {
 }
 
 /// A reset time as people read it: the local time of day.
-pub(super) fn local_time(at: DateTime<Utc>) -> String {
+pub(in crate::sessions) fn local_time(at: DateTime<Utc>) -> String {
     at.with_timezone(&chrono::Local)
         .format("%H:%M:%S")
         .to_string()
 }
 
 /// A usage limit on `from` moved the task to `to` (session `to_name`, `to_id`).
-pub(super) fn fell_back(
+pub(in crate::sessions) fn fell_back(
     from: &str,
     to: &str,
     to_name: &str,
@@ -49,7 +49,7 @@ pub(super) fn fell_back(
 }
 
 /// The first profile's limit reset: the task went from `from` back to `to`.
-pub(super) fn came_back(from: &str, to: &str, to_name: &str, to_id: &str) -> Notice {
+pub(in crate::sessions) fn came_back(from: &str, to: &str, to_name: &str, to_id: &str) -> Notice {
     notice(
         MsgType::Info,
         format!("Usage limit reset: the task comes back to {to}"),
@@ -62,7 +62,11 @@ pub(super) fn came_back(from: &str, to: &str, to_name: &str, to_id: &str) -> Not
 }
 
 /// No profile of the chain is left: the session waits for its reset.
-pub(super) fn chain_spent(from: &str, resets_at: DateTime<Utc>, passed: &[Passed]) -> Notice {
+pub(in crate::sessions) fn chain_spent(
+    from: &str,
+    resets_at: DateTime<Utc>,
+    passed: &[Passed],
+) -> Notice {
     let why: Vec<String> = passed
         .iter()
         .map(|p| match p {
@@ -85,7 +89,7 @@ pub(super) fn chain_spent(from: &str, resets_at: DateTime<Utc>, passed: &[Passed
 }
 
 /// A switch failed: the session waits for its reset, or keeps the task.
-pub(super) fn switch_failed(from: &str, to: &str, why: &str) -> Notice {
+pub(in crate::sessions) fn switch_failed(from: &str, to: &str, why: &str) -> Notice {
     notice(
         MsgType::Error,
         format!("Fallback chain: no hand-off from {from} to {to}"),

@@ -18,7 +18,7 @@ use crate::ledger::LedgerError;
 use crate::protocol::env::{self, SESSION as SESSION_ENV};
 use crate::protocol::{DriverKind, Session, SessionState};
 use crate::sessions::actor::{Actor, ActorSetup, Fallback};
-use crate::sessions::refine::ask_to_refine;
+use crate::sessions::lifecycle::ask_to_refine;
 use crate::sessions::{context, given, wording};
 
 /// What a resumed actor needs to know.

@@ -118,7 +118,11 @@ impl Answer<m::SessionCreate> for Call<'_> {
         let services = &self.conn.services;
         let sessions = &services.sessions;
         let given = self.take_client_env();
-        let session = sessions.create_for(p, given).await.map_err(app_error)?;
+        let session = sessions
+            .lifecycle()
+            .create_for(p, given)
+            .await
+            .map_err(app_error)?;
         Ok(m::Created {
             session_id: session.id.clone(),
             session,
@@ -140,7 +144,11 @@ impl Answer<m::SessionPrompt> for Call<'_> {
 impl Answer<m::SessionResend> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<PromptResult, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let queued = sessions.resend(&p.session_id).await.map_err(app_error)?;
+        let queued = sessions
+            .lifecycle()
+            .resend(&p.session_id)
+            .await
+            .map_err(app_error)?;
         Ok(PromptResult { queued })
     }
 }
@@ -165,6 +173,7 @@ impl Answer<m::SessionDelete> for Call<'_> {
     async fn answer(&self, p: DeleteSessionParams) -> Result<DeleteOutcome, ErrorObject> {
         let sessions = &self.conn.services.sessions;
         sessions
+            .lifecycle()
             .delete(&p.session_id, &p.options)
             .await
             .map_err(app_error)
@@ -174,7 +183,7 @@ impl Answer<m::SessionDelete> for Call<'_> {
 impl Answer<m::SessionPrune> for Call<'_> {
     async fn answer(&self, p: RemoveOptions) -> Result<PruneResult, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        sessions.prune(&p).await.map_err(app_error)
+        sessions.lifecycle().prune(&p).await.map_err(app_error)
     }
 }
 
@@ -194,6 +203,7 @@ impl Answer<m::SessionRefine> for Call<'_> {
     async fn answer(&self, p: RefineParams) -> Result<SessionReply, ErrorObject> {
         let sessions = &self.conn.services.sessions;
         let session = sessions
+            .lifecycle()
             .refine(&p.session_id, p.allow_read, p.prompt)
             .await
             .map_err(app_error)?;
@@ -205,6 +215,7 @@ impl Answer<m::SessionReset> for Call<'_> {
     async fn answer(&self, p: ResetParams) -> Result<Created, ErrorObject> {
         let sessions = &self.conn.services.sessions;
         let session = sessions
+            .lifecycle()
             .reset(&p.session_id, p.keep_disabled)
             .await
             .map_err(app_error)?;
@@ -218,7 +229,11 @@ impl Answer<m::SessionReset> for Call<'_> {
 impl Answer<m::SessionRestart> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let session = sessions.restart(&p.session_id).await.map_err(app_error)?;
+        let session = sessions
+            .lifecycle()
+            .restart(&p.session_id)
+            .await
+            .map_err(app_error)?;
         Ok(m::SessionReply { session })
     }
 }
@@ -279,6 +294,7 @@ impl Answer<m::SessionRename> for Call<'_> {
     async fn answer(&self, p: RenameParams) -> Result<SessionReply, ErrorObject> {
         let sessions = &self.conn.services.sessions;
         let session = sessions
+            .lifecycle()
             .rename(&p.session_id, &p.name)
             .await
             .map_err(app_error)?;
@@ -289,7 +305,7 @@ impl Answer<m::SessionRename> for Call<'_> {
 impl Answer<m::SessionFork> for Call<'_> {
     async fn answer(&self, p: ForkParams) -> Result<Created, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let session = sessions.fork(p).await.map_err(app_error)?;
+        let session = sessions.lifecycle().fork(p).await.map_err(app_error)?;
         Ok(m::Created {
             session_id: session.id.clone(),
             session,
@@ -300,21 +316,21 @@ impl Answer<m::SessionFork> for Call<'_> {
 impl Answer<m::SessionMove> for Call<'_> {
     async fn answer(&self, p: MoveParams) -> Result<Moved, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        sessions.move_to(p).await.map_err(app_error)
+        sessions.lifecycle().move_to(p).await.map_err(app_error)
     }
 }
 
 impl Answer<m::SessionAdopt> for Call<'_> {
     async fn answer(&self, p: AdoptParams) -> Result<Adopted, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        sessions.adopt(p).await.map_err(app_error)
+        sessions.lifecycle().adopt(p).await.map_err(app_error)
     }
 }
 
 impl Answer<m::SessionHandoff> for Call<'_> {
     async fn answer(&self, p: HandoffParams) -> Result<Created, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let session = sessions.handoff(p).await.map_err(app_error)?;
+        let session = sessions.lifecycle().handoff(p).await.map_err(app_error)?;
         Ok(m::Created {
             session_id: session.id.clone(),
             session,

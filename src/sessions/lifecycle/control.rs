@@ -7,7 +7,7 @@ use crate::protocol::ForkParams;
 /// The longest session name.
 const MAX_NAME: usize = 80;
 
-impl Sessions {
+impl Lifecycle {
     /// Ends the agent if it runs and starts it again, resuming its own session where
     /// the agent can load one (otherwise a fresh one, seeded with the context stack).
     pub async fn restart(self: &Arc<Self>, id: &str) -> Result<Session> {
@@ -142,7 +142,7 @@ async fn free_branch(repo: &Path, base: &str) -> String {
 
 /// A task as a session may hold it: one over [`limits::TASK_BYTES`] is refused (nothing
 /// is made), or, for a hand-off's brief, cut to it with the cut marked.
-pub(super) fn bounded_task(task: String, handed: bool) -> Result<String> {
+pub(in crate::sessions) fn bounded_task(task: String, handed: bool) -> Result<String> {
     if task.len() <= limits::TASK_BYTES {
         return Ok(task);
     }

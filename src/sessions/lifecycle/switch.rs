@@ -6,15 +6,14 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tracing::Instrument;
 
-use super::{Chain, wording};
+use super::{Lifecycle, Switching};
 use crate::ledger::now_rfc3339;
 use crate::protocol::{Event, HandoffParams, ProfileSwitch, Session, SessionState, SwitchReason};
-use crate::sessions::Sessions;
+use crate::sessions::fallback::{Chain, wording};
 use crate::sessions::given;
-use crate::sessions::handoff::Switching;
 use crate::sessions::wording::Notice;
 
-impl Sessions {
+impl Lifecycle {
     /// The agent of session `id` reported a usage limit that resets at `resets_at` (the
     /// session is parked for it): its profile is limited until then, and the task goes on
     /// along the fallback chain, if there is one and a profile of it is left.

@@ -15,7 +15,7 @@ use base64::Engine as _;
 use super::*;
 use crate::protocol::{AdoptParams, Adopted, DaemonInfo, MoveParams, Moved, Resumed};
 
-impl Sessions {
+impl Lifecycle {
     pub async fn move_to(self: &Arc<Self>, params: MoveParams) -> Result<Moved> {
         let started = std::time::Instant::now();
         let session = self.managed(&params.session_id)?;

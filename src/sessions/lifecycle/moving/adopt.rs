@@ -13,7 +13,7 @@ use crate::protocol::MsgType;
 /// answers (the one moving it waits 60 s in all).
 const STARTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
-impl Sessions {
+impl Lifecycle {
     pub async fn adopt(self: &Arc<Self>, params: AdoptParams) -> Result<Adopted> {
         let session = self.ledger.get_session(&params.session_id)?;
         if session.owner.as_deref() != Some(params.from.as_str()) {

@@ -13,7 +13,7 @@ const BRIEF_DIFF_BYTES: usize = 24 * 1024;
 
 /// A hand-off that is a switch of the fallback chain ([`super::fallback`]): what its
 /// brief says beyond the plain one, and the switch kept on the session it leaves.
-pub(super) struct Switching {
+pub(in crate::sessions) struct Switching {
     pub switch: crate::protocol::ProfileSwitch,
     /// The task as the chain's first session had it (not the brief the session handing
     /// off started from).
@@ -22,13 +22,13 @@ pub(super) struct Switching {
     pub earlier: Vec<Session>,
 }
 
-impl Sessions {
+impl Lifecycle {
     pub async fn handoff(self: &Arc<Self>, params: HandoffParams) -> Result<Session> {
         self.hand_over(params, None).await
     }
 
     /// [`Sessions::handoff`], for the fallback chain when `switching` says so.
-    pub(super) async fn hand_over(
+    pub(in crate::sessions) async fn hand_over(
         self: &Arc<Self>,
         params: HandoffParams,
         switching: Option<Switching>,
@@ -98,7 +98,11 @@ impl Sessions {
 }
 
 /// The first prompt of the agent that takes over.
-pub(super) fn brief(from: &Session, diff: Option<&Diff>, open: &[InboxMessage]) -> String {
+pub(in crate::sessions) fn brief(
+    from: &Session,
+    diff: Option<&Diff>,
+    open: &[InboxMessage],
+) -> String {
     let branch = from.branch.as_deref().unwrap_or("?");
     let mut text = format!(
         "You are taking over a task that another agent ({}) worked on in this worktree, on \

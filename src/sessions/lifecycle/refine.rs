@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use super::{Result, Sessions};
+use super::{Lifecycle, Result};
 use crate::ledger::{Ledger, LedgerError};
 
-impl Sessions {
+impl Lifecycle {
     /// `/reset`: a new session for the same worktree, agent profile and
     /// driver, with a fresh agent and an empty security state (the disabled rules kept
     /// if asked); the old one is stopped with reason `reset`, its transcript and audit
@@ -111,7 +111,10 @@ impl Sessions {
 
 /// After a context miss stopped the session: the question whether to widen.
 #[tracing::instrument(name = "session", skip_all, fields(session = %session.id))]
-pub(super) async fn ask_to_refine(ledger: &Ledger, session: &crate::protocol::Session) {
+pub(in crate::sessions) async fn ask_to_refine(
+    ledger: &Ledger,
+    session: &crate::protocol::Session,
+) {
     let Some(reason) = session.state_reason.as_deref() else {
         return;
     };
@@ -132,8 +135,8 @@ pub(super) async fn ask_to_refine(ledger: &Ledger, session: &crate::protocol::Se
             crate::protocol::MAX_REFINEMENT_ATTEMPTS
         )),
         options: Some(vec![
-            super::wording::WIDEN.into(),
-            super::wording::LEAVE_STOPPED.into(),
+            crate::sessions::wording::WIDEN.into(),
+            crate::sessions::wording::LEAVE_STOPPED.into(),
         ]),
         option_kinds: None,
         flagged: None,

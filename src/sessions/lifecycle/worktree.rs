@@ -6,9 +6,13 @@ use super::*;
 use crate::audit::{Audit, AuditEvent};
 use crate::store::GitLeftovers;
 
-impl Sessions {
+impl Lifecycle {
     /// Decides where the session runs and makes its worktree.
-    pub(super) async fn place(&self, id: &str, params: &CreateSessionParams) -> Result<Placement> {
+    pub(in crate::sessions) async fn place(
+        &self,
+        id: &str,
+        params: &CreateSessionParams,
+    ) -> Result<Placement> {
         let kiln = self.ledger.kiln();
         if params.in_place {
             return Ok(Placement::default());
@@ -243,7 +247,7 @@ impl Sessions {
 
     /// Finishes deletions cut short (a kill -9) after their records went: their worktree
     /// and branch are removed now, as the deletion asked.
-    pub(super) async fn finish_deletions(&self) {
+    pub(in crate::sessions) async fn finish_deletions(&self) {
         let leftovers = match self.ledger.git_leftovers().await {
             Ok(leftovers) => leftovers,
             Err(e) => {
@@ -311,15 +315,15 @@ impl Sessions {
 }
 
 #[derive(Default)]
-pub(super) struct Placement {
+pub(in crate::sessions) struct Placement {
     /// None: in place, in the kiln itself.
-    pub(super) path: Option<PathBuf>,
-    pub(super) branch: Option<String>,
+    pub(in crate::sessions) path: Option<PathBuf>,
+    pub(in crate::sessions) branch: Option<String>,
     /// What this creation made, to undo on failure.
-    pub(super) created: Option<Created>,
+    pub(in crate::sessions) created: Option<Created>,
     /// The kiln's branch when the session was placed (what it is diffed against and
     /// merged into); none in place or when the kiln's HEAD is detached.
-    pub(super) base_branch: Option<String>,
+    pub(in crate::sessions) base_branch: Option<String>,
 }
 
 /// The branch checked out in the kiln, unless it is the session's own.
@@ -328,14 +332,14 @@ async fn base_of(repo: &Path, branch: Option<&str>) -> Option<String> {
     (Some(base.as_str()) != branch).then_some(base)
 }
 
-pub(super) struct Created {
+pub(in crate::sessions) struct Created {
     path: PathBuf,
     /// Set when the branch was new.
     branch: Option<String>,
 }
 
 impl Placement {
-    pub(super) async fn undo(&self, repo: &Path) {
+    pub(in crate::sessions) async fn undo(&self, repo: &Path) {
         let Some(created) = &self.created else { return };
         if let Err(e) = git::remove_worktree(repo, &created.path, true).await {
             tracing::warn!(path = %created.path.display(), "cannot remove the worktree: {e}");
@@ -349,7 +353,7 @@ impl Placement {
 }
 
 /// `cru/<6 letters>`: short, unique enough within a kiln, and visibly crucible's.
-pub(super) fn default_branch(id: &str, length: usize) -> String {
+pub(in crate::sessions) fn default_branch(id: &str, length: usize) -> String {
     let tail: String = id
         .chars()
         .rev()
