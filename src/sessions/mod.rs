@@ -103,14 +103,14 @@ impl Sessions {
             let landing =
                 landing::Landing::new(Arc::clone(&ledger), Arc::clone(&runner), Arc::clone(&git));
             let guard = guard::Guard::new(Arc::clone(&ledger), Arc::clone(&runner), rules);
-            let lifecycle = Arc::new(Lifecycle::new(lifecycle::LifecycleParts {
-                ledger: Arc::clone(&ledger),
-                runner: Arc::clone(&runner),
+            let lifecycle = Arc::new(Lifecycle::new(
+                Arc::clone(&ledger),
+                Arc::clone(&runner),
                 git,
-                landing: Arc::clone(&landing),
-                guard: Arc::clone(&guard),
-                settings: Arc::clone(&settings),
-            }));
+                Arc::clone(&landing),
+                Arc::clone(&guard),
+                Arc::clone(&settings),
+            ));
             Self {
                 ledger: Arc::clone(&ledger),
                 landing,

@@ -31,26 +31,17 @@ pub struct Lifecycle {
     fallbacks: fallback::Chains,
 }
 
-/// What the lifecycle works with, made by [`Sessions::start`].
-pub(in crate::sessions) struct LifecycleParts {
-    pub ledger: Arc<Ledger>,
-    pub runner: Arc<Runner>,
-    pub git: Arc<tokio::sync::Mutex<()>>,
-    pub landing: Arc<landing::Landing>,
-    pub guard: Arc<guard::Guard>,
-    pub settings: Arc<LiveSettings>,
-}
-
 impl Lifecycle {
-    pub(in crate::sessions) fn new(parts: LifecycleParts) -> Self {
-        let LifecycleParts {
-            ledger,
-            runner,
-            git,
-            landing,
-            guard,
-            settings,
-        } = parts;
+    /// The lifecycle of the kiln's sessions (made by [`Sessions::start`]), with no
+    /// fallback chain under way.
+    pub(in crate::sessions) fn new(
+        ledger: Arc<Ledger>,
+        runner: Arc<Runner>,
+        git: Arc<tokio::sync::Mutex<()>>,
+        landing: Arc<landing::Landing>,
+        guard: Arc<guard::Guard>,
+        settings: Arc<LiveSettings>,
+    ) -> Self {
         Self {
             ledger,
             runner,
