@@ -34,7 +34,7 @@ pub struct CommandRecord {
 pub struct CommandRows<'a>(pub(super) &'a Store);
 
 impl Store {
-    /// Team mode's commands, asked of the daemon that runs a session.
+    /// This table's records: [`CommandRows`].
     pub fn commands(&self) -> CommandRows<'_> {
         CommandRows(self)
     }

@@ -75,7 +75,7 @@ struct EntryRow {
 pub struct ContextRows<'a>(pub(super) &'a Store);
 
 impl Store {
-    /// Sessions' context stacks: their entries, history and summaries.
+    /// This table's records: [`ContextRows`].
     pub fn contexts(&self) -> ContextRows<'_> {
         ContextRows(self)
     }

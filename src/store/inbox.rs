@@ -17,7 +17,7 @@ const MESSAGE_FIELDS: &str = "record::id(id) AS id, session_id, session_name, ti
 pub struct InboxRows<'a>(pub(super) &'a Store);
 
 impl Store {
-    /// The inbox's messages: stored, listed, read, answered and cleared.
+    /// This table's records: [`InboxRows`].
     pub fn inbox(&self) -> InboxRows<'_> {
         InboxRows(self)
     }

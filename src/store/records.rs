@@ -17,7 +17,7 @@ const ENTRY_FIELDS: &str = "session_id, seq, at, kind, text, tool_call_id, statu
 pub struct Records<'a>(pub(super) &'a Store);
 
 impl Store {
-    /// What a session leaves: its transcript, and what is kept of it once deleted (its git leftovers, the deletions not yet finished).
+    /// This table's records: [`Records`].
     pub fn records(&self) -> Records<'_> {
         Records(self)
     }

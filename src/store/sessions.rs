@@ -25,7 +25,7 @@ pub(super) const SESSION_WRITE_TRIES: u32 = 5;
 pub struct SessionRows<'a>(pub(super) &'a Store);
 
 impl Store {
-    /// The sessions table and the handles of registered sessions.
+    /// This table's records: [`SessionRows`].
     pub fn sessions(&self) -> SessionRows<'_> {
         SessionRows(self)
     }

@@ -21,7 +21,7 @@ const DAEMON_FIELDS: &str = "record::id(id) AS id, host, kiln, pid, started_at, 
 pub struct TeamRows<'a>(pub(super) &'a Store);
 
 impl Store {
-    /// Team mode's daemons: their leases and claims, and the sessions each owns.
+    /// This table's records: [`TeamRows`].
     pub fn team(&self) -> TeamRows<'_> {
         TeamRows(self)
     }

@@ -163,8 +163,8 @@ pub async fn run(place: Place, options: Options) -> anyhow::Result<ExitCode> {
 enum Outcome {
     /// The daemon answered `request` with `reply`.
     Answered(Box<Request>, Box<Reply>),
-    /// What failed, in words, and why.
-    Failed(String, String),
+    /// `request` failed, and why.
+    Failed(Box<Request>, String),
 }
 
 /// The screen's event loop: keys, daemon events and finished actions in, frames out.
@@ -184,8 +184,6 @@ struct Runtime {
     ),
     /// Transcripts asked for and not yet loaded, so a burst asks once.
     loading: HashSet<String>,
-    /// The sessions past the first page, still to be read at start.
-    rest: sync::Rest,
 }
 
 impl Runtime {
@@ -207,7 +205,6 @@ impl Runtime {
             colours,
             outcomes: mpsc::unbounded_channel(),
             loading: HashSet::new(),
-            rest: sync::Rest::None,
         }
     }
 
@@ -307,7 +304,6 @@ impl Runtime {
         self.link = None;
         self.model.set_daemon_silence(None);
         self.loading.clear();
-        self.rest = sync::Rest::None;
         self.model.set_connection(Connection::Lost {
             reason: reason.to_string(),
         });
@@ -394,10 +390,15 @@ impl Runtime {
     }
 
     fn on_outcome(&mut self, outcome: Outcome) {
-        self.rest_ready();
         match outcome {
             Outcome::Answered(request, reply) => self.answered(*request, *reply),
-            Outcome::Failed(what, why) => self.model.report_failure(&what, &why),
+            Outcome::Failed(request, why) => {
+                // A transcript that could not be read is no longer being read.
+                if let Request::SessionTranscript(p) = &*request {
+                    self.loading.remove(&p.session_id);
+                }
+                self.model.report_failure(request.doing(), &why);
+            }
         }
     }
 

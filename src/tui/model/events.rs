@@ -31,16 +31,13 @@ impl Model {
     }
 
     fn replace(&mut self, sessions: Vec<Session>, messages: Vec<InboxMessage>) -> Vec<Action> {
-        self.sessions = sessions;
-        sort_sessions(&mut self.sessions);
+        let ids = self.take_list(sessions);
         self.inbox.update(InboxMsg::Synced {
             messages,
             keyboard: self.zone == Zone::Inbox,
         });
-        let ids: HashSet<String> = self.sessions.iter().map(|s| s.id.clone()).collect();
         self.transcripts
             .update(TranscriptMsg::Resynced(ids.clone()));
-        self.flagged.retain(|id| ids.contains(id));
         let still_waiting: HashSet<String> = self
             .flagged
             .iter()
@@ -55,9 +52,7 @@ impl Model {
             .or_else(|| self.sessions.first().map(|s| s.id.clone()));
         self.focused = None;
         let mut actions = focus.map_or_else(Vec::new, |id| self.focus(&id));
-        if self.health.connection == Connection::Connected && !self.partial {
-            actions.extend(self.run_held());
-        }
+        actions.extend(self.run_held_now());
         actions
     }
 
@@ -66,32 +61,39 @@ impl Model {
     /// waited for, when it is not in the list), and the inbox and transcripts are kept.
     pub fn sync_sessions(&mut self, sessions: Vec<Session>) -> Vec<Action> {
         self.partial = false;
-        self.sessions = sessions;
-        sort_sessions(&mut self.sessions);
-        let ids: HashSet<&str> = self.sessions.iter().map(|s| s.id.as_str()).collect();
-        self.flagged.retain(|id| ids.contains(id.as_str()));
-        let pending = self
-            .pending_focus
-            .clone()
-            .filter(|id| ids.contains(id.as_str()));
-        let kept = self.focused.clone().filter(|id| ids.contains(id.as_str()));
-        let focus = match (pending, kept) {
-            (Some(id), _) => {
-                self.pending_focus = None;
-                Some(id)
-            }
-            (None, Some(_)) => None,
-            (None, None) => self.sessions.first().map(|s| s.id.clone()),
+        let ids = self.take_list(sessions);
+        let kept = self.focused.as_ref().is_some_and(|id| ids.contains(id));
+        let focus = match self.pending_focus.take_if(|id| ids.contains(id)) {
+            Some(id) => Some(id),
+            None if kept => None,
+            None => self.sessions.first().map(|s| s.id.clone()),
         };
         let mut actions = Vec::new();
         if let Some(id) = focus {
             self.focused = None;
             actions = self.focus(&id);
         }
-        if self.health.connection == Connection::Connected {
-            actions.extend(self.run_held());
-        }
+        actions.extend(self.run_held_now());
         actions
+    }
+
+    /// Puts `sessions` in place of the list, in order, and unflags the sessions gone;
+    /// returns the ids now listed.
+    fn take_list(&mut self, sessions: Vec<Session>) -> HashSet<String> {
+        self.sessions = sessions;
+        sort_sessions(&mut self.sessions);
+        let ids: HashSet<String> = self.sessions.iter().map(|s| s.id.clone()).collect();
+        self.flagged.retain(|id| ids.contains(id));
+        ids
+    }
+
+    /// The lines held, carried out once they can be: connected, with the whole list.
+    fn run_held_now(&mut self) -> Vec<Action> {
+        if self.health.connection == Connection::Connected && !self.partial {
+            self.run_held()
+        } else {
+            Vec::new()
+        }
     }
 
     /// Applies a daemon event. Returns a [`Action::Bell`] when a session that is not

@@ -49,7 +49,7 @@ impl Runtime {
             // A stopped daemon keeps the call until it is continued; the banner says so.
             let outcome = match client.send_through(&request).await {
                 Ok(reply) => Outcome::Answered(Box::new(request), Box::new(reply)),
-                Err(e) => Outcome::Failed(request.doing().to_string(), e.words()),
+                Err(e) => Outcome::Failed(Box::new(request), e.words()),
             };
             let _ = outcomes.send(outcome);
         });

@@ -26,17 +26,6 @@ pub(super) enum Reading {
     FirstPage,
 }
 
-/// The rest of the sessions, after a first page: read once the first screen is drawn
-/// with the focused transcript (or once any call came back, should that read fail).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) enum Rest {
-    /// Nothing left to read.
-    #[default]
-    None,
-    /// Read when nothing is being loaded, or once `ready`.
-    Due { ready: bool },
-}
-
 /// What one read brought.
 struct State {
     sessions: Vec<Session>,
@@ -66,11 +55,6 @@ impl Runtime {
                 self.model.set_conflicts(state.conflicts);
                 let partial =
                     reading == Reading::FirstPage && state.sessions.len() >= FIRST_PAGE as usize;
-                self.rest = if partial {
-                    Rest::Due { ready: false }
-                } else {
-                    Rest::None
-                };
                 let actions = if partial {
                     self.model.sync_first_page(state.sessions, state.messages)
                 } else {
@@ -85,26 +69,15 @@ impl Runtime {
         }
     }
 
-    /// Whether the rest of the sessions is to be read now: once the first screen is
-    /// drawn and its transcript loaded.
+    /// Whether the rest of the sessions is to be read now: the model has the first page
+    /// only, and its screen is drawn with the focused transcript read (or its read failed).
     pub(super) fn rest_due(&self) -> bool {
-        match self.rest {
-            Rest::None => false,
-            Rest::Due { ready } => ready || self.loading.is_empty(),
-        }
-    }
-
-    /// A call came back: the rest is read even if a transcript read is still away.
-    pub(super) fn rest_ready(&mut self) {
-        if let Rest::Due { .. } = self.rest {
-            self.rest = Rest::Due { ready: true };
-        }
+        self.link.is_some() && self.model.partial && self.loading.is_empty()
     }
 
     /// Reads every session, after the first page: the list is replaced, the focus and
     /// what else was read stay. True if the result asks to quit.
     pub(super) async fn read_rest(&mut self) -> bool {
-        self.rest = Rest::None;
         let Some(client) = self.link.as_ref().map(|l| Arc::clone(&l.client)) else {
             return false;
         };
