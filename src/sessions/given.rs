@@ -10,7 +10,7 @@ use std::ffi::OsStr;
 use std::path::PathBuf;
 
 use super::wording;
-use crate::config::{AgentKind, AgentProfile, Config};
+use crate::config::{AgentKind, AgentProfile, Config, ProfileError};
 use crate::ledger::LedgerError;
 use crate::protocol::{ClientEnv, DriverKind, DriverOptions, DriverSpec};
 
@@ -99,10 +99,8 @@ pub(super) fn profile(
     config: &Config,
     name: &str,
     given: Option<&ClientEnv>,
-) -> Result<AgentProfile, LedgerError> {
-    config
-        .profile_found(name, &|program| find(program, given), &looked(given))
-        .map_err(|e| LedgerError::Invalid(e.to_string()))
+) -> Result<AgentProfile, ProfileError> {
+    config.profile_found(name, &|program| find(program, given), &looked(given))
 }
 
 /// `profile` with its program where it was found, when it runs on this machine (the

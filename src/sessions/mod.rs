@@ -48,8 +48,8 @@ use crate::protocol::{
 
 use crate::markdown::MarkdownLog;
 pub use context::{PREAMBLE_HEADER, preamble};
-pub use conversations::{Conversations, CronDoor, Deliver};
-pub use lifecycle::Lifecycle;
+pub use conversations::{ConversationError, Conversations, CronDoor, Deliver};
+pub use lifecycle::{Lifecycle, LifecycleError};
 pub use runner::{RunError, Runner, SpawnError};
 
 use command::Command;

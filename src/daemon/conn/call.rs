@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use super::{Conn, Scope};
 use crate::daemon::caller::Caller;
-use crate::ledger::LedgerError;
 use crate::protocol::*;
 
 pub(super) fn forbidden(message: impl Into<String>) -> ErrorObject {
@@ -79,7 +78,8 @@ impl<'a> Call<'a> {
     }
 }
 
-/// A ledger error as its JSON-RPC error: each kind its own code.
-pub(super) fn app_error(e: LedgerError) -> ErrorObject {
-    ErrorObject::from(e)
+/// A service's error (the ledger's, the lifecycle's…) as its JSON-RPC error: each kind
+/// its own code.
+pub(super) fn app_error(e: impl Into<ErrorObject>) -> ErrorObject {
+    e.into()
 }

@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::Conversations;
+use super::{ConversationError, Conversations};
 use crate::protocol::{
     ChannelKind, ChannelTag, DriverOptions, Resolution, ResolveParams, ResolveResult,
 };
@@ -33,9 +33,9 @@ impl Conversations {
         self: &Arc<Self>,
         inbound: ResolveParams,
         deliver: &dyn Deliver,
-    ) -> Result<ResolveResult> {
+    ) -> std::result::Result<ResolveResult, ConversationError> {
         if inbound.text.trim().is_empty() {
-            return Err(LedgerError::Invalid("the message is empty".into()));
+            return Err(ConversationError::EmptyMessage);
         }
         // One message at a time: two messages of one conversation must not both find
         // "no session" and make two.
@@ -128,15 +128,16 @@ impl Conversations {
 
     /// Closes a channel session: the conversation's next message starts a new one. Its
     /// agent is stopped; the worktree and transcript stay.
-    pub async fn close(self: &Arc<Self>, id: &str) -> Result<Session> {
+    pub async fn close(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> std::result::Result<Session, ConversationError> {
         let session = self.sessions.managed(id)?;
         if session.channel.is_none() {
-            return Err(LedgerError::Invalid(format!(
-                "session {id} was not started by a channel; stop it instead"
-            )));
+            return Err(ConversationError::NotFromAChannel { id: id.into() });
         }
         self.close_session(&session).await?;
-        self.ledger.get_session(id)
+        Ok(self.ledger.get_session(id)?)
     }
 
     async fn close_session(self: &Arc<Self>, session: &Session) -> Result<()> {

@@ -19,7 +19,7 @@ use std::pin::Pin;
 
 use chrono::{DateTime, Utc};
 
-use super::Conversations;
+use super::{ConversationError, Conversations};
 use crate::config::CronJob;
 use crate::protocol::{ChannelTag, CronJobView, CronRun, DriverOptions, Resolution};
 use crate::sessions::*;
@@ -192,7 +192,10 @@ impl Conversations {
 
     /// Runs the job `id` of the ones the daemon runs now, unless its previous run is
     /// still working. A run that cannot start is counted against its job.
-    pub async fn run_cron_now(self: &Arc<Self>, id: &str) -> Result<CronRun> {
+    pub async fn run_cron_now(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> std::result::Result<CronRun, ConversationError> {
         let _one_at_a_time = self.resolving.lock().await;
         let job = self
             .cron_book()
@@ -200,9 +203,7 @@ impl Conversations {
             .iter()
             .find(|s| s.job.id == id)
             .map(|s| s.job.clone())
-            .ok_or_else(|| {
-                LedgerError::NotFound(format!("no cron job {id:?} in the daemon's settings"))
-            })?;
+            .ok_or_else(|| ConversationError::NoCronJob { id: id.into() })?;
         let run = self.run_cron_job(&job).await;
         match &run {
             Ok(run) if !run.skipped => self.cron_started(&job, &run.session_id).await,
@@ -214,7 +215,10 @@ impl Conversations {
 
     /// Runs `job` now, unless its previous run is still working. The caller holds
     /// `resolving`.
-    async fn run_cron_job(self: &Arc<Self>, job: &CronJob) -> Result<CronRun> {
+    async fn run_cron_job(
+        self: &Arc<Self>,
+        job: &CronJob,
+    ) -> std::result::Result<CronRun, ConversationError> {
         let previous = self.newest_of(CHANNEL, &job.id, "");
         if let Some(prev) = &previous
             && self.sessions.runner().actor(&prev.id).is_some()

@@ -12,6 +12,7 @@
 mod channel;
 mod cron;
 mod drift;
+mod error;
 
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +21,7 @@ use crate::ledger::Ledger;
 
 pub use channel::Deliver;
 pub use cron::CronDoor;
+pub use error::ConversationError;
 
 /// The conversations of channels and cron jobs, over the kiln's sessions.
 pub struct Conversations {

@@ -14,9 +14,7 @@ impl Lifecycle {
         let _one_at_a_time = self.runner.one_start_at_a_time().await;
         let session = self.managed(id)?;
         if session.state == Some(SessionState::Creating) {
-            return Err(LedgerError::Conflict(format!(
-                "session {id} is still being created"
-            )));
+            return Err(LifecycleError::StillCreating { id: id.into() });
         }
         // Its environment goes with it and is made again.
         self.runner.stop_actor(id, false).await;
@@ -33,7 +31,7 @@ impl Lifecycle {
             self.ledger.save_managed(&failed).await?;
             return Err(RunError::Spawn(why).into());
         }
-        self.ledger.get_session(id)
+        Ok(self.ledger.get_session(id)?)
     }
 
     /// Sends the turn that was cut short (by a restart, or its agent's end) again: to the
@@ -48,14 +46,11 @@ impl Lifecycle {
         self.runner
             .tell(id, |ack| Command::Resend { ack })
             .await?
-            .ok_or_else(|| {
-                LedgerError::Conflict(format!(
-                    "session {} has no turn that was cut short (it is {})",
-                    session.id,
-                    session
-                        .state
-                        .map_or("not run by crucible", SessionState::as_str)
-                ))
+            .ok_or_else(|| LifecycleError::NothingToResend {
+                id: session.id.clone(),
+                state: session
+                    .state
+                    .map_or("not run by crucible", SessionState::as_str),
             })
     }
 
@@ -64,17 +59,15 @@ impl Lifecycle {
     pub async fn rename(&self, id: &str, name: &str) -> Result<Session> {
         let name = name.trim();
         if name.is_empty() {
-            return Err(LedgerError::Invalid("give the session a name".into()));
+            return Err(LifecycleError::NoName);
         }
         if name.chars().count() > MAX_NAME || name.chars().any(char::is_control) {
-            return Err(LedgerError::Invalid(format!(
-                "a session name is one line of at most {MAX_NAME} characters"
-            )));
+            return Err(LifecycleError::BadName { most: MAX_NAME });
         }
         let mut session = self.managed(id)?;
         session.display_name = name.to_string();
         session.updated_at = Some(now_rfc3339());
-        self.ledger.save_managed(&session).await
+        Ok(self.ledger.save_managed(&session).await?)
     }
 
     /// A new session of the same agent, driver and read manifest on a new branch made
@@ -83,10 +76,7 @@ impl Lifecycle {
     pub async fn fork(self: &Arc<Self>, params: ForkParams) -> Result<Session> {
         let source = self.managed(&params.session_id)?;
         let (Some(worktree), Some(branch)) = (&source.worktree, &source.branch) else {
-            return Err(LedgerError::Invalid(format!(
-                "session {} works in place, not on a branch of its own; there is nothing to fork from",
-                source.id
-            )));
+            return Err(LifecycleError::NothingToFork { id: source.id });
         };
         let repo = self.ledger.kiln().root().to_path_buf();
         let new_branch = {
@@ -95,9 +85,7 @@ impl Lifecycle {
             let name = match params.worktree.as_deref().map(str::trim) {
                 Some(name) if !name.is_empty() => {
                     if git::branch_exists(&repo, name).await {
-                        return Err(LedgerError::Conflict(format!(
-                            "branch {name} already exists; a fork makes a new one"
-                        )));
+                        return Err(LifecycleError::BranchExists { name: name.into() });
                     }
                     name.to_string()
                 }
@@ -149,10 +137,8 @@ pub(in crate::sessions) fn bounded_task(task: String, handed: bool) -> Result<St
     if handed {
         return Ok(crate::text::cap(task, limits::TASK_BYTES));
     }
-    Err(LedgerError::Invalid(format!(
-        "the task is {} KiB, over the {} KiB a task may hold: put the rest in a file in the \
-         worktree and name it in the task",
-        task.len().div_ceil(1024),
-        limits::TASK_BYTES / 1024
-    )))
+    Err(LifecycleError::TaskTooLong {
+        kib: task.len().div_ceil(1024),
+        most_kib: limits::TASK_BYTES / 1024,
+    })
 }

@@ -31,36 +31,26 @@ impl Lifecycle {
     ) -> Result<(AgentProfile, DriverSpec)> {
         let kiln = self.ledger.kiln();
         let config = self.settings()?;
-        let profile = given::profile(&config, &params.agent, given).map_err(|why| {
-            LedgerError::Invalid(format!(
-                "{why} (settings: {})",
-                kiln.settings_path().display()
-            ))
+        let profile = given::profile(&config, &params.agent, given).map_err(|source| {
+            LifecycleError::Profile {
+                source,
+                settings: kiln.settings_path(),
+            }
         })?;
         if params.in_place && params.worktree.is_some() {
-            return Err(LedgerError::Invalid(
-                "choose either a worktree or in_place, not both".into(),
-            ));
+            return Err(LifecycleError::WorktreeAndInPlace);
         }
-        let spec = config
-            .driver_spec(&profile, &params.driver)
-            .map_err(|e| LedgerError::Invalid(e.to_string()))?;
+        let spec = config.driver_spec(&profile, &params.driver)?;
         let kind = spec.kind();
         given::check_env(&spec, &params.driver, given)
             .and_then(|()| given::check_api_key(&params.agent, &profile, given))?;
         given::locate(&params.agent, profile.clone(), kind, given)?;
         if kind.runs_apart() {
             if profile.kind == AgentKind::Internal {
-                return Err(LedgerError::Invalid(format!(
-                    "crucible's own agent runs in the daemon: use the local or sandbox driver, not {}",
-                    kind
-                )));
+                return Err(LifecycleError::InternalApart { driver: kind });
             }
             if params.in_place {
-                return Err(LedgerError::Invalid(format!(
-                    "the {} driver works in a worktree of its own, not in place",
-                    kind
-                )));
+                return Err(LifecycleError::InPlaceApart { driver: kind });
             }
         }
         Ok((profile, spec))
@@ -120,7 +110,7 @@ impl Lifecycle {
             Err(e) => {
                 let _git = self.git.lock().await;
                 placement.undo(kiln.root()).await;
-                return Err(e);
+                return Err(e.into());
             }
         };
         let seeded = match seed {
@@ -131,7 +121,7 @@ impl Lifecycle {
             let _git = self.git.lock().await;
             placement.undo(kiln.root()).await;
             let _ = self.ledger.remove_managed(&id, &Default::default()).await;
-            return Err(e);
+            return Err(e.into());
         }
         self.runner.keep_given(&id, given);
         // The task goes in with the actor, so the agent starts on it as soon as it is
@@ -149,6 +139,6 @@ impl Lifecycle {
             let _ = std::fs::remove_file(MarkdownLog::path_for(&kiln.sessions_dir(), &id));
             return Err(RunError::Spawn(why).into());
         }
-        self.ledger.get_session(&id)
+        Ok(self.ledger.get_session(&id)?)
     }
 }

@@ -35,22 +35,19 @@ impl Lifecycle {
     ) -> Result<Session> {
         let from = self.managed(&params.session_id)?;
         let Some(worktree) = from.worktree.clone().filter(|_| from.branch.is_some()) else {
-            return Err(LedgerError::Invalid(format!(
-                "session {} works in place, not in a worktree of its own; there is nothing to hand off",
-                from.id
-            )));
+            return Err(LifecycleError::NothingToHandOff { id: from.id });
         };
         if let Some(to) = &from.handed_to {
-            return Err(LedgerError::Conflict(format!(
-                "session {} was handed off already, to {to}",
-                from.id
-            )));
+            return Err(LifecycleError::HandedOffAlready {
+                id: from.id.clone(),
+                to: to.clone(),
+            });
         }
         // The profile is checked before anything stops.
         let config = self.settings()?;
         let given = self.runner.given(&from.id);
         given::profile(&config, &params.agent, given.as_deref())
-            .map_err(|why| LedgerError::Invalid(format!("cannot hand off: {why}")))?;
+            .map_err(LifecycleError::HandOffProfile)?;
         // Where the work stands, read before the old agent stops.
         let diff = self
             .landing

@@ -7,16 +7,20 @@
 
 mod control;
 mod create;
+mod error;
 mod handoff;
 mod moving;
 mod refine;
 mod switch;
 mod worktree;
 
+pub use error::LifecycleError;
 pub(in crate::sessions) use handoff::Switching;
 pub(in crate::sessions) use refine::ask_to_refine;
 
 use super::*;
+
+type Result<T> = std::result::Result<T, LifecycleError>;
 
 pub struct Lifecycle {
     ledger: Arc<Ledger>,
@@ -55,10 +59,10 @@ impl Lifecycle {
 
     /// The kiln's settings as they are now (they apply live).
     fn settings(&self) -> Result<Config> {
-        self.settings.get()
+        Ok(self.settings.get()?)
     }
 
     fn managed(&self, id: &str) -> Result<Session> {
-        managed(&self.ledger, id)
+        Ok(managed(&self.ledger, id)?)
     }
 }

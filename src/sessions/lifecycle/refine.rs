@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use super::{Lifecycle, Result};
-use crate::ledger::{Ledger, LedgerError};
+use super::{Lifecycle, LifecycleError, Result};
+use crate::ledger::Ledger;
 
 impl Lifecycle {
     /// `/reset`: a new session for the same worktree, agent profile and
@@ -55,7 +55,7 @@ impl Lifecycle {
                 self.guard.set_rule(&created.id, rule, false).await?;
             }
         }
-        self.ledger.get_session(&created.id)
+        Ok(self.ledger.get_session(&created.id)?)
     }
 
     /// A refinement: widens the read manifest of a session a context miss
@@ -69,19 +69,18 @@ impl Lifecycle {
     ) -> Result<crate::protocol::Session> {
         use crate::protocol::{MAX_REFINEMENT_ATTEMPTS, SessionState};
         if globs.iter().all(|g| g.trim().is_empty()) {
-            return Err(LedgerError::Invalid("give the globs to allow".into()));
+            return Err(LifecycleError::NoGlobs);
         }
         let _one_at_a_time = self.runner.one_start_at_a_time().await;
         let session = self.managed(id)?;
         if self.runner.actor(id).is_some() {
-            return Err(LedgerError::Conflict(format!(
-                "session {id} is running; a refinement restarts a session a context miss stopped"
-            )));
+            return Err(LifecycleError::RefineRunning { id: id.into() });
         }
         if session.security.refinements >= MAX_REFINEMENT_ATTEMPTS {
-            return Err(LedgerError::Invalid(format!(
-                "session {id} was refined {MAX_REFINEMENT_ATTEMPTS} times, the most for one work item (MAX_REFINEMENT_ATTEMPTS); start a new session with the manifest it needs"
-            )));
+            return Err(LifecycleError::RefinedEnough {
+                id: id.into(),
+                most: MAX_REFINEMENT_ATTEMPTS,
+            });
         }
         let mut next = session.clone();
         let manifest = next.security.read_manifest.get_or_insert_with(Vec::new);
@@ -105,7 +104,7 @@ impl Lifecycle {
             )
         });
         self.runner.unpark(next, prompt).await?;
-        self.ledger.get_session(id)
+        Ok(self.ledger.get_session(id)?)
     }
 }
 

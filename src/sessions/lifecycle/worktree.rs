@@ -17,12 +17,12 @@ impl Lifecycle {
         if params.in_place {
             return Ok(Placement::default());
         }
-        let repo = git::toplevel(kiln.root()).await.ok_or_else(|| {
-            LedgerError::Invalid(format!(
-                "{} is not a git repository, so sessions cannot have worktrees; run in place instead",
-                kiln.root().display()
-            ))
-        })?;
+        let repo =
+            git::toplevel(kiln.root())
+                .await
+                .ok_or_else(|| LifecycleError::NoRepository {
+                    root: kiln.root().to_path_buf(),
+                })?;
         let spec = params
             .worktree
             .as_deref()
@@ -32,7 +32,7 @@ impl Lifecycle {
         if let Some(path) = spec.filter(|s| Path::new(s).is_absolute()) {
             let path = Path::new(path)
                 .canonicalize()
-                .map_err(|source| LedgerError::Io {
+                .map_err(|source| LifecycleError::Io {
                     doing: format!("worktree {path}"),
                     source,
                 })?;
@@ -40,12 +40,9 @@ impl Lifecycle {
             let found = known
                 .into_iter()
                 .find(|w| w.path.canonicalize().is_ok_and(|p| p == path))
-                .ok_or_else(|| {
-                    LedgerError::Invalid(format!(
-                        "{} is not a worktree of {}",
-                        path.display(),
-                        repo.display()
-                    ))
+                .ok_or_else(|| LifecycleError::NotAWorktree {
+                    path: path.clone(),
+                    repo: repo.clone(),
                 })?;
             let base_branch = base_of(&repo, found.branch.as_deref()).await;
             return Ok(Placement {
@@ -65,10 +62,7 @@ impl Lifecycle {
         };
         let path = kiln.worktrees_dir().join(&branch);
         if path.exists() {
-            return Err(LedgerError::Conflict(format!(
-                "{} already exists; pass it as the worktree to reuse it, or choose another branch",
-                path.display()
-            )));
+            return Err(LifecycleError::WorktreeExists { path });
         }
         if new_branch {
             git::check_branch_name(&repo, &branch).await?;
@@ -128,7 +122,7 @@ impl Lifecycle {
         let _ = std::fs::remove_dir_all(self.ledger.kiln().state_dir().join("sandboxes").join(id));
         let audit = Audit::new(self.ledger.kiln());
         if options.audit {
-            audit.remove(id).map_err(|source| LedgerError::Io {
+            audit.remove(id).map_err(|source| LifecycleError::Io {
                 doing: format!("cannot remove the audit log of {id}"),
                 source,
             })?;
@@ -145,16 +139,10 @@ impl Lifecycle {
             tracing::warn!("cannot note that the worktree and branch are dealt with: {e}");
         }
         (outcome.worktree_removed, outcome.branch_deleted) =
-            removed.map_err(|(what, e)| match LedgerError::from(e) {
-                LedgerError::Git { command, message } => LedgerError::Git {
-                    command,
-                    message: format!(
-                        "{message} (session {id} was deleted, but {what} could not be removed)"
-                    ),
-                },
-                other => LedgerError::ToolFailed(format!(
-                    "session {id} was deleted, but {what} could not be removed: {other}"
-                )),
+            removed.map_err(|(what, source)| LifecycleError::PartlyDeleted {
+                id: id.into(),
+                what,
+                source,
             })?;
         Ok(outcome)
     }
@@ -177,32 +165,29 @@ impl Lifecycle {
                 .map(|s| s.id)
                 .collect();
             if !sharing.is_empty() {
-                return Err(LedgerError::Conflict(format!(
-                    "{} is also the worktree of session {} (after a reset, say); delete that one first or keep the worktree",
-                    path.display(),
-                    sharing.join(", ")
-                )));
+                return Err(LifecycleError::WorktreeShared {
+                    path: path.to_path_buf(),
+                    sessions: sharing.join(", "),
+                });
             }
             if !session.worktree_owned {
-                return Err(LedgerError::Invalid(format!(
-                    "crucible did not create {}; remove it with git if you mean to",
-                    path.display()
-                )));
+                return Err(LifecycleError::NotOurWorktree {
+                    path: path.to_path_buf(),
+                });
             }
             if path.exists() && !options.force {
                 let changes = git::uncommitted(path).await?;
                 if !changes.is_empty() {
-                    return Err(LedgerError::Conflict(format!(
-                        "{} has {} uncommitted change(s) ({}); commit them, or force to drop them",
-                        path.display(),
-                        changes.len(),
-                        changes
+                    return Err(LifecycleError::Uncommitted {
+                        path: path.to_path_buf(),
+                        count: changes.len(),
+                        named: changes
                             .iter()
                             .take(3)
                             .map(|c| c.trim())
                             .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
+                            .join(", "),
+                    });
                 }
             }
             if options.delete_branch
@@ -210,9 +195,9 @@ impl Lifecycle {
                 && let Some(branch) = &session.branch
                 && !git::is_merged(repo, branch).await
             {
-                return Err(LedgerError::Conflict(format!(
-                    "branch {branch} has commits not merged into HEAD; merge them, or force to drop them"
-                )));
+                return Err(LifecycleError::Unmerged {
+                    branch: branch.clone(),
+                });
             }
         }
         Ok(())

@@ -21,6 +21,7 @@ use super::command::Command;
 use super::guard::rule_files::RuleBook;
 use super::live::LiveSettings;
 use super::{Sessions, budget::Budgets, given, managed, not_running, wording};
+use crate::config::ProfileError;
 use crate::driver::Environment;
 use crate::ledger::{Ledger, LedgerError, now_rfc3339};
 use crate::protocol::{ClientEnv, Session, SessionState, limits};
@@ -31,17 +32,52 @@ pub enum RunError {
     /// Its agent could not be started: its program, its environment or its handle.
     #[error(transparent)]
     Spawn(#[from] SpawnError),
+    #[error("the prompt must not be empty")]
+    EmptyPrompt,
+    #[error(
+        "the prompt is {kib} KiB, over the {most_kib} KiB a prompt may hold: put the rest in a file in the worktree and name it in the prompt"
+    )]
+    PromptTooLong { kib: usize, most_kib: usize },
+    /// The session's agent profile is no longer in the settings (or its program is gone).
+    #[error("the agent profile {name:?} is gone: {source}")]
+    ProfileGone {
+        name: String,
+        #[source]
+        source: ProfileError,
+    },
     /// The request or the session's record.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
 }
 
+impl RunError {
+    /// The JSON-RPC code of this failure.
+    pub fn code(&self) -> i64 {
+        match self {
+            RunError::Spawn(_) => crate::protocol::code::SPAWN_FAILED,
+            RunError::EmptyPrompt
+            | RunError::PromptTooLong { .. }
+            | RunError::ProfileGone { .. } => crate::protocol::code::INVALID_PARAMS,
+            RunError::Ledger(e) => e.code(),
+        }
+    }
+}
+
+/// As the domain's error: a start that failed keeps its cause ([`LedgerError::Start`]),
+/// a refusal of the request is invalid params.
 impl From<RunError> for LedgerError {
     fn from(e: RunError) -> Self {
         match e {
             RunError::Spawn(why) => LedgerError::Start(Box::new(why)),
             RunError::Ledger(e) => e,
+            refused => LedgerError::Invalid(refused.to_string()),
         }
+    }
+}
+
+impl From<RunError> for crate::protocol::ErrorObject {
+    fn from(e: RunError) -> Self {
+        Self::new(e.code(), e.to_string())
     }
 }
 
@@ -154,16 +190,13 @@ impl Runner {
     pub async fn prompt(self: &Arc<Self>, id: &str, text: String) -> Result<bool> {
         let session = managed(&self.ledger, id)?;
         if text.trim().is_empty() {
-            return Err(LedgerError::Invalid("the prompt must not be empty".into()).into());
+            return Err(RunError::EmptyPrompt);
         }
         if text.len() > limits::PROMPT_BYTES {
-            return Err(LedgerError::Invalid(format!(
-                "the prompt is {} KiB, over the {} KiB a prompt may hold: put the rest in a \
-                 file in the worktree and name it in the prompt",
-                text.len().div_ceil(1024),
-                limits::PROMPT_BYTES / 1024
-            ))
-            .into());
+            return Err(RunError::PromptTooLong {
+                kib: text.len().div_ceil(1024),
+                most_kib: limits::PROMPT_BYTES / 1024,
+            });
         }
         if session.state == Some(SessionState::Parked) {
             let _one_at_a_time = self.unparking.lock().await;
@@ -232,11 +265,11 @@ impl Runner {
         let config = self.settings.get()?;
         let given = self.given(&session.id);
         let profile =
-            given::profile(&config, &session.agent_name, given.as_deref()).map_err(|why| {
-                LedgerError::Invalid(format!(
-                    "the agent profile {:?} is gone: {why}",
-                    session.agent_name
-                ))
+            given::profile(&config, &session.agent_name, given.as_deref()).map_err(|source| {
+                RunError::ProfileGone {
+                    name: session.agent_name.clone(),
+                    source,
+                }
             })?;
         let mut starting = session.clone();
         starting.state = Some(SessionState::Starting);
@@ -347,5 +380,16 @@ mod tests {
             LedgerError::from(refused),
             LedgerError::Invalid(_)
         ));
+        let long = LedgerError::from(RunError::PromptTooLong {
+            kib: 300,
+            most_kib: 256,
+        });
+        assert_eq!(
+            (long.code(), long.to_string().as_str()),
+            (
+                crate::protocol::code::INVALID_PARAMS,
+                "the prompt is 300 KiB, over the 256 KiB a prompt may hold: put the rest in a file in the worktree and name it in the prompt"
+            )
+        );
     }
 }

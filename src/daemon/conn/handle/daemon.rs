@@ -83,7 +83,7 @@ impl Answer<m::DbCheck> for Call<'_> {
             .store()
             .check()
             .await
-            .map_err(|e| app_error(e.into()))
+            .map_err(|e| app_error(crate::ledger::LedgerError::from(e)))
     }
 }
 

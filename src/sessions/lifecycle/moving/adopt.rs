@@ -17,14 +17,14 @@ impl Lifecycle {
     pub async fn adopt(self: &Arc<Self>, params: AdoptParams) -> Result<Adopted> {
         let session = self.ledger.get_session(&params.session_id)?;
         if session.owner.as_deref() != Some(params.from.as_str()) {
-            return Err(LedgerError::Conflict(format!(
-                "session {} is not run by the daemon {} that asks to move it",
-                session.id, params.from
-            )));
+            return Err(LifecycleError::NotTheOwner {
+                id: session.id,
+                from: params.from,
+            });
         }
         let bundle = base64::engine::general_purpose::STANDARD
             .decode(params.bundle.as_bytes())
-            .map_err(|e| LedgerError::Invalid(format!("the branch's bundle is not base64: {e}")))?;
+            .map_err(LifecycleError::BadBundle)?;
         let worktree = self
             .take_branch(&session.id, &params.branch, &bundle)
             .await?;
@@ -66,10 +66,7 @@ impl Lifecycle {
             .start_resuming(&taken, &reason, resume, None)
             .await?;
         if let Err(why) = started {
-            return Err(LedgerError::Relayed {
-                code: crate::protocol::code::INTERNAL_ERROR,
-                message: format!("the agent would not start here: {why}"),
-            });
+            return Err(LifecycleError::NotStartedHere(Box::new(why)));
         }
         let session = self.started(&taken.id).await?;
         let resumed = match (&session.state, &taken.acp_session_id) {
@@ -105,16 +102,13 @@ impl Lifecycle {
         let kiln = self.ledger.kiln();
         let repo = git::toplevel(kiln.root())
             .await
-            .ok_or_else(|| LedgerError::Invalid("this kiln is not a git repository".into()))?;
+            .ok_or(LifecycleError::NotARepository { kiln: "this kiln" })?;
         let path = kiln.worktrees_dir().join(branch);
         if path.exists() {
-            return Err(LedgerError::Conflict(format!(
-                "{} exists here already; the session cannot take it",
-                path.display()
-            )));
+            return Err(LifecycleError::TakenHere { path });
         }
         let file = kiln.state_dir().join(format!("moved-{id}.bundle"));
-        let io = |doing: &str, source| LedgerError::Io {
+        let io = |doing: &str, source| LifecycleError::Io {
             doing: format!("{doing} {}", file.display()),
             source,
         };

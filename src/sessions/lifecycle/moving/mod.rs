@@ -22,24 +22,20 @@ impl Lifecycle {
         let target = self.target_daemon(&params.to).await?;
         let (Some(worktree), Some(branch)) = (session.worktree.clone(), session.branch.clone())
         else {
-            return Err(LedgerError::Invalid(format!(
-                "session {} works in place, not in a worktree of its own; there is no branch to move",
-                session.id
-            )));
+            return Err(LifecycleError::NothingToMove { id: session.id });
         };
         if matches!(
             session.state,
             Some(SessionState::Working | SessionState::Starting | SessionState::Creating)
         ) {
-            return Err(LedgerError::Conflict(format!(
-                "session {} is {}: move it once its turn has ended (or cancel the turn)",
-                session.id,
-                session.state.map_or("busy", SessionState::as_str)
-            )));
+            return Err(LifecycleError::MoveBusy {
+                id: session.id,
+                state: session.state.map_or("busy", SessionState::as_str),
+            });
         }
         let repo = git::toplevel(self.ledger.kiln().root())
             .await
-            .ok_or_else(|| LedgerError::Invalid("the kiln is not a git repository".into()))?;
+            .ok_or(LifecycleError::NotARepository { kiln: "the kiln" })?;
         // From here nothing of the session is written here: the other daemon may own it.
         let held = self.runner.hold(&session.id, true).await;
         let adopted = match self
@@ -82,10 +78,7 @@ impl Lifecycle {
         let to = to.trim();
         let me = self.ledger.instance();
         if !self.ledger.in_team() {
-            return Err(LedgerError::Invalid(
-                "moving a session needs team mode: daemons sharing one database ([store] url)"
-                    .into(),
-            ));
+            return Err(LifecycleError::NoTeam);
         }
         let daemons = self.ledger.daemons().await;
         let named: Vec<DaemonInfo> = daemons
@@ -100,24 +93,23 @@ impl Lifecycle {
             .collect();
         match named.as_slice() {
             [one] if one.live => Ok(one.clone()),
-            [one] => Err(LedgerError::Invalid(format!(
-                "the daemon on {} ({}) has not renewed its lease: it cannot take a session",
-                one.host, one.kiln
-            ))),
-            [] if to == me.id || to == me.host || to == me.kiln => Err(LedgerError::Invalid(
-                format!("{to} is this daemon, which runs the session already"),
-            )),
-            [] => Err(LedgerError::Invalid(format!(
-                "no daemon of the team is {to:?} (`cru daemon status` lists them)"
-            ))),
-            many => Err(LedgerError::Invalid(format!(
-                "{to:?} names {} daemons ({}); give its instance id",
-                many.len(),
-                many.iter()
+            [one] => Err(LifecycleError::DaemonNotLive {
+                host: one.host.clone(),
+                kiln: one.kiln.clone(),
+            }),
+            [] if to == me.id || to == me.host || to == me.kiln => {
+                Err(LifecycleError::MoveHere { to: to.into() })
+            }
+            [] => Err(LifecycleError::NoSuchDaemon { to: to.into() }),
+            many => Err(LifecycleError::ManyDaemons {
+                to: to.into(),
+                count: many.len(),
+                ids: many
+                    .iter()
                     .map(|d| d.id.as_str())
                     .collect::<Vec<_>>()
-                    .join(", ")
-            ))),
+                    .join(", "),
+            }),
         }
     }
 
@@ -143,7 +135,7 @@ impl Lifecycle {
             git::bundle_branch(repo, branch, &file).await?;
             let bytes = std::fs::read(&file);
             let _ = std::fs::remove_file(&file);
-            bytes.map_err(|source| LedgerError::Io {
+            bytes.map_err(|source| LifecycleError::Io {
                 doing: format!("read the bundle {}", file.display()),
                 source,
             })?
@@ -154,19 +146,13 @@ impl Lifecycle {
             branch: branch.to_string(),
             bundle: base64::engine::general_purpose::STANDARD.encode(bundle),
         };
-        let params =
-            serde_json::to_value(&params).map_err(|e| LedgerError::Invalid(e.to_string()))?;
+        let params = serde_json::to_value(&params).map_err(LifecycleError::Encode)?;
         let what = format!("moving session {} goes to", session.id);
         let answer = self
             .ledger
             .forward_to(&target.id, &what, "session.adopt", params)
             .await
-            .map_err(|(code, message)| LedgerError::Relayed { code, message })?;
-        serde_json::from_value(answer).map_err(|e| LedgerError::Relayed {
-            code: crate::protocol::code::STORE_ERROR,
-            message: format!(
-                "the daemon that took the session answered in a way this one cannot read: {e}"
-            ),
-        })
+            .map_err(|(code, message)| LifecycleError::RefusedThere { code, message })?;
+        serde_json::from_value(answer).map_err(LifecycleError::UnreadableAnswer)
     }
 }
