@@ -46,8 +46,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use crucible::client::Client;
 use crucible::kiln::Kiln;
+use crucible::protocol::MsgType;
+use crucible::protocol::methods::{self as m, NoParams, Request};
+use crucible::protocol::params::{ListParams, RegisterParams, SendParams};
 use figures::{Stats, ms, proc_stat};
 use serde_json::{Value, json};
+use testkit::params;
 use tokio::process::{Child, Command};
 
 /// Concurrent clients per level of the throughput phases.
@@ -57,7 +61,7 @@ const FILL_CLIENTS: usize = 64;
 /// Timed `inbox.list` calls, and untimed warm-up calls before them.
 const LIST_CALLS: usize = 200;
 const LIST_WARMUP: usize = 5;
-const LIST_LIMIT: u64 = 50;
+const LIST_LIMIT: u32 = 50;
 
 const DEFAULT_MESSAGES: u64 = 1_000_000;
 const DEFAULT_SECS: f64 = 3.0;
@@ -215,7 +219,7 @@ async fn engine_alone(kiln: &Kiln, settings: &Settings) -> Result<Engine> {
         let started = Instant::now();
         let messages = store
             .inbox()
-            .list(true, None, LIST_LIMIT as u32)
+            .list(true, None, LIST_LIMIT)
             .await
             .context("list_messages")?;
         let elapsed = started.elapsed();
@@ -410,7 +414,7 @@ async fn stop_daemon(kiln: &Kiln, daemon: &mut Daemon) -> String {
     }
     let asked = tokio::time::timeout(Duration::from_secs(2), async {
         let client = Client::connect(kiln).await?;
-        client.call_value("daemon.shutdown", json!({})).await
+        client.call::<m::DaemonShutdown>(&NoParams {}).await
     })
     .await;
     let asked = match asked {
@@ -450,12 +454,10 @@ async fn bench(
 ) -> Result<Figures> {
     let (control, startup) = wait_for_daemon(kiln, daemon).await?;
     let status = control
-        .call_value("daemon.status", json!({}))
+        .call::<m::DaemonStatusOf>(&NoParams {})
         .await
         .context("daemon.status")?;
-    let pid = status["pid"]
-        .as_u64()
-        .ok_or_else(|| anyhow!("daemon.status has no pid: {status}"))? as u32;
+    let pid = status.pid;
     if let Some(child_pid) = daemon.child.id()
         && child_pid != pid
     {
@@ -467,10 +469,7 @@ async fn bench(
     println!("crucible daemon benchmark");
     println!("  daemon        {} (pid {pid})", exe.display());
     println!("  kiln          {}", kiln.root().display());
-    println!(
-        "  database      {}",
-        status["database"].as_str().unwrap_or("?")
-    );
+    println!("  database      {}", status.database);
     println!("  cpus          {cpus} (clients and daemon share them)");
     println!(
         "  per level     {:.1} s    inbox size for list: {}",
@@ -624,23 +623,21 @@ async fn bench(
 /// What `daemon.status` reports as unread.
 async fn status_unread(client: &Client) -> Result<u64> {
     let status = client
-        .call_value("daemon.status", json!({}))
+        .call::<m::DaemonStatusOf>(&NoParams {})
         .await
         .context("daemon.status")?;
-    status["unread"]
-        .as_u64()
-        .ok_or_else(|| anyhow!("daemon.status has no unread count: {status}"))
+    Ok(status.unread)
 }
 
 /// Unread messages actually stored, counted with `db.query`.
 async fn stored_unread(client: &Client) -> Result<u64> {
     let sql = "SELECT count() AS n FROM inbox_messages WHERE read = false GROUP ALL";
     let answer = client
-        .call_value("db.query", json!({"sql": sql}))
+        .call::<m::DbQuery>(&params::query(sql, Value::Null))
         .await
         .context("db.query count")?;
     // An empty table gives no row at all.
-    Ok(find_u64(&answer, "n").unwrap_or(0))
+    Ok(find_u64(&Value::Array(answer.result), "n").unwrap_or(0))
 }
 
 /// The first number stored under `key` anywhere in `value`.
@@ -726,22 +723,30 @@ struct TaskOutcome {
     error: Option<String>,
 }
 
+/// An `info` message of session `id` to the inbox, titled `title`, with the benchmark's
+/// body.
+fn noted(id: &str, title: String) -> SendParams {
+    SendParams {
+        body: Some(BODY.into()),
+        ..params::send(id, MsgType::Info, &title, &[])
+    }
+}
+
 /// Connects `n` clients, each registering its own session.
 async fn connect_sessions(kiln: &Kiln, n: usize, label: &str) -> Result<Vec<(Client, String)>> {
     let connects = (0..n).map(|i| async move {
-        let client = Client::connect(kiln).await.with_context(|| format!("connecting {label} client {i}"))?;
-        let answer = client
-            .call_value(
-                "session.register",
-                json!({"agent_type": "bench", "agent_name": format!("{label}-{i}"), "worktree": "bench"}),
-            )
+        let client = Client::connect(kiln)
+            .await
+            .with_context(|| format!("connecting {label} client {i}"))?;
+        let registered = client
+            .call::<m::SessionRegister>(&RegisterParams {
+                agent_type: "bench".into(),
+                agent_name: format!("{label}-{i}"),
+                worktree: Some("bench".into()),
+            })
             .await
             .with_context(|| format!("session.register for {label} client {i}"))?;
-        let id = answer["session_id"]
-            .as_str()
-            .ok_or_else(|| anyhow!("session.register answered without a session_id: {answer}"))?
-            .to_string();
-        Ok::<_, anyhow::Error>((client, id))
+        Ok::<_, anyhow::Error>((client, registered.session_id))
     });
     futures::future::try_join_all(connects).await
 }
@@ -767,19 +772,16 @@ async fn load_phase(
                     latencies: Vec::with_capacity(16 * 1024),
                     error: None,
                 };
-                let heartbeat = json!({"session_id": session_id});
                 while Instant::now() < deadline {
-                    let params = match op {
-                        Op::Heartbeat => heartbeat.clone(),
-                        Op::Send => json!({
-                            "session_id": session_id,
-                            "msg_type": "info",
-                            "title": format!("bench {clients}/{worker} #{}", outcome.calls),
-                            "body": BODY,
-                        }),
+                    let request = match op {
+                        Op::Heartbeat => Request::SessionHeartbeat(params::session_id(&session_id)),
+                        Op::Send => Request::InboxSend(noted(
+                            &session_id,
+                            format!("bench {clients}/{worker} #{}", outcome.calls),
+                        )),
                     };
                     let sent = Instant::now();
-                    match client.call_value(op.method(), params).await {
+                    match client.send(&request).await {
                         Ok(_) => {
                             outcome.latencies.push(sent.elapsed());
                             outcome.calls += 1;
@@ -859,13 +861,8 @@ async fn fill_inbox(kiln: &Kiln, count: u64) -> Result<FillResult> {
                     if Instant::now() >= cap {
                         return Some(format!("the fill took longer than {FILL_TIME_CAP:?}"));
                     }
-                    let params = json!({
-                        "session_id": session_id,
-                        "msg_type": "info",
-                        "title": format!("fill #{n}"),
-                        "body": BODY,
-                    });
-                    if let Err(e) = client.call_value("inbox.send", params).await {
+                    let params = noted(&session_id, format!("fill #{n}"));
+                    if let Err(e) = client.call::<m::InboxSend>(&params).await {
                         return Some(format!("inbox.send failed: {e}"));
                     }
                     done.fetch_add(1, Ordering::Relaxed);
@@ -939,19 +936,18 @@ impl ListResult {
 }
 
 async fn list_latency(client: &Client) -> Result<ListResult> {
-    let params = json!({"unread_only": true, "limit": LIST_LIMIT});
-    let list = |params: Value| async move {
+    let params = ListParams {
+        unread_only: true,
+        limit: Some(LIST_LIMIT),
+        session_id: None,
+    };
+    let list = |params: ListParams| async move {
         let sent = Instant::now();
         let answer = client
-            .call_value("inbox.list", params)
+            .call::<m::InboxList>(&params)
             .await
             .context("inbox.list")?;
-        let elapsed = sent.elapsed();
-        let returned = answer["messages"]
-            .as_array()
-            .ok_or_else(|| anyhow!("inbox.list answered without messages"))?
-            .len();
-        Ok::<_, anyhow::Error>((elapsed, returned))
+        Ok::<_, anyhow::Error>((sent.elapsed(), answer.messages.len()))
     };
     let (cold, returned) = list(params.clone()).await?;
     for _ in 1..LIST_WARMUP {

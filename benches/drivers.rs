@@ -21,8 +21,11 @@ use std::time::{Duration, Instant};
 
 use crucible::client::Client;
 use crucible::kiln::Kiln;
-use crucible::protocol::{Session, SessionState};
-use serde_json::json;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::{CreateSessionParams, DeleteSessionParams, RemoveOptions};
+use crucible::protocol::{DriverKind, DriverOptions, Session, SessionState};
+use testkit::daemon::call;
+use testkit::params;
 
 const CRU: &str = env!("CARGO_BIN_EXE_cru");
 /// The scripted ACP agent, in this benchmark's profile.
@@ -48,11 +51,9 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 async fn session(client: &Client, id: &str) -> Session {
-    let reply = client
-        .call_value("session.get", json!({"session_id": id}))
+    call::<m::SessionGet>(client, params::session_id(id))
         .await
-        .unwrap();
-    serde_json::from_value(reply["session"].clone()).unwrap()
+        .session
 }
 
 /// Milliseconds from `session.create` to ready, for `runs` sessions.
@@ -61,14 +62,19 @@ async fn measure(client: &Client, driver: &str, runs: usize) -> (Vec<f64>, Vec<S
     let mut limits = Vec::new();
     for _ in 0..runs {
         let started = Instant::now();
-        let reply = client
-            .call_value(
-                "session.create",
-                json!({"agent": "scripted", "driver": {"driver": driver}}),
-            )
+        let create = CreateSessionParams {
+            agent: "scripted".into(),
+            driver: DriverOptions {
+                driver: Some(DriverKind::parse(driver).unwrap()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let id = client
+            .call::<m::SessionCreate>(&create)
             .await
-            .unwrap_or_else(|e| panic!("{driver}: session.create: {e}"));
-        let id = reply["session_id"].as_str().unwrap().to_string();
+            .unwrap_or_else(|e| panic!("{driver}: session.create: {e}"))
+            .session_id;
         loop {
             let s = session(client, &id).await;
             match s.state {
@@ -83,13 +89,16 @@ async fn measure(client: &Client, driver: &str, runs: usize) -> (Vec<f64>, Vec<S
             }
         }
         times.push(started.elapsed().as_secs_f64() * 1000.0);
-        client
-            .call_value(
-                "session.delete",
-                json!({"session_id": id, "remove_worktree": true, "delete_branch": true, "force": true}),
-            )
-            .await
-            .unwrap();
+        let delete = DeleteSessionParams {
+            session_id: id,
+            options: RemoveOptions {
+                remove_worktree: true,
+                delete_branch: true,
+                force: true,
+                audit: false,
+            },
+        };
+        call::<m::SessionDelete>(client, delete).await;
     }
     (times, limits)
 }

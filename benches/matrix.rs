@@ -34,8 +34,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use crucible::client::Client;
 use crucible::kiln::Kiln;
+use crucible::protocol::methods::{self as m, NoParams};
 use matrix_sdk::ruma::events::room::message::OriginalSyncRoomMessageEvent;
-use serde_json::json;
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
@@ -167,12 +167,16 @@ fn nanos(ns: u128) -> Duration {
 async fn wait_synced(client: &Client) -> Result<()> {
     let deadline = Instant::now() + WAIT;
     loop {
-        let status = client.call_value("daemon.status", json!({})).await?;
-        if status["matrix"]["last_sync"].is_string() {
+        let status = client.call::<m::DaemonStatusOf>(&NoParams {}).await?;
+        if status
+            .matrix
+            .as_ref()
+            .is_some_and(|bot| bot.last_sync.is_some())
+        {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            bail!("the bot did not log in and sync: {status}");
+            bail!("the bot did not log in and sync: {:?}", status.matrix);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -35,7 +35,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use crucible::client::Client;
 use crucible::kiln::Kiln;
-use serde_json::json;
+use crucible::protocol::methods as m;
+use crucible::protocol::params::CreateSessionParams;
+use crucible::protocol::{SessionState, WebPairParams};
+use testkit::params;
 use tokio::process::Command;
 
 use browser::{Browser, Screen};
@@ -121,14 +124,11 @@ async fn run() -> Result<()> {
         .spawn()
         .context("starting the daemon")?;
     let client = kiln::connect(&kiln).await?;
-    let pairing = client
-        .call_value("web.pair", json!({}))
+    let url = client
+        .call::<m::WebPair>(&WebPairParams { read_only: false })
         .await
-        .context("web.pair")?;
-    let url = pairing["url"]
-        .as_str()
-        .context("a pairing link")?
-        .to_string();
+        .context("web.pair")?
+        .url;
     let base = url.split("/pair").next().unwrap_or(&url).to_string();
 
     let browser = Browser::start(Screen::Desktop {
@@ -170,17 +170,16 @@ async fn run() -> Result<()> {
         .await;
 
     // A session to stamp; the page opens it and watches its transcript.
-    let created = client
-        .call_value(
-            "session.create",
-            json!({"agent": "scripted", "task": "say ready"}),
-        )
+    let create = CreateSessionParams {
+        agent: "scripted".into(),
+        task: Some("say ready".into()),
+        ..Default::default()
+    };
+    let id = client
+        .call::<m::SessionCreate>(&create)
         .await
-        .context("session.create")?;
-    let id = created["session_id"]
-        .as_str()
-        .context("a session id")?
-        .to_string();
+        .context("session.create")?
+        .session_id;
     let row = format!("li.session[data-session-id='{id}'] button");
     browser
         .wait_for(
@@ -223,7 +222,7 @@ async fn run() -> Result<()> {
             )
             .await;
         client
-            .call_value("session.prompt", json!({"session_id": id, "text": "stamp"}))
+            .call::<m::SessionPrompt>(&params::prompt(&id, "stamp"))
             .await
             .with_context(|| format!("prompt {round}"))?;
         let seen = browser
@@ -324,13 +323,14 @@ async fn wait_idle(client: &Client, id: &str) -> Result<()> {
     let deadline = Instant::now() + WAIT;
     loop {
         let s = client
-            .call_value("session.get", json!({"session_id": id}))
-            .await?;
-        if s["session"]["state"] == "complete" {
+            .call::<m::SessionGet>(&params::session_id(id))
+            .await?
+            .session;
+        if s.state == Some(SessionState::Complete) {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            bail!("the turn did not end: {s}");
+            bail!("the turn did not end: {:?}", s.state);
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

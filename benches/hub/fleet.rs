@@ -11,8 +11,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use crucible::client::Client;
 use crucible::kiln::Kiln;
 use crucible::protocol::methods as m;
-use crucible::protocol::{ComponentState, Handle};
-use serde_json::{Value, json};
+use crucible::protocol::params::{RegisterParams, SendParams};
+use crucible::protocol::{ComponentState, Handle, MsgType};
+use testkit::params;
 use tokio::process::{Child, Command};
 
 /// How long a daemon or the hub may take to answer, and the hub to reach every kiln.
@@ -174,16 +175,16 @@ pub async fn fill(k: &mut BenchKiln, sessions: usize, messages: usize) -> Result
         let owner = &owner;
         async move {
             let answer = owner
-                .call_value(
-                    "session.register",
-                    json!({"agent_type": "bench", "agent_name": format!("s{j:03}"), "worktree": "bench"}),
-                )
+                .call::<m::SessionRegister>(&RegisterParams {
+                    agent_type: "bench".into(),
+                    agent_name: format!("s{j:03}"),
+                    worktree: Some("bench".into()),
+                })
                 .await
                 .context("session.register")?;
-            let id = text(&answer, "session_id")?;
-            let handle = Handle::parse(&text(&answer, "handle")?)
+            let handle = Handle::parse(&answer.handle)
                 .ok_or_else(|| anyhow!("session.register answered no handle"))?;
-            Ok::<_, anyhow::Error>((id, handle))
+            Ok::<_, anyhow::Error>((answer.session_id, handle))
         }
     });
     k.sessions = futures::future::try_join_all(registers).await?;
@@ -192,13 +193,12 @@ pub async fn fill(k: &mut BenchKiln, sessions: usize, messages: usize) -> Result
         if j % QUESTION_EVERY == 0 {
             ask(&agent, id, &format!("Question {j} of {}", k.name)).await?;
         } else {
+            let note = SendParams {
+                body: Some("A step of the task is done; this is its report.".into()),
+                ..params::send(id, MsgType::Info, &format!("Note {j} of {}", k.name), &[])
+            };
             agent
-                .call_value(
-                    "inbox.send",
-                    json!({"session_id": id, "msg_type": "info",
-                           "title": format!("Note {j} of {}", k.name),
-                           "body": "A step of the task is done; this is its report."}),
-                )
+                .call::<m::InboxSend>(&note)
                 .await
                 .context("inbox.send")?;
         }
@@ -208,22 +208,12 @@ pub async fn fill(k: &mut BenchKiln, sessions: usize, messages: usize) -> Result
 
 /// Sends a question (two options) as the session `id`'s agent; its message id.
 pub async fn ask(agent: &Client, id: &str, title: &str) -> Result<String> {
+    let question = params::send(id, MsgType::DecisionNeeded, title, &["yes", "no"]);
     let sent = agent
-        .call_value(
-            "inbox.send",
-            json!({"session_id": id, "msg_type": "decision_needed", "title": title,
-                   "options": ["yes", "no"]}),
-        )
+        .call::<m::InboxSend>(&question)
         .await
         .context("inbox.send of a question")?;
-    text(&sent, "id")
-}
-
-pub fn text(value: &Value, key: &str) -> Result<String> {
-    value[key]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| anyhow!("no {key} in {value}"))
+    Ok(sent.id)
 }
 
 /// The hub, a real `cru hub run`.

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 use crucible::client::Client;
 use crucible::protocol::methods as m;
 use crucible::protocol::{ComponentState, Notification};
@@ -167,7 +167,10 @@ async fn created(
         match tokio::time::timeout(left, events.recv()).await {
             Ok(Some(note)) if note.method == "inbox.created" && note.params["title"] == title => {
                 let at = Instant::now();
-                let id = fleet::text(&note.params, "id")?;
+                let id = note.params["id"]
+                    .as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| anyhow!("inbox.created without an id: {}", note.params))?;
                 return Ok((at, id));
             }
             Ok(Some(_)) => {}

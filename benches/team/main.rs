@@ -62,10 +62,13 @@ use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use crucible::client::Client;
 use crucible::kiln::Kiln;
-use serde_json::json;
+use crucible::protocol::MsgType;
+use crucible::protocol::methods::{self as m, NoParams};
+use crucible::protocol::params::{ListParams, RegisterParams, SendParams, WaitParams};
+use testkit::params;
 use tokio::process::{Child, Command};
 
 use figures::{Stats, env_number, load_average, ms};
@@ -76,7 +79,7 @@ const PASSWORD_ENV: &str = "CRU_BENCH_DB_PASSWORD";
 const PASSWORD: &str = "bench-secret";
 const CLIENTS: usize = 64;
 const LIST_CALLS: usize = 200;
-const LIST_LIMIT: u64 = 50;
+const LIST_LIMIT: u32 = 50;
 const BODY: &str = "The agent finished a step of its task and reports it to the inbox.";
 
 fn main() -> ExitCode {
@@ -237,7 +240,7 @@ async fn start_daemon(kiln: &Kiln, xdg: &Path) -> Result<(Daemon, Client)> {
 
 async fn stop_daemon(kiln: &Kiln, mut daemon: Daemon) {
     if let Ok(client) = Client::connect(kiln).await {
-        let _ = client.call_value("daemon.shutdown", json!({})).await;
+        let _ = client.call::<m::DaemonShutdown>(&NoParams {}).await;
     }
     if tokio::time::timeout(Duration::from_secs(10), daemon.child.wait())
         .await
@@ -247,19 +250,24 @@ async fn stop_daemon(kiln: &Kiln, mut daemon: Daemon) {
     }
 }
 
+/// An `info` message of session `id` to the inbox with the benchmark's body.
+fn noted(id: &str, title: &str) -> SendParams {
+    SendParams {
+        body: Some(BODY.into()),
+        ..params::send(id, MsgType::Info, title, &[])
+    }
+}
+
 async fn register(kiln: &Kiln, name: &str) -> Result<(Client, String)> {
     let client = Client::connect(kiln).await?;
-    let reply = client
-        .call_value(
-            "session.register",
-            json!({"agent_type": "bench", "agent_name": name}),
-        )
+    let registered = client
+        .call::<m::SessionRegister>(&RegisterParams {
+            agent_type: "bench".into(),
+            agent_name: name.into(),
+            worktree: None,
+        })
         .await?;
-    let id = reply["session_id"]
-        .as_str()
-        .ok_or_else(|| anyhow!("no session_id in {reply}"))?
-        .to_string();
-    Ok((client, id))
+    Ok((client, registered.session_id))
 }
 
 async fn store_phases(
@@ -284,8 +292,8 @@ async fn store_phases(
             tokio::spawn(async move {
                 let (mut sent, mut errors) = (0u64, 0usize);
                 while Instant::now() < deadline {
-                    let params = json!({"session_id": id, "msg_type": "info", "title": format!("bench {sent}"), "body": BODY});
-                    match client.call_value("inbox.send", params).await {
+                    let params = noted(&id, &format!("bench {sent}"));
+                    match client.call::<m::InboxSend>(&params).await {
                         Ok(_) => sent += 1,
                         Err(_) => {
                             errors += 1;
@@ -319,12 +327,10 @@ async fn store_phases(
             fill.push(Client::connect(&kiln).await?);
         }
         while stored < messages {
+            let params = noted(&id, "fill");
             let round: Vec<_> = fill
                 .iter()
-                .map(|c| {
-                    let params = json!({"session_id": id, "msg_type": "info", "title": "fill", "body": BODY});
-                    c.call_value("inbox.send", params)
-                })
+                .map(|c| c.call::<m::InboxSend>(&params))
                 .collect();
             for outcome in futures::future::join_all(round).await {
                 outcome.context("filling the inbox")?;
@@ -333,14 +339,18 @@ async fn store_phases(
         }
         drop(filler);
     }
-    let params = json!({"unread_only": true, "limit": LIST_LIMIT});
+    let params = ListParams {
+        unread_only: true,
+        limit: Some(LIST_LIMIT),
+        session_id: None,
+    };
     for _ in 0..5 {
-        client.call_value("inbox.list", params.clone()).await?;
+        client.call::<m::InboxList>(&params).await?;
     }
     let mut samples = Vec::with_capacity(LIST_CALLS);
     for _ in 0..LIST_CALLS {
         let t = Instant::now();
-        client.call_value("inbox.list", params.clone()).await?;
+        client.call::<m::InboxList>(&params).await?;
         samples.push(t.elapsed());
     }
     let list = Stats::new(samples);
@@ -369,23 +379,22 @@ async fn respond_delay(server: &Server, count: usize) -> Result<Stats> {
     let waiter = std::sync::Arc::new(Client::connect(&a).await?);
     let mut samples = Vec::with_capacity(count);
     for i in 0..count {
-        let sent = agent
-            .call_value(
-                "inbox.send",
-                json!({"session_id": session_id, "msg_type": "decision_needed",
-                       "title": format!("question {i}"), "options": ["yes", "no"]}),
-            )
-            .await?;
-        let id = sent["id"]
-            .as_str()
-            .ok_or_else(|| anyhow!("no id"))?
-            .to_string();
+        let question = params::send(
+            &session_id,
+            MsgType::DecisionNeeded,
+            &format!("question {i}"),
+            &["yes", "no"],
+        );
+        let id = agent.call::<m::InboxSend>(&question).await?.id;
         let wait = {
             let waiter = std::sync::Arc::clone(&waiter);
             let id = id.clone();
             tokio::spawn(async move {
                 let answered = waiter
-                    .call_value("inbox.wait", json!({"id": id, "timeout_secs": 60}))
+                    .call::<m::InboxWait>(&WaitParams {
+                        id,
+                        timeout_secs: Some(60),
+                    })
                     .await;
                 (answered, Instant::now())
             })
@@ -394,7 +403,7 @@ async fn respond_delay(server: &Server, count: usize) -> Result<Stats> {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let asked = Instant::now();
         client_b
-            .call_value("inbox.respond", json!({"id": id, "response": "yes"}))
+            .call::<m::InboxRespond>(&params::respond(&id, "yes"))
             .await
             .context("inbox.respond on B")?;
         let (answered, at) = wait.await?;

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use crucible::client::Client;
 use crucible::kiln::Kiln;
-use crucible::protocol::Topic;
-use serde_json::{Value, json};
+use crucible::protocol::methods::{self as m, NoParams};
+use crucible::protocol::params::{CreateSessionParams, RegisterParams, SessionListParams};
+use crucible::protocol::{Session, Topic};
 use tokio::process::{Child, Command};
 
 use crate::kiln::{TempKiln, temp_kiln};
@@ -120,11 +121,11 @@ impl Member {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
-        let status = control.call_value("daemon.status", json!({})).await?;
-        let id = status["instance"]["id"]
-            .as_str()
-            .ok_or_else(|| anyhow!("daemon {index} has no instance: {status}"))?
-            .to_string();
+        let status = control.call::<m::DaemonStatusOf>(&NoParams {}).await?;
+        let id = status
+            .instance
+            .ok_or_else(|| anyhow!("daemon {index} has no instance: is it in team mode?"))?
+            .id;
         let seen = Arc::new(Mutex::new(Seen::default()));
         follow(&kiln, Arc::clone(&seen)).await?;
         Ok(Member {
@@ -148,17 +149,14 @@ impl Member {
     /// Registers the session that asks this daemon's questions.
     pub async fn register_asker(&mut self) -> Result<()> {
         let client = Client::connect(&self.kiln).await?;
-        let reply = client
-            .call_value(
-                "session.register",
-                json!({"agent_type": "bench", "agent_name": format!("asker-{}", self.index)}),
-            )
+        let registered = client
+            .call::<m::SessionRegister>(&RegisterParams {
+                agent_type: "bench".into(),
+                agent_name: format!("asker-{}", self.index),
+                worktree: None,
+            })
             .await?;
-        let id = reply["session_id"]
-            .as_str()
-            .ok_or_else(|| anyhow!("no session_id in {reply}"))?
-            .to_string();
-        self.asker = Some((client, id));
+        self.asker = Some((client, registered.session_id));
         Ok(())
     }
 
@@ -168,16 +166,15 @@ impl Member {
     pub async fn create_sessions(&mut self, count: usize) -> Result<Vec<Duration>> {
         let mut times = Vec::with_capacity(count);
         for i in 0..count {
-            let params =
-                json!({"agent": "scripted", "task": format!("say ready {}/{i}", self.index)});
+            let params = CreateSessionParams {
+                agent: "scripted".into(),
+                task: Some(format!("say ready {}/{i}", self.index)),
+                ..Default::default()
+            };
             let mut attempt = 0;
             let started = Instant::now();
-            let reply = loop {
-                match self
-                    .control
-                    .call_value("session.create", params.clone())
-                    .await
-                {
+            let created = loop {
+                match self.control.call::<m::SessionCreate>(&params).await {
                     Ok(reply) => break reply,
                     Err(e) if attempt < 3 => {
                         eprintln!(
@@ -196,21 +193,18 @@ impl Member {
                 }
             };
             times.push(started.elapsed());
-            let id = reply["session_id"]
-                .as_str()
-                .ok_or_else(|| anyhow!("no session_id in {reply}"))?;
-            self.sessions.push(id.to_string());
+            self.sessions.push(created.session_id);
         }
         Ok(times)
     }
 
     /// This daemon's `session.list`.
-    pub async fn list(&self) -> Result<Vec<Value>> {
-        let reply = self.control.call_value("session.list", json!({})).await?;
-        match reply["sessions"].as_array() {
-            Some(list) => Ok(list.clone()),
-            None => bail!("no sessions in {reply}"),
-        }
+    pub async fn list(&self) -> Result<Vec<Session>> {
+        let listed = self
+            .control
+            .call::<m::SessionList>(&SessionListParams::default())
+            .await?;
+        Ok(listed.sessions)
     }
 
     /// SIGKILL: no goodbye to the server, the lease is left to run out.
@@ -226,7 +220,7 @@ impl Member {
             _ => {
                 let asked = tokio::time::timeout(
                     Duration::from_secs(10),
-                    self.control.call_value("daemon.shutdown", json!({})),
+                    self.control.call::<m::DaemonShutdown>(&NoParams {}),
                 )
                 .await;
                 let asked = if matches!(asked, Ok(Ok(_))) {

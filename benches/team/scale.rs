@@ -18,8 +18,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use crucible::protocol::methods as m;
+use crucible::protocol::params::{RenameParams, WaitParams};
+use crucible::protocol::{MsgType, Session, SessionState};
 use futures::future::{join_all, try_join_all};
-use serde_json::json;
+use testkit::params;
 
 use crate::figures::{Stats, env_number, load_average, ms};
 use crate::members::{Member, is_scripted_agent};
@@ -228,30 +231,26 @@ async fn wait_ready(members: &mut [Member], total: usize) -> Result<()> {
         let mut done = 0;
         for m in members.iter_mut() {
             let list = m.list().await?;
-            let own: Vec<&serde_json::Value> = list
-                .iter()
-                .filter(|s| m.sessions.iter().any(|id| s["id"] == json!(id)))
-                .collect();
+            let own: Vec<&Session> = list.iter().filter(|s| m.sessions.contains(&s.id)).collect();
             for s in &own {
-                if matches!(s["state"].as_str(), Some("error" | "stopped")) {
+                if matches!(s.state, Some(SessionState::Error | SessionState::Stopped)) {
                     bail!(
-                        "session {} on daemon {} is {}: {}",
-                        s["id"],
+                        "session {} on daemon {} is {:?}: {:?}",
+                        s.id,
                         m.index,
-                        s["state"],
-                        s["state_reason"]
+                        s.state,
+                        s.state_reason
                     );
                 }
             }
-            let complete = own.iter().filter(|s| s["state"] == "complete").count();
-            done += complete;
-            let listed = list.iter().filter(|s| !s["state"].is_null()).count();
-            ready &= complete == m.sessions.len() && listed >= total;
-            m.agents = own
+            let complete = own
                 .iter()
-                .filter_map(|s| s["agent_pid"].as_u64())
-                .map(|p| p as u32)
-                .collect();
+                .filter(|s| s.state == Some(SessionState::Complete))
+                .count();
+            done += complete;
+            let listed = list.iter().filter(|s| s.state.is_some()).count();
+            ready &= complete == m.sessions.len() && listed >= total;
+            m.agents = own.iter().filter_map(|s| s.agent_pid).collect();
         }
         if ready {
             return Ok(());
@@ -327,23 +326,22 @@ async fn respond_wait(members: &[Member], rounds: usize) -> Result<Stats> {
             .asker
             .as_ref()
             .ok_or_else(|| anyhow!("daemon {a} has no asker"))?;
-        let sent = asker
-            .call_value(
-                "inbox.send",
-                json!({"session_id": session_id, "msg_type": "decision_needed",
-                       "title": format!("question {i}"), "options": ["yes", "no"]}),
-            )
-            .await?;
-        let id = sent["id"]
-            .as_str()
-            .ok_or_else(|| anyhow!("no id in {sent}"))?
-            .to_string();
+        let question = params::send(
+            session_id,
+            MsgType::DecisionNeeded,
+            &format!("question {i}"),
+            &["yes", "no"],
+        );
+        let id = asker.call::<m::InboxSend>(&question).await?.id;
         let wait = {
             let waiter = Arc::clone(&members[a].control);
             let id = id.clone();
             tokio::spawn(async move {
                 let answered = waiter
-                    .call_value("inbox.wait", json!({"id": id, "timeout_secs": 60}))
+                    .call::<m::InboxWait>(&WaitParams {
+                        id,
+                        timeout_secs: Some(60),
+                    })
                     .await;
                 (answered, Instant::now())
             })
@@ -353,7 +351,7 @@ async fn respond_wait(members: &[Member], rounds: usize) -> Result<Stats> {
         let asked = Instant::now();
         members[b]
             .control
-            .call_value("inbox.respond", json!({"id": id, "response": "yes"}))
+            .call::<m::InboxRespond>(&params::respond(&id, "yes"))
             .await
             .with_context(|| format!("inbox.respond on daemon {b}"))?;
         let (answered, at) = wait.await?;
@@ -385,10 +383,10 @@ async fn rename_seen(members: &[Member], rounds: usize) -> Result<(Stats, Stats)
         let asked = Instant::now();
         members[owner]
             .control
-            .call_value(
-                "session.rename",
-                json!({"session_id": session, "name": name}),
-            )
+            .call::<m::SessionRename>(&RenameParams {
+                session_id: session.clone(),
+                name: name.clone(),
+            })
             .await
             .with_context(|| format!("session.rename on daemon {owner}"))?;
         let deadline = asked + SEEN_TIMEOUT;
@@ -483,16 +481,15 @@ async fn takeover(members: &mut [Member]) -> Result<Option<Takeover>> {
     let mut owners: BTreeMap<usize, usize> = BTreeMap::new();
     let mut states: BTreeMap<String, usize> = BTreeMap::new();
     for s in live[0].list().await? {
-        let Some(id) = s["id"].as_str() else { continue };
-        if !lost.iter().any(|l| l == id) {
+        if !lost.contains(&s.id) {
             continue;
         }
-        let owner = s["owner"].as_str().unwrap_or_default();
+        let owner = s.owner.as_deref().unwrap_or_default();
         if let Some(m) = live.iter().find(|m| m.id == owner) {
             *owners.entry(m.index).or_default() += 1;
         }
         *states
-            .entry(s["state"].as_str().unwrap_or("none").to_string())
+            .entry(s.state.map_or("none", SessionState::as_str).to_string())
             .or_default() += 1;
     }
     let running = victim

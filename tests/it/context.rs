@@ -8,33 +8,42 @@ use crucible::context::Message;
 use crucible::openai::ChatMessage;
 use crucible::protocol::methods as m;
 use crucible::protocol::params::RegisterParams;
-use crucible::protocol::{ContextResult, Handle, MsgType, SessionState};
+use crucible::protocol::{
+    ContextNameParams, ContextPopParams, ContextReplaceParams, ContextResult,
+    ContextSummarizeParams, Handle, MsgType, SessionState,
+};
 use crucible::sessions::PREAMBLE_HEADER;
 use serde_json::{Value, json};
+use testkit::daemon::call;
 use testkit::params::{prompt, query, respond, session_id};
 
 use crate::common::*;
 use crate::sessions::{LONG, agent_kiln, create, wait_message, wait_session};
 
-async fn ctx(client: &Client, method: &str, params: Value) -> ContextResult {
-    let reply = client
-        .call_value(method, params.clone())
-        .await
-        .unwrap_or_else(|e| panic!("{method} {params}: {e}"));
-    serde_json::from_value(reply).unwrap_or_else(|e| panic!("{method} {params}: {e}"))
+/// The session's stack as `context.get` gives it.
+async fn stack(client: &Client, id: &str) -> ContextResult {
+    call::<m::ContextGet>(client, session_id(id)).await
+}
+
+/// The params of `context.checkpoint` and `context.rollback`.
+fn named(id: &str, name: &str) -> ContextNameParams {
+    ContextNameParams {
+        session_id: id.into(),
+        name: name.into(),
+    }
 }
 
 /// Calls an operation that must be refused with -32602 and a message containing `says`,
 /// and checks the stack did not change.
 async fn refused(client: &Client, id: &str, method: &str, params: Value, says: &str) {
-    let before = ctx(client, "context.get", json!({"session_id": id})).await;
+    let before = stack(client, id).await;
     let err = client
         .call_value(method, params.clone())
         .await
         .expect_err("the operation must be refused");
     assert_eq!(err.rpc_code(), Some(-32602), "{method} {params}: {err}");
     assert!(err.to_string().contains(says), "{method}: {err}");
-    let after = ctx(client, "context.get", json!({"session_id": id})).await;
+    let after = stack(client, id).await;
     assert_eq!(before, after, "a refused {method} changed the stack");
 }
 
@@ -71,17 +80,12 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
     assert!(summary.ends_with("TURNS: 1"), "{summary}");
 
     let get = json!({"session_id": id});
-    let start = ctx(&client, "context.get", get.clone()).await;
+    let start = stack(&client, id).await;
     assert_eq!(kinds(&start), ["system", "human", "agent"]);
     assert!(texts(&start)[0].starts_with("ACP agent scripted working in "));
     assert_eq!(texts(&start)[1..], ["say hello", "hello"]);
 
-    let marked = ctx(
-        &client,
-        "context.checkpoint",
-        json!({"session_id": id, "name": "greeted"}),
-    )
-    .await;
+    let marked = call::<m::ContextCheckpoint>(&client, named(id, "greeted")).await;
     let agent_seq = start.stack.top().seq;
     assert_eq!(marked.stack.checkpoints()[0].seq, agent_seq);
     assert!(!marked.fresh_start, "a checkpoint removes nothing");
@@ -90,7 +94,7 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
         .call::<m::SessionPrompt>(prompt(id, "tool t1 build it\nsay built"))
         .await;
     wait_turns(&client, id, 2).await;
-    let full = ctx(&client, "context.get", get.clone()).await;
+    let full = stack(&client, id).await;
     assert_eq!(
         kinds(&full),
         [
@@ -147,12 +151,16 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
     daemon.wait_exit(LONG).await;
     let mut daemon = tk.spawn_daemon().await;
     let client = tk.daemon().await;
-    assert_eq!(
-        ctx(&client, "context.get", get.clone()).await.stack,
-        full.stack
-    );
+    assert_eq!(stack(&client, id).await.stack, full.stack);
 
-    let popped = ctx(&client, "context.pop", json!({"session_id": id, "n": 1})).await;
+    let popped = call::<m::ContextPop>(
+        &client,
+        ContextPopParams {
+            session_id: id.into(),
+            n: 1,
+        },
+    )
+    .await;
     let change = popped.change.as_ref().expect("a change");
     assert_eq!(change.removed.len(), 1);
     assert_eq!(
@@ -170,10 +178,12 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
         Some(format!("pop 1: removed #{} agent", full.stack.top().seq).as_str())
     );
 
-    let replaced = ctx(
+    let replaced = call::<m::ContextReplaceTop>(
         &client,
-        "context.replace_top",
-        json!({"session_id": id, "summary": "the build ran"}),
+        ContextReplaceParams {
+            session_id: id.into(),
+            summary: "the build ran".into(),
+        },
     )
     .await;
     assert_eq!(kinds(&replaced).last(), Some(&"summary"));
@@ -182,12 +192,7 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
         Some("the build ran")
     );
 
-    let back = ctx(
-        &client,
-        "context.rollback",
-        json!({"session_id": id, "name": "greeted"}),
-    )
-    .await;
+    let back = call::<m::ContextRollback>(&client, named(id, "greeted")).await;
     assert_eq!(kinds(&back), ["system", "human", "agent"]);
     assert_eq!(back.stack.top().seq, agent_seq);
 
@@ -195,11 +200,18 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
     daemon.wait_exit(LONG).await;
     let _daemon = tk.spawn_daemon().await;
     let client = tk.daemon().await;
-    let again = ctx(&client, "context.get", get.clone()).await;
+    let again = stack(&client, id).await;
     assert_eq!(again.stack, back.stack);
     assert!(again.fresh_start, "the fresh-start mark is stored too");
 
-    let summed = ctx(&client, "context.summarize", get.clone()).await;
+    let summed = call::<m::ContextSummarize>(
+        &client,
+        ContextSummarizeParams {
+            session_id: id.into(),
+            summary: None,
+        },
+    )
+    .await;
     assert_eq!(kinds(&summed), ["system", "summary"]);
     let text = &texts(&summed)[1];
     assert!(text.starts_with("GOAL: say hello\nENTITIES: "), "{text}");
@@ -209,7 +221,7 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
         "its entry left the stack"
     );
 
-    let reset = ctx(&client, "context.reset", get.clone()).await;
+    let reset = call::<m::ContextReset>(&client, session_id(id)).await;
     assert_eq!(kinds(&reset), ["system"]);
     for (method, params, says) in [
         (
@@ -261,11 +273,19 @@ async fn every_operation_and_refusal_survives_daemon_restarts() {
     let agent = Client::connect_at(&tk.kiln.socket_path(), Some(&handle))
         .await
         .expect("connect with a handle");
-    for method in ["context.get", "context.reset"] {
-        let err = agent
-            .call_value(method, json!({"session_id": outsider_id}))
-            .await
-            .expect_err("a handle may not touch context");
+    let asked = session_id(outsider_id);
+    let refusals = [
+        (
+            "context.get",
+            agent.call::<m::ContextGet>(&asked).await.err(),
+        ),
+        (
+            "context.reset",
+            agent.call::<m::ContextReset>(&asked).await.err(),
+        ),
+    ];
+    for (method, err) in refusals {
+        let err = err.expect("a handle may not touch context");
         assert_eq!(err.rpc_code(), Some(-32005), "{method}: {err}");
     }
 }
@@ -277,26 +297,16 @@ async fn an_acp_rollback_opens_a_fresh_session_seeded_with_the_kept_stack() {
     let s = create(&client, "scripted", Some("session")).await;
     let id = s.id.as_str();
     wait_turns(&client, id, 1).await;
-    let first = ctx(&client, "context.get", json!({"session_id": id})).await;
+    let first = stack(&client, id).await;
     let first_acp = texts(&first)[2].clone();
     assert!(first_acp.starts_with("session scripted-1-"), "{first_acp}");
-    ctx(
-        &client,
-        "context.checkpoint",
-        json!({"session_id": id, "name": "start"}),
-    )
-    .await;
+    call::<m::ContextCheckpoint>(&client, named(id, "start")).await;
 
     for text in ["say the wrong path", "say more of it"] {
         client.call::<m::SessionPrompt>(prompt(id, text)).await;
     }
     wait_turns(&client, id, 3).await;
-    let back = ctx(
-        &client,
-        "context.rollback",
-        json!({"session_id": id, "name": "start"}),
-    )
-    .await;
+    let back = call::<m::ContextRollback>(&client, named(id, "start")).await;
     assert_eq!(back.change.as_ref().unwrap().removed.len(), 4);
     assert!(back.fresh_start);
 
@@ -304,7 +314,7 @@ async fn an_acp_rollback_opens_a_fresh_session_seeded_with_the_kept_stack() {
         .call::<m::SessionPrompt>(prompt(id, "session\ncontext"))
         .await;
     wait_turns(&client, id, 4).await;
-    let after = ctx(&client, "context.get", json!({"session_id": id})).await;
+    let after = stack(&client, id).await;
     assert!(!after.fresh_start, "the fresh session holds the stack");
     assert_eq!(
         kinds(&after),
@@ -337,7 +347,7 @@ async fn an_acp_rollback_opens_a_fresh_session_seeded_with_the_kept_stack() {
         .call::<m::SessionPrompt>(prompt(id, "session\ncontext"))
         .await;
     wait_turns(&client, id, 5).await;
-    let last = ctx(&client, "context.get", json!({"session_id": id})).await;
+    let last = stack(&client, id).await;
     let reply = texts(&last).last().unwrap().clone();
     assert_eq!(reply, format!("{new_acp}context: none"));
 }
@@ -391,7 +401,7 @@ async fn an_internal_write_waits_for_approval_then_lands_in_the_worktree() {
     wait_turns(&client, id, 1).await;
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "hi there\n");
 
-    let stack = ctx(&client, "context.get", json!({"session_id": id})).await;
+    let stack = stack(&client, id).await;
     assert_eq!(
         kinds(&stack),
         ["system", "human", "tool_call", "tool_result", "agent"]
@@ -439,12 +449,7 @@ async fn internal_operations_shape_the_next_request_exactly() {
     let s = create(&client, "local", Some("one")).await;
     let id = s.id.as_str();
     wait_turns(&client, id, 1).await;
-    ctx(
-        &client,
-        "context.checkpoint",
-        json!({"session_id": id, "name": "base"}),
-    )
-    .await;
+    call::<m::ContextCheckpoint>(&client, named(id, "base")).await;
 
     client.call::<m::SessionPrompt>(prompt(id, "two")).await;
     wait_turns(&client, id, 2).await;
@@ -457,7 +462,7 @@ async fn internal_operations_shape_the_next_request_exactly() {
         content.starts_with("error: read_file failed: missing.txt: "),
         "{content}"
     );
-    let stack = ctx(&client, "context.get", json!({"session_id": id})).await;
+    let stack = stack(&client, id).await;
     assert_eq!(
         kinds(&stack),
         [
@@ -471,12 +476,7 @@ async fn internal_operations_shape_the_next_request_exactly() {
         ]
     );
 
-    ctx(
-        &client,
-        "context.rollback",
-        json!({"session_id": id, "name": "base"}),
-    )
-    .await;
+    call::<m::ContextRollback>(&client, named(id, "base")).await;
     client.call::<m::SessionPrompt>(prompt(id, "three")).await;
     wait_turns(&client, id, 3).await;
     let third = chats(&server)[3].clone();
