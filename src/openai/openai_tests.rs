@@ -4,9 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::context::{ContextStack, Message};
-#[path = "../../tests/equipment/model_server.rs"]
-mod model_server;
-use model_server::{ScriptedCall, ScriptedReply, ScriptedServer};
+use testkit::model_server::{ScriptedCall, ScriptedReply, ScriptedServer};
 
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {

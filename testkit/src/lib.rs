@@ -3,7 +3,7 @@
 //! daemon under test with typed calls over the protocol's method table
 //! ([`TestDaemon::call`]), raw connections for the conformance tests, waits with
 //! deadlines, and the equipment the tests build and start (the scripted agent, a
-//! SurrealDB server, an sshd on loopback, a tmux terminal, a headless browser, a Matrix
+//! scripted OpenAI-compatible model server, a SurrealDB server, an sshd on loopback, a tmux terminal, a headless browser, a Matrix
 //! homeserver), and what the benchmarks share ([`bench`]).
 //!
 //! The `cru` under test is the binary cargo builds beside the running test or benchmark
@@ -19,6 +19,7 @@ pub mod daemon;
 pub mod kiln;
 #[cfg(feature = "matrix")]
 pub mod matrix_human;
+pub mod model_server;
 pub mod params;
 pub mod process;
 pub mod raw;

@@ -10,11 +10,11 @@ use crucible::protocol::{MsgType, Purpose, SessionState};
 use serde_json::{Value, json};
 
 use crate::common::*;
-use crate::model_server::{ScriptedReply, ScriptedServer};
 use crate::sessions::wait_said;
 use crate::sessions::{
     agent_kiln, create, said, session, transcript, wait_message_where, wait_session, wait_state,
 };
+use testkit::model_server::{ScriptedReply, ScriptedServer};
 
 /// `session.prompt`, which must be answered.
 pub(crate) async fn prompt(

@@ -2,7 +2,6 @@
 //! daemon restarts (kill -9 included), an ACP session rolled back into a fresh agent
 //! session, and the internal agent against a scripted OpenAI-compatible server.
 
-use crate::model_server::{ScriptedReply, ScriptedServer};
 use crucible::client::Client;
 use crucible::context::Message;
 use crucible::openai::ChatMessage;
@@ -15,6 +14,7 @@ use crucible::protocol::{
 use crucible::sessions::PREAMBLE_HEADER;
 use serde_json::{Value, json};
 use testkit::daemon::call;
+use testkit::model_server::{ScriptedReply, ScriptedServer};
 use testkit::params::{prompt, query, respond, session_id};
 
 use crate::common::*;

@@ -51,8 +51,6 @@ mod matrix_hub;
 #[cfg(feature = "matrix")]
 mod matrix_once;
 mod mcp;
-#[path = "../equipment/model_server.rs"]
-mod model_server;
 mod moving;
 mod one_door;
 mod package;

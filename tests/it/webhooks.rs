@@ -16,10 +16,10 @@ use testkit::params::session_id;
 
 use crate::common::*;
 
-use crate::model_server::{ScriptedReply, ScriptedServer};
 use crate::sessions::{
     agent_kiln, session, wait_message, wait_message_where, wait_said, wait_session,
 };
+use testkit::model_server::{ScriptedReply, ScriptedServer};
 
 mod cron;
 mod cron_kept;

@@ -1,7 +1,7 @@
 //! Test equipment, not part of crucible (it ships in no build): a scripted
 //! OpenAI-compatible chat server on `127.0.0.1`, for the internal agent's unit tests
 //! (`src/openai/openai_tests.rs`) and the integration tests in `tests/it/` (like
-//! `tests/equipment/scripted_agent.rs` for ACP). Each includes it with `#[path]`.
+//! `tests/equipment/scripted_agent.rs` for ACP).
 //!
 //! Every `POST …/chat/completions` takes the next [`ScriptedReply`] and gets it in the real
 //! wire format: with `"stream": true`, Server-Sent Events in several chunks (a role chunk,
