@@ -20,10 +20,14 @@
 //! 1. The shipping binary: `cargo build --release --bin cru` (opt-level s, fat LTO, one
 //!    codegen unit, stripped) into `<target dir>/ship`, a target directory of its own:
 //!    `cargo bench` builds the bench profile (no LTO) into the same `target/release`. The
-//!    size of `ship/release/cru`, and whether it still has a symbol table (a `.symtab`
-//!    section, read from its ELF section headers). When `ship/` held no build yet, this
-//!    build is the cold build: its wall time is written to `ship/cold-build-secs`, which
-//!    later runs show.
+//!    size of `ship/cru` (linked with symbols, then stripped: what ships), and whether it
+//!    still has a symbol table (a `.symtab` section, read from its ELF section headers).
+//!    When `ship/` held no build yet, this build is the cold build: its wall time is
+//!    written to `ship/cold-build-secs`, which later runs show. What the binary is made
+//!    of: its symbols' bytes by family (the database engine, Matrix, TLS and crypto,
+//!    crucible…) and by crate, read from the binary before it was stripped. Then the same
+//!    build without the `matrix` feature (`ship-no-matrix/`, another cold build the first
+//!    time; `CRU_BENCH_NO_MATRIX=0` skips it), and what Matrix adds.
 //! 2. The daemon alone: `cru daemon run` spawned with no daemon running, timed until a
 //!    client's handshake is answered: once on a fresh kiln (the database is created), then
 //!    restarts on the kiln it made.
@@ -50,6 +54,7 @@
 
 use testkit::bench::figures;
 use testkit::bench::kiln;
+use testkit::bench::parts;
 use testkit::bench::pty;
 use testkit::bench::ship;
 
@@ -142,6 +147,13 @@ fn run() -> Result<()> {
                 Ship::Failed
             }
         }
+    };
+    let without_matrix = match &ship {
+        Ship::Built { unstripped, .. } => {
+            print_parts("the shipping binary", unstripped);
+            matrix_apart()
+        }
+        Ship::Skipped | Ship::Failed => None,
     };
 
     // One runtime for the probes that ask the daemon whether it answers.
@@ -236,6 +248,13 @@ fn run() -> Result<()> {
         "| `cru` stripped release binary | {} | ≤ {TARGET_SIZE_MB:.0} MB |",
         ship.size_cell()
     );
+    if let (Ship::Built { size, .. }, Some(apart)) = (&ship, without_matrix) {
+        println!(
+            "| `cru` stripped, without the `matrix` feature | {:.1} MB (Matrix adds {:.1} MB) | ≤ {TARGET_SIZE_MB:.0} MB with Matrix |",
+            apart as f64 / 1e6,
+            size.saturating_sub(apart) as f64 / 1e6
+        );
+    }
     println!(
         "| cold `cargo build --release` | {} | ≤ {TARGET_COLD_BUILD_MIN:.0} min |",
         ship.cold_cell()
@@ -267,6 +286,8 @@ enum Ship {
     Failed,
     Built {
         exe: PathBuf,
+        /// The same binary before it was stripped.
+        unstripped: PathBuf,
         size: u64,
         symbols: Option<bool>,
         /// Seconds of the cold build, if one was timed (now or in an earlier run).
@@ -341,7 +362,7 @@ fn ship() -> Result<Ship> {
     } else if !built.cold_now {
         println!("  this build    {:.1} s (incremental)", built.took);
     }
-    let exe = built.exe;
+    let (exe, unstripped) = (built.exe, built.unstripped);
     let size = std::fs::metadata(&exe)
         .with_context(|| format!("reading {}", exe.display()))?
         .len();
@@ -360,10 +381,72 @@ fn ship() -> Result<Ship> {
     }
     Ok(Ship::Built {
         exe,
+        unstripped,
         size,
         symbols,
         cold_secs: built.cold_secs,
     })
+}
+
+/// How many crates the parts list names, largest first.
+const PARTS_LISTED: usize = 20;
+
+/// What the binary at `unstripped` is made of: its bytes by family and its largest crates.
+fn print_parts(what: &str, unstripped: &Path) {
+    let parts = match parts::read(unstripped) {
+        Ok(parts) => parts,
+        Err(e) => {
+            println!("  parts         unknown: {e:#}");
+            return;
+        }
+    };
+    let mb = |bytes: u64| bytes as f64 / 1e6;
+    println!(
+        "  what {what} is made of (its symbols before stripping, {:.1} MB with the table):",
+        mb(parts.file)
+    );
+    for (family, bytes) in parts.families() {
+        println!("    {:>6.1} MB  {family}", mb(bytes));
+    }
+    println!(
+        "    {:>6.1} MB  not in a symbol (unwind tables, relocations, literals, the symbol table)",
+        mb(parts.unattributed())
+    );
+    println!("  its {PARTS_LISTED} largest crates:");
+    for (krate, bytes) in parts.crates.iter().take(PARTS_LISTED) {
+        println!("    {:>6.2} MB  {krate}", mb(*bytes));
+    }
+}
+
+/// The shipping binary without the `matrix` feature: its stripped size, and its parts.
+fn matrix_apart() -> Option<u64> {
+    if std::env::var("CRU_BENCH_NO_MATRIX").is_ok_and(|v| v.trim() == "0") {
+        println!("\n  without Matrix: skipped (CRU_BENCH_NO_MATRIX=0)");
+        return None;
+    }
+    println!("\n[1b] the same without the matrix feature (--no-default-features)");
+    let built = match ship::build_without_matrix() {
+        Ok(built) => built,
+        Err(e) => {
+            println!("  failed: {e:#}");
+            return None;
+        }
+    };
+    if built.cold_now {
+        println!(
+            "  cold build    {:.1} min ({:.0} s)",
+            built.took / 60.0,
+            built.took
+        );
+    }
+    let size = std::fs::metadata(&built.exe).ok()?.len();
+    println!(
+        "  size          {:.2} MB ({:.2} MiB, {size} bytes)",
+        size as f64 / 1e6,
+        size as f64 / MIB
+    );
+    print_parts("the binary without Matrix", &built.unstripped);
+    Some(size)
 }
 
 /// Whether a 64-bit little-endian ELF file has a symbol table section (`SHT_SYMTAB`).
