@@ -31,7 +31,7 @@ use super::settings::LiveSettings;
 use crate::config::Config;
 use crate::kiln::Kiln;
 use crate::protocol::methods::Method;
-use crate::protocol::{ErrorObject, Event, MatrixVerification};
+use crate::protocol::{ErrorObject, Event};
 use crate::sessions::Conversations;
 
 /// What a component holds while it counts as a client (an open page), or while it reads
@@ -58,7 +58,8 @@ pub(crate) trait Above: Send + Sync + 'static {
     /// Counts as a client of the hub (keeping it up) while held.
     fn client(&self) -> Held;
     /// Tells every subscriber how the Matrix bot's emoji verification stands.
-    fn tell_verification(&self, verification: MatrixVerification);
+    #[cfg(feature = "matrix")]
+    fn tell_verification(&self, verification: crate::protocol::MatrixVerification);
 }
 
 /// How the hub reaches one kiln now, as the person's page shows it (and `hub.kiln`
@@ -245,7 +246,8 @@ impl Door {
     }
 
     /// Tells every subscriber how the Matrix bot's emoji verification stands.
-    pub(crate) fn tell_verification(&self, verification: MatrixVerification) {
+    #[cfg(feature = "matrix")]
+    pub(crate) fn tell_verification(&self, verification: crate::protocol::MatrixVerification) {
         match &self.inside {
             Inside::Above(above) => above.tell_verification(verification),
             Inside::Daemon { services, .. } => {

@@ -10,13 +10,16 @@ use tokio::sync::oneshot;
 use crate::protocol::jsonrpc::code;
 use crate::protocol::{ErrorObject, MatrixStatus, MatrixVerification};
 
-/// The person's word on a verification's emoji, and where the bot says how it went.
+/// The person's word on a verification's emoji, and where the bot says how it went (read
+/// by the Matrix channel; without it, no verification waits for a word).
+#[cfg_attr(not(feature = "matrix"), allow(dead_code))]
 pub(crate) struct Word {
     pub confirm: bool,
     pub done: oneshot::Sender<MatrixVerification>,
 }
 
 /// A verification whose emoji are shown, waiting for the person's word.
+#[cfg_attr(not(feature = "matrix"), allow(dead_code))]
 struct Waiting {
     flow_id: String,
     word: oneshot::Sender<Word>,
@@ -41,12 +44,14 @@ impl MatrixShare {
     }
 
     /// The status, to change (`None` while no bot is set).
+    #[cfg(feature = "matrix")]
     pub fn status_mut(&self) -> MutexGuard<'_, Option<MatrixStatus>> {
         lock(&self.status)
     }
 
     /// Waits for the person's word on verification `flow_id` (its emoji are shown). A
     /// verification waiting before is let go (its receiver sees the sender dropped).
+    #[cfg(feature = "matrix")]
     pub fn wait_for_word(&self, flow_id: &str) -> oneshot::Receiver<Word> {
         let (word, heard) = oneshot::channel();
         *lock(&self.waiting) = Some(Waiting {
@@ -57,6 +62,7 @@ impl MatrixShare {
     }
 
     /// The verification `flow_id` no longer waits (it ended on the other side).
+    #[cfg(feature = "matrix")]
     pub fn stop_waiting(&self, flow_id: &str) {
         let mut waiting = lock(&self.waiting);
         if waiting.as_ref().is_some_and(|w| w.flow_id == flow_id) {

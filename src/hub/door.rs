@@ -13,7 +13,7 @@ use super::Hub;
 use super::route::{Way, way};
 use crate::daemon::{Above, Answering, Caller, Held, KilnReach, Lines};
 use crate::protocol::methods::{self as m, Request};
-use crate::protocol::{ErrorObject, Event, MatrixVerification, Notification, named_params};
+use crate::protocol::{ErrorObject, Event, Notification, named_params};
 
 /// How many events a slow reader may fall behind before it is told it missed some.
 const BACKLOG: usize = 1024;
@@ -149,7 +149,8 @@ impl Above for Through {
         }
     }
 
-    fn tell_verification(&self, verification: MatrixVerification) {
+    #[cfg(feature = "matrix")]
+    fn tell_verification(&self, verification: crate::protocol::MatrixVerification) {
         let event = Event::MatrixVerification(verification);
         if let Ok(hub) = self.hub() {
             hub.members

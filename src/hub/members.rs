@@ -396,6 +396,7 @@ impl Members {
     }
 
     /// Tells every subscriber something of the hub's own (the Matrix bot's verification).
+    #[cfg(feature = "matrix")]
     pub(super) fn tell(&self, note: Notification) {
         let _ = self.events.send(Tagged {
             note: Arc::new(note),
