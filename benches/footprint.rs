@@ -412,6 +412,12 @@ fn print_parts(what: &str, unstripped: &Path) {
         "    {:>6.1} MB  not in a symbol (unwind tables, relocations, literals, the symbol table)",
         mb(parts.unattributed())
     );
+    let sections: Vec<String> = parts
+        .sections
+        .iter()
+        .map(|(name, bytes)| format!("{name} {:.1}", mb(*bytes)))
+        .collect();
+    println!("  its sections, MB: {}", sections.join(", "));
     println!("  its {PARTS_LISTED} largest crates:");
     for (krate, bytes) in parts.crates.iter().take(PARTS_LISTED) {
         println!("    {:>6.2} MB  {krate}", mb(*bytes));

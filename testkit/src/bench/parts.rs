@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use object::{Object, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
 /// The crates of the standard library: their generics count for the crate they serve.
 const STD: [&str; 4] = ["core", "alloc", "std", "compiler_builtins"];
@@ -23,6 +23,9 @@ pub struct Parts {
     pub file: u64,
     /// Bytes by crate (or C library), largest first.
     pub crates: Vec<(String, u64)>,
+    /// The file's sections of 100 kB or more (code, literals, unwind tables, relocations,
+    /// the symbol table), largest first.
+    pub sections: Vec<(String, u64)>,
 }
 
 impl Parts {
@@ -67,9 +70,16 @@ pub fn read(path: &Path) -> Result<Parts> {
     }
     let mut crates: Vec<_> = sums.into_iter().collect();
     crates.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut sections: Vec<(String, u64)> = file
+        .sections()
+        .filter(|section| section.size() >= 100_000)
+        .map(|section| (section.name().unwrap_or("?").to_string(), section.size()))
+        .collect();
+    sections.sort_by_key(|section| std::cmp::Reverse(section.1));
     Ok(Parts {
         file: data.len() as u64,
         crates,
+        sections,
     })
 }
 
@@ -132,6 +142,7 @@ fn c_library(symbol: &str) -> &'static str {
     } else if lower.starts_with("ring_core") {
         "ring (C, assembly)"
     } else {
+        // SQLite's, aws-lc's and ring's static functions among them.
         "other C"
     }
 }
