@@ -46,9 +46,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use crucible::client::Client;
 use crucible::kiln::Kiln;
-use crucible::protocol::MsgType;
 use crucible::protocol::methods::{self as m, NoParams, Request};
-use crucible::protocol::params::{ListParams, RegisterParams, SendParams};
+use crucible::protocol::params::{ListParams, RegisterParams};
 use figures::{Stats, ms, proc_stat};
 use serde_json::{Value, json};
 use testkit::params;
@@ -723,15 +722,6 @@ struct TaskOutcome {
     error: Option<String>,
 }
 
-/// An `info` message of session `id` to the inbox, titled `title`, with the benchmark's
-/// body.
-fn noted(id: &str, title: String) -> SendParams {
-    SendParams {
-        body: Some(BODY.into()),
-        ..params::send(id, MsgType::Info, &title, &[])
-    }
-}
-
 /// Connects `n` clients, each registering its own session.
 async fn connect_sessions(kiln: &Kiln, n: usize, label: &str) -> Result<Vec<(Client, String)>> {
     let connects = (0..n).map(|i| async move {
@@ -775,9 +765,10 @@ async fn load_phase(
                 while Instant::now() < deadline {
                     let request = match op {
                         Op::Heartbeat => Request::SessionHeartbeat(params::session_id(&session_id)),
-                        Op::Send => Request::InboxSend(noted(
+                        Op::Send => Request::InboxSend(params::note(
                             &session_id,
-                            format!("bench {clients}/{worker} #{}", outcome.calls),
+                            &format!("bench {clients}/{worker} #{}", outcome.calls),
+                            BODY,
                         )),
                     };
                     let sent = Instant::now();
@@ -861,7 +852,7 @@ async fn fill_inbox(kiln: &Kiln, count: u64) -> Result<FillResult> {
                     if Instant::now() >= cap {
                         return Some(format!("the fill took longer than {FILL_TIME_CAP:?}"));
                     }
-                    let params = noted(&session_id, format!("fill #{n}"));
+                    let params = params::note(&session_id, &format!("fill #{n}"), BODY);
                     if let Err(e) = client.call::<m::InboxSend>(&params).await {
                         return Some(format!("inbox.send failed: {e}"));
                     }

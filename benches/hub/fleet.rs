@@ -11,7 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use crucible::client::Client;
 use crucible::kiln::Kiln;
 use crucible::protocol::methods as m;
-use crucible::protocol::params::{RegisterParams, SendParams};
+use crucible::protocol::params::RegisterParams;
 use crucible::protocol::{ComponentState, Handle, MsgType};
 use testkit::params;
 use tokio::process::{Child, Command};
@@ -193,10 +193,11 @@ pub async fn fill(k: &mut BenchKiln, sessions: usize, messages: usize) -> Result
         if j % QUESTION_EVERY == 0 {
             ask(&agent, id, &format!("Question {j} of {}", k.name)).await?;
         } else {
-            let note = SendParams {
-                body: Some("A step of the task is done; this is its report.".into()),
-                ..params::send(id, MsgType::Info, &format!("Note {j} of {}", k.name), &[])
-            };
+            let note = params::note(
+                id,
+                &format!("Note {j} of {}", k.name),
+                "A step of the task is done; this is its report.",
+            );
             agent
                 .call::<m::InboxSend>(&note)
                 .await

@@ -67,7 +67,7 @@ use crucible::client::Client;
 use crucible::kiln::Kiln;
 use crucible::protocol::MsgType;
 use crucible::protocol::methods::{self as m, NoParams};
-use crucible::protocol::params::{ListParams, RegisterParams, SendParams, WaitParams};
+use crucible::protocol::params::{ListParams, RegisterParams, WaitParams};
 use testkit::params;
 use tokio::process::{Child, Command};
 
@@ -250,14 +250,6 @@ async fn stop_daemon(kiln: &Kiln, mut daemon: Daemon) {
     }
 }
 
-/// An `info` message of session `id` to the inbox with the benchmark's body.
-fn noted(id: &str, title: &str) -> SendParams {
-    SendParams {
-        body: Some(BODY.into()),
-        ..params::send(id, MsgType::Info, title, &[])
-    }
-}
-
 async fn register(kiln: &Kiln, name: &str) -> Result<(Client, String)> {
     let client = Client::connect(kiln).await?;
     let registered = client
@@ -292,7 +284,7 @@ async fn store_phases(
             tokio::spawn(async move {
                 let (mut sent, mut errors) = (0u64, 0usize);
                 while Instant::now() < deadline {
-                    let params = noted(&id, &format!("bench {sent}"));
+                    let params = params::note(&id, &format!("bench {sent}"), BODY);
                     match client.call::<m::InboxSend>(&params).await {
                         Ok(_) => sent += 1,
                         Err(_) => {
@@ -327,7 +319,7 @@ async fn store_phases(
             fill.push(Client::connect(&kiln).await?);
         }
         while stored < messages {
-            let params = noted(&id, "fill");
+            let params = params::note(&id, "fill", BODY);
             let round: Vec<_> = fill
                 .iter()
                 .map(|c| c.call::<m::InboxSend>(&params))

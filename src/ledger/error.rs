@@ -103,14 +103,18 @@ impl From<LedgerError> for crate::protocol::ErrorObject {
 
 /// The conversions of a service's error enum (one with `code()` and a `Ledger` variant):
 /// to its JSON-RPC error, and, for the sessions' own use, to a ledger error (its ledger
-/// errors unwrapped, the rest relayed with their code and words).
+/// errors unwrapped, the rest relayed with their code and words). `answer_only` makes
+/// the first alone, for an enum that turns into a ledger error its own way.
 macro_rules! coded_error {
-    ($error:ident) => {
+    ($error:ident, answer_only) => {
         impl From<$error> for $crate::protocol::ErrorObject {
             fn from(e: $error) -> Self {
                 Self::new(e.code(), e.to_string())
             }
         }
+    };
+    ($error:ident) => {
+        $crate::ledger::coded_error!($error, answer_only);
 
         impl From<$error> for $crate::ledger::LedgerError {
             fn from(e: $error) -> Self {

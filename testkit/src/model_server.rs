@@ -18,8 +18,6 @@
 //! The HTTP side is minimal: one request per connection (`Connection: close`), bodies
 //! sized by `Content-Length`, as `reqwest` sends them.
 
-#![allow(dead_code)]
-
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;

@@ -55,3 +55,12 @@ pub fn send(id: &str, msg_type: MsgType, title: &str, options: &[&str]) -> SendP
         flagged: None,
     }
 }
+
+/// An `info` message from session `id` with a body: a report, as the benchmarks fill the
+/// inbox with.
+pub fn note(id: &str, title: &str, body: &str) -> SendParams {
+    SendParams {
+        body: Some(body.to_string()),
+        ..send(id, MsgType::Info, title, &[])
+    }
+}

@@ -68,18 +68,12 @@ impl<'a> Call<'a> {
             .ledger
             .get_message(id)
             .await
-            .map_err(app_error)?;
+            .map_err(ErrorObject::from)?;
         match self.scope {
             Some(scope) if message.session_id != scope.session_id => {
-                Err(app_error(crate::ledger::no_message(id)))
+                Err(ErrorObject::from(crate::ledger::no_message(id)))
             }
             _ => Ok(message),
         }
     }
-}
-
-/// A service's error (the ledger's, the lifecycle's…) as its JSON-RPC error: each kind
-/// its own code.
-pub(super) fn app_error(e: impl Into<ErrorObject>) -> ErrorObject {
-    e.into()
 }

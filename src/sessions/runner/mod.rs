@@ -75,11 +75,7 @@ impl From<RunError> for LedgerError {
     }
 }
 
-impl From<RunError> for crate::protocol::ErrorObject {
-    fn from(e: RunError) -> Self {
-        Self::new(e.code(), e.to_string())
-    }
-}
+crate::ledger::coded_error!(RunError, answer_only);
 
 type Result<T> = std::result::Result<T, RunError>;
 

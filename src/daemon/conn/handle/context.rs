@@ -10,7 +10,7 @@ impl Answer<m::ContextApply> for Call<'_> {
             .sessions
             .context_call(&p.session_id, p.op)
             .await
-            .map_err(app_error)
+            .map_err(ErrorObject::from)
     }
 }
 

@@ -17,6 +17,9 @@ impl Answer<m::CronList> for Call<'_> {
 impl Answer<m::CronRunNow> for Call<'_> {
     async fn answer(&self, p: CronRunParams) -> Result<CronRun, ErrorObject> {
         let conversations = &self.conn.services.conversations;
-        conversations.run_cron_now(&p.id).await.map_err(app_error)
+        conversations
+            .run_cron_now(&p.id)
+            .await
+            .map_err(ErrorObject::from)
     }
 }

@@ -71,7 +71,10 @@ impl Answer<m::DbQuery> for Call<'_> {
         let ledger = &self.conn.services.ledger;
         let bindings = Value::Object(p.bindings.unwrap_or_default());
         Ok(m::QueryResult {
-            result: ledger.query(&p.sql, bindings).await.map_err(app_error)?,
+            result: ledger
+                .query(&p.sql, bindings)
+                .await
+                .map_err(ErrorObject::from)?,
         })
     }
 }
@@ -83,7 +86,7 @@ impl Answer<m::DbCheck> for Call<'_> {
             .store()
             .check()
             .await
-            .map_err(|e| app_error(crate::ledger::LedgerError::from(e)))
+            .map_err(|e| ErrorObject::from(crate::ledger::LedgerError::from(e)))
     }
 }
 
@@ -115,7 +118,7 @@ impl Answer<m::DaemonStatusOf> for Call<'_> {
             Ok(n) => n,
             // Damage is reported below, not in place of the status.
             Err(_) if store.is_shared() || !store.damage().is_empty() => 0,
-            Err(e) => return Err(app_error(e)),
+            Err(e) => return Err(ErrorObject::from(e)),
         };
         let mut instance = ledger.instance().clone();
         instance.lease_until.clear();

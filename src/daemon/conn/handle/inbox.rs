@@ -16,13 +16,13 @@ impl Answer<m::InboxSend> for Call<'_> {
         } else {
             None
         };
-        let mut message = ledger.send(p).await.map_err(app_error)?;
+        let mut message = ledger.send(p).await.map_err(ErrorObject::from)?;
         if let Some(allowed) = ruled {
             let answer = if allowed { "approve" } else { "deny" };
             message = ledger
                 .respond(&message.id, answer, "the session's rules")
                 .await
-                .map_err(app_error)?;
+                .map_err(ErrorObject::from)?;
         }
         Ok(m::Sent {
             id: message.id.clone(),
@@ -35,7 +35,7 @@ impl Answer<m::InboxList> for Call<'_> {
     async fn answer(&self, p: ListParams) -> Result<Messages, ErrorObject> {
         let ledger = &self.conn.services.ledger;
         Ok(m::Messages {
-            messages: ledger.list_messages(&p).await.map_err(app_error)?,
+            messages: ledger.list_messages(&p).await.map_err(ErrorObject::from)?,
         })
     }
 }
@@ -52,7 +52,7 @@ impl Answer<m::InboxMarkRead> for Call<'_> {
     async fn answer(&self, p: IdsParams) -> Result<Updated, ErrorObject> {
         let ledger = &self.conn.services.ledger;
         Ok(m::Updated {
-            updated: ledger.mark_read(&p.ids).await.map_err(app_error)?,
+            updated: ledger.mark_read(&p.ids).await.map_err(ErrorObject::from)?,
         })
     }
 }
@@ -82,7 +82,7 @@ impl Answer<m::InboxRespond> for Call<'_> {
             ledger
                 .withdraw(&message.id, &why)
                 .await
-                .map_err(app_error)?;
+                .map_err(ErrorObject::from)?;
             return Err(ErrorObject::new(
                 code::CONFLICT,
                 format!(
@@ -97,7 +97,7 @@ impl Answer<m::InboxRespond> for Call<'_> {
             message: ledger
                 .respond(&p.id, &p.response, &by)
                 .await
-                .map_err(app_error)?,
+                .map_err(ErrorObject::from)?,
         })
     }
 }
@@ -111,7 +111,7 @@ impl Answer<m::InboxWait> for Call<'_> {
             message: ledger
                 .wait_for_answer(&p.id, timeout)
                 .await
-                .map_err(app_error)?,
+                .map_err(ErrorObject::from)?,
         })
     }
 }
@@ -120,7 +120,7 @@ impl Answer<m::InboxClear> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<Deleted, ErrorObject> {
         let ledger = &self.conn.services.ledger;
         Ok(m::Deleted {
-            deleted: ledger.clear().await.map_err(app_error)?.len(),
+            deleted: ledger.clear().await.map_err(ErrorObject::from)?.len(),
         })
     }
 }

@@ -13,7 +13,7 @@ mod rules;
 mod session;
 mod web;
 
-use super::call::{Call, agent_door, app_error, forbidden};
+use super::call::{Call, agent_door, forbidden};
 use crate::protocol::check::Check;
 use crate::protocol::methods::{self as m, Answer, *};
 use crate::protocol::*;

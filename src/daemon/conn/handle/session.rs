@@ -8,7 +8,7 @@ use crate::ledger::LedgerError;
 impl Answer<m::SessionRegister> for Call<'_> {
     async fn answer(&self, p: RegisterParams) -> Result<Registered, ErrorObject> {
         let ledger = &self.conn.services.ledger;
-        let (session, handle, evicted) = ledger.register(p).await.map_err(app_error)?;
+        let (session, handle, evicted) = ledger.register(p).await.map_err(ErrorObject::from)?;
         Ok(m::Registered {
             session_id: session.id.clone(),
             session,
@@ -67,7 +67,7 @@ impl Answer<m::SessionGet> for Call<'_> {
             None => ledger.session_or_record(&p.session_id),
         };
         Ok(m::SessionReply {
-            session: session.map_err(app_error)?,
+            session: session.map_err(ErrorObject::from)?,
         })
     }
 }
@@ -76,7 +76,7 @@ impl Answer<m::SessionHeartbeat> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<Done, ErrorObject> {
         let ledger = &self.conn.services.ledger;
         self.own(&p.session_id)?;
-        ledger.heartbeat(&p.session_id).map_err(app_error)?;
+        ledger.heartbeat(&p.session_id).map_err(ErrorObject::from)?;
         Ok(m::Done { ok: true })
     }
 }
@@ -88,7 +88,7 @@ impl Answer<m::SessionDeregister> for Call<'_> {
         ledger
             .deregister(&p.session_id, reason, p.exit_code)
             .await
-            .map_err(app_error)?;
+            .map_err(ErrorObject::from)?;
         Ok(m::Done { ok: true })
     }
 }
@@ -122,7 +122,7 @@ impl Answer<m::SessionCreate> for Call<'_> {
             .lifecycle()
             .create_for(p, given)
             .await
-            .map_err(app_error)?;
+            .map_err(ErrorObject::from)?;
         Ok(m::Created {
             session_id: session.id.clone(),
             session,
@@ -136,7 +136,7 @@ impl Answer<m::SessionPrompt> for Call<'_> {
         let queued = sessions
             .prompt(&p.session_id, p.text)
             .await
-            .map_err(app_error)?;
+            .map_err(ErrorObject::from)?;
         Ok(PromptResult { queued })
     }
 }
@@ -148,7 +148,7 @@ impl Answer<m::SessionResend> for Call<'_> {
             .lifecycle()
             .resend(&p.session_id)
             .await
-            .map_err(app_error)?;
+            .map_err(ErrorObject::from)?;
         Ok(PromptResult { queued })
     }
 }
@@ -156,7 +156,10 @@ impl Answer<m::SessionResend> for Call<'_> {
 impl Answer<m::SessionCancel> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<Done, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        sessions.cancel(&p.session_id).await.map_err(app_error)?;
+        sessions
+            .cancel(&p.session_id)
+            .await
+            .map_err(ErrorObject::from)?;
         Ok(m::Done { ok: true })
     }
 }
@@ -164,7 +167,10 @@ impl Answer<m::SessionCancel> for Call<'_> {
 impl Answer<m::SessionStop> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let session = sessions.stop(&p.session_id).await.map_err(app_error)?;
+        let session = sessions
+            .stop(&p.session_id)
+            .await
+            .map_err(ErrorObject::from)?;
         Ok(m::SessionReply { session })
     }
 }
@@ -176,14 +182,18 @@ impl Answer<m::SessionDelete> for Call<'_> {
             .lifecycle()
             .delete(&p.session_id, &p.options)
             .await
-            .map_err(app_error)
+            .map_err(ErrorObject::from)
     }
 }
 
 impl Answer<m::SessionPrune> for Call<'_> {
     async fn answer(&self, p: RemoveOptions) -> Result<PruneResult, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        sessions.lifecycle().prune(&p).await.map_err(app_error)
+        sessions
+            .lifecycle()
+            .prune(&p)
+            .await
+            .map_err(ErrorObject::from)
     }
 }
 
@@ -206,7 +216,7 @@ impl Answer<m::SessionRefine> for Call<'_> {
             .lifecycle()
             .refine(&p.session_id, p.allow_read, p.prompt)
             .await
-            .map_err(app_error)?;
+            .map_err(ErrorObject::from)?;
         Ok(m::SessionReply { session })
     }
 }
@@ -218,7 +228,7 @@ impl Answer<m::SessionReset> for Call<'_> {
             .lifecycle()
             .reset(&p.session_id, p.keep_disabled)
             .await
-            .map_err(app_error)?;
+            .map_err(ErrorObject::from)?;
         Ok(m::Created {
             session_id: session.id.clone(),
             session,
@@ -233,7 +243,7 @@ impl Answer<m::SessionRestart> for Call<'_> {
             .lifecycle()
             .restart(&p.session_id)
             .await
-            .map_err(app_error)?;
+            .map_err(ErrorObject::from)?;
         Ok(m::SessionReply { session })
     }
 }
@@ -245,7 +255,7 @@ impl Answer<m::SessionResolve> for Call<'_> {
         conversations
             .resolve(p, &Prompter(self))
             .await
-            .map_err(app_error)
+            .map_err(ErrorObject::from)
     }
 }
 
@@ -285,7 +295,7 @@ impl Answer<m::SessionClose> for Call<'_> {
         let session = conversations
             .close(&p.session_id)
             .await
-            .map_err(app_error)?;
+            .map_err(ErrorObject::from)?;
         Ok(m::SessionReply { session })
     }
 }
@@ -297,7 +307,7 @@ impl Answer<m::SessionRename> for Call<'_> {
             .lifecycle()
             .rename(&p.session_id, &p.name)
             .await
-            .map_err(app_error)?;
+            .map_err(ErrorObject::from)?;
         Ok(m::SessionReply { session })
     }
 }
@@ -305,7 +315,11 @@ impl Answer<m::SessionRename> for Call<'_> {
 impl Answer<m::SessionFork> for Call<'_> {
     async fn answer(&self, p: ForkParams) -> Result<Created, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let session = sessions.lifecycle().fork(p).await.map_err(app_error)?;
+        let session = sessions
+            .lifecycle()
+            .fork(p)
+            .await
+            .map_err(ErrorObject::from)?;
         Ok(m::Created {
             session_id: session.id.clone(),
             session,
@@ -316,21 +330,33 @@ impl Answer<m::SessionFork> for Call<'_> {
 impl Answer<m::SessionMove> for Call<'_> {
     async fn answer(&self, p: MoveParams) -> Result<Moved, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        sessions.lifecycle().move_to(p).await.map_err(app_error)
+        sessions
+            .lifecycle()
+            .move_to(p)
+            .await
+            .map_err(ErrorObject::from)
     }
 }
 
 impl Answer<m::SessionAdopt> for Call<'_> {
     async fn answer(&self, p: AdoptParams) -> Result<Adopted, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        sessions.lifecycle().adopt(p).await.map_err(app_error)
+        sessions
+            .lifecycle()
+            .adopt(p)
+            .await
+            .map_err(ErrorObject::from)
     }
 }
 
 impl Answer<m::SessionHandoff> for Call<'_> {
     async fn answer(&self, p: HandoffParams) -> Result<Created, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let session = sessions.lifecycle().handoff(p).await.map_err(app_error)?;
+        let session = sessions
+            .lifecycle()
+            .handoff(p)
+            .await
+            .map_err(ErrorObject::from)?;
         Ok(m::Created {
             session_id: session.id.clone(),
             session,
@@ -341,7 +367,7 @@ impl Answer<m::SessionHandoff> for Call<'_> {
 impl Answer<m::Search> for Call<'_> {
     async fn answer(&self, p: SearchParams) -> Result<SearchResults, ErrorObject> {
         let ledger = &self.conn.services.ledger;
-        ledger.search(&p).await.map_err(app_error)
+        ledger.search(&p).await.map_err(ErrorObject::from)
     }
 }
 
@@ -349,7 +375,7 @@ impl Answer<m::SessionTranscript> for Call<'_> {
     async fn answer(&self, p: TranscriptParams) -> Result<Entries, ErrorObject> {
         let ledger = &self.conn.services.ledger;
         Ok(m::Entries {
-            entries: ledger.transcript(&p).await.map_err(app_error)?,
+            entries: ledger.transcript(&p).await.map_err(ErrorObject::from)?,
         })
     }
 }

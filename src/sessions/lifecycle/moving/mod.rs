@@ -13,6 +13,7 @@ mod adopt;
 use base64::Engine as _;
 
 use super::*;
+use crate::protocol::methods::{self as m, Method as _};
 use crate::protocol::{AdoptParams, Adopted, DaemonInfo, MoveParams, Moved, Resumed};
 
 impl Lifecycle {
@@ -150,7 +151,7 @@ impl Lifecycle {
         let what = format!("moving session {} goes to", session.id);
         let answer = self
             .ledger
-            .forward_to(&target.id, &what, "session.adopt", params)
+            .forward_to(&target.id, &what, m::SessionAdopt::NAME, params)
             .await
             .map_err(|(code, message)| LifecycleError::RefusedThere { code, message })?;
         serde_json::from_value(answer).map_err(LifecycleError::UnreadableAnswer)
