@@ -17,11 +17,12 @@
 //!   the daemon alone (default 10).
 //!
 //! Phases:
-//! 1. The shipping binary: `cargo build --release --bin cru` (opt-level s, fat LTO, one
-//!    codegen unit, stripped) into `<target dir>/ship`, a target directory of its own:
-//!    `cargo bench` builds the bench profile (no LTO) into the same `target/release`. The
-//!    size of `ship/cru` (linked with symbols, then stripped: what ships), and whether it
-//!    still has a symbol table (a `.symtab` section, read from its ELF section headers).
+//! 1. The shipping binary: `cargo build --release --bin cru` (opt-level s, z off the hot
+//!    path, fat LTO, one codegen unit, stripped) into `<target dir>/ship`, a target
+//!    directory of its own: `cargo bench` builds the bench profile (no LTO) into the
+//!    same `target/release`. The size of `ship/cru` (linked with symbols, then
+//!    stripped: what ships), and whether it still has a symbol table (a `.symtab`
+//!    section, read from its ELF section headers).
 //!    When `ship/` held no build yet, this build is the cold build: its wall time is
 //!    written to `ship/cold-build-secs`, which later runs show. What the binary is made
 //!    of: its symbols' bytes by family (the database engine, Matrix, TLS and crypto,
@@ -134,7 +135,8 @@ fn run() -> Result<()> {
     );
 
     println!(
-        "\n[1] the shipping binary: cargo build --release (opt-level s, fat LTO, one codegen unit, stripped)"
+        "\n[1] the shipping binary: cargo build --release \
+         (opt-level s, z off the hot path, fat LTO, one codegen unit, stripped)"
     );
     let ship = if ship::skipped() {
         println!("  skipped (CRU_BENCH_SHIP=0)");

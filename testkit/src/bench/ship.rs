@@ -1,13 +1,13 @@
 //! The shipping binary for the benchmarks: `cargo build --release --bin cru` (opt-level s,
-//! fat LTO, one codegen unit) into `<target dir>/ship`, a target directory of its own,
-//! since `cargo bench` builds the bench profile (no LTO) into the same `target/release`.
-//! It is linked with its symbols (`ship/release/cru`, read by [`super::parts`] to say what
-//! the binary is made of) and stripped with `strip(1)` into `ship/cru`, what ships and
-//! what is measured. Up to date, the build is a no-op; from nothing, its wall time is the
-//! cold-build figure and is kept in `ship/cold-build-secs`. `CRU_BENCH_SHIP=0` skips it:
-//! the benchmarks then measure their own `cru`. `CRU_BENCH_BIN=PATH` measures that binary
-//! as it is. [`build_without_matrix`] builds the same without the `matrix` feature, into
-//! `<target dir>/ship-no-matrix`.
+//! z off the hot path, fat LTO, one codegen unit) into `<target dir>/ship`, a target
+//! directory of its own, since `cargo bench` builds the bench profile (no LTO) into the
+//! same `target/release`. It is linked with its symbols (`ship/release/cru`, read by
+//! [`super::parts`] to say what the binary is made of) and stripped with `strip(1)` into
+//! `ship/cru`, what ships and what is measured. Up to date, the build is a no-op; from
+//! nothing, its wall time is the cold-build figure and is kept in `ship/cold-build-secs`.
+//! `CRU_BENCH_SHIP=0` skips it: the benchmarks then measure their own `cru`.
+//! `CRU_BENCH_BIN=PATH` measures that binary as it is. [`build_without_matrix`] builds the
+//! same without the `matrix` feature, into `<target dir>/ship-no-matrix`.
 //!
 //! The build runs with a shell's environment (`cargo_env`), and without this bench
 //! build's `RUSTC*` and `RUSTFLAGS`.
