@@ -62,13 +62,7 @@ impl<'a> Call<'a> {
     /// An inbox message a handle may see: its own session's; any other is "not found",
     /// as if it did not exist, so a handle learns nothing of other sessions.
     pub(super) async fn visible(&self, id: &str) -> Result<InboxMessage, ErrorObject> {
-        let message = self
-            .conn
-            .services
-            .ledger
-            .get_message(id)
-            .await
-            .map_err(ErrorObject::from)?;
+        let message = self.conn.services.ledger.get_message(id).await?;
         match self.scope {
             Some(scope) if message.session_id != scope.session_id => {
                 Err(ErrorObject::from(crate::ledger::no_message(id)))

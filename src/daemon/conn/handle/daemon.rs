@@ -71,10 +71,7 @@ impl Answer<m::DbQuery> for Call<'_> {
         let ledger = &self.conn.services.ledger;
         let bindings = Value::Object(p.bindings.unwrap_or_default());
         Ok(m::QueryResult {
-            result: ledger
-                .query(&p.sql, bindings)
-                .await
-                .map_err(ErrorObject::from)?,
+            result: ledger.query(&p.sql, bindings).await?,
         })
     }
 }

@@ -16,13 +16,12 @@ impl Answer<m::InboxSend> for Call<'_> {
         } else {
             None
         };
-        let mut message = ledger.send(p).await.map_err(ErrorObject::from)?;
+        let mut message = ledger.send(p).await?;
         if let Some(allowed) = ruled {
             let answer = if allowed { "approve" } else { "deny" };
             message = ledger
                 .respond(&message.id, answer, "the session's rules")
-                .await
-                .map_err(ErrorObject::from)?;
+                .await?;
         }
         Ok(m::Sent {
             id: message.id.clone(),
@@ -35,7 +34,7 @@ impl Answer<m::InboxList> for Call<'_> {
     async fn answer(&self, p: ListParams) -> Result<Messages, ErrorObject> {
         let ledger = &self.conn.services.ledger;
         Ok(m::Messages {
-            messages: ledger.list_messages(&p).await.map_err(ErrorObject::from)?,
+            messages: ledger.list_messages(&p).await?,
         })
     }
 }
@@ -52,7 +51,7 @@ impl Answer<m::InboxMarkRead> for Call<'_> {
     async fn answer(&self, p: IdsParams) -> Result<Updated, ErrorObject> {
         let ledger = &self.conn.services.ledger;
         Ok(m::Updated {
-            updated: ledger.mark_read(&p.ids).await.map_err(ErrorObject::from)?,
+            updated: ledger.mark_read(&p.ids).await?,
         })
     }
 }
@@ -79,10 +78,7 @@ impl Answer<m::InboxRespond> for Call<'_> {
         if !message.responded
             && let Some(why) = sessions.unheard(&message).await
         {
-            ledger
-                .withdraw(&message.id, &why)
-                .await
-                .map_err(ErrorObject::from)?;
+            ledger.withdraw(&message.id, &why).await?;
             return Err(ErrorObject::new(
                 code::CONFLICT,
                 format!(
@@ -94,10 +90,7 @@ impl Answer<m::InboxRespond> for Call<'_> {
         }
         let by = self.caller.describe();
         Ok(m::MessageReply {
-            message: ledger
-                .respond(&p.id, &p.response, &by)
-                .await
-                .map_err(ErrorObject::from)?,
+            message: ledger.respond(&p.id, &p.response, &by).await?,
         })
     }
 }
@@ -108,10 +101,7 @@ impl Answer<m::InboxWait> for Call<'_> {
         self.visible(&p.id).await?;
         let timeout = p.timeout_secs.map(Duration::from_secs);
         Ok(m::MessageReply {
-            message: ledger
-                .wait_for_answer(&p.id, timeout)
-                .await
-                .map_err(ErrorObject::from)?,
+            message: ledger.wait_for_answer(&p.id, timeout).await?,
         })
     }
 }
@@ -120,7 +110,7 @@ impl Answer<m::InboxClear> for Call<'_> {
     async fn answer(&self, _: NoParams) -> Result<Deleted, ErrorObject> {
         let ledger = &self.conn.services.ledger;
         Ok(m::Deleted {
-            deleted: ledger.clear().await.map_err(ErrorObject::from)?.len(),
+            deleted: ledger.clear().await?.len(),
         })
     }
 }

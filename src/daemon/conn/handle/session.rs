@@ -8,7 +8,7 @@ use crate::ledger::LedgerError;
 impl Answer<m::SessionRegister> for Call<'_> {
     async fn answer(&self, p: RegisterParams) -> Result<Registered, ErrorObject> {
         let ledger = &self.conn.services.ledger;
-        let (session, handle, evicted) = ledger.register(p).await.map_err(ErrorObject::from)?;
+        let (session, handle, evicted) = ledger.register(p).await?;
         Ok(m::Registered {
             session_id: session.id.clone(),
             session,
@@ -66,9 +66,7 @@ impl Answer<m::SessionGet> for Call<'_> {
             Some(_) => ledger.get_session(&p.session_id),
             None => ledger.session_or_record(&p.session_id),
         };
-        Ok(m::SessionReply {
-            session: session.map_err(ErrorObject::from)?,
-        })
+        Ok(m::SessionReply { session: session? })
     }
 }
 
@@ -76,7 +74,7 @@ impl Answer<m::SessionHeartbeat> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<Done, ErrorObject> {
         let ledger = &self.conn.services.ledger;
         self.own(&p.session_id)?;
-        ledger.heartbeat(&p.session_id).map_err(ErrorObject::from)?;
+        ledger.heartbeat(&p.session_id)?;
         Ok(m::Done { ok: true })
     }
 }
@@ -87,8 +85,7 @@ impl Answer<m::SessionDeregister> for Call<'_> {
         let reason = p.reason.as_deref().unwrap_or("deregistered");
         ledger
             .deregister(&p.session_id, reason, p.exit_code)
-            .await
-            .map_err(ErrorObject::from)?;
+            .await?;
         Ok(m::Done { ok: true })
     }
 }
@@ -118,11 +115,7 @@ impl Answer<m::SessionCreate> for Call<'_> {
         let services = &self.conn.services;
         let sessions = &services.sessions;
         let given = self.take_client_env();
-        let session = sessions
-            .lifecycle()
-            .create_for(p, given)
-            .await
-            .map_err(ErrorObject::from)?;
+        let session = sessions.lifecycle().create_for(p, given).await?;
         Ok(m::Created {
             session_id: session.id.clone(),
             session,
@@ -133,10 +126,7 @@ impl Answer<m::SessionCreate> for Call<'_> {
 impl Answer<m::SessionPrompt> for Call<'_> {
     async fn answer(&self, p: PromptParams) -> Result<PromptResult, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let queued = sessions
-            .prompt(&p.session_id, p.text)
-            .await
-            .map_err(ErrorObject::from)?;
+        let queued = sessions.prompt(&p.session_id, p.text).await?;
         Ok(PromptResult { queued })
     }
 }
@@ -144,11 +134,7 @@ impl Answer<m::SessionPrompt> for Call<'_> {
 impl Answer<m::SessionResend> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<PromptResult, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let queued = sessions
-            .lifecycle()
-            .resend(&p.session_id)
-            .await
-            .map_err(ErrorObject::from)?;
+        let queued = sessions.lifecycle().resend(&p.session_id).await?;
         Ok(PromptResult { queued })
     }
 }
@@ -156,10 +142,7 @@ impl Answer<m::SessionResend> for Call<'_> {
 impl Answer<m::SessionCancel> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<Done, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        sessions
-            .cancel(&p.session_id)
-            .await
-            .map_err(ErrorObject::from)?;
+        sessions.cancel(&p.session_id).await?;
         Ok(m::Done { ok: true })
     }
 }
@@ -167,10 +150,7 @@ impl Answer<m::SessionCancel> for Call<'_> {
 impl Answer<m::SessionStop> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let session = sessions
-            .stop(&p.session_id)
-            .await
-            .map_err(ErrorObject::from)?;
+        let session = sessions.stop(&p.session_id).await?;
         Ok(m::SessionReply { session })
     }
 }
@@ -215,8 +195,7 @@ impl Answer<m::SessionRefine> for Call<'_> {
         let session = sessions
             .lifecycle()
             .refine(&p.session_id, p.allow_read, p.prompt)
-            .await
-            .map_err(ErrorObject::from)?;
+            .await?;
         Ok(m::SessionReply { session })
     }
 }
@@ -227,8 +206,7 @@ impl Answer<m::SessionReset> for Call<'_> {
         let session = sessions
             .lifecycle()
             .reset(&p.session_id, p.keep_disabled)
-            .await
-            .map_err(ErrorObject::from)?;
+            .await?;
         Ok(m::Created {
             session_id: session.id.clone(),
             session,
@@ -239,11 +217,7 @@ impl Answer<m::SessionReset> for Call<'_> {
 impl Answer<m::SessionRestart> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let session = sessions
-            .lifecycle()
-            .restart(&p.session_id)
-            .await
-            .map_err(ErrorObject::from)?;
+        let session = sessions.lifecycle().restart(&p.session_id).await?;
         Ok(m::SessionReply { session })
     }
 }
@@ -292,10 +266,7 @@ impl crate::sessions::Deliver for Prompter<'_, '_> {
 impl Answer<m::SessionClose> for Call<'_> {
     async fn answer(&self, p: SessionIdParams) -> Result<SessionReply, ErrorObject> {
         let conversations = &self.conn.services.conversations;
-        let session = conversations
-            .close(&p.session_id)
-            .await
-            .map_err(ErrorObject::from)?;
+        let session = conversations.close(&p.session_id).await?;
         Ok(m::SessionReply { session })
     }
 }
@@ -303,11 +274,7 @@ impl Answer<m::SessionClose> for Call<'_> {
 impl Answer<m::SessionRename> for Call<'_> {
     async fn answer(&self, p: RenameParams) -> Result<SessionReply, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let session = sessions
-            .lifecycle()
-            .rename(&p.session_id, &p.name)
-            .await
-            .map_err(ErrorObject::from)?;
+        let session = sessions.lifecycle().rename(&p.session_id, &p.name).await?;
         Ok(m::SessionReply { session })
     }
 }
@@ -315,11 +282,7 @@ impl Answer<m::SessionRename> for Call<'_> {
 impl Answer<m::SessionFork> for Call<'_> {
     async fn answer(&self, p: ForkParams) -> Result<Created, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let session = sessions
-            .lifecycle()
-            .fork(p)
-            .await
-            .map_err(ErrorObject::from)?;
+        let session = sessions.lifecycle().fork(p).await?;
         Ok(m::Created {
             session_id: session.id.clone(),
             session,
@@ -352,11 +315,7 @@ impl Answer<m::SessionAdopt> for Call<'_> {
 impl Answer<m::SessionHandoff> for Call<'_> {
     async fn answer(&self, p: HandoffParams) -> Result<Created, ErrorObject> {
         let sessions = &self.conn.services.sessions;
-        let session = sessions
-            .lifecycle()
-            .handoff(p)
-            .await
-            .map_err(ErrorObject::from)?;
+        let session = sessions.lifecycle().handoff(p).await?;
         Ok(m::Created {
             session_id: session.id.clone(),
             session,
@@ -375,7 +334,7 @@ impl Answer<m::SessionTranscript> for Call<'_> {
     async fn answer(&self, p: TranscriptParams) -> Result<Entries, ErrorObject> {
         let ledger = &self.conn.services.ledger;
         Ok(m::Entries {
-            entries: ledger.transcript(&p).await.map_err(ErrorObject::from)?,
+            entries: ledger.transcript(&p).await?,
         })
     }
 }
